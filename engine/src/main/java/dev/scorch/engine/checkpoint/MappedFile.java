@@ -1,0 +1,84 @@
+package dev.scorch.engine.checkpoint;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.MappedByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+
+/**
+ * A read-only memory map of a whole file of any size. A MappedByteBuffer holds at most 2 GiB, so the file
+ * is mapped in chunks that overlap by {@code overlap} bytes: any range no longer than the overlap lies
+ * whole inside one chunk and comes back as one little-endian slice. Nothing is copied onto the heap.
+ */
+public final class MappedFile {
+  public static final long DEFAULT_CHUNK = 1L << 30;
+  public static final int DEFAULT_OVERLAP = 64 << 20;
+
+  private final Path path;
+  private final long size;
+  private final long chunk;
+  private final int overlap;
+  private final MappedByteBuffer[] maps;
+
+  public static MappedFile map(Path path) {
+    return map(path, DEFAULT_CHUNK, DEFAULT_OVERLAP);
+  }
+
+  /** Chunk and overlap are parameters so tests can exercise chunk borders on small files. */
+  public static MappedFile map(Path path, long chunk, int overlap) {
+    if (chunk <= 0 || overlap < 0 || chunk + overlap > Integer.MAX_VALUE) {
+      throw new IllegalArgumentException("chunk " + chunk + " + overlap " + overlap + " must fit one mapping");
+    }
+    try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ)) {
+      long size = ch.size();
+      int n = (int) Math.max(1, (size + chunk - 1) / chunk);
+      MappedByteBuffer[] maps = new MappedByteBuffer[n];
+      for (int i = 0; i < n; i++) {
+        long start = i * chunk;
+        long len = Math.min(size - start, chunk + overlap);
+        maps[i] = ch.map(FileChannel.MapMode.READ_ONLY, start, Math.max(0, len));
+      }
+      return new MappedFile(path, size, chunk, overlap, maps);
+    } catch (IOException e) {
+      throw new CheckpointException(path + ": cannot map file: " + e.getMessage(), e);
+    }
+  }
+
+  private MappedFile(Path path, long size, long chunk, int overlap, MappedByteBuffer[] maps) {
+    this.path = path;
+    this.size = size;
+    this.chunk = chunk;
+    this.overlap = overlap;
+    this.maps = maps;
+  }
+
+  public Path path() {
+    return path;
+  }
+
+  public long size() {
+    return size;
+  }
+
+  /** Longest range that {@link #slice} always returns in one piece. */
+  public int maxSlice() {
+    return overlap;
+  }
+
+  /** A little-endian view of [offset, offset + length); length must not exceed {@link #maxSlice()} unless the range lies in one chunk. */
+  public ByteBuffer slice(long offset, int length) {
+    if (offset < 0 || length < 0 || offset + length > size) {
+      throw new IndexOutOfBoundsException(path + ": range [" + offset + ", " + (offset + length) + ") outside file of " + size + " bytes");
+    }
+    int i = (int) Math.min(offset / chunk, maps.length - 1);
+    long rel = offset - i * chunk;
+    MappedByteBuffer m = maps[i];
+    if (rel + length > m.capacity()) {
+      throw new IllegalArgumentException(path + ": range of " + length + " bytes crosses a mapping border; read it in pieces of at most " + overlap);
+    }
+    return m.slice((int) rel, length).order(ByteOrder.LITTLE_ENDIAN);
+  }
+}

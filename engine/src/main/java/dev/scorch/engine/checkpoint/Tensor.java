@@ -1,0 +1,112 @@
+package dev.scorch.engine.checkpoint;
+
+import java.nio.ByteBuffer;
+
+/**
+ * A tensor in a memory-mapped shard, still in its file dtype. Readers decode to fp32 only the elements they
+ * ask for, so a BF16 or FP8 checkpoint stays BF16 or FP8 in memory.
+ */
+public final class Tensor {
+  /** Bulk decodes go through slices of at most this many bytes, well under any mapping's overlap. */
+  private static final int PIECE = 1 << 20;
+
+  private final TensorInfo info;
+  private final MappedFile file;
+
+  public Tensor(TensorInfo info, MappedFile file) {
+    this.info = info;
+    this.file = file;
+  }
+
+  public TensorInfo info() {
+    return info;
+  }
+
+  public String name() {
+    return info.name();
+  }
+
+  public DType dtype() {
+    return info.dtype();
+  }
+
+  public long[] shape() {
+    return info.shape().clone();
+  }
+
+  public int dim(int i) {
+    return Math.toIntExact(info.shape()[i]);
+  }
+
+  public long numel() {
+    return info.numel();
+  }
+
+  /** Raw little-endian bytes [byteOffset, byteOffset + length) of this tensor's data. */
+  public ByteBuffer bytes(long byteOffset, int length) {
+    if (byteOffset < 0 || byteOffset + length > info.byteSize()) {
+      throw new IndexOutOfBoundsException(info.name() + ": bytes [" + byteOffset + ", " + (byteOffset + length) + ") outside " + info.byteSize());
+    }
+    return file.slice(info.begin() + byteOffset, length);
+  }
+
+  /** Decodes elements [start, start + n) to fp32 into dst[off..]. Integer tensors are converted exactly where they fit. */
+  public void toFloat(long start, float[] dst, int off, int n) {
+    if (start < 0 || n < 0 || start + n > numel()) {
+      throw new IndexOutOfBoundsException(info.name() + ": elements [" + start + ", " + (start + n) + ") outside " + numel());
+    }
+    int esize = dtype().bytes();
+    int perPiece = PIECE / esize;
+    while (n > 0) {
+      int k = Math.min(n, perPiece);
+      ByteBuffer b = file.slice(info.begin() + start * esize, k * esize);
+      decode(dtype(), b, dst, off, k);
+      start += k;
+      off += k;
+      n -= k;
+    }
+  }
+
+  public float[] toFloatArray() {
+    float[] out = new float[Math.toIntExact(numel())];
+    toFloat(0, out, 0, out.length);
+    return out;
+  }
+
+  public float getFloat(long index) {
+    float[] one = new float[1];
+    toFloat(index, one, 0, 1);
+    return one[0];
+  }
+
+  static void decode(DType dtype, ByteBuffer b, float[] dst, int off, int n) {
+    switch (dtype) {
+      case F32 -> b.asFloatBuffer().get(dst, off, n);
+      case BF16 -> {
+        for (int i = 0; i < n; i++) {
+          dst[off + i] = NumberFormats.bf16ToFloat(b.getShort(2 * i));
+        }
+      }
+      case F16 -> {
+        for (int i = 0; i < n; i++) {
+          dst[off + i] = NumberFormats.f16ToFloat(b.getShort(2 * i));
+        }
+      }
+      case F8_E4M3 -> {
+        for (int i = 0; i < n; i++) {
+          dst[off + i] = NumberFormats.e4m3ToFloat(b.get(i));
+        }
+      }
+      case I32 -> {
+        for (int i = 0; i < n; i++) {
+          dst[off + i] = b.getInt(4 * i);
+        }
+      }
+      case I64 -> {
+        for (int i = 0; i < n; i++) {
+          dst[off + i] = b.getLong(8 * i);
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,42 @@
+package dev.scorch.jobs;
+
+import dev.scorch.jobs.cli.InspectCommand;
+import dev.scorch.jobs.cli.MakeDemoModelCommand;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+
+/** The {@code scorch} command line: one subcommand per job. */
+@Command(
+    name = "scorch",
+    mixinStandardHelpOptions = true,
+    version = "scorch 0.1.0",
+    description = "LLM batch scoring and generation inside Apache Spark (DeepSeek-V3 / Kimi K2 family).",
+    subcommands = {MakeDemoModelCommand.class, InspectCommand.class, CommandLine.HelpCommand.class},
+    footer = {
+        "",
+        "Examples:",
+        "  bin/scorch make-demo-model --out models/demo-small --preset small",
+        "  bin/scorch inspect --model models/demo-small",
+        "  bin/scorch <command> --help"
+    })
+public final class ScorchCli implements Runnable {
+  @CommandLine.Spec CommandLine.Model.CommandSpec spec;
+
+  @Override
+  public void run() {
+    spec.commandLine().usage(System.out);
+  }
+
+  public static CommandLine commandLine() {
+    CommandLine cl = new CommandLine(new ScorchCli());
+    cl.setExecutionExceptionHandler((ex, cmd, parsed) -> {
+      cmd.getErr().println("scorch " + cmd.getCommandName() + ": " + ex.getMessage());
+      return 2;
+    });
+    return cl;
+  }
+
+  public static void main(String[] args) {
+    System.exit(commandLine().execute(args));
+  }
+}

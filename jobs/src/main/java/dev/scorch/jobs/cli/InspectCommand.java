@@ -1,0 +1,119 @@
+package dev.scorch.jobs.cli;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.config.RopeScaling;
+import dev.scorch.engine.model.ModelInfo;
+import java.io.PrintStream;
+import java.nio.file.Path;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+@Command(
+    name = "inspect",
+    mixinStandardHelpOptions = true,
+    description = {
+        "Describes and validates a checkpoint folder: architecture, total and active parameters,",
+        "dtypes, bytes on disk, dense/MoE layers, experts, rope scaling, tokenizer, validation.",
+        "Exits 1 when the checkpoint is not valid."
+    },
+    footer = {"", "Examples:", "  bin/scorch inspect --model models/demo-tiny", "  bin/scorch inspect --model /data/Kimi-K2-Instruct --json"})
+public final class InspectCommand implements Callable<Integer> {
+  @Option(names = "--model", required = true, description = "Hugging Face checkpoint folder.")
+  Path model;
+
+  @Option(names = "--json", description = "Print one JSON object instead of text.")
+  boolean json;
+
+  @Override
+  public Integer call() throws Exception {
+    ModelInfo info = ModelInfo.of(model);
+    if (json) {
+      System.out.println(new ObjectMapper().writeValueAsString(toJson(info)));
+    } else {
+      print(info, System.out);
+    }
+    return info.validation().valid() ? 0 : 1;
+  }
+
+  static ObjectNode toJson(ModelInfo info) {
+    ModelConfig c = info.config();
+    ObjectNode o = new ObjectMapper().createObjectNode();
+    o.put("model", info.dir().toString());
+    o.put("architecture", ModelConfig.ARCHITECTURE);
+    o.put("model_type", c.modelType());
+    o.put("parameters", info.parameters());
+    o.put("active_parameters", info.activeParameters());
+    o.put("dtype", info.mainDtype());
+    ObjectNode byDtype = o.putObject("parameters_by_dtype");
+    info.parametersByDtype().forEach((k, v) -> byDtype.put(k.headerName(), v));
+    o.put("bytes_on_disk", info.bytesOnDisk());
+    o.put("shards", info.shards());
+    o.put("num_hidden_layers", c.numHiddenLayers());
+    o.put("dense_layers", info.denseLayers());
+    o.put("moe_layers", info.moeLayers());
+    o.put("n_routed_experts", c.nRoutedExperts());
+    o.put("num_experts_per_tok", c.numExpertsPerTok());
+    o.put("n_shared_experts", c.nSharedExperts());
+    o.put("vocab_size", c.vocabSize());
+    o.put("hidden_size", c.hiddenSize());
+    if (c.qLoraRank() == null) {
+      o.putNull("q_lora_rank");
+    } else {
+      o.put("q_lora_rank", c.qLoraRank());
+    }
+    o.put("kv_lora_rank", c.kvLoraRank());
+    RopeScaling r = c.ropeScaling();
+    if (r == null) {
+      o.putNull("rope_scaling");
+    } else {
+      ObjectNode rope = o.putObject("rope_scaling");
+      rope.put("type", r.type());
+      rope.put("factor", r.factor());
+      rope.put("original_max_position_embeddings", r.originalMaxPositionEmbeddings());
+    }
+    o.put("max_position_embeddings", c.maxPositionEmbeddings());
+    if (info.tokenizer() == null) {
+      o.putNull("tokenizer");
+    } else {
+      o.put("tokenizer", info.tokenizer());
+    }
+    o.put("valid", info.validation().valid());
+    info.validation().errors().forEach(o.withArray("errors")::add);
+    o.put("ignored_tensors", info.validation().ignored().size());
+    info.validation().unexpected().forEach(o.withArray("unexpected_tensors")::add);
+    return o;
+  }
+
+  static void print(ModelInfo info, PrintStream out) {
+    ModelConfig c = info.config();
+    out.printf("model          %s%n", info.dir());
+    out.printf("architecture   %s (model_type %s)%n", ModelConfig.ARCHITECTURE, c.modelType());
+    out.printf("parameters     %,d total, %,d active per token%n", info.parameters(), info.activeParameters());
+    out.printf("dtypes         %s%n", info.parametersByDtype());
+    out.printf("on disk        %,d bytes in %d shard(s)%n", info.bytesOnDisk(), info.shards());
+    out.printf("layers         %d (%d dense, %d MoE), hidden %d, vocab %d%n", c.numHiddenLayers(), info.denseLayers(), info.moeLayers(),
+        c.hiddenSize(), c.vocabSize());
+    out.printf("attention      MLA, %d heads, q_lora_rank %s, kv_lora_rank %d, qk_nope %d + qk_rope %d, v %d%n",
+        c.numAttentionHeads(), c.qLoraRank() == null ? "null (q_proj)" : c.qLoraRank(), c.kvLoraRank(), c.qkNopeHeadDim(),
+        c.qkRopeHeadDim(), c.vHeadDim());
+    out.printf("experts        %d routed (top-%d, %d groups keep %d), %d shared, scaling %.3f%n", c.nRoutedExperts(),
+        c.numExpertsPerTok(), c.nGroup(), c.topkGroup(), c.nSharedExperts(), c.routedScalingFactor());
+    RopeScaling r = c.ropeScaling();
+    out.printf("rope           theta %.0f, %s%n", c.ropeTheta(),
+        r == null ? "no scaling" : String.format("yarn factor %.1f over %d original positions (max %d)", r.factor(),
+            r.originalMaxPositionEmbeddings(), c.maxPositionEmbeddings()));
+    out.printf("quantization   %s%n", c.quantization() == null ? "none" : c.quantization().fmt() + " blocks "
+        + c.quantization().blockRows() + "x" + c.quantization().blockCols());
+    out.printf("tokenizer      %s%n", info.tokenizer() == null ? "none found" : info.tokenizer());
+    if (info.validation().valid()) {
+      out.printf("validation     OK (%d ignored tensors, %d unexpected)%n", info.validation().ignored().size(),
+          info.validation().unexpected().size());
+    } else {
+      out.printf("validation     FAILED, %d errors:%n", info.validation().errors().size());
+      info.validation().errors().forEach(e -> out.println("  " + e));
+    }
+  }
+}
