@@ -162,12 +162,16 @@ public final class SafetensorsFile {
   private static void checkNoOverlap(Path path, Map<String, TensorInfo> tensors) {
     List<TensorInfo> sorted = new ArrayList<>(tensors.values());
     sorted.sort(Comparator.comparingLong(TensorInfo::begin).thenComparingLong(TensorInfo::end));
-    for (int i = 1; i < sorted.size(); i++) {
-      TensorInfo a = sorted.get(i - 1);
-      TensorInfo b = sorted.get(i);
-      if (b.begin() < a.end() && b.byteSize() > 0 && a.byteSize() > 0) {
+    // Compare each non-empty tensor with the previous non-empty one: an empty tensor between them must not hide an overlap.
+    TensorInfo a = null;
+    for (TensorInfo b : sorted) {
+      if (b.byteSize() == 0) {
+        continue;
+      }
+      if (a != null && b.begin() < a.end()) {
         throw new CheckpointException(path + ": tensors '" + a.name() + "' and '" + b.name() + "' overlap in the data section");
       }
+      a = b;
     }
   }
 

@@ -7,7 +7,7 @@ import java.nio.ByteBuffer;
  * ask for, so a BF16 or FP8 checkpoint stays BF16 or FP8 in memory.
  */
 public final class Tensor {
-  /** Bulk decodes go through slices of at most this many bytes, well under any mapping's overlap. */
+  /** Bulk decodes go through slices of at most this many bytes (and at most the mapping's overlap). */
   private static final int PIECE = 1 << 20;
 
   private final TensorInfo info;
@@ -56,7 +56,8 @@ public final class Tensor {
       throw new IndexOutOfBoundsException(info.name() + ": elements [" + start + ", " + (start + n) + ") outside " + numel());
     }
     int esize = dtype().bytes();
-    int perPiece = PIECE / esize;
+    // Pieces must also fit the mapping's overlap, which a MappedFile with a small chunk size makes tiny.
+    int perPiece = Math.max(1, Math.min(PIECE, file.maxSlice()) / esize);
     while (n > 0) {
       int k = Math.min(n, perPiece);
       ByteBuffer b = file.slice(info.begin() + start * esize, k * esize);

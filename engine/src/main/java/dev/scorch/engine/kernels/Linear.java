@@ -1,0 +1,106 @@
+package dev.scorch.engine.kernels;
+
+import dev.scorch.engine.checkpoint.DType;
+import dev.scorch.engine.checkpoint.NumberFormats;
+import dev.scorch.engine.checkpoint.Tensor;
+import java.nio.ByteBuffer;
+
+/**
+ * A linear layer's weight [out_features, in_features] as it lies in the checkpoint (BF16, F16, F32, or
+ * F8_E4M3 with one weight_scale_inv per block). Nothing is decoded ahead of time: kernels ask for a row
+ * segment in fp32 when they pack it, so the model's heap stays small.
+ */
+public final class Linear {
+  private final String name;
+  private final Tensor weight;
+  private final DType dtype;
+  private final int out;
+  private final int in;
+  // FP8 only: weight_scale_inv [ceil(out / blockRows), ceil(in / blockCols)], decoded (it is tiny).
+  private final float[] scaleInv;
+  private final int blockRows;
+  private final int blockCols;
+  private final int scaleCols;
+
+  public Linear(Tensor weight, Tensor scaleInv, int blockRows, int blockCols) {
+    this.name = weight.name();
+    this.weight = weight;
+    this.dtype = weight.dtype();
+    this.out = weight.dim(0);
+    this.in = weight.dim(1);
+    if (dtype == DType.F8_E4M3) {
+      this.scaleInv = scaleInv.toFloatArray();
+      this.blockRows = blockRows;
+      this.blockCols = blockCols;
+      this.scaleCols = scaleInv.dim(1);
+    } else {
+      this.scaleInv = null;
+      this.blockRows = 0;
+      this.blockCols = 0;
+      this.scaleCols = 0;
+    }
+  }
+
+  public Linear(Tensor weight) {
+    this(weight, null, 0, 0);
+  }
+
+  public String name() {
+    return name;
+  }
+
+  public DType dtype() {
+    return dtype;
+  }
+
+  /** out_features (N). */
+  public int out() {
+    return out;
+  }
+
+  /** in_features (K). */
+  public int in() {
+    return in;
+  }
+
+  /** Bytes of weight (and scales) one full pass over this layer reads. */
+  public long weightBytes() {
+    return (long) out * in * dtype.bytes() + (scaleInv == null ? 0 : scaleInv.length * 4L);
+  }
+
+  /** Decodes W[row, k0 .. k0 + n) to fp32 into dst[off ..], applying FP8 block scales. */
+  public void row(int row, int k0, int n, float[] dst, int off) {
+    int esize = dtype.bytes();
+    ByteBuffer b = weight.bytes(((long) row * in + k0) * esize, n * esize);
+    switch (dtype) {
+      case BF16 -> {
+        for (int i = 0; i < n; i++) {
+          dst[off + i] = NumberFormats.bf16ToFloat(b.getShort(2 * i));
+        }
+      }
+      case F32 -> b.asFloatBuffer().get(dst, off, n);
+      case F16 -> {
+        for (int i = 0; i < n; i++) {
+          dst[off + i] = NumberFormats.f16ToFloat(b.getShort(2 * i));
+        }
+      }
+      case F8_E4M3 -> {
+        int sRow = (row / blockRows) * scaleCols;
+        for (int i = 0; i < n; i++) {
+          int k = k0 + i;
+          dst[off + i] = NumberFormats.e4m3ToFloat(b.get(i)) * scaleInv[sRow + k / blockCols];
+        }
+      }
+      default -> throw new IllegalStateException(name + ": dtype " + dtype + " is not a weight dtype");
+    }
+  }
+
+  /** The whole weight in fp32, for tests and small matrices only. */
+  public float[] toFloat() {
+    float[] w = new float[Math.multiplyExact(out, in)];
+    for (int r = 0; r < out; r++) {
+      row(r, 0, in, w, r * in);
+    }
+    return w;
+  }
+}

@@ -1,0 +1,19 @@
+package dev.scorch.engine.kernels;
+
+/**
+ * The backend seam: the heavy operations the model calls. {@link CpuOps} is today's fast path,
+ * {@link ReferenceOps} the plain loops it is tested against; a CUDA backend implements the same interface.
+ */
+public interface Ops extends AutoCloseable {
+  /** y[m, out] = x[m, in] · Wᵀ. */
+  void matmul(float[] x, int m, Linear w, float[] y);
+
+  /** out[T, heads, v_head]: causal softmax(q·kᵀ · scale) · v per sequence, softmax in fp32. */
+  void attention(MlaInputs in, float[] out);
+
+  /** Engine threads this backend runs on. */
+  int threads();
+
+  @Override
+  void close();
+}

@@ -1,0 +1,157 @@
+package dev.scorch.engine.kernels;
+
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.VectorSpecies;
+
+/**
+ * y[M, N] = x[M, K] · Wᵀ with W [N, K] in its checkpoint dtype. W is decoded to fp32 while a panel of NR
+ * output columns × KC inputs is packed (once per panel, reused by every row of x), then a register-tiled
+ * Vector API micro-kernel runs MR rows at a time.
+ *
+ * <p>Every output is one fused-multiply-add chain over k = 0 .. K-1 in order, whatever M, the tile a row
+ * lands in, or the thread that runs it: a row's result is bit-identical in any batch and at any thread count.
+ */
+public final class PackedGemm {
+  static final VectorSpecies<Float> S = FloatVector.SPECIES_PREFERRED;
+  static final int L = S.length();
+  /** Output columns per panel: two vectors. */
+  static final int NR = 2 * L;
+  /** Rows of x per micro-kernel call. */
+  static final int MR = 4;
+  /** Inputs per packed panel block. */
+  static final int KC = 256;
+
+  private PackedGemm() {}
+
+  private static final class Scratch {
+    final float[] panel = new float[KC * NR];
+    final float[] row = new float[KC];
+    float[] c = new float[0];
+  }
+
+  private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
+
+  public static void matmul(float[] x, int m, Linear w, float[] y, Parallel par) {
+    int kDim = w.in();
+    int nDim = w.out();
+    int panels = (nDim + NR - 1) / NR;
+    par.forEach(panels, p -> {
+      Scratch s = SCRATCH.get();
+      if (s.c.length < m * NR) {
+        s.c = new float[m * NR];
+      }
+      int n0 = p * NR;
+      int nr = Math.min(NR, nDim - n0);
+      for (int k0 = 0; k0 < kDim; k0 += KC) {
+        int kc = Math.min(KC, kDim - k0);
+        pack(w, n0, nr, k0, kc, s);
+        boolean first = k0 == 0;
+        int i = 0;
+        for (; i + MR <= m; i += MR) {
+          kernel4(x, i, kDim, k0, kc, s.panel, s.c, first);
+        }
+        for (; i < m; i++) {
+          kernel1(x, i, kDim, k0, kc, s.panel, s.c, first);
+        }
+      }
+      for (int i = 0; i < m; i++) {
+        System.arraycopy(s.c, i * NR, y, i * nDim + n0, nr);
+      }
+    });
+  }
+
+  /** panel[k * NR + j] = W[n0 + j, k0 + k] in fp32; columns past N are zero. */
+  private static void pack(Linear w, int n0, int nr, int k0, int kc, Scratch s) {
+    float[] panel = s.panel;
+    for (int j = 0; j < nr; j++) {
+      w.row(n0 + j, k0, kc, s.row, 0);
+      for (int k = 0; k < kc; k++) {
+        panel[k * NR + j] = s.row[k];
+      }
+    }
+    for (int j = nr; j < NR; j++) {
+      for (int k = 0; k < kc; k++) {
+        panel[k * NR + j] = 0f;
+      }
+    }
+  }
+
+  private static void kernel4(float[] x, int i, int kDim, int k0, int kc, float[] panel, float[] c, boolean first) {
+    int c0 = i * NR;
+    int c1 = c0 + NR;
+    int c2 = c1 + NR;
+    int c3 = c2 + NR;
+    FloatVector a00, a01, a10, a11, a20, a21, a30, a31;
+    if (first) {
+      a00 = a01 = a10 = a11 = a20 = a21 = a30 = a31 = FloatVector.zero(S);
+    } else {
+      a00 = FloatVector.fromArray(S, c, c0);
+      a01 = FloatVector.fromArray(S, c, c0 + L);
+      a10 = FloatVector.fromArray(S, c, c1);
+      a11 = FloatVector.fromArray(S, c, c1 + L);
+      a20 = FloatVector.fromArray(S, c, c2);
+      a21 = FloatVector.fromArray(S, c, c2 + L);
+      a30 = FloatVector.fromArray(S, c, c3);
+      a31 = FloatVector.fromArray(S, c, c3 + L);
+    }
+    int x0 = i * kDim + k0;
+    int x1 = x0 + kDim;
+    int x2 = x1 + kDim;
+    int x3 = x2 + kDim;
+    for (int k = 0; k < kc; k++) {
+      FloatVector b0 = FloatVector.fromArray(S, panel, k * NR);
+      FloatVector b1 = FloatVector.fromArray(S, panel, k * NR + L);
+      FloatVector v0 = FloatVector.broadcast(S, x[x0 + k]);
+      a00 = b0.fma(v0, a00);
+      a01 = b1.fma(v0, a01);
+      FloatVector v1 = FloatVector.broadcast(S, x[x1 + k]);
+      a10 = b0.fma(v1, a10);
+      a11 = b1.fma(v1, a11);
+      FloatVector v2 = FloatVector.broadcast(S, x[x2 + k]);
+      a20 = b0.fma(v2, a20);
+      a21 = b1.fma(v2, a21);
+      FloatVector v3 = FloatVector.broadcast(S, x[x3 + k]);
+      a30 = b0.fma(v3, a30);
+      a31 = b1.fma(v3, a31);
+    }
+    a00.intoArray(c, c0);
+    a01.intoArray(c, c0 + L);
+    a10.intoArray(c, c1);
+    a11.intoArray(c, c1 + L);
+    a20.intoArray(c, c2);
+    a21.intoArray(c, c2 + L);
+    a30.intoArray(c, c3);
+    a31.intoArray(c, c3 + L);
+  }
+
+  private static void kernel1(float[] x, int i, int kDim, int k0, int kc, float[] panel, float[] c, boolean first) {
+    int c0 = i * NR;
+    FloatVector a0 = first ? FloatVector.zero(S) : FloatVector.fromArray(S, c, c0);
+    FloatVector a1 = first ? FloatVector.zero(S) : FloatVector.fromArray(S, c, c0 + L);
+    int x0 = i * kDim + k0;
+    for (int k = 0; k < kc; k++) {
+      FloatVector v = FloatVector.broadcast(S, x[x0 + k]);
+      a0 = FloatVector.fromArray(S, panel, k * NR).fma(v, a0);
+      a1 = FloatVector.fromArray(S, panel, k * NR + L).fma(v, a1);
+    }
+    a0.intoArray(c, c0);
+    a1.intoArray(c, c0 + L);
+  }
+
+  /** The plain reference: one float accumulation per output, simple loops, W decoded row by row. */
+  public static void reference(float[] x, int m, Linear w, float[] y) {
+    int kDim = w.in();
+    int nDim = w.out();
+    float[] row = new float[kDim];
+    for (int n = 0; n < nDim; n++) {
+      w.row(n, 0, kDim, row, 0);
+      for (int i = 0; i < m; i++) {
+        float acc = 0;
+        for (int k = 0; k < kDim; k++) {
+          acc += x[i * kDim + k] * row[k];
+        }
+        y[i * nDim + n] = acc;
+      }
+    }
+  }
+}

@@ -1,0 +1,55 @@
+package dev.scorch.engine.model;
+
+import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.kernels.Ops;
+import dev.scorch.engine.kernels.RmsNorm;
+import dev.scorch.engine.kernels.Rope;
+import dev.scorch.engine.runtime.PackedBatch;
+
+/** One block: input RMSNorm → MLA → residual → post-attention RMSNorm → dense MLP or MoE → residual. */
+final class DecoderLayer {
+  private final int hidden;
+  private final double eps;
+  private final float[] inputLayernorm; // [hidden]
+  private final MlaAttention selfAttn;
+  private final float[] postAttentionLayernorm; // [hidden]
+  private final DenseMlp mlp; // layers below first_k_dense_replace
+  private final Moe moe; // the others
+
+  DecoderLayer(ModelWeights w, int layer) {
+    ModelConfig c = w.config();
+    String p = WeightLayout.layer(layer);
+    hidden = c.hiddenSize();
+    eps = c.rmsNormEps();
+    inputLayernorm = w.vector(p + "input_layernorm.weight");
+    selfAttn = new MlaAttention(w, layer);
+    postAttentionLayernorm = w.vector(p + "post_attention_layernorm.weight");
+    if (c.isMoeLayer(layer)) {
+      moe = new Moe(w, layer);
+      mlp = null;
+    } else {
+      mlp = new DenseMlp(w, p + "mlp.");
+      moe = null;
+    }
+  }
+
+  boolean isMoe() {
+    return moe != null;
+  }
+
+  /** x: [T, hidden], updated in place; routes receives the MoE choice of each token when not null. */
+  void forward(float[] x, PackedBatch batch, Rope rope, Ops ops, int[] routes) {
+    int t = batch.numTokens();
+    float[] h = new float[x.length];
+    RmsNorm.apply(x, t, hidden, inputLayernorm, eps, h);
+    float[] attn = selfAttn.forward(h, batch, rope, ops);
+    for (int i = 0; i < x.length; i++) {
+      x[i] += attn[i];
+    }
+    RmsNorm.apply(x, t, hidden, postAttentionLayernorm, eps, h);
+    float[] m = moe != null ? moe.forward(h, t, ops, routes) : mlp.forward(h, t, ops);
+    for (int i = 0; i < x.length; i++) {
+      x[i] += m[i];
+    }
+  }
+}

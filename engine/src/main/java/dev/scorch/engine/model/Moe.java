@@ -1,0 +1,77 @@
+package dev.scorch.engine.model;
+
+import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.kernels.Ops;
+
+/**
+ * DeepseekV3MoE: routed experts weighted by the router, plus the shared experts on the same input. Tokens
+ * are grouped per expert so each expert runs one GEMM over its tokens; experts are visited in ascending id
+ * order, so each token's sum has the same order in any batch.
+ */
+final class Moe {
+  private final MoeRouter gate;
+  private final DenseMlp[] experts;
+  private final DenseMlp sharedExperts; // null when n_shared_experts is 0
+  private final int hidden;
+
+  Moe(ModelWeights w, int layer) {
+    ModelConfig c = w.config();
+    String p = WeightLayout.layer(layer) + "mlp.";
+    hidden = c.hiddenSize();
+    gate = new MoeRouter(w, p);
+    experts = new DenseMlp[c.nRoutedExperts()];
+    for (int e = 0; e < experts.length; e++) {
+      experts[e] = new DenseMlp(w, p + "experts." + e + ".");
+    }
+    sharedExperts = c.nSharedExperts() > 0 ? new DenseMlp(w, p + "shared_experts.") : null;
+  }
+
+  /** x: [T, hidden] → [T, hidden]; routes[i * top_k ..] receives token i's experts when not null. */
+  float[] forward(float[] x, int t, Ops ops, int[] routes) {
+    MoeRouter.Routing r = gate.route(x, t, ops);
+    int topK = r.topK();
+    if (routes != null) {
+      System.arraycopy(r.experts(), 0, routes, 0, t * topK);
+    }
+    // Tokens per expert, in token order: the rows each expert's GEMM runs over.
+    int[] count = new int[experts.length];
+    for (int e : r.experts()) {
+      count[e]++;
+    }
+    float[] y = new float[t * hidden];
+    for (int e = 0; e < experts.length; e++) {
+      if (count[e] == 0) {
+        continue;
+      }
+      int[] rows = new int[count[e]];
+      float[] rowWeight = new float[count[e]];
+      int n = 0;
+      for (int i = 0; i < t; i++) {
+        for (int k = 0; k < topK; k++) {
+          if (r.experts()[i * topK + k] == e) {
+            rows[n] = i;
+            rowWeight[n++] = r.weights()[i * topK + k];
+          }
+        }
+      }
+      float[] xe = new float[n * hidden]; // [tokens of e, hidden]
+      for (int j = 0; j < n; j++) {
+        System.arraycopy(x, rows[j] * hidden, xe, j * hidden, hidden);
+      }
+      float[] ye = experts[e].forward(xe, n, ops);
+      for (int j = 0; j < n; j++) {
+        int yo = rows[j] * hidden;
+        for (int d = 0; d < hidden; d++) {
+          y[yo + d] += rowWeight[j] * ye[j * hidden + d];
+        }
+      }
+    }
+    if (sharedExperts != null) {
+      float[] s = sharedExperts.forward(x, t, ops);
+      for (int i = 0; i < y.length; i++) {
+        y[i] += s[i];
+      }
+    }
+    return y;
+  }
+}

@@ -1,0 +1,8 @@
+package dev.scorch.engine.scoring;
+
+/** Which positions' full logits a score returns. */
+public enum LogitsMode {
+  NONE,
+  LAST,
+  ALL
+}
