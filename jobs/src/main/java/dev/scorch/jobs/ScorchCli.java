@@ -1,5 +1,6 @@
 package dev.scorch.jobs;
 
+import dev.scorch.jobs.cli.BenchCommand;
 import dev.scorch.jobs.cli.InspectCommand;
 import dev.scorch.jobs.cli.MakeDemoModelCommand;
 import picocli.CommandLine;
@@ -11,12 +12,13 @@ import picocli.CommandLine.Command;
     mixinStandardHelpOptions = true,
     version = "scorch 0.1.0",
     description = "LLM batch scoring and generation inside Apache Spark (DeepSeek-V3 / Kimi K2 family).",
-    subcommands = {MakeDemoModelCommand.class, InspectCommand.class, CommandLine.HelpCommand.class},
+    subcommands = {MakeDemoModelCommand.class, InspectCommand.class, BenchCommand.class, CommandLine.HelpCommand.class},
     footer = {
         "",
         "Examples:",
         "  bin/scorch make-demo-model --out models/demo-small --preset small",
         "  bin/scorch inspect --model models/demo-small",
+        "  bin/scorch bench --model models/demo-small --batch 8 --seq 256 --threads 2",
         "  bin/scorch <command> --help"
     })
 public final class ScorchCli implements Runnable {

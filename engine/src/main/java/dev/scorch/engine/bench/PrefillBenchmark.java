@@ -1,0 +1,81 @@
+package dev.scorch.engine.bench;
+
+import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.kernels.Ops;
+import dev.scorch.engine.model.DeepseekV3Model;
+import dev.scorch.engine.model.WeightLayout;
+import dev.scorch.engine.scoring.ScoreRequest;
+import dev.scorch.engine.scoring.Scorer;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.SplittableRandom;
+
+/**
+ * Times batched prefill scoring (forward pass + log-probs of every token) on random token ids: warm-up
+ * runs, then timed runs; reports tokens/s (median, min, max), model FLOP/s and peak RSS.
+ */
+public final class PrefillBenchmark {
+
+  public record Result(
+      int batch, int seq, int threads, int runs, double medianTokensPerSec, double minTokensPerSec, double maxTokensPerSec,
+      double medianSeconds, double modelGflopPerSec, long peakRssBytes) {}
+
+  private PrefillBenchmark() {}
+
+  public static Result run(DeepseekV3Model model, Ops ops, int batch, int seq, int warmup, int runs, long seed) {
+    SplittableRandom rnd = new SplittableRandom(seed);
+    List<ScoreRequest> reqs = new ArrayList<>();
+    for (int b = 0; b < batch; b++) {
+      int[] t = new int[seq];
+      for (int i = 0; i < seq; i++) {
+        t[i] = rnd.nextInt(model.vocabSize());
+      }
+      reqs.add(ScoreRequest.of(t));
+    }
+    Scorer scorer = new Scorer(model, ops);
+    for (int i = 0; i < warmup; i++) {
+      scorer.score(reqs);
+    }
+    double[] secs = new double[runs];
+    for (int i = 0; i < runs; i++) {
+      long t0 = System.nanoTime();
+      scorer.score(reqs);
+      secs[i] = (System.nanoTime() - t0) / 1e9;
+    }
+    Arrays.sort(secs);
+    double median = runs % 2 == 1 ? secs[runs / 2] : (secs[runs / 2 - 1] + secs[runs / 2]) / 2;
+    double tokens = (double) batch * seq;
+    return new Result(batch, seq, ops.threads(), runs, tokens / median, tokens / secs[runs - 1], tokens / secs[0], median,
+        modelFlops(model.config(), batch, seq) / median / 1e9, peakRssBytes());
+  }
+
+  /**
+   * FLOPs of one prefill: 2 × active matmul parameters × tokens (embedding rows are looked up, not
+   * multiplied) plus causal attention: per layer and head, 2 × (q_head + v_head) per visible (query, key) pair.
+   */
+  public static double modelFlops(ModelConfig c, int batch, int seq) {
+    double tokens = (double) batch * seq;
+    double matmulParams = WeightLayout.activeParameters(c) - (double) c.vocabSize() * c.hiddenSize();
+    double pairs = batch * (seq * (seq + 1.0) / 2);
+    double attention = c.numHiddenLayers() * c.numAttentionHeads() * 2.0 * (c.qHeadDim() + c.vHeadDim()) * pairs;
+    return 2 * matmulParams * tokens + attention;
+  }
+
+  /** VmHWM from /proc/self/status (Linux), or -1 where it is not available. */
+  public static long peakRssBytes() {
+    try {
+      for (String line : Files.readAllLines(Path.of("/proc/self/status"))) {
+        if (line.startsWith("VmHWM:")) {
+          return Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
+        }
+      }
+    } catch (IOException | RuntimeException e) {
+      return -1;
+    }
+    return -1;
+  }
+}

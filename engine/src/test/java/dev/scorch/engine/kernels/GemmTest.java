@@ -1,0 +1,106 @@
+package dev.scorch.engine.kernels;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.scorch.engine.checkpoint.DType;
+import dev.scorch.engine.checkpoint.NumberFormats;
+import dev.scorch.engine.checkpoint.SafetensorsFile;
+import dev.scorch.engine.checkpoint.SafetensorsWriter;
+import dev.scorch.engine.demo.Fp8Blocks;
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.Random;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The fast GEMM against its scalar fallback (bitwise) and the plain reference (within fp32 rounding), per weight dtype. */
+class GemmTest {
+  @TempDir Path dir;
+
+  static float[] randn(int n, long seed) {
+    Random r = new Random(seed);
+    float[] v = new float[n];
+    for (int i = 0; i < n; i++) {
+      v[i] = (float) r.nextGaussian();
+    }
+    return v;
+  }
+
+  Linear linear(DType dtype, int out, int in, long seed) throws IOException {
+    float[] w = randn(out * in, seed);
+    SafetensorsWriter sw = new SafetensorsWriter();
+    if (dtype == DType.F8_E4M3) {
+      Fp8Blocks q = Fp8Blocks.quantize(w, out, in, 128, 128);
+      sw.add("w", DType.F8_E4M3, new long[] {out, in}, q.codes());
+      sw.addFloats("w_scale_inv", DType.F32, new long[] {q.scaleRows(), q.scaleCols()}, q.scaleInv());
+    } else {
+      sw.addFloats("w", dtype, new long[] {out, in}, w);
+    }
+    Path f = dir.resolve(dtype + "-" + out + "x" + in + ".safetensors");
+    sw.write(f);
+    SafetensorsFile sf = SafetensorsFile.open(f);
+    return dtype == DType.F8_E4M3 ? new Linear(sf.tensor("w"), sf.tensor("w_scale_inv"), 128, 128) : new Linear(sf.tensor("w"));
+  }
+
+  @Test
+  void packedEqualsScalarBitwiseAndReferenceClosely() throws IOException {
+    // Shapes with tails everywhere: M not a multiple of 4, N not of the panel width, K not of the K block.
+    int[][] shapes = {{1, 1, 1}, {3, 17, 5}, {7, 33, 300}, {13, 100, 513}, {64, 130, 260}};
+    for (DType dtype : new DType[] {DType.F32, DType.BF16, DType.F8_E4M3}) {
+      for (int[] s : shapes) {
+        int m = s[0];
+        int n = s[1];
+        int k = s[2];
+        Linear w = linear(dtype, n, k, 31L * n + k);
+        float[] x = randn(m * k, m + 7L * k);
+        float[] fast = new float[m * n];
+        float[] scalar = new float[m * n];
+        float[] ref = new float[m * n];
+        try (Parallel p = new Parallel(2)) {
+          PackedGemm.matmul(x, m, w, fast, p);
+          ScalarGemm.matmul(x, m, w, scalar, p);
+        }
+        PackedGemm.reference(x, m, w, ref);
+        String what = dtype + " " + m + "x" + n + "x" + k;
+        assertArrayEquals(scalar, fast, what + ": packed vs scalar fallback");
+        for (int i = 0; i < ref.length; i++) {
+          assertEquals(ref[i], fast[i], 1e-4 * Math.sqrt(k) + 1e-5 * Math.abs(ref[i]), what + " at " + i);
+        }
+      }
+    }
+  }
+
+  @Test
+  void aRowGivesTheSameBitsAloneOrInsideABatch() throws IOException {
+    Linear w = linear(DType.BF16, 70, 600, 5);
+    float[] x = randn(9 * 600, 9);
+    float[] all = new float[9 * 70];
+    float[] one = new float[70];
+    try (Parallel p2 = new Parallel(2); Parallel p1 = new Parallel(1)) {
+      PackedGemm.matmul(x, 9, w, all, p2);
+      for (int row = 0; row < 9; row++) {
+        PackedGemm.matmul(java.util.Arrays.copyOfRange(x, row * 600, (row + 1) * 600), 1, w, one, p1);
+        assertArrayEquals(one, java.util.Arrays.copyOfRange(all, row * 70, (row + 1) * 70), "row " + row);
+      }
+    }
+  }
+
+  @Test
+  void fp8RowsAreCodesTimesTheirBlockScale() throws IOException {
+    Linear w = linear(DType.F8_E4M3, 130, 260, 77);
+    float[] orig = randn(130 * 260, 77);
+    Fp8Blocks q = Fp8Blocks.quantize(orig, 130, 260, 128, 128);
+    float[] row = new float[260];
+    for (int r : new int[] {0, 127, 128, 129}) {
+      w.row(r, 0, 260, row, 0);
+      for (int c : new int[] {0, 127, 128, 255, 256, 259}) {
+        float expected = NumberFormats.e4m3ToFloat(q.codes()[r * 260 + c]) * q.scaleInv()[(r / 128) * 3 + c / 128];
+        assertEquals(expected, row[c], 0f, "W[" + r + "," + c + "]");
+        // And close to the value before quantisation: 3 mantissa bits, relative to the block's largest value.
+        assertTrue(Math.abs(row[c] - orig[r * 260 + c]) <= q.scaleInv()[(r / 128) * 3 + c / 128] * 448 / 16);
+      }
+    }
+  }
+}
