@@ -1,7 +1,6 @@
 package dev.scorch.engine.kernels;
 
 import jdk.incubator.vector.FloatVector;
-import jdk.incubator.vector.VectorOperators;
 import jdk.incubator.vector.VectorSpecies;
 
 /**
@@ -128,6 +127,10 @@ public final class CpuOps implements Ops {
   }
 
   private void axpy(float p, float[] x, int xo, float[] y, int yo, int n) {
+    if (simd) {
+      VecMath.axpy(p, x, xo, y, yo, n);
+      return;
+    }
     for (int k = 0; k < n; k++) {
       y[yo + k] = Math.fma(p, x[xo + k], y[yo + k]);
     }
@@ -142,24 +145,42 @@ public final class CpuOps implements Ops {
   static final class VecMath {
     static final VectorSpecies<Float> S = FloatVector.SPECIES_PREFERRED;
 
-    /** Lane-wise FMA over full vectors, a fixed-order lane reduction, then a scalar FMA tail. */
+    /**
+     * Lane-wise FMA over full vectors, then the lanes summed in index order, then a scalar FMA tail.
+     * (reduceLanes(ADD) may sum in any order, differently in the interpreter and in compiled code.)
+     */
     static float dot(float[] a, int ao, float[] b, int bo, int n) {
       int l = S.length();
       int k = 0;
-      float acc;
+      float acc = 0;
       if (n >= l) {
         FloatVector v = FloatVector.zero(S);
         for (; k + l <= n; k += l) {
           v = FloatVector.fromArray(S, a, ao + k).fma(FloatVector.fromArray(S, b, bo + k), v);
         }
-        acc = v.reduceLanes(VectorOperators.ADD);
-      } else {
-        acc = 0;
+        float[] lanes = new float[l];
+        v.intoArray(lanes, 0);
+        for (float x : lanes) {
+          acc += x;
+        }
       }
       for (; k < n; k++) {
         acc = Math.fma(a[ao + k], b[bo + k], acc);
       }
       return acc;
+    }
+
+    /** y += p · x lane-wise: the same fused operation per element as the scalar loop. */
+    static void axpy(float p, float[] x, int xo, float[] y, int yo, int n) {
+      int l = S.length();
+      int k = 0;
+      FloatVector pv = FloatVector.broadcast(S, p);
+      for (; k + l <= n; k += l) {
+        FloatVector.fromArray(S, x, xo + k).fma(pv, FloatVector.fromArray(S, y, yo + k)).intoArray(y, yo + k);
+      }
+      for (; k < n; k++) {
+        y[yo + k] = Math.fma(p, x[xo + k], y[yo + k]);
+      }
     }
   }
 }

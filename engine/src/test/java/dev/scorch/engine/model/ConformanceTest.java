@@ -50,6 +50,7 @@ class ConformanceTest {
 
   static Stream<Arguments> paths() {
     return Stream.of(Arguments.of("fast, 2 threads", (java.util.function.Supplier<Ops>) () -> new CpuOps(2)),
+        Arguments.of("scalar fallback, 2 threads", (java.util.function.Supplier<Ops>) () -> new CpuOps(2, false)),
         Arguments.of("reference", (java.util.function.Supplier<Ops>) ReferenceOps::new));
   }
 
