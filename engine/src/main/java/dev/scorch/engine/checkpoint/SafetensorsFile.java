@@ -1,6 +1,7 @@
 package dev.scorch.engine.checkpoint;
 
 import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
@@ -28,7 +29,7 @@ public final class SafetensorsFile {
   /** The Hugging Face safetensors library refuses headers over 100 MB; so do we. */
   public static final long MAX_HEADER_BYTES = 100_000_000L;
 
-  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final ObjectMapper JSON = new ObjectMapper().enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
 
   private final Path path;
   private final Map<String, TensorInfo> tensors;
