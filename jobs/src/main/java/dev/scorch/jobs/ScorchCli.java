@@ -3,6 +3,7 @@ package dev.scorch.jobs;
 import dev.scorch.jobs.cli.BenchCommand;
 import dev.scorch.jobs.cli.InspectCommand;
 import dev.scorch.jobs.cli.MakeDemoModelCommand;
+import dev.scorch.jobs.cli.ScoreCommand;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 
@@ -12,7 +13,7 @@ import picocli.CommandLine.Command;
     mixinStandardHelpOptions = true,
     version = "scorch 0.1.0",
     description = "LLM batch scoring and generation inside Apache Spark (DeepSeek-V3 / Kimi K2 family).",
-    subcommands = {MakeDemoModelCommand.class, InspectCommand.class, BenchCommand.class, CommandLine.HelpCommand.class},
+    subcommands = {ScoreCommand.class, MakeDemoModelCommand.class, InspectCommand.class, BenchCommand.class, CommandLine.HelpCommand.class},
     footer = {
         "",
         "Examples:",

@@ -1,0 +1,85 @@
+package dev.scorch.udfs.model;
+
+import dev.scorch.engine.checkpoint.CheckpointException;
+import dev.scorch.engine.checkpoint.ModelManifest;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.broadcast.Broadcast;
+
+/**
+ * The driver ships every file of the checkpoint as Spark broadcast blocks of {@link #CHUNK} bytes (far
+ * under Spark's 2 GiB block limit); each executor fetches them once, writes them into its model cache
+ * folder, verifies them against the manifest, and memory-maps them from there.
+ */
+public final class BroadcastSource implements ModelSource {
+  public static final int CHUNK = 32 << 20;
+
+  private final ModelManifest manifest;
+  private final List<List<Broadcast<byte[]>>> chunks; // per manifest file, its chunks in order
+
+  private BroadcastSource(ModelManifest manifest, List<List<Broadcast<byte[]>>> chunks) {
+    this.manifest = manifest;
+    this.chunks = chunks;
+  }
+
+  /** Reads the folder's files on the driver and broadcasts them chunk by chunk. */
+  public static BroadcastSource ship(JavaSparkContext sc, Path dir, ModelManifest manifest) {
+    List<List<Broadcast<byte[]>>> all = new ArrayList<>();
+    for (ModelManifest.FileEntry e : manifest.files()) {
+      List<Broadcast<byte[]>> fileChunks = new ArrayList<>();
+      try (InputStream in = Files.newInputStream(dir.resolve(e.name()))) {
+        for (long off = 0; off < e.size(); off += CHUNK) {
+          byte[] b = in.readNBytes((int) Math.min(CHUNK, e.size() - off));
+          fileChunks.add(sc.broadcast(b));
+        }
+      } catch (IOException ex) {
+        throw new CheckpointException(dir.resolve(e.name()) + ": cannot read for broadcast: " + ex.getMessage(), ex);
+      }
+      all.add(fileChunks);
+    }
+    return new BroadcastSource(manifest, all);
+  }
+
+  @Override
+  public ModelManifest manifest() {
+    return manifest;
+  }
+
+  @Override
+  public String mode() {
+    return "broadcast";
+  }
+
+  @Override
+  public Path materialize(Path cacheRoot) {
+    Path dir = cacheRoot.resolve(manifest.contentHash());
+    if (Files.isRegularFile(dir.resolve(LocalModelFolder.COMPLETE))) {
+      return dir;
+    }
+    try {
+      Path tmp = LocalModelFolder.fresh(cacheRoot, manifest);
+      for (int i = 0; i < manifest.files().size(); i++) {
+        Path f = tmp.resolve(manifest.files().get(i).name());
+        try (OutputStream out = Files.newOutputStream(f)) {
+          for (Broadcast<byte[]> c : chunks.get(i)) {
+            out.write(c.value());
+          }
+        }
+      }
+      return LocalModelFolder.publish(tmp, dir, manifest);
+    } catch (IOException e) {
+      throw new CheckpointException(dir + ": cannot assemble the broadcast model: " + e.getMessage(), e);
+    }
+  }
+
+  /** Frees the broadcast blocks on the driver and executors once the job is done. */
+  public void destroy() {
+    chunks.forEach(l -> l.forEach(b -> b.destroy()));
+  }
+}
