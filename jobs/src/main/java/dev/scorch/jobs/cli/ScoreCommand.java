@@ -69,6 +69,9 @@ public final class ScoreCommand implements Callable<Integer> {
   @Option(names = "--window-rows", description = "Rows sorted by length together before batching. Default: 256.")
   Integer windowRows;
 
+  @Option(names = "--arrow-memory-mb", description = "Off-heap Arrow memory cap per task, in MiB. Default: 1024.")
+  Integer arrowMemoryMb;
+
   @Option(names = "--top-k", description = "Top-k alternatives per token (0 = none). Default: 0.")
   Integer topK;
 
@@ -131,6 +134,7 @@ public final class ScoreCommand implements Callable<Integer> {
           intOption("partitions", partitions, cfg, spark.sparkContext().defaultParallelism()),
           intOption("max-batch-tokens", maxBatchTokens, cfg, 4096),
           intOption("window-rows", windowRows, cfg, 256),
+          (long) intOption("arrow-memory-mb", arrowMemoryMb, cfg, 1024) << 20,
           intOption("top-k", topK, cfg, 0),
           LogitsMode.valueOf(choice("logits", logits, cfg, "none", "none", "last", "all").toUpperCase(Locale.ROOT)),
           idColumn, tokenIdsColumn, textColumn, continuationColumn,

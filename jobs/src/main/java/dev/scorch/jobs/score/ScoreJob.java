@@ -13,7 +13,7 @@ import dev.scorch.udfs.model.ModelSource;
 import dev.scorch.udfs.model.SharedPathSource;
 import dev.scorch.udfs.score.ScoreMetrics;
 import dev.scorch.udfs.score.ScoreOptions;
-import dev.scorch.udfs.score.ScorePartitionFunction;
+import dev.scorch.udfs.score.ScorePartition;
 import dev.scorch.udfs.score.ScoreSchema;
 import java.io.IOException;
 import java.util.Arrays;
@@ -24,7 +24,7 @@ import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
-import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.SaveMode;
@@ -100,11 +100,14 @@ public final class ScoreJob {
     ScoreOptions options = new ScoreOptions(spec.maxBatchTokens(), spec.windowRows(), spec.topK(), spec.logits(), spec.threads());
     StructType outSchema = ScoreSchema.output(idType, options);
     ScoreMetrics metrics = ScoreMetrics.register(spark.sparkContext());
-    ScorePartitionFunction fn = new ScorePartitionFunction(source, options, outSchema, modelLabel, metrics);
+    ScorePartition fn = new ScorePartition(source, options, input.schema(), outSchema, modelLabel, metrics, spec.arrowMemoryBytes());
+    org.apache.spark.sql.classic.SparkSession classic = (org.apache.spark.sql.classic.SparkSession) spark;
     try (ProgressLine progress = ProgressLine.start(spark, metrics)) {
       for (int k = 0; k < spec.slices(); k++) {
         Dataset<Row> slice = spec.slices() == 1 ? input : input.where(pmod(hash(col(ScoreSchema.ID)), lit(spec.slices())).equalTo(k));
-        Dataset<Row> scored = slice.repartition(spec.partitions()).mapPartitions(fn, Encoders.row(outSchema));
+        // Internal rows in, Arrow-built internal rows out: no Row objects or boxed arrays per token.
+        JavaRDD<InternalRow> rows = slice.repartition(spec.partitions()).queryExecution().toRdd().toJavaRDD().mapPartitions(fn);
+        Dataset<Row> scored = classic.internalCreateDataFrame(rows.rdd(), outSchema, false);
         write(scored, spec);
       }
     } finally {

@@ -13,6 +13,7 @@ public record ScoreSpec(
     int partitions,
     int maxBatchTokens,
     int windowRows,
+    long arrowMemoryBytes,
     int topK,
     LogitsMode logits,
     String idColumn,

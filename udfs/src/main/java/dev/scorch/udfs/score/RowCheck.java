@@ -1,33 +1,36 @@
 package dev.scorch.udfs.score;
 
-import java.util.List;
+import org.apache.arrow.vector.BigIntVector;
+import org.apache.arrow.vector.complex.ListVector;
 
-/** Validation of one input row's token ids: the first problem found, or null when the row can be scored. */
+/** Validation of one input row's token ids, read straight from its Arrow list: an int[] to score, or the problem. */
 final class RowCheck {
   private RowCheck() {}
 
-  /** Checks ids and converts them to int[]; errors name the position and the limit. */
-  static Object tokens(List<?> ids, int vocab, int maxPositions) {
-    if (ids == null) {
+  /** Row i of a list<bigint> vector: its ids as int[], or a String naming the first problem (position and limit). */
+  static Object tokens(ListVector ids, int i, int vocab, int maxPositions) {
+    if (ids.isNull(i)) {
       return "token_ids is null";
     }
-    if (ids.isEmpty()) {
+    int start = ids.getElementStartIndex(i);
+    int n = ids.getElementEndIndex(i) - start;
+    if (n == 0) {
       return "token_ids is empty";
     }
-    if (ids.size() > maxPositions) {
-      return ids.size() + " tokens exceed the model's max_position_embeddings " + maxPositions;
+    if (n > maxPositions) {
+      return n + " tokens exceed the model's max_position_embeddings " + maxPositions;
     }
-    int[] out = new int[ids.size()];
-    for (int i = 0; i < out.length; i++) {
-      Object v = ids.get(i);
-      if (v == null) {
-        return "token id at position " + i + " is null";
+    BigIntVector data = (BigIntVector) ids.getDataVector();
+    int[] out = new int[n];
+    for (int k = 0; k < n; k++) {
+      if (data.isNull(start + k)) {
+        return "token id at position " + k + " is null";
       }
-      long id = ((Number) v).longValue();
+      long id = data.get(start + k);
       if (id < 0 || id >= vocab) {
-        return "token id " + id + " at position " + i + " is outside the vocabulary [0, " + vocab + ")";
+        return "token id " + id + " at position " + k + " is outside the vocabulary [0, " + vocab + ")";
       }
-      out[i] = (int) id;
+      out[k] = (int) id;
     }
     return out;
   }

@@ -1,0 +1,170 @@
+package dev.scorch.udfs.score;
+
+import dev.scorch.engine.scoring.SequenceScore;
+import java.nio.charset.StandardCharsets;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.vector.FieldVector;
+import org.apache.arrow.vector.Float4Vector;
+import org.apache.arrow.vector.Float8Vector;
+import org.apache.arrow.vector.IntVector;
+import org.apache.arrow.vector.VarCharVector;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.complex.ListVector;
+import org.apache.arrow.vector.complex.StructVector;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.ArrowUtils;
+import org.apache.spark.sql.vectorized.ArrowColumnVector;
+import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+
+/**
+ * Builds one window's output rows as Arrow vectors (off-heap, from the task's bounded allocator), straight
+ * from the engine's float arrays: no per-token boxing. Spark reads them through ArrowColumnVector.
+ */
+final class ArrowScoreOutput implements AutoCloseable {
+  private final VectorSchemaRoot root;
+  private final byte[] model;
+  private final FieldVector id;
+  private final IntVector numTokens;
+  private final ListVector tokenIds;
+  private final ListVector tokenLogprobs;
+  private final Float8Vector sum;
+  private final Float8Vector mean;
+  private final Float8Vector perplexity;
+  private final ListVector topLogprobs; // null without --top-k
+  private final ListVector logits; // null with --logits none
+  private final VarCharVector error;
+  private final VarCharVector modelCol;
+
+  ArrowScoreOutput(StructType schema, BufferAllocator allocator, String modelLabel) {
+    root = VectorSchemaRoot.create(ArrowUtils.toArrowSchema(schema, "UTC", true, false), allocator);
+    model = modelLabel.getBytes(StandardCharsets.UTF_8);
+    id = root.getVector(ScoreSchema.ID);
+    numTokens = (IntVector) root.getVector("num_tokens");
+    tokenIds = (ListVector) root.getVector("token_ids");
+    tokenLogprobs = (ListVector) root.getVector("token_logprobs");
+    sum = (Float8Vector) root.getVector("sum_logprob");
+    mean = (Float8Vector) root.getVector("mean_logprob");
+    perplexity = (Float8Vector) root.getVector("perplexity");
+    topLogprobs = (ListVector) root.getVector("top_logprobs");
+    logits = (ListVector) root.getVector("logits");
+    error = (VarCharVector) root.getVector("error");
+    modelCol = (VarCharVector) root.getVector("model");
+  }
+
+  /** Starts a new window (the previous window's rows must have been copied out). */
+  void reset() {
+    root.allocateNew();
+  }
+
+  /** Row i: the id copied from the input's id vector at row j, then the scores. */
+  void scored(int i, FieldVector inputId, int j, int[] tokens, SequenceScore s) {
+    id.copyFromSafe(j, i, inputId);
+    int n = tokens.length;
+    numTokens.setSafe(i, n);
+    IntVector ids = (IntVector) tokenIds.getDataVector();
+    int off = tokenIds.startNewValue(i);
+    for (int k = 0; k < n; k++) {
+      ids.setSafe(off + k, tokens[k]);
+    }
+    tokenIds.endValue(i, n);
+    Float4Vector lps = (Float4Vector) tokenLogprobs.getDataVector();
+    off = tokenLogprobs.startNewValue(i);
+    for (int k = 0; k < n; k++) {
+      float lp = s.tokenLogprobs()[k];
+      if (Float.isNaN(lp)) {
+        lps.setNull(off + k);
+      } else {
+        lps.setSafe(off + k, lp);
+      }
+    }
+    tokenLogprobs.endValue(i, n);
+    sum.setSafe(i, s.sumLogprob());
+    if (s.numScored() == 0) {
+      mean.setNull(i);
+      perplexity.setNull(i);
+    } else {
+      mean.setSafe(i, s.meanLogprob());
+      perplexity.setSafe(i, s.perplexity());
+    }
+    if (topLogprobs != null) {
+      writeTop(i, s, n);
+    }
+    if (logits != null) {
+      writeLogits(i, s.logits());
+    }
+    error.setNull(i);
+    modelCol.setSafe(i, model);
+  }
+
+  private void writeTop(int i, SequenceScore s, int n) {
+    ListVector perPos = (ListVector) topLogprobs.getDataVector();
+    StructVector entry = (StructVector) perPos.getDataVector();
+    IntVector entryId = (IntVector) entry.getChild("token_id");
+    Float4Vector entryLp = (Float4Vector) entry.getChild("logprob");
+    int posOff = topLogprobs.startNewValue(i);
+    for (int k = 0; k < n; k++) {
+      int[] ids = s.topIds()[k];
+      if (ids == null) {
+        perPos.setNull(posOff + k);
+        continue;
+      }
+      int eOff = perPos.startNewValue(posOff + k);
+      for (int j = 0; j < ids.length; j++) {
+        entry.setIndexDefined(eOff + j);
+        entryId.setSafe(eOff + j, ids[j]);
+        entryLp.setSafe(eOff + j, s.topLogprobs()[k][j]);
+      }
+      perPos.endValue(posOff + k, ids.length);
+    }
+    topLogprobs.endValue(i, n);
+  }
+
+  private void writeLogits(int i, float[][] rows) {
+    ListVector perRow = (ListVector) logits.getDataVector();
+    Float4Vector values = (Float4Vector) perRow.getDataVector();
+    int rOff = logits.startNewValue(i);
+    for (int r = 0; r < rows.length; r++) {
+      int vOff = perRow.startNewValue(rOff + r);
+      for (int v = 0; v < rows[r].length; v++) {
+        values.setSafe(vOff + v, rows[r][v]);
+      }
+      perRow.endValue(rOff + r, rows[r].length);
+    }
+    logits.endValue(i, rows.length);
+  }
+
+  /** Row i: the id and an error; every score column null. */
+  void failed(int i, FieldVector inputId, int j, String message) {
+    id.copyFromSafe(j, i, inputId);
+    numTokens.setNull(i);
+    tokenIds.setNull(i);
+    tokenLogprobs.setNull(i);
+    sum.setNull(i);
+    mean.setNull(i);
+    perplexity.setNull(i);
+    if (topLogprobs != null) {
+      topLogprobs.setNull(i);
+    }
+    if (logits != null) {
+      logits.setNull(i);
+    }
+    error.setSafe(i, message.getBytes(StandardCharsets.UTF_8));
+    modelCol.setSafe(i, model);
+  }
+
+  /** The window's n rows as a Spark columnar batch over these vectors. */
+  ColumnarBatch finish(int n) {
+    root.setRowCount(n);
+    ColumnVector[] cols = new ColumnVector[root.getFieldVectors().size()];
+    for (int c = 0; c < cols.length; c++) {
+      cols[c] = new ArrowColumnVector(root.getFieldVectors().get(c));
+    }
+    return new ColumnarBatch(cols, n);
+  }
+
+  @Override
+  public void close() {
+    root.close();
+  }
+}

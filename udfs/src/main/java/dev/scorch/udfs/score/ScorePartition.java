@@ -1,0 +1,192 @@
+package dev.scorch.udfs.score;
+
+import dev.scorch.engine.kernels.Ops;
+import dev.scorch.engine.model.DeepseekV3Model;
+import dev.scorch.engine.runtime.TokenBudgetBatcher;
+import dev.scorch.engine.scoring.ScoreRequest;
+import dev.scorch.engine.scoring.Scorer;
+import dev.scorch.engine.scoring.SequenceScore;
+import dev.scorch.udfs.model.ExecutorModelCache;
+import dev.scorch.udfs.model.ModelSource;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.Iterator;
+import java.util.List;
+import java.util.NoSuchElementException;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.vector.FieldVector;
+import org.apache.arrow.vector.VarCharVector;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.complex.ListVector;
+import org.apache.spark.TaskContext;
+import org.apache.spark.api.java.function.FlatMapFunction;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
+import org.apache.spark.sql.execution.arrow.ArrowWriter;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.ArrowUtils;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+
+/**
+ * The score job's partition engine. It streams its partition a window at a time, never collecting it:
+ * the window's rows are written into Arrow vectors (off-heap, from a per-task allocator capped at
+ * {@code arrowMemoryBytes}); token ids are checked in place (a bad row becomes an error row); good rows are
+ * sorted by length and cut into token-budget batches for the engine; results go into Arrow output
+ * vectors that Spark reads as a columnar batch. Every input row yields exactly one output row.
+ */
+public final class ScorePartition implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
+  private final ModelSource source;
+  private final ScoreOptions options;
+  private final StructType inputSchema;
+  private final StructType outputSchema;
+  private final String modelLabel;
+  private final ScoreMetrics metrics;
+  private final long arrowMemoryBytes;
+
+  public ScorePartition(ModelSource source, ScoreOptions options, StructType inputSchema, StructType outputSchema, String modelLabel,
+      ScoreMetrics metrics, long arrowMemoryBytes) {
+    this.source = source;
+    this.options = options;
+    this.inputSchema = inputSchema;
+    this.outputSchema = outputSchema;
+    this.modelLabel = modelLabel;
+    this.metrics = metrics;
+    this.arrowMemoryBytes = arrowMemoryBytes;
+  }
+
+  @Override
+  public Iterator<InternalRow> call(Iterator<InternalRow> input) {
+    DeepseekV3Model model = ExecutorModelCache.model(source);
+    Ops ops = ExecutorModelCache.ops(options.threads());
+    Window w = new Window(model, new Scorer(model, ops));
+    TaskContext tc = TaskContext.get();
+    if (tc != null) {
+      tc.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> w.close());
+    }
+    return new Iterator<>() {
+      private Iterator<InternalRow> current = Collections.emptyIterator();
+
+      @Override
+      public boolean hasNext() {
+        while (!current.hasNext() && input.hasNext()) {
+          current = w.next(input);
+        }
+        if (!current.hasNext()) {
+          w.close();
+        }
+        return current.hasNext();
+      }
+
+      @Override
+      public InternalRow next() {
+        if (!hasNext()) {
+          throw new NoSuchElementException();
+        }
+        return current.next();
+      }
+    };
+  }
+
+  /** One task's Arrow buffers, reused window after window. */
+  private final class Window implements AutoCloseable {
+    private final DeepseekV3Model model;
+    private final Scorer scorer;
+    private final BufferAllocator allocator;
+    private final VectorSchemaRoot in;
+    private final ArrowWriter writer;
+    private final ArrowScoreOutput out;
+    private final UnsafeProjection toUnsafe;
+    private boolean closed;
+
+    Window(DeepseekV3Model model, Scorer scorer) {
+      this.model = model;
+      this.scorer = scorer;
+      this.allocator = ArrowUtils.rootAllocator().newChildAllocator("scorch-score-task", 0, arrowMemoryBytes);
+      this.in = VectorSchemaRoot.create(ArrowUtils.toArrowSchema(inputSchema, "UTC", true, false), allocator);
+      this.writer = ArrowWriter.create(in);
+      this.out = new ArrowScoreOutput(outputSchema, allocator, modelLabel);
+      this.toUnsafe = UnsafeProjection.create(outputSchema);
+    }
+
+    /** Reads up to window-rows rows, scores them, and returns their output rows (copied out of the buffers). */
+    Iterator<InternalRow> next(Iterator<InternalRow> input) {
+      writer.reset();
+      int n = 0;
+      while (n < options.windowRows() && input.hasNext()) {
+        writer.write(input.next());
+        n++;
+      }
+      writer.finish();
+      FieldVector ids = in.getVector(ScoreSchema.ID);
+      ListVector tokenIds = (ListVector) in.getVector(ScoreSchema.TOKEN_IDS);
+      VarCharVector prompt = (VarCharVector) in.getVector(ScoreSchema.PROMPT);
+      VarCharVector where = (VarCharVector) in.getVector(ScoreSchema.SOURCE);
+
+      // Check every row; keep the good ones' tokens by row index.
+      String[] errors = new String[n];
+      int[][] tokens = new int[n][];
+      List<Integer> good = new ArrayList<>();
+      for (int i = 0; i < n; i++) {
+        if (ids.isNull(i)) {
+          errors[i] = "id is null (input row " + where.getObject(i) + ")";
+        } else if (tokenIds.isNull(i) && !prompt.isNull(i)) {
+          errors[i] = prompt.getValueLength(i) == 0 ? "prompt is empty"
+              : "text input needs a tokenizer; this model has none yet (give token_ids instead)";
+        } else {
+          Object checked = RowCheck.tokens(tokenIds, i, model.vocabSize(), model.config().maxPositionEmbeddings());
+          if (checked instanceof String err) {
+            errors[i] = err;
+          } else {
+            tokens[i] = (int[]) checked;
+            good.add(i);
+          }
+        }
+      }
+
+      // Score the good rows in token-budget batches of similar lengths.
+      SequenceScore[] scores = new SequenceScore[n];
+      for (List<Integer> batch : TokenBudgetBatcher.batches(good, i -> tokens[i].length, options.maxBatchTokens())) {
+        List<ScoreRequest> reqs = new ArrayList<>(batch.size());
+        long batchTokens = 0;
+        for (int i : batch) {
+          reqs.add(new ScoreRequest(tokens[i], 1, options.topK(), options.logits()));
+          batchTokens += tokens[i].length;
+        }
+        List<SequenceScore> s = scorer.score(reqs);
+        for (int b = 0; b < batch.size(); b++) {
+          scores[batch.get(b)] = s.get(b);
+        }
+        metrics.batches().add(1);
+        metrics.tokens().add(batchTokens);
+      }
+
+      // One output row per input row, in input order.
+      out.reset();
+      for (int i = 0; i < n; i++) {
+        if (errors[i] != null) {
+          out.failed(i, ids, i, errors[i]);
+        } else {
+          out.scored(i, ids, i, tokens[i], scores[i]);
+        }
+      }
+      metrics.rows().add(n);
+      metrics.errors().add(n - good.size());
+      ColumnarBatch batch = out.finish(n);
+      List<InternalRow> rows = new ArrayList<>(n);
+      for (Iterator<InternalRow> it = batch.rowIterator(); it.hasNext(); ) {
+        rows.add(toUnsafe.apply(it.next()).copy());
+      }
+      return rows.iterator();
+    }
+
+    @Override
+    public void close() {
+      if (!closed) {
+        closed = true;
+        out.close();
+        in.close();
+        allocator.close();
+      }
+    }
+  }
+}
