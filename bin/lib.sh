@@ -1,0 +1,29 @@
+# Shared by bin/scorch and bin/jmh (sourced, not run).
+
+# The newest JDK: $JAVA_HOME, else the newest JDK 21+ installed under /usr/lib/jvm, else `java`.
+# Scorch's jars target Java 17, so any of them runs them.
+pick_java() {
+  if [[ -n "${JAVA_HOME:-}" && -x "$JAVA_HOME/bin/java" ]]; then
+    echo "$JAVA_HOME/bin/java"; return
+  fi
+  local best="" best_v=0 j v
+  for j in /usr/lib/jvm/*/bin/java; do
+    [[ -x "$j" ]] || continue
+    v="$("$j" -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')"
+    [[ "$v" =~ ^[0-9]+$ ]] || continue
+    if (( v >= 21 && v > best_v )); then best="$j"; best_v="$v"; fi
+  done
+  echo "${best:-java}"
+}
+
+# Scorch's JVM flags into the array jvm_flags: the file the build writes (jobs/target/classes/scorch-jvm.flags),
+# else the scorch.jvm.flags property of the parent pom.
+read_jvm_flags() {
+  local root="$1"
+  local flags_file="$root/jobs/target/classes/scorch-jvm.flags"
+  if [[ -f "$flags_file" ]]; then
+    read -r -a jvm_flags < "$flags_file"
+  else
+    read -r -a jvm_flags <<< "$(sed -n 's:.*<scorch.jvm.flags>\(.*\)</scorch.jvm.flags>.*:\1:p' "$root/pom.xml")"
+  fi
+}
