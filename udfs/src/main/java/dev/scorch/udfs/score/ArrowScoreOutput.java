@@ -11,7 +11,13 @@ import org.apache.arrow.vector.VarCharVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.complex.ListVector;
 import org.apache.arrow.vector.complex.StructVector;
+import java.util.Iterator;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeArrayData;
+import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.Platform;
 import org.apache.spark.sql.util.ArrowUtils;
 import org.apache.spark.sql.vectorized.ArrowColumnVector;
 import org.apache.spark.sql.vectorized.ColumnVector;
@@ -62,20 +68,25 @@ final class ArrowScoreOutput implements AutoCloseable {
     id.copyFromSafe(j, i, inputId);
     int n = tokens.length;
     numTokens.setSafe(i, n);
+    // Per-token columns: one block copy each into the list's data buffer, then the validity bits.
     IntVector ids = (IntVector) tokenIds.getDataVector();
     int off = tokenIds.startNewValue(i);
+    ensureCapacity(ids, off + n);
+    Platform.copyMemory(tokens, Platform.INT_ARRAY_OFFSET, null, ids.getDataBuffer().memoryAddress() + 4L * off, 4L * n);
     for (int k = 0; k < n; k++) {
-      ids.setSafe(off + k, tokens[k]);
+      ids.setIndexDefined(off + k);
     }
     tokenIds.endValue(i, n);
     Float4Vector lps = (Float4Vector) tokenLogprobs.getDataVector();
     off = tokenLogprobs.startNewValue(i);
+    ensureCapacity(lps, off + n);
+    float[] lp = s.tokenLogprobs();
+    Platform.copyMemory(lp, Platform.FLOAT_ARRAY_OFFSET, null, lps.getDataBuffer().memoryAddress() + 4L * off, 4L * n);
     for (int k = 0; k < n; k++) {
-      float lp = s.tokenLogprobs()[k];
-      if (Float.isNaN(lp)) {
-        lps.setNull(off + k);
+      if (Float.isNaN(lp[k])) {
+        lps.setNull(off + k); // not scored: the first token, or a prompt token
       } else {
-        lps.setSafe(off + k, lp);
+        lps.setIndexDefined(off + k);
       }
     }
     tokenLogprobs.endValue(i, n);
@@ -95,6 +106,12 @@ final class ArrowScoreOutput implements AutoCloseable {
     }
     error.setNull(i);
     modelCol.setSafe(i, model);
+  }
+
+  private static void ensureCapacity(org.apache.arrow.vector.BaseFixedWidthVector v, int size) {
+    while (v.getValueCapacity() < size) {
+      v.reAlloc();
+    }
   }
 
   private void writeTop(int i, SequenceScore s, int n) {
@@ -161,6 +178,74 @@ final class ArrowScoreOutput implements AutoCloseable {
       cols[c] = new ArrowColumnVector(root.getFieldVectors().get(c));
     }
     return new ColumnarBatch(cols, n);
+  }
+
+  /**
+   * The window's rows for Spark. The per-token columns (token_ids, token_logprobs) are copied out of the Arrow
+   * data buffers in one block each into Spark's UnsafeArrayData, which Spark's projection then copies in one
+   * block too; other columns are read through the columnar batch. Each row is valid until the next reset.
+   */
+  Iterator<InternalRow> rows(ColumnarBatch batch, StructType schema) {
+    int n = batch.numRows();
+    int cols = schema.size();
+    int tokenIdsCol = schema.fieldIndex("token_ids");
+    int logprobsCol = schema.fieldIndex("token_logprobs");
+    DataType[] types = new DataType[cols];
+    for (int c = 0; c < cols; c++) {
+      types[c] = schema.fields()[c].dataType();
+    }
+    return new Iterator<>() {
+      private int i;
+
+      @Override
+      public boolean hasNext() {
+        return i < n;
+      }
+
+      @Override
+      public InternalRow next() {
+        InternalRow view = batch.getRow(i);
+        Object[] values = new Object[cols];
+        for (int c = 0; c < cols; c++) {
+          if (view.isNullAt(c)) {
+            continue;
+          }
+          if (c == tokenIdsCol) {
+            values[c] = ints(tokenIds, i);
+          } else if (c == logprobsCol) {
+            values[c] = floats(tokenLogprobs, i);
+          } else {
+            values[c] = view.get(c, types[c]);
+          }
+        }
+        i++;
+        return new GenericInternalRow(values);
+      }
+    };
+  }
+
+  private static UnsafeArrayData ints(ListVector list, int i) {
+    int start = list.getElementStartIndex(i);
+    int len = list.getElementEndIndex(i) - start;
+    int[] a = new int[len];
+    long addr = ((IntVector) list.getDataVector()).getDataBuffer().memoryAddress() + 4L * start;
+    Platform.copyMemory(null, addr, a, Platform.INT_ARRAY_OFFSET, 4L * len);
+    return UnsafeArrayData.fromPrimitiveArray(a);
+  }
+
+  private static UnsafeArrayData floats(ListVector list, int i) {
+    int start = list.getElementStartIndex(i);
+    int len = list.getElementEndIndex(i) - start;
+    Float4Vector data = (Float4Vector) list.getDataVector();
+    float[] a = new float[len];
+    Platform.copyMemory(null, data.getDataBuffer().memoryAddress() + 4L * start, a, Platform.FLOAT_ARRAY_OFFSET, 4L * len);
+    UnsafeArrayData u = UnsafeArrayData.fromPrimitiveArray(a);
+    for (int k = 0; k < len; k++) {
+      if (data.isNull(start + k)) {
+        u.setNullAt(k);
+      }
+    }
+    return u;
   }
 
   @Override

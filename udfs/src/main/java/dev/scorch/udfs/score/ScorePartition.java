@@ -173,7 +173,7 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
       metrics.errors().add(n - good.size());
       ColumnarBatch batch = out.finish(n);
       List<InternalRow> rows = new ArrayList<>(n);
-      for (Iterator<InternalRow> it = batch.rowIterator(); it.hasNext(); ) {
+      for (Iterator<InternalRow> it = out.rows(batch, outputSchema); it.hasNext(); ) {
         rows.add(toUnsafe.apply(it.next()).copy());
       }
       return rows.iterator();
