@@ -4,11 +4,9 @@ import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.model.WeightLayout;
+import dev.scorch.engine.runtime.ProcessMemory;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;
-import java.io.IOException;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -50,7 +48,7 @@ public final class PrefillBenchmark {
     double median = runs % 2 == 1 ? secs[runs / 2] : (secs[runs / 2 - 1] + secs[runs / 2]) / 2;
     double tokens = (double) batch * seq;
     return new Result(batch, seq, ops.threads(), runs, tokens / median, tokens / secs[runs - 1], tokens / secs[0], median,
-        modelFlops(model.config(), batch, seq) / median / 1e9, peakRssBytes());
+        modelFlops(model.config(), batch, seq) / median / 1e9, ProcessMemory.peakRssBytes());
   }
 
   /**
@@ -63,19 +61,5 @@ public final class PrefillBenchmark {
     double pairs = batch * (seq * (seq + 1.0) / 2);
     double attention = c.numHiddenLayers() * c.numAttentionHeads() * 2.0 * (c.qHeadDim() + c.vHeadDim()) * pairs;
     return 2 * matmulParams * tokens + attention;
-  }
-
-  /** VmHWM from /proc/self/status (Linux), or -1 where it is not available. */
-  public static long peakRssBytes() {
-    try {
-      for (String line : Files.readAllLines(Path.of("/proc/self/status"))) {
-        if (line.startsWith("VmHWM:")) {
-          return Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
-        }
-      }
-    } catch (IOException | RuntimeException e) {
-      return -1;
-    }
-    return -1;
   }
 }

@@ -117,7 +117,7 @@ public final class ScoreJob {
     }
     double secs = (System.nanoTime() - t0) / 1e9;
     return new ScoreSummary(metrics.rows().value(), metrics.tokens().value(), metrics.errors().value(), metrics.batches().value(),
-        secs, metrics.paddingRatio(), modelLabel, source.mode(), skipped);
+        secs, metrics.paddingRatio(), modelLabel, source.mode(), skipped, dev.scorch.engine.runtime.ProcessMemory.peakRssBytes());
   }
 
   static Dataset<Row> readInput(SparkSession spark, ScoreSpec spec) {
