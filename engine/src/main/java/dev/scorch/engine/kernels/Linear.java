@@ -1,9 +1,7 @@
 package dev.scorch.engine.kernels;
 
 import dev.scorch.engine.checkpoint.DType;
-import dev.scorch.engine.checkpoint.NumberFormats;
 import dev.scorch.engine.checkpoint.Tensor;
-import java.nio.ByteBuffer;
 
 /**
  * A linear layer's weight [out_features, in_features] as it lies in the checkpoint (BF16, F16, F32, or
@@ -70,28 +68,12 @@ public final class Linear {
 
   /** Decodes W[row, k0 .. k0 + n) to fp32 into dst[off ..], applying FP8 block scales. */
   public void row(int row, int k0, int n, float[] dst, int off) {
-    int esize = dtype.bytes();
-    ByteBuffer b = weight.bytes(((long) row * in + k0) * esize, n * esize);
-    switch (dtype) {
-      case BF16 -> {
-        for (int i = 0; i < n; i++) {
-          dst[off + i] = NumberFormats.bf16ToFloat(b.getShort(2 * i));
-        }
+    weight.toFloat((long) row * in + k0, dst, off, n);
+    if (scaleInv != null) {
+      int sRow = (row / blockRows) * scaleCols;
+      for (int i = 0; i < n; i++) {
+        dst[off + i] *= scaleInv[sRow + (k0 + i) / blockCols];
       }
-      case F32 -> b.asFloatBuffer().get(dst, off, n);
-      case F16 -> {
-        for (int i = 0; i < n; i++) {
-          dst[off + i] = NumberFormats.f16ToFloat(b.getShort(2 * i));
-        }
-      }
-      case F8_E4M3 -> {
-        int sRow = (row / blockRows) * scaleCols;
-        for (int i = 0; i < n; i++) {
-          int k = k0 + i;
-          dst[off + i] = NumberFormats.e4m3ToFloat(b.get(i)) * scaleInv[sRow + k / blockCols];
-        }
-      }
-      default -> throw new IllegalStateException(name + ": dtype " + dtype + " is not a weight dtype");
     }
   }
 
