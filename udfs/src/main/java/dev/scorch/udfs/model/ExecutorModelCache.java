@@ -39,6 +39,14 @@ public final class ExecutorModelCache {
     return OPS.computeIfAbsent(threads, CpuOps::new);
   }
 
+  /**
+   * Drops the model with this content hash from the cache (its memory maps go once nothing uses it); the next
+   * task that asks loads it again. Returns whether it was cached.
+   */
+  public static boolean evict(String contentHash) {
+    return MODELS.remove(contentHash) != null;
+  }
+
   /** Models loaded by this JVM so far (a test hook, and a figure for logs). */
   public static int loads() {
     return LOADS.get();

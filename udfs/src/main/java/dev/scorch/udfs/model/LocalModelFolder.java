@@ -2,7 +2,6 @@ package dev.scorch.udfs.model;
 
 import dev.scorch.engine.checkpoint.ModelManifest;
 import java.io.IOException;
-import java.nio.file.AtomicMoveNotSupportedException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
@@ -25,7 +24,10 @@ final class LocalModelFolder {
     Files.writeString(tmp.resolve(COMPLETE), m.contentHash());
     try {
       Files.move(tmp, dir, StandardCopyOption.ATOMIC_MOVE);
-    } catch (AtomicMoveNotSupportedException | java.nio.file.FileAlreadyExistsException | java.nio.file.DirectoryNotEmptyException e) {
+    } catch (java.nio.file.FileSystemException e) {
+      // Another JVM on this host published first: rename(2) onto its non-empty folder fails with ENOTEMPTY, which
+      // Java reports as a plain FileSystemException ("Directory not empty"), not DirectoryNotEmptyException.
+      // (AtomicMoveNotSupportedException, FileAlreadyExistsException and DirectoryNotEmptyException are subclasses.)
       if (!Files.isRegularFile(dir.resolve(COMPLETE))) {
         throw e;
       }
