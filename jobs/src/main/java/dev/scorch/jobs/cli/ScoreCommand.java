@@ -90,7 +90,8 @@ public final class ScoreCommand implements Callable<Integer> {
   @Option(names = "--continuation-column", defaultValue = "continuation", description = "Continuation text column. Default: ${DEFAULT-VALUE}.")
   String continuationColumn;
 
-  @Option(names = "--weights", description = "broadcast or shared-path. Default: shared-path on local masters, broadcast elsewhere.")
+  @Option(names = "--weights", description = "broadcast (driver ships the shards as broadcast blocks), shared-path (executors read --model's path:"
+      + " local/NFS, hdfs://, s3a://) or files (SparkContext.addFile). Default: shared-path on local masters, broadcast elsewhere.")
   String weights;
 
   @Option(names = "--threads", description = "Engine threads per task. Default: spark.task.cpus (1).")
@@ -138,7 +139,7 @@ public final class ScoreCommand implements Callable<Integer> {
           intOption("top-k", topK, cfg, 0),
           LogitsMode.valueOf(choice("logits", logits, cfg, "none", "none", "last", "all").toUpperCase(Locale.ROOT)),
           idColumn, tokenIdsColumn, textColumn, continuationColumn,
-          choice("weights", weights, cfg, localMaster ? "shared-path" : "broadcast", "broadcast", "shared-path"),
+          choice("weights", weights, cfg, localMaster ? "shared-path" : "broadcast", "broadcast", "shared-path", "files"),
           intOption("threads", threads, cfg, Integer.parseInt(sc.get("spark.task.cpus", "1"))),
           intOption("slices", slices, cfg, 1),
           overwrite, resume);

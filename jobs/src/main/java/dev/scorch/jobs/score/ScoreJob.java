@@ -11,6 +11,7 @@ import dev.scorch.engine.model.ModelInfo;
 import dev.scorch.udfs.model.BroadcastSource;
 import dev.scorch.udfs.model.ModelSource;
 import dev.scorch.udfs.model.SharedPathSource;
+import dev.scorch.udfs.model.SparkFilesSource;
 import dev.scorch.udfs.score.ScoreMetrics;
 import dev.scorch.udfs.score.ScoreOptions;
 import dev.scorch.udfs.score.ScorePartition;
@@ -91,9 +92,11 @@ public final class ScoreJob {
 
     // 4. Ship the weights once per executor.
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
-    ModelSource source = spec.weights().equals("broadcast")
-        ? BroadcastSource.ship(jsc, spec.model(), manifest)
-        : new SharedPathSource(spec.model().toAbsolutePath().toString(), manifest);
+    ModelSource source = switch (spec.weights()) {
+      case "broadcast" -> BroadcastSource.ship(jsc, spec.model(), manifest);
+      case "files" -> SparkFilesSource.ship(spark.sparkContext(), spec.model(), manifest);
+      default -> new SharedPathSource(spec.model().toAbsolutePath().toString(), manifest);
+    };
 
     // 5. Score slice by slice: each slice is one Spark job whose output is committed on its own, so a
     //    killed run loses at most the slice in flight and --resume picks up from there.

@@ -99,7 +99,7 @@ class ScoreJobModelShippingTest {
   }
 
   @Test
-  void broadcastAndSharedPathGiveTheSameScores() throws Exception {
+  void broadcastSharedPathAndFilesGiveTheSameScores() throws Exception {
     Path model = freshModel("weights-model");
     ModelManifest manifest = ModelManifest.of(model);
     Path cached = ExecutorModelCache.cacheRoot().resolve(manifest.contentHash());
@@ -121,8 +121,16 @@ class ScoreJobModelShippingTest {
       assertTrue(Files.isRegularFile(cached.resolve("config.json")), "the broadcast blocks were assembled into " + cached);
       manifest.verify(cached); // same files, same bytes
 
+      // And a third way: the folder added with SparkContext.addFile.
+      forgetModel(manifest.contentHash());
+      Path filesOut = tmp.resolve("files-out");
+      ScoreSummary files = SparkTests.spec(model, input, filesOut).weights("files").partitions(3).run();
+      assertEquals("files", files.weights());
+      assertEquals(3, ExecutorModelCache.loads() - before, "the files run loaded the model from SparkFiles");
+
       Map<String, Scored> a = SparkTests.readOutput(sharedOut, "parquet");
       Map<String, Scored> b = SparkTests.readOutput(bcastOut, "parquet");
+      assertEquals(a, SparkTests.readOutput(filesOut, "parquet"), "files mode gives the same rows");
       assertEquals(rows, a.size());
       assertEquals(a.keySet(), b.keySet());
       for (String id : a.keySet()) {
