@@ -23,50 +23,73 @@ public final class PackedGemm {
 
   private PackedGemm() {}
 
+  /** Per-thread buffers: packed panels and their output tiles, reused call after call. */
   private static final class Scratch {
-    final float[] panel = new float[KC * NR];
+    final float[][] panels = new float[PANELS_PER_BLOCK][KC * NR];
     final float[] row = new float[KC];
-    float[] c = new float[0];
+    final float[][] c = new float[PANELS_PER_BLOCK][0];
+
+    void ensure(int np, int m) {
+      for (int j = 0; j < np; j++) {
+        if (c[j].length < m * NR) {
+          c[j] = new float[m * NR];
+        }
+      }
+    }
   }
 
   private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
+
+  /** Panels packed together: the rows of x in L1 are reused across this many panels before moving on. */
+  static final int PANELS_PER_BLOCK = 8;
 
   public static void matmul(float[] x, int m, Linear w, float[] y, Parallel par) {
     int kDim = w.in();
     int nDim = w.out();
     int panels = (nDim + NR - 1) / NR;
-    par.forEach(panels, p -> {
+    // Enough blocks to keep every thread busy, at most PANELS_PER_BLOCK panels each.
+    int perBlock = Math.max(1, Math.min(PANELS_PER_BLOCK, panels / (2 * par.threads())));
+    int blocks = (panels + perBlock - 1) / perBlock;
+    par.forEach(blocks, b -> {
       Scratch s = SCRATCH.get();
-      if (s.c.length < m * NR) {
-        s.c = new float[m * NR];
-      }
-      int n0 = p * NR;
-      int nr = Math.min(NR, nDim - n0);
+      int p0 = b * perBlock;
+      int np = Math.min(perBlock, panels - p0);
+      s.ensure(np, m);
       for (int k0 = 0; k0 < kDim; k0 += KC) {
         int kc = Math.min(KC, kDim - k0);
-        pack(w, n0, nr, k0, kc, s);
+        for (int j = 0; j < np; j++) {
+          int n0 = (p0 + j) * NR;
+          pack(w, n0, Math.min(NR, nDim - n0), k0, kc, s.panels[j], s.row);
+        }
         boolean first = k0 == 0;
         int i = 0;
         for (; i + MR <= m; i += MR) {
-          kernel4(x, i, kDim, k0, kc, s.panel, s.c, first);
+          for (int j = 0; j < np; j++) {
+            kernel4(x, i, kDim, k0, kc, s.panels[j], s.c[j], first);
+          }
         }
         for (; i < m; i++) {
-          kernel1(x, i, kDim, k0, kc, s.panel, s.c, first);
+          for (int j = 0; j < np; j++) {
+            kernel1(x, i, kDim, k0, kc, s.panels[j], s.c[j], first);
+          }
         }
       }
-      for (int i = 0; i < m; i++) {
-        System.arraycopy(s.c, i * NR, y, i * nDim + n0, nr);
+      for (int j = 0; j < np; j++) {
+        int n0 = (p0 + j) * NR;
+        int nr = Math.min(NR, nDim - n0);
+        for (int i = 0; i < m; i++) {
+          System.arraycopy(s.c[j], i * NR, y, i * nDim + n0, nr);
+        }
       }
     });
   }
 
   /** panel[k * NR + j] = W[n0 + j, k0 + k] in fp32; columns past N are zero. */
-  private static void pack(Linear w, int n0, int nr, int k0, int kc, Scratch s) {
-    float[] panel = s.panel;
+  private static void pack(Linear w, int n0, int nr, int k0, int kc, float[] panel, float[] row) {
     for (int j = 0; j < nr; j++) {
-      w.row(n0 + j, k0, kc, s.row, 0);
+      w.row(n0 + j, k0, kc, row, 0);
       for (int k = 0; k < kc; k++) {
-        panel[k * NR + j] = s.row[k];
+        panel[k * NR + j] = row[k];
       }
     }
     for (int j = nr; j < NR; j++) {
