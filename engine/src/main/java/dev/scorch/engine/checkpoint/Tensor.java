@@ -80,12 +80,21 @@ public final class Tensor {
     return one[0];
   }
 
+  private static final ThreadLocal<short[]> SHORTS = ThreadLocal.withInitial(() -> new short[4096]);
+
   static void decode(DType dtype, ByteBuffer b, float[] dst, int off, int n) {
     switch (dtype) {
       case F32 -> b.asFloatBuffer().get(dst, off, n);
       case BF16 -> {
+        // Bulk-copy the raw halves, then widen in a plain loop the JIT vectorises: bf16 is fp32's top 16 bits.
+        short[] raw = SHORTS.get();
+        if (raw.length < n) {
+          raw = new short[n];
+          SHORTS.set(raw);
+        }
+        b.asShortBuffer().get(raw, 0, n);
         for (int i = 0; i < n; i++) {
-          dst[off + i] = NumberFormats.bf16ToFloat(b.getShort(2 * i));
+          dst[off + i] = Float.intBitsToFloat(raw[i] << 16);
         }
       }
       case F16 -> {

@@ -17,7 +17,7 @@ public final class PackedGemm {
   /** Output columns per panel: two vectors. */
   static final int NR = 2 * L;
   /** Rows of x per micro-kernel call. */
-  static final int MR = 4;
+  static final int MR = 6;
   /** Inputs per packed panel block. */
   static final int KC = 256;
 
@@ -65,7 +65,7 @@ public final class PackedGemm {
         int i = 0;
         for (; i + MR <= m; i += MR) {
           for (int j = 0; j < np; j++) {
-            kernel4(x, i, kDim, k0, kc, s.panels[j], s.c[j], first);
+            kernel6(x, i, kDim, k0, kc, s.panels[j], s.c[j], first);
           }
         }
         for (; i < m; i++) {
@@ -99,52 +99,65 @@ public final class PackedGemm {
     }
   }
 
-  private static void kernel4(float[] x, int i, int kDim, int k0, int kc, float[] panel, float[] c, boolean first) {
+  private static void kernel6(float[] x, int i, int kDim, int k0, int kc, float[] panel, float[] c, boolean first) {
     int c0 = i * NR;
-    int c1 = c0 + NR;
-    int c2 = c1 + NR;
-    int c3 = c2 + NR;
-    FloatVector a00, a01, a10, a11, a20, a21, a30, a31;
+    FloatVector a00, a01, a10, a11, a20, a21, a30, a31, a40, a41, a50, a51;
     if (first) {
-      a00 = a01 = a10 = a11 = a20 = a21 = a30 = a31 = FloatVector.zero(S);
+      a00 = a01 = a10 = a11 = a20 = a21 = a30 = a31 = a40 = a41 = a50 = a51 = FloatVector.zero(S);
     } else {
       a00 = FloatVector.fromArray(S, c, c0);
       a01 = FloatVector.fromArray(S, c, c0 + L);
-      a10 = FloatVector.fromArray(S, c, c1);
-      a11 = FloatVector.fromArray(S, c, c1 + L);
-      a20 = FloatVector.fromArray(S, c, c2);
-      a21 = FloatVector.fromArray(S, c, c2 + L);
-      a30 = FloatVector.fromArray(S, c, c3);
-      a31 = FloatVector.fromArray(S, c, c3 + L);
+      a10 = FloatVector.fromArray(S, c, c0 + NR);
+      a11 = FloatVector.fromArray(S, c, c0 + NR + L);
+      a20 = FloatVector.fromArray(S, c, c0 + 2 * NR);
+      a21 = FloatVector.fromArray(S, c, c0 + 2 * NR + L);
+      a30 = FloatVector.fromArray(S, c, c0 + 3 * NR);
+      a31 = FloatVector.fromArray(S, c, c0 + 3 * NR + L);
+      a40 = FloatVector.fromArray(S, c, c0 + 4 * NR);
+      a41 = FloatVector.fromArray(S, c, c0 + 4 * NR + L);
+      a50 = FloatVector.fromArray(S, c, c0 + 5 * NR);
+      a51 = FloatVector.fromArray(S, c, c0 + 5 * NR + L);
     }
     int x0 = i * kDim + k0;
     int x1 = x0 + kDim;
     int x2 = x1 + kDim;
     int x3 = x2 + kDim;
+    int x4 = x3 + kDim;
+    int x5 = x4 + kDim;
     for (int k = 0; k < kc; k++) {
       FloatVector b0 = FloatVector.fromArray(S, panel, k * NR);
       FloatVector b1 = FloatVector.fromArray(S, panel, k * NR + L);
-      FloatVector v0 = FloatVector.broadcast(S, x[x0 + k]);
-      a00 = b0.fma(v0, a00);
-      a01 = b1.fma(v0, a01);
-      FloatVector v1 = FloatVector.broadcast(S, x[x1 + k]);
-      a10 = b0.fma(v1, a10);
-      a11 = b1.fma(v1, a11);
-      FloatVector v2 = FloatVector.broadcast(S, x[x2 + k]);
-      a20 = b0.fma(v2, a20);
-      a21 = b1.fma(v2, a21);
-      FloatVector v3 = FloatVector.broadcast(S, x[x3 + k]);
-      a30 = b0.fma(v3, a30);
-      a31 = b1.fma(v3, a31);
+      FloatVector v = FloatVector.broadcast(S, x[x0 + k]);
+      a00 = b0.fma(v, a00);
+      a01 = b1.fma(v, a01);
+      v = FloatVector.broadcast(S, x[x1 + k]);
+      a10 = b0.fma(v, a10);
+      a11 = b1.fma(v, a11);
+      v = FloatVector.broadcast(S, x[x2 + k]);
+      a20 = b0.fma(v, a20);
+      a21 = b1.fma(v, a21);
+      v = FloatVector.broadcast(S, x[x3 + k]);
+      a30 = b0.fma(v, a30);
+      a31 = b1.fma(v, a31);
+      v = FloatVector.broadcast(S, x[x4 + k]);
+      a40 = b0.fma(v, a40);
+      a41 = b1.fma(v, a41);
+      v = FloatVector.broadcast(S, x[x5 + k]);
+      a50 = b0.fma(v, a50);
+      a51 = b1.fma(v, a51);
     }
     a00.intoArray(c, c0);
     a01.intoArray(c, c0 + L);
-    a10.intoArray(c, c1);
-    a11.intoArray(c, c1 + L);
-    a20.intoArray(c, c2);
-    a21.intoArray(c, c2 + L);
-    a30.intoArray(c, c3);
-    a31.intoArray(c, c3 + L);
+    a10.intoArray(c, c0 + NR);
+    a11.intoArray(c, c0 + NR + L);
+    a20.intoArray(c, c0 + 2 * NR);
+    a21.intoArray(c, c0 + 2 * NR + L);
+    a30.intoArray(c, c0 + 3 * NR);
+    a31.intoArray(c, c0 + 3 * NR + L);
+    a40.intoArray(c, c0 + 4 * NR);
+    a41.intoArray(c, c0 + 4 * NR + L);
+    a50.intoArray(c, c0 + 5 * NR);
+    a51.intoArray(c, c0 + 5 * NR + L);
   }
 
   private static void kernel1(float[] x, int i, int kDim, int k0, int kc, float[] panel, float[] c, boolean first) {
