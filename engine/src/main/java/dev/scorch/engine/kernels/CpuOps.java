@@ -1,6 +1,8 @@
 package dev.scorch.engine.kernels;
 
 import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.IntVector;
+import jdk.incubator.vector.VectorOperators;
 import jdk.incubator.vector.VectorSpecies;
 
 /**
@@ -9,8 +11,6 @@ import jdk.incubator.vector.VectorSpecies;
  * exists. Every reduction has a fixed order independent of batch mates and thread count.
  */
 public final class CpuOps implements Ops {
-  private static final int QUERY_TILE = 32;
-
   private final Parallel par;
   private final boolean simd;
 
@@ -56,29 +56,23 @@ public final class CpuOps implements Ops {
 
   @Override
   public void attention(MlaInputs in, float[] out) {
-    int heads = in.heads();
-    int[] tilesBefore = new int[in.seqLen().length + 1];
-    for (int s = 0; s < in.seqLen().length; s++) {
-      tilesBefore[s + 1] = tilesBefore[s] + (in.seqLen()[s] + QUERY_TILE - 1) / QUERY_TILE;
+    if (simd) {
+      int heads = in.heads();
+      // One work item per (sequence, head): its keys are transposed once, then every query row is scored.
+      par.forEach(in.seqLen().length * heads, item -> VecMath.attendHead(in, item / heads, item % heads, out));
+      return;
     }
-    int items = tilesBefore[in.seqLen().length] * heads;
     int maxLen = 0;
     for (int len : in.seqLen()) {
       maxLen = Math.max(maxLen, len);
     }
     int scoreLen = maxLen;
-    par.forEach(items, item -> {
-      int h = item % heads;
-      int tile = item / heads;
-      int s = 0;
-      while (tilesBefore[s + 1] <= tile) {
-        s++;
-      }
-      int q0 = (tile - tilesBefore[s]) * QUERY_TILE;
-      int q1 = Math.min(in.seqLen()[s], q0 + QUERY_TILE);
+    int heads = in.heads();
+    par.forEach(in.seqLen().length * heads, item -> {
+      int s = item / heads;
       float[] scores = new float[scoreLen];
-      for (int i = q0; i < q1; i++) {
-        attendRow(in, in.seqStart()[s], i, h, scores, out);
+      for (int i = 0; i < in.seqLen()[s]; i++) {
+        attendRow(in, in.seqStart()[s], i, item % heads, scores, out);
       }
     });
   }
@@ -168,6 +162,136 @@ public final class CpuOps implements Ops {
         acc = Math.fma(a[ao + k], b[bo + k], acc);
       }
       return acc;
+    }
+
+    /** Query rows scored together against each block of keys. */
+    static final int QUERY_TILE = 4;
+
+    /**
+     * Causal attention of one head over one sequence. The head's keys [k_nope | k_pe] are transposed to
+     * kT[d][j] (j padded to whole vectors), so each score is one FMA chain over d = 0 .. q_head-1, computed
+     * for a vector of keys at a time and for QUERY_TILE queries per load; then softmax in fp32 and p · v.
+     */
+    static void attendHead(MlaInputs in, int s, int h, float[] out) {
+      int l = S.length();
+      int base = in.seqStart()[s];
+      int len = in.seqLen()[s];
+      int heads = in.heads();
+      int qHead = in.qHead();
+      int kvHead = in.kvHead();
+      int nope = in.qkNope();
+      int rope = in.qkRope();
+      int vDim = in.vHead();
+      int lenPad = (len + l - 1) / l * l;
+      float[] kT = new float[qHead * lenPad]; // [q_head, len (padded)]
+      for (int j = 0; j < len; j++) {
+        int kOff = ((base + j) * heads + h) * kvHead;
+        for (int d = 0; d < nope; d++) {
+          kT[d * lenPad + j] = in.kv()[kOff + d];
+        }
+        for (int d = 0; d < rope; d++) {
+          kT[(nope + d) * lenPad + j] = in.kPe()[(base + j) * rope + d];
+        }
+      }
+      float[][] scores = new float[QUERY_TILE][lenPad];
+      float[] q = in.q();
+      for (int i0 = 0; i0 < len; i0 += QUERY_TILE) {
+        int rows = Math.min(QUERY_TILE, len - i0);
+        int q0 = ((base + i0) * heads + h) * qHead;
+        int qStride = heads * qHead;
+        int jEnd = Math.min(lenPad, (i0 + rows + l - 1) / l * l); // keys any row of the tile may see
+        for (int jb = 0; jb < jEnd; jb += l) {
+          FloatVector a0 = FloatVector.zero(S);
+          FloatVector a1 = FloatVector.zero(S);
+          FloatVector a2 = FloatVector.zero(S);
+          FloatVector a3 = FloatVector.zero(S);
+          for (int d = 0; d < qHead; d++) {
+            FloatVector k = FloatVector.fromArray(S, kT, d * lenPad + jb);
+            a0 = k.fma(FloatVector.broadcast(S, q[q0 + d]), a0);
+            if (rows > 1) {
+              a1 = k.fma(FloatVector.broadcast(S, q[q0 + qStride + d]), a1);
+            }
+            if (rows > 2) {
+              a2 = k.fma(FloatVector.broadcast(S, q[q0 + 2 * qStride + d]), a2);
+            }
+            if (rows > 3) {
+              a3 = k.fma(FloatVector.broadcast(S, q[q0 + 3 * qStride + d]), a3);
+            }
+          }
+          a0.intoArray(scores[0], jb);
+          a1.intoArray(scores[1], jb);
+          a2.intoArray(scores[2], jb);
+          a3.intoArray(scores[3], jb);
+        }
+        for (int r = 0; r < rows; r++) {
+          int i = i0 + r;
+          int n = i + 1;
+          int nPad = (n + l - 1) / l * l;
+          float[] sc = scores[r];
+          // Scale, then mask the keys past i in the last vector (they are other rows' keys or padding).
+          FloatVector scale = FloatVector.broadcast(S, in.scale());
+          FloatVector vmax = FloatVector.broadcast(S, Float.NEGATIVE_INFINITY);
+          for (int jb = 0; jb < nPad; jb += l) {
+            FloatVector v = FloatVector.fromArray(S, sc, jb).mul(scale);
+            if (jb + l > n) {
+              v = v.blend(Float.NEGATIVE_INFINITY, S.indexInRange(jb, n).not());
+            }
+            v.intoArray(sc, jb);
+            vmax = vmax.max(v);
+          }
+          FloatVector max = FloatVector.broadcast(S, vmax.reduceLanes(VectorOperators.MAX)); // max is exact in any order
+          // exp(s - max) lane-wise, summed per lane, lanes then added in index order: a fixed order.
+          FloatVector vsum = FloatVector.zero(S);
+          for (int jb = 0; jb < nPad; jb += l) {
+            FloatVector e = exp(FloatVector.fromArray(S, sc, jb).sub(max));
+            e.intoArray(sc, jb);
+            vsum = vsum.add(e);
+          }
+          float sum = sumLanes(vsum);
+          float inv = 1f / sum;
+          int oOff = ((base + i) * heads + h) * vDim;
+          java.util.Arrays.fill(out, oOff, oOff + vDim, 0f);
+          for (int j = 0; j <= i; j++) {
+            axpy(sc[j] * inv, in.kv(), ((base + j) * heads + h) * kvHead + nope, out, oOff, vDim);
+          }
+        }
+      }
+    }
+
+    static float sumLanes(FloatVector v) {
+      float[] lanes = new float[S.length()];
+      v.intoArray(lanes, 0);
+      float sum = 0;
+      for (float x : lanes) {
+        sum += x;
+      }
+      return sum;
+    }
+
+    private static final float LOG2E = 1.44269504088896341f;
+    private static final float LN2_HI = 0.693359375f;
+    private static final float LN2_LO = -2.12194440e-4f;
+
+    /**
+     * e^x for x <= 0 (softmax after subtracting the max), from IEEE adds, multiplies, FMAs and an exponent
+     * shift only, so every JIT tier and the interpreter give the same bits (unlike Math.exp intrinsics or
+     * the Vector API's EXP). x = n·ln2 + r with |r| <= ln2/2, e^r by a degree-6 polynomial (about 1e-7
+     * relative error), times 2^n; x below -87 (e^x < 2e-38) gives about 1e-38 instead of 0.
+     */
+    static FloatVector exp(FloatVector x) {
+      x = x.max(-87f);
+      FloatVector n = x.mul(LOG2E).add(12582912f).sub(12582912f); // round to nearest integer
+      FloatVector r = n.fma(FloatVector.broadcast(S, -LN2_HI), x);
+      r = n.fma(FloatVector.broadcast(S, -LN2_LO), r);
+      FloatVector p = FloatVector.broadcast(S, 1f / 720);
+      p = p.fma(r, FloatVector.broadcast(S, 1f / 120));
+      p = p.fma(r, FloatVector.broadcast(S, 1f / 24));
+      p = p.fma(r, FloatVector.broadcast(S, 1f / 6));
+      p = p.fma(r, FloatVector.broadcast(S, 0.5f));
+      p = p.fma(r, FloatVector.broadcast(S, 1f));
+      p = p.fma(r, FloatVector.broadcast(S, 1f));
+      IntVector bits = ((IntVector) n.convert(VectorOperators.F2I, 0)).add(127).lanewise(VectorOperators.LSHL, 23);
+      return p.mul(bits.reinterpretAsFloats());
     }
 
     /** y += p · x lane-wise: the same fused operation per element as the scalar loop. */

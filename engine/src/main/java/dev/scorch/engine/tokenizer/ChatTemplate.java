@@ -2,8 +2,10 @@ package dev.scorch.engine.tokenizer;
 
 import com.hubspot.jinjava.Jinjava;
 import com.hubspot.jinjava.JinjavaConfig;
+import com.hubspot.jinjava.interpret.JinjavaInterpreter;
 import com.hubspot.jinjava.interpret.RenderResult;
 import com.hubspot.jinjava.interpret.TemplateError;
+import com.hubspot.jinjava.lib.filter.AdvancedFilter;
 import com.hubspot.jinjava.lib.fn.ELFunctionDefinition;
 import java.time.LocalDateTime;
 import java.time.format.DateTimeFormatter;
@@ -17,8 +19,10 @@ import java.util.Objects;
 /**
  * A model's Jinja chat template (tokenizer_config.json {@code chat_template}), rendered with Jinjava the way
  * transformers' {@code apply_chat_template} renders it with Jinja2: trim_blocks and lstrip_blocks on, the
- * variables {@code messages}, {@code add_generation_prompt}, {@code bos_token}, {@code eos_token}, and the
- * functions {@code raise_exception(msg)} and {@code strftime_now(format)}.
+ * variables {@code messages}, {@code add_generation_prompt}, {@code bos_token}, {@code eos_token}, the
+ * functions {@code raise_exception(msg)} and {@code strftime_now(format)}, and a {@code tojson} filter that
+ * writes like Python's {@code json.dumps} (", " and ": " separators, non-ASCII kept, {@code indent=N}), as
+ * transformers' own tojson does.
  *
  * <p>Thread-safe: rendering keeps no state between calls.
  */
@@ -62,6 +66,7 @@ public final class ChatTemplate {
         .getGlobalContext()
         .registerFunction(
             new ELFunctionDefinition("", "strftime_now", ChatTemplate.class, "strftimeNow", String.class));
+    jinjava.getGlobalContext().registerFilter(new PythonToJson());
   }
 
   /** The template source. */
@@ -153,6 +158,102 @@ public final class ChatTemplate {
   public static final class ChatTemplateException extends RuntimeException {
     public ChatTemplateException(String message) {
       super(message);
+    }
+  }
+
+  /** tojson as transformers defines it: json.dumps(x, ensure_ascii=False, indent=indent). */
+  static final class PythonToJson implements AdvancedFilter {
+    @Override
+    public String getName() {
+      return "tojson";
+    }
+
+    @Override
+    public Object filter(Object var, JinjavaInterpreter interpreter, Object[] args, Map<String, Object> kwargs) {
+      Object indent = kwargs.get("indent");
+      if (indent == null && args.length > 0) {
+        indent = args[0];
+      }
+      int n = indent instanceof Number ? ((Number) indent).intValue() : -1;
+      StringBuilder sb = new StringBuilder();
+      write(var, n, 0, sb);
+      return sb.toString();
+    }
+
+    private static void write(Object v, int indent, int depth, StringBuilder sb) {
+      if (v == null) {
+        sb.append("null");
+      } else if (v instanceof Boolean) {
+        sb.append(((Boolean) v) ? "true" : "false");
+      } else if (v instanceof Double || v instanceof Float) {
+        double d = ((Number) v).doubleValue();
+        sb.append(d == Math.rint(d) && Math.abs(d) < 1e16 ? String.format("%.1f", d) : Double.toString(d));
+      } else if (v instanceof Number) {
+        sb.append(v);
+      } else if (v instanceof Map) {
+        Map<?, ?> m = (Map<?, ?>) v;
+        sb.append('{');
+        int i = 0;
+        for (Map.Entry<?, ?> e : m.entrySet()) {
+          sb.append(i++ == 0 ? "" : ",");
+          newline(indent, depth + 1, sb, i == 1);
+          string(String.valueOf(e.getKey()), sb);
+          sb.append(": ");
+          write(e.getValue(), indent, depth + 1, sb);
+        }
+        if (!m.isEmpty() && indent >= 0) {
+          newline(indent, depth, sb, false);
+        }
+        sb.append('}');
+      } else if (v instanceof Iterable || v instanceof Object[]) {
+        Iterable<?> it = v instanceof Object[] ? java.util.Arrays.asList((Object[]) v) : (Iterable<?>) v;
+        sb.append('[');
+        int i = 0;
+        for (Object o : it) {
+          sb.append(i++ == 0 ? "" : ",");
+          newline(indent, depth + 1, sb, i == 1);
+          write(o, indent, depth + 1, sb);
+        }
+        if (i > 0 && indent >= 0) {
+          newline(indent, depth, sb, false);
+        }
+        sb.append(']');
+      } else {
+        string(v.toString(), sb);
+      }
+    }
+
+    /** Separator before an item: " " (compact, after a comma) or a newline and indentation. */
+    private static void newline(int indent, int depth, StringBuilder sb, boolean first) {
+      if (indent >= 0) {
+        sb.append('\n').append(" ".repeat(indent * depth));
+      } else if (!first) {
+        sb.append(' ');
+      }
+    }
+
+    private static void string(String s, StringBuilder sb) {
+      sb.append('"');
+      for (int i = 0; i < s.length(); i++) {
+        char c = s.charAt(i);
+        switch (c) {
+          case '"' -> sb.append("\\\"");
+          case '\\' -> sb.append("\\\\");
+          case '\n' -> sb.append("\\n");
+          case '\r' -> sb.append("\\r");
+          case '\t' -> sb.append("\\t");
+          case '\b' -> sb.append("\\b");
+          case '\f' -> sb.append("\\f");
+          default -> {
+            if (c < 0x20) {
+              sb.append(String.format("\\u%04x", (int) c));
+            } else {
+              sb.append(c);
+            }
+          }
+        }
+      }
+      sb.append('"');
     }
   }
 }

@@ -651,7 +651,15 @@ public final class HfTokenizer implements Tokenizer {
     @Override
     public void split(String text, int start, int end, IntList out) {
       Matcher m = matcher.get().reset(text);
-      m.region(start, end);
+      try {
+        m.region(start, end);
+        split(m, start, end, out);
+      } finally {
+        m.reset(""); // the thread-local matcher must not keep the text alive
+      }
+    }
+
+    private void split(Matcher m, int start, int end, IntList out) {
       if (behavior == Behavior.ISOLATED) { // the common case: every match and every gap is a piece
         int prev = start;
         while (m.find()) {

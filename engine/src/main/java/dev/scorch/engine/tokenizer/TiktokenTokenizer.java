@@ -241,6 +241,7 @@ public final class TiktokenTokenizer implements Tokenizer {
         }
       }
     }
+    m.reset(""); // the thread-local matcher must not keep the text alive
     if (addSpecialTokens) {
       out.addAll(suffix);
     }
