@@ -10,7 +10,7 @@ import java.nio.file.Path;
 /** {@code --model demo}: the built-in demo model (tiny preset, seed 0), made on first use into a cache folder and reused. */
 public final class DemoModel {
   public static final String NAME = "demo";
-  private static final String MARKER = ".scorch-demo-complete";
+  private static final String MARKER = ".scorch-demo-complete-v2"; // v2: ships a tokenizer
 
   private DemoModel() {}
 

@@ -8,6 +8,7 @@ import dev.scorch.engine.checkpoint.DType;
 import dev.scorch.engine.checkpoint.SafetensorsWriter;
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.model.WeightLayout;
+import dev.scorch.engine.tokenizer.BpeTrainer;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -19,7 +20,7 @@ import java.util.TreeMap;
 /**
  * Writes a deterministic random-weight checkpoint in the Hugging Face layout of the real Kimi K2 files:
  * config.json (real key set), BF16 (or FP8 E4M3 + 128x128 weight_scale_inv) shards with
- * model.safetensors.index.json, generation_config.json. Each tensor's values depend only on the seed and
+ * model.safetensors.index.json, generation_config.json, and a small learned BPE tokenizer. Each tensor's values depend only on the seed and
  * its name, so sharding never changes them.
  */
 public final class DemoModelWriter {
@@ -45,6 +46,7 @@ public final class DemoModelWriter {
     JSON.writeValue(dir.resolve("generation_config.json").toFile(), generationConfigJson());
     ModelConfig config = ModelConfig.read(dir.resolve("config.json"));
     writeShards(dir, config);
+    writeTokenizer(dir);
     return config;
   }
 
@@ -86,6 +88,20 @@ public final class DemoModelWriter {
     }
     Files.delete(tmp);
     JSON.writeValue(dir.resolve(Checkpoint.INDEX).toFile(), index);
+  }
+
+  /**
+   * A small byte-level BPE tokenizer learned from a built-in English text (so the demo model takes text
+   * rows): the 256 bytes, the learned merges, and BOS/EOS at the ids config.json names.
+   */
+  private void writeTokenizer(Path dir) throws IOException {
+    String corpus;
+    try (var in = DemoModelWriter.class.getResourceAsStream("corpus.txt")) {
+      corpus = new String(in.readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+    }
+    int bos = preset.vocabSize() - 2;
+    List<String> merges = BpeTrainer.train(corpus, Math.min(bos - 256, 2000));
+    BpeTrainer.write(dir, merges, bos, preset.vocabSize() - 1, "<|bos|>", "<|eos|>");
   }
 
   static String shardName(int i, int n) {

@@ -3,6 +3,7 @@ package dev.scorch.udfs.model;
 import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
+import dev.scorch.engine.tokenizer.Tokenizers;
 import java.nio.file.Path;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -14,7 +15,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  * shared the same way, one per thread count.
  */
 public final class ExecutorModelCache {
-  private static final Map<String, DeepseekV3Model> MODELS = new ConcurrentHashMap<>();
+  private static final Map<String, LoadedModel> MODELS = new ConcurrentHashMap<>();
   private static final Map<Integer, Ops> OPS = new ConcurrentHashMap<>();
   private static final AtomicInteger LOADS = new AtomicInteger();
 
@@ -26,13 +27,18 @@ public final class ExecutorModelCache {
     return env != null && !env.isEmpty() ? Path.of(env) : Path.of(System.getProperty("java.io.tmpdir"), "scorch-model-cache");
   }
 
-  public static DeepseekV3Model model(ModelSource source) {
+  /** The model (and tokenizer) of this source, loaded by the first task that asks and shared with every later one. */
+  public static LoadedModel load(ModelSource source) {
     return MODELS.computeIfAbsent(source.manifest().contentHash(), h -> {
       Path dir = source.materialize(cacheRoot());
-      DeepseekV3Model m = DeepseekV3Model.load(dir);
+      LoadedModel m = new LoadedModel(DeepseekV3Model.load(dir), Tokenizers.load(dir));
       LOADS.incrementAndGet();
       return m;
     });
+  }
+
+  public static DeepseekV3Model model(ModelSource source) {
+    return load(source).model();
   }
 
   public static Ops ops(int threads) {

@@ -28,10 +28,27 @@ final class RowCheck {
       }
       long id = data.get(start + k);
       if (id < 0 || id >= vocab) {
-        return "token id " + id + " at position " + k + " is outside the vocabulary [0, " + vocab + ")";
+        return outOfVocabulary(id, k, vocab);
       }
       out[k] = (int) id;
     }
     return out;
+  }
+
+  /** Tokenised text: the same length and vocabulary limits (a tokenizer may know ids the model does not). */
+  static String tokenized(int[] ids, int vocab, int maxPositions) {
+    if (ids.length > maxPositions) {
+      return ids.length + " tokens exceed the model's max_position_embeddings " + maxPositions;
+    }
+    for (int k = 0; k < ids.length; k++) {
+      if (ids[k] < 0 || ids[k] >= vocab) {
+        return outOfVocabulary(ids[k], k, vocab);
+      }
+    }
+    return null;
+  }
+
+  private static String outOfVocabulary(long id, int k, int vocab) {
+    return "token id " + id + " at position " + k + " is outside the vocabulary [0, " + vocab + ")";
   }
 }

@@ -6,7 +6,9 @@ import dev.scorch.engine.runtime.TokenBudgetBatcher;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;
 import dev.scorch.engine.scoring.SequenceScore;
+import dev.scorch.engine.tokenizer.Tokenizer;
 import dev.scorch.udfs.model.ExecutorModelCache;
+import dev.scorch.udfs.model.LoadedModel;
 import dev.scorch.udfs.model.ModelSource;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -56,9 +58,9 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
 
   @Override
   public Iterator<InternalRow> call(Iterator<InternalRow> input) {
-    DeepseekV3Model model = ExecutorModelCache.model(source);
+    LoadedModel loaded = ExecutorModelCache.load(source);
     Ops ops = ExecutorModelCache.ops(options.threads());
-    Window w = new Window(model, new Scorer(model, ops));
+    Window w = new Window(loaded.model(), loaded.tokenizer().orElse(null), new Scorer(loaded.model(), ops));
     TaskContext tc = TaskContext.get();
     if (tc != null) {
       tc.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> w.close());
@@ -90,6 +92,7 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
   /** One task's Arrow buffers, reused window after window. */
   private final class Window implements AutoCloseable {
     private final DeepseekV3Model model;
+    private final Tokenizer tokenizer; // null when the checkpoint ships none: text rows then get an error
     private final Scorer scorer;
     private final BufferAllocator allocator;
     private final VectorSchemaRoot in;
@@ -98,8 +101,9 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
     private final UnsafeProjection toUnsafe;
     private boolean closed;
 
-    Window(DeepseekV3Model model, Scorer scorer) {
+    Window(DeepseekV3Model model, Tokenizer tokenizer, Scorer scorer) {
       this.model = model;
+      this.tokenizer = tokenizer;
       this.scorer = scorer;
       this.allocator = ArrowUtils.rootAllocator().newChildAllocator("scorch-score-task", 0, arrowMemoryBytes);
       this.in = VectorSchemaRoot.create(ArrowUtils.toArrowSchema(inputSchema, "UTC", true, false), allocator);
@@ -120,24 +124,29 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
       FieldVector ids = in.getVector(ScoreSchema.ID);
       ListVector tokenIds = (ListVector) in.getVector(ScoreSchema.TOKEN_IDS);
       VarCharVector prompt = (VarCharVector) in.getVector(ScoreSchema.PROMPT);
+      VarCharVector continuation = (VarCharVector) in.getVector(ScoreSchema.CONTINUATION);
       VarCharVector where = (VarCharVector) in.getVector(ScoreSchema.SOURCE);
 
       // Check every row; keep the good ones' tokens by row index.
       String[] errors = new String[n];
       int[][] tokens = new int[n][];
+      int[] scoreFrom = new int[n]; // first scored token: 1, or the prompt's length for a continuation
       List<Integer> good = new ArrayList<>();
       for (int i = 0; i < n; i++) {
         if (ids.isNull(i)) {
           errors[i] = "id is null (input row " + where.getObject(i) + ")";
         } else if (tokenIds.isNull(i) && !prompt.isNull(i)) {
-          errors[i] = prompt.getValueLength(i) == 0 ? "prompt is empty"
-              : "text input needs a tokenizer; this model has none yet (give token_ids instead)";
+          errors[i] = tokenizeText(prompt, continuation, i, tokens, scoreFrom);
+          if (errors[i] == null) {
+            good.add(i);
+          }
         } else {
           Object checked = RowCheck.tokens(tokenIds, i, model.vocabSize(), model.config().maxPositionEmbeddings());
           if (checked instanceof String err) {
             errors[i] = err;
           } else {
             tokens[i] = (int[]) checked;
+            scoreFrom[i] = 1;
             good.add(i);
           }
         }
@@ -149,7 +158,7 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
         List<ScoreRequest> reqs = new ArrayList<>(batch.size());
         long batchTokens = 0;
         for (int i : batch) {
-          reqs.add(new ScoreRequest(tokens[i], 1, options.topK(), options.logits()));
+          reqs.add(new ScoreRequest(tokens[i], scoreFrom[i], options.topK(), options.logits()));
           batchTokens += tokens[i].length;
         }
         List<SequenceScore> s = scorer.score(reqs);
@@ -177,6 +186,42 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
         rows.add(toUnsafe.apply(it.next()).copy());
       }
       return rows.iterator();
+    }
+
+    /**
+     * A text row: the prompt with the tokenizer's special tokens (BOS), then the continuation's tokens when
+     * there is one (only those are scored). Returns the error, or null with tokens[i] and scoreFrom[i] set.
+     */
+    private String tokenizeText(VarCharVector prompt, VarCharVector continuation, int i, int[][] tokens, int[] scoreFrom) {
+      if (tokenizer == null) {
+        return "text input needs a tokenizer and this model folder has none (give token_ids instead)";
+      }
+      String p = new String(prompt.get(i), java.nio.charset.StandardCharsets.UTF_8);
+      if (p.isEmpty()) {
+        return "prompt is empty";
+      }
+      int[] promptIds = tokenizer.encode(p, true);
+      int[] all = promptIds;
+      int from = 1;
+      if (!continuation.isNull(i)) {
+        int[] cont = tokenizer.encode(new String(continuation.get(i), java.nio.charset.StandardCharsets.UTF_8), false);
+        if (cont.length == 0) {
+          return "continuation is empty";
+        }
+        all = java.util.Arrays.copyOf(promptIds, promptIds.length + cont.length);
+        System.arraycopy(cont, 0, all, promptIds.length, cont.length);
+        from = promptIds.length;
+      }
+      if (all.length == 0) {
+        return "prompt has no tokens";
+      }
+      String err = RowCheck.tokenized(all, model.vocabSize(), model.config().maxPositionEmbeddings());
+      if (err != null) {
+        return err;
+      }
+      tokens[i] = all;
+      scoreFrom[i] = Math.max(1, from);
+      return null;
     }
 
     @Override

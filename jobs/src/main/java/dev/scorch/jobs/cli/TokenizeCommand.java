@@ -1,0 +1,103 @@
+package dev.scorch.jobs.cli;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.scorch.engine.tokenizer.ChatTemplate;
+import dev.scorch.engine.tokenizer.Tokenizer;
+import dev.scorch.engine.tokenizer.Tokenizers;
+import java.io.BufferedReader;
+import java.io.BufferedWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+@Command(
+    name = "tokenize",
+    mixinStandardHelpOptions = true,
+    description = {
+        "Tokenizes a JSONL file with a checkpoint's own tokenizer (tokenizer.json or tiktoken.model), no Spark.",
+        "In: lines {\"id\", \"text\"} or {\"id\", \"messages\": [{\"role\", \"content\"}, ...]} (rendered with the",
+        "chat template, generation prompt added). Out: {\"id\", \"token_ids\", \"num_tokens\"}, or {\"id\", \"error\"}."
+    },
+    footer = {
+        "",
+        "Examples:",
+        "  bin/scorch tokenize --tokenizer /data/DeepSeek-V3 --input texts.jsonl --output ids.jsonl",
+        "  bin/scorch tokenize --tokenizer /data/Kimi-K2-Instruct --input chats.jsonl --output ids.jsonl --add-special-tokens"
+    })
+public final class TokenizeCommand implements Callable<Integer> {
+  @Option(names = "--tokenizer", required = true, description = "Folder with tokenizer.json or tiktoken.model and tokenizer_config.json (a checkpoint folder).")
+  Path tokenizer;
+
+  @Option(names = "--input", required = true, description = "JSONL input.")
+  Path input;
+
+  @Option(names = "--output", required = true, description = "JSONL output (overwritten).")
+  Path output;
+
+  @Option(names = "--add-special-tokens", description = "Add BOS/EOS as tokenizer_config.json says (text rows; a rendered chat has its own).")
+  boolean addSpecialTokens;
+
+  @Override
+  public Integer call() throws Exception {
+    Tokenizer tok = Tokenizers.load(tokenizer)
+        .orElseThrow(() -> new IllegalArgumentException(tokenizer + ": no tokenizer.json or tiktoken.model"));
+    ObjectMapper json = new ObjectMapper();
+    long rows = 0;
+    long tokens = 0;
+    long errors = 0;
+    long t0 = System.nanoTime();
+    try (BufferedReader in = Files.newBufferedReader(input); BufferedWriter out = Files.newBufferedWriter(output)) {
+      int lineNo = 0;
+      for (String line = in.readLine(); line != null; line = in.readLine()) {
+        lineNo++;
+        if (line.isBlank()) {
+          continue;
+        }
+        ObjectNode o = json.createObjectNode();
+        try {
+          JsonNode row = json.readTree(line);
+          o.set("id", row.has("id") ? row.get("id") : json.getNodeFactory().textNode(input.getFileName() + ":" + lineNo));
+          int[] ids = encode(tok, row, lineNo);
+          var arr = o.putArray("token_ids");
+          for (int id : ids) {
+            arr.add(id);
+          }
+          o.put("num_tokens", ids.length);
+          tokens += ids.length;
+        } catch (RuntimeException | com.fasterxml.jackson.core.JsonProcessingException e) {
+          o.put("error", e.getMessage());
+          errors++;
+        }
+        out.write(json.writeValueAsString(o));
+        out.newLine();
+        rows++;
+      }
+    }
+    double secs = (System.nanoTime() - t0) / 1e9;
+    System.out.printf("tokenized %,d rows (%,d errors), %,d tokens in %.2f s (%,.0f tokens/s)%n", rows, errors, tokens, secs, tokens / secs);
+    return 0;
+  }
+
+  private int[] encode(Tokenizer tok, JsonNode row, int lineNo) {
+    if (row.hasNonNull("text")) {
+      return tok.encode(row.get("text").asText(), addSpecialTokens);
+    }
+    if (row.hasNonNull("messages")) {
+      ChatTemplate template = tok.chatTemplate()
+          .orElseThrow(() -> new IllegalArgumentException("line " + lineNo + ": messages given but the tokenizer has no chat_template"));
+      List<ChatTemplate.Message> messages = new ArrayList<>();
+      for (JsonNode m : row.get("messages")) {
+        messages.add(new ChatTemplate.Message(m.path("role").asText(), m.path("content").asText()));
+      }
+      // The rendered chat carries its own BOS text, so nothing more is added.
+      return tok.encode(template.render(messages, true), false);
+    }
+    throw new IllegalArgumentException("line " + lineNo + ": neither \"text\" nor \"messages\"");
+  }
+}
