@@ -249,12 +249,58 @@ public final class CpuOps implements Ops {
           }
           float sum = sumLanes(vsum);
           float inv = 1f / sum;
-          int oOff = ((base + i) * heads + h) * vDim;
-          java.util.Arrays.fill(out, oOff, oOff + vDim, 0f);
           for (int j = 0; j <= i; j++) {
-            axpy(sc[j] * inv, in.kv(), ((base + j) * heads + h) * kvHead + nope, out, oOff, vDim);
+            sc[j] *= inv; // the probabilities
           }
+          weightedValues(in, sc, i, base, h, out);
         }
+      }
+    }
+
+    /**
+     * out[i] = Σ_{j <= i} p_j · v_j for one query row, with up to four vectors of the output held in registers
+     * while j runs: per element the same FMA chain over j = 0 .. i as a plain loop would compute.
+     */
+    static void weightedValues(MlaInputs in, float[] p, int i, int base, int h, float[] out) {
+      int l = S.length();
+      int heads = in.heads();
+      int kvHead = in.kvHead();
+      int vDim = in.vHead();
+      float[] kv = in.kv();
+      int oOff = ((base + i) * heads + h) * vDim;
+      int vBase = (base * heads + h) * kvHead + in.qkNope(); // v of key j starts at vBase + j * vStride
+      int vStride = heads * kvHead;
+      int d0 = 0;
+      for (; d0 + 4 * l <= vDim; d0 += 4 * l) {
+        FloatVector o0 = FloatVector.zero(S);
+        FloatVector o1 = FloatVector.zero(S);
+        FloatVector o2 = FloatVector.zero(S);
+        FloatVector o3 = FloatVector.zero(S);
+        for (int j = 0, v = vBase + d0; j <= i; j++, v += vStride) {
+          FloatVector pj = FloatVector.broadcast(S, p[j]);
+          o0 = FloatVector.fromArray(S, kv, v).fma(pj, o0);
+          o1 = FloatVector.fromArray(S, kv, v + l).fma(pj, o1);
+          o2 = FloatVector.fromArray(S, kv, v + 2 * l).fma(pj, o2);
+          o3 = FloatVector.fromArray(S, kv, v + 3 * l).fma(pj, o3);
+        }
+        o0.intoArray(out, oOff + d0);
+        o1.intoArray(out, oOff + d0 + l);
+        o2.intoArray(out, oOff + d0 + 2 * l);
+        o3.intoArray(out, oOff + d0 + 3 * l);
+      }
+      for (; d0 + l <= vDim; d0 += l) {
+        FloatVector o = FloatVector.zero(S);
+        for (int j = 0, v = vBase + d0; j <= i; j++, v += vStride) {
+          o = FloatVector.fromArray(S, kv, v).fma(FloatVector.broadcast(S, p[j]), o);
+        }
+        o.intoArray(out, oOff + d0);
+      }
+      for (; d0 < vDim; d0++) {
+        float o = 0;
+        for (int j = 0, v = vBase + d0; j <= i; j++, v += vStride) {
+          o = Math.fma(p[j], kv[v], o);
+        }
+        out[oOff + d0] = o;
       }
     }
 

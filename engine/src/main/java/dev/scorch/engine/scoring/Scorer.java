@@ -12,8 +12,11 @@ import java.util.List;
  * that need them, a chunk of rows at a time, so a [tokens × vocab] tensor never exists for the batch.
  */
 public final class Scorer {
-  /** lm_head rows per chunk: the chunk's logits are [LOGITS_CHUNK, vocab] floats. */
-  static final int LOGITS_CHUNK = 64;
+  /**
+   * Logits computed at once are at most this many floats (64 MiB): enough rows per lm_head GEMM that packing
+   * the [vocab, hidden] weight is paid over many rows (512 rows at vocab 32768, 102 at Kimi's 163840).
+   */
+  static final int LOGITS_CHUNK_FLOATS = 16 << 20;
 
   private final DeepseekV3Model model;
   private final Ops ops;
@@ -53,10 +56,11 @@ public final class Scorer {
         }
       }
     }
-    float[] x = new float[LOGITS_CHUNK * hiddenSize];
-    float[] logits = new float[LOGITS_CHUNK * vocab];
-    for (int c0 = 0; c0 < needed.size(); c0 += LOGITS_CHUNK) {
-      int rows = Math.min(LOGITS_CHUNK, needed.size() - c0);
+    int chunk = Math.max(1, Math.min(needed.size(), LOGITS_CHUNK_FLOATS / vocab));
+    float[] x = new float[chunk * hiddenSize];
+    float[] logits = new float[chunk * vocab];
+    for (int c0 = 0; c0 < needed.size(); c0 += chunk) {
+      int rows = Math.min(chunk, needed.size() - c0);
       for (int j = 0; j < rows; j++) {
         int[] si = needed.get(c0 + j);
         System.arraycopy(hidden, (batch.seqStart()[si[0]] + si[1]) * hiddenSize, x, j * hiddenSize, hiddenSize);
