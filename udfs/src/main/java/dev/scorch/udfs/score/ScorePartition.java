@@ -193,12 +193,12 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
      * there is one (only those are scored). Returns the error, or null with tokens[i] and scoreFrom[i] set.
      */
     private String tokenizeText(VarCharVector prompt, VarCharVector continuation, int i, int[][] tokens, int[] scoreFrom) {
-      if (tokenizer == null) {
-        return "text input needs a tokenizer and this model folder has none (give token_ids instead)";
-      }
       String p = new String(prompt.get(i), java.nio.charset.StandardCharsets.UTF_8);
       if (p.isEmpty()) {
         return "prompt is empty";
+      }
+      if (tokenizer == null) {
+        return "text input needs a tokenizer and this model folder has none (give token_ids instead)";
       }
       int[] promptIds = tokenizer.encode(p, true);
       int[] all = promptIds;
