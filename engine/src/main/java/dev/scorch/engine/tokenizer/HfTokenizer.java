@@ -1,7 +1,6 @@
 package dev.scorch.engine.tokenizer;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
@@ -304,13 +303,7 @@ public final class HfTokenizer implements Tokenizer {
 
   @Override
   public String decode(int[] ids, boolean skipSpecialTokens) {
-    ByteArrayOutputStream bytes = new ByteArrayOutputStream(ids.length * 4);
-    for (int id : ids) {
-      if (id >= 0 && id < idToBytes.length && !(skipSpecialTokens && special[id])) {
-        bytes.writeBytes(idToBytes[id]);
-      }
-    }
-    return Utf8.decode(bytes.toByteArray(), 0, bytes.size());
+    return Utf8.decodeTokens(ids, idToBytes, special, skipSpecialTokens);
   }
 
   @Override

@@ -1,6 +1,5 @@
 package dev.scorch.engine.tokenizer;
 
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -250,13 +249,7 @@ public final class TiktokenTokenizer implements Tokenizer {
 
   @Override
   public String decode(int[] ids, boolean skipSpecialTokens) {
-    ByteArrayOutputStream bytes = new ByteArrayOutputStream(ids.length * 4);
-    for (int id : ids) {
-      if (id >= 0 && id < idToBytes.length && !(skipSpecialTokens && special[id])) {
-        bytes.writeBytes(idToBytes[id]);
-      }
-    }
-    return Utf8.decode(bytes.toByteArray(), 0, bytes.size());
+    return Utf8.decodeTokens(ids, idToBytes, special, skipSpecialTokens);
   }
 
   @Override

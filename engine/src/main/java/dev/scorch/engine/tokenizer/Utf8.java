@@ -73,4 +73,15 @@ final class Utf8 {
         return second >= 0x80 && second <= 0xBF;
     }
   }
+
+  /** The text of token ids given each id's bytes; ids outside the table are dropped, specials too when asked. */
+  static String decodeTokens(int[] ids, byte[][] idToBytes, boolean[] special, boolean skipSpecialTokens) {
+    java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream(ids.length * 4);
+    for (int id : ids) {
+      if (id >= 0 && id < idToBytes.length && !(skipSpecialTokens && special[id])) {
+        bytes.writeBytes(idToBytes[id]);
+      }
+    }
+    return decode(bytes.toByteArray(), 0, bytes.size());
+  }
 }

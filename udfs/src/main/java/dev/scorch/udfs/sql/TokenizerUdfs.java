@@ -60,6 +60,18 @@ final class TokenizerUdfs {
     String detail(RuntimeException e) {
       return e.getMessage() != null ? e.getMessage() : e.toString();
     }
+
+    /** The ids of a STRING argument; a failure names the function. */
+    int[] encode(Object v, boolean addSpecialTokens) {
+      String t = text(v);
+      try {
+        return tokenizer().encode(t, addSpecialTokens);
+      } catch (ScorchFunctionException e) {
+        throw e;
+      } catch (RuntimeException e) {
+        throw fail("cannot tokenize a text of " + t.length() + " characters: " + detail(e), e);
+      }
+    }
   }
 
   /** scorch_tokenize / scorch_tokenize_raw: STRING -> ARRAY&lt;INT&gt;. */
@@ -77,13 +89,7 @@ final class TokenizerUdfs {
       if (v == null) {
         return null;
       }
-      String t = text(v);
-      Tokenizer tok = tokenizer();
-      try {
-        return tok.encode(t, addSpecialTokens);
-      } catch (RuntimeException e) {
-        throw fail("cannot tokenize a text of " + t.length() + " characters: " + detail(e), e);
-      }
+      return encode(v, addSpecialTokens);
     }
   }
 
@@ -100,13 +106,7 @@ final class TokenizerUdfs {
       if (v == null) {
         return null;
       }
-      String t = text(v);
-      Tokenizer tok = tokenizer();
-      try {
-        return tok.encode(t, true).length;
-      } catch (RuntimeException e) {
-        throw fail("cannot tokenize a text of " + t.length() + " characters: " + detail(e), e);
-      }
+      return encode(v, true).length;
     }
   }
 
