@@ -105,7 +105,8 @@ public final class ScoreJob {
     ScoreMetrics metrics = ScoreMetrics.register(spark.sparkContext());
     ScorePartition fn = new ScorePartition(source, options, input.schema(), outSchema, modelLabel, metrics, spec.arrowMemoryBytes());
     org.apache.spark.sql.classic.SparkSession classic = (org.apache.spark.sql.classic.SparkSession) spark;
-    try (ProgressLine progress = ProgressLine.start(spark, metrics)) {
+    Dataset<Row> toScore = input;
+    try (ProgressLine progress = ProgressLine.start(spark, toScore::count)) {
       for (int k = 0; k < spec.slices(); k++) {
         Dataset<Row> slice = spec.slices() == 1 ? input : input.where(pmod(hash(col(ScoreSchema.ID)), lit(spec.slices())).equalTo(k));
         // Internal rows in, Arrow-built internal rows out: no Row objects or boxed arrays per token.

@@ -180,6 +180,11 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
       }
       metrics.rows().add(n);
       metrics.errors().add(n - good.size());
+      long windowTokens = 0;
+      for (int i : good) {
+        windowTokens += tokens[i].length;
+      }
+      LocalProgress.add(n, windowTokens, n - good.size());
       ColumnarBatch batch = out.finish(n);
       List<InternalRow> rows = new ArrayList<>(n);
       for (Iterator<InternalRow> it = out.rows(batch, outputSchema); it.hasNext(); ) {
