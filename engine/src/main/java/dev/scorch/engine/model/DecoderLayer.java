@@ -4,6 +4,7 @@ import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.kernels.RmsNorm;
 import dev.scorch.engine.kernels.Rope;
+import dev.scorch.engine.runtime.KvCache;
 import dev.scorch.engine.runtime.PackedBatch;
 
 /** One block: input RMSNorm → MLA → residual → post-attention RMSNorm → dense MLP or MoE → residual. */
@@ -39,10 +40,15 @@ final class DecoderLayer {
 
   /** x: [T, hidden], updated in place; routes receives the MoE choice of each token when not null. */
   void forward(float[] x, PackedBatch batch, Rope rope, Ops ops, int[] routes) {
+    forward(x, batch, rope, ops, routes, null);
+  }
+
+  /** As above; caches (one per sequence, room reserved) receive this layer's latents and rotated k_pe when not null. */
+  void forward(float[] x, PackedBatch batch, Rope rope, Ops ops, int[] routes, KvCache[] caches) {
     int t = batch.numTokens();
     float[] h = new float[x.length];
     RmsNorm.apply(x, t, hidden, inputLayernorm, eps, h);
-    float[] attn = selfAttn.forward(h, batch, rope, ops);
+    float[] attn = selfAttn.forward(h, batch, rope, ops, caches);
     for (int i = 0; i < x.length; i++) {
       x[i] += attn[i];
     }

@@ -7,8 +7,11 @@ import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.kernels.RmsNorm;
 import dev.scorch.engine.kernels.Rope;
+import dev.scorch.engine.runtime.KvCache;
 import dev.scorch.engine.runtime.PackedBatch;
 import java.nio.file.Path;
+import java.util.IdentityHashMap;
+import java.util.Map;
 
 /**
  * DeepseekV3ForCausalLM (Kimi K2, DeepSeek-V3/R1): embed_tokens → num_hidden_layers decoder layers → norm →
@@ -63,6 +66,79 @@ public final class DeepseekV3Model {
    * routes, when not null, is [moe layer][T * top_k] and receives each token's experts.
    */
   public float[] forward(PackedBatch batch, Ops ops, int[][] routes) {
+    return forward(batch, ops, routes, null);
+  }
+
+  /**
+   * Prefill with a KV cache: runs the decoder over batch, writing every token's latent and rotated k_pe into
+   * caches[s] (one distinct cache per sequence s), and returns the final-normed hidden states [T, hidden].
+   * Sequence s's positions must be caches[s].length(), +1, ... (see {@link KvCache#pack}). A sequence whose
+   * cache is empty attends as scoring does (same bits as {@link #forward}); one with cached tokens attends in
+   * the absorbed form over them. Each cache's length advances by its sequence's tokens once every layer is
+   * written; when some cache lacks room, nothing is written and it fails.
+   */
+  public float[] prefill(PackedBatch batch, KvCache[] caches, Ops ops) {
+    checkCaches(batch, caches);
+    for (int s = 0; s < caches.length; s++) {
+      caches[s].reserve(batch.seqLen()[s]);
+    }
+    float[] x = forward(batch, ops, null, caches);
+    for (int s = 0; s < caches.length; s++) {
+      caches[s].advance(batch.seqLen()[s]);
+    }
+    return x;
+  }
+
+  /**
+   * One decode step: tokens[s] is sequence s's newest token (at position caches[s].length()); appends it to
+   * caches[s] and returns the next-token logits [B, vocab] in fp32.
+   */
+  public float[] decode(int[] tokens, KvCache[] caches, Ops ops) {
+    int b = tokens.length;
+    int[] start = new int[b];
+    int[] len = new int[b];
+    int[] pos = new int[b];
+    for (int s = 0; s < b; s++) {
+      start[s] = s;
+      len[s] = 1;
+      if (caches == null || caches.length != b) {
+        throw new IllegalArgumentException(b + " tokens but " + (caches == null ? "no" : caches.length) + " caches");
+      }
+      pos[s] = caches[s].length();
+    }
+    float[] hidden = prefill(new PackedBatch(tokens.clone(), pos, start, len), caches, ops);
+    float[] out = new float[b * config.vocabSize()];
+    logits(hidden, b, ops, out);
+    return out;
+  }
+
+  private void checkCaches(PackedBatch batch, KvCache[] caches) {
+    int n = batch.numSequences();
+    if (caches == null || caches.length != n) {
+      throw new IllegalArgumentException(n + " sequences but " + (caches == null ? "no" : caches.length) + " caches");
+    }
+    Map<KvCache, Boolean> seen = new IdentityHashMap<>();
+    for (int s = 0; s < n; s++) {
+      KvCache c = caches[s];
+      if (seen.put(c, Boolean.TRUE) != null) {
+        throw new IllegalArgumentException("sequence " + s + " shares its KV cache with an earlier sequence");
+      }
+      if (c.layers() != config.numHiddenLayers() || c.kvLoraRank() != config.kvLoraRank() || c.qkRopeHeadDim() != config.qkRopeHeadDim()) {
+        throw new IllegalArgumentException("KV cache of sequence " + s + " is shaped [" + c.layers() + " layers, " + c.kvLoraRank() + " + "
+            + c.qkRopeHeadDim() + "], the model needs [" + config.numHiddenLayers() + ", " + config.kvLoraRank() + " + "
+            + config.qkRopeHeadDim() + "]");
+      }
+      for (int i = 0; i < batch.seqLen()[s]; i++) {
+        int p = batch.positions()[batch.seqStart()[s] + i];
+        if (p != c.length() + i) {
+          throw new IllegalArgumentException("sequence " + s + " token " + i + " has position " + p + ", its KV cache expects "
+              + (c.length() + i) + " (use KvCache.pack)");
+        }
+      }
+    }
+  }
+
+  private float[] forward(PackedBatch batch, Ops ops, int[][] routes, KvCache[] caches) {
     int t = batch.numTokens();
     int hidden = config.hiddenSize();
     float[] x = new float[t * hidden]; // [T, hidden]
@@ -80,7 +156,7 @@ public final class DeepseekV3Model {
         r = routes[moeIndex] = new int[t * config.numExpertsPerTok()];
       }
       moeIndex += layer.isMoe() ? 1 : 0;
-      layer.forward(x, batch, rope, ops, r);
+      layer.forward(x, batch, rope, ops, r, caches);
     }
     RmsNorm.apply(x, t, hidden, norm, config.rmsNormEps(), x);
     return x;

@@ -1,15 +1,25 @@
 package dev.scorch.engine.model;
 
 import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.kernels.MlaInputs;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.kernels.RmsNorm;
 import dev.scorch.engine.kernels.Rope;
+import dev.scorch.engine.runtime.KvCache;
 import dev.scorch.engine.runtime.PackedBatch;
+import java.util.Arrays;
+import java.util.function.IntConsumer;
 
-/** Multi-head latent attention (DeepseekV3Attention), prefill form: kv_b_proj expands the latent per head. */
+/**
+ * Multi-head latent attention (DeepseekV3Attention). Prefill form: kv_b_proj expands the latent per head.
+ * With a {@link KvCache} per sequence, each token's normed latent and rotated k_pe are also cached; a
+ * sequence whose cache was empty still attends in the prefill form (so its bits equal scoring's), one with
+ * cached tokens attends in the absorbed form over its cache.
+ */
 final class MlaAttention {
+  private final int layer;
   private final int heads;
   private final int qLoraRank; // 0 when q_lora_rank is null (plain q_proj)
   private final int kvLoraRank;
@@ -27,10 +37,14 @@ final class MlaAttention {
   private final float[] kvALayernorm; // [kv_lora_rank]
   private final Linear kvBProj; // [heads * (qk_nope_head_dim + v_head_dim), kv_lora_rank]
   private final Linear oProj; // [hidden, heads * v_head_dim]
+  // kv_b_proj decoded to fp32 [heads * (qk_nope + v_head), kv_lora_rank] on the first absorbed call (then kept):
+  // rows h * (qk_nope + v_head) + d are W_UK of head h (d < qk_nope), the next v_head rows its W_UV.
+  private volatile float[] kvBF32;
 
   MlaAttention(ModelWeights w, int layer) {
     ModelConfig c = w.config();
     String p = WeightLayout.layer(layer) + "self_attn.";
+    this.layer = layer;
     heads = c.numAttentionHeads();
     kvLoraRank = c.kvLoraRank();
     qkNope = c.qkNopeHeadDim();
@@ -59,6 +73,15 @@ final class MlaAttention {
 
   /** x: [T, hidden] (already input-normed) → [T, hidden]. */
   float[] forward(float[] x, PackedBatch batch, Rope rope, Ops ops) {
+    return forward(x, batch, rope, ops, null);
+  }
+
+  /**
+   * As {@link #forward(float[], PackedBatch, Rope, Ops)}; caches, when not null, holds one cache per
+   * sequence (room reserved, positions numbered from each cache's length): this layer's latent and rotated
+   * k_pe of every token are written there, and sequences with cached tokens attend in the absorbed form.
+   */
+  float[] forward(float[] x, PackedBatch batch, Rope rope, Ops ops, KvCache[] caches) {
     int t = batch.numTokens();
     // Queries: q_a_proj → q_a_layernorm → q_b_proj (or q_proj): [T, heads, q_head_dim] = [q_nope | q_pe]
     float[] q = new float[t * heads * qHead];
@@ -80,8 +103,6 @@ final class MlaAttention {
     for (int i = 0; i < t; i++) {
       System.arraycopy(kvA, i * kvAWidth + kvLoraRank, kPe, i * qkRope, qkRope);
     }
-    float[] kv = new float[t * heads * (qkNope + vHead)]; // [T, heads, qk_nope + v_head] = [k_nope | v]
-    ops.matmul(latent, t, kvBProj, kv);
     // RoPE on q_pe (every head) and k_pe at each token's position.
     float[] cs = new float[qkRope];
     for (int i = 0; i < t; i++) {
@@ -92,9 +113,131 @@ final class MlaAttention {
       rope.rotate(kPe, i * qkRope, cs);
     }
     float[] attn = new float[t * heads * vHead]; // [T, heads, v_head]
-    ops.attention(new MlaInputs(q, kv, kPe, heads, qkNope, qkRope, vHead, batch.seqStart(), batch.seqLen(), softmaxScale), attn);
+    int[] freshStart = batch.seqStart();
+    int[] freshLen = batch.seqLen();
+    if (caches != null) {
+      int n = batch.numSequences();
+      int fresh = 0;
+      for (int s = 0; s < n; s++) {
+        int past = caches[s].length();
+        for (int i = 0; i < batch.seqLen()[s]; i++) {
+          int row = batch.seqStart()[s] + i;
+          caches[s].put(layer, past + i, latent, row * kvLoraRank, kPe, row * qkRope);
+        }
+        fresh += past == 0 ? 1 : 0;
+      }
+      freshStart = new int[fresh];
+      freshLen = new int[fresh];
+      int[] cachedSeqs = new int[n - fresh];
+      for (int s = 0, f = 0, c = 0; s < n; s++) {
+        if (caches[s].length() == 0) {
+          freshStart[f] = batch.seqStart()[s];
+          freshLen[f++] = batch.seqLen()[s];
+        } else {
+          cachedSeqs[c++] = s;
+        }
+      }
+      if (cachedSeqs.length > 0) {
+        absorbed(q, batch, caches, cachedSeqs, ops, attn);
+      }
+    }
+    if (freshStart.length > 0) {
+      float[] kv = new float[t * heads * (qkNope + vHead)]; // [T, heads, qk_nope + v_head] = [k_nope | v]
+      ops.matmul(latent, t, kvBProj, kv);
+      ops.attention(new MlaInputs(q, kv, kPe, heads, qkNope, qkRope, vHead, freshStart, freshLen, softmaxScale), attn);
+    }
     float[] out = new float[t * oProj.out()];
     ops.matmul(attn, t, oProj, out);
     return out;
+  }
+
+  private float[] kvBF32() {
+    float[] w = kvBF32;
+    if (w == null) {
+      synchronized (this) {
+        w = kvBF32;
+        if (w == null) {
+          kvBF32 = w = kvBProj.toFloat();
+        }
+      }
+    }
+    return w;
+  }
+
+  /**
+   * Absorbed attention of the listed sequences' new tokens (rows of batch) over their caches, which already
+   * hold this layer's entries for the new tokens. Per head h and query i at position p:
+   * q_latent = W_UK_hᵀ q_nope; score_j = (q_latent · c_j + q_pe · k_pe_j) · scale for j <= p; softmax in fp32;
+   * o_latent = Σ p_j c_j; out_h = W_UV_h o_latent. One work item per (sequence, head), every sum in a fixed order.
+   */
+  private void absorbed(float[] q, PackedBatch batch, KvCache[] caches, int[] seqs, Ops ops, float[] attn) {
+    float[] w = kvBF32();
+    int items = seqs.length * heads;
+    IntConsumer body = item -> {
+      int s = seqs[item / heads];
+      int h = item % heads;
+      KvCache cache = caches[s];
+      int past = cache.length();
+      int n = batch.seqLen()[s];
+      float[] lat = cache.latents(layer);
+      float[] pe = cache.kPes(layer);
+      int kRow = h * (qkNope + vHead); // first W_UK row of head h; W_UV rows follow at kRow + qk_nope
+      float[] qLat = new float[kvLoraRank];
+      float[] oLat = new float[kvLoraRank];
+      float[] scores = new float[past + n];
+      for (int i = 0; i < n; i++) {
+        int row = batch.seqStart()[s] + i;
+        int qOff = (row * heads + h) * qHead;
+        Arrays.fill(qLat, 0f);
+        for (int d = 0; d < qkNope; d++) {
+          float qd = q[qOff + d];
+          int wOff = (kRow + d) * kvLoraRank;
+          for (int c = 0; c < kvLoraRank; c++) {
+            qLat[c] = Math.fma(qd, w[wOff + c], qLat[c]);
+          }
+        }
+        int len = past + i + 1; // causal: the cache before this batch, then new tokens up to i
+        float max = Float.NEGATIVE_INFINITY;
+        for (int j = 0; j < len; j++) {
+          float sc = (dot(qLat, 0, lat, j * kvLoraRank, kvLoraRank) + dot(q, qOff + qkNope, pe, j * qkRope, qkRope)) * softmaxScale;
+          scores[j] = sc;
+          max = Math.max(max, sc);
+        }
+        float sum = 0;
+        for (int j = 0; j < len; j++) {
+          float e = (float) Math.exp(scores[j] - max);
+          scores[j] = e;
+          sum += e;
+        }
+        float inv = 1f / sum;
+        Arrays.fill(oLat, 0f);
+        for (int j = 0; j < len; j++) {
+          float p = scores[j] * inv;
+          int cOff = j * kvLoraRank;
+          for (int c = 0; c < kvLoraRank; c++) {
+            oLat[c] = Math.fma(p, lat[cOff + c], oLat[c]);
+          }
+        }
+        int oOff = (row * heads + h) * vHead;
+        for (int e = 0; e < vHead; e++) {
+          attn[oOff + e] = dot(w, (kRow + qkNope + e) * kvLoraRank, oLat, 0, kvLoraRank);
+        }
+      }
+    };
+    if (ops instanceof CpuOps cpu) {
+      cpu.parallel().forEach(items, body);
+    } else {
+      for (int item = 0; item < items; item++) {
+        body.accept(item);
+      }
+    }
+  }
+
+  private static float dot(float[] a, int ao, float[] b, int bo, int n) {
+    float acc = 0;
+    for (int k = 0; k < n; k++) {
+      acc = Math.fma(a[ao + k], b[bo + k], acc);
+    }
+    return acc;
   }
 }
