@@ -2,6 +2,7 @@ package dev.scorch.jobs.cli;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.scorch.engine.bench.DecodeBenchmark;
 import dev.scorch.engine.bench.PrefillBenchmark;
 import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.model.DeepseekV3Model;
@@ -23,13 +24,15 @@ import picocli.CommandLine.Option;
         "Examples:",
         "  bin/scorch make-demo-model --out models/demo-small --preset small",
         "  bin/scorch bench --model models/demo-small --mode prefill --batch 8 --seq 256 --threads 2",
-        "  bin/scorch bench --model models/demo-small --mode prefill --batch 1 --seq 1024 --runs 5"
+        "  bin/scorch bench --model models/demo-small --mode prefill --batch 1 --seq 1024 --runs 5",
+        "  bin/scorch bench --model models/demo-small --mode decode --batch 8 --seq 64 --steps 32"
     })
 public final class BenchCommand implements Callable<Integer> {
   @Option(names = "--model", required = true, description = "Checkpoint folder.")
   Path model;
 
-  @Option(names = "--mode", defaultValue = "prefill", description = "prefill (decode arrives with generation). Default: ${DEFAULT-VALUE}.")
+  @Option(names = "--mode", defaultValue = "prefill", description = "prefill, or decode (greedy steps over the MLA latent cache"
+      + " after a --seq-token prefill). Default: ${DEFAULT-VALUE}.")
   String mode;
 
   @Option(names = "--batch", defaultValue = "8", description = "Sequences per batch. Default: ${DEFAULT-VALUE}.")
@@ -47,19 +50,25 @@ public final class BenchCommand implements Callable<Integer> {
   @Option(names = "--warmup", defaultValue = "2", description = "Untimed warm-up runs. Default: ${DEFAULT-VALUE}.")
   int warmup;
 
+  @Option(names = "--steps", defaultValue = "32", description = "Decode steps per run (decode mode). Default: ${DEFAULT-VALUE}.")
+  int steps;
+
   @Option(names = "--seed", defaultValue = "0", description = "Seed of the random token ids. Default: ${DEFAULT-VALUE}.")
   long seed;
 
   @Override
   public Integer call() throws Exception {
-    if (!mode.equals("prefill")) {
-      throw new IllegalArgumentException("--mode " + mode + " is not supported yet; use prefill");
+    if (!mode.equals("prefill") && !mode.equals("decode")) {
+      throw new IllegalArgumentException("--mode " + mode + ": expected prefill or decode");
     }
     if (batch < 1 || seq < 1 || runs < 1 || warmup < 0) {
       throw new IllegalArgumentException("--batch, --seq and --runs must be >= 1, --warmup >= 0");
     }
     int n = threads == null ? Runtime.getRuntime().availableProcessors() : threads;
     DeepseekV3Model m = DeepseekV3Model.load(model);
+    if (mode.equals("decode")) {
+      return decode(m, n);
+    }
     try (CpuOps ops = new CpuOps(n)) {
       PrefillBenchmark.Result r = PrefillBenchmark.run(m, ops, batch, seq, warmup, runs, seed);
       System.out.printf("prefill %d x %d, %d threads (%s), java %s: %.1f tokens/s median (min %.1f, max %.1f) over %d runs;"
@@ -80,6 +89,36 @@ public final class BenchCommand implements Callable<Integer> {
       j.put("tokens_per_s_max", r.maxTokensPerSec());
       j.put("seconds_median", r.medianSeconds());
       j.put("model_gflop_per_s", r.modelGflopPerSec());
+      j.put("peak_rss_bytes", r.peakRssBytes());
+      System.out.println(new ObjectMapper().writeValueAsString(j));
+    }
+    return 0;
+  }
+
+  private int decode(DeepseekV3Model m, int n) throws Exception {
+    long bytesPerParameter = dev.scorch.engine.model.ModelInfo.of(model).mainDtype().equals("F8_E4M3") ? 1 : 2;
+    try (CpuOps ops = new CpuOps(n)) {
+      DecodeBenchmark.Result r = DecodeBenchmark.run(m, ops, batch, seq, steps, warmup, runs, seed, bytesPerParameter);
+      System.out.printf("decode batch %d after %d-token prompts, %d steps, %d threads, java %s: %.1f tokens/s median (min %.1f, max %.1f);"
+              + " %.2f ms per step; %.2f GB/s of weights (%,d bytes per step); cache %,d bytes per token; peak RSS %.0f MiB%n",
+          batch, seq, steps, n, Runtime.version().feature(), r.medianTokensPerSec(), r.minTokensPerSec(), r.maxTokensPerSec(),
+          r.medianStepSeconds() * 1e3, r.weightBytesPerSecond() / 1e9, r.weightBytesPerStep(), r.cacheBytesPerToken(),
+          r.peakRssBytes() / 1048576.0);
+      ObjectNode j = new ObjectMapper().createObjectNode();
+      j.put("mode", mode);
+      j.put("model", model.toString());
+      j.put("batch", batch);
+      j.put("prompt", seq);
+      j.put("steps", steps);
+      j.put("threads", n);
+      j.put("java", Runtime.version().feature());
+      j.put("tokens_per_s_median", r.medianTokensPerSec());
+      j.put("tokens_per_s_min", r.minTokensPerSec());
+      j.put("tokens_per_s_max", r.maxTokensPerSec());
+      j.put("step_seconds_median", r.medianStepSeconds());
+      j.put("weight_bytes_per_step", r.weightBytesPerStep());
+      j.put("weight_bytes_per_s", r.weightBytesPerSecond());
+      j.put("cache_bytes_per_token", r.cacheBytesPerToken());
       j.put("peak_rss_bytes", r.peakRssBytes());
       System.out.println(new ObjectMapper().writeValueAsString(j));
     }

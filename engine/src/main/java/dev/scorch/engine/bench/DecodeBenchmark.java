@@ -1,0 +1,71 @@
+package dev.scorch.engine.bench;
+
+import dev.scorch.engine.kernels.Ops;
+import dev.scorch.engine.model.DeepseekV3Model;
+import dev.scorch.engine.model.WeightLayout;
+import dev.scorch.engine.runtime.KvCache;
+import dev.scorch.engine.runtime.ProcessMemory;
+import dev.scorch.engine.scoring.LogSoftmax;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.SplittableRandom;
+
+/**
+ * Times greedy decoding with the MLA latent cache: prompts of {@code prompt} random tokens are prefilled,
+ * then {@code steps} decode steps of the whole batch are timed per run. Reports decode tokens/s (median, min,
+ * max over runs), the bytes of weights one step reads (active parameters for a token, in their file dtype)
+ * and the cache's bytes per token.
+ */
+public final class DecodeBenchmark {
+
+  public record Result(int batch, int prompt, int steps, int threads, double medianTokensPerSec, double minTokensPerSec,
+      double maxTokensPerSec, double medianStepSeconds, long weightBytesPerStep, long cacheBytesPerToken, long peakRssBytes) {
+
+    /** Weight bytes read per second at the median step time (batch 1: the memory-bandwidth use). */
+    public double weightBytesPerSecond() {
+      return weightBytesPerStep / medianStepSeconds;
+    }
+  }
+
+  private DecodeBenchmark() {}
+
+  public static Result run(DeepseekV3Model model, Ops ops, int batch, int prompt, int steps, int warmup, int runs, long seed,
+      long bytesPerParameter) {
+    SplittableRandom rnd = new SplittableRandom(seed);
+    double[] secs = new double[runs];
+    for (int run = -warmup; run < runs; run++) {
+      List<int[]> prompts = new ArrayList<>();
+      List<KvCache> caches = new ArrayList<>();
+      for (int b = 0; b < batch; b++) {
+        int[] t = new int[prompt];
+        for (int i = 0; i < prompt; i++) {
+          t[i] = rnd.nextInt(model.vocabSize());
+        }
+        prompts.add(t);
+        caches.add(new KvCache(model.config(), prompt + steps + 1));
+      }
+      KvCache[] cacheArray = caches.toArray(new KvCache[0]);
+      model.prefill(KvCache.pack(prompts, caches), cacheArray, ops);
+      int[] next = new int[batch];
+      Arrays.fill(next, 1);
+      long t0 = System.nanoTime();
+      for (int s = 0; s < steps; s++) {
+        float[] logits = model.decode(next, cacheArray, ops); // [batch, vocab]
+        for (int b = 0; b < batch; b++) {
+          next[b] = LogSoftmax.argmax(logits, b * model.vocabSize(), model.vocabSize());
+        }
+      }
+      if (run >= 0) {
+        secs[run] = (System.nanoTime() - t0) / 1e9;
+      }
+    }
+    Arrays.sort(secs);
+    double median = runs % 2 == 1 ? secs[runs / 2] : (secs[runs / 2 - 1] + secs[runs / 2]) / 2;
+    double tokens = (double) batch * steps;
+    long weightBytes = (WeightLayout.activeParameters(model.config()) - (long) model.vocabSize() * model.config().hiddenSize())
+        * bytesPerParameter;
+    return new Result(batch, prompt, steps, ops.threads(), tokens / median, tokens / secs[runs - 1], tokens / secs[0],
+        median / steps, weightBytes, KvCache.bytesPerToken(model.config()), ProcessMemory.peakRssBytes());
+  }
+}
