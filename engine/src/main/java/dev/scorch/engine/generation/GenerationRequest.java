@@ -1,0 +1,34 @@
+package dev.scorch.engine.generation;
+
+import dev.scorch.engine.sampling.SamplingParams;
+import java.util.List;
+import java.util.Set;
+
+/**
+ * One prompt to continue.
+ *
+ * @param prompt       the prompt's token ids
+ * @param params       how tokens are chosen (seed included)
+ * @param maxNewTokens the most tokens to generate
+ * @param stopTokenIds ids that end a completion (EOS from generation_config.json goes here); not emitted
+ * @param stopStrings  texts that end a completion (needs a tokenizer); the completion is cut before them
+ * @param n            completions to sample (sample index s draws its own stream from the seed)
+ */
+public record GenerationRequest(
+    int[] prompt, SamplingParams params, int maxNewTokens, Set<Integer> stopTokenIds, List<String> stopStrings, int n) {
+
+  public GenerationRequest {
+    if (prompt == null || prompt.length == 0) {
+      throw new IllegalArgumentException("a prompt needs at least one token");
+    }
+    if (maxNewTokens < 1 || n < 1) {
+      throw new IllegalArgumentException("max_new_tokens and n must be >= 1");
+    }
+    stopTokenIds = Set.copyOf(stopTokenIds);
+    stopStrings = List.copyOf(stopStrings);
+  }
+
+  public static GenerationRequest greedy(int[] prompt, int maxNewTokens) {
+    return new GenerationRequest(prompt, SamplingParams.greedy(), maxNewTokens, Set.of(), List.of(), 1);
+  }
+}
