@@ -75,13 +75,8 @@ public final class BenchCommand implements Callable<Integer> {
               + " %.1f model GFLOP/s; peak RSS %.0f MiB%n",
           batch, seq, n, ops.simd() ? "Vector API" : "scalar", Runtime.version().feature(), r.medianTokensPerSec(),
           r.minTokensPerSec(), r.maxTokensPerSec(), runs, r.modelGflopPerSec(), r.peakRssBytes() / 1048576.0);
-      ObjectNode j = new ObjectMapper().createObjectNode();
-      j.put("mode", mode);
-      j.put("model", model.toString());
-      j.put("batch", batch);
+      ObjectNode j = header(n);
       j.put("seq", seq);
-      j.put("threads", n);
-      j.put("java", Runtime.version().feature());
       j.put("simd", ops.simd());
       j.put("runs", runs);
       j.put("tokens_per_s_median", r.medianTokensPerSec());
@@ -95,8 +90,19 @@ public final class BenchCommand implements Callable<Integer> {
     return 0;
   }
 
+  /** The fields both modes' JSON lines start with. */
+  private ObjectNode header(int threads) {
+    ObjectNode j = new ObjectMapper().createObjectNode();
+    j.put("mode", mode);
+    j.put("model", model.toString());
+    j.put("batch", batch);
+    j.put("threads", threads);
+    j.put("java", Runtime.version().feature());
+    return j;
+  }
+
   private int decode(DeepseekV3Model m, int n) throws Exception {
-    long bytesPerParameter = dev.scorch.engine.model.ModelInfo.of(model).mainDtype().equals("F8_E4M3") ? 1 : 2;
+    long bytesPerParameter = m.config().isFp8() ? 1 : 2; // linear weights in F8_E4M3, else BF16
     try (CpuOps ops = new CpuOps(n)) {
       DecodeBenchmark.Result r = DecodeBenchmark.run(m, ops, batch, seq, steps, warmup, runs, seed, bytesPerParameter);
       System.out.printf("decode batch %d after %d-token prompts, %d steps, %d threads, java %s: %.1f tokens/s median (min %.1f, max %.1f);"
@@ -104,14 +110,9 @@ public final class BenchCommand implements Callable<Integer> {
           batch, seq, steps, n, Runtime.version().feature(), r.medianTokensPerSec(), r.minTokensPerSec(), r.maxTokensPerSec(),
           r.medianStepSeconds() * 1e3, r.weightBytesPerSecond() / 1e9, r.weightBytesPerStep(), r.cacheBytesPerToken(),
           r.peakRssBytes() / 1048576.0);
-      ObjectNode j = new ObjectMapper().createObjectNode();
-      j.put("mode", mode);
-      j.put("model", model.toString());
-      j.put("batch", batch);
+      ObjectNode j = header(n);
       j.put("prompt", seq);
       j.put("steps", steps);
-      j.put("threads", n);
-      j.put("java", Runtime.version().feature());
       j.put("tokens_per_s_median", r.medianTokensPerSec());
       j.put("tokens_per_s_min", r.minTokensPerSec());
       j.put("tokens_per_s_max", r.maxTokensPerSec());

@@ -30,11 +30,7 @@ class ScoreJobConformanceTest {
   @Test
   void sparkScoresMatchGolden() {
     List<long[]> prompts = SparkTests.goldenPrompts();
-    List<String> lines = new ArrayList<>();
-    for (int i = 0; i < prompts.size(); i++) {
-      lines.add(SparkTests.row(i, prompts.get(i)));
-    }
-    Path in = SparkTests.writeJsonl(tmp.resolve("in/prompts.jsonl"), lines);
+    Path in = SparkTests.goldenInput(tmp);
     Path out = tmp.resolve("out");
 
     ScoreSummary summary = SparkTests.spec(SparkTests.conformanceModel(), in, out).partitions(2).maxBatchTokens(256).run();
@@ -89,11 +85,7 @@ class ScoreJobConformanceTest {
   @Test
   void topKAndLastLogitsMatchGolden() {
     List<long[]> prompts = SparkTests.goldenPrompts();
-    List<String> lines = new ArrayList<>();
-    for (int i = 0; i < prompts.size(); i++) {
-      lines.add(SparkTests.row(i, prompts.get(i)));
-    }
-    Path in = SparkTests.writeJsonl(tmp.resolve("in/prompts.jsonl"), lines);
+    Path in = SparkTests.goldenInput(tmp);
     Path out = tmp.resolve("out-topk");
     SparkTests.spec(SparkTests.conformanceModel(), in, out).topK(3).logits(LogitsMode.LAST).partitions(2).run();
 

@@ -100,11 +100,7 @@ class ScoreJobLocalClusterTest {
   @Test
   void executorJvmsScoreTheGoldenPromptsWithBroadcastWeights() {
     List<long[]> prompts = SparkTests.goldenPrompts();
-    List<String> lines = new ArrayList<>();
-    for (int i = 0; i < prompts.size(); i++) {
-      lines.add(SparkTests.row(i, prompts.get(i)));
-    }
-    Path in = SparkTests.writeJsonl(tmp.resolve("in/prompts.jsonl"), lines);
+    Path in = SparkTests.goldenInput(tmp);
     Path out = tmp.resolve("out");
     int driverLoads = ExecutorModelCache.loads();
 

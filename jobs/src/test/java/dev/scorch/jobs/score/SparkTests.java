@@ -136,6 +136,16 @@ final class SparkTests {
     return out;
   }
 
+  /** The golden prompts as a JSONL input under dir (ids 0, 1, ...). */
+  static Path goldenInput(Path dir) {
+    List<long[]> prompts = goldenPrompts();
+    List<String> lines = new java.util.ArrayList<>();
+    for (int i = 0; i < prompts.size(); i++) {
+      lines.add(row(i, prompts.get(i)));
+    }
+    return writeJsonl(dir.resolve("in/prompts.jsonl"), lines);
+  }
+
   /** Writes one JSON object per line. */
   static Path writeJsonl(Path file, List<String> lines) {
     try {
