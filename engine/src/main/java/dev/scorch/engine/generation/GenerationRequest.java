@@ -11,24 +11,41 @@ import java.util.Set;
  * @param params       how tokens are chosen (seed included)
  * @param maxNewTokens the most tokens to generate
  * @param stopTokenIds ids that end a completion (EOS from generation_config.json goes here); not emitted
- * @param stopStrings  texts that end a completion (needs a tokenizer); the completion is cut before them
+ * @param stopStrings  texts that end a completion (needs a tokenizer); the text is cut before them
  * @param n            completions to sample (sample index s draws its own stream from the seed)
+ * @param topLogprobs  most likely alternatives to report per generated token (0 = none)
  */
 public record GenerationRequest(
-    int[] prompt, SamplingParams params, int maxNewTokens, Set<Integer> stopTokenIds, List<String> stopStrings, int n) {
+    int[] prompt, SamplingParams params, int maxNewTokens, Set<Integer> stopTokenIds, List<String> stopStrings, int n,
+    int topLogprobs) {
 
   public GenerationRequest {
     if (prompt == null || prompt.length == 0) {
       throw new IllegalArgumentException("a prompt needs at least one token");
     }
-    if (maxNewTokens < 1 || n < 1) {
-      throw new IllegalArgumentException("max_new_tokens and n must be >= 1");
+    if (maxNewTokens < 1 || n < 1 || topLogprobs < 0) {
+      throw new IllegalArgumentException("max_new_tokens and n must be >= 1, top_logprobs >= 0");
     }
     stopTokenIds = Set.copyOf(stopTokenIds);
     stopStrings = List.copyOf(stopStrings);
+    for (String s : stopStrings) {
+      if (s.isEmpty()) {
+        throw new IllegalArgumentException("a stop string must not be empty");
+      }
+    }
+  }
+
+  public GenerationRequest(int[] prompt, SamplingParams params, int maxNewTokens, Set<Integer> stopTokenIds, List<String> stopStrings,
+      int n) {
+    this(prompt, params, maxNewTokens, stopTokenIds, stopStrings, n, 0);
   }
 
   public static GenerationRequest greedy(int[] prompt, int maxNewTokens) {
     return new GenerationRequest(prompt, SamplingParams.greedy(), maxNewTokens, Set.of(), List.of(), 1);
+  }
+
+  /** Tokens of KV cache one sample of this request needs at most. */
+  public int maxCacheTokens() {
+    return prompt.length + maxNewTokens;
   }
 }

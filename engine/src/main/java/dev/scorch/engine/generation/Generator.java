@@ -5,94 +5,206 @@ import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.runtime.KvCache;
 import dev.scorch.engine.sampling.Sampler;
 import dev.scorch.engine.scoring.LogSoftmax;
+import dev.scorch.engine.tokenizer.IncrementalDecoder;
 import dev.scorch.engine.tokenizer.Tokenizer;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Deque;
+import java.util.Iterator;
 import java.util.List;
+import java.util.NoSuchElementException;
 
 /**
- * Continuous batching: sequences (request × sample) wait in order; those whose KV cache fits the memory budget
- * join the running batch (their prompts prefilled together), every step decodes one token for each running
- * sequence, and finished ones leave so waiting ones can join. A sequence's tokens depend only on its prompt,
- * parameters and seed: the engine is batch-invariant bit for bit and each draw comes from (seed, sample, step).
+ * Continuous batching: sequences (request × sample) wait in arrival order; those that fit the limits join the
+ * running batch (their prompts prefilled together), every step decodes one token for each running sequence,
+ * and finished ones leave so waiting ones can join. A sequence's tokens depend only on its prompt, parameters
+ * and seed: the engine is batch-invariant bit for bit and each draw comes from (seed, sample, step).
+ *
+ * <p>{@link #stream} pulls requests lazily and hands back each request's completions as soon as its last
+ * sample finishes, so a Spark partition of any size streams through with bounded memory.
  */
 public final class Generator {
   private final DeepseekV3Model model;
   private final Ops ops;
-  private final long maxCacheBytes;
-  private final Tokenizer tokenizer; // for stop strings; may be null
+  private final Limits limits;
+  private final Tokenizer tokenizer; // for text and stop strings; may be null
+  private final long cacheBytesPerToken;
+
+  /**
+   * What may run at once.
+   *
+   * @param maxCacheBytes    KV cache bytes of all running sequences together (each reserves prompt + max_new_tokens)
+   * @param maxPrefillTokens prompt tokens prefilled in one batch (a longer prompt is prefilled alone)
+   * @param maxSequences     sequences decoded in one step
+   */
+  public record Limits(long maxCacheBytes, int maxPrefillTokens, int maxSequences) {
+    public Limits {
+      if (maxCacheBytes < 1 || maxPrefillTokens < 1 || maxSequences < 1) {
+        throw new IllegalArgumentException("generation limits must be positive, got " + maxCacheBytes + " cache bytes, "
+            + maxPrefillTokens + " prefill tokens, " + maxSequences + " sequences");
+      }
+    }
+
+    public static Limits ofCacheBytes(long maxCacheBytes) {
+      return new Limits(maxCacheBytes, Integer.MAX_VALUE, Integer.MAX_VALUE);
+    }
+  }
+
+  /** A request and the caller's handle for it (a row id, an index). */
+  public record Tagged<T>(T tag, GenerationRequest request) {}
+
+  /** All n completions of one request, in sample order. */
+  public record Finished<T>(T tag, GenerationRequest request, List<Completion> completions) {}
+
+  public Generator(DeepseekV3Model model, Ops ops, Limits limits, Tokenizer tokenizer) {
+    this.model = model;
+    this.ops = ops;
+    this.limits = limits;
+    this.tokenizer = tokenizer;
+    this.cacheBytesPerToken = KvCache.bytesPerToken(model.config());
+  }
+
+  public Generator(DeepseekV3Model model, Ops ops, long maxCacheBytes, Tokenizer tokenizer) {
+    this(model, ops, Limits.ofCacheBytes(maxCacheBytes), tokenizer);
+  }
+
+  /** Why this request cannot run here (its cache exceeds the budget, stop strings without a tokenizer), or null. */
+  public String check(GenerationRequest req) {
+    long bytes = cacheBytesPerToken * req.maxCacheTokens();
+    if (bytes > limits.maxCacheBytes()) {
+      return "prompt (" + req.prompt().length + " tokens) + max_new_tokens (" + req.maxNewTokens() + ") need " + bytes
+          + " bytes of KV cache, over the budget of " + limits.maxCacheBytes();
+    }
+    if (req.maxCacheTokens() > model.config().maxPositionEmbeddings()) {
+      return "prompt (" + req.prompt().length + " tokens) + max_new_tokens (" + req.maxNewTokens()
+          + ") exceed the model's max_position_embeddings " + model.config().maxPositionEmbeddings();
+    }
+    if (!req.stopStrings().isEmpty() && tokenizer == null) {
+      return "stop strings need a tokenizer and this model has none";
+    }
+    return null;
+  }
+
+  /** Completions per request, n each, in sample order. */
+  public List<List<Completion>> generate(List<GenerationRequest> requests) {
+    List<Tagged<Integer>> tagged = new ArrayList<>();
+    for (int r = 0; r < requests.size(); r++) {
+      String problem = check(requests.get(r));
+      if (problem != null) {
+        throw new IllegalArgumentException("request " + r + ": " + problem);
+      }
+      tagged.add(new Tagged<>(r, requests.get(r)));
+    }
+    List<List<Completion>> out = new ArrayList<>(requests.size());
+    for (int r = 0; r < requests.size(); r++) {
+      out.add(null);
+    }
+    for (Iterator<Finished<Integer>> it = stream(tagged.iterator()); it.hasNext(); ) {
+      Finished<Integer> f = it.next();
+      out.set(f.tag(), f.completions());
+    }
+    return out;
+  }
+
+  /** Generates for requests as they come (each must pass {@link #check}); yields requests as they finish. */
+  public <T> Iterator<Finished<T>> stream(Iterator<Tagged<T>> requests) {
+    return new Run<>(requests);
+  }
+
+  /** One request's samples, collected until the last one finishes. */
+  private static final class Group<T> {
+    final T tag;
+    final GenerationRequest req;
+    final Completion[] done;
+    int remaining;
+
+    Group(T tag, GenerationRequest req) {
+      this.tag = tag;
+      this.req = req;
+      this.done = new Completion[req.n()];
+      this.remaining = req.n();
+    }
+  }
 
   /** One running or waiting sequence. */
-  private static final class Seq {
-    final int request;
-    final int sample;
+  private final class Seq {
+    final Group<?> group;
     final GenerationRequest req;
+    final int sample;
     final int[] out;
     final float[] lps;
+    final int[][] topIds;
+    final float[][] topLps;
+    final IncrementalDecoder decoder;
+    final StringBuilder text;
     int generated;
     KvCache cache;
     Completion.FinishReason finish;
     int next = -1; // the token to feed at the next decode step
 
-    Seq(int request, int sample, GenerationRequest req) {
-      this.request = request;
+    Seq(Group<?> group, int sample) {
+      this.group = group;
+      this.req = group.req;
       this.sample = sample;
-      this.req = req;
       this.out = new int[req.maxNewTokens()];
       this.lps = new float[req.maxNewTokens()];
+      this.topIds = req.topLogprobs() > 0 ? new int[req.maxNewTokens()][] : null;
+      this.topLps = req.topLogprobs() > 0 ? new float[req.maxNewTokens()][] : null;
+      this.decoder = tokenizer == null ? null : new IncrementalDecoder(tokenizer, true);
+      this.text = tokenizer == null ? null : new StringBuilder();
     }
 
-    long cacheBytes(long perToken) {
-      return perToken * (req.prompt().length + req.maxNewTokens());
+    long cacheBytes() {
+      return cacheBytesPerToken * req.maxCacheTokens();
+    }
+
+    Completion completion() {
+      if (text != null && finish != Completion.FinishReason.STOP) {
+        text.append(decoder.finish());
+      }
+      return new Completion(Arrays.copyOf(out, generated), Arrays.copyOf(lps, generated),
+          topIds == null ? null : Arrays.copyOf(topIds, generated), topLps == null ? null : Arrays.copyOf(topLps, generated),
+          text == null ? null : text.toString(), finish, sample);
     }
   }
 
-  public Generator(DeepseekV3Model model, Ops ops, long maxCacheBytes, Tokenizer tokenizer) {
-    this.model = model;
-    this.ops = ops;
-    this.maxCacheBytes = maxCacheBytes;
-    this.tokenizer = tokenizer;
-  }
+  /** The state of one stream: waiting and running sequences, and requests finished but not yet handed out. */
+  private final class Run<T> implements Iterator<Finished<T>> {
+    private final Iterator<Tagged<T>> requests;
+    private final Deque<Seq> waiting = new ArrayDeque<>();
+    private final List<Seq> running = new ArrayList<>();
+    private final Deque<Finished<T>> finished = new ArrayDeque<>();
+    private long usedCacheBytes;
 
-  /** Completions per request, n each, in sample order. */
-  public List<List<Completion>> generate(List<GenerationRequest> requests) {
-    long perToken = KvCache.bytesPerToken(model.config());
-    Deque<Seq> waiting = new ArrayDeque<>();
-    List<Seq> all = new ArrayList<>();
-    for (int r = 0; r < requests.size(); r++) {
-      GenerationRequest req = requests.get(r);
-      if (!req.stopStrings().isEmpty() && tokenizer == null) {
-        throw new IllegalArgumentException("request " + r + " has stop strings but no tokenizer was given");
-      }
-      for (int s = 0; s < req.n(); s++) {
-        Seq q = new Seq(r, s, req);
-        if (q.cacheBytes(perToken) > maxCacheBytes) {
-          throw new IllegalArgumentException("request " + r + ": its cache (" + q.cacheBytes(perToken) + " bytes) exceeds the budget "
-              + maxCacheBytes);
-        }
-        waiting.add(q);
-        all.add(q);
-      }
+    Run(Iterator<Tagged<T>> requests) {
+      this.requests = requests;
     }
-    List<Seq> running = new ArrayList<>();
-    long used = 0;
-    while (!waiting.isEmpty() || !running.isEmpty()) {
-      // Admit waiting sequences while their caches fit, and prefill them together.
-      List<Seq> joining = new ArrayList<>();
-      while (!waiting.isEmpty() && used + waiting.peek().cacheBytes(perToken) <= maxCacheBytes) {
-        Seq q = waiting.poll();
-        q.cache = new KvCache(model.config(), q.req.prompt().length + q.req.maxNewTokens());
-        used += q.cacheBytes(perToken);
-        joining.add(q);
+
+    @Override
+    public boolean hasNext() {
+      while (finished.isEmpty() && (!waiting.isEmpty() || !running.isEmpty() || requests.hasNext())) {
+        step();
       }
+      return !finished.isEmpty();
+    }
+
+    @Override
+    public Finished<T> next() {
+      if (!hasNext()) {
+        throw new NoSuchElementException();
+      }
+      return finished.poll();
+    }
+
+    /** Admits what fits, prefills it, decodes one token for every running sequence, and retires finished ones. */
+    private void step() {
+      List<Seq> joining = admit();
       if (!joining.isEmpty()) {
         prefill(joining);
         running.addAll(joining);
       }
-      // One decode step for every running sequence that still needs a token.
-      List<Seq> stepping = new ArrayList<>();
+      List<Seq> stepping = new ArrayList<>(running.size());
       for (Seq q : running) {
         if (q.finish == null) {
           stepping.add(q);
@@ -105,29 +217,57 @@ public final class Generator {
           tokens[i] = stepping.get(i).next;
           caches[i] = stepping.get(i).cache;
         }
-        float[] logits = model.decode(tokens, caches, ops);
+        float[] logits = model.decode(tokens, caches, ops); // [sequences, vocab]
         for (int i = 0; i < tokens.length; i++) {
           choose(stepping.get(i), logits, i * model.vocabSize());
         }
       }
-      // Finished sequences leave and free their cache budget.
-      for (var it = running.iterator(); it.hasNext(); ) {
+      for (Iterator<Seq> it = running.iterator(); it.hasNext(); ) {
         Seq q = it.next();
         if (q.finish != null) {
-          used -= q.cacheBytes(perToken);
-          q.cache = null;
           it.remove();
+          retire(q);
         }
       }
     }
-    List<List<Completion>> out = new ArrayList<>();
-    for (int r = 0; r < requests.size(); r++) {
-      out.add(new ArrayList<>());
+
+    /** Moves waiting sequences into the batch while their caches, prompt tokens and count fit the limits. */
+    private List<Seq> admit() {
+      List<Seq> joining = new ArrayList<>();
+      long prefillTokens = 0;
+      while (true) {
+        if (waiting.isEmpty() && requests.hasNext()) {
+          Tagged<T> t = requests.next();
+          Group<T> g = new Group<>(t.tag(), t.request());
+          for (int s = 0; s < g.req.n(); s++) {
+            waiting.add(new Seq(g, s));
+          }
+        }
+        Seq q = waiting.peek();
+        if (q == null
+            || usedCacheBytes + q.cacheBytes() > limits.maxCacheBytes()
+            || running.size() + joining.size() >= limits.maxSequences()
+            || (!joining.isEmpty() && prefillTokens + q.req.prompt().length > limits.maxPrefillTokens())) {
+          return joining;
+        }
+        waiting.poll();
+        q.cache = new KvCache(model.config(), q.req.maxCacheTokens());
+        usedCacheBytes += q.cacheBytes();
+        prefillTokens += q.req.prompt().length;
+        joining.add(q);
+      }
     }
-    for (Seq q : all) {
-      out.get(q.request).add(new Completion(Arrays.copyOf(q.out, q.generated), Arrays.copyOf(q.lps, q.generated), q.finish, q.sample));
+
+    private void retire(Seq q) {
+      usedCacheBytes -= q.cacheBytes();
+      q.cache = null;
+      @SuppressWarnings("unchecked")
+      Group<T> g = (Group<T>) q.group;
+      g.done[q.sample] = q.completion();
+      if (--g.remaining == 0) {
+        finished.add(new Finished<>(g.tag, g.req, List.of(g.done)));
+      }
     }
-    return out;
   }
 
   /** Prefills the joining prompts in one packed batch and chooses each one's first token. */
@@ -139,15 +279,15 @@ public final class Generator {
       caches.add(q.cache);
     }
     var batch = KvCache.pack(prompts, caches);
-    float[] hidden = model.prefill(batch, caches.toArray(new KvCache[0]), ops);
+    float[] hidden = model.prefill(batch, caches.toArray(new KvCache[0]), ops); // [T, hidden]
     int h = model.config().hiddenSize();
     int vocab = model.vocabSize();
-    float[] last = new float[joining.size() * h];
+    float[] last = new float[joining.size() * h]; // [sequences, hidden]: each prompt's last position
     for (int i = 0; i < joining.size(); i++) {
       int row = batch.seqStart()[i] + batch.seqLen()[i] - 1;
       System.arraycopy(hidden, row * h, last, i * h, h);
     }
-    float[] logits = new float[joining.size() * vocab];
+    float[] logits = new float[joining.size() * vocab]; // [sequences, vocab]
     model.logits(last, joining.size(), ops, logits);
     for (int i = 0; i < joining.size(); i++) {
       choose(joining.get(i), logits, i * vocab);
@@ -158,16 +298,26 @@ public final class Generator {
   private void choose(Seq q, float[] logits, int off) {
     int vocab = model.vocabSize();
     int step = q.generated;
-    int t = Sampler.sample(logits, off, vocab, q.req.params(), q.req.prompt(), Arrays.copyOf(q.out, step), q.sample, step);
+    int t = Sampler.sample(logits, off, vocab, q.req.params(), q.req.prompt(), q.out, step, q.sample, step);
     if (q.req.stopTokenIds().contains(t)) {
       q.finish = Completion.FinishReason.EOS;
       return;
     }
+    double logZ = LogSoftmax.logSumExp(logits, off, vocab);
     q.out[step] = t;
-    q.lps[step] = (float) (logits[off + t] - LogSoftmax.logSumExp(logits, off, vocab));
+    q.lps[step] = (float) (logits[off + t] - logZ);
+    if (q.topIds != null) {
+      int[] ids = LogSoftmax.topK(logits, off, vocab, q.req.topLogprobs());
+      float[] lp = new float[ids.length];
+      for (int k = 0; k < ids.length; k++) {
+        lp[k] = (float) (logits[off + ids[k]] - logZ);
+      }
+      q.topIds[step] = ids;
+      q.topLps[step] = lp;
+    }
     q.generated++;
     q.next = t;
-    if (!q.req.stopStrings().isEmpty() && cutAtStopString(q)) {
+    if (q.text != null && appendText(q, t)) {
       q.finish = Completion.FinishReason.STOP;
     } else if (q.generated == q.req.maxNewTokens()) {
       q.finish = Completion.FinishReason.LENGTH;
@@ -175,22 +325,24 @@ public final class Generator {
   }
 
   /**
-   * When the text generated so far contains a stop string, drops the tokens from the one that completed it
-   * on (the text is cut before the stop string, at token granularity) and returns true.
+   * Appends token t's text; when the text now holds a stop string, cuts the text before the earliest one and
+   * returns true. Only the new text and the few characters before it that a stop string could span are searched.
    */
-  private boolean cutAtStopString(Seq q) {
-    String text = tokenizer.decode(Arrays.copyOf(q.out, q.generated), false);
+  private static boolean appendText(Seq q, int t) {
+    int before = q.text.length();
+    q.text.append(q.decoder.feed(t));
+    int cut = -1;
     for (String stop : q.req.stopStrings()) {
-      if (!stop.isEmpty() && text.contains(stop)) {
-        // Keep the longest prefix of tokens whose text does not yet contain the stop string.
-        int keep = q.generated;
-        while (keep > 0 && tokenizer.decode(Arrays.copyOf(q.out, keep), false).contains(stop)) {
-          keep--;
-        }
-        q.generated = keep;
-        return true;
+      int from = Math.max(0, before - stop.length() + 1);
+      int at = q.text.indexOf(stop, from);
+      if (at >= 0 && (cut < 0 || at < cut)) {
+        cut = at;
       }
     }
-    return false;
+    if (cut < 0) {
+      return false;
+    }
+    q.text.setLength(cut);
+    return true;
   }
 }

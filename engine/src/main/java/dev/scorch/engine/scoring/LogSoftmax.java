@@ -46,4 +46,24 @@ public final class LogSoftmax {
     }
     return ids;
   }
+
+  /** The k largest of x[0 .. n), largest first; ties by lower id. */
+  public static int[] topK(double[] x, int n, int k) {
+    k = Math.min(k, n);
+    int[] ids = new int[k];
+    int size = 0;
+    for (int i = 0; i < n; i++) {
+      double v = x[i];
+      if (size == k && !(v > x[ids[k - 1]])) {
+        continue;
+      }
+      int pos = size < k ? size++ : k - 1;
+      while (pos > 0 && v > x[ids[pos - 1]]) {
+        ids[pos] = ids[pos - 1];
+        pos--;
+      }
+      ids[pos] = i;
+    }
+    return ids;
+  }
 }

@@ -114,15 +114,81 @@ class GeneratorTest {
       }
       assertEquals(Completion.FinishReason.EOS, eos.finishReason());
       assertArrayEquals(java.util.Arrays.copyOf(free.tokenIds(), firstStop), eos.tokenIds());
-      // A stop string taken from the middle of the free text: the completion is cut before it.
-      String text = tok.decode(free.tokenIds(), false);
+      // A stop string taken from the middle of the free text: the text is cut before it, and the tokens end with
+      // the one that completed it.
+      String text = free.text();
+      assertEquals(tok.decode(free.tokenIds(), true), text);
       String stop = text.substring(text.length() / 2, text.length() / 2 + 2);
       Completion cut = g.generate(List.of(new GenerationRequest(prompt, SamplingParams.greedy(), 12, Set.of(), List.of(stop), 1)))
           .get(0).get(0);
       assertEquals(Completion.FinishReason.STOP, cut.finishReason());
-      String cutText = tok.decode(cut.tokenIds(), false);
-      assertFalse(cutText.contains(stop), cutText);
-      assertTrue(text.startsWith(cutText));
+      assertEquals(text.substring(0, text.indexOf(stop)), cut.text());
+      int[] ids = cut.tokenIds();
+      assertArrayEquals(java.util.Arrays.copyOf(free.tokenIds(), ids.length), ids);
+      assertTrue(tok.decode(ids, true).contains(stop));
+      assertFalse(tok.decode(java.util.Arrays.copyOf(ids, ids.length - 1), true).contains(stop));
+    }
+  }
+
+  @Test
+  void topLogprobsRankTheAlternativesAndIncludeTheGreedyChoice() {
+    DeepseekV3Model m = DeepseekV3Model.load(DemoModels.tinyBf16());
+    int[] prompt = {5, 17, 300, 42};
+    try (CpuOps ops = new CpuOps(2)) {
+      Completion c = new Generator(m, ops, Long.MAX_VALUE, null)
+          .generate(List.of(new GenerationRequest(prompt, SamplingParams.greedy(), 6, Set.of(), List.of(), 1, 4))).get(0).get(0);
+      assertEquals(6, c.topIds().length);
+      double totalTop = 0;
+      for (int step = 0; step < 6; step++) {
+        assertEquals(4, c.topIds()[step].length);
+        assertEquals(c.tokenIds()[step], c.topIds()[step][0], "greedy picks the most likely");
+        assertEquals(c.logprobs()[step], c.topLogprobs()[step][0], 0f);
+        for (int k = 1; k < 4; k++) {
+          assertTrue(c.topLogprobs()[step][k] <= c.topLogprobs()[step][k - 1]);
+        }
+        for (float lp : c.topLogprobs()[step]) {
+          totalTop += Math.exp(lp);
+        }
+      }
+      assertTrue(totalTop <= 6 + 1e-4, "probabilities of distinct tokens sum to at most 1 per step");
+    }
+  }
+
+  @Test
+  void streamingUnderTightLimitsPullsLazilyAndMatchesTheWideBatch() {
+    DeepseekV3Model m = DeepseekV3Model.load(DemoModels.tinyBf16());
+    List<GenerationRequest> reqs = sampled(m);
+    try (CpuOps ops = new CpuOps(2)) {
+      List<List<Completion>> wide = new Generator(m, ops, Long.MAX_VALUE, null).generate(reqs);
+      // At most 2 sequences and 30 prompt tokens at a time.
+      Generator tight = new Generator(m, ops, new Generator.Limits(Long.MAX_VALUE, 30, 2), null);
+      int[] pulled = {0};
+      List<Generator.Tagged<Integer>> tagged = new ArrayList<>();
+      for (int r = 0; r < reqs.size(); r++) {
+        tagged.add(new Generator.Tagged<>(r, reqs.get(r)));
+      }
+      java.util.Iterator<Generator.Tagged<Integer>> source = tagged.iterator();
+      java.util.Iterator<Generator.Tagged<Integer>> counting = new java.util.Iterator<>() {
+        public boolean hasNext() {
+          return source.hasNext();
+        }
+
+        public Generator.Tagged<Integer> next() {
+          pulled[0]++;
+          return source.next();
+        }
+      };
+      var it = tight.stream(counting);
+      Generator.Finished<Integer> first = it.next();
+      assertTrue(pulled[0] < reqs.size(), "the first result came before every request was read (" + pulled[0] + ")");
+      List<Generator.Finished<Integer>> all = new ArrayList<>(List.of(first));
+      it.forEachRemaining(all::add);
+      assertEquals(reqs.size(), all.size());
+      for (Generator.Finished<Integer> f : all) {
+        for (int s = 0; s < 2; s++) {
+          assertArrayEquals(wide.get(f.tag()).get(s).tokenIds(), f.completions().get(s).tokenIds(), "request " + f.tag());
+        }
+      }
     }
   }
 }

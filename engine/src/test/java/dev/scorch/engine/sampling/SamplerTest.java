@@ -84,4 +84,89 @@ class SamplerTest {
     assertThrows(IllegalArgumentException.class, () -> new SamplingParams(-1, 0, 1, 0, 1, 0, 0, 0));
     assertThrows(IllegalArgumentException.class, () -> new SamplingParams(1, 0, 0, 0, 1, 0, 0, 0));
   }
+
+  /** The rules of {@link Sampler} restated with a full sort of the vocabulary and no shortcuts. */
+  static int reference(float[] logits, SamplingParams p, int[] prompt, int[] generated, int sample, int step) {
+    int vocab = logits.length;
+    double[] l = new double[vocab];
+    for (int i = 0; i < vocab; i++) {
+      l[i] = logits[i];
+    }
+    Sampler.applyPenalties(l, p, prompt, generated);
+    if (p.isGreedy()) {
+      return Sampler.argmax(l, vocab);
+    }
+    Integer[] order = new Integer[vocab];
+    for (int i = 0; i < vocab; i++) {
+      order[i] = i;
+      l[i] /= p.temperature();
+    }
+    java.util.Arrays.sort(order, (a, b) -> l[a] != l[b] ? Double.compare(l[b], l[a]) : Integer.compare(a, b));
+    boolean cutK = p.topK() > 0 && p.topK() < vocab;
+    int keep = cutK ? p.topK() : vocab;
+    double max = l[order[0]];
+    double[] prob = new double[vocab];
+    double z = 0;
+    for (int r = 0; r < keep; r++) {
+      int id = cutK ? order[r] : r; // top-k: summed in sorted order; else in id order
+      prob[id] = Math.exp(l[id] - max);
+      z += prob[id];
+    }
+    for (int r = 0; r < keep; r++) {
+      prob[cutK ? order[r] : r] /= z;
+    }
+    double u = Sampler.uniform(p.seed(), sample, step);
+    if (!cutK && p.topP() >= 1 && p.minP() == 0) {
+      Integer[] byId = new Integer[vocab];
+      for (int i = 0; i < vocab; i++) {
+        byId[i] = i;
+      }
+      order = byId;
+    }
+    int n = 0;
+    double cum = 0;
+    while (n < keep && (n == 0 || cum < p.topP()) && prob[order[n]] >= p.minP() * prob[order[0]]) {
+      cum += prob[order[n]];
+      n++;
+    }
+    double acc = 0;
+    for (int r = 0; r < n; r++) {
+      acc += prob[order[r]];
+      if (u * cum < acc) {
+        return order[r];
+      }
+    }
+    return order[n - 1];
+  }
+
+  @Test
+  void theShortcutsDrawWhatAFullSortDraws() {
+    java.util.Random rnd = new java.util.Random(11);
+    SamplingParams[] params = {
+        new SamplingParams(1.0, 0, 1, 0, 1, 0, 0, 1), // nothing cut: id-order walk
+        new SamplingParams(0.7, 0, 0.9, 0, 1, 0, 0, 2), // top_p alone: thresholded sort
+        new SamplingParams(1.3, 0, 0.999999, 0, 1, 0, 0, 3), // top_p near 1: falls back to the full set
+        new SamplingParams(1.0, 0, 1, 0.05, 1, 0, 0, 4), // min_p
+        new SamplingParams(0.9, 40, 0.95, 0.01, 1.2, 0.3, 0.1, 5), // everything
+        new SamplingParams(1.0, 5000, 0.8, 0, 1, 0, 0, 6), // top_k wider than the vocabulary
+    };
+    int[] prompt = {3, 3, 17, 250};
+    for (int trial = 0; trial < 24; trial++) {
+      int vocab = 1000 + rnd.nextInt(4000);
+      float[] logits = new float[vocab];
+      double scale = trial % 3 == 0 ? 0.1 : trial % 3 == 1 ? 2 : 8; // flat, moderate, peaked
+      for (int i = 0; i < vocab; i++) {
+        logits[i] = (float) (rnd.nextGaussian() * scale);
+      }
+      logits[rnd.nextInt(vocab)] = logits[rnd.nextInt(vocab)]; // a tie
+      int[] generated = {5, 9, 5, rnd.nextInt(vocab)};
+      for (SamplingParams p : params) {
+        for (int step = 0; step < 40; step++) {
+          int expected = reference(logits, p, prompt, generated, 1, step);
+          assertEquals(expected, Sampler.sample(logits, 0, vocab, p, prompt, generated, 1, step),
+              "vocab " + vocab + ", scale " + scale + ", " + p + ", step " + step);
+        }
+      }
+    }
+  }
 }
