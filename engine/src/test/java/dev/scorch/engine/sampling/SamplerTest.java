@@ -151,7 +151,7 @@ class SamplerTest {
         new SamplingParams(1.0, 5000, 0.8, 0, 1, 0, 0, 6), // top_k wider than the vocabulary
     };
     int[] prompt = {3, 3, 17, 250};
-    for (int trial = 0; trial < 24; trial++) {
+    for (int trial = 0; trial < 12; trial++) {
       int vocab = 1000 + rnd.nextInt(4000);
       float[] logits = new float[vocab];
       double scale = trial % 3 == 0 ? 0.1 : trial % 3 == 1 ? 2 : 8; // flat, moderate, peaked
@@ -161,7 +161,7 @@ class SamplerTest {
       logits[rnd.nextInt(vocab)] = logits[rnd.nextInt(vocab)]; // a tie
       int[] generated = {5, 9, 5, rnd.nextInt(vocab)};
       for (SamplingParams p : params) {
-        for (int step = 0; step < 40; step++) {
+        for (int step = 0; step < 12; step++) {
           int expected = reference(logits, p, prompt, generated, 1, step);
           assertEquals(expected, Sampler.sample(logits, 0, vocab, p, prompt, generated, 1, step),
               "vocab " + vocab + ", scale " + scale + ", " + p + ", step " + step);
