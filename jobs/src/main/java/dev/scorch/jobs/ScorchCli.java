@@ -1,6 +1,7 @@
 package dev.scorch.jobs;
 
 import dev.scorch.jobs.cli.BenchCommand;
+import dev.scorch.jobs.cli.GenerateCommand;
 import dev.scorch.jobs.cli.InspectCommand;
 import dev.scorch.jobs.cli.MakeDemoModelCommand;
 import dev.scorch.jobs.cli.ScoreCommand;
@@ -14,7 +15,7 @@ import picocli.CommandLine.Command;
     mixinStandardHelpOptions = true,
     version = "scorch 0.1.0",
     description = "LLM batch scoring and generation inside Apache Spark (DeepSeek-V3 / Kimi K2 family).",
-    subcommands = {ScoreCommand.class, TokenizeCommand.class, MakeDemoModelCommand.class, InspectCommand.class, BenchCommand.class, CommandLine.HelpCommand.class},
+    subcommands = {ScoreCommand.class, GenerateCommand.class, TokenizeCommand.class, MakeDemoModelCommand.class, InspectCommand.class, BenchCommand.class, CommandLine.HelpCommand.class},
     footer = {
         "",
         "Examples:",
@@ -38,6 +39,14 @@ public final class ScorchCli implements Runnable {
       return 2;
     });
     return cl;
+  }
+
+  /** Runs one subcommand with its arguments (the jobs' spark-submit entry points); returns the exit code. */
+  public static int run(String subcommand, String[] args) {
+    String[] all = new String[args.length + 1];
+    all[0] = subcommand;
+    System.arraycopy(args, 0, all, 1, args.length);
+    return commandLine().execute(all);
   }
 
   public static void main(String[] args) {

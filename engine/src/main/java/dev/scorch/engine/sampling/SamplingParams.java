@@ -14,7 +14,7 @@ package dev.scorch.engine.sampling;
  */
 public record SamplingParams(
     double temperature, int topK, double topP, double minP, double repetitionPenalty, double presencePenalty,
-    double frequencyPenalty, long seed) {
+    double frequencyPenalty, long seed) implements java.io.Serializable {
 
   public SamplingParams {
     if (temperature < 0 || topK < 0 || topP <= 0 || topP > 1 || minP < 0 || minP > 1 || repetitionPenalty <= 0) {

@@ -76,7 +76,7 @@ class ScoreJobFailuresTest {
   void assertNoScoringRan() {
     SparkTests.drainListeners();
     for (String d : recorder.stageDetails) {
-      assertFalse(d.contains("ScoreJob.write") || d.contains("ScoreJob.normalise"), "a stage ran past input validation:\n" + d);
+      assertFalse(d.contains("PartitionedRun.write") || d.contains("PartitionedRun.normalise"), "a stage ran past input validation:\n" + d);
     }
     assertEquals(loadsBefore, ExecutorModelCache.loads(), "no model load");
   }

@@ -27,14 +27,14 @@ import org.apache.spark.sql.types.StructType;
  * stopped at exit), the conformance model and its golden file, a ScoreSpec builder with the CLI's
  * defaults, and readers for the job's output.
  */
-final class SparkTests {
+public final class SparkTests {
   private static SparkSession spark;
   private static JsonNode golden;
 
   private SparkTests() {}
 
   /** The shared session: local[2], no UI, few shuffle partitions. */
-  static synchronized SparkSession spark() {
+  public static synchronized SparkSession spark() {
     if (spark == null || spark.sparkContext().isStopped()) {
       spark = SparkSession.builder()
           .master("local[2]")
@@ -108,11 +108,11 @@ final class SparkTests {
     }
   }
 
-  static Path conformanceModel() {
+  public static Path conformanceModel() {
     return resource("conformance/tiny-k2-bf16/model");
   }
 
-  static synchronized JsonNode golden() {
+  public static synchronized JsonNode golden() {
     if (golden == null) {
       try {
         golden = new ObjectMapper().readTree(resource("conformance/tiny-k2-bf16/golden.json").toFile());
@@ -137,7 +137,7 @@ final class SparkTests {
   }
 
   /** The golden prompts as a JSONL input under dir (ids 0, 1, ...). */
-  static Path goldenInput(Path dir) {
+  public static Path goldenInput(Path dir) {
     List<long[]> prompts = goldenPrompts();
     List<String> lines = new java.util.ArrayList<>();
     for (int i = 0; i < prompts.size(); i++) {
@@ -147,7 +147,7 @@ final class SparkTests {
   }
 
   /** Writes one JSON object per line. */
-  static Path writeJsonl(Path file, List<String> lines) {
+  public static Path writeJsonl(Path file, List<String> lines) {
     try {
       Files.createDirectories(file.getParent());
       Files.write(file, lines);

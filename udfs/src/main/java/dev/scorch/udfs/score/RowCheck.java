@@ -4,7 +4,7 @@ import org.apache.arrow.vector.BigIntVector;
 import org.apache.arrow.vector.complex.ListVector;
 
 /** Validation of one input row's token ids, read straight from its Arrow list: an int[] to score, or the problem. */
-final class RowCheck {
+public final class RowCheck {
   private RowCheck() {}
 
   /** Row i of a list<bigint> vector: its ids as int[], or a String naming the first problem (position and limit). */
@@ -35,8 +35,31 @@ final class RowCheck {
     return out;
   }
 
+  /** The same check on a Spark array&lt;bigint&gt; (an input row read without Arrow). */
+  public static Object tokens(org.apache.spark.sql.catalyst.util.ArrayData ids, int vocab, int maxPositions) {
+    int n = ids.numElements();
+    if (n == 0) {
+      return "token_ids is empty";
+    }
+    if (n > maxPositions) {
+      return n + " tokens exceed the model's max_position_embeddings " + maxPositions;
+    }
+    int[] out = new int[n];
+    for (int k = 0; k < n; k++) {
+      if (ids.isNullAt(k)) {
+        return "token id at position " + k + " is null";
+      }
+      long id = ids.getLong(k);
+      if (id < 0 || id >= vocab) {
+        return outOfVocabulary(id, k, vocab);
+      }
+      out[k] = (int) id;
+    }
+    return out;
+  }
+
   /** Tokenised text: the same length and vocabulary limits (a tokenizer may know ids the model does not). */
-  static String tokenized(int[] ids, int vocab, int maxPositions) {
+  public static String tokenized(int[] ids, int vocab, int maxPositions) {
     if (ids.length > maxPositions) {
       return ids.length + " tokens exceed the model's max_position_embeddings " + maxPositions;
     }

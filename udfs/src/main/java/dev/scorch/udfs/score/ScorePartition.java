@@ -10,6 +10,8 @@ import dev.scorch.engine.tokenizer.Tokenizer;
 import dev.scorch.udfs.model.ExecutorModelCache;
 import dev.scorch.udfs.model.LoadedModel;
 import dev.scorch.udfs.model.ModelSource;
+import dev.scorch.udfs.progress.JobMetrics;
+import dev.scorch.udfs.progress.LocalProgress;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Iterator;
@@ -42,11 +44,11 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
   private final StructType inputSchema;
   private final StructType outputSchema;
   private final String modelLabel;
-  private final ScoreMetrics metrics;
+  private final JobMetrics metrics;
   private final long arrowMemoryBytes;
 
   public ScorePartition(ModelSource source, ScoreOptions options, StructType inputSchema, StructType outputSchema, String modelLabel,
-      ScoreMetrics metrics, long arrowMemoryBytes) {
+      JobMetrics metrics, long arrowMemoryBytes) {
     this.source = source;
     this.options = options;
     this.inputSchema = inputSchema;

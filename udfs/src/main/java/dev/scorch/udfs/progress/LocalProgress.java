@@ -1,9 +1,9 @@
-package dev.scorch.udfs.score;
+package dev.scorch.udfs.progress;
 
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * Live counters of this JVM's score tasks, window by window. Spark's accumulators reach the driver only when a
+ * Live counters of this JVM's tasks, window by window. Spark's accumulators reach the driver only when a
  * task ends; in local mode the driver shares the executors' JVM, so its progress line reads these instead.
  */
 public final class LocalProgress {
@@ -13,7 +13,7 @@ public final class LocalProgress {
 
   private LocalProgress() {}
 
-  static void add(long rows, long tokens, long errors) {
+  public static void add(long rows, long tokens, long errors) {
     ROWS.addAndGet(rows);
     TOKENS.addAndGet(tokens);
     ERRORS.addAndGet(errors);

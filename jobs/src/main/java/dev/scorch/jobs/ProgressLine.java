@@ -1,6 +1,6 @@
-package dev.scorch.jobs.score;
+package dev.scorch.jobs;
 
-import dev.scorch.udfs.score.LocalProgress;
+import dev.scorch.udfs.progress.LocalProgress;
 import org.apache.spark.sql.SparkSession;
 
 /**
@@ -8,7 +8,7 @@ import org.apache.spark.sql.SparkSession;
  * second from the tasks' live counters ({@link LocalProgress}: the driver shares their JVM). Elsewhere it prints
  * nothing: the Spark UI shows the job's accumulators.
  */
-final class ProgressLine implements AutoCloseable {
+public final class ProgressLine implements AutoCloseable {
   private final Thread thread;
 
   private ProgressLine(Thread thread) {
@@ -16,7 +16,7 @@ final class ProgressLine implements AutoCloseable {
   }
 
   /** totalRows is asked for only when the line is shown (counting the input costs a pass over it). */
-  static ProgressLine start(SparkSession spark, java.util.function.LongSupplier totalRows) {
+  public static ProgressLine start(SparkSession spark, java.util.function.LongSupplier totalRows) {
     boolean local = spark.sparkContext().master().startsWith("local");
     if (!local || System.console() == null) {
       return new ProgressLine(null);

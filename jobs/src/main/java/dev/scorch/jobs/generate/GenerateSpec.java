@@ -1,0 +1,54 @@
+package dev.scorch.jobs.generate;
+
+import dev.scorch.jobs.JobSpec;
+import java.nio.file.Path;
+import java.util.List;
+
+/**
+ * Everything one generate run needs, resolved from the command line and the job config. Sampling values left
+ * null come from the checkpoint's generation_config.json (see {@link GenerateJob#options}).
+ *
+ * @param maxCacheBytes  KV cache bytes one task may hold (running sequences reserve prompt + max_new_tokens each)
+ * @param maxBatchTokens prompt tokens prefilled together
+ * @param maxBatchSeqs   sequences decoded together
+ */
+public record GenerateSpec(
+    Path model,
+    String input,
+    String inputFormat,
+    String output,
+    String outputFormat,
+    int partitions,
+    String idColumn,
+    String tokenIdsColumn,
+    String textColumn,
+    String messagesColumn,
+    String weights,
+    int threads,
+    int slices,
+    boolean overwrite,
+    boolean resume,
+    Integer maxNewTokens,
+    Double temperature,
+    Integer topK,
+    Double topP,
+    double minP,
+    double repetitionPenalty,
+    double presencePenalty,
+    double frequencyPenalty,
+    long seed,
+    List<String> stop,
+    List<Integer> stopTokenIds,
+    boolean ignoreEos,
+    int n,
+    boolean logprobs,
+    int topLogprobs,
+    long maxCacheBytes,
+    int maxBatchTokens,
+    int maxBatchSeqs) implements JobSpec {
+
+  public GenerateSpec {
+    stop = List.copyOf(stop);
+    stopTokenIds = List.copyOf(stopTokenIds);
+  }
+}

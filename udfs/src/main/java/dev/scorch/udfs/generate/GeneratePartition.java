@@ -1,0 +1,325 @@
+package dev.scorch.udfs.generate;
+
+import dev.scorch.engine.generation.Completion;
+import dev.scorch.engine.generation.GenerationRequest;
+import dev.scorch.engine.generation.Generator;
+import dev.scorch.engine.model.DeepseekV3Model;
+import dev.scorch.engine.sampling.SamplingParams;
+import dev.scorch.engine.tokenizer.ChatTemplate;
+import dev.scorch.engine.tokenizer.Tokenizer;
+import dev.scorch.udfs.generate.GenerateSchema.RowParam;
+import dev.scorch.udfs.model.ExecutorModelCache;
+import dev.scorch.udfs.model.LoadedModel;
+import dev.scorch.udfs.model.ModelSource;
+import dev.scorch.udfs.progress.JobMetrics;
+import dev.scorch.udfs.progress.LocalProgress;
+import dev.scorch.udfs.score.RowCheck;
+import dev.scorch.udfs.score.ScoreSchema;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Deque;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.List;
+import java.util.NoSuchElementException;
+import org.apache.spark.api.java.function.FlatMapFunction;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeArrayData;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.sql.catalyst.util.GenericArrayData;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
+
+/**
+ * The generate job's partition engine. Rows stream through the engine's continuous batching
+ * ({@link Generator#stream}): a row is read when the batch has room for it, and its output rows leave as soon as
+ * its last sample finishes, so a partition of any size runs in bounded memory. A row that cannot run (no
+ * prompt, bad token ids, too long, bad sampling values) becomes error rows at once. Every input row yields
+ * exactly n output rows (one per sample), joinable by id.
+ */
+public final class GeneratePartition implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
+  /** Error rows waiting to be emitted before more input is read (bounds the buffer on runs of bad rows). */
+  private static final int MAX_PENDING_ERRORS = 256;
+
+  private final ModelSource source;
+  private final GenerateOptions options;
+  private final StructType inputSchema;
+  private final StructType outputSchema;
+  private final String modelLabel;
+  private final JobMetrics metrics;
+
+  public GeneratePartition(ModelSource source, GenerateOptions options, StructType inputSchema, StructType outputSchema,
+      String modelLabel, JobMetrics metrics) {
+    this.source = source;
+    this.options = options;
+    this.inputSchema = inputSchema;
+    this.outputSchema = outputSchema;
+    this.modelLabel = modelLabel;
+    this.metrics = metrics;
+  }
+
+  /** What travels with a request through the engine: the row's id and its prompt length. */
+  private record RowTag(Object id, int promptTokens) {}
+
+  @Override
+  public Iterator<InternalRow> call(Iterator<InternalRow> input) {
+    LoadedModel loaded = ExecutorModelCache.load(source);
+    Tokenizer tokenizer = loaded.tokenizer().orElse(null);
+    Generator generator = new Generator(loaded.model(), ExecutorModelCache.ops(options.threads()), options.limits().engine(), tokenizer);
+    Rows rows = new Rows(loaded.model(), tokenizer, generator);
+    Deque<InternalRow> ready = new ArrayDeque<>();
+
+    // Good rows become requests; bad ones become error rows on the spot.
+    Iterator<Generator.Tagged<RowTag>> requests = new Iterator<>() {
+      private Generator.Tagged<RowTag> pending;
+
+      @Override
+      public boolean hasNext() {
+        // Says false while too many error rows wait: the engine then only decodes, and asks again later.
+        while (pending == null && ready.size() < MAX_PENDING_ERRORS && input.hasNext()) {
+          pending = rows.request(input.next(), ready);
+        }
+        return pending != null;
+      }
+
+      @Override
+      public Generator.Tagged<RowTag> next() {
+        if (!hasNext()) {
+          throw new NoSuchElementException();
+        }
+        Generator.Tagged<RowTag> t = pending;
+        pending = null;
+        return t;
+      }
+    };
+    Iterator<Generator.Finished<RowTag>> finished = generator.stream(requests);
+    return new Iterator<>() {
+      @Override
+      public boolean hasNext() {
+        // When the engine has nothing more, the input is used up (reading stops early only while errors wait).
+        while (ready.isEmpty() && finished.hasNext()) {
+          rows.emit(finished.next(), ready);
+        }
+        return !ready.isEmpty();
+      }
+
+      @Override
+      public InternalRow next() {
+        if (!hasNext()) {
+          throw new NoSuchElementException();
+        }
+        return ready.poll();
+      }
+    };
+  }
+
+  /** Turns input rows into requests and results into output rows. */
+  private final class Rows {
+    private final DeepseekV3Model model;
+    private final Tokenizer tokenizer;
+    private final Generator generator;
+    private final UnsafeProjection toUnsafe = UnsafeProjection.create(outputSchema);
+    private final UTF8String label = UTF8String.fromString(modelLabel);
+    private final int id = inputSchema.fieldIndex(ScoreSchema.ID);
+    private final DataType idType = inputSchema.apply(ScoreSchema.ID).dataType();
+    private final int tokenIds = inputSchema.fieldIndex(ScoreSchema.TOKEN_IDS);
+    private final int prompt = inputSchema.fieldIndex(ScoreSchema.PROMPT);
+    private final int messages = inputSchema.fieldIndex(GenerateSchema.MESSAGES);
+    private final int where = inputSchema.fieldIndex(ScoreSchema.SOURCE);
+    private final int[] param = new int[RowParam.values().length];
+
+    Rows(DeepseekV3Model model, Tokenizer tokenizer, Generator generator) {
+      this.model = model;
+      this.tokenizer = tokenizer;
+      this.generator = generator;
+      for (RowParam p : RowParam.values()) {
+        param[p.ordinal()] = inputSchema.fieldIndex(p.column);
+      }
+    }
+
+    /** The row's request, or null after adding its error rows to out. */
+    Generator.Tagged<RowTag> request(InternalRow row, Deque<InternalRow> out) {
+      Object rowId = row.isNullAt(id) ? null : row.copy().get(id, idType);
+      if (rowId == null) {
+        failed(null, null, "id is null (input row " + row.getUTF8String(where) + ")", out);
+        return null;
+      }
+      Object ids = promptIds(row);
+      if (ids instanceof String err) {
+        failed(rowId, null, err, out);
+        return null;
+      }
+      int[] promptIds = (int[]) ids;
+      GenerationRequest req;
+      try {
+        req = new GenerationRequest(promptIds, sampling(row), intParam(row, RowParam.MAX_NEW_TOKENS, options.maxNewTokens()),
+            new HashSet<>(options.stopTokenIds()), stopStrings(row), options.n(), options.topLogprobs());
+      } catch (IllegalArgumentException e) {
+        failed(rowId, promptIds.length, e.getMessage(), out);
+        return null;
+      }
+      String problem = generator.check(req);
+      if (problem != null) {
+        failed(rowId, promptIds.length, problem, out);
+        return null;
+      }
+      return new Generator.Tagged<>(new RowTag(rowId, promptIds.length), req);
+    }
+
+    /** token_ids, else the chat messages through the chat template, else the prompt text: an int[] or the problem. */
+    private Object promptIds(InternalRow row) {
+      int maxPositions = model.config().maxPositionEmbeddings();
+      if (!row.isNullAt(tokenIds)) {
+        return RowCheck.tokens(row.getArray(tokenIds), model.vocabSize(), maxPositions);
+      }
+      if (!row.isNullAt(messages) || !row.isNullAt(prompt)) {
+        if (tokenizer == null) {
+          return "text input needs a tokenizer and this model folder has none (give token_ids instead)";
+        }
+        int[] encoded;
+        if (!row.isNullAt(messages)) {
+          ChatTemplate template = tokenizer.chatTemplate().orElse(null);
+          if (template == null) {
+            return "messages need a chat template and this tokenizer has none";
+          }
+          ArrayData list = row.getArray(messages);
+          if (list.numElements() == 0) {
+            return "messages is empty";
+          }
+          List<ChatTemplate.Message> chat = new ArrayList<>(list.numElements());
+          for (int i = 0; i < list.numElements(); i++) {
+            InternalRow m = list.getStruct(i, 2);
+            if (m == null || m.isNullAt(0)) {
+              return "message " + i + " has no role";
+            }
+            chat.add(new ChatTemplate.Message(m.getUTF8String(0).toString(), m.isNullAt(1) ? "" : m.getUTF8String(1).toString()));
+          }
+          try {
+            encoded = tokenizer.encode(template.render(chat, true), false);
+          } catch (RuntimeException e) {
+            return "chat template failed: " + e.getMessage();
+          }
+        } else {
+          String text = row.getUTF8String(prompt).toString();
+          if (text.isEmpty()) {
+            return "prompt is empty";
+          }
+          encoded = tokenizer.encode(text, true);
+        }
+        if (encoded.length == 0) {
+          return "prompt has no tokens";
+        }
+        String err = RowCheck.tokenized(encoded, model.vocabSize(), maxPositions);
+        return err != null ? err : encoded;
+      }
+      return "no prompt: token_ids, prompt and messages are all null";
+    }
+
+    /** The job's sampling settings with the row's own values where it has them. */
+    private SamplingParams sampling(InternalRow row) {
+      SamplingParams d = options.sampling();
+      return new SamplingParams(
+          doubleParam(row, RowParam.TEMPERATURE, d.temperature()),
+          intParam(row, RowParam.TOP_K, d.topK()),
+          doubleParam(row, RowParam.TOP_P, d.topP()),
+          doubleParam(row, RowParam.MIN_P, d.minP()),
+          doubleParam(row, RowParam.REPETITION_PENALTY, d.repetitionPenalty()),
+          doubleParam(row, RowParam.PRESENCE_PENALTY, d.presencePenalty()),
+          doubleParam(row, RowParam.FREQUENCY_PENALTY, d.frequencyPenalty()),
+          row.isNullAt(param[RowParam.SEED.ordinal()]) ? d.seed() : row.getLong(param[RowParam.SEED.ordinal()]));
+    }
+
+    private List<String> stopStrings(InternalRow row) {
+      int i = param[RowParam.STOP.ordinal()];
+      if (row.isNullAt(i)) {
+        return options.stopStrings();
+      }
+      ArrayData a = row.getArray(i);
+      List<String> out = new ArrayList<>(a.numElements());
+      for (int k = 0; k < a.numElements(); k++) {
+        if (!a.isNullAt(k)) {
+          out.add(a.getUTF8String(k).toString());
+        }
+      }
+      return out;
+    }
+
+    private int intParam(InternalRow row, RowParam p, int dflt) {
+      int i = param[p.ordinal()];
+      return row.isNullAt(i) ? dflt : row.getInt(i);
+    }
+
+    private double doubleParam(InternalRow row, RowParam p, double dflt) {
+      int i = param[p.ordinal()];
+      return row.isNullAt(i) ? dflt : row.getDouble(i);
+    }
+
+    /** n error rows (one per sample) for a row that cannot run. */
+    private void failed(Object rowId, Integer promptTokens, String error, Deque<InternalRow> out) {
+      for (int s = 0; s < options.n(); s++) {
+        out.add(row(rowId, s, null, null, "error", promptTokens, null, null, null, error));
+      }
+      count(1, 0, 1);
+    }
+
+    /** A finished request's n rows. */
+    void emit(Generator.Finished<RowTag> f, Deque<InternalRow> out) {
+      long tokens = 0;
+      for (Completion c : f.completions()) {
+        int[] ids = c.tokenIds();
+        tokens += ids.length;
+        out.add(row(f.tag().id(), c.sample(), c.text() == null ? null : UTF8String.fromString(c.text()),
+            UnsafeArrayData.fromPrimitiveArray(ids), c.finishReason().name().toLowerCase(java.util.Locale.ROOT), f.tag().promptTokens(),
+            ids.length, options.logprobs() ? UnsafeArrayData.fromPrimitiveArray(c.logprobs()) : null, topLogprobs(c), null));
+      }
+      count(1, tokens, 0);
+    }
+
+    private ArrayData topLogprobs(Completion c) {
+      if (options.topLogprobs() == 0) {
+        return null;
+      }
+      Object[] steps = new Object[c.tokenIds().length];
+      for (int t = 0; t < steps.length; t++) {
+        Object[] entries = new Object[c.topIds()[t].length];
+        for (int k = 0; k < entries.length; k++) {
+          entries[k] = new GenericInternalRow(new Object[] {c.topIds()[t][k], c.topLogprobs()[t][k]});
+        }
+        steps[t] = new GenericArrayData(entries);
+      }
+      return new GenericArrayData(steps);
+    }
+
+    private UnsafeRow row(Object rowId, int sample, UTF8String completion, ArrayData ids, String finish, Integer promptTokens,
+        Integer completionTokens, ArrayData logprobs, ArrayData top, String error) {
+      List<Object> v = new ArrayList<>(outputSchema.size());
+      v.add(rowId);
+      v.add(sample);
+      v.add(completion);
+      v.add(ids);
+      v.add(UTF8String.fromString(finish));
+      v.add(promptTokens);
+      v.add(completionTokens);
+      if (options.logprobs()) {
+        v.add(logprobs);
+      }
+      if (options.topLogprobs() > 0) {
+        v.add(top);
+      }
+      v.add(error == null ? null : UTF8String.fromString(error));
+      v.add(label);
+      return toUnsafe.apply(new GenericInternalRow(v.toArray())).copy();
+    }
+
+    private void count(long rowsDone, long tokens, long errors) {
+      metrics.rows().add(rowsDone);
+      metrics.tokens().add(tokens);
+      metrics.errors().add(errors);
+      LocalProgress.add(rowsDone, tokens, errors);
+    }
+  }
+}

@@ -1,0 +1,25 @@
+package dev.scorch.udfs.progress;
+
+import java.io.Serializable;
+import org.apache.spark.SparkContext;
+import org.apache.spark.util.LongAccumulator;
+
+/**
+ * A job's Spark accumulators (named, so the Spark UI shows them per stage): rows, tokens (scored, or generated),
+ * engine batches (prefill batches and decode steps), error rows, and padding tokens computed (zero by design:
+ * batches are packed varlen).
+ */
+public record JobMetrics(LongAccumulator rows, LongAccumulator tokens, LongAccumulator batches, LongAccumulator errors,
+    LongAccumulator paddingTokens) implements Serializable {
+
+  public static JobMetrics register(SparkContext sc) {
+    return new JobMetrics(sc.longAccumulator("scorch.rows"), sc.longAccumulator("scorch.tokens"),
+        sc.longAccumulator("scorch.batches"), sc.longAccumulator("scorch.errors"), sc.longAccumulator("scorch.padding_tokens"));
+  }
+
+  /** Padding tokens over all tokens the engine computed. */
+  public double paddingRatio() {
+    long all = tokens.value() + paddingTokens.value();
+    return all == 0 ? 0 : (double) paddingTokens.value() / all;
+  }
+}
