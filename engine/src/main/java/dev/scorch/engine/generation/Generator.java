@@ -270,11 +270,25 @@ public final class Generator {
     }
   }
 
-  /** Prefills the joining prompts in one packed batch and chooses each one's first token. */
+  /**
+   * Prefills the joining prompts in one packed batch and chooses each one's first token. Samples of one request
+   * joining together share its prompt's prefill: the others copy its cache and its logits.
+   */
   private void prefill(List<Seq> joining) {
+    List<Seq> leaders = new ArrayList<>();
+    int[] leaderOf = new int[joining.size()];
+    for (int i = 0; i < joining.size(); i++) {
+      Seq q = joining.get(i);
+      leaderOf[i] = leaders.size();
+      if (!leaders.isEmpty() && leaders.get(leaders.size() - 1).group == q.group) {
+        leaderOf[i] = leaders.size() - 1; // samples of a request are admitted one after another
+      } else {
+        leaders.add(q);
+      }
+    }
     List<int[]> prompts = new ArrayList<>();
     List<KvCache> caches = new ArrayList<>();
-    for (Seq q : joining) {
+    for (Seq q : leaders) {
       prompts.add(q.req.prompt());
       caches.add(q.cache);
     }
@@ -282,15 +296,20 @@ public final class Generator {
     float[] hidden = model.prefill(batch, caches.toArray(new KvCache[0]), ops); // [T, hidden]
     int h = model.config().hiddenSize();
     int vocab = model.vocabSize();
-    float[] last = new float[joining.size() * h]; // [sequences, hidden]: each prompt's last position
-    for (int i = 0; i < joining.size(); i++) {
+    float[] last = new float[leaders.size() * h]; // [prompts, hidden]: each prompt's last position
+    for (int i = 0; i < leaders.size(); i++) {
       int row = batch.seqStart()[i] + batch.seqLen()[i] - 1;
       System.arraycopy(hidden, row * h, last, i * h, h);
     }
-    float[] logits = new float[joining.size() * vocab]; // [sequences, vocab]
-    model.logits(last, joining.size(), ops, logits);
+    float[] logits = new float[leaders.size() * vocab]; // [prompts, vocab]
+    model.logits(last, leaders.size(), ops, logits);
     for (int i = 0; i < joining.size(); i++) {
-      choose(joining.get(i), logits, i * vocab);
+      Seq q = joining.get(i);
+      Seq leader = leaders.get(leaderOf[i]);
+      if (q != leader) {
+        q.cache.copyOf(leader.cache);
+      }
+      choose(q, logits, leaderOf[i] * vocab);
     }
   }
 

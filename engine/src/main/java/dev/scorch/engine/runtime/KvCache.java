@@ -132,6 +132,19 @@ public final class KvCache {
     length += n;
   }
 
+  /** Fills this empty cache with src's tokens (same shape): samples of one prompt share one prefill. */
+  public void copyOf(KvCache src) {
+    if (length != 0 || src.layers != layers || src.kvLoraRank != kvLoraRank || src.qkRope != qkRope) {
+      throw new IllegalArgumentException("copy needs an empty cache of the same shape");
+    }
+    reserve(src.length);
+    for (int l = 0; l < layers; l++) {
+      System.arraycopy(src.latent[l], 0, latent[l], 0, src.length * kvLoraRank);
+      System.arraycopy(src.kPe[l], 0, kPe[l], 0, src.length * qkRope);
+    }
+    advance(src.length);
+  }
+
   /**
    * Packs new tokens of each sequence with positions numbered from its cache's length (the form
    * {@code DeepseekV3Model.prefill} and {@code decode} expect).

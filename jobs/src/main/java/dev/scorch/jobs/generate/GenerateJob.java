@@ -9,6 +9,7 @@ import static org.apache.spark.sql.functions.transform;
 import static org.apache.spark.sql.functions.when;
 
 import dev.scorch.engine.config.GenerationConfig;
+import dev.scorch.engine.runtime.KvCache;
 import dev.scorch.engine.sampling.SamplingParams;
 import dev.scorch.jobs.PartitionedRun;
 import dev.scorch.jobs.ScorchCli;
@@ -56,7 +57,7 @@ public final class GenerateJob {
       run.run(new GeneratePartition(run.source(), options, run.input().schema(), outSchema, run.modelLabel(), metrics), outSchema);
       return new GenerateSummary(metrics.rows().value(), metrics.tokens().value(), metrics.errors().value(),
           (System.nanoTime() - t0) / 1e9, run.modelLabel(), run.source().mode(), run.skipped(),
-          dev.scorch.engine.runtime.ProcessMemory.peakRssBytes());
+          dev.scorch.engine.runtime.ProcessMemory.peakRssBytes(), KvCache.bytesPerToken(run.info().config()), spec.maxCacheBytes());
     }
   }
 
