@@ -1,6 +1,7 @@
 package dev.scorch.jobs;
 
 import dev.scorch.jobs.cli.BenchCommand;
+import dev.scorch.jobs.cli.EvalCommand;
 import dev.scorch.jobs.cli.GenerateCommand;
 import dev.scorch.jobs.cli.InspectCommand;
 import dev.scorch.jobs.cli.MakeDemoModelCommand;
@@ -15,7 +16,7 @@ import picocli.CommandLine.Command;
     mixinStandardHelpOptions = true,
     version = "scorch 0.1.0",
     description = "LLM batch scoring and generation inside Apache Spark (DeepSeek-V3 / Kimi K2 family).",
-    subcommands = {ScoreCommand.class, GenerateCommand.class, TokenizeCommand.class, MakeDemoModelCommand.class, InspectCommand.class, BenchCommand.class, CommandLine.HelpCommand.class},
+    subcommands = {ScoreCommand.class, GenerateCommand.class, EvalCommand.class, TokenizeCommand.class, MakeDemoModelCommand.class, InspectCommand.class, BenchCommand.class, CommandLine.HelpCommand.class},
     footer = {
         "",
         "Examples:",

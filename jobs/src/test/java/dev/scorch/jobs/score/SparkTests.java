@@ -57,7 +57,7 @@ public final class SparkTests {
   }
 
   /** Stops the shared session (a test that needs another master calls this first). */
-  static synchronized void stopShared() {
+  public static synchronized void stopShared() {
     if (spark != null && !spark.sparkContext().isStopped()) {
       spark.stop();
     }

@@ -1,0 +1,117 @@
+package dev.scorch.jobs.cli;
+
+import dev.scorch.jobs.JobConfig;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.spark.SparkConf;
+import org.apache.spark.sql.SparkSession;
+import picocli.CommandLine.Option;
+
+/**
+ * The options every Spark command takes (a picocli mixin): master, job config, Spark settings, partitions, weight
+ * shipping, engine threads. Each option's default comes from the job config's {@code scorch.NAME} when it has one,
+ * else from the built-in default.
+ */
+public class SparkOptions {
+  @Option(names = "--master", description = "Spark master. Default: spark-submit's, else local[*].")
+  String master;
+
+  @Option(names = "--conf", description = "Job config file (e.g. conf/local.conf): spark.* settings and scorch.* option defaults.")
+  Path conf;
+
+  @Option(names = "--spark-conf", description = "A Spark setting k=v (repeatable); wins over --conf.")
+  List<String> sparkConf = new ArrayList<>();
+
+  @Option(names = "--partitions", description = "Partitions to run in. Default: Spark's default parallelism.")
+  Integer partitions;
+
+  @Option(names = "--weights", description = "broadcast (driver ships the shards as broadcast blocks), shared-path (executors read --model's path:"
+      + " local/NFS, hdfs://, s3a://) or files (SparkContext.addFile). Default: shared-path on local masters, broadcast elsewhere.")
+  String weights;
+
+  @Option(names = "--threads", description = "Engine threads per task. Default: spark.task.cpus (1).")
+  Integer threads;
+
+  private JobConfig config;
+
+  /** The job config file's settings (empty without --conf). */
+  JobConfig config() {
+    if (config == null) {
+      config = conf == null ? JobConfig.empty() : JobConfig.read(conf);
+    }
+    return config;
+  }
+
+  /** A session from --conf, --spark-conf and --master (local[*] when nothing names one). */
+  SparkSession session(String appName) {
+    SparkConf sc = new SparkConf();
+    config().spark().forEach(sc::set);
+    for (String kv : sparkConf) {
+      int eq = kv.indexOf('=');
+      if (eq <= 0) {
+        throw new IllegalArgumentException("--spark-conf " + kv + ": expected key=value");
+      }
+      sc.set(kv.substring(0, eq), kv.substring(eq + 1));
+    }
+    if (master != null) {
+      sc.setMaster(master);
+    } else if (!sc.contains("spark.master")) {
+      sc.setMaster("local[*]");
+    }
+    sc.setIfMissing("spark.app.name", appName);
+    sc.setIfMissing("spark.ui.showConsoleProgress", "false");
+    return SparkSession.builder().config(sc).getOrCreate();
+  }
+
+  int partitions(SparkSession spark) {
+    return positive("partitions", partitions, spark.sparkContext().defaultParallelism());
+  }
+
+  String weights(SparkSession spark) {
+    boolean localMaster = spark.sparkContext().master().startsWith("local");
+    return choice("weights", weights, localMaster ? "shared-path" : "broadcast", "broadcast", "shared-path", "files");
+  }
+
+  int threads(SparkSession spark) {
+    return positive("threads", threads, Integer.parseInt(spark.sparkContext().getConf().get("spark.task.cpus", "1")));
+  }
+
+  /** An integer option: given, else the config's scorch.NAME, else dflt; at least 1. */
+  int positive(String name, Integer given, int dflt) {
+    int v = atLeastZero(name, given, dflt);
+    if (v == 0) {
+      throw new IllegalArgumentException("--" + name + " must be positive, got 0");
+    }
+    return v;
+  }
+
+  /** An integer option: given, else the config's scorch.NAME, else dflt; at least 0. */
+  int atLeastZero(String name, Integer given, int dflt) {
+    int v = given != null ? given : Integer.parseInt(config().option(name, String.valueOf(dflt)));
+    if (v < 0) {
+      throw new IllegalArgumentException("--" + name + " must not be negative, got " + v);
+    }
+    return v;
+  }
+
+  /** A double option: given, else the config's scorch.NAME, else dflt (may be null). */
+  Double decimal(String name, Double given, Double dflt) {
+    if (given != null) {
+      return given;
+    }
+    String v = config().option(name, null);
+    return v == null ? dflt : Double.valueOf(v);
+  }
+
+  /** One of allowed: given, else the config's scorch.NAME, else dflt. */
+  String choice(String name, String given, String dflt, String... allowed) {
+    String v = given != null ? given : config().option(name, dflt);
+    for (String a : allowed) {
+      if (a.equals(v)) {
+        return v;
+      }
+    }
+    throw new IllegalArgumentException("--" + name + " " + v + ": expected one of " + String.join(", ", allowed));
+  }
+}

@@ -1,0 +1,208 @@
+package dev.scorch.jobs.eval;
+
+import dev.scorch.engine.scoring.LogitsMode;
+import dev.scorch.engine.tokenizer.Tokenizer;
+import dev.scorch.engine.tokenizer.Tokenizers;
+import dev.scorch.jobs.ScorchCli;
+import dev.scorch.jobs.generate.GenerateJob;
+import dev.scorch.jobs.generate.GenerateSpec;
+import dev.scorch.jobs.score.ScoreJob;
+import dev.scorch.jobs.score.ScoreSpec;
+import java.io.IOException;
+import java.time.Instant;
+import java.time.format.DateTimeFormatter;
+import java.time.temporal.ChronoUnit;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.SaveMode;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.types.ArrayType;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * The eval job: every task of a suite against one checkpoint, in at most two Spark jobs (one score job for the
+ * multiple_choice and perplexity tasks' sequences, one generate job for the generate_match prompts), then per-example
+ * rows under {@code OUTPUT/runs/RUN_ID/TASK/}, one summary row per task and metric appended to {@code OUTPUT/history/},
+ * and with a base run a comparison whose regressions set the exit code. Runs as {@code bin/scorch eval} or
+ * {@code spark-submit --class dev.scorch.jobs.eval.EvalJob scorch-jobs.jar ...}.
+ */
+public final class EvalJob {
+  private EvalJob() {}
+
+  public static void main(String[] args) {
+    System.exit(ScorchCli.run("eval", args));
+  }
+
+  /** A run id from the time: 20261129T223000Z. */
+  public static String defaultRunId(Instant now) {
+    return DateTimeFormatter.ofPattern("yyyyMMdd'T'HHmmss'Z'").withZone(java.time.ZoneOffset.UTC).format(now);
+  }
+
+  public static EvalReport run(SparkSession spark, EvalSpec spec) throws IOException {
+    long t0 = System.nanoTime();
+    Instant started = Instant.now().truncatedTo(ChronoUnit.SECONDS);
+    // 1. The suite and the data, read and checked on the driver; text is tokenised here with the model's tokenizer.
+    EvalSuite suite = EvalSuite.read(spec.suite());
+    Tokenizer tokenizer = Tokenizers.load(spec.model()).orElse(null);
+    List<TaskRun> tasks = new ArrayList<>();
+    for (EvalSuite.Task t : suite.tasks()) {
+      tasks.add(switch (t.kind()) {
+        case MULTIPLE_CHOICE -> new MultipleChoiceTask(EvalData.load(spark, t, tokenizer, "context", "choices", "gold"));
+        case PERPLEXITY -> new PerplexityTask(EvalData.load(spark, t, tokenizer, "text"));
+        case GENERATE_MATCH -> new GenerateMatchTask(EvalData.load(spark, t, tokenizer, "prompt", "reference"));
+      });
+    }
+    String runDir = spec.output().replaceAll("/+$", "") + "/runs/" + spec.runId();
+    String work = runDir + "/_work";
+    FileSystem fs = new Path(runDir).getFileSystem(spark.sparkContext().hadoopConfiguration());
+    fs.delete(new Path(runDir), true); // a rerun of this id starts clean
+
+    // 2. One score job and one generate job for all tasks.
+    Map<String, TaskRun.Scored> scored = score(spark, spec, tasks, work);
+    Map<String, TaskRun.Generated> generated = generate(spark, spec, tasks, work);
+    String modelLabel = labelOf(spark, work);
+
+    // 3. Per-example rows and summaries.
+    List<History.Entry> entries = new ArrayList<>();
+    List<String> summary = new ArrayList<>();
+    String runTime = DateTimeFormatter.ISO_INSTANT.format(started);
+    for (TaskRun t : tasks) {
+      TaskRun.Result r = t.finish(scored, generated);
+      spark.createDataFrame(r.examples(), r.exampleSchema()).coalesce(1).write().mode(SaveMode.Overwrite)
+          .parquet(runDir + "/" + t.task().name());
+      String dataHash = Hashes.sha256(t.task().data());
+      for (TaskRun.Metric m : r.metrics()) {
+        entries.add(new History.Entry(spec.runId(), runTime, suite.name(), suite.hash(), t.task().name(), t.task().kind().id(), m,
+            modelLabel, modelLabel.substring(modelLabel.indexOf('@') + 1), dataHash));
+        summary.add(String.format("%-24s %-18s %10.4f ± %-8.4f n=%d errors=%d", t.task().name(), m.metric(), m.value(), m.stderr(), m.n(),
+            m.errors()));
+      }
+    }
+    fs.delete(new Path(work), true);
+    History.write(spark, spec.output(), entries);
+
+    // 4. The comparison with a base run.
+    List<String> comparison = new ArrayList<>();
+    List<String> regressions = new ArrayList<>();
+    if (spec.compareTo() != null) {
+      compare(spark, spec, suite, entries, comparison, regressions);
+    }
+    return new EvalReport(spec.runId(), summary, comparison, regressions, (System.nanoTime() - t0) / 1e9);
+  }
+
+  private static Map<String, TaskRun.Scored> score(SparkSession spark, EvalSpec spec, List<TaskRun> tasks, String work) throws IOException {
+    List<Row> rows = new ArrayList<>();
+    for (TaskRun t : tasks) {
+      for (TaskRun.ScoreRow r : t.scoreRows()) {
+        rows.add(RowFactory.create(r.id(), longs(r.tokens())));
+      }
+    }
+    Map<String, TaskRun.Scored> out = new HashMap<>();
+    if (rows.isEmpty()) {
+      return out;
+    }
+    StructType schema = new StructType().add("id", DataTypes.StringType).add("token_ids", new ArrayType(DataTypes.LongType, false));
+    spark.createDataFrame(rows, schema).write().mode(SaveMode.Overwrite).parquet(work + "/score-input");
+    ScoreJob.run(spark, new ScoreSpec(spec.model(), work + "/score-input", "parquet", work + "/scores", "parquet", spec.partitions(),
+        spec.maxBatchTokens(), 256, 1024L << 20, 0, LogitsMode.NONE, "id", "token_ids", "prompt", "continuation", spec.weights(),
+        spec.threads(), 1, true, false));
+    for (Row r : spark.read().parquet(work + "/scores").select("id", "token_logprobs", "error").collectAsList()) {
+      double[] lps = null;
+      if (!r.isNullAt(1)) {
+        List<Object> l = r.getList(1);
+        lps = new double[l.size()];
+        for (int k = 0; k < lps.length; k++) {
+          lps[k] = l.get(k) == null ? Double.NaN : ((Number) l.get(k)).doubleValue();
+        }
+      }
+      out.put(r.getString(0), new TaskRun.Scored(lps, r.getString(2)));
+    }
+    return out;
+  }
+
+  private static Map<String, TaskRun.Generated> generate(SparkSession spark, EvalSpec spec, List<TaskRun> tasks, String work)
+      throws IOException {
+    List<Row> rows = new ArrayList<>();
+    for (TaskRun t : tasks) {
+      for (TaskRun.GenerateRow r : t.generateRows()) {
+        rows.add(RowFactory.create(r.id(), longs(r.prompt()), r.maxNewTokens(), r.stop()));
+      }
+    }
+    Map<String, TaskRun.Generated> out = new HashMap<>();
+    if (rows.isEmpty()) {
+      return out;
+    }
+    StructType schema = new StructType().add("id", DataTypes.StringType).add("token_ids", new ArrayType(DataTypes.LongType, false))
+        .add("max_new_tokens", DataTypes.IntegerType).add("stop", new ArrayType(DataTypes.StringType, false));
+    spark.createDataFrame(rows, schema).write().mode(SaveMode.Overwrite).parquet(work + "/generate-input");
+    // Greedy: temperature 0 whatever generation_config.json says; EOS still ends a completion.
+    GenerateJob.run(spark, new GenerateSpec(spec.model(), work + "/generate-input", "parquet", work + "/completions", "parquet",
+        spec.partitions(), "id", "token_ids", "prompt", "messages", spec.weights(), spec.threads(), 1, true, false, null, 0.0, 0, 1.0,
+        0, 1, 0, 0, 0, List.of(), List.of(), false, 1, false, 0, 2048L << 20, spec.maxBatchTokens(), 32));
+    for (Row r : spark.read().parquet(work + "/completions").select("id", "completion", "finish_reason", "error").collectAsList()) {
+      out.put(r.getString(0), new TaskRun.Generated(r.getString(1), r.getString(2), r.getString(3)));
+    }
+    return out;
+  }
+
+  /** The model label (name@hash) the score or generate job wrote. */
+  private static String labelOf(SparkSession spark, String work) throws IOException {
+    FileSystem fs = new Path(work).getFileSystem(spark.sparkContext().hadoopConfiguration());
+    for (String sub : List.of("/scores", "/completions")) {
+      if (fs.exists(new Path(work + sub))) {
+        List<Row> r = spark.read().parquet(work + sub).select("model").limit(1).collectAsList();
+        if (!r.isEmpty()) {
+          return r.get(0).getString(0);
+        }
+      }
+    }
+    throw new IllegalStateException("no task of the suite produced a row to score or generate");
+  }
+
+  private static List<Long> longs(int[] ids) {
+    List<Long> out = new ArrayList<>(ids.length);
+    for (int id : ids) {
+      out.add((long) id);
+    }
+    return out;
+  }
+
+  /** Deltas against the base run; a drop larger than the task's tolerance for that metric is a regression. */
+  private static void compare(SparkSession spark, EvalSpec spec, EvalSuite suite, List<History.Entry> now, List<String> comparison,
+      List<String> regressions) throws IOException {
+    Map<String, Row> base = History.run(spark, spec.output(), spec.compareTo());
+    if (base.isEmpty()) {
+      throw new IllegalArgumentException("--compare-to " + spec.compareTo() + ": no such run in " + History.path(spec.output()));
+    }
+    Map<String, EvalSuite.Task> tasks = new HashMap<>();
+    suite.tasks().forEach(t -> tasks.put(t.name(), t));
+    comparison.add(String.format("%-24s %-18s %10s %10s %10s %10s  %s", "task", "metric", spec.compareTo(), spec.runId(), "delta", "tolerance",
+        "status"));
+    for (History.Entry e : now) {
+      Row b = base.get(e.task() + "/" + e.metric().metric());
+      if (b == null || b.isNullAt(b.fieldIndex("value"))) {
+        comparison.add(String.format("%-24s %-18s %10s %10.4f %10s %10s  new", e.task(), e.metric().metric(), "-", e.metric().value(), "-",
+            "-"));
+        continue;
+      }
+      double was = b.getAs("value");
+      double is = e.metric().value();
+      double drop = e.metric().higherIsBetter() ? was - is : is - was;
+      double tol = tasks.get(e.task()).tolerance(e.metric().metric());
+      boolean regressed = !(drop <= tol + 1e-12); // NaN counts as a regression
+      String line = String.format("%-24s %-18s %10.4f %10.4f %+10.4f %10.4f  %s", e.task(), e.metric().metric(), was, is, is - was, tol,
+          regressed ? "REGRESSION" : "ok");
+      comparison.add(line);
+      if (regressed) {
+        regressions.add(line);
+      }
+    }
+  }
+}
