@@ -183,13 +183,16 @@ public final class EvalJob {
     }
     Map<String, EvalSuite.Task> tasks = new HashMap<>();
     suite.tasks().forEach(t -> tasks.put(t.name(), t));
-    comparison.add(String.format("%-24s %-18s %10s %10s %10s %10s  %s", "task", "metric", spec.compareTo(), spec.runId(), "delta", "tolerance",
-        "status"));
+    int w = Math.max(10, Math.max(spec.compareTo().length(), spec.runId().length()));
+    String num = "%" + w + ".4f";
+    String col = "%" + w + "s";
+    comparison.add(String.format("%-24s %-18s " + col + " " + col + " %10s %10s  %s", "task", "metric", spec.compareTo(), spec.runId(),
+        "delta", "tolerance", "status"));
     for (History.Entry e : now) {
       Row b = base.get(e.task() + "/" + e.metric().metric());
       if (b == null || b.isNullAt(b.fieldIndex("value"))) {
-        comparison.add(String.format("%-24s %-18s %10s %10.4f %10s %10s  new", e.task(), e.metric().metric(), "-", e.metric().value(), "-",
-            "-"));
+        comparison.add(String.format("%-24s %-18s " + col + " " + num + " %10s %10s  new", e.task(), e.metric().metric(), "-",
+            e.metric().value(), "-", "-"));
         continue;
       }
       double was = b.getAs("value");
@@ -197,8 +200,8 @@ public final class EvalJob {
       double drop = e.metric().higherIsBetter() ? was - is : is - was;
       double tol = tasks.get(e.task()).tolerance(e.metric().metric());
       boolean regressed = !(drop <= tol + 1e-12); // NaN counts as a regression
-      String line = String.format("%-24s %-18s %10.4f %10.4f %+10.4f %10.4f  %s", e.task(), e.metric().metric(), was, is, is - was, tol,
-          regressed ? "REGRESSION" : "ok");
+      String line = String.format("%-24s %-18s " + num + " " + num + " %+10.4f %10.4f  %s", e.task(), e.metric().metric(), was, is,
+          is - was, tol, regressed ? "REGRESSION" : "ok");
       comparison.add(line);
       if (regressed) {
         regressions.add(line);
