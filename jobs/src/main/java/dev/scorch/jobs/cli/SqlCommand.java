@@ -46,11 +46,12 @@ import picocli.CommandLine.Parameters;
     footer = {
         "",
         "Examples:",
-        "  bin/scorch sql --view s=out/scores \"SELECT id, perplexity FROM s ORDER BY perplexity DESC\" --limit 10",
+        "  bin/scorch sql --view s=out/scores --limit 10 \\",
+        "      \"SELECT id, perplexity FROM s ORDER BY perplexity DESC\"",
         "  bin/scorch sql --view h=out/evals/history --format json \"SELECT * FROM h WHERE metric = 'acc'\"",
         "  bin/scorch sql \"SELECT count(*) AS n, avg(perplexity) AS ppl FROM parquet.`out/scores`\"",
-        "  python3 -c 'import pandas, subprocess, io; print(pandas.read_csv(io.StringIO(subprocess.run(",
-        "      [\"bin/scorch\", \"sql\", \"--view\", \"s=out/scores\", \"SELECT * FROM s\"], capture_output=True, text=True).stdout)))'"
+        "",
+        "In pandas: pandas.read_csv(io.StringIO(stdout)); json.loads the array columns."
     })
 public final class SqlCommand implements Callable<Integer> {
   @Option(names = "--view", paramLabel = "NAME=PATH", description = "A temp view over a Parquet folder (hive partitions read back as"
