@@ -5,6 +5,7 @@ The kernel starts in the notebook's folder. Exits 1 and prints the failing cell'
 python3-pandas python3-matplotlib.
 """
 import argparse
+import re
 import sys
 import time
 from pathlib import Path
@@ -31,7 +32,8 @@ def main():
     try:
         client.execute()
     except CellExecutionError as e:
-        print(f"run_notebook: {a.notebook}: a cell failed:\n{e}", file=sys.stderr)
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", str(e))  # IPython's coloured traceback, uncoloured for logs
+        print(f"run_notebook: {a.notebook}: a cell failed:\n{plain}", file=sys.stderr)
         return 1
     finally:
         if a.out:
