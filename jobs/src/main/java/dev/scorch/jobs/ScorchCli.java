@@ -6,6 +6,7 @@ import dev.scorch.jobs.cli.GenerateCommand;
 import dev.scorch.jobs.cli.InspectCommand;
 import dev.scorch.jobs.cli.MakeDemoModelCommand;
 import dev.scorch.jobs.cli.ScoreCommand;
+import dev.scorch.jobs.cli.SqlCommand;
 import dev.scorch.jobs.cli.TokenizeCommand;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -16,7 +17,8 @@ import picocli.CommandLine.Command;
     mixinStandardHelpOptions = true,
     version = "scorch 0.1.0",
     description = "LLM batch scoring and generation inside Apache Spark (DeepSeek-V3 / Kimi K2 family).",
-    subcommands = {ScoreCommand.class, GenerateCommand.class, EvalCommand.class, TokenizeCommand.class, MakeDemoModelCommand.class, InspectCommand.class, BenchCommand.class, CommandLine.HelpCommand.class},
+    subcommands = {ScoreCommand.class, GenerateCommand.class, EvalCommand.class, SqlCommand.class, TokenizeCommand.class,
+        MakeDemoModelCommand.class, InspectCommand.class, BenchCommand.class, CommandLine.HelpCommand.class},
     footer = {
         "",
         "Examples:",

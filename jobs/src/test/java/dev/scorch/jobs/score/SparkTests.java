@@ -67,7 +67,7 @@ public final class SparkTests {
   }
 
   /** The JVM flags the launcher and Surefire use: scorch-jvm.flags, filtered from the parent pom into target/classes. */
-  static List<String> jvmFlags() {
+  public static List<String> jvmFlags() {
     try (InputStream in = SparkTests.class.getClassLoader().getResourceAsStream("scorch-jvm.flags")) {
       if (in == null) {
         throw new IllegalStateException("scorch-jvm.flags is not on the class path (run mvn process-resources)");
@@ -83,7 +83,7 @@ public final class SparkTests {
   }
 
   /** This test JVM's class path (Surefire runs tests from a manifest-only jar; it keeps the real one here). */
-  static String classPath() {
+  public static String classPath() {
     return System.getProperty("surefire.test.class.path", System.getProperty("java.class.path"));
   }
 
