@@ -76,7 +76,7 @@ public final class EvalCommand implements Callable<Integer> {
       }
       return report.exitCode();
     } finally {
-      session.stop();
+      spark.stop(session);
     }
   }
 }

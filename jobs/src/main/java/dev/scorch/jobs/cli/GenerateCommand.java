@@ -125,7 +125,7 @@ public final class GenerateCommand implements Callable<Integer> {
       System.out.println(s.line());
       return 0;
     } finally {
-      spark.stop();
+      job.stop(spark);
     }
   }
 

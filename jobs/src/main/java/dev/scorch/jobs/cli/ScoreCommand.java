@@ -68,7 +68,7 @@ public final class ScoreCommand implements Callable<Integer> {
       System.out.println(s.line());
       return 0;
     } finally {
-      spark.stop();
+      job.stop(spark);
     }
   }
 }

@@ -34,6 +34,7 @@ public class SparkOptions {
   Integer threads;
 
   private JobConfig config;
+  private boolean ownsSession;
 
   /** The job config file's settings (empty without --conf). */
   JobConfig config() {
@@ -59,9 +60,18 @@ public class SparkOptions {
     } else if (!sc.contains("spark.master")) {
       sc.setMaster("local[*]");
     }
+    // A session that already runs in this JVM (a notebook's, a test's) is used and left running.
+    ownsSession = SparkSession.getActiveSession().isEmpty() && SparkSession.getDefaultSession().isEmpty();
     sc.setIfMissing("spark.app.name", appName);
     sc.setIfMissing("spark.ui.showConsoleProgress", "false");
     return SparkSession.builder().config(sc).getOrCreate();
+  }
+
+  /** Stops the session {@link #session} made; one it found running stays up. */
+  void stop(SparkSession spark) {
+    if (ownsSession) {
+      spark.stop();
+    }
   }
 
   int partitions(SparkSession spark) {

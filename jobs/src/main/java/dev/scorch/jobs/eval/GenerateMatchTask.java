@@ -81,7 +81,7 @@ final class GenerateMatchTask implements TaskRun {
     for (int i = 0; i < data.size(); i++) {
       String reference = data.text(i, "reference");
       String err = errors[i];
-      Generated g = err == null ? generated.get(rowId(i)) : null;
+      Generated g = err == null ? TaskRun.resultOf(generated, rowId(i)) : null;
       if (g != null && g.error() != null) {
         err = g.error();
       }

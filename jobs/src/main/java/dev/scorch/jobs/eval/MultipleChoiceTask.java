@@ -101,7 +101,7 @@ final class MultipleChoiceTask implements TaskRun {
       if (err == null) {
         lls = new double[choiceLength[i].length];
         for (int j = 0; j < lls.length && err == null; j++) {
-          Scored s = scored.get(rowId(i, j));
+          Scored s = TaskRun.resultOf(scored, rowId(i, j));
           if (s.error() != null) {
             err = "choice " + j + ": " + s.error();
           } else {

@@ -100,7 +100,7 @@ final class PerplexityTask implements TaskRun {
       long count = 0;
       List<Window> ws = windows.get(i);
       for (int w = 0; w < ws.size() && err == null; w++) {
-        Scored s = scored.get(rowId(i, w));
+        Scored s = TaskRun.resultOf(scored, rowId(i, w));
         if (s.error() != null) {
           err = "window " + w + ": " + s.error();
           break;

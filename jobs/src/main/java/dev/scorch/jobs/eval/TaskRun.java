@@ -22,6 +22,15 @@ interface TaskRun {
 
   Result finish(Map<String, Scored> scored, Map<String, Generated> generated);
 
+  /** results.get(id), or a failure naming the id: the jobs return one row per row sent, so a gap is a bug. */
+  static <T> T resultOf(Map<String, T> results, String id) {
+    T r = results.get(id);
+    if (r == null) {
+      throw new IllegalStateException("no result row for '" + id + "' among " + results.size() + " rows returned");
+    }
+    return r;
+  }
+
   /** A token sequence to score; every token after the first gets log p(token | tokens before). */
   record ScoreRow(String id, int[] tokens) {}
 

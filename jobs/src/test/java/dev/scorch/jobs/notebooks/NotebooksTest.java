@@ -7,6 +7,9 @@ import static org.junit.jupiter.api.Assertions.fail;
 import dev.scorch.engine.demo.DemoModelWriter;
 import dev.scorch.engine.demo.DemoPreset;
 import dev.scorch.engine.scoring.LogitsMode;
+import dev.scorch.jobs.eval.EvalJob;
+import dev.scorch.jobs.eval.EvalReport;
+import dev.scorch.jobs.eval.EvalSpec;
 import dev.scorch.jobs.score.ScoreJob;
 import dev.scorch.jobs.score.ScoreSpec;
 import dev.scorch.jobs.score.ScoreSummary;
@@ -20,10 +23,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.types.DataTypes;
-import org.apache.spark.sql.types.StructType;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -48,11 +48,10 @@ class NotebooksTest {
 
   @Test
   void evalHistoryRunsOnAHistoryTable() throws Exception {
-    Path evals = tmp.resolve("evals");
-    writeEvalHistoryStandIn(SparkTests.spark(), evals);
-    String executed = runNotebook("eval_history.ipynb", Map.of("SCORCH_EVAL", evals.toString()));
-    assertTrue(executed.contains("comparing run-002 -> run-003"), "the last two runs are compared by default");
-    assertTrue(executed.contains("DROP"), "run-003's acc drop is marked");
+    writeEvalHistory(SparkTests.spark(), tmp);
+    String executed = runNotebook("eval_history.ipynb", Map.of("SCORCH_EVAL", tmp.resolve("evals").toString()));
+    assertTrue(executed.contains("comparing run-001 -> run-002"), "the last two runs are compared by default");
+    assertTrue(executed.contains("DROP"), "run-002's acc drop is marked");
   }
 
   /** The score job on the tiny demo model: text rows of varied length, a one-token row and two error rows. */
@@ -88,40 +87,45 @@ class NotebooksTest {
   }
 
   /**
-   * A stand-in for the eval job's history table, written from its schema: 3 runs x 2 tasks, Parquet partitioned by
-   * run_id under evalDir/history. run-003 drops hellaswag acc by far more than its stderr. Replace with the eval job
-   * once it exists.
+   * Two real eval runs on the tiny demo model with the example suite's capitals and short-docs data: run-001 as
+   * shipped; run-002 with every gold moved off run-001's predicted choice, so its acc falls to 0 by construction.
    */
-  static void writeEvalHistoryStandIn(SparkSession spark, Path evalDir) {
-    StructType schema = new StructType()
-        .add("run_id", DataTypes.StringType).add("run_time", DataTypes.StringType)
-        .add("suite", DataTypes.StringType).add("suite_hash", DataTypes.StringType)
-        .add("task", DataTypes.StringType).add("kind", DataTypes.StringType).add("metric", DataTypes.StringType)
-        .add("value", DataTypes.DoubleType).add("stderr", DataTypes.DoubleType).add("stderr_method", DataTypes.StringType)
-        .add("n", DataTypes.LongType).add("errors", DataTypes.LongType)
-        .add("model", DataTypes.StringType).add("model_hash", DataTypes.StringType).add("data_hash", DataTypes.StringType);
-    String[][] runs = {{"run-001", "2026-01-05T09:00:00Z", "demo-a"}, {"run-002", "2026-01-12T09:00:00Z", "demo-b"},
-        {"run-003", "2026-01-19T09:00:00Z", "demo-c"}};
-    double[][] acc = {{0.412, 0.430, 0.371}, {0.455, 0.468, 0.462}}; // acc, acc_norm per run
-    double[][] ppl = {{48.2, 41.7, 39.9}, {5.59, 5.38, 5.32}}; // perplexity, bits_per_byte per run
-    List<Row> rows = new ArrayList<>();
-    for (int r = 0; r < runs.length; r++) {
-      String[] run = runs[r];
-      String model = run[2] + "@" + Integer.toHexString(run[2].hashCode());
-      rows.add(historyRow(run, model, "hellaswag_mini", "multiple_choice", "acc", acc[0][r], Math.sqrt(acc[0][r] * (1 - acc[0][r]) / 1000),
-          "binomial", r == 2 ? 1 : 0));
-      rows.add(historyRow(run, model, "hellaswag_mini", "multiple_choice", "acc_norm", acc[1][r],
-          Math.sqrt(acc[1][r] * (1 - acc[1][r]) / 1000), "binomial", r == 2 ? 1 : 0));
-      rows.add(historyRow(run, model, "wikitext_mini", "perplexity", "perplexity", ppl[0][r], 0.6, "bootstrap", 0));
-      rows.add(historyRow(run, model, "wikitext_mini", "perplexity", "bits_per_byte", ppl[1][r], 0.02, "bootstrap", 0));
+  static void writeEvalHistory(SparkSession spark, Path dir) throws IOException {
+    Path model = dir.resolve("demo-eval");
+    new DemoModelWriter(DemoPreset.TINY, false, true, 4242).write(model);
+    Path repo = repoRoot();
+    Path evals = dir.resolve("evals");
+    Path suiteA = writeSuite(dir.resolve("suite-a.yaml"), repo.resolve("conf/evals/data/capitals.jsonl"), repo);
+    EvalReport first = EvalJob.run(spark, new EvalSpec(model, suiteA, evals.toString(), "run-001", null, 2, 1, "shared-path", 4096));
+    assertTrue(first.summary().get(0).contains("acc") && !first.summary().get(0).contains(" 0.0000 "),
+        "run-001 gets some capitals right: " + first.summary());
+    // Gold := a choice run-001 did not predict.
+    Map<String, Integer> pred = new java.util.HashMap<>();
+    for (Row r : spark.read().parquet(evals.resolve("runs/run-001/capitals").toString()).collectAsList()) {
+      pred.put(r.getAs("example_id"), r.<Integer>getAs("pred"));
     }
-    spark.createDataFrame(rows, schema).repartition(1).write().partitionBy("run_id").parquet(evalDir.resolve("history").toString());
+    com.fasterxml.jackson.databind.ObjectMapper json = new com.fasterxml.jackson.databind.ObjectMapper();
+    List<String> moved = new ArrayList<>();
+    for (String line : Files.readAllLines(repo.resolve("conf/evals/data/capitals.jsonl"))) {
+      var row = (com.fasterxml.jackson.databind.node.ObjectNode) json.readTree(line);
+      row.put("answer", (pred.get(row.get("id").asText()) + 1) % row.get("options").size());
+      moved.add(json.writeValueAsString(row));
+    }
+    Path capitalsB = dir.resolve("capitals-moved.jsonl");
+    Files.write(capitalsB, moved);
+    EvalReport second = EvalJob.run(spark, new EvalSpec(model, writeSuite(dir.resolve("suite-b.yaml"), capitalsB, repo), evals.toString(),
+        "run-002", "run-001", 2, 1, "shared-path", 4096));
+    assertEquals(3, second.exitCode(), String.join("\n", second.comparison()));
   }
 
-  private static Row historyRow(String[] run, String model, String task, String kind, String metric, double value, double stderr,
-      String stderrMethod, long errors) {
-    return RowFactory.create(run[0], run[1], "demo-suite", "5u17e", task, kind, metric, value, stderr, stderrMethod, 1000L, errors,
-        model, model.substring(model.indexOf('@') + 1), "da7a");
+  private static Path writeSuite(Path file, Path capitals, Path repo) throws IOException {
+    return Files.writeString(file, String.join("\n",
+        "name: notebook-demo",
+        "tolerance: 0.02",
+        "tasks:",
+        "  - {name: capitals, kind: multiple_choice, data: " + capitals + ", columns: {context: question, choices: options, gold: answer}}",
+        "  - {name: short-docs, kind: perplexity, data: " + repo.resolve("conf/evals/data/docs.jsonl") + ", max_length: 64, stride: 32,"
+            + " tolerances: {perplexity: 5.0, bits_per_byte: 0.05}}"));
   }
 
   /** Runs notebooks/NAME headless; fails with the notebook's error output when a cell fails. Returns the executed notebook. */
