@@ -17,7 +17,7 @@ import org.apache.spark.sql.types.StructType;
  * UTF-8 bytes (in tokens for token-id data), as log-likelihood harnesses define them. Ties go to the lower index.
  * Roles: context, choices (a list), gold (the right choice's index), id (optional).
  */
-final class MultipleChoiceTask implements TaskRun {
+final class MultipleChoiceTask extends ScoredTask {
   static final StructType EXAMPLES = new StructType()
       .add("example_id", DataTypes.StringType)
       .add("gold", DataTypes.IntegerType)
@@ -28,30 +28,21 @@ final class MultipleChoiceTask implements TaskRun {
       .add("choice_logprobs", new ArrayType(DataTypes.DoubleType, false))
       .add("error", DataTypes.StringType);
 
-  private final EvalData data;
-  private final String[] errors;
   private final int[] gold;
   private final int[] contextLen;
   private final double[][] choiceLength; // [example][choice]: bytes, or tokens for token-id data
-  private final List<ScoreRow> rows = new ArrayList<>();
 
   MultipleChoiceTask(EvalData data) {
-    this.data = data;
+    super(data);
     int n = data.size();
-    errors = new String[n];
     gold = new int[n];
     contextLen = new int[n];
     choiceLength = new double[n][];
-    for (int i = 0; i < n; i++) {
-      try {
-        prepare(i);
-      } catch (IllegalArgumentException e) {
-        errors[i] = e.getMessage();
-      }
-    }
+    prepareAll();
   }
 
-  private void prepare(int i) {
+  @Override
+  void prepare(int i) {
     int[] context = data.tokens(data.value(i, "context"), "context", true);
     Object choices = data.value(i, "choices");
     if (!(choices instanceof scala.collection.Seq<?> list) || list.isEmpty()) {
@@ -64,30 +55,14 @@ final class MultipleChoiceTask implements TaskRun {
     gold[i] = num.intValue();
     contextLen[i] = context.length;
     choiceLength[i] = new double[list.size()];
-    List<ScoreRow> mine = new ArrayList<>();
     for (int j = 0; j < list.size(); j++) {
       Object c = list.apply(j);
       int[] cont = data.tokens(c, "choice " + j, false);
       choiceLength[i][j] = c instanceof String s ? s.getBytes(StandardCharsets.UTF_8).length : cont.length;
       int[] all = java.util.Arrays.copyOf(context, context.length + cont.length);
       System.arraycopy(cont, 0, all, context.length, cont.length);
-      mine.add(new ScoreRow(rowId(i, j), all));
+      add(i, j, all);
     }
-    rows.addAll(mine);
-  }
-
-  private String rowId(int i, int j) {
-    return data.task.name() + "/" + i + "/" + j;
-  }
-
-  @Override
-  public EvalSuite.Task task() {
-    return data.task;
-  }
-
-  @Override
-  public List<ScoreRow> scoreRows() {
-    return rows;
   }
 
   @Override

@@ -17,7 +17,7 @@ import org.apache.spark.sql.types.StructType;
  * Σ nll / (ln 2 · Σ UTF-8 bytes) (text data only); their standard errors by bootstrap over documents. Roles: text,
  * id (optional).
  */
-final class PerplexityTask implements TaskRun {
+final class PerplexityTask extends ScoredTask {
   static final StructType EXAMPLES = new StructType()
       .add("example_id", DataTypes.StringType)
       .add("num_tokens", DataTypes.LongType)
@@ -31,28 +31,20 @@ final class PerplexityTask implements TaskRun {
   /** Window w of a document: its rows' tokens start at begin; positions from scoreFrom (window index) on are new. */
   private record Window(int begin, int scoreFrom) {}
 
-  private final EvalData data;
-  private final String[] errors;
   private final List<List<Window>> windows = new ArrayList<>();
   private final long[] bytes; // -1 for token-id documents
-  private final List<ScoreRow> rows = new ArrayList<>();
 
   PerplexityTask(EvalData data) {
-    this.data = data;
-    int n = data.size();
-    errors = new String[n];
-    bytes = new long[n];
-    for (int i = 0; i < n; i++) {
+    super(data);
+    bytes = new long[data.size()];
+    for (int i = 0; i < data.size(); i++) {
       windows.add(List.of());
-      try {
-        prepare(i);
-      } catch (IllegalArgumentException e) {
-        errors[i] = e.getMessage();
-      }
     }
+    prepareAll();
   }
 
-  private void prepare(int i) {
+  @Override
+  void prepare(int i) {
     Object v = data.value(i, "text");
     int[] tokens = data.tokens(v, "text", true);
     if (tokens.length < 2) {
@@ -66,7 +58,7 @@ final class PerplexityTask implements TaskRun {
       int end = Math.min(begin + maxLength, tokens.length);
       if (end > prevEnd) {
         ws.add(new Window(begin, prevEnd - begin));
-        rows.add(new ScoreRow(rowId(i, ws.size() - 1), java.util.Arrays.copyOfRange(tokens, begin, end)));
+        add(i, ws.size() - 1, java.util.Arrays.copyOfRange(tokens, begin, end));
         prevEnd = end;
       }
       if (end == tokens.length) {
@@ -74,20 +66,6 @@ final class PerplexityTask implements TaskRun {
       }
     }
     windows.set(i, ws);
-  }
-
-  private String rowId(int i, int w) {
-    return data.task.name() + "/" + i + "/" + w;
-  }
-
-  @Override
-  public EvalSuite.Task task() {
-    return data.task;
-  }
-
-  @Override
-  public List<ScoreRow> scoreRows() {
-    return rows;
   }
 
   @Override
