@@ -8,6 +8,13 @@ public interface Ops extends AutoCloseable {
   /** y[m, out] = x[m, in] · Wᵀ. */
   void matmul(float[] x, int m, Linear w, float[] y);
 
+  /**
+   * y[m, out] = x[m, in] · Wᵀ for decode-shaped calls (m of 1 to a few dozen rows): the matmul of every
+   * token that extends a KV cache. The bits of each output row depend only on its x row and W — never on m,
+   * the other rows or the thread count — but may differ from {@link #matmul}'s in rounding.
+   */
+  void matmulDecode(float[] x, int m, Linear w, float[] y);
+
   /** out[T, heads, v_head]: causal softmax(q·kᵀ · scale) · v per sequence, softmax in fp32. */
   void attention(MlaInputs in, float[] out);
 

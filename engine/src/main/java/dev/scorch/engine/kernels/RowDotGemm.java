@@ -1,0 +1,521 @@
+package dev.scorch.engine.kernels;
+
+import dev.scorch.engine.checkpoint.DType;
+import dev.scorch.engine.checkpoint.NumberFormats;
+import jdk.incubator.vector.ByteVector;
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.IntVector;
+import jdk.incubator.vector.VectorOperators;
+import jdk.incubator.vector.VectorShape;
+import jdk.incubator.vector.VectorSpecies;
+
+/**
+ * y[M, N] = x[M, K] · Wᵀ for decode-shaped calls (M from 1 to a few dozen): every output is a dot product of
+ * a row of x with a weight row read straight from the memory-mapped checkpoint, NR weight rows at a time
+ * (bulk-copied into a small per-thread buffer, decoded in registers), each loaded weight vector feeding up to
+ * MR rows of x. Nothing is packed, so at M = 1 the cost is reading W once. N is split across threads.
+ *
+ * <p>Bits: every y[m, n] is the same sequence of float operations whatever M, whichever register block or
+ * thread computes it. Per output there is one L-lane accumulator over k in order (for BF16, lane i of step j
+ * takes k = 2(jL + i) then k = 2(jL + i) + 1, each as one FMA), then the lanes are added in a fixed tree
+ * (never reduceLanes(ADD), whose order is unspecified), then the K tail by scalar FMAs in order. The result
+ * depends on the vector width L of the machine, and differs from {@link PackedGemm}'s plain FMA chain in
+ * rounding only: decode steps use this kernel whatever their batch size, prefill uses PackedGemm.
+ *
+ * <p>Weights: BF16 (even K) and FP8 E4M3 with block scales (block columns a multiple of L) are decoded in
+ * registers; F32, F16 and other shapes are decoded row by row through {@link Linear#row} (slower, same bits
+ * rules).
+ */
+public final class RowDotGemm {
+  static final VectorSpecies<Float> F = FloatVector.SPECIES_PREFERRED;
+  static final VectorSpecies<Integer> I = VectorSpecies.of(int.class, F.vectorShape());
+  static final int L = F.length();
+  /** L bytes, for FP8 codes widened to L ints; null where no such shape exists (L < 8). */
+  static final VectorSpecies<Byte> B = L >= 8 ? VectorSpecies.of(byte.class, VectorShape.forBitSize(8 * L)) : null;
+  /** Weight rows per block. */
+  static final int NR = 4;
+  /** Rows of x per register block when M > 1. */
+  static final int MR = 4;
+  /** Weights (N·K) a task gets at least, so small matrices do not pay for waking threads. */
+  static final long MIN_TASK_WEIGHTS = 1 << 17;
+  /** E4M3 bits moved into an fp32 exponent are 2^120 too small: 2^(e - 127) instead of 2^(e - 7). */
+  private static final float FP8_RESCALE = 0x1p120f;
+  private static final int BF16_HIGH = 0xFFFF0000;
+
+  private RowDotGemm() {}
+
+  private enum Path {
+    BF16,
+    FP8,
+    GENERIC
+  }
+
+  /** Per-thread buffers, grown as needed and reused call after call. */
+  private static final class Scratch {
+    int[] ints = new int[0];
+    byte[] bytes = new byte[0];
+    float[] floats = new float[0];
+    float[] xs = new float[0];
+    final float[] lanes = new float[L];
+    final float[] scales = new float[NR];
+
+    int[] ints(int n) {
+      return ints.length >= n ? ints : (ints = new int[n]);
+    }
+
+    byte[] bytes(int n) {
+      return bytes.length >= n ? bytes : (bytes = new byte[n]);
+    }
+
+    float[] floats(int n) {
+      return floats.length >= n ? floats : (floats = new float[n]);
+    }
+  }
+
+  private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
+
+  private static Path path(Linear w) {
+    if (w.dtype() == DType.BF16 && w.in() % 2 == 0) {
+      return Path.BF16;
+    }
+    if (w.dtype() == DType.F8_E4M3 && B != null && w.blockCols() % L == 0 && w.maxScaleInv() * FP8_RESCALE < Float.MAX_VALUE) {
+      return Path.FP8;
+    }
+    return Path.GENERIC;
+  }
+
+  public static void matmul(float[] x, int m, Linear w, float[] y, Parallel par) {
+    int kDim = w.in();
+    int nDim = w.out();
+    if (x.length < (long) m * kDim || y.length < (long) m * nDim) {
+      throw new IllegalArgumentException(w.name() + ": x or y too short for m = " + m);
+    }
+    if (m == 0 || nDim == 0) {
+      return;
+    }
+    Path path = path(w);
+    // BF16 pairs are decoded as (even, odd) lanes, so x is split into its even and odd elements once per call:
+    // row i holds [x[i, 0], x[i, 2], ... | x[i, 1], x[i, 3], ...] at i * K.
+    float[] xs = x;
+    if (path == Path.BF16) {
+      Scratch s = SCRATCH.get();
+      if (s.xs.length < m * kDim) {
+        s.xs = new float[m * kDim];
+      }
+      xs = s.xs;
+      int half = kDim / 2;
+      for (int i = 0; i < m; i++) {
+        int o = i * kDim;
+        for (int k = 0; k < half; k++) {
+          xs[o + k] = x[o + 2 * k];
+          xs[o + half + k] = x[o + 2 * k + 1];
+        }
+      }
+    }
+    int blocks = (nDim + NR - 1) / NR;
+    long weights = (long) nDim * kDim;
+    int tasks = (int) Math.min(blocks, Math.max(1, weights / MIN_TASK_WEIGHTS));
+    if (tasks > 1) {
+      tasks = Math.min(blocks, Math.max(tasks, 2 * par.threads()));
+    }
+    int perTask = (blocks + tasks - 1) / tasks;
+    int taskCount = (blocks + perTask - 1) / perTask;
+    float[] xsFinal = xs;
+    par.forEach(taskCount, t -> {
+      int r0 = t * perTask * NR;
+      int r1 = Math.min(nDim, r0 + perTask * NR);
+      Scratch s = SCRATCH.get();
+      switch (path) {
+        case BF16 -> bf16Rows(xsFinal, x, m, w, y, r0, r1, s);
+        case FP8 -> fp8Rows(x, m, w, y, r0, r1, s);
+        default -> genericRows(x, m, w, y, r0, r1, s);
+      }
+    });
+  }
+
+  /** Lanes of acc added in a fixed tree: halves folded onto each other, L/2, L/4, ... 1. */
+  private static float sumLanes(FloatVector acc, float[] lanes) {
+    acc.intoArray(lanes, 0);
+    for (int h = L / 2; h > 0; h /= 2) {
+      for (int i = 0; i < h; i++) {
+        lanes[i] += lanes[i + h];
+      }
+    }
+    return lanes[0];
+  }
+
+  // ---------------------------------------------------------------------------------------------------- BF16
+
+  private static FloatVector even(IntVector w) {
+    return w.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats();
+  }
+
+  private static FloatVector odd(IntVector w) {
+    return w.and(BF16_HIGH).reinterpretAsFloats();
+  }
+
+  private static void bf16Rows(float[] xs, float[] x, int m, Linear w, float[] y, int r0, int r1, Scratch s) {
+    int kDim = w.in();
+    int half = kDim / 2;
+    int[] wb = s.ints(NR * half);
+    for (int r = r0; r < r1; r += NR) {
+      int nr = Math.min(NR, r1 - r);
+      w.rawRows(r, nr).asIntBuffer().get(wb, 0, nr * half);
+      if (nr == NR) {
+        int i = 0;
+        for (; i + MR <= m; i += MR) {
+          bf16Block4x4(xs, x, i, w, wb, y, r, s);
+        }
+        for (; i < m; i++) {
+          bf16Block4x1(xs, x, i, w, wb, y, r, s);
+        }
+      } else {
+        for (int j = 0; j < nr; j++) {
+          for (int i = 0; i < m; i++) {
+            bf16Block1x1(xs, x, i, w, wb, j * half, y, r + j, s);
+          }
+        }
+      }
+    }
+  }
+
+  /** Finishes one BF16 output: the lanes in a fixed tree, then k = 2·kv .. K-1 by scalar FMAs. */
+  private static float bf16Finish(FloatVector acc, int[] wb, int wOff, float[] x, int xOff, int kv, int kDim, float[] lanes) {
+    float sum = sumLanes(acc, lanes);
+    for (int k = 2 * kv; k < kDim; k++) {
+      int pair = wb[wOff + k / 2];
+      float wk = Float.intBitsToFloat((k & 1) == 0 ? pair << 16 : pair & BF16_HIGH);
+      sum = Math.fma(x[xOff + k], wk, sum);
+    }
+    return sum;
+  }
+
+  private static void bf16Block1x1(float[] xs, float[] x, int i, Linear w, int[] wb, int wOff, float[] y, int row, Scratch s) {
+    int kDim = w.in();
+    int half = kDim / 2;
+    int kv = half / L * L; // pairs taken by whole vectors
+    int xe = i * kDim;
+    int xo = xe + half;
+    FloatVector a = FloatVector.zero(F);
+    for (int j = 0; j < kv; j += L) {
+      IntVector p = IntVector.fromArray(I, wb, wOff + j);
+      a = even(p).fma(FloatVector.fromArray(F, xs, xe + j), a);
+      a = odd(p).fma(FloatVector.fromArray(F, xs, xo + j), a);
+    }
+    y[i * w.out() + row] = bf16Finish(a, wb, wOff, x, xe, kv, kDim, s.lanes);
+  }
+
+  private static void bf16Block4x1(float[] xs, float[] x, int i, Linear w, int[] wb, float[] y, int row, Scratch s) {
+    int kDim = w.in();
+    int half = kDim / 2;
+    int kv = half / L * L;
+    int xe = i * kDim;
+    int xo = xe + half;
+    FloatVector a0 = FloatVector.zero(F);
+    FloatVector a1 = a0;
+    FloatVector a2 = a0;
+    FloatVector a3 = a0;
+    for (int j = 0; j < kv; j += L) {
+      FloatVector ve = FloatVector.fromArray(F, xs, xe + j);
+      FloatVector vo = FloatVector.fromArray(F, xs, xo + j);
+      IntVector p0 = IntVector.fromArray(I, wb, j);
+      IntVector p1 = IntVector.fromArray(I, wb, half + j);
+      IntVector p2 = IntVector.fromArray(I, wb, 2 * half + j);
+      IntVector p3 = IntVector.fromArray(I, wb, 3 * half + j);
+      a0 = even(p0).fma(ve, a0);
+      a1 = even(p1).fma(ve, a1);
+      a2 = even(p2).fma(ve, a2);
+      a3 = even(p3).fma(ve, a3);
+      a0 = odd(p0).fma(vo, a0);
+      a1 = odd(p1).fma(vo, a1);
+      a2 = odd(p2).fma(vo, a2);
+      a3 = odd(p3).fma(vo, a3);
+    }
+    int yo = i * w.out() + row;
+    y[yo] = bf16Finish(a0, wb, 0, x, xe, kv, kDim, s.lanes);
+    y[yo + 1] = bf16Finish(a1, wb, half, x, xe, kv, kDim, s.lanes);
+    y[yo + 2] = bf16Finish(a2, wb, 2 * half, x, xe, kv, kDim, s.lanes);
+    y[yo + 3] = bf16Finish(a3, wb, 3 * half, x, xe, kv, kDim, s.lanes);
+  }
+
+  /** Four weight rows × four rows of x: each weight pair vector is decoded once and feeds four accumulators. */
+  private static void bf16Block4x4(float[] xs, float[] x, int i, Linear w, int[] wb, float[] y, int row, Scratch s) {
+    int kDim = w.in();
+    int half = kDim / 2;
+    int kv = half / L * L;
+    int x0 = i * kDim;
+    int x1 = x0 + kDim;
+    int x2 = x1 + kDim;
+    int x3 = x2 + kDim;
+    FloatVector z = FloatVector.zero(F);
+    FloatVector a00 = z, a01 = z, a02 = z, a03 = z;
+    FloatVector a10 = z, a11 = z, a12 = z, a13 = z;
+    FloatVector a20 = z, a21 = z, a22 = z, a23 = z;
+    FloatVector a30 = z, a31 = z, a32 = z, a33 = z;
+    for (int j = 0; j < kv; j += L) {
+      IntVector p0 = IntVector.fromArray(I, wb, j);
+      IntVector p1 = IntVector.fromArray(I, wb, half + j);
+      IntVector p2 = IntVector.fromArray(I, wb, 2 * half + j);
+      IntVector p3 = IntVector.fromArray(I, wb, 3 * half + j);
+      FloatVector e0 = even(p0), e1 = even(p1), e2 = even(p2), e3 = even(p3);
+      FloatVector o0 = odd(p0), o1 = odd(p1), o2 = odd(p2), o3 = odd(p3);
+      // Per accumulator: the even product, then the odd one.
+      FloatVector v = FloatVector.fromArray(F, xs, x0 + j);
+      a00 = e0.fma(v, a00);
+      a01 = e1.fma(v, a01);
+      a02 = e2.fma(v, a02);
+      a03 = e3.fma(v, a03);
+      v = FloatVector.fromArray(F, xs, x0 + half + j);
+      a00 = o0.fma(v, a00);
+      a01 = o1.fma(v, a01);
+      a02 = o2.fma(v, a02);
+      a03 = o3.fma(v, a03);
+      v = FloatVector.fromArray(F, xs, x1 + j);
+      a10 = e0.fma(v, a10);
+      a11 = e1.fma(v, a11);
+      a12 = e2.fma(v, a12);
+      a13 = e3.fma(v, a13);
+      v = FloatVector.fromArray(F, xs, x1 + half + j);
+      a10 = o0.fma(v, a10);
+      a11 = o1.fma(v, a11);
+      a12 = o2.fma(v, a12);
+      a13 = o3.fma(v, a13);
+      v = FloatVector.fromArray(F, xs, x2 + j);
+      a20 = e0.fma(v, a20);
+      a21 = e1.fma(v, a21);
+      a22 = e2.fma(v, a22);
+      a23 = e3.fma(v, a23);
+      v = FloatVector.fromArray(F, xs, x2 + half + j);
+      a20 = o0.fma(v, a20);
+      a21 = o1.fma(v, a21);
+      a22 = o2.fma(v, a22);
+      a23 = o3.fma(v, a23);
+      v = FloatVector.fromArray(F, xs, x3 + j);
+      a30 = e0.fma(v, a30);
+      a31 = e1.fma(v, a31);
+      a32 = e2.fma(v, a32);
+      a33 = e3.fma(v, a33);
+      v = FloatVector.fromArray(F, xs, x3 + half + j);
+      a30 = o0.fma(v, a30);
+      a31 = o1.fma(v, a31);
+      a32 = o2.fma(v, a32);
+      a33 = o3.fma(v, a33);
+    }
+    int n = w.out();
+    float[] ln = s.lanes;
+    int y0 = i * n + row;
+    y[y0] = bf16Finish(a00, wb, 0, x, x0, kv, kDim, ln);
+    y[y0 + 1] = bf16Finish(a01, wb, half, x, x0, kv, kDim, ln);
+    y[y0 + 2] = bf16Finish(a02, wb, 2 * half, x, x0, kv, kDim, ln);
+    y[y0 + 3] = bf16Finish(a03, wb, 3 * half, x, x0, kv, kDim, ln);
+    y0 += n;
+    y[y0] = bf16Finish(a10, wb, 0, x, x1, kv, kDim, ln);
+    y[y0 + 1] = bf16Finish(a11, wb, half, x, x1, kv, kDim, ln);
+    y[y0 + 2] = bf16Finish(a12, wb, 2 * half, x, x1, kv, kDim, ln);
+    y[y0 + 3] = bf16Finish(a13, wb, 3 * half, x, x1, kv, kDim, ln);
+    y0 += n;
+    y[y0] = bf16Finish(a20, wb, 0, x, x2, kv, kDim, ln);
+    y[y0 + 1] = bf16Finish(a21, wb, half, x, x2, kv, kDim, ln);
+    y[y0 + 2] = bf16Finish(a22, wb, 2 * half, x, x2, kv, kDim, ln);
+    y[y0 + 3] = bf16Finish(a23, wb, 3 * half, x, x2, kv, kDim, ln);
+    y0 += n;
+    y[y0] = bf16Finish(a30, wb, 0, x, x3, kv, kDim, ln);
+    y[y0 + 1] = bf16Finish(a31, wb, half, x, x3, kv, kDim, ln);
+    y[y0 + 2] = bf16Finish(a32, wb, 2 * half, x, x3, kv, kDim, ln);
+    y[y0 + 3] = bf16Finish(a33, wb, 3 * half, x, x3, kv, kDim, ln);
+  }
+
+  // ----------------------------------------------------------------------------------------------------- FP8
+
+  /**
+   * L E4M3 codes to fp32 times their block scale (pre-multiplied by 2^120): sign to bit 31, exponent and
+   * mantissa to bits 26..20, so the float is the code's value × 2^-120 exactly (subnormals included); the one
+   * product with the scale rounds as {@link Linear#row}'s does. Codes 0x7f / 0xff are NaN.
+   */
+  private static FloatVector fp8(byte[] codes, int off, FloatVector scale) {
+    IntVector c = (IntVector) ByteVector.fromArray(B, codes, off).convertShape(VectorOperators.B2I, I, 0);
+    IntVector mag = c.and(0x7f);
+    IntVector bits = mag.lanewise(VectorOperators.LSHL, 20).or(c.and(0x80).lanewise(VectorOperators.LSHL, 24));
+    bits = bits.blend(0x7fc00000, mag.eq(0x7f));
+    return bits.reinterpretAsFloats().mul(scale);
+  }
+
+  private static void fp8Rows(float[] x, int m, Linear w, float[] y, int r0, int r1, Scratch s) {
+    int kDim = w.in();
+    byte[] wb = s.bytes(NR * kDim);
+    for (int r = r0; r < r1; r += NR) {
+      int nr = Math.min(NR, r1 - r);
+      w.rawRows(r, nr).get(wb, 0, nr * kDim);
+      if (nr == NR) {
+        int i = 0;
+        for (; i + MR <= m; i += MR) {
+          fp8Block4x4(x, i, w, wb, y, r, s);
+        }
+        for (; i < m; i++) {
+          fp8Block4x1(x, i, w, wb, y, r, s);
+        }
+      } else {
+        for (int j = 0; j < nr; j++) {
+          for (int i = 0; i < m; i++) {
+            fp8Block1x1(x, i, w, wb, j * kDim, y, r + j, s);
+          }
+        }
+      }
+    }
+  }
+
+  /** Finishes one FP8 output: lanes in a fixed tree, then the K tail by scalar FMAs of code × block scale. */
+  private static float fp8Finish(FloatVector acc, Linear w, int row, byte[] wb, int wOff, float[] x, int xOff, int kv, float[] lanes) {
+    float sum = sumLanes(acc, lanes);
+    for (int k = kv; k < w.in(); k++) {
+      float wk = NumberFormats.e4m3ToFloat(wb[wOff + k]) * w.blockScale(row, k);
+      sum = Math.fma(x[xOff + k], wk, sum);
+    }
+    return sum;
+  }
+
+  private static FloatVector scale(Linear w, int row, int k) {
+    return FloatVector.broadcast(F, w.blockScale(row, k) * FP8_RESCALE);
+  }
+
+  private static void fp8Block1x1(float[] x, int i, Linear w, byte[] wb, int wOff, float[] y, int row, Scratch s) {
+    int kDim = w.in();
+    int kv = kDim / L * L;
+    int bc = w.blockCols();
+    int xo = i * kDim;
+    FloatVector a = FloatVector.zero(F);
+    for (int k0 = 0; k0 < kv; k0 += bc) {
+      int kEnd = Math.min(kv, k0 + bc);
+      FloatVector sc = scale(w, row, k0);
+      for (int k = k0; k < kEnd; k += L) {
+        a = fp8(wb, wOff + k, sc).fma(FloatVector.fromArray(F, x, xo + k), a);
+      }
+    }
+    y[i * w.out() + row] = fp8Finish(a, w, row, wb, wOff, x, xo, kv, s.lanes);
+  }
+
+  private static void fp8Block4x1(float[] x, int i, Linear w, byte[] wb, float[] y, int row, Scratch s) {
+    int kDim = w.in();
+    int kv = kDim / L * L;
+    int bc = w.blockCols();
+    int xo = i * kDim;
+    FloatVector a0 = FloatVector.zero(F);
+    FloatVector a1 = a0;
+    FloatVector a2 = a0;
+    FloatVector a3 = a0;
+    for (int k0 = 0; k0 < kv; k0 += bc) {
+      int kEnd = Math.min(kv, k0 + bc);
+      FloatVector s0 = scale(w, row, k0);
+      FloatVector s1 = scale(w, row + 1, k0);
+      FloatVector s2 = scale(w, row + 2, k0);
+      FloatVector s3 = scale(w, row + 3, k0);
+      for (int k = k0; k < kEnd; k += L) {
+        FloatVector v = FloatVector.fromArray(F, x, xo + k);
+        a0 = fp8(wb, k, s0).fma(v, a0);
+        a1 = fp8(wb, kDim + k, s1).fma(v, a1);
+        a2 = fp8(wb, 2 * kDim + k, s2).fma(v, a2);
+        a3 = fp8(wb, 3 * kDim + k, s3).fma(v, a3);
+      }
+    }
+    int yo = i * w.out() + row;
+    y[yo] = fp8Finish(a0, w, row, wb, 0, x, xo, kv, s.lanes);
+    y[yo + 1] = fp8Finish(a1, w, row + 1, wb, kDim, x, xo, kv, s.lanes);
+    y[yo + 2] = fp8Finish(a2, w, row + 2, wb, 2 * kDim, x, xo, kv, s.lanes);
+    y[yo + 3] = fp8Finish(a3, w, row + 3, wb, 3 * kDim, x, xo, kv, s.lanes);
+  }
+
+  private static void fp8Block4x4(float[] x, int i, Linear w, byte[] wb, float[] y, int row, Scratch s) {
+    int kDim = w.in();
+    int kv = kDim / L * L;
+    int bc = w.blockCols();
+    int x0 = i * kDim;
+    int x1 = x0 + kDim;
+    int x2 = x1 + kDim;
+    int x3 = x2 + kDim;
+    FloatVector z = FloatVector.zero(F);
+    FloatVector a00 = z, a01 = z, a02 = z, a03 = z;
+    FloatVector a10 = z, a11 = z, a12 = z, a13 = z;
+    FloatVector a20 = z, a21 = z, a22 = z, a23 = z;
+    FloatVector a30 = z, a31 = z, a32 = z, a33 = z;
+    for (int k0 = 0; k0 < kv; k0 += bc) {
+      int kEnd = Math.min(kv, k0 + bc);
+      FloatVector s0 = scale(w, row, k0);
+      FloatVector s1 = scale(w, row + 1, k0);
+      FloatVector s2 = scale(w, row + 2, k0);
+      FloatVector s3 = scale(w, row + 3, k0);
+      for (int k = k0; k < kEnd; k += L) {
+        FloatVector w0 = fp8(wb, k, s0);
+        FloatVector w1 = fp8(wb, kDim + k, s1);
+        FloatVector w2 = fp8(wb, 2 * kDim + k, s2);
+        FloatVector w3 = fp8(wb, 3 * kDim + k, s3);
+        FloatVector v = FloatVector.fromArray(F, x, x0 + k);
+        a00 = w0.fma(v, a00);
+        a01 = w1.fma(v, a01);
+        a02 = w2.fma(v, a02);
+        a03 = w3.fma(v, a03);
+        v = FloatVector.fromArray(F, x, x1 + k);
+        a10 = w0.fma(v, a10);
+        a11 = w1.fma(v, a11);
+        a12 = w2.fma(v, a12);
+        a13 = w3.fma(v, a13);
+        v = FloatVector.fromArray(F, x, x2 + k);
+        a20 = w0.fma(v, a20);
+        a21 = w1.fma(v, a21);
+        a22 = w2.fma(v, a22);
+        a23 = w3.fma(v, a23);
+        v = FloatVector.fromArray(F, x, x3 + k);
+        a30 = w0.fma(v, a30);
+        a31 = w1.fma(v, a31);
+        a32 = w2.fma(v, a32);
+        a33 = w3.fma(v, a33);
+      }
+    }
+    int n = w.out();
+    float[] ln = s.lanes;
+    int y0 = i * n + row;
+    y[y0] = fp8Finish(a00, w, row, wb, 0, x, x0, kv, ln);
+    y[y0 + 1] = fp8Finish(a01, w, row + 1, wb, kDim, x, x0, kv, ln);
+    y[y0 + 2] = fp8Finish(a02, w, row + 2, wb, 2 * kDim, x, x0, kv, ln);
+    y[y0 + 3] = fp8Finish(a03, w, row + 3, wb, 3 * kDim, x, x0, kv, ln);
+    y0 += n;
+    y[y0] = fp8Finish(a10, w, row, wb, 0, x, x1, kv, ln);
+    y[y0 + 1] = fp8Finish(a11, w, row + 1, wb, kDim, x, x1, kv, ln);
+    y[y0 + 2] = fp8Finish(a12, w, row + 2, wb, 2 * kDim, x, x1, kv, ln);
+    y[y0 + 3] = fp8Finish(a13, w, row + 3, wb, 3 * kDim, x, x1, kv, ln);
+    y0 += n;
+    y[y0] = fp8Finish(a20, w, row, wb, 0, x, x2, kv, ln);
+    y[y0 + 1] = fp8Finish(a21, w, row + 1, wb, kDim, x, x2, kv, ln);
+    y[y0 + 2] = fp8Finish(a22, w, row + 2, wb, 2 * kDim, x, x2, kv, ln);
+    y[y0 + 3] = fp8Finish(a23, w, row + 3, wb, 3 * kDim, x, x2, kv, ln);
+    y0 += n;
+    y[y0] = fp8Finish(a30, w, row, wb, 0, x, x3, kv, ln);
+    y[y0 + 1] = fp8Finish(a31, w, row + 1, wb, kDim, x, x3, kv, ln);
+    y[y0 + 2] = fp8Finish(a32, w, row + 2, wb, 2 * kDim, x, x3, kv, ln);
+    y[y0 + 3] = fp8Finish(a33, w, row + 3, wb, 3 * kDim, x, x3, kv, ln);
+  }
+
+  // ------------------------------------------------------------------------------------------------- generic
+
+  /** F32, F16 and shapes the in-register decoders do not take: rows decoded by {@link Linear#row}, one output at a time. */
+  private static void genericRows(float[] x, int m, Linear w, float[] y, int r0, int r1, Scratch s) {
+    int kDim = w.in();
+    int nDim = w.out();
+    int kv = kDim / L * L;
+    float[] row = s.floats(kDim);
+    for (int r = r0; r < r1; r++) {
+      w.row(r, 0, kDim, row, 0);
+      for (int i = 0; i < m; i++) {
+        int xo = i * kDim;
+        FloatVector a = FloatVector.zero(F);
+        for (int k = 0; k < kv; k += L) {
+          a = FloatVector.fromArray(F, row, k).fma(FloatVector.fromArray(F, x, xo + k), a);
+        }
+        float sum = sumLanes(a, s.lanes);
+        for (int k = kv; k < kDim; k++) {
+          sum = Math.fma(x[xo + k], row[k], sum);
+        }
+        y[i * nDim + r] = sum;
+      }
+    }
+  }
+}
