@@ -164,7 +164,8 @@ public final class RowDotGemm {
       if (nr == NR) {
         int i = 0;
         for (; i + MR <= m; i += MR) {
-          bf16Block4x4(xs, x, i, w, wb, y, r, s);
+          bf16Block2x4(xs, x, i, w, wb, 0, y, r, s);
+          bf16Block2x4(xs, x, i, w, wb, 2 * half, y, r + 2, s);
         }
         for (; i < m; i++) {
           bf16Block4x1(xs, x, i, w, wb, y, r, s);
@@ -238,8 +239,11 @@ public final class RowDotGemm {
     y[yo + 3] = bf16Finish(a3, wb, 3 * half, x, xe, kv, kDim, s.lanes);
   }
 
-  /** Four weight rows × four rows of x: each weight pair vector is decoded once and feeds four accumulators. */
-  private static void bf16Block4x4(float[] xs, float[] x, int i, Linear w, int[] wb, float[] y, int row, Scratch s) {
+  /**
+   * Two weight rows (wOff, wOff + K/2 in wb) × four rows of x: each weight pair vector is decoded once and
+   * feeds four accumulators. Eight accumulators plus the decoded weights fit AVX2's 16 registers.
+   */
+  private static void bf16Block2x4(float[] xs, float[] x, int i, Linear w, int[] wb, int wOff, float[] y, int row, Scratch s) {
     int kDim = w.in();
     int half = kDim / 2;
     int kv = half / L * L;
@@ -247,82 +251,56 @@ public final class RowDotGemm {
     int x1 = x0 + kDim;
     int x2 = x1 + kDim;
     int x3 = x2 + kDim;
+    int w1Off = wOff + half;
     FloatVector z = FloatVector.zero(F);
-    FloatVector a00 = z, a01 = z, a02 = z, a03 = z;
-    FloatVector a10 = z, a11 = z, a12 = z, a13 = z;
-    FloatVector a20 = z, a21 = z, a22 = z, a23 = z;
-    FloatVector a30 = z, a31 = z, a32 = z, a33 = z;
+    FloatVector a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z;
     for (int j = 0; j < kv; j += L) {
-      IntVector p0 = IntVector.fromArray(I, wb, j);
-      IntVector p1 = IntVector.fromArray(I, wb, half + j);
-      IntVector p2 = IntVector.fromArray(I, wb, 2 * half + j);
-      IntVector p3 = IntVector.fromArray(I, wb, 3 * half + j);
-      FloatVector e0 = even(p0), e1 = even(p1), e2 = even(p2), e3 = even(p3);
-      FloatVector o0 = odd(p0), o1 = odd(p1), o2 = odd(p2), o3 = odd(p3);
+      IntVector p0 = IntVector.fromArray(I, wb, wOff + j);
+      IntVector p1 = IntVector.fromArray(I, wb, w1Off + j);
+      FloatVector e0 = even(p0);
+      FloatVector e1 = even(p1);
+      FloatVector o0 = odd(p0);
+      FloatVector o1 = odd(p1);
       // Per accumulator: the even product, then the odd one.
       FloatVector v = FloatVector.fromArray(F, xs, x0 + j);
       a00 = e0.fma(v, a00);
       a01 = e1.fma(v, a01);
-      a02 = e2.fma(v, a02);
-      a03 = e3.fma(v, a03);
       v = FloatVector.fromArray(F, xs, x0 + half + j);
       a00 = o0.fma(v, a00);
       a01 = o1.fma(v, a01);
-      a02 = o2.fma(v, a02);
-      a03 = o3.fma(v, a03);
       v = FloatVector.fromArray(F, xs, x1 + j);
       a10 = e0.fma(v, a10);
       a11 = e1.fma(v, a11);
-      a12 = e2.fma(v, a12);
-      a13 = e3.fma(v, a13);
       v = FloatVector.fromArray(F, xs, x1 + half + j);
       a10 = o0.fma(v, a10);
       a11 = o1.fma(v, a11);
-      a12 = o2.fma(v, a12);
-      a13 = o3.fma(v, a13);
       v = FloatVector.fromArray(F, xs, x2 + j);
       a20 = e0.fma(v, a20);
       a21 = e1.fma(v, a21);
-      a22 = e2.fma(v, a22);
-      a23 = e3.fma(v, a23);
       v = FloatVector.fromArray(F, xs, x2 + half + j);
       a20 = o0.fma(v, a20);
       a21 = o1.fma(v, a21);
-      a22 = o2.fma(v, a22);
-      a23 = o3.fma(v, a23);
       v = FloatVector.fromArray(F, xs, x3 + j);
       a30 = e0.fma(v, a30);
       a31 = e1.fma(v, a31);
-      a32 = e2.fma(v, a32);
-      a33 = e3.fma(v, a33);
       v = FloatVector.fromArray(F, xs, x3 + half + j);
       a30 = o0.fma(v, a30);
       a31 = o1.fma(v, a31);
-      a32 = o2.fma(v, a32);
-      a33 = o3.fma(v, a33);
     }
     int n = w.out();
     float[] ln = s.lanes;
     int y0 = i * n + row;
-    y[y0] = bf16Finish(a00, wb, 0, x, x0, kv, kDim, ln);
-    y[y0 + 1] = bf16Finish(a01, wb, half, x, x0, kv, kDim, ln);
-    y[y0 + 2] = bf16Finish(a02, wb, 2 * half, x, x0, kv, kDim, ln);
-    y[y0 + 3] = bf16Finish(a03, wb, 3 * half, x, x0, kv, kDim, ln);
+    y[y0] = bf16Finish(a00, wb, wOff, x, x0, kv, kDim, ln);
+    y[y0 + 1] = bf16Finish(a01, wb, w1Off, x, x0, kv, kDim, ln);
     y0 += n;
-    y[y0] = bf16Finish(a10, wb, 0, x, x1, kv, kDim, ln);
-    y[y0 + 1] = bf16Finish(a11, wb, half, x, x1, kv, kDim, ln);
-    y[y0 + 2] = bf16Finish(a12, wb, 2 * half, x, x1, kv, kDim, ln);
-    y[y0 + 3] = bf16Finish(a13, wb, 3 * half, x, x1, kv, kDim, ln);
+    y[y0] = bf16Finish(a10, wb, wOff, x, x1, kv, kDim, ln);
+    y[y0 + 1] = bf16Finish(a11, wb, w1Off, x, x1, kv, kDim, ln);
     y0 += n;
-    y[y0] = bf16Finish(a20, wb, 0, x, x2, kv, kDim, ln);
-    y[y0 + 1] = bf16Finish(a21, wb, half, x, x2, kv, kDim, ln);
-    y[y0 + 2] = bf16Finish(a22, wb, 2 * half, x, x2, kv, kDim, ln);
-    y[y0 + 3] = bf16Finish(a23, wb, 3 * half, x, x2, kv, kDim, ln);
+    y[y0] = bf16Finish(a20, wb, wOff, x, x2, kv, kDim, ln);
+    y[y0 + 1] = bf16Finish(a21, wb, w1Off, x, x2, kv, kDim, ln);
     y0 += n;
-    y[y0] = bf16Finish(a30, wb, 0, x, x3, kv, kDim, ln);
-    y[y0 + 1] = bf16Finish(a31, wb, half, x, x3, kv, kDim, ln);
-    y[y0 + 2] = bf16Finish(a32, wb, 2 * half, x, x3, kv, kDim, ln);
-    y[y0 + 3] = bf16Finish(a33, wb, 3 * half, x, x3, kv, kDim, ln);
+    y[y0] = bf16Finish(a30, wb, wOff, x, x3, kv, kDim, ln);
+    y[y0 + 1] = bf16Finish(a31, wb, w1Off, x, x3, kv, kDim, ln);
   }
 
   // ----------------------------------------------------------------------------------------------------- FP8
@@ -349,7 +327,8 @@ public final class RowDotGemm {
       if (nr == NR) {
         int i = 0;
         for (; i + MR <= m; i += MR) {
-          fp8Block4x4(x, i, w, wb, y, r, s);
+          fp8Block2x4(x, i, w, wb, 0, y, r, s);
+          fp8Block2x4(x, i, w, wb, 2 * kDim, y, r + 2, s);
         }
         for (; i < m; i++) {
           fp8Block4x1(x, i, w, wb, y, r, s);
@@ -424,7 +403,8 @@ public final class RowDotGemm {
     y[yo + 3] = fp8Finish(a3, w, row + 3, wb, 3 * kDim, x, xo, kv, s.lanes);
   }
 
-  private static void fp8Block4x4(float[] x, int i, Linear w, byte[] wb, float[] y, int row, Scratch s) {
+  /** Two weight rows (wOff, wOff + K in wb) × four rows of x, as {@link #bf16Block2x4}. */
+  private static void fp8Block2x4(float[] x, int i, Linear w, byte[] wb, int wOff, float[] y, int row, Scratch s) {
     int kDim = w.in();
     int kv = kDim / L * L;
     int bc = w.blockCols();
@@ -432,66 +412,44 @@ public final class RowDotGemm {
     int x1 = x0 + kDim;
     int x2 = x1 + kDim;
     int x3 = x2 + kDim;
+    int w1Off = wOff + kDim;
     FloatVector z = FloatVector.zero(F);
-    FloatVector a00 = z, a01 = z, a02 = z, a03 = z;
-    FloatVector a10 = z, a11 = z, a12 = z, a13 = z;
-    FloatVector a20 = z, a21 = z, a22 = z, a23 = z;
-    FloatVector a30 = z, a31 = z, a32 = z, a33 = z;
+    FloatVector a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z;
     for (int k0 = 0; k0 < kv; k0 += bc) {
       int kEnd = Math.min(kv, k0 + bc);
       FloatVector s0 = scale(w, row, k0);
       FloatVector s1 = scale(w, row + 1, k0);
-      FloatVector s2 = scale(w, row + 2, k0);
-      FloatVector s3 = scale(w, row + 3, k0);
       for (int k = k0; k < kEnd; k += L) {
-        FloatVector w0 = fp8(wb, k, s0);
-        FloatVector w1 = fp8(wb, kDim + k, s1);
-        FloatVector w2 = fp8(wb, 2 * kDim + k, s2);
-        FloatVector w3 = fp8(wb, 3 * kDim + k, s3);
+        FloatVector w0 = fp8(wb, wOff + k, s0);
+        FloatVector w1 = fp8(wb, w1Off + k, s1);
         FloatVector v = FloatVector.fromArray(F, x, x0 + k);
         a00 = w0.fma(v, a00);
         a01 = w1.fma(v, a01);
-        a02 = w2.fma(v, a02);
-        a03 = w3.fma(v, a03);
         v = FloatVector.fromArray(F, x, x1 + k);
         a10 = w0.fma(v, a10);
         a11 = w1.fma(v, a11);
-        a12 = w2.fma(v, a12);
-        a13 = w3.fma(v, a13);
         v = FloatVector.fromArray(F, x, x2 + k);
         a20 = w0.fma(v, a20);
         a21 = w1.fma(v, a21);
-        a22 = w2.fma(v, a22);
-        a23 = w3.fma(v, a23);
         v = FloatVector.fromArray(F, x, x3 + k);
         a30 = w0.fma(v, a30);
         a31 = w1.fma(v, a31);
-        a32 = w2.fma(v, a32);
-        a33 = w3.fma(v, a33);
       }
     }
     int n = w.out();
     float[] ln = s.lanes;
     int y0 = i * n + row;
-    y[y0] = fp8Finish(a00, w, row, wb, 0, x, x0, kv, ln);
-    y[y0 + 1] = fp8Finish(a01, w, row + 1, wb, kDim, x, x0, kv, ln);
-    y[y0 + 2] = fp8Finish(a02, w, row + 2, wb, 2 * kDim, x, x0, kv, ln);
-    y[y0 + 3] = fp8Finish(a03, w, row + 3, wb, 3 * kDim, x, x0, kv, ln);
+    y[y0] = fp8Finish(a00, w, row, wb, wOff, x, x0, kv, ln);
+    y[y0 + 1] = fp8Finish(a01, w, row + 1, wb, w1Off, x, x0, kv, ln);
     y0 += n;
-    y[y0] = fp8Finish(a10, w, row, wb, 0, x, x1, kv, ln);
-    y[y0 + 1] = fp8Finish(a11, w, row + 1, wb, kDim, x, x1, kv, ln);
-    y[y0 + 2] = fp8Finish(a12, w, row + 2, wb, 2 * kDim, x, x1, kv, ln);
-    y[y0 + 3] = fp8Finish(a13, w, row + 3, wb, 3 * kDim, x, x1, kv, ln);
+    y[y0] = fp8Finish(a10, w, row, wb, wOff, x, x1, kv, ln);
+    y[y0 + 1] = fp8Finish(a11, w, row + 1, wb, w1Off, x, x1, kv, ln);
     y0 += n;
-    y[y0] = fp8Finish(a20, w, row, wb, 0, x, x2, kv, ln);
-    y[y0 + 1] = fp8Finish(a21, w, row + 1, wb, kDim, x, x2, kv, ln);
-    y[y0 + 2] = fp8Finish(a22, w, row + 2, wb, 2 * kDim, x, x2, kv, ln);
-    y[y0 + 3] = fp8Finish(a23, w, row + 3, wb, 3 * kDim, x, x2, kv, ln);
+    y[y0] = fp8Finish(a20, w, row, wb, wOff, x, x2, kv, ln);
+    y[y0 + 1] = fp8Finish(a21, w, row + 1, wb, w1Off, x, x2, kv, ln);
     y0 += n;
-    y[y0] = fp8Finish(a30, w, row, wb, 0, x, x3, kv, ln);
-    y[y0 + 1] = fp8Finish(a31, w, row + 1, wb, kDim, x, x3, kv, ln);
-    y[y0 + 2] = fp8Finish(a32, w, row + 2, wb, 2 * kDim, x, x3, kv, ln);
-    y[y0 + 3] = fp8Finish(a33, w, row + 3, wb, 3 * kDim, x, x3, kv, ln);
+    y[y0] = fp8Finish(a30, w, row, wb, wOff, x, x3, kv, ln);
+    y[y0 + 1] = fp8Finish(a31, w, row + 1, wb, w1Off, x, x3, kv, ln);
   }
 
   // ------------------------------------------------------------------------------------------------- generic

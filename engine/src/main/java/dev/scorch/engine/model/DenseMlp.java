@@ -17,16 +17,21 @@ final class DenseMlp {
 
   /** x: [rows, hidden] → [rows, hidden]. */
   float[] forward(float[] x, int rows, Ops ops) {
+    return forward(x, rows, Matmuls.prefill(ops));
+  }
+
+  /** As above, each row through the matmul mm picks for it. */
+  float[] forward(float[] x, int rows, Matmuls mm) {
     int inter = gateProj.out();
     float[] g = new float[rows * inter];
     float[] u = new float[rows * inter];
-    ops.matmul(x, rows, gateProj, g);
-    ops.matmul(x, rows, upProj, u);
+    mm.apply(x, rows, gateProj, g);
+    mm.apply(x, rows, upProj, u);
     for (int i = 0; i < g.length; i++) {
       g[i] = silu(g[i]) * u[i];
     }
     float[] out = new float[rows * downProj.out()];
-    ops.matmul(g, rows, downProj, out);
+    mm.apply(g, rows, downProj, out);
     return out;
   }
 

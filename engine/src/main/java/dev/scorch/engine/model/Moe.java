@@ -28,7 +28,12 @@ final class Moe {
 
   /** x: [T, hidden] → [T, hidden]; routes[i * top_k ..] receives token i's experts when not null. */
   float[] forward(float[] x, int t, Ops ops, int[] routes) {
-    MoeRouter.Routing r = gate.route(x, t, ops);
+    return forward(x, t, Matmuls.prefill(ops), routes);
+  }
+
+  /** As above, each row through the matmul mm picks for it. */
+  float[] forward(float[] x, int t, Matmuls mm, int[] routes) {
+    MoeRouter.Routing r = gate.route(x, t, mm);
     int topK = r.topK();
     if (routes != null) {
       System.arraycopy(r.experts(), 0, routes, 0, t * topK);
@@ -58,7 +63,7 @@ final class Moe {
       for (int j = 0; j < n; j++) {
         System.arraycopy(x, rows[j] * hidden, xe, j * hidden, hidden);
       }
-      float[] ye = experts[e].forward(xe, n, ops);
+      float[] ye = experts[e].forward(xe, n, mm.rows(rows, n));
       for (int j = 0; j < n; j++) {
         int yo = rows[j] * hidden;
         for (int d = 0; d < hidden; d++) {
@@ -67,7 +72,7 @@ final class Moe {
       }
     }
     if (sharedExperts != null) {
-      float[] s = sharedExperts.forward(x, t, ops);
+      float[] s = sharedExperts.forward(x, t, mm);
       for (int i = 0; i < y.length; i++) {
         y[i] += s[i];
       }
