@@ -66,6 +66,15 @@ public final class CpuOps implements Ops {
   }
 
   @Override
+  public void matmulDecode(float[][] x, int[] m, Linear[] w, float[][] y) {
+    if (simd) {
+      RowDotGemm.matmulGroup(x, m, w, y, par);
+    } else {
+      Ops.super.matmulDecode(x, m, w, y);
+    }
+  }
+
+  @Override
   public void attention(MlaInputs in, float[] out) {
     if (simd) {
       int heads = in.heads();

@@ -15,6 +15,16 @@ public interface Ops extends AutoCloseable {
    */
   void matmulDecode(float[] x, int m, Linear w, float[] y);
 
+  /**
+   * Independent decode matmuls y[g] = x[g] · w[g]ᵀ (m[g] rows each), which a backend may run as one parallel
+   * pass (the experts of a decode step); each result has the bits {@link #matmulDecode} gives it alone.
+   */
+  default void matmulDecode(float[][] x, int[] m, Linear[] w, float[][] y) {
+    for (int g = 0; g < w.length; g++) {
+      matmulDecode(x[g], m[g], w[g], y[g]);
+    }
+  }
+
   /** out[T, heads, v_head]: causal softmax(q·kᵀ · scale) · v per sequence, softmax in fp32. */
   void attention(MlaInputs in, float[] out);
 

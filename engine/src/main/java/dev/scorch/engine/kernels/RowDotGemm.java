@@ -55,7 +55,7 @@ public final class RowDotGemm {
     int[] ints = new int[0];
     byte[] bytes = new byte[0];
     float[] floats = new float[0];
-    float[] xs = new float[0];
+    float[][] xsGroup = new float[1][];
     final float[] lanes = new float[L];
     final float[] scales = new float[NR];
 
@@ -85,50 +85,70 @@ public final class RowDotGemm {
   }
 
   public static void matmul(float[] x, int m, Linear w, float[] y, Parallel par) {
-    int kDim = w.in();
-    int nDim = w.out();
-    if (x.length < (long) m * kDim || y.length < (long) m * nDim) {
-      throw new IllegalArgumentException(w.name() + ": x or y too short for m = " + m);
+    matmulGroup(new float[][] {x}, new int[] {m}, new Linear[] {w}, new float[][] {y}, par);
+  }
+
+  /**
+   * Independent products y[g] = x[g] · w[g]ᵀ (m[g] rows each) in one parallel pass, so small matrices (the
+   * experts of a decode step) share one wake-up of the threads. Each result has the bits {@link #matmul} gives.
+   */
+  public static void matmulGroup(float[][] x, int[] m, Linear[] w, float[][] y, Parallel par) {
+    int g = w.length;
+    Path[] paths = new Path[g];
+    float[][] xs = new float[g][];
+    int[] perTask = new int[g];
+    int[] firstTask = new int[g + 1];
+    Scratch caller = SCRATCH.get();
+    if (caller.xsGroup.length < g) {
+      caller.xsGroup = java.util.Arrays.copyOf(caller.xsGroup, g);
     }
-    if (m == 0 || nDim == 0) {
-      return;
-    }
-    Path path = path(w);
-    // BF16 pairs are decoded as (even, odd) lanes, so x is split into its even and odd elements once per call:
-    // row i holds [x[i, 0], x[i, 2], ... | x[i, 1], x[i, 3], ...] at i * K.
-    float[] xs = x;
-    if (path == Path.BF16) {
-      Scratch s = SCRATCH.get();
-      if (s.xs.length < m * kDim) {
-        s.xs = new float[m * kDim];
+    for (int i = 0; i < g; i++) {
+      int kDim = w[i].in();
+      int nDim = w[i].out();
+      if (x[i].length < (long) m[i] * kDim || y[i].length < (long) m[i] * nDim) {
+        throw new IllegalArgumentException(w[i].name() + ": x or y too short for m = " + m[i]);
       }
-      xs = s.xs;
-      int half = kDim / 2;
-      for (int i = 0; i < m; i++) {
-        int o = i * kDim;
-        for (int k = 0; k < half; k++) {
-          xs[o + k] = x[o + 2 * k];
-          xs[o + half + k] = x[o + 2 * k + 1];
+      paths[i] = path(w[i]);
+      xs[i] = x[i];
+      if (paths[i] == Path.BF16) {
+        // BF16 pairs are decoded as (even, odd) lanes, so x is split into its even and odd elements once:
+        // row r holds [x[r, 0], x[r, 2], ... | x[r, 1], x[r, 3], ...] at r * K.
+        float[] split = caller.xsGroup[i];
+        if (split == null || split.length < m[i] * kDim) {
+          caller.xsGroup[i] = split = new float[m[i] * kDim];
         }
+        int half = kDim / 2;
+        for (int r = 0; r < m[i]; r++) {
+          int o = r * kDim;
+          for (int k = 0; k < half; k++) {
+            split[o + k] = x[i][o + 2 * k];
+            split[o + half + k] = x[i][o + 2 * k + 1];
+          }
+        }
+        xs[i] = split;
       }
+      int blocks = (nDim + NR - 1) / NR;
+      long weights = (long) nDim * kDim;
+      int tasks = (int) Math.min(blocks, Math.max(1, weights / MIN_TASK_WEIGHTS));
+      if (tasks > 1 && g == 1) {
+        tasks = Math.min(blocks, Math.max(tasks, 2 * par.threads()));
+      }
+      perTask[i] = m[i] == 0 || blocks == 0 ? 0 : (blocks + tasks - 1) / tasks;
+      int count = perTask[i] == 0 ? 0 : (blocks + perTask[i] - 1) / perTask[i];
+      firstTask[i + 1] = firstTask[i] + count;
     }
-    int blocks = (nDim + NR - 1) / NR;
-    long weights = (long) nDim * kDim;
-    int tasks = (int) Math.min(blocks, Math.max(1, weights / MIN_TASK_WEIGHTS));
-    if (tasks > 1) {
-      tasks = Math.min(blocks, Math.max(tasks, 2 * par.threads()));
-    }
-    int perTask = (blocks + tasks - 1) / tasks;
-    int taskCount = (blocks + perTask - 1) / perTask;
-    float[] xsFinal = xs;
-    par.forEach(taskCount, t -> {
-      int r0 = t * perTask * NR;
-      int r1 = Math.min(nDim, r0 + perTask * NR);
+    par.forEach(firstTask[g], t -> {
+      int i = 0;
+      while (firstTask[i + 1] <= t) {
+        i++;
+      }
+      int r0 = (t - firstTask[i]) * perTask[i] * NR;
+      int r1 = Math.min(w[i].out(), r0 + perTask[i] * NR);
       Scratch s = SCRATCH.get();
-      switch (path) {
-        case BF16 -> bf16Rows(xsFinal, x, m, w, y, r0, r1, s);
-        case FP8 -> fp8Rows(x, m, w, y, r0, r1, s);
-        default -> genericRows(x, m, w, y, r0, r1, s);
+      switch (paths[i]) {
+        case BF16 -> bf16Rows(xs[i], x[i], m[i], w[i], y[i], r0, r1, s);
+        case FP8 -> fp8Rows(x[i], m[i], w[i], y[i], r0, r1, s);
+        default -> genericRows(x[i], m[i], w[i], y[i], r0, r1, s);
       }
     });
   }

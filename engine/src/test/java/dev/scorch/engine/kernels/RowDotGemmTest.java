@@ -111,6 +111,27 @@ class RowDotGemmTest {
     }
   }
 
+  /** A group of matmuls in one pass gives each member the bits it gets alone. */
+  @Test
+  void groupedMatmulsGiveTheBitsOfSingleOnes() throws IOException {
+    Linear[] w = {linear(DType.BF16, 256, 1024, 1), linear(DType.F8_E4M3, 130, 320, 2), linear(DType.F32, 7, 33, 3), linear(DType.BF16, 66, 256, 4)};
+    int[] m = {1, 5, 2, 0};
+    float[][] x = new float[w.length][];
+    float[][] y = new float[w.length][];
+    for (int g = 0; g < w.length; g++) {
+      x[g] = GemmTest.randn(m[g] * w[g].in(), 10 + g);
+      y[g] = new float[m[g] * w[g].out()];
+    }
+    try (Parallel p = new Parallel(2)) {
+      RowDotGemm.matmulGroup(x, m, w, y, p);
+      for (int g = 0; g < w.length; g++) {
+        float[] alone = new float[m[g] * w[g].out()];
+        RowDotGemm.matmul(x[g], m[g], w[g], alone, p);
+        assertArrayEquals(alone, y[g], "member " + g);
+      }
+    }
+  }
+
   @Test
   void cpuOpsDecodeUsesTheKernelOrTheScalarFallback() throws IOException {
     Linear w = linear(DType.BF16, 40, 96, 8);
