@@ -78,11 +78,15 @@ public final class DeepseekV3Model {
    * written; when some cache lacks room, nothing is written and it fails.
    */
   public float[] prefill(PackedBatch batch, KvCache[] caches, Ops ops) {
+    return prefill(batch, caches, ops, null);
+  }
+
+  private float[] prefill(PackedBatch batch, KvCache[] caches, Ops ops, int[][] routes) {
     checkCaches(batch, caches);
     for (int s = 0; s < caches.length; s++) {
       caches[s].reserve(batch.seqLen()[s]);
     }
-    float[] x = forward(batch, ops, null, caches);
+    float[] x = forward(batch, ops, routes, caches);
     for (int s = 0; s < caches.length; s++) {
       caches[s].advance(batch.seqLen()[s]);
     }
@@ -96,6 +100,11 @@ public final class DeepseekV3Model {
    * bits do not depend on B; a sequence started from an empty cache is computed as prefill is.
    */
   public float[] decode(int[] tokens, KvCache[] caches, Ops ops) {
+    return decode(tokens, caches, ops, null);
+  }
+
+  /** As {@link #decode(int[], KvCache[], Ops)}; routes, when not null, is [moe layer][B * top_k] and receives each token's experts. */
+  public float[] decode(int[] tokens, KvCache[] caches, Ops ops, int[][] routes) {
     int b = tokens.length;
     int[] start = new int[b];
     int[] len = new int[b];
@@ -110,7 +119,7 @@ public final class DeepseekV3Model {
     }
     PackedBatch batch = new PackedBatch(tokens.clone(), pos, start, len);
     Matmuls mm = Matmuls.of(ops, batch, caches); // before the caches advance
-    float[] hidden = prefill(batch, caches, ops);
+    float[] hidden = prefill(batch, caches, ops, routes);
     float[] out = new float[b * config.vocabSize()];
     mm.apply(hidden, b, lmHead, out);
     return out;
