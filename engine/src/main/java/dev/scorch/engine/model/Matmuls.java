@@ -99,6 +99,9 @@ final class Matmuls {
       for (int i = 0; i < m; i++) {
         count += decode[i] == path ? 1 : 0;
       }
+      if (count == 0) {
+        continue;
+      }
       float[] xs = new float[count * in];
       float[] ys = new float[count * out];
       for (int i = 0, j = 0; i < m; i++) {
