@@ -14,8 +14,12 @@ import java.util.SplittableRandom;
 /**
  * Times greedy decoding with the MLA latent cache: prompts of {@code prompt} random tokens are prefilled,
  * then {@code steps} decode steps of the whole batch are timed per run. Reports decode tokens/s (median, min,
- * max over runs), the bytes of weights one step reads (active parameters for a token, in their file dtype)
- * and the cache's bytes per token.
+ * max over runs), the bytes of weights one step reads and the cache's bytes per token.
+ *
+ * <p>Weight bytes per step: every parameter but the embedding (looked up, not read whole) in its file dtype
+ * — attention, dense MLPs, shared experts, routers, lm_head — except kv_b_proj, which the absorbed attention
+ * reads as its fp32 copy (4 bytes), plus the routed experts the step's tokens actually hit, averaged over the
+ * timed steps: top_k per MoE layer at batch 1, up to all experts as the batch grows.
  */
 public final class DecodeBenchmark {
 
@@ -33,6 +37,7 @@ public final class DecodeBenchmark {
   public static Result run(DeepseekV3Model model, Ops ops, int batch, int prompt, int steps, int warmup, int runs, long seed,
       long bytesPerParameter) {
     SplittableRandom rnd = new SplittableRandom(seed);
+    long expertsHit = 0; // distinct (MoE layer, expert) pairs over the timed steps
     double[] secs = new double[runs];
     for (int run = -warmup; run < runs; run++) {
       List<int[]> prompts = new ArrayList<>();
@@ -49,9 +54,15 @@ public final class DecodeBenchmark {
       model.prefill(KvCache.pack(prompts, caches), cacheArray, ops);
       int[] next = new int[batch];
       Arrays.fill(next, 1);
+      int[][] routes = new int[model.numMoeLayers()][];
       long t0 = System.nanoTime();
       for (int s = 0; s < steps; s++) {
-        float[] logits = model.decode(next, cacheArray, ops); // [batch, vocab]
+        float[] logits = model.decode(next, cacheArray, ops, routes); // [batch, vocab]
+        if (run >= 0) {
+          for (int[] r : routes) {
+            expertsHit += Arrays.stream(r).distinct().count();
+          }
+        }
         for (int b = 0; b < batch; b++) {
           next[b] = LogSoftmax.argmax(logits, b * model.vocabSize(), model.vocabSize());
         }
@@ -63,8 +74,21 @@ public final class DecodeBenchmark {
     Arrays.sort(secs);
     double median = runs % 2 == 1 ? secs[runs / 2] : (secs[runs / 2 - 1] + secs[runs / 2]) / 2;
     double tokens = (double) batch * steps;
-    long weightBytes = (WeightLayout.activeParameters(model.config()) - (long) model.vocabSize() * model.config().hiddenSize())
-        * bytesPerParameter;
+    long weightBytes = 0;
+    long expertBytes = 0; // one routed expert of one layer
+    for (WeightLayout.Spec spec : WeightLayout.of(model.config())) {
+      if (spec.kind() == WeightLayout.Kind.EMBEDDING) {
+        continue;
+      }
+      long bytes = spec.numel() * (spec.name().endsWith("kv_b_proj.weight") ? 4 : bytesPerParameter);
+      if (!spec.routedExpert()) {
+        weightBytes += bytes;
+      } else if (spec.name().contains(".experts.0.")) {
+        expertBytes += bytes;
+      }
+    }
+    expertBytes /= Math.max(1, model.numMoeLayers());
+    weightBytes += Math.round((double) expertsHit / ((double) runs * steps) * expertBytes);
     return new Result(batch, prompt, steps, ops.threads(), tokens / median, tokens / secs[runs - 1], tokens / secs[0],
         median / steps, weightBytes, KvCache.bytesPerToken(model.config()), ProcessMemory.peakRssBytes());
   }

@@ -6,7 +6,8 @@ import jdk.incubator.vector.VectorOperators;
 import jdk.incubator.vector.VectorSpecies;
 
 /**
- * The fast CPU backend: packed-panel Vector API GEMM (scalar fallback without SIMD), and attention computed
+ * The fast CPU backend: packed-panel Vector API GEMM for prefill, row-dot GEMM straight from the mapped
+ * weights for decode (scalar fallback without SIMD for both), and attention computed
  * one query row at a time per (sequence, head, query tile) work item, so no [T × T × heads] score tensor
  * exists. Every reduction has a fixed order independent of batch mates and thread count.
  */
@@ -51,6 +52,25 @@ public final class CpuOps implements Ops {
       PackedGemm.matmul(x, m, w, y, par);
     } else {
       ScalarGemm.matmul(x, m, w, y, par);
+    }
+  }
+
+  /** The row-dot kernel without SIMD falls back to the scalar FMA chain, as matmul does. */
+  @Override
+  public void matmulDecode(float[] x, int m, Linear w, float[] y) {
+    if (simd) {
+      RowDotGemm.matmul(x, m, w, y, par);
+    } else {
+      ScalarGemm.matmul(x, m, w, y, par);
+    }
+  }
+
+  @Override
+  public void matmulDecode(float[][] x, int[] m, Linear[] w, float[][] y) {
+    if (simd) {
+      RowDotGemm.matmulGroup(x, m, w, y, par);
+    } else {
+      Ops.super.matmulDecode(x, m, w, y);
     }
   }
 

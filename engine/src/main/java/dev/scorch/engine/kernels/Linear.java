@@ -2,6 +2,7 @@ package dev.scorch.engine.kernels;
 
 import dev.scorch.engine.checkpoint.DType;
 import dev.scorch.engine.checkpoint.Tensor;
+import java.nio.ByteBuffer;
 
 /**
  * A linear layer's weight [out_features, in_features] as it lies in the checkpoint (BF16, F16, F32, or
@@ -19,6 +20,7 @@ public final class Linear {
   private final int blockRows;
   private final int blockCols;
   private final int scaleCols;
+  private final float maxScaleInv;
 
   public Linear(Tensor weight, Tensor scaleInv, int blockRows, int blockCols) {
     this.name = weight.name();
@@ -31,11 +33,17 @@ public final class Linear {
       this.blockRows = blockRows;
       this.blockCols = blockCols;
       this.scaleCols = scaleInv.dim(1);
+      float max = 0f;
+      for (float v : this.scaleInv) {
+        max = Math.max(max, Math.abs(v));
+      }
+      this.maxScaleInv = max;
     } else {
       this.scaleInv = null;
       this.blockRows = 0;
       this.blockCols = 0;
       this.scaleCols = 0;
+      this.maxScaleInv = 0f;
     }
   }
 
@@ -75,6 +83,30 @@ public final class Linear {
         dst[off + i] *= scaleInv[sRow + (k0 + i) / blockCols];
       }
     }
+  }
+
+  /**
+   * The raw little-endian bytes of rows [row0, row0 + rows) as they lie in the mapped file (no copy), for
+   * kernels that decode in registers. The range must fit one slice of the mapping (64 MiB by default).
+   */
+  public ByteBuffer rawRows(int row0, int rows) {
+    long rowBytes = (long) in * dtype.bytes();
+    return weight.bytes(row0 * rowBytes, Math.toIntExact(rows * rowBytes));
+  }
+
+  /** FP8: input columns per scale block (0 for other dtypes). */
+  public int blockCols() {
+    return blockCols;
+  }
+
+  /** FP8: the weight_scale_inv that W[row, k] is multiplied by. */
+  public float blockScale(int row, int k) {
+    return scaleInv[(row / blockRows) * scaleCols + k / blockCols];
+  }
+
+  /** FP8: the largest |weight_scale_inv| (0 for other dtypes). */
+  public float maxScaleInv() {
+    return maxScaleInv;
   }
 
   /** The whole weight in fp32, for tests and small matrices only. */

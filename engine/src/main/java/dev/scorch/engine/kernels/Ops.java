@@ -8,6 +8,23 @@ public interface Ops extends AutoCloseable {
   /** y[m, out] = x[m, in] · Wᵀ. */
   void matmul(float[] x, int m, Linear w, float[] y);
 
+  /**
+   * y[m, out] = x[m, in] · Wᵀ for decode-shaped calls (m of 1 to a few dozen rows): the matmul of every
+   * token that extends a KV cache. The bits of each output row depend only on its x row and W — never on m,
+   * the other rows or the thread count — but may differ from {@link #matmul}'s in rounding.
+   */
+  void matmulDecode(float[] x, int m, Linear w, float[] y);
+
+  /**
+   * Independent decode matmuls y[g] = x[g] · w[g]ᵀ (m[g] rows each), which a backend may run as one parallel
+   * pass (the experts of a decode step); each result has the bits {@link #matmulDecode} gives it alone.
+   */
+  default void matmulDecode(float[][] x, int[] m, Linear[] w, float[][] y) {
+    for (int g = 0; g < w.length; g++) {
+      matmulDecode(x[g], m[g], w[g], y[g]);
+    }
+  }
+
   /** out[T, heads, v_head]: causal softmax(q·kᵀ · scale) · v per sequence, softmax in fp32. */
   void attention(MlaInputs in, float[] out);
 

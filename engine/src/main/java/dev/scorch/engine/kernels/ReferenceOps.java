@@ -14,6 +14,11 @@ public final class ReferenceOps implements Ops {
   }
 
   @Override
+  public void matmulDecode(float[] x, int m, Linear w, float[] y) {
+    PackedGemm.reference(x, m, w, y);
+  }
+
+  @Override
   public void attention(MlaInputs in, float[] out) {
     int batch = in.seqLen().length;
     int tMax = Arrays.stream(in.seqLen()).max().orElse(0);

@@ -40,20 +40,23 @@ final class DecoderLayer {
 
   /** x: [T, hidden], updated in place; routes receives the MoE choice of each token when not null. */
   void forward(float[] x, PackedBatch batch, Rope rope, Ops ops, int[] routes) {
-    forward(x, batch, rope, ops, routes, null);
+    forward(x, batch, rope, Matmuls.prefill(ops), routes, null);
   }
 
-  /** As above; caches (one per sequence, room reserved) receive this layer's latents and rotated k_pe when not null. */
-  void forward(float[] x, PackedBatch batch, Rope rope, Ops ops, int[] routes, KvCache[] caches) {
+  /**
+   * As above, each row's linears through the matmul mm picks for it; caches (one per sequence, room reserved)
+   * receive this layer's latents and rotated k_pe when not null.
+   */
+  void forward(float[] x, PackedBatch batch, Rope rope, Matmuls mm, int[] routes, KvCache[] caches) {
     int t = batch.numTokens();
     float[] h = new float[x.length];
     RmsNorm.apply(x, t, hidden, inputLayernorm, eps, h);
-    float[] attn = selfAttn.forward(h, batch, rope, ops, caches);
+    float[] attn = selfAttn.forward(h, batch, rope, mm, caches);
     for (int i = 0; i < x.length; i++) {
       x[i] += attn[i];
     }
     RmsNorm.apply(x, t, hidden, postAttentionLayernorm, eps, h);
-    float[] m = moe != null ? moe.forward(h, t, ops, routes) : mlp.forward(h, t, ops);
+    float[] m = moe != null ? moe.forward(h, t, mm, routes) : mlp.forward(h, t, mm);
     for (int i = 0; i < x.length; i++) {
       x[i] += m[i];
     }

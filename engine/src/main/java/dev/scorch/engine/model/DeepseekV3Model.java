@@ -74,15 +74,19 @@ public final class DeepseekV3Model {
    * caches[s] (one distinct cache per sequence s), and returns the final-normed hidden states [T, hidden].
    * Sequence s's positions must be caches[s].length(), +1, ... (see {@link KvCache#pack}). A sequence whose
    * cache is empty attends as scoring does (same bits as {@link #forward}); one with cached tokens attends in
-   * the absorbed form over them. Each cache's length advances by its sequence's tokens once every layer is
+   * the absorbed form over them, its linears through {@link Ops#matmulDecode} (see {@link Matmuls}). Each cache's length advances by its sequence's tokens once every layer is
    * written; when some cache lacks room, nothing is written and it fails.
    */
   public float[] prefill(PackedBatch batch, KvCache[] caches, Ops ops) {
+    return prefill(batch, caches, ops, null);
+  }
+
+  private float[] prefill(PackedBatch batch, KvCache[] caches, Ops ops, int[][] routes) {
     checkCaches(batch, caches);
     for (int s = 0; s < caches.length; s++) {
       caches[s].reserve(batch.seqLen()[s]);
     }
-    float[] x = forward(batch, ops, null, caches);
+    float[] x = forward(batch, ops, routes, caches);
     for (int s = 0; s < caches.length; s++) {
       caches[s].advance(batch.seqLen()[s]);
     }
@@ -91,9 +95,16 @@ public final class DeepseekV3Model {
 
   /**
    * One decode step: tokens[s] is sequence s's newest token (at position caches[s].length()); appends it to
-   * caches[s] and returns the next-token logits [B, vocab] in fp32.
+   * caches[s] and returns the next-token logits [B, vocab] in fp32. The rows of sequences whose cache held
+   * tokens take {@link Ops#matmulDecode} for every linear, lm_head included (see {@link Matmuls}), so their
+   * bits do not depend on B; a sequence started from an empty cache is computed as prefill is.
    */
   public float[] decode(int[] tokens, KvCache[] caches, Ops ops) {
+    return decode(tokens, caches, ops, null);
+  }
+
+  /** As {@link #decode(int[], KvCache[], Ops)}; routes, when not null, is [moe layer][B * top_k] and receives each token's experts. */
+  public float[] decode(int[] tokens, KvCache[] caches, Ops ops, int[][] routes) {
     int b = tokens.length;
     int[] start = new int[b];
     int[] len = new int[b];
@@ -106,9 +117,11 @@ public final class DeepseekV3Model {
       }
       pos[s] = caches[s].length();
     }
-    float[] hidden = prefill(new PackedBatch(tokens.clone(), pos, start, len), caches, ops);
+    PackedBatch batch = new PackedBatch(tokens.clone(), pos, start, len);
+    Matmuls mm = Matmuls.of(ops, batch, caches); // before the caches advance
+    float[] hidden = prefill(batch, caches, ops, routes);
     float[] out = new float[b * config.vocabSize()];
-    logits(hidden, b, ops, out);
+    mm.apply(hidden, b, lmHead, out);
     return out;
   }
 
@@ -149,6 +162,7 @@ public final class DeepseekV3Model {
       }
       embedTokens.row(id, 0, hidden, x, i * hidden);
     }
+    Matmuls mm = Matmuls.of(ops, batch, caches);
     int moeIndex = 0;
     for (DecoderLayer layer : layers) {
       int[] r = null;
@@ -156,14 +170,22 @@ public final class DeepseekV3Model {
         r = routes[moeIndex] = new int[t * config.numExpertsPerTok()];
       }
       moeIndex += layer.isMoe() ? 1 : 0;
-      layer.forward(x, batch, rope, ops, r, caches);
+      layer.forward(x, batch, rope, mm, r, caches);
     }
     RmsNorm.apply(x, t, hidden, norm, config.rmsNormEps(), x);
     return x;
   }
 
-  /** logits[rows, vocab] = lm_head(hidden rows), fp32. */
+  /** logits[rows, vocab] = lm_head(hidden rows), fp32, as scoring and prefill compute them ({@link Ops#matmul}). */
   public void logits(float[] hiddenRows, int rows, Ops ops, float[] out) {
     ops.matmul(hiddenRows, rows, lmHead, out);
+  }
+
+  /**
+   * logits[rows, vocab] = lm_head(hidden rows) for decode rows (tokens that extended a non-empty KV cache):
+   * {@link Ops#matmulDecode}, the logits {@link #decode} returns for such rows.
+   */
+  public void decodeLogits(float[] hiddenRows, int rows, Ops ops, float[] out) {
+    ops.matmulDecode(hiddenRows, rows, lmHead, out);
   }
 }

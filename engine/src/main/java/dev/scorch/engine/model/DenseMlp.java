@@ -17,16 +17,61 @@ final class DenseMlp {
 
   /** x: [rows, hidden] → [rows, hidden]. */
   float[] forward(float[] x, int rows, Ops ops) {
+    return forward(x, rows, Matmuls.prefill(ops));
+  }
+
+  /** As above, each row through the matmul mm picks for it. */
+  float[] forward(float[] x, int rows, Matmuls mm) {
+    if (mm.allDecode()) {
+      return forwardDecode(new DenseMlp[] {this}, new float[][] {x}, new int[] {rows}, mm.ops())[0];
+    }
     int inter = gateProj.out();
     float[] g = new float[rows * inter];
     float[] u = new float[rows * inter];
-    ops.matmul(x, rows, gateProj, g);
-    ops.matmul(x, rows, upProj, u);
+    mm.apply(x, rows, gateProj, g);
+    mm.apply(x, rows, upProj, u);
     for (int i = 0; i < g.length; i++) {
       g[i] = silu(g[i]) * u[i];
     }
     float[] out = new float[rows * downProj.out()];
-    ops.matmul(g, rows, downProj, out);
+    mm.apply(g, rows, downProj, out);
+    return out;
+  }
+
+  /**
+   * Several MLPs (a decode step's experts), mlps[i] on x[i] [rows[i], hidden], through
+   * {@link Ops#matmulDecode} in two grouped passes: gate_proj and up_proj of all, then down_proj of all. Each
+   * result has the bits of mlps[i] run alone.
+   */
+  static float[][] forwardDecode(DenseMlp[] mlps, float[][] x, int[] rows, Ops ops) {
+    int n = mlps.length;
+    float[][] in = new float[2 * n][];
+    int[] m = new int[2 * n];
+    Linear[] w = new Linear[2 * n];
+    float[][] gu = new float[2 * n][];
+    for (int i = 0; i < n; i++) {
+      in[2 * i] = in[2 * i + 1] = x[i];
+      m[2 * i] = m[2 * i + 1] = rows[i];
+      w[2 * i] = mlps[i].gateProj;
+      w[2 * i + 1] = mlps[i].upProj;
+      gu[2 * i] = new float[rows[i] * mlps[i].gateProj.out()];
+      gu[2 * i + 1] = new float[rows[i] * mlps[i].upProj.out()];
+    }
+    ops.matmulDecode(in, m, w, gu);
+    float[][] h = new float[n][];
+    Linear[] down = new Linear[n];
+    float[][] out = new float[n][];
+    for (int i = 0; i < n; i++) {
+      float[] g = gu[2 * i];
+      float[] u = gu[2 * i + 1];
+      for (int k = 0; k < g.length; k++) {
+        g[k] = silu(g[k]) * u[k];
+      }
+      h[i] = g;
+      down[i] = mlps[i].downProj;
+      out[i] = new float[rows[i] * down[i].out()];
+    }
+    ops.matmulDecode(h, rows, down, out);
     return out;
   }
 

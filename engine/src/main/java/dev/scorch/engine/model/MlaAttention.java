@@ -2,6 +2,7 @@ package dev.scorch.engine.model;
 
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.kernels.CpuOps;
+import dev.scorch.engine.kernels.LatentAttention;
 import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.kernels.MlaInputs;
 import dev.scorch.engine.kernels.Ops;
@@ -9,7 +10,6 @@ import dev.scorch.engine.kernels.RmsNorm;
 import dev.scorch.engine.kernels.Rope;
 import dev.scorch.engine.runtime.KvCache;
 import dev.scorch.engine.runtime.PackedBatch;
-import java.util.Arrays;
 import java.util.function.IntConsumer;
 
 /**
@@ -73,7 +73,7 @@ final class MlaAttention {
 
   /** x: [T, hidden] (already input-normed) → [T, hidden]. */
   float[] forward(float[] x, PackedBatch batch, Rope rope, Ops ops) {
-    return forward(x, batch, rope, ops, null);
+    return forward(x, batch, rope, Matmuls.prefill(ops), null);
   }
 
   /**
@@ -81,22 +81,23 @@ final class MlaAttention {
    * sequence (room reserved, positions numbered from each cache's length): this layer's latent and rotated
    * k_pe of every token are written there, and sequences with cached tokens attend in the absorbed form.
    */
-  float[] forward(float[] x, PackedBatch batch, Rope rope, Ops ops, KvCache[] caches) {
+  float[] forward(float[] x, PackedBatch batch, Rope rope, Matmuls mm, KvCache[] caches) {
+    Ops ops = mm.ops();
     int t = batch.numTokens();
     // Queries: q_a_proj → q_a_layernorm → q_b_proj (or q_proj): [T, heads, q_head_dim] = [q_nope | q_pe]
     float[] q = new float[t * heads * qHead];
     if (qLoraRank > 0) {
       float[] qA = new float[t * qLoraRank];
-      ops.matmul(x, t, qAProj, qA);
+      mm.apply(x, t, qAProj, qA);
       RmsNorm.apply(qA, t, qLoraRank, qALayernorm, ModelConfig.LORA_NORM_EPS, qA);
-      ops.matmul(qA, t, qBProj, q);
+      mm.apply(qA, t, qBProj, q);
     } else {
-      ops.matmul(x, t, qProj, q);
+      mm.apply(x, t, qProj, q);
     }
     // Joint compressed kv: [T, kv_lora_rank + qk_rope] = [latent | k_pe]; only the latent is normed.
     int kvAWidth = kvLoraRank + qkRope;
     float[] kvA = new float[t * kvAWidth];
-    ops.matmul(x, t, kvAProjWithMqa, kvA);
+    mm.apply(x, t, kvAProjWithMqa, kvA);
     float[] latent = new float[t * kvLoraRank]; // [T, kv_lora_rank]
     RmsNorm.apply(kvA, t, kvAWidth, 0, kvLoraRank, kvALayernorm, ModelConfig.LORA_NORM_EPS, latent);
     float[] kPe = new float[t * qkRope]; // [T, qk_rope]: one rotary key head shared by all heads
@@ -147,7 +148,7 @@ final class MlaAttention {
       ops.attention(new MlaInputs(q, kv, kPe, heads, qkNope, qkRope, vHead, freshStart, freshLen, softmaxScale), attn);
     }
     float[] out = new float[t * oProj.out()];
-    ops.matmul(attn, t, oProj, out);
+    mm.apply(attn, t, oProj, out);
     return out;
   }
 
@@ -168,59 +169,32 @@ final class MlaAttention {
    * Absorbed attention of the listed sequences' new tokens (rows of batch) over their caches, which already
    * hold this layer's entries for the new tokens. Per head h and query i at position p:
    * q_latent = W_UK_hᵀ q_nope; score_j = (q_latent · c_j + q_pe · k_pe_j) · scale for j <= p; softmax in fp32;
-   * o_latent = Σ p_j c_j; out_h = W_UV_h o_latent. One work item per (sequence, head), every sum in a fixed order.
+   * o_latent = Σ p_j c_j; out_h = W_UV_h o_latent ({@link LatentAttention}: vectorised on a SIMD CpuOps, plain
+   * loops otherwise). One work item per (sequence, head), every sum in a fixed order.
    */
   private void absorbed(float[] q, PackedBatch batch, KvCache[] caches, int[] seqs, Ops ops, float[] attn) {
     float[] w = kvBF32();
+    boolean simd = ops instanceof CpuOps cpu && cpu.simd();
     int items = seqs.length * heads;
     IntConsumer body = item -> {
       int s = seqs[item / heads];
       int h = item % heads;
       KvCache cache = caches[s];
       int past = cache.length();
-      int n = batch.seqLen()[s];
-      float[] lat = cache.latents(layer);
-      float[] pe = cache.kPes(layer);
-      int kRow = h * (qkNope + vHead); // first W_UK row of head h; W_UV rows follow at kRow + qk_nope
-      float[] qLat = new float[kvLoraRank];
-      float[] oLat = new float[kvLoraRank];
-      float[] scores = new float[past + n];
-      for (int i = 0; i < n; i++) {
+      float[] lat = cache.latents(layer); // [positions, kv_lora_rank]
+      float[] pe = cache.kPes(layer); // [positions, qk_rope]
+      // Head h's W_UK rows start at h * (qk_nope + v_head); its W_UV rows follow at + qk_nope.
+      LatentAttention.Head head = new LatentAttention.Head(w, h * (qkNope + vHead), qkNope, qkRope, vHead, kvLoraRank, softmaxScale);
+      LatentAttention.Scratch scratch = LatentAttention.scratch();
+      for (int i = 0; i < batch.seqLen()[s]; i++) {
         int row = batch.seqStart()[s] + i;
-        int qOff = (row * heads + h) * qHead;
-        Arrays.fill(qLat, 0f);
-        for (int d = 0; d < qkNope; d++) {
-          float qd = q[qOff + d];
-          int wOff = (kRow + d) * kvLoraRank;
-          for (int c = 0; c < kvLoraRank; c++) {
-            qLat[c] = Math.fma(qd, w[wOff + c], qLat[c]);
-          }
-        }
         int len = past + i + 1; // causal: the cache before this batch, then new tokens up to i
-        float max = Float.NEGATIVE_INFINITY;
-        for (int j = 0; j < len; j++) {
-          float sc = (dot(qLat, 0, lat, j * kvLoraRank, kvLoraRank) + dot(q, qOff + qkNope, pe, j * qkRope, qkRope)) * softmaxScale;
-          scores[j] = sc;
-          max = Math.max(max, sc);
-        }
-        float sum = 0;
-        for (int j = 0; j < len; j++) {
-          float e = (float) Math.exp(scores[j] - max);
-          scores[j] = e;
-          sum += e;
-        }
-        float inv = 1f / sum;
-        Arrays.fill(oLat, 0f);
-        for (int j = 0; j < len; j++) {
-          float p = scores[j] * inv;
-          int cOff = j * kvLoraRank;
-          for (int c = 0; c < kvLoraRank; c++) {
-            oLat[c] = Math.fma(p, lat[cOff + c], oLat[c]);
-          }
-        }
+        int qOff = (row * heads + h) * qHead;
         int oOff = (row * heads + h) * vHead;
-        for (int e = 0; e < vHead; e++) {
-          attn[oOff + e] = dot(w, (kRow + qkNope + e) * kvLoraRank, oLat, 0, kvLoraRank);
+        if (simd) {
+          LatentAttention.attendVector(head, q, qOff, lat, pe, len, attn, oOff, scratch);
+        } else {
+          LatentAttention.attendScalar(head, q, qOff, lat, pe, len, attn, oOff, scratch);
         }
       }
     };
@@ -231,13 +205,5 @@ final class MlaAttention {
         body.accept(item);
       }
     }
-  }
-
-  private static float dot(float[] a, int ao, float[] b, int bo, int n) {
-    float acc = 0;
-    for (int k = 0; k < n; k++) {
-      acc = Math.fma(a[ao + k], b[bo + k], acc);
-    }
-    return acc;
   }
 }

@@ -2,7 +2,6 @@ package dev.scorch.engine.model;
 
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.kernels.Linear;
-import dev.scorch.engine.kernels.Ops;
 
 /**
  * MoEGate with topk_method noaux_tc: router logits in fp32, sigmoid scores; choice on scores +
@@ -36,9 +35,9 @@ final class MoeRouter {
   }
 
   /** x: [T, hidden] → for each token its top_k experts (ascending ids) and weights. */
-  Routing route(float[] x, int t, Ops ops) {
+  Routing route(float[] x, int t, Matmuls mm) {
     float[] logits = new float[t * nExperts]; // [T, n_routed_experts]
-    ops.matmul(x, t, gate, logits);
+    mm.apply(x, t, gate, logits);
     int[] experts = new int[t * topK];
     float[] weights = new float[t * topK];
     float[] scores = new float[nExperts];

@@ -202,7 +202,16 @@ class DecodeTest {
           }
           mixedSeqs.add(fresh);
           mixed[b] = new KvCache(m.config(), fresh.length);
-          float[] mixedLogits = prefill(m, ops, mixedSeqs, mixed);
+          PackedBatch mixedBatch = KvCache.pack(mixedSeqs, Arrays.asList(mixed));
+          float[] hidden = m.prefill(mixedBatch, mixed, ops);
+          // The decode rows' logits as decode computes them, the prefill row's as prefill does.
+          int h = m.config().hiddenSize();
+          float[] mixedLogits = new float[(b + 1) * vocab];
+          m.decodeLogits(Arrays.copyOf(hidden, b * h), b, ops, mixedLogits);
+          float[] last = Arrays.copyOfRange(hidden, (mixedBatch.numTokens() - 1) * h, mixedBatch.numTokens() * h);
+          float[] freshLogits = new float[vocab];
+          m.logits(last, 1, ops, freshLogits);
+          System.arraycopy(freshLogits, 0, mixedLogits, b * vocab, vocab);
           for (int s = 0; s < b; s++) {
             assertArrayEquals(aloneLogits.get(s).get(steps), Arrays.copyOfRange(mixedLogits, s * vocab, (s + 1) * vocab),
                 threads + " threads, mixed batch, decoding sequence " + s);

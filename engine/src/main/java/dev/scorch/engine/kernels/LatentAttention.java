@@ -1,0 +1,294 @@
+package dev.scorch.engine.kernels;
+
+import java.util.Arrays;
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.VectorMask;
+import jdk.incubator.vector.VectorOperators;
+import jdk.incubator.vector.VectorSpecies;
+
+/**
+ * MLA attention in the absorbed form for one query row of one head over a latent cache (the decode step):
+ * q_latent = W_UKᵀ q_nope; score_j = (q_latent · c_j + q_pe · k_pe_j) · scale for j < len; softmax in fp32;
+ * o_latent = Σ_j p_j c_j; out = W_UV o_latent. W_UK and W_UV are this head's rows of kv_b_proj in fp32
+ * [qk_nope + v_head, kv_lora_rank].
+ *
+ * <p>Two implementations with a fixed order of every sum, so a row's bits never depend on its batch mates or
+ * the thread that runs it: {@link #attendScalar} (plain FMA chains, Math.exp), and {@link #attendVector} for
+ * SIMD backends (lane-wise chains, lanes added in a fixed tree, the deterministic polynomial exp of
+ * {@link CpuOps}); they agree within fp32 rounding.
+ */
+public final class LatentAttention {
+  private LatentAttention() {}
+
+  /** Shapes and the head's weights; wOff is the first W_UK row of the head in w, W_UV rows follow at + qkNope. */
+  public record Head(float[] w, int wOff, int qkNope, int qkRope, int vHead, int rank, float scale) {}
+
+  /** Per-thread buffers: q_latent, o_latent and the scores of one row. */
+  public static final class Scratch {
+    public Scratch() {}
+
+    float[] qLat = new float[0];
+    float[] oLat = new float[0];
+    float[] scores = new float[0];
+    final float[] lanes = new float[64];
+
+    void ensure(int rank, int len) {
+      if (qLat.length < rank) {
+        qLat = new float[rank];
+        oLat = new float[rank];
+      }
+      int padded = len + 64;
+      if (scores.length < padded) {
+        scores = new float[Math.max(padded, 2 * scores.length)];
+      }
+    }
+  }
+
+  private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
+
+  /** This thread's scratch buffers. */
+  public static Scratch scratch() {
+    return SCRATCH.get();
+  }
+
+  /**
+   * out[oOff .. + v_head) for the query q[qOff ..] = [q_nope | q_pe] over latents lat [len, rank] and
+   * k_pe pe [len, qk_rope].
+   */
+  public static void attendScalar(Head h, float[] q, int qOff, float[] lat, float[] pe, int len, float[] out, int oOff, Scratch s) {
+    int rank = h.rank();
+    s.ensure(rank, len);
+    float[] w = h.w();
+    float[] qLat = s.qLat;
+    float[] oLat = s.oLat;
+    float[] scores = s.scores;
+    Arrays.fill(qLat, 0, rank, 0f);
+    for (int d = 0; d < h.qkNope(); d++) {
+      float qd = q[qOff + d];
+      int wOff = (h.wOff() + d) * rank;
+      for (int c = 0; c < rank; c++) {
+        qLat[c] = Math.fma(qd, w[wOff + c], qLat[c]);
+      }
+    }
+    float max = Float.NEGATIVE_INFINITY;
+    for (int j = 0; j < len; j++) {
+      float sc = (dot(qLat, 0, lat, j * rank, rank) + dot(q, qOff + h.qkNope(), pe, j * h.qkRope(), h.qkRope())) * h.scale();
+      scores[j] = sc;
+      max = Math.max(max, sc);
+    }
+    float sum = 0;
+    for (int j = 0; j < len; j++) {
+      float e = (float) Math.exp(scores[j] - max);
+      scores[j] = e;
+      sum += e;
+    }
+    float inv = 1f / sum;
+    Arrays.fill(oLat, 0, rank, 0f);
+    for (int j = 0; j < len; j++) {
+      float p = scores[j] * inv;
+      int cOff = j * rank;
+      for (int c = 0; c < rank; c++) {
+        oLat[c] = Math.fma(p, lat[cOff + c], oLat[c]);
+      }
+    }
+    int uv = h.wOff() + h.qkNope();
+    for (int e = 0; e < h.vHead(); e++) {
+      out[oOff + e] = dot(w, (uv + e) * rank, oLat, 0, rank);
+    }
+  }
+
+  private static float dot(float[] a, int ao, float[] b, int bo, int n) {
+    float acc = 0;
+    for (int k = 0; k < n; k++) {
+      acc = Math.fma(a[ao + k], b[bo + k], acc);
+    }
+    return acc;
+  }
+
+  /** As {@link #attendScalar}, vectorised; call only where the Vector API is usable. */
+  public static void attendVector(Head h, float[] q, int qOff, float[] lat, float[] pe, int len, float[] out, int oOff, Scratch s) {
+    s.ensure(h.rank(), len);
+    Vec.attend(h, q, qOff, lat, pe, len, out, oOff, s);
+  }
+
+  /** Vector code kept apart so the scalar path never loads Vector API classes. */
+  static final class Vec {
+    static final VectorSpecies<Float> S = FloatVector.SPECIES_PREFERRED;
+    static final int L = S.length();
+
+    static void attend(Head h, float[] q, int qOff, float[] lat, float[] pe, int len, float[] out, int oOff, Scratch s) {
+      int rank = h.rank();
+      int nope = h.qkNope();
+      int rope = h.qkRope();
+      float[] w = h.w();
+      float[] qLat = s.qLat;
+      float[] oLat = s.oLat;
+      float[] sc = s.scores;
+      float[] lanes = s.lanes;
+      int rv = rank / L * L;
+      // q_latent[c] = Σ_d q_nope[d] W_UK[d, c]: per element an FMA chain over d in order, as the scalar loop.
+      axpyRows(q, qOff, nope, w, h.wOff() * rank, rank, rv, qLat);
+      // Scores, four keys per pass over q_latent.
+      int j = 0;
+      for (; j + 4 <= len; j += 4) {
+        FloatVector a0 = FloatVector.zero(S);
+        FloatVector a1 = a0;
+        FloatVector a2 = a0;
+        FloatVector a3 = a0;
+        int c0 = j * rank;
+        for (int c = 0; c < rv; c += L) {
+          FloatVector v = FloatVector.fromArray(S, qLat, c);
+          a0 = FloatVector.fromArray(S, lat, c0 + c).fma(v, a0);
+          a1 = FloatVector.fromArray(S, lat, c0 + rank + c).fma(v, a1);
+          a2 = FloatVector.fromArray(S, lat, c0 + 2 * rank + c).fma(v, a2);
+          a3 = FloatVector.fromArray(S, lat, c0 + 3 * rank + c).fma(v, a3);
+        }
+        sc[j] = score(h, a0, qLat, lat, c0, rv, q, qOff + nope, pe, j * rope, lanes);
+        sc[j + 1] = score(h, a1, qLat, lat, c0 + rank, rv, q, qOff + nope, pe, (j + 1) * rope, lanes);
+        sc[j + 2] = score(h, a2, qLat, lat, c0 + 2 * rank, rv, q, qOff + nope, pe, (j + 2) * rope, lanes);
+        sc[j + 3] = score(h, a3, qLat, lat, c0 + 3 * rank, rv, q, qOff + nope, pe, (j + 3) * rope, lanes);
+      }
+      for (; j < len; j++) {
+        FloatVector a = FloatVector.zero(S);
+        int c0 = j * rank;
+        for (int c = 0; c < rv; c += L) {
+          a = FloatVector.fromArray(S, lat, c0 + c).fma(FloatVector.fromArray(S, qLat, c), a);
+        }
+        sc[j] = score(h, a, qLat, lat, c0, rv, q, qOff + nope, pe, j * rope, lanes);
+      }
+      // Softmax: the max is exact in any order; exp lane-wise, padding lanes zeroed, lanes summed in index order.
+      int lenPad = (len + L - 1) / L * L;
+      FloatVector vmax = FloatVector.broadcast(S, Float.NEGATIVE_INFINITY);
+      for (int k = 0; k < lenPad; k += L) {
+        FloatVector v = FloatVector.fromArray(S, sc, k);
+        if (k + L > len) {
+          v = v.blend(Float.NEGATIVE_INFINITY, S.indexInRange(k, len).not());
+        }
+        vmax = vmax.max(v);
+      }
+      FloatVector max = FloatVector.broadcast(S, vmax.reduceLanes(VectorOperators.MAX));
+      FloatVector vsum = FloatVector.zero(S);
+      for (int k = 0; k < lenPad; k += L) {
+        FloatVector e = CpuOps.VecMath.exp(FloatVector.fromArray(S, sc, k).sub(max));
+        if (k + L > len) {
+          VectorMask<Float> pad = S.indexInRange(k, len).not();
+          e = e.blend(0f, pad);
+        }
+        e.intoArray(sc, k);
+        vsum = vsum.add(e);
+      }
+      float inv = 1f / CpuOps.VecMath.sumLanes(vsum);
+      for (int k = 0; k < len; k++) {
+        sc[k] *= inv; // the probabilities
+      }
+      // o_latent[c] = Σ_j p_j c_j[c]: per element an FMA chain over j in order.
+      axpyRows(sc, 0, len, lat, 0, rank, rv, oLat);
+      // out[e] = W_UV[e] · o_latent, four rows per pass.
+      int uv = (h.wOff() + nope) * rank;
+      int e = 0;
+      for (; e + 4 <= h.vHead(); e += 4) {
+        FloatVector a0 = FloatVector.zero(S);
+        FloatVector a1 = a0;
+        FloatVector a2 = a0;
+        FloatVector a3 = a0;
+        int r0 = uv + e * rank;
+        for (int c = 0; c < rv; c += L) {
+          FloatVector v = FloatVector.fromArray(S, oLat, c);
+          a0 = FloatVector.fromArray(S, w, r0 + c).fma(v, a0);
+          a1 = FloatVector.fromArray(S, w, r0 + rank + c).fma(v, a1);
+          a2 = FloatVector.fromArray(S, w, r0 + 2 * rank + c).fma(v, a2);
+          a3 = FloatVector.fromArray(S, w, r0 + 3 * rank + c).fma(v, a3);
+        }
+        out[oOff + e] = finishDot(a0, w, r0, oLat, rv, rank, lanes);
+        out[oOff + e + 1] = finishDot(a1, w, r0 + rank, oLat, rv, rank, lanes);
+        out[oOff + e + 2] = finishDot(a2, w, r0 + 2 * rank, oLat, rv, rank, lanes);
+        out[oOff + e + 3] = finishDot(a3, w, r0 + 3 * rank, oLat, rv, rank, lanes);
+      }
+      for (; e < h.vHead(); e++) {
+        FloatVector a = FloatVector.zero(S);
+        int r0 = uv + e * rank;
+        for (int c = 0; c < rv; c += L) {
+          a = FloatVector.fromArray(S, w, r0 + c).fma(FloatVector.fromArray(S, oLat, c), a);
+        }
+        out[oOff + e] = finishDot(a, w, r0, oLat, rv, rank, lanes);
+      }
+    }
+
+    /**
+     * dst[c] = Σ_{r < rows} coef[co + r] · m[mo + r·width + c] for c < width: per element one FMA chain over r
+     * in order, four vectors of dst held in registers while r runs.
+     */
+    static void axpyRows(float[] coef, int co, int rows, float[] m, int mo, int width, int wv, float[] dst) {
+      int c = 0;
+      for (; c + 4 * L <= wv; c += 4 * L) {
+        FloatVector d0 = FloatVector.zero(S);
+        FloatVector d1 = d0;
+        FloatVector d2 = d0;
+        FloatVector d3 = d0;
+        for (int r = 0, o = mo + c; r < rows; r++, o += width) {
+          FloatVector k = FloatVector.broadcast(S, coef[co + r]);
+          d0 = FloatVector.fromArray(S, m, o).fma(k, d0);
+          d1 = FloatVector.fromArray(S, m, o + L).fma(k, d1);
+          d2 = FloatVector.fromArray(S, m, o + 2 * L).fma(k, d2);
+          d3 = FloatVector.fromArray(S, m, o + 3 * L).fma(k, d3);
+        }
+        d0.intoArray(dst, c);
+        d1.intoArray(dst, c + L);
+        d2.intoArray(dst, c + 2 * L);
+        d3.intoArray(dst, c + 3 * L);
+      }
+      for (; c < wv; c += L) {
+        FloatVector d = FloatVector.zero(S);
+        for (int r = 0, o = mo + c; r < rows; r++, o += width) {
+          d = FloatVector.fromArray(S, m, o).fma(FloatVector.broadcast(S, coef[co + r]), d);
+        }
+        d.intoArray(dst, c);
+      }
+      for (; c < width; c++) {
+        float d = 0;
+        for (int r = 0, o = mo + c; r < rows; r++, o += width) {
+          d = Math.fma(coef[co + r], m[o], d);
+        }
+        dst[c] = d;
+      }
+    }
+
+    /** Lanes of acc in a fixed tree (halves folded), then the elements past the whole vectors by scalar FMAs. */
+    static float finishDot(FloatVector acc, float[] a, int ao, float[] b, int from, int n, float[] lanes) {
+      acc.intoArray(lanes, 0);
+      for (int h = L / 2; h > 0; h /= 2) {
+        for (int i = 0; i < h; i++) {
+          lanes[i] += lanes[i + h];
+        }
+      }
+      float sum = lanes[0];
+      for (int k = from; k < n; k++) {
+        sum = Math.fma(a[ao + k], b[k], sum);
+      }
+      return sum;
+    }
+
+    /** (q_latent · c_j + q_pe · k_pe_j) · scale from the latent part's lane accumulator. */
+    static float score(Head h, FloatVector latAcc, float[] qLat, float[] lat, int latOff, int rv, float[] q, int qPeOff, float[] pe,
+        int peOff, float[] lanes) {
+      float s = finishDot(latAcc, lat, latOff, qLat, rv, h.rank(), lanes);
+      int rope = h.qkRope();
+      int pv = rope / L * L;
+      FloatVector a = FloatVector.zero(S);
+      for (int d = 0; d < pv; d += L) {
+        a = FloatVector.fromArray(S, pe, peOff + d).fma(FloatVector.fromArray(S, q, qPeOff + d), a);
+      }
+      a.intoArray(lanes, 0);
+      for (int k = L / 2; k > 0; k /= 2) {
+        for (int i = 0; i < k; i++) {
+          lanes[i] += lanes[i + k];
+        }
+      }
+      float p = lanes[0];
+      for (int d = pv; d < rope; d++) {
+        p = Math.fma(pe[peOff + d], q[qPeOff + d], p);
+      }
+      return (s + p) * h.scale();
+    }
+  }
+}

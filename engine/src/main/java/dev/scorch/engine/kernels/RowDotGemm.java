@@ -1,0 +1,499 @@
+package dev.scorch.engine.kernels;
+
+import dev.scorch.engine.checkpoint.DType;
+import dev.scorch.engine.checkpoint.NumberFormats;
+import jdk.incubator.vector.ByteVector;
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.IntVector;
+import jdk.incubator.vector.VectorOperators;
+import jdk.incubator.vector.VectorShape;
+import jdk.incubator.vector.VectorSpecies;
+
+/**
+ * y[M, N] = x[M, K] · Wᵀ for decode-shaped calls (M from 1 to a few dozen): every output is a dot product of
+ * a row of x with a weight row read straight from the memory-mapped checkpoint, NR weight rows at a time
+ * (bulk-copied into a small per-thread buffer, decoded in registers), each loaded weight vector feeding up to
+ * MR rows of x. Nothing is packed, so at M = 1 the cost is reading W once. N is split across threads.
+ *
+ * <p>Bits: every y[m, n] is the same sequence of float operations whatever M, whichever register block or
+ * thread computes it. Per output there is one L-lane accumulator over k in order (for BF16, lane i of step j
+ * takes k = 2(jL + i) then k = 2(jL + i) + 1, each as one FMA), then the lanes are added in a fixed tree
+ * (never reduceLanes(ADD), whose order is unspecified), then the K tail by scalar FMAs in order. The result
+ * depends on the vector width L of the machine, and differs from {@link PackedGemm}'s plain FMA chain in
+ * rounding only: decode steps use this kernel whatever their batch size, prefill uses PackedGemm.
+ *
+ * <p>Weights: BF16 (even K) and FP8 E4M3 with block scales (block columns a multiple of L) are decoded in
+ * registers; F32, F16 and other shapes are decoded row by row through {@link Linear#row} (slower, same bits
+ * rules).
+ */
+public final class RowDotGemm {
+  static final VectorSpecies<Float> F = FloatVector.SPECIES_PREFERRED;
+  static final VectorSpecies<Integer> I = VectorSpecies.of(int.class, F.vectorShape());
+  static final int L = F.length();
+  /** L bytes, for FP8 codes widened to L ints; null where no such shape exists (L < 8). */
+  static final VectorSpecies<Byte> B = L >= 8 ? VectorSpecies.of(byte.class, VectorShape.forBitSize(8 * L)) : null;
+  /** Weight rows per block. */
+  static final int NR = 4;
+  /** Rows of x per register block when M > 1. */
+  static final int MR = 4;
+  /** Weights (N·K) a task gets at least, so small matrices do not pay for waking threads. */
+  static final long MIN_TASK_WEIGHTS = 1 << 17;
+  /** E4M3 bits moved into an fp32 exponent are 2^120 too small: 2^(e - 127) instead of 2^(e - 7). */
+  private static final float FP8_RESCALE = 0x1p120f;
+  private static final int BF16_HIGH = 0xFFFF0000;
+
+  private RowDotGemm() {}
+
+  private enum Path {
+    BF16,
+    FP8,
+    GENERIC
+  }
+
+  /** Per-thread buffers, grown as needed and reused call after call. */
+  private static final class Scratch {
+    int[] ints = new int[0];
+    byte[] bytes = new byte[0];
+    float[] floats = new float[0];
+    float[][] xsGroup = new float[1][];
+    final float[] lanes = new float[L];
+    final float[] scales = new float[NR];
+
+    int[] ints(int n) {
+      return ints.length >= n ? ints : (ints = new int[n]);
+    }
+
+    byte[] bytes(int n) {
+      return bytes.length >= n ? bytes : (bytes = new byte[n]);
+    }
+
+    float[] floats(int n) {
+      return floats.length >= n ? floats : (floats = new float[n]);
+    }
+  }
+
+  private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
+
+  private static Path path(Linear w) {
+    if (w.dtype() == DType.BF16 && w.in() % 2 == 0) {
+      return Path.BF16;
+    }
+    if (w.dtype() == DType.F8_E4M3 && B != null && w.blockCols() % L == 0 && w.maxScaleInv() * FP8_RESCALE < Float.MAX_VALUE) {
+      return Path.FP8;
+    }
+    return Path.GENERIC;
+  }
+
+  public static void matmul(float[] x, int m, Linear w, float[] y, Parallel par) {
+    matmulGroup(new float[][] {x}, new int[] {m}, new Linear[] {w}, new float[][] {y}, par);
+  }
+
+  /**
+   * Independent products y[g] = x[g] · w[g]ᵀ (m[g] rows each) in one parallel pass, so small matrices (the
+   * experts of a decode step) share one wake-up of the threads. Each result has the bits {@link #matmul} gives.
+   */
+  public static void matmulGroup(float[][] x, int[] m, Linear[] w, float[][] y, Parallel par) {
+    int g = w.length;
+    Path[] paths = new Path[g];
+    float[][] xs = new float[g][];
+    int[] perTask = new int[g];
+    int[] firstTask = new int[g + 1];
+    Scratch caller = SCRATCH.get();
+    if (caller.xsGroup.length < g) {
+      caller.xsGroup = java.util.Arrays.copyOf(caller.xsGroup, g);
+    }
+    for (int i = 0; i < g; i++) {
+      int kDim = w[i].in();
+      int nDim = w[i].out();
+      if (x[i].length < (long) m[i] * kDim || y[i].length < (long) m[i] * nDim) {
+        throw new IllegalArgumentException(w[i].name() + ": x or y too short for m = " + m[i]);
+      }
+      paths[i] = path(w[i]);
+      xs[i] = x[i];
+      if (paths[i] == Path.BF16) {
+        // BF16 pairs are decoded as (even, odd) lanes, so x is split into its even and odd elements once:
+        // row r holds [x[r, 0], x[r, 2], ... | x[r, 1], x[r, 3], ...] at r * K.
+        float[] split = caller.xsGroup[i];
+        if (split == null || split.length < m[i] * kDim) {
+          caller.xsGroup[i] = split = new float[m[i] * kDim];
+        }
+        int half = kDim / 2;
+        for (int r = 0; r < m[i]; r++) {
+          int o = r * kDim;
+          for (int k = 0; k < half; k++) {
+            split[o + k] = x[i][o + 2 * k];
+            split[o + half + k] = x[i][o + 2 * k + 1];
+          }
+        }
+        xs[i] = split;
+      }
+      int blocks = (nDim + NR - 1) / NR;
+      long weights = (long) nDim * kDim;
+      int tasks = (int) Math.min(blocks, Math.max(1, weights / MIN_TASK_WEIGHTS));
+      if (tasks > 1 && g == 1) {
+        tasks = Math.min(blocks, Math.max(tasks, 2 * par.threads()));
+      }
+      perTask[i] = m[i] == 0 || blocks == 0 ? 0 : (blocks + tasks - 1) / tasks;
+      int count = perTask[i] == 0 ? 0 : (blocks + perTask[i] - 1) / perTask[i];
+      firstTask[i + 1] = firstTask[i] + count;
+    }
+    par.forEach(firstTask[g], t -> {
+      int i = 0;
+      while (firstTask[i + 1] <= t) {
+        i++;
+      }
+      int r0 = (t - firstTask[i]) * perTask[i] * NR;
+      int r1 = Math.min(w[i].out(), r0 + perTask[i] * NR);
+      Scratch s = SCRATCH.get();
+      switch (paths[i]) {
+        case BF16 -> bf16Rows(xs[i], x[i], m[i], w[i], y[i], r0, r1, s);
+        case FP8 -> fp8Rows(x[i], m[i], w[i], y[i], r0, r1, s);
+        default -> genericRows(x[i], m[i], w[i], y[i], r0, r1, s);
+      }
+    });
+  }
+
+  /** Lanes of acc added in a fixed tree: halves folded onto each other, L/2, L/4, ... 1. */
+  private static float sumLanes(FloatVector acc, float[] lanes) {
+    acc.intoArray(lanes, 0);
+    for (int h = L / 2; h > 0; h /= 2) {
+      for (int i = 0; i < h; i++) {
+        lanes[i] += lanes[i + h];
+      }
+    }
+    return lanes[0];
+  }
+
+  // ---------------------------------------------------------------------------------------------------- BF16
+
+  private static FloatVector even(IntVector w) {
+    return w.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats();
+  }
+
+  private static FloatVector odd(IntVector w) {
+    return w.and(BF16_HIGH).reinterpretAsFloats();
+  }
+
+  private static void bf16Rows(float[] xs, float[] x, int m, Linear w, float[] y, int r0, int r1, Scratch s) {
+    int kDim = w.in();
+    int half = kDim / 2;
+    int[] wb = s.ints(NR * half);
+    for (int r = r0; r < r1; r += NR) {
+      int nr = Math.min(NR, r1 - r);
+      w.rawRows(r, nr).asIntBuffer().get(wb, 0, nr * half);
+      if (nr == NR) {
+        int i = 0;
+        for (; i + MR <= m; i += MR) {
+          bf16Block2x4(xs, x, i, w, wb, 0, y, r, s);
+          bf16Block2x4(xs, x, i, w, wb, 2 * half, y, r + 2, s);
+        }
+        for (; i < m; i++) {
+          bf16Block4x1(xs, x, i, w, wb, y, r, s);
+        }
+      } else {
+        for (int j = 0; j < nr; j++) {
+          for (int i = 0; i < m; i++) {
+            bf16Block1x1(xs, x, i, w, wb, j * half, y, r + j, s);
+          }
+        }
+      }
+    }
+  }
+
+  /** Finishes one BF16 output: the lanes in a fixed tree, then k = 2·kv .. K-1 by scalar FMAs. */
+  private static float bf16Finish(FloatVector acc, int[] wb, int wOff, float[] x, int xOff, int kv, int kDim, float[] lanes) {
+    float sum = sumLanes(acc, lanes);
+    for (int k = 2 * kv; k < kDim; k++) {
+      int pair = wb[wOff + k / 2];
+      float wk = Float.intBitsToFloat((k & 1) == 0 ? pair << 16 : pair & BF16_HIGH);
+      sum = Math.fma(x[xOff + k], wk, sum);
+    }
+    return sum;
+  }
+
+  private static void bf16Block1x1(float[] xs, float[] x, int i, Linear w, int[] wb, int wOff, float[] y, int row, Scratch s) {
+    int kDim = w.in();
+    int half = kDim / 2;
+    int kv = half / L * L; // pairs taken by whole vectors
+    int xe = i * kDim;
+    int xo = xe + half;
+    FloatVector a = FloatVector.zero(F);
+    for (int j = 0; j < kv; j += L) {
+      IntVector p = IntVector.fromArray(I, wb, wOff + j);
+      a = even(p).fma(FloatVector.fromArray(F, xs, xe + j), a);
+      a = odd(p).fma(FloatVector.fromArray(F, xs, xo + j), a);
+    }
+    y[i * w.out() + row] = bf16Finish(a, wb, wOff, x, xe, kv, kDim, s.lanes);
+  }
+
+  private static void bf16Block4x1(float[] xs, float[] x, int i, Linear w, int[] wb, float[] y, int row, Scratch s) {
+    int kDim = w.in();
+    int half = kDim / 2;
+    int kv = half / L * L;
+    int xe = i * kDim;
+    int xo = xe + half;
+    FloatVector a0 = FloatVector.zero(F);
+    FloatVector a1 = a0;
+    FloatVector a2 = a0;
+    FloatVector a3 = a0;
+    for (int j = 0; j < kv; j += L) {
+      FloatVector ve = FloatVector.fromArray(F, xs, xe + j);
+      FloatVector vo = FloatVector.fromArray(F, xs, xo + j);
+      IntVector p0 = IntVector.fromArray(I, wb, j);
+      IntVector p1 = IntVector.fromArray(I, wb, half + j);
+      IntVector p2 = IntVector.fromArray(I, wb, 2 * half + j);
+      IntVector p3 = IntVector.fromArray(I, wb, 3 * half + j);
+      a0 = even(p0).fma(ve, a0);
+      a1 = even(p1).fma(ve, a1);
+      a2 = even(p2).fma(ve, a2);
+      a3 = even(p3).fma(ve, a3);
+      a0 = odd(p0).fma(vo, a0);
+      a1 = odd(p1).fma(vo, a1);
+      a2 = odd(p2).fma(vo, a2);
+      a3 = odd(p3).fma(vo, a3);
+    }
+    int yo = i * w.out() + row;
+    y[yo] = bf16Finish(a0, wb, 0, x, xe, kv, kDim, s.lanes);
+    y[yo + 1] = bf16Finish(a1, wb, half, x, xe, kv, kDim, s.lanes);
+    y[yo + 2] = bf16Finish(a2, wb, 2 * half, x, xe, kv, kDim, s.lanes);
+    y[yo + 3] = bf16Finish(a3, wb, 3 * half, x, xe, kv, kDim, s.lanes);
+  }
+
+  /**
+   * Two weight rows (wOff, wOff + K/2 in wb) × four rows of x: each weight pair vector is decoded once and
+   * feeds four accumulators. Eight accumulators plus the decoded weights fit AVX2's 16 registers.
+   */
+  private static void bf16Block2x4(float[] xs, float[] x, int i, Linear w, int[] wb, int wOff, float[] y, int row, Scratch s) {
+    int kDim = w.in();
+    int half = kDim / 2;
+    int kv = half / L * L;
+    int x0 = i * kDim;
+    int x1 = x0 + kDim;
+    int x2 = x1 + kDim;
+    int x3 = x2 + kDim;
+    int w1Off = wOff + half;
+    FloatVector z = FloatVector.zero(F);
+    FloatVector a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z;
+    for (int j = 0; j < kv; j += L) {
+      IntVector p0 = IntVector.fromArray(I, wb, wOff + j);
+      IntVector p1 = IntVector.fromArray(I, wb, w1Off + j);
+      FloatVector e0 = even(p0);
+      FloatVector e1 = even(p1);
+      FloatVector o0 = odd(p0);
+      FloatVector o1 = odd(p1);
+      // Per accumulator: the even product, then the odd one.
+      FloatVector v = FloatVector.fromArray(F, xs, x0 + j);
+      a00 = e0.fma(v, a00);
+      a01 = e1.fma(v, a01);
+      v = FloatVector.fromArray(F, xs, x0 + half + j);
+      a00 = o0.fma(v, a00);
+      a01 = o1.fma(v, a01);
+      v = FloatVector.fromArray(F, xs, x1 + j);
+      a10 = e0.fma(v, a10);
+      a11 = e1.fma(v, a11);
+      v = FloatVector.fromArray(F, xs, x1 + half + j);
+      a10 = o0.fma(v, a10);
+      a11 = o1.fma(v, a11);
+      v = FloatVector.fromArray(F, xs, x2 + j);
+      a20 = e0.fma(v, a20);
+      a21 = e1.fma(v, a21);
+      v = FloatVector.fromArray(F, xs, x2 + half + j);
+      a20 = o0.fma(v, a20);
+      a21 = o1.fma(v, a21);
+      v = FloatVector.fromArray(F, xs, x3 + j);
+      a30 = e0.fma(v, a30);
+      a31 = e1.fma(v, a31);
+      v = FloatVector.fromArray(F, xs, x3 + half + j);
+      a30 = o0.fma(v, a30);
+      a31 = o1.fma(v, a31);
+    }
+    int n = w.out();
+    float[] ln = s.lanes;
+    int y0 = i * n + row;
+    y[y0] = bf16Finish(a00, wb, wOff, x, x0, kv, kDim, ln);
+    y[y0 + 1] = bf16Finish(a01, wb, w1Off, x, x0, kv, kDim, ln);
+    y0 += n;
+    y[y0] = bf16Finish(a10, wb, wOff, x, x1, kv, kDim, ln);
+    y[y0 + 1] = bf16Finish(a11, wb, w1Off, x, x1, kv, kDim, ln);
+    y0 += n;
+    y[y0] = bf16Finish(a20, wb, wOff, x, x2, kv, kDim, ln);
+    y[y0 + 1] = bf16Finish(a21, wb, w1Off, x, x2, kv, kDim, ln);
+    y0 += n;
+    y[y0] = bf16Finish(a30, wb, wOff, x, x3, kv, kDim, ln);
+    y[y0 + 1] = bf16Finish(a31, wb, w1Off, x, x3, kv, kDim, ln);
+  }
+
+  // ----------------------------------------------------------------------------------------------------- FP8
+
+  /**
+   * L E4M3 codes to fp32 times their block scale (pre-multiplied by 2^120): sign to bit 31, exponent and
+   * mantissa to bits 26..20, so the float is the code's value × 2^-120 exactly (subnormals included); the one
+   * product with the scale rounds as {@link Linear#row}'s does. Codes 0x7f / 0xff are NaN.
+   */
+  private static FloatVector fp8(byte[] codes, int off, FloatVector scale) {
+    IntVector c = (IntVector) ByteVector.fromArray(B, codes, off).convertShape(VectorOperators.B2I, I, 0);
+    IntVector mag = c.and(0x7f);
+    IntVector bits = mag.lanewise(VectorOperators.LSHL, 20).or(c.and(0x80).lanewise(VectorOperators.LSHL, 24));
+    bits = bits.blend(0x7fc00000, mag.eq(0x7f));
+    return bits.reinterpretAsFloats().mul(scale);
+  }
+
+  private static void fp8Rows(float[] x, int m, Linear w, float[] y, int r0, int r1, Scratch s) {
+    int kDim = w.in();
+    byte[] wb = s.bytes(NR * kDim);
+    for (int r = r0; r < r1; r += NR) {
+      int nr = Math.min(NR, r1 - r);
+      w.rawRows(r, nr).get(wb, 0, nr * kDim);
+      if (nr == NR) {
+        int i = 0;
+        for (; i + MR <= m; i += MR) {
+          fp8Block2x4(x, i, w, wb, 0, y, r, s);
+          fp8Block2x4(x, i, w, wb, 2 * kDim, y, r + 2, s);
+        }
+        for (; i < m; i++) {
+          fp8Block4x1(x, i, w, wb, y, r, s);
+        }
+      } else {
+        for (int j = 0; j < nr; j++) {
+          for (int i = 0; i < m; i++) {
+            fp8Block1x1(x, i, w, wb, j * kDim, y, r + j, s);
+          }
+        }
+      }
+    }
+  }
+
+  /** Finishes one FP8 output: lanes in a fixed tree, then the K tail by scalar FMAs of code × block scale. */
+  private static float fp8Finish(FloatVector acc, Linear w, int row, byte[] wb, int wOff, float[] x, int xOff, int kv, float[] lanes) {
+    float sum = sumLanes(acc, lanes);
+    for (int k = kv; k < w.in(); k++) {
+      float wk = NumberFormats.e4m3ToFloat(wb[wOff + k]) * w.blockScale(row, k);
+      sum = Math.fma(x[xOff + k], wk, sum);
+    }
+    return sum;
+  }
+
+  private static FloatVector scale(Linear w, int row, int k) {
+    return FloatVector.broadcast(F, w.blockScale(row, k) * FP8_RESCALE);
+  }
+
+  private static void fp8Block1x1(float[] x, int i, Linear w, byte[] wb, int wOff, float[] y, int row, Scratch s) {
+    int kDim = w.in();
+    int kv = kDim / L * L;
+    int bc = w.blockCols();
+    int xo = i * kDim;
+    FloatVector a = FloatVector.zero(F);
+    for (int k0 = 0; k0 < kv; k0 += bc) {
+      int kEnd = Math.min(kv, k0 + bc);
+      FloatVector sc = scale(w, row, k0);
+      for (int k = k0; k < kEnd; k += L) {
+        a = fp8(wb, wOff + k, sc).fma(FloatVector.fromArray(F, x, xo + k), a);
+      }
+    }
+    y[i * w.out() + row] = fp8Finish(a, w, row, wb, wOff, x, xo, kv, s.lanes);
+  }
+
+  private static void fp8Block4x1(float[] x, int i, Linear w, byte[] wb, float[] y, int row, Scratch s) {
+    int kDim = w.in();
+    int kv = kDim / L * L;
+    int bc = w.blockCols();
+    int xo = i * kDim;
+    FloatVector a0 = FloatVector.zero(F);
+    FloatVector a1 = a0;
+    FloatVector a2 = a0;
+    FloatVector a3 = a0;
+    for (int k0 = 0; k0 < kv; k0 += bc) {
+      int kEnd = Math.min(kv, k0 + bc);
+      FloatVector s0 = scale(w, row, k0);
+      FloatVector s1 = scale(w, row + 1, k0);
+      FloatVector s2 = scale(w, row + 2, k0);
+      FloatVector s3 = scale(w, row + 3, k0);
+      for (int k = k0; k < kEnd; k += L) {
+        FloatVector v = FloatVector.fromArray(F, x, xo + k);
+        a0 = fp8(wb, k, s0).fma(v, a0);
+        a1 = fp8(wb, kDim + k, s1).fma(v, a1);
+        a2 = fp8(wb, 2 * kDim + k, s2).fma(v, a2);
+        a3 = fp8(wb, 3 * kDim + k, s3).fma(v, a3);
+      }
+    }
+    int yo = i * w.out() + row;
+    y[yo] = fp8Finish(a0, w, row, wb, 0, x, xo, kv, s.lanes);
+    y[yo + 1] = fp8Finish(a1, w, row + 1, wb, kDim, x, xo, kv, s.lanes);
+    y[yo + 2] = fp8Finish(a2, w, row + 2, wb, 2 * kDim, x, xo, kv, s.lanes);
+    y[yo + 3] = fp8Finish(a3, w, row + 3, wb, 3 * kDim, x, xo, kv, s.lanes);
+  }
+
+  /** Two weight rows (wOff, wOff + K in wb) × four rows of x, as {@link #bf16Block2x4}. */
+  private static void fp8Block2x4(float[] x, int i, Linear w, byte[] wb, int wOff, float[] y, int row, Scratch s) {
+    int kDim = w.in();
+    int kv = kDim / L * L;
+    int bc = w.blockCols();
+    int x0 = i * kDim;
+    int x1 = x0 + kDim;
+    int x2 = x1 + kDim;
+    int x3 = x2 + kDim;
+    int w1Off = wOff + kDim;
+    FloatVector z = FloatVector.zero(F);
+    FloatVector a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z;
+    for (int k0 = 0; k0 < kv; k0 += bc) {
+      int kEnd = Math.min(kv, k0 + bc);
+      FloatVector s0 = scale(w, row, k0);
+      FloatVector s1 = scale(w, row + 1, k0);
+      for (int k = k0; k < kEnd; k += L) {
+        FloatVector w0 = fp8(wb, wOff + k, s0);
+        FloatVector w1 = fp8(wb, w1Off + k, s1);
+        FloatVector v = FloatVector.fromArray(F, x, x0 + k);
+        a00 = w0.fma(v, a00);
+        a01 = w1.fma(v, a01);
+        v = FloatVector.fromArray(F, x, x1 + k);
+        a10 = w0.fma(v, a10);
+        a11 = w1.fma(v, a11);
+        v = FloatVector.fromArray(F, x, x2 + k);
+        a20 = w0.fma(v, a20);
+        a21 = w1.fma(v, a21);
+        v = FloatVector.fromArray(F, x, x3 + k);
+        a30 = w0.fma(v, a30);
+        a31 = w1.fma(v, a31);
+      }
+    }
+    int n = w.out();
+    float[] ln = s.lanes;
+    int y0 = i * n + row;
+    y[y0] = fp8Finish(a00, w, row, wb, wOff, x, x0, kv, ln);
+    y[y0 + 1] = fp8Finish(a01, w, row + 1, wb, w1Off, x, x0, kv, ln);
+    y0 += n;
+    y[y0] = fp8Finish(a10, w, row, wb, wOff, x, x1, kv, ln);
+    y[y0 + 1] = fp8Finish(a11, w, row + 1, wb, w1Off, x, x1, kv, ln);
+    y0 += n;
+    y[y0] = fp8Finish(a20, w, row, wb, wOff, x, x2, kv, ln);
+    y[y0 + 1] = fp8Finish(a21, w, row + 1, wb, w1Off, x, x2, kv, ln);
+    y0 += n;
+    y[y0] = fp8Finish(a30, w, row, wb, wOff, x, x3, kv, ln);
+    y[y0 + 1] = fp8Finish(a31, w, row + 1, wb, w1Off, x, x3, kv, ln);
+  }
+
+  // ------------------------------------------------------------------------------------------------- generic
+
+  /** F32, F16 and shapes the in-register decoders do not take: rows decoded by {@link Linear#row}, one output at a time. */
+  private static void genericRows(float[] x, int m, Linear w, float[] y, int r0, int r1, Scratch s) {
+    int kDim = w.in();
+    int nDim = w.out();
+    int kv = kDim / L * L;
+    float[] row = s.floats(kDim);
+    for (int r = r0; r < r1; r++) {
+      w.row(r, 0, kDim, row, 0);
+      for (int i = 0; i < m; i++) {
+        int xo = i * kDim;
+        FloatVector a = FloatVector.zero(F);
+        for (int k = 0; k < kv; k += L) {
+          a = FloatVector.fromArray(F, row, k).fma(FloatVector.fromArray(F, x, xo + k), a);
+        }
+        float sum = sumLanes(a, s.lanes);
+        for (int k = kv; k < kDim; k++) {
+          sum = Math.fma(x[xo + k], row[k], sum);
+        }
+        y[i * nDim + r] = sum;
+      }
+    }
+  }
+}

@@ -1,0 +1,153 @@
+package dev.scorch.engine.kernels;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import dev.scorch.engine.checkpoint.DType;
+import dev.scorch.engine.checkpoint.SafetensorsFile;
+import dev.scorch.engine.checkpoint.SafetensorsWriter;
+import dev.scorch.engine.demo.Fp8Blocks;
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.Arrays;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The decode kernel against the plain reference, and its bits independent of M, row position, blocking and threads. */
+class RowDotGemmTest {
+  @TempDir Path dir;
+
+  Linear linear(DType dtype, int out, int in, long seed) throws IOException {
+    return linear(dtype, out, in, seed, 128);
+  }
+
+  Linear linear(DType dtype, int out, int in, long seed, int block) throws IOException {
+    float[] w = GemmTest.randn(out * in, seed);
+    SafetensorsWriter sw = new SafetensorsWriter();
+    if (dtype == DType.F8_E4M3) {
+      Fp8Blocks q = Fp8Blocks.quantize(w, out, in, block, block);
+      sw.add("w", DType.F8_E4M3, new long[] {out, in}, q.codes());
+      sw.addFloats("w_scale_inv", DType.F32, new long[] {q.scaleRows(), q.scaleCols()}, q.scaleInv());
+    } else {
+      sw.addFloats("w", dtype, new long[] {out, in}, w);
+    }
+    Path f = dir.resolve(dtype + "-" + out + "x" + in + "-" + block + ".safetensors");
+    sw.write(f);
+    SafetensorsFile sf = SafetensorsFile.open(f);
+    return dtype == DType.F8_E4M3 ? new Linear(sf.tensor("w"), sf.tensor("w_scale_inv"), block, block) : new Linear(sf.tensor("w"));
+  }
+
+  static void assertClose(float[] ref, float[] got, int k, String what) {
+    for (int i = 0; i < ref.length; i++) {
+      assertEquals(ref[i], got[i], 2e-5 * Math.sqrt(k) + 1e-5 * Math.abs(ref[i]), what + " at " + i);
+    }
+  }
+
+  @Test
+  void matchesTheReferenceForEveryWeightPath() throws IOException {
+    // M around the 4-row block, N not a multiple of the 4-row weight block, K with tails and partial FP8 blocks.
+    int[][] shapes = {{1, 1, 1}, {1, 5, 7}, {3, 17, 34}, {4, 8, 192}, {7, 33, 320}, {9, 130, 513}, {32, 64, 1024}, {5, 66, 2816}};
+    for (DType dtype : new DType[] {DType.BF16, DType.F8_E4M3, DType.F32}) {
+      for (int[] s : shapes) {
+        int m = s[0];
+        int n = s[1];
+        int k = s[2];
+        Linear w = linear(dtype, n, k, 31L * n + k);
+        float[] x = GemmTest.randn(m * k, m + 7L * k);
+        float[] fast = new float[m * n];
+        float[] ref = new float[m * n];
+        try (Parallel p = new Parallel(2)) {
+          RowDotGemm.matmul(x, m, w, fast, p);
+        }
+        PackedGemm.reference(x, m, w, ref);
+        assertClose(ref, fast, k, dtype + " " + m + "x" + n + "x" + k);
+      }
+    }
+  }
+
+  /** FP8 whose block columns are not a multiple of the vector width take the generic path; same reference. */
+  @Test
+  void fp8WithOddBlocksMatchesTheReference() throws IOException {
+    Linear w = linear(DType.F8_E4M3, 21, 100, 3, 24);
+    float[] x = GemmTest.randn(3 * 100, 4);
+    float[] fast = new float[3 * 21];
+    float[] ref = new float[3 * 21];
+    try (Parallel p = new Parallel(1)) {
+      RowDotGemm.matmul(x, 3, w, fast, p);
+    }
+    PackedGemm.reference(x, 3, w, ref);
+    assertClose(ref, fast, 100, "FP8 24x24 blocks");
+  }
+
+  /** Each output row's bits are the same at M = 1, 7 and 32, in any position in the batch, on 1, 2 or 3 threads. */
+  @Test
+  void aRowGivesTheSameBitsWhateverTheBatchAndThreads() throws IOException {
+    for (DType dtype : new DType[] {DType.BF16, DType.F8_E4M3, DType.F32}) {
+      // N large enough to be split into several tasks (N·K >= 2 · MIN_TASK_WEIGHTS), with a tail of 2 rows.
+      int n = 258;
+      int k = 1056;
+      Linear w = linear(dtype, n, k, 11);
+      float[] x = GemmTest.randn(32 * k, 12);
+      float[][] alone = new float[32][n];
+      try (Parallel p1 = new Parallel(1)) {
+        for (int i = 0; i < 32; i++) {
+          RowDotGemm.matmul(Arrays.copyOfRange(x, i * k, (i + 1) * k), 1, w, alone[i], p1);
+        }
+      }
+      for (int threads = 1; threads <= 3; threads++) {
+        try (Parallel p = new Parallel(threads)) {
+          for (int m : new int[] {1, 7, 32}) {
+            // The batch: rows 32 - m .. 31 of x, so each row sits at a different position than alone.
+            float[] xb = Arrays.copyOfRange(x, (32 - m) * k, 32 * k);
+            float[] y = new float[m * n];
+            RowDotGemm.matmul(xb, m, w, y, p);
+            for (int i = 0; i < m; i++) {
+              assertArrayEquals(alone[32 - m + i], Arrays.copyOfRange(y, i * n, (i + 1) * n),
+                  dtype + ", " + threads + " threads, m = " + m + ", row " + i);
+            }
+          }
+        }
+      }
+    }
+  }
+
+  /** A group of matmuls in one pass gives each member the bits it gets alone. */
+  @Test
+  void groupedMatmulsGiveTheBitsOfSingleOnes() throws IOException {
+    Linear[] w = {linear(DType.BF16, 256, 1024, 1), linear(DType.F8_E4M3, 130, 320, 2), linear(DType.F32, 7, 33, 3), linear(DType.BF16, 66, 256, 4)};
+    int[] m = {1, 5, 2, 0};
+    float[][] x = new float[w.length][];
+    float[][] y = new float[w.length][];
+    for (int g = 0; g < w.length; g++) {
+      x[g] = GemmTest.randn(m[g] * w[g].in(), 10 + g);
+      y[g] = new float[m[g] * w[g].out()];
+    }
+    try (Parallel p = new Parallel(2)) {
+      RowDotGemm.matmulGroup(x, m, w, y, p);
+      for (int g = 0; g < w.length; g++) {
+        float[] alone = new float[m[g] * w[g].out()];
+        RowDotGemm.matmul(x[g], m[g], w[g], alone, p);
+        assertArrayEquals(alone, y[g], "member " + g);
+      }
+    }
+  }
+
+  @Test
+  void cpuOpsDecodeUsesTheKernelOrTheScalarFallback() throws IOException {
+    Linear w = linear(DType.BF16, 40, 96, 8);
+    float[] x = GemmTest.randn(3 * 96, 9);
+    float[] kernel = new float[3 * 40];
+    float[] viaOps = new float[3 * 40];
+    float[] scalar = new float[3 * 40];
+    float[] ref = new float[3 * 40];
+    try (Parallel p = new Parallel(1); CpuOps ops = new CpuOps(2); CpuOps noSimd = new CpuOps(2, false); ReferenceOps r = new ReferenceOps()) {
+      RowDotGemm.matmul(x, 3, w, kernel, p);
+      ops.matmulDecode(x, 3, w, viaOps);
+      noSimd.matmulDecode(x, 3, w, scalar);
+      r.matmulDecode(x, 3, w, ref);
+    }
+    assertArrayEquals(kernel, viaOps);
+    assertClose(ref, scalar, 96, "scalar fallback");
+    assertClose(ref, kernel, 96, "kernel");
+  }
+}
