@@ -4,6 +4,7 @@ import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.model.WeightLayout;
 import dev.scorch.engine.runtime.KvCache;
+import dev.scorch.engine.runtime.HeapAllocation;
 import dev.scorch.engine.runtime.ProcessMemory;
 import dev.scorch.engine.scoring.LogSoftmax;
 import java.util.ArrayList;
@@ -24,7 +25,8 @@ import java.util.SplittableRandom;
 public final class DecodeBenchmark {
 
   public record Result(int batch, int prompt, int steps, int threads, double medianTokensPerSec, double minTokensPerSec,
-      double maxTokensPerSec, double medianStepSeconds, long weightBytesPerStep, long cacheBytesPerToken, long peakRssBytes) {
+      double maxTokensPerSec, double medianStepSeconds, long weightBytesPerStep, long cacheBytesPerToken, long peakRssBytes,
+      double heapBytesPerToken) {
 
     /** Weight bytes read per second at the median step time (batch 1: the memory-bandwidth use). */
     public double weightBytesPerSecond() {
@@ -39,6 +41,7 @@ public final class DecodeBenchmark {
     SplittableRandom rnd = new SplittableRandom(seed);
     long expertsHit = 0; // distinct (MoE layer, expert) pairs over the timed steps
     double[] secs = new double[runs];
+    long heapBytes = 0; // allocated during the timed steps
     for (int run = -warmup; run < runs; run++) {
       List<int[]> prompts = new ArrayList<>();
       List<KvCache> caches = new ArrayList<>();
@@ -55,6 +58,7 @@ public final class DecodeBenchmark {
       int[] next = new int[batch];
       Arrays.fill(next, 1);
       int[][] routes = new int[model.numMoeLayers()][];
+      long heap0 = HeapAllocation.allocatedBytes();
       long t0 = System.nanoTime();
       for (int s = 0; s < steps; s++) {
         float[] logits = model.decode(next, cacheArray, ops, routes); // [batch, vocab]
@@ -69,6 +73,7 @@ public final class DecodeBenchmark {
       }
       if (run >= 0) {
         secs[run] = (System.nanoTime() - t0) / 1e9;
+        heapBytes += HeapAllocation.allocatedBytes() - heap0;
       }
     }
     Arrays.sort(secs);
@@ -90,6 +95,6 @@ public final class DecodeBenchmark {
     expertBytes /= Math.max(1, model.numMoeLayers());
     weightBytes += Math.round((double) expertsHit / ((double) runs * steps) * expertBytes);
     return new Result(batch, prompt, steps, ops.threads(), tokens / median, tokens / secs[runs - 1], tokens / secs[0],
-        median / steps, weightBytes, KvCache.bytesPerToken(model.config()), ProcessMemory.peakRssBytes());
+        median / steps, weightBytes, KvCache.bytesPerToken(model.config()), ProcessMemory.peakRssBytes(), heapBytes / (tokens * runs));
   }
 }

@@ -4,6 +4,7 @@ import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.model.WeightLayout;
+import dev.scorch.engine.runtime.HeapAllocation;
 import dev.scorch.engine.runtime.ProcessMemory;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;
@@ -20,7 +21,7 @@ public final class PrefillBenchmark {
 
   public record Result(
       int batch, int seq, int threads, int runs, double medianTokensPerSec, double minTokensPerSec, double maxTokensPerSec,
-      double medianSeconds, double modelGflopPerSec, long peakRssBytes) {}
+      double medianSeconds, double modelGflopPerSec, long peakRssBytes, double heapBytesPerToken) {}
 
   private PrefillBenchmark() {}
 
@@ -39,16 +40,18 @@ public final class PrefillBenchmark {
       scorer.score(reqs);
     }
     double[] secs = new double[runs];
+    long heap0 = HeapAllocation.allocatedBytes();
     for (int i = 0; i < runs; i++) {
       long t0 = System.nanoTime();
       scorer.score(reqs);
       secs[i] = (System.nanoTime() - t0) / 1e9;
     }
+    long heapBytes = HeapAllocation.allocatedBytes() - heap0;
     Arrays.sort(secs);
     double median = runs % 2 == 1 ? secs[runs / 2] : (secs[runs / 2 - 1] + secs[runs / 2]) / 2;
     double tokens = (double) batch * seq;
     return new Result(batch, seq, ops.threads(), runs, tokens / median, tokens / secs[runs - 1], tokens / secs[0], median,
-        modelFlops(model.config(), batch, seq) / median / 1e9, ProcessMemory.peakRssBytes());
+        modelFlops(model.config(), batch, seq) / median / 1e9, ProcessMemory.peakRssBytes(), heapBytes / (tokens * runs));
   }
 
   /**
