@@ -80,7 +80,7 @@ public final class EvalJob {
       String dataHash = Hashes.sha256(t.task().data());
       for (TaskRun.Metric m : r.metrics()) {
         entries.add(new History.Entry(spec.runId(), runTime, suite.name(), suite.hash(), t.task().name(), t.task().kind().id(), m,
-            modelLabel, modelLabel.substring(modelLabel.indexOf('@') + 1), dataHash));
+            t.task().tolerance(m.metric()), modelLabel, modelLabel.substring(modelLabel.indexOf('@') + 1), dataHash));
         summary.add(String.format("%-24s %-18s %10.4f ± %-8.4f n=%d errors=%d", t.task().name(), m.metric(), m.value(), m.stderr(), m.n(),
             m.errors()));
       }
@@ -92,7 +92,7 @@ public final class EvalJob {
     List<String> comparison = new ArrayList<>();
     List<String> regressions = new ArrayList<>();
     if (spec.compareTo() != null) {
-      compare(spark, spec, suite, entries, comparison, regressions);
+      compare(spark, spec, entries, comparison, regressions);
     }
     return new EvalReport(spec.runId(), summary, comparison, regressions, (System.nanoTime() - t0) / 1e9);
   }
@@ -175,14 +175,12 @@ public final class EvalJob {
   }
 
   /** Deltas against the base run; a drop larger than the task's tolerance for that metric is a regression. */
-  private static void compare(SparkSession spark, EvalSpec spec, EvalSuite suite, List<History.Entry> now, List<String> comparison,
+  private static void compare(SparkSession spark, EvalSpec spec, List<History.Entry> now, List<String> comparison,
       List<String> regressions) throws IOException {
     Map<String, Row> base = History.run(spark, spec.output(), spec.compareTo());
     if (base.isEmpty()) {
       throw new IllegalArgumentException("--compare-to " + spec.compareTo() + ": no such run in " + History.path(spec.output()));
     }
-    Map<String, EvalSuite.Task> tasks = new HashMap<>();
-    suite.tasks().forEach(t -> tasks.put(t.name(), t));
     int w = Math.max(10, Math.max(spec.compareTo().length(), spec.runId().length()));
     String num = "%" + w + ".4f";
     String col = "%" + w + "s";
@@ -198,7 +196,7 @@ public final class EvalJob {
       double was = b.getAs("value");
       double is = e.metric().value();
       double drop = e.metric().higherIsBetter() ? was - is : is - was;
-      double tol = tasks.get(e.task()).tolerance(e.metric().metric());
+      double tol = e.tolerance();
       boolean regressed = !(drop <= tol + 1e-12); // NaN counts as a regression
       String line = String.format("%-24s %-18s " + num + " " + num + " %+10.4f %10.4f  %s", e.task(), e.metric().metric(), was, is,
           is - was, tol, regressed ? "REGRESSION" : "ok");

@@ -33,6 +33,7 @@ final class History {
       .add("n", DataTypes.LongType)
       .add("errors", DataTypes.LongType)
       .add("higher_is_better", DataTypes.BooleanType)
+      .add("tolerance", DataTypes.DoubleType)
       .add("model", DataTypes.StringType)
       .add("model_hash", DataTypes.StringType)
       .add("data_hash", DataTypes.StringType)
@@ -40,12 +41,12 @@ final class History {
 
   /** One summary row. */
   record Entry(String runId, String runTime, String suite, String suiteHash, String task, String kind, TaskRun.Metric metric,
-      String model, String modelHash, String dataHash) {
+      double tolerance, String model, String modelHash, String dataHash) {
 
     Row toRow() {
       TaskRun.Metric m = metric;
       return RowFactory.create(runTime, suite, suiteHash, task, kind, m.metric(), nanToNull(m.value()), nanToNull(m.stderr()),
-          m.stderrMethod(), m.n(), m.errors(), m.higherIsBetter(), model, modelHash, dataHash, runId);
+          m.stderrMethod(), m.n(), m.errors(), m.higherIsBetter(), tolerance, model, modelHash, dataHash, runId);
     }
 
     private static Double nanToNull(double v) {

@@ -168,6 +168,7 @@ class EvalJobTest {
     assertEquals(4L, acc.<Long>getAs("n"));
     assertEquals(1L, acc.<Long>getAs("errors"));
     assertEquals(Stats.ANALYTIC, acc.getAs("stderr_method"));
+    assertEquals(0.01, acc.<Double>getAs("tolerance"), 0, "the suite's tolerance, recorded with the figure");
     assertEquals(0.5, h.get("mc/acc_norm").<Double>getAs("value"), 0, "one-token choices: per-token normalising changes nothing");
     Map<String, Row> examples = byId(out.resolve("runs/r1/mc"));
     for (int i = 0; i < 4; i++) {

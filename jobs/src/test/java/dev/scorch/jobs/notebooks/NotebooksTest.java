@@ -52,6 +52,7 @@ class NotebooksTest {
     String executed = runNotebook("eval_history.ipynb", Map.of("SCORCH_EVAL", tmp.resolve("evals").toString()));
     assertTrue(executed.contains("comparing run-001 -> run-002"), "the last two runs are compared by default");
     assertTrue(executed.contains("DROP"), "run-002's acc drop is marked");
+    assertTrue(executed.contains("REGRESSION"), "the job's tolerance gate is shown too");
   }
 
   /** The score job on the tiny demo model: text rows of varied length, a one-token row and two error rows. */
