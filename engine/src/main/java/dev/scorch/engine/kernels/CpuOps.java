@@ -272,8 +272,89 @@ public final class CpuOps implements Ops {
           for (int j = 0; j <= i; j++) {
             sc[j] *= inv; // the probabilities
           }
-          weightedValues(in, sc, i, base, h, out);
         }
+        weightedValuesTile(in, scores, i0, rows, base, h, out);
+      }
+    }
+
+    /**
+     * out[i0 + r] = Σ_{j <= i0 + r} p[r][j] · v_j for the rows of a query tile. With a full tile and v_head a
+     * multiple of two vectors, each V vector is loaded once for all four rows (V rows lie heads × kv_head floats
+     * apart, so the per-row form streams them once per row); per element every row gets the same FMA chain over
+     * j = 0 .. i as {@link #weightedValues}, so the bits are the same.
+     */
+    static void weightedValuesTile(MlaInputs in, float[][] p, int i0, int rows, int base, int h, float[] out) {
+      int l = S.length();
+      int vDim = in.vHead();
+      if (rows < QUERY_TILE || vDim % (2 * l) != 0) {
+        for (int r = 0; r < rows; r++) {
+          weightedValues(in, p[r], i0 + r, base, h, out);
+        }
+        return;
+      }
+      int heads = in.heads();
+      int kvHead = in.kvHead();
+      float[] kv = in.kv();
+      float[] p0 = p[0];
+      float[] p1 = p[1];
+      float[] p2 = p[2];
+      float[] p3 = p[3];
+      int oStride = heads * vDim; // out row i + 1 lies this far after row i
+      int oOff = ((base + i0) * heads + h) * vDim;
+      int vBase = (base * heads + h) * kvHead + in.qkNope(); // v of key j starts at vBase + j * vStride
+      int vStride = heads * kvHead;
+      for (int d0 = 0; d0 < vDim; d0 += 2 * l) {
+        FloatVector a0 = FloatVector.zero(S);
+        FloatVector b0 = FloatVector.zero(S);
+        FloatVector a1 = FloatVector.zero(S);
+        FloatVector b1 = FloatVector.zero(S);
+        FloatVector a2 = FloatVector.zero(S);
+        FloatVector b2 = FloatVector.zero(S);
+        FloatVector a3 = FloatVector.zero(S);
+        FloatVector b3 = FloatVector.zero(S);
+        int j = 0;
+        int v = vBase + d0;
+        for (; j <= i0; j++, v += vStride) { // keys every row of the tile sees
+          FloatVector va = FloatVector.fromArray(S, kv, v);
+          FloatVector vb = FloatVector.fromArray(S, kv, v + l);
+          FloatVector w = FloatVector.broadcast(S, p0[j]);
+          a0 = va.fma(w, a0);
+          b0 = vb.fma(w, b0);
+          w = FloatVector.broadcast(S, p1[j]);
+          a1 = va.fma(w, a1);
+          b1 = vb.fma(w, b1);
+          w = FloatVector.broadcast(S, p2[j]);
+          a2 = va.fma(w, a2);
+          b2 = vb.fma(w, b2);
+          w = FloatVector.broadcast(S, p3[j]);
+          a3 = va.fma(w, a3);
+          b3 = vb.fma(w, b3);
+        }
+        for (; j <= i0 + 3; j++, v += vStride) { // key i0 + k: only rows k .. 3 see it
+          FloatVector va = FloatVector.fromArray(S, kv, v);
+          FloatVector vb = FloatVector.fromArray(S, kv, v + l);
+          if (j <= i0 + 1) {
+            FloatVector w = FloatVector.broadcast(S, p1[j]);
+            a1 = va.fma(w, a1);
+            b1 = vb.fma(w, b1);
+          }
+          if (j <= i0 + 2) {
+            FloatVector w = FloatVector.broadcast(S, p2[j]);
+            a2 = va.fma(w, a2);
+            b2 = vb.fma(w, b2);
+          }
+          FloatVector w = FloatVector.broadcast(S, p3[j]);
+          a3 = va.fma(w, a3);
+          b3 = vb.fma(w, b3);
+        }
+        a0.intoArray(out, oOff + d0);
+        b0.intoArray(out, oOff + d0 + l);
+        a1.intoArray(out, oOff + oStride + d0);
+        b1.intoArray(out, oOff + oStride + d0 + l);
+        a2.intoArray(out, oOff + 2 * oStride + d0);
+        b2.intoArray(out, oOff + 2 * oStride + d0 + l);
+        a3.intoArray(out, oOff + 3 * oStride + d0);
+        b3.intoArray(out, oOff + 3 * oStride + d0 + l);
       }
     }
 
