@@ -81,6 +81,7 @@ public final class Tensor {
   }
 
   private static final ThreadLocal<short[]> SHORTS = ThreadLocal.withInitial(() -> new short[4096]);
+  private static final ThreadLocal<byte[]> BYTES = ThreadLocal.withInitial(() -> new byte[4096]);
 
   static void decode(DType dtype, ByteBuffer b, float[] dst, int off, int n) {
     switch (dtype) {
@@ -103,8 +104,15 @@ public final class Tensor {
         }
       }
       case F8_E4M3 -> {
+        // Bulk-copy the codes, then look each up (every code's value is exact in fp32).
+        byte[] raw = BYTES.get();
+        if (raw.length < n) {
+          raw = new byte[n];
+          BYTES.set(raw);
+        }
+        b.get(0, raw, 0, n);
         for (int i = 0; i < n; i++) {
-          dst[off + i] = NumberFormats.e4m3ToFloat(b.get(i));
+          dst[off + i] = NumberFormats.e4m3ToFloat(raw[i]);
         }
       }
       case I32 -> {

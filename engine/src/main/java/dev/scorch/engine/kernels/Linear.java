@@ -78,9 +78,15 @@ public final class Linear {
   public void row(int row, int k0, int n, float[] dst, int off) {
     weight.toFloat((long) row * in + k0, dst, off, n);
     if (scaleInv != null) {
+      // One scale per run of inputs inside a block (the same product per element as a lookup each).
       int sRow = (row / blockRows) * scaleCols;
-      for (int i = 0; i < n; i++) {
-        dst[off + i] *= scaleInv[sRow + (k0 + i) / blockCols];
+      for (int i = 0; i < n; ) {
+        int block = (k0 + i) / blockCols;
+        int end = Math.min(n, (block + 1) * blockCols - k0);
+        float scale = scaleInv[sRow + block];
+        for (; i < end; i++) {
+          dst[off + i] *= scale;
+        }
       }
     }
   }
