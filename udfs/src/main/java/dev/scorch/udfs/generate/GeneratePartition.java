@@ -143,7 +143,7 @@ public final class GeneratePartition implements FlatMapFunction<Iterator<Interna
 
     /** The row's request, or null after adding its error rows to out. */
     Generator.Tagged<RowTag> request(InternalRow row, Deque<InternalRow> out) {
-      Object rowId = row.isNullAt(id) ? null : row.copy().get(id, idType);
+      Object rowId = row.isNullAt(id) ? null : InternalRow.copyValue(row.get(id, idType)); // the input row's buffer is reused
       if (rowId == null) {
         failed(null, null, "id is null (input row " + row.getUTF8String(where) + ")", out);
         return null;
