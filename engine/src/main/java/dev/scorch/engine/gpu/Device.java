@@ -1,0 +1,104 @@
+package dev.scorch.engine.gpu;
+
+import dev.scorch.engine.kernels.Linear;
+
+/**
+ * The GPU backend's seam: memory and the kernels {@link GpuModel} runs, on one device. {@code cuda.CudaDevice}
+ * runs them on an NVIDIA GPU (cuBLAS for GEMMs, the kernels of src/main/cuda for the rest); {@link HostDevice}
+ * is their plain-loop twin in Java, which the tests run the same model code on. Shapes are row-major; calls run
+ * in order (one stream), and reads back to the host wait for what came before.
+ */
+public interface Device extends AutoCloseable {
+  /** The device, in words (name, memory). */
+  String describe();
+
+  /** Bytes of device memory in all and free now. */
+  long totalBytes();
+
+  long freeBytes();
+
+  // --- Memory
+
+  /** A new zeroed buffer of n elements. */
+  Buf alloc(Buf.Kind kind, long n);
+
+  void free(Buf b);
+
+  void zero(Buf b);
+
+  void write(Buf dst, float[] src, int off, int n);
+
+  void write(Buf dst, int[] src, int off, int n);
+
+  void read(Buf src, float[] dst, int off, int n);
+
+  void read(Buf src, int[] dst, int off, int n);
+
+  /** A linear weight [out, in] in the precision's dtype (FP8 block scales applied, then rounded). */
+  Buf weight(Linear w, GemmPrecision precision);
+
+  default Buf upload(float[] v) {
+    Buf b = alloc(Buf.Kind.F32, v.length);
+    write(b, v, 0, v.length);
+    return b;
+  }
+
+  default Buf upload(int[] v) {
+    Buf b = alloc(Buf.Kind.I32, v.length);
+    write(b, v, 0, v.length);
+    return b;
+  }
+
+  // --- Kernels
+
+  /**
+   * y[m, n] = x[m, k] · wᵀ, w [n, k] from {@link #weight}, fp32 accumulate. An fp32 w multiplies fp32 x; a BF16 w
+   * multiplies x rounded to BF16 ({@link GemmPrecision#BF16}) or x's two BF16 parts hi + lo, summed
+   * ({@link GemmPrecision#BF16X2}).
+   */
+  void gemm(Buf x, int m, int k, Buf w, int n, Buf y, GemmPrecision precision);
+
+  /** out[r, :dim] = weight · x[r·stride + offset ..][:dim] / rms, for r < rows. */
+  void rmsNorm(Buf x, int rows, int stride, int offset, int dim, Buf weight, float eps, Buf out);
+
+  /**
+   * Rotates, in place, the rope_dim values at x[r·rowStride + h·headStride + offset] of every row r and head h by
+   * the angles of position positions[r]; cosSin is [positions, rope_dim] (cos, sin interleaved, as {@code Rope.cosSin}).
+   */
+  void rope(Buf x, int rows, int heads, int rowStride, int headStride, int offset, int ropeDim, Buf positions, Buf cosSin);
+
+  /** dst[r·dstStride + dstOff + c] = src[r·srcStride + srcOff + c] for r < rows, c < width. */
+  void copyCols(Buf src, int rows, int srcStride, int srcOff, int width, Buf dst, int dstStride, int dstOff);
+
+  /** x[:n] += y[:n]. */
+  void add(Buf x, Buf y, long n);
+
+  /** g[:n] = silu(g) · u. */
+  void swiglu(Buf g, Buf u, long n);
+
+  /** out[j, :width] = x[rows[j], :width], j < n. */
+  void gatherRows(Buf x, Buf rows, int n, int width, Buf out);
+
+  /** y[rows[j], :width] += weights[j] · ye[j, :width], j < n; rows distinct. */
+  void scatterAddRows(Buf y, Buf rows, Buf weights, int n, int width, Buf ye);
+
+  /**
+   * MLA attention, prefill form: q [t, heads, qk_nope + qk_rope], kv [keys, heads, qk_nope + v_head] = [k_nope | v],
+   * kPe [keys, qk_rope]; query i attends keys keyStart[i] .. keyStart[i] + keyLen[i] - 1, softmax in fp32.
+   * out [t, heads, v_head].
+   */
+  void mlaAttention(Buf q, Buf kv, Buf kPe, Buf keyStart, Buf keyLen, int t, int heads, int qkNope, int qkRope, int vHead,
+      float scale, Buf out);
+
+  /** Router logits [t, n_routed_experts] → experts and weights [t, top_k], experts in ascending id. */
+  void moeRoute(Buf logits, Buf bias, int t, RouterShape r, Buf experts, Buf weights);
+
+  /**
+   * Per logits row r of [rows, vocab]: stats[3r] = log-sum-exp, stats[3r + 1] = logits[r, targets[r]] (0 when
+   * targets[r] &lt; 0), stats[3r + 2] = argmax (lowest index on ties).
+   */
+  void logSoftmaxStats(Buf logits, int rows, int vocab, Buf targets, Buf stats);
+
+  @Override
+  void close();
+}

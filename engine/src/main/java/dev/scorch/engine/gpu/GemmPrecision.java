@@ -1,0 +1,45 @@
+package dev.scorch.engine.gpu;
+
+/**
+ * How a device multiplies: the dtype its linear weights are held in and its GEMM inputs are rounded to.
+ * Accumulation is fp32 in both; logits come out in fp32.
+ */
+public enum GemmPrecision {
+  /**
+   * BF16 weights and BF16-rounded activations (tensor cores), fp32 accumulate: the fastest mode, but rounding
+   * every GEMM input to 8 mantissa bits moves log-probs by up to ~1e-1 and can flip expert choices.
+   */
+  BF16(2),
+  /**
+   * BF16 weights; each activation split into two BF16 parts, x = hi + lo (16 mantissa bits in all), and the
+   * two tensor-core GEMMs summed in fp32: near-fp32 results (the default GPU mode) at twice BF16's GEMM work.
+   */
+  BF16X2(2),
+  /** fp32 weights (widened from the checkpoint's dtype) and activations, fp32 math: the exact mode. */
+  FP32(4);
+
+  private final int weightBytes;
+
+  GemmPrecision(int weightBytes) {
+    this.weightBytes = weightBytes;
+  }
+
+  /** Whether weights are held in BF16. */
+  public boolean bf16Weights() {
+    return this != FP32;
+  }
+
+  /** Bytes per weight element on the device. */
+  public int weightBytes() {
+    return weightBytes;
+  }
+
+  public static GemmPrecision parse(String s) {
+    return switch (s.toLowerCase(java.util.Locale.ROOT)) {
+      case "bf16" -> BF16;
+      case "bf16x2" -> BF16X2;
+      case "fp32" -> FP32;
+      default -> throw new IllegalArgumentException("GEMM precision '" + s + "': expected bf16, bf16x2 or fp32");
+    };
+  }
+}

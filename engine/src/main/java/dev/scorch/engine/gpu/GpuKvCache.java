@@ -1,0 +1,67 @@
+package dev.scorch.engine.gpu;
+
+/**
+ * One sequence's MLA cache on the device: per layer and position the normed latent and the rotated k_pe,
+ * [layers, capacity, kv_lora_rank + qk_rope_head_dim] (the same content as the CPU's {@code KvCache}).
+ */
+public final class GpuKvCache implements AutoCloseable {
+  private final Device dev;
+  private final Buf rows;
+  private final int layers;
+  private final int capacity;
+  private final int width; // kv_lora_rank + qk_rope_head_dim
+  private int length;
+
+  GpuKvCache(Device dev, int layers, int capacity, int width) {
+    this.dev = dev;
+    this.layers = layers;
+    this.capacity = capacity;
+    this.width = width;
+    this.rows = dev.alloc(Buf.Kind.F32, (long) layers * capacity * width);
+  }
+
+  /** Bytes per cached token: the figure a memory budget multiplies. */
+  public static long bytesPerToken(int layers, int kvLoraRank, int qkRopeHeadDim) {
+    return (long) layers * (kvLoraRank + qkRopeHeadDim) * Float.BYTES;
+  }
+
+  public int length() {
+    return length;
+  }
+
+  public int capacity() {
+    return capacity;
+  }
+
+  /** Layer l's rows [capacity, width]. */
+  Buf layer(int l) {
+    return rows.slice((long) l * capacity * width, (long) capacity * width);
+  }
+
+  int width() {
+    return width;
+  }
+
+  void checkRoom(int tokens) {
+    if (length + tokens > capacity) {
+      throw new IllegalStateException("GPU KV cache holds " + capacity + " tokens; " + length + " cached + " + tokens + " new do not fit");
+    }
+  }
+
+  void advance(int tokens) {
+    length += tokens;
+  }
+
+  long bytes() {
+    return rows.bytes();
+  }
+
+  @Override
+  public void close() {
+    dev.free(rows);
+  }
+
+  int layers() {
+    return layers;
+  }
+}

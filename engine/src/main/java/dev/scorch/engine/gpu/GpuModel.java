@@ -1,0 +1,428 @@
+package dev.scorch.engine.gpu;
+
+import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.kernels.Linear;
+import dev.scorch.engine.kernels.Rope;
+import dev.scorch.engine.model.ModelWeights;
+import dev.scorch.engine.model.WeightLayout;
+import dev.scorch.engine.runtime.PackedBatch;
+
+/**
+ * DeepseekV3ForCausalLM on a {@link Device}: the same forward pass as {@code DeepseekV3Model}, with the weights
+ * resident on the device (linears in the {@link GemmPrecision}'s dtype, the router gate always in fp32 so expert
+ * choice matches the CPU's) and activations kept there between kernels. Token embeddings are looked up on the
+ * host from the mapped checkpoint and uploaded; YaRN cos/sin come from the CPU's {@link Rope}.
+ *
+ * <p>One forward runs at a time per model (the device has one stream and one scratch arena): callers on
+ * several threads (Spark tasks sharing an executor's GPU) take turns.
+ */
+public final class GpuModel implements AutoCloseable {
+  private final ModelConfig config;
+  private final Device dev;
+  private final GemmPrecision precision;
+  private final Linear embedTokens; // [vocab, hidden], host: rows are looked up, never multiplied
+  private final Layer[] layers;
+  private final Buf norm; // [hidden]
+  private final Buf lmHead; // [vocab, hidden]
+  private final Rope rope;
+  private final float softmaxScale;
+  private final RouterShape router;
+  private final long weightBytes;
+  private final Arena floats;
+  private final Arena ints;
+  private Buf cosSin; // [positions, qk_rope_head_dim]
+  private int cosSinPositions;
+
+  record Mlp(Buf gateProj, Buf upProj, Buf downProj, int intermediate) {}
+
+  record Moe(Buf gate, Buf eScoreCorrectionBias, Mlp[] experts, Mlp sharedExperts) {}
+
+  record Attention(Buf qAProj, Buf qALayernorm, Buf qBProj, Buf qProj, Buf kvAProjWithMqa, Buf kvALayernorm, Buf kvBProj, Buf oProj) {}
+
+  record Layer(Buf inputLayernorm, Attention selfAttn, Buf postAttentionLayernorm, Mlp mlp, Moe moe) {}
+
+  private GpuModel(ModelWeights w, Device dev, GemmPrecision precision) {
+    this.config = w.config();
+    this.dev = dev;
+    this.precision = precision;
+    long before = dev.freeBytes();
+    embedTokens = w.linear("model.embed_tokens.weight");
+    layers = new Layer[config.numHiddenLayers()];
+    for (int i = 0; i < layers.length; i++) {
+      layers[i] = layer(w, i);
+    }
+    norm = dev.upload(w.vector("model.norm.weight"));
+    lmHead = dev.weight(w.linear("lm_head.weight"), precision);
+    weightBytes = before - dev.freeBytes();
+    rope = new Rope(config);
+    softmaxScale = Rope.softmaxScale(config);
+    router = RouterShape.of(config);
+    floats = new Arena(dev, Buf.Kind.F32, 1 << 20);
+    ints = new Arena(dev, Buf.Kind.I32, 1 << 16);
+  }
+
+  /** Uploads the model's weights to dev. */
+  public static GpuModel load(ModelWeights w, Device dev, GemmPrecision precision) {
+    return new GpuModel(w, dev, precision);
+  }
+
+  private Layer layer(ModelWeights w, int i) {
+    String p = WeightLayout.layer(i);
+    String a = p + "self_attn.";
+    Attention attn = config.hasQLora()
+        ? new Attention(lin(w, a + "q_a_proj"), dev.upload(w.vector(a + "q_a_layernorm.weight")), lin(w, a + "q_b_proj"), null,
+            lin(w, a + "kv_a_proj_with_mqa"), dev.upload(w.vector(a + "kv_a_layernorm.weight")), lin(w, a + "kv_b_proj"),
+            lin(w, a + "o_proj"))
+        : new Attention(null, null, null, lin(w, a + "q_proj"), lin(w, a + "kv_a_proj_with_mqa"),
+            dev.upload(w.vector(a + "kv_a_layernorm.weight")), lin(w, a + "kv_b_proj"), lin(w, a + "o_proj"));
+    Mlp mlp = null;
+    Moe moe = null;
+    String m = p + "mlp.";
+    if (config.isMoeLayer(i)) {
+      Mlp[] experts = new Mlp[config.nRoutedExperts()];
+      for (int e = 0; e < experts.length; e++) {
+        experts[e] = mlp(w, m + "experts." + e + ".");
+      }
+      moe = new Moe(dev.weight(w.linear(m + "gate.weight"), GemmPrecision.FP32), dev.upload(w.vector(m + "gate.e_score_correction_bias")),
+          experts, config.nSharedExperts() > 0 ? mlp(w, m + "shared_experts.") : null);
+    } else {
+      mlp = mlp(w, m);
+    }
+    return new Layer(dev.upload(w.vector(p + "input_layernorm.weight")), attn, dev.upload(w.vector(p + "post_attention_layernorm.weight")),
+        mlp, moe);
+  }
+
+  private Buf lin(ModelWeights w, String name) {
+    return dev.weight(w.linear(name + ".weight"), precision);
+  }
+
+  private Mlp mlp(ModelWeights w, String prefix) {
+    Linear gate = w.linear(prefix + "gate_proj.weight");
+    return new Mlp(dev.weight(gate, precision), lin(w, prefix + "up_proj"), lin(w, prefix + "down_proj"), gate.out());
+  }
+
+  public ModelConfig config() {
+    return config;
+  }
+
+  public Device device() {
+    return dev;
+  }
+
+  public GemmPrecision precision() {
+    return precision;
+  }
+
+  /** Device bytes the weights took. */
+  public long weightBytes() {
+    return weightBytes;
+  }
+
+  /** Device bytes of the scratch arenas now. */
+  public long scratchBytes() {
+    return floats.bytes() + ints.bytes();
+  }
+
+  /** A KV cache for one sequence of up to capacity tokens. */
+  public GpuKvCache newCache(int capacity) {
+    return new GpuKvCache(dev, config.numHiddenLayers(), capacity, config.kvLoraRank() + config.qkRopeHeadDim());
+  }
+
+  /**
+   * Runs the decoder over batch and passes the final-normed hidden states [T, hidden] (device scratch, valid
+   * until the next call) to then. caches, when not null, holds one cache per sequence, positions numbered from
+   * its length; every token's latent and k_pe are appended and each sequence attends over its whole cache.
+   * routes, when not null, is [moe layer][T * top_k] and receives each token's experts.
+   */
+  public synchronized <R> R forward(PackedBatch batch, GpuKvCache[] caches, int[][] routes, java.util.function.Function<Buf, R> then) {
+    floats.reset();
+    ints.reset();
+    int t = batch.numTokens();
+    int hidden = config.hiddenSize();
+    // Embedding rows, looked up on the host: x [T, hidden].
+    float[] host = new float[t * hidden];
+    for (int i = 0; i < t; i++) {
+      int id = batch.tokens()[i];
+      if (id < 0 || id >= config.vocabSize()) {
+        throw new IllegalArgumentException("token id " + id + " is outside the vocabulary [0, " + config.vocabSize() + ")");
+      }
+      embedTokens.row(id, 0, hidden, host, i * hidden);
+    }
+    Buf x = floats.take((long) t * hidden);
+    dev.write(x, host, 0, host.length);
+    Batch b = batch(batch, caches);
+    int moeIndex = 0;
+    for (int l = 0; l < layers.length; l++) {
+      Layer layer = layers[l];
+      // h = input_layernorm(x); x += self_attn(h)
+      Buf h = floats.take((long) t * hidden);
+      dev.rmsNorm(x, t, hidden, 0, hidden, layer.inputLayernorm(), (float) config.rmsNormEps(), h);
+      dev.add(x, attention(l, layer.selfAttn(), h, b, caches), (long) t * hidden);
+      // h = post_attention_layernorm(x); x += mlp(h) or moe(h)
+      dev.rmsNorm(x, t, hidden, 0, hidden, layer.postAttentionLayernorm(), (float) config.rmsNormEps(), h);
+      Buf m;
+      if (layer.moe() != null) {
+        int[] r = routes == null ? null : (routes[moeIndex] = new int[t * config.numExpertsPerTok()]);
+        m = moe(layer.moe(), h, t, r);
+        moeIndex++;
+      } else {
+        m = mlp(layer.mlp(), h, t);
+      }
+      dev.add(x, m, (long) t * hidden);
+    }
+    if (caches != null) {
+      for (int s = 0; s < caches.length; s++) {
+        caches[s].advance(batch.seqLen()[s]);
+      }
+    }
+    Buf out = floats.take((long) t * hidden);
+    dev.rmsNorm(x, t, hidden, 0, hidden, norm, (float) config.rmsNormEps(), out);
+    return then.apply(out);
+  }
+
+  /** Positions and each query's key range, on the device. */
+  private record Batch(PackedBatch packed, Buf positions, Buf keyStart, Buf keyLen, int keys, int[] keyOffset) {}
+
+  private Batch batch(PackedBatch batch, GpuKvCache[] caches) {
+    int t = batch.numTokens();
+    int n = batch.numSequences();
+    if (caches != null && caches.length != n) {
+      throw new IllegalArgumentException(n + " sequences but " + caches.length + " caches");
+    }
+    int[] keyStart = new int[t];
+    int[] keyLen = new int[t];
+    int[] keyOffset = new int[n]; // first key row of sequence s
+    int keys = 0;
+    int maxPos = 0;
+    for (int s = 0; s < n; s++) {
+      int past = caches == null ? 0 : caches[s].length();
+      if (caches != null) {
+        caches[s].checkRoom(batch.seqLen()[s]);
+      }
+      keyOffset[s] = caches == null ? batch.seqStart()[s] : keys;
+      for (int i = 0; i < batch.seqLen()[s]; i++) {
+        int row = batch.seqStart()[s] + i;
+        int pos = batch.positions()[row];
+        if (pos != past + i) {
+          throw new IllegalArgumentException("sequence " + s + " token " + i + " has position " + pos + ", expected " + (past + i));
+        }
+        keyStart[row] = keyOffset[s];
+        keyLen[row] = past + i + 1; // causal: the cache, then new tokens up to this one
+        maxPos = Math.max(maxPos, pos);
+      }
+      keys += past + batch.seqLen()[s];
+    }
+    ensureCosSin(maxPos + 1);
+    Buf positions = ints.take(t);
+    dev.write(positions, batch.positions(), 0, t);
+    Buf ks = ints.take(t);
+    dev.write(ks, keyStart, 0, t);
+    Buf kl = ints.take(t);
+    dev.write(kl, keyLen, 0, t);
+    return new Batch(batch, positions, ks, kl, caches == null ? t : keys, keyOffset);
+  }
+
+  private void ensureCosSin(int positions) {
+    if (positions <= cosSinPositions) {
+      return;
+    }
+    int n = Math.max(positions, Math.max(4096, 2 * cosSinPositions));
+    int dim = config.qkRopeHeadDim();
+    float[] table = new float[n * dim];
+    float[] cs = new float[dim];
+    for (int p = 0; p < n; p++) {
+      rope.cosSin(p, cs);
+      System.arraycopy(cs, 0, table, p * dim, dim);
+    }
+    if (cosSin != null) {
+      dev.free(cosSin);
+    }
+    cosSin = dev.upload(table);
+    cosSinPositions = n;
+  }
+
+  /** Multi-head latent attention of h [T, hidden] → [T, hidden]. */
+  private Buf attention(int layer, Attention a, Buf h, Batch b, GpuKvCache[] caches) {
+    int t = b.packed().numTokens();
+    int hidden = config.hiddenSize();
+    int heads = config.numAttentionHeads();
+    int qkNope = config.qkNopeHeadDim();
+    int qkRope = config.qkRopeHeadDim();
+    int vHead = config.vHeadDim();
+    int qHead = qkNope + qkRope;
+    int kvLora = config.kvLoraRank();
+    float loraEps = (float) ModelConfig.LORA_NORM_EPS;
+    // q = q_b_proj(q_a_layernorm(q_a_proj(h))) or q_proj(h): [T, heads, q_head_dim] = [q_nope | q_pe]
+    Buf q = floats.take((long) t * heads * qHead);
+    if (a.qProj() == null) {
+      int qLora = config.qLoraRank();
+      Buf qA = floats.take((long) t * qLora);
+      dev.gemm(h, t, hidden, a.qAProj(), qLora, qA, precision);
+      dev.rmsNorm(qA, t, qLora, 0, qLora, a.qALayernorm(), loraEps, qA);
+      dev.gemm(qA, t, qLora, a.qBProj(), heads * qHead, q, precision);
+    } else {
+      dev.gemm(h, t, hidden, a.qProj(), heads * qHead, q, precision);
+    }
+    // Joint compressed kv: kvA [T, kv_lora_rank + qk_rope] = [latent | k_pe]; only the latent is normed.
+    int kvAWidth = kvLora + qkRope;
+    Buf kvA = floats.take((long) t * kvAWidth);
+    dev.gemm(h, t, hidden, a.kvAProjWithMqa(), kvAWidth, kvA, precision);
+    Buf latent = floats.take((long) t * kvLora); // [T, kv_lora_rank]
+    dev.rmsNorm(kvA, t, kvAWidth, 0, kvLora, a.kvALayernorm(), loraEps, latent);
+    Buf kPe = floats.take((long) t * qkRope); // [T, qk_rope]: one rotary key head shared by all heads
+    dev.copyCols(kvA, t, kvAWidth, kvLora, qkRope, kPe, qkRope, 0);
+    // RoPE on q_pe of every head and on k_pe, at each token's position.
+    dev.rope(q, t, heads, heads * qHead, qHead, qkNope, qkRope, b.positions(), cosSin);
+    dev.rope(kPe, t, 1, qkRope, 0, 0, qkRope, b.positions(), cosSin);
+    // Keys: this batch's tokens, or each sequence's whole cache once the new tokens are appended to it.
+    Buf keyLatent = latent;
+    Buf keyPe = kPe;
+    if (caches != null) {
+      keyLatent = floats.take((long) b.keys() * kvLora);
+      keyPe = floats.take((long) b.keys() * qkRope);
+      PackedBatch p = b.packed();
+      for (int s = 0; s < caches.length; s++) {
+        GpuKvCache c = caches[s];
+        int w = c.width();
+        int past = c.length();
+        int len = p.seqLen()[s];
+        Buf rows = c.layer(layer);
+        Buf fresh = rows.slice((long) past * w, (long) len * w);
+        dev.copyCols(latent.slice((long) p.seqStart()[s] * kvLora, (long) len * kvLora), len, kvLora, 0, kvLora, fresh, w, 0);
+        dev.copyCols(kPe.slice((long) p.seqStart()[s] * qkRope, (long) len * qkRope), len, qkRope, 0, qkRope, fresh, w, kvLora);
+        int all = past + len;
+        dev.copyCols(rows, all, w, 0, kvLora, keyLatent.slice((long) b.keyOffset()[s] * kvLora, (long) all * kvLora), kvLora, 0);
+        dev.copyCols(rows, all, w, kvLora, qkRope, keyPe.slice((long) b.keyOffset()[s] * qkRope, (long) all * qkRope), qkRope, 0);
+      }
+    }
+    // kv = kv_b_proj(latent of every key): [keys, heads, qk_nope + v_head] = [k_nope | v]
+    Buf kv = floats.take((long) b.keys() * heads * (qkNope + vHead));
+    dev.gemm(keyLatent, b.keys(), kvLora, a.kvBProj(), heads * (qkNope + vHead), kv, precision);
+    Buf attn = floats.take((long) t * heads * vHead); // [T, heads, v_head]
+    dev.mlaAttention(q, kv, keyPe, b.keyStart(), b.keyLen(), t, heads, qkNope, qkRope, vHead, softmaxScale, attn);
+    Buf out = floats.take((long) t * hidden);
+    dev.gemm(attn, t, heads * vHead, a.oProj(), hidden, out, precision);
+    return out;
+  }
+
+  /** SwiGLU MLP: down_proj(silu(gate_proj(x)) * up_proj(x)), x [rows, hidden] → [rows, hidden]. */
+  private Buf mlp(Mlp m, Buf x, int rows) {
+    int hidden = config.hiddenSize();
+    Buf g = floats.take((long) rows * m.intermediate());
+    Buf u = floats.take((long) rows * m.intermediate());
+    dev.gemm(x, rows, hidden, m.gateProj(), m.intermediate(), g, precision);
+    dev.gemm(x, rows, hidden, m.upProj(), m.intermediate(), u, precision);
+    dev.swiglu(g, u, (long) rows * m.intermediate());
+    Buf out = floats.take((long) rows * hidden);
+    dev.gemm(g, rows, m.intermediate(), m.downProj(), hidden, out, precision);
+    return out;
+  }
+
+  /**
+   * Routed experts weighted by the router, plus the shared experts: x [T, hidden] → [T, hidden]. The routing comes
+   * back to the host to group tokens per expert; experts run in ascending id order, each one GEMM chain over its
+   * tokens, so every token's sum has the CPU's order.
+   */
+  private Buf moe(Moe moe, Buf x, int t, int[] routes) {
+    int hidden = config.hiddenSize();
+    int nExperts = config.nRoutedExperts();
+    int topK = config.numExpertsPerTok();
+    Buf logits = floats.take((long) t * nExperts); // [T, n_routed_experts], fp32 weights
+    dev.gemm(x, t, hidden, moe.gate(), nExperts, logits, precision);
+    Buf expertsBuf = ints.take((long) t * topK);
+    Buf weightsBuf = floats.take((long) t * topK);
+    dev.moeRoute(logits, moe.eScoreCorrectionBias(), t, router, expertsBuf, weightsBuf);
+    int[] experts = new int[t * topK];
+    float[] weights = new float[t * topK];
+    dev.read(expertsBuf, experts, 0, experts.length);
+    dev.read(weightsBuf, weights, 0, weights.length);
+    if (routes != null) {
+      System.arraycopy(experts, 0, routes, 0, experts.length);
+    }
+    // Tokens of each expert, in token order, packed expert after expert.
+    int[] count = new int[nExperts + 1];
+    for (int e : experts) {
+      count[e + 1]++;
+    }
+    for (int e = 0; e < nExperts; e++) {
+      count[e + 1] += count[e]; // now the start of expert e's rows
+    }
+    int[] rows = new int[t * topK];
+    float[] rowWeight = new float[t * topK];
+    int[] fill = count.clone();
+    for (int i = 0; i < t; i++) {
+      for (int k = 0; k < topK; k++) {
+        int e = experts[i * topK + k];
+        rows[fill[e]] = i;
+        rowWeight[fill[e]++] = weights[i * topK + k];
+      }
+    }
+    Buf rowsBuf = ints.take(rows.length);
+    dev.write(rowsBuf, rows, 0, rows.length);
+    Buf rowWeightBuf = floats.take(rowWeight.length);
+    dev.write(rowWeightBuf, rowWeight, 0, rowWeight.length);
+    Buf y = floats.zeros((long) t * hidden);
+    for (int e = 0; e < nExperts; e++) {
+      int n = count[e + 1] - count[e];
+      if (n == 0) {
+        continue;
+      }
+      Buf idx = rowsBuf.slice(count[e], n);
+      Buf xe = floats.take((long) n * hidden); // [tokens of e, hidden]
+      dev.gatherRows(x, idx, n, hidden, xe);
+      Buf ye = mlp(moe.experts()[e], xe, n);
+      dev.scatterAddRows(y, idx, rowWeightBuf.slice(count[e], n), n, hidden, ye);
+    }
+    if (moe.sharedExperts() != null) {
+      dev.add(y, mlp(moe.sharedExperts(), x, t), (long) t * hidden);
+    }
+    return y;
+  }
+
+  /**
+   * logits [rows, vocab] = lm_head(hidden rows[j]) and their log-softmax stats ({@link Device#logSoftmaxStats})
+   * for the given rows of hidden [T, hidden], as device scratch of the current forward.
+   */
+  Buf[] logits(Buf hidden, int[] rowIds, int[] targets) {
+    int rows = rowIds.length;
+    int h = config.hiddenSize();
+    int vocab = config.vocabSize();
+    Buf idx = ints.take(rows);
+    dev.write(idx, rowIds, 0, rows);
+    Buf tg = ints.take(rows);
+    dev.write(tg, targets, 0, rows);
+    Buf x = floats.take((long) rows * h);
+    dev.gatherRows(hidden, idx, rows, h, x);
+    Buf logits = floats.take((long) rows * vocab);
+    dev.gemm(x, rows, h, lmHead, vocab, logits, precision);
+    Buf stats = floats.take(3L * rows);
+    dev.logSoftmaxStats(logits, rows, vocab, tg, stats);
+    return new Buf[] {logits, stats};
+  }
+
+  /**
+   * Prefill or decode with caches: runs batch (positions from each cache's length), appends to the caches, and
+   * returns the next-token logits [sequences, vocab] of each sequence's last token, in fp32.
+   */
+  public synchronized float[] nextTokenLogits(PackedBatch batch, GpuKvCache[] caches) {
+    int n = batch.numSequences();
+    int vocab = config.vocabSize();
+    return forward(batch, caches, null, hidden -> {
+      int[] last = new int[n];
+      int[] none = new int[n];
+      for (int s = 0; s < n; s++) {
+        last[s] = batch.seqStart()[s] + batch.seqLen()[s] - 1;
+        none[s] = -1;
+      }
+      Buf logits = logits(hidden, last, none)[0];
+      float[] out = new float[n * vocab];
+      dev.read(logits, out, 0, out.length);
+      return out;
+    });
+  }
+
+  @Override
+  public synchronized void close() {
+    dev.close();
+  }
+}

@@ -1,0 +1,82 @@
+package dev.scorch.engine.gpu;
+
+import dev.scorch.engine.runtime.PackedBatch;
+import dev.scorch.engine.scoring.BatchScorer;
+import dev.scorch.engine.scoring.ScoreCollector;
+import dev.scorch.engine.scoring.ScoreRequest;
+import dev.scorch.engine.scoring.SequenceScore;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Log-prob scoring on a {@link GpuModel}: one packed prefill on the device, then lm_head and the log-softmax
+ * stats (log-sum-exp, target logit, argmax) for the rows that need them, a chunk at a time. Only those stats
+ * come back to the host, plus whole logits rows where top-k or logits were asked for.
+ */
+public final class GpuScorer implements BatchScorer {
+  /** Logits computed at once are at most this many floats (256 MiB of device memory). */
+  static final int LOGITS_CHUNK_FLOATS = 64 << 20;
+
+  private final GpuModel model;
+
+  public GpuScorer(GpuModel model) {
+    this.model = model;
+  }
+
+  public GpuModel model() {
+    return model;
+  }
+
+  @Override
+  public List<SequenceScore> score(List<ScoreRequest> requests) {
+    return score(requests, null);
+  }
+
+  /** As {@link #score(List)}; routes ([moe layer][T * top_k]) receives every packed token's experts when not null. */
+  public List<SequenceScore> score(List<ScoreRequest> requests, int[][] routes) {
+    List<int[]> seqs = new ArrayList<>(requests.size());
+    List<ScoreCollector> out = new ArrayList<>(requests.size());
+    int vocab = model.config().vocabSize();
+    for (ScoreRequest r : requests) {
+      seqs.add(r.tokens());
+      out.add(new ScoreCollector(r, vocab));
+    }
+    PackedBatch batch = PackedBatch.of(seqs);
+    List<int[]> needed = ScoreCollector.neededRows(requests);
+    model.forward(batch, null, routes, hidden -> {
+      int chunk = Math.max(1, Math.min(needed.size(), LOGITS_CHUNK_FLOATS / vocab));
+      float[] stats = new float[3 * chunk];
+      float[] rowsHost = null;
+      for (int c0 = 0; c0 < needed.size(); c0 += chunk) {
+        int rows = Math.min(chunk, needed.size() - c0);
+        int[] rowIds = new int[rows];
+        int[] targets = new int[rows];
+        boolean wholeRows = false;
+        for (int j = 0; j < rows; j++) {
+          int[] si = needed.get(c0 + j);
+          rowIds[j] = batch.seqStart()[si[0]] + si[1];
+          targets[j] = out.get(si[0]).target(si[1]);
+          wholeRows |= out.get(si[0]).needsRow(si[1]);
+        }
+        Buf[] ls = model.logits(hidden, rowIds, targets);
+        model.device().read(ls[1], stats, 0, 3 * rows);
+        if (wholeRows) {
+          if (rowsHost == null) {
+            rowsHost = new float[chunk * vocab];
+          }
+          model.device().read(ls[0], rowsHost, 0, rows * vocab);
+        }
+        for (int j = 0; j < rows; j++) {
+          int[] si = needed.get(c0 + j);
+          out.get(si[0]).accept(si[1], stats[3 * j], (int) stats[3 * j + 2], stats[3 * j + 1], rowsHost, j * vocab);
+        }
+      }
+      return null;
+    });
+    List<SequenceScore> scores = new ArrayList<>(out.size());
+    for (ScoreCollector c : out) {
+      scores.add(c.build());
+    }
+    return scores;
+  }
+}

@@ -1,0 +1,366 @@
+package dev.scorch.engine.gpu;
+
+import dev.scorch.engine.checkpoint.NumberFormats;
+import dev.scorch.engine.kernels.Linear;
+import dev.scorch.engine.scoring.LogSoftmax;
+
+/**
+ * {@link Device} in plain Java loops over heap arrays: the twin of the CUDA kernels, one loop nest per kernel,
+ * with the same rounding (BF16 weights and GEMM inputs, fp32 sums, log-sum-exp in fp64). Tests run
+ * {@link GpuModel} on it to check the GPU path's model code without a GPU; it is not meant to be fast.
+ */
+public final class HostDevice implements Device {
+  private long allocated;
+
+  @Override
+  public String describe() {
+    return "host (Java loops standing in for a GPU)";
+  }
+
+  @Override
+  public long totalBytes() {
+    return Runtime.getRuntime().maxMemory();
+  }
+
+  @Override
+  public long freeBytes() {
+    return Runtime.getRuntime().maxMemory() - allocated;
+  }
+
+  @Override
+  public Buf alloc(Buf.Kind kind, long n) {
+    int len = Math.toIntExact(n);
+    allocated += n * kind.bytes();
+    Object storage = kind == Buf.Kind.I32 ? new int[len] : new float[len];
+    return new Buf(storage, kind, 0, n);
+  }
+
+  @Override
+  public void free(Buf b) {
+    allocated -= b.bytes();
+  }
+
+  @Override
+  public void zero(Buf b) {
+    if (b.kind() == Buf.Kind.I32) {
+      java.util.Arrays.fill(ints(b), off(b), off(b) + len(b), 0);
+    } else {
+      java.util.Arrays.fill(floats(b), off(b), off(b) + len(b), 0f);
+    }
+  }
+
+  @Override
+  public void write(Buf dst, float[] src, int off, int n) {
+    System.arraycopy(src, off, floats(dst.need(Buf.Kind.F32, n, "write")), off(dst), n);
+  }
+
+  @Override
+  public void write(Buf dst, int[] src, int off, int n) {
+    System.arraycopy(src, off, ints(dst.need(Buf.Kind.I32, n, "write")), off(dst), n);
+  }
+
+  @Override
+  public void read(Buf src, float[] dst, int off, int n) {
+    System.arraycopy(floats(src.need(Buf.Kind.F32, n, "read")), off(src), dst, off, n);
+  }
+
+  @Override
+  public void read(Buf src, int[] dst, int off, int n) {
+    System.arraycopy(ints(src.need(Buf.Kind.I32, n, "read")), off(src), dst, off, n);
+  }
+
+  @Override
+  public Buf weight(Linear w, GemmPrecision precision) {
+    float[] v = w.toFloat();
+    if (precision.bf16Weights()) {
+      for (int i = 0; i < v.length; i++) {
+        v[i] = bf16(v[i]);
+      }
+    }
+    allocated += (long) v.length * precision.weightBytes();
+    return new Buf(v, precision.bf16Weights() ? Buf.Kind.BF16 : Buf.Kind.F32, 0, v.length);
+  }
+
+  static float bf16(float v) {
+    return NumberFormats.bf16ToFloat(NumberFormats.floatToBf16(v));
+  }
+
+  @Override
+  public void gemm(Buf x, int m, int k, Buf w, int n, Buf y, GemmPrecision precision) {
+    float[] xs = floats(x.need(Buf.Kind.F32, (long) m * k, "gemm x"));
+    float[] ws = floats(w);
+    float[] ys = floats(y.need(Buf.Kind.F32, (long) m * n, "gemm y"));
+    if (w.length() < (long) n * k) {
+      throw new IllegalArgumentException("gemm w: needs " + n + " x " + k + ", got " + w.length());
+    }
+    boolean round = w.kind() == Buf.Kind.BF16;
+    boolean split = round && precision == GemmPrecision.BF16X2;
+    float[] hi = new float[k];
+    float[] lo = new float[k];
+    for (int i = 0; i < m; i++) {
+      for (int c = 0; c < k; c++) {
+        float v = xs[off(x) + i * k + c];
+        hi[c] = round ? bf16(v) : v;
+        lo[c] = split ? bf16(v - hi[c]) : 0f;
+      }
+      for (int j = 0; j < n; j++) {
+        int wo = off(w) + j * k;
+        float acc = 0f;
+        for (int c = 0; c < k; c++) {
+          acc += hi[c] * ws[wo + c];
+        }
+        if (split) {
+          float accLo = 0f;
+          for (int c = 0; c < k; c++) {
+            accLo += lo[c] * ws[wo + c];
+          }
+          acc += accLo;
+        }
+        ys[off(y) + i * n + j] = acc;
+      }
+    }
+  }
+
+  @Override
+  public void rmsNorm(Buf x, int rows, int stride, int offset, int dim, Buf weight, float eps, Buf out) {
+    float[] xs = floats(x);
+    float[] ws = floats(weight);
+    float[] os = floats(out.need(Buf.Kind.F32, (long) rows * dim, "rmsNorm out"));
+    for (int r = 0; r < rows; r++) {
+      int xi = off(x) + r * stride + offset;
+      float ss = 0f;
+      for (int i = 0; i < dim; i++) {
+        ss += xs[xi + i] * xs[xi + i];
+      }
+      float inv = (float) (1.0 / Math.sqrt(ss / dim + eps));
+      for (int i = 0; i < dim; i++) {
+        os[off(out) + r * dim + i] = ws[off(weight) + i] * (xs[xi + i] * inv);
+      }
+    }
+  }
+
+  @Override
+  public void rope(Buf x, int rows, int heads, int rowStride, int headStride, int offset, int ropeDim, Buf positions, Buf cosSin) {
+    float[] xs = floats(x);
+    int[] pos = ints(positions);
+    float[] cs = floats(cosSin);
+    for (int r = 0; r < rows; r++) {
+      int c0 = off(cosSin) + pos[off(positions) + r] * ropeDim;
+      for (int h = 0; h < heads; h++) {
+        int p = off(x) + r * rowStride + h * headStride + offset;
+        for (int i = 0; i < ropeDim / 2; i++) {
+          float x0 = xs[p + 2 * i];
+          float x1 = xs[p + 2 * i + 1];
+          float c = cs[c0 + 2 * i];
+          float s = cs[c0 + 2 * i + 1];
+          xs[p + 2 * i] = x0 * c - x1 * s;
+          xs[p + 2 * i + 1] = x1 * c + x0 * s;
+        }
+      }
+    }
+  }
+
+  @Override
+  public void copyCols(Buf src, int rows, int srcStride, int srcOff, int width, Buf dst, int dstStride, int dstOff) {
+    for (int r = 0; r < rows; r++) {
+      System.arraycopy(floats(src), off(src) + r * srcStride + srcOff, floats(dst), off(dst) + r * dstStride + dstOff, width);
+    }
+  }
+
+  @Override
+  public void add(Buf x, Buf y, long n) {
+    float[] xs = floats(x);
+    float[] ys = floats(y);
+    for (int i = 0; i < n; i++) {
+      xs[off(x) + i] += ys[off(y) + i];
+    }
+  }
+
+  @Override
+  public void swiglu(Buf g, Buf u, long n) {
+    float[] gs = floats(g);
+    float[] us = floats(u);
+    for (int i = 0; i < n; i++) {
+      float a = gs[off(g) + i];
+      gs[off(g) + i] = a / (1f + (float) Math.exp(-a)) * us[off(u) + i];
+    }
+  }
+
+  @Override
+  public void gatherRows(Buf x, Buf rows, int n, int width, Buf out) {
+    int[] rs = ints(rows);
+    for (int j = 0; j < n; j++) {
+      System.arraycopy(floats(x), off(x) + rs[off(rows) + j] * width, floats(out), off(out) + j * width, width);
+    }
+  }
+
+  @Override
+  public void scatterAddRows(Buf y, Buf rows, Buf weights, int n, int width, Buf ye) {
+    int[] rs = ints(rows);
+    float[] ws = floats(weights);
+    float[] ys = floats(y);
+    float[] es = floats(ye);
+    for (int j = 0; j < n; j++) {
+      int yo = off(y) + rs[off(rows) + j] * width;
+      float w = ws[off(weights) + j];
+      for (int c = 0; c < width; c++) {
+        ys[yo + c] += w * es[off(ye) + j * width + c];
+      }
+    }
+  }
+
+  @Override
+  public void mlaAttention(Buf q, Buf kv, Buf kPe, Buf keyStart, Buf keyLen, int t, int heads, int qkNope, int qkRope, int vHead,
+      float scale, Buf out) {
+    float[] qs = floats(q);
+    float[] kvs = floats(kv);
+    float[] pes = floats(kPe);
+    float[] os = floats(out);
+    int qHead = qkNope + qkRope;
+    int kvHead = qkNope + vHead;
+    for (int i = 0; i < t; i++) {
+      int k0 = ints(keyStart)[off(keyStart) + i];
+      int len = ints(keyLen)[off(keyLen) + i];
+      for (int h = 0; h < heads; h++) {
+        int qo = off(q) + (i * heads + h) * qHead;
+        float[] s = new float[len];
+        float max = Float.NEGATIVE_INFINITY;
+        for (int j = 0; j < len; j++) {
+          int ko = off(kv) + ((k0 + j) * heads + h) * kvHead;
+          int po = off(kPe) + (k0 + j) * qkRope;
+          float dot = 0f;
+          for (int d = 0; d < qkNope; d++) {
+            dot += qs[qo + d] * kvs[ko + d];
+          }
+          for (int d = 0; d < qkRope; d++) {
+            dot += qs[qo + qkNope + d] * pes[po + d];
+          }
+          s[j] = dot * scale;
+          max = Math.max(max, s[j]);
+        }
+        float sum = 0f;
+        for (int j = 0; j < len; j++) {
+          s[j] = (float) Math.exp(s[j] - max);
+          sum += s[j];
+        }
+        int oo = off(out) + (i * heads + h) * vHead;
+        for (int d = 0; d < vHead; d++) {
+          float acc = 0f;
+          for (int j = 0; j < len; j++) {
+            acc += s[j] * kvs[off(kv) + ((k0 + j) * heads + h) * kvHead + qkNope + d];
+          }
+          os[oo + d] = acc / sum;
+        }
+      }
+    }
+  }
+
+  @Override
+  public void moeRoute(Buf logits, Buf bias, int t, RouterShape r, Buf experts, Buf weights) {
+    int n = r.nRoutedExperts();
+    int topK = r.numExpertsPerTok();
+    int perGroup = n / r.nGroup();
+    float[] ls = floats(logits);
+    float[] bs = floats(bias);
+    int[] es = ints(experts);
+    float[] ws = floats(weights);
+    float[] scores = new float[n];
+    float[] choice = new float[n];
+    for (int i = 0; i < t; i++) {
+      for (int e = 0; e < n; e++) {
+        scores[e] = 1f / (1f + (float) Math.exp(-ls[off(logits) + i * n + e]));
+        choice[e] = scores[e] + bs[off(bias) + e];
+      }
+      float[] groupScore = new float[r.nGroup()];
+      for (int g = 0; g < r.nGroup(); g++) {
+        float best = -Float.MAX_VALUE;
+        float second = -Float.MAX_VALUE;
+        for (int e = g * perGroup; e < (g + 1) * perGroup; e++) {
+          if (choice[e] > best) {
+            second = best;
+            best = choice[e];
+          } else if (choice[e] > second) {
+            second = choice[e];
+          }
+        }
+        groupScore[g] = perGroup == 1 ? best : best + second;
+      }
+      boolean[] keep = new boolean[r.nGroup()];
+      for (int k = 0; k < r.topkGroup(); k++) {
+        keep[argmax(groupScore, keep)] = true;
+      }
+      for (int e = 0; e < n; e++) {
+        if (!keep[e / perGroup]) {
+          choice[e] = 0f;
+        }
+      }
+      boolean[] chosen = new boolean[n];
+      for (int k = 0; k < topK; k++) {
+        chosen[argmax(choice, chosen)] = true;
+      }
+      float sum = 0f;
+      for (int e = 0, k = 0; e < n; e++) {
+        if (chosen[e]) {
+          es[off(experts) + i * topK + k] = e;
+          ws[off(weights) + i * topK + k++] = scores[e];
+          sum += scores[e];
+        }
+      }
+      for (int k = 0; k < topK; k++) {
+        float w = ws[off(weights) + i * topK + k];
+        if (topK > 1 && r.normTopkProb()) {
+          w = w / (sum + 1e-20f);
+        }
+        ws[off(weights) + i * topK + k] = w * r.routedScalingFactor();
+      }
+    }
+  }
+
+  private static int argmax(float[] v, boolean[] taken) {
+    int best = -1;
+    for (int i = 0; i < v.length; i++) {
+      if (!taken[i] && (best < 0 || v[i] > v[best])) {
+        best = i;
+      }
+    }
+    return best;
+  }
+
+  @Override
+  public void logSoftmaxStats(Buf logits, int rows, int vocab, Buf targets, Buf stats) {
+    float[] ls = floats(logits);
+    float[] ss = floats(stats);
+    for (int r = 0; r < rows; r++) {
+      int o = off(logits) + r * vocab;
+      int target = ints(targets)[off(targets) + r];
+      ss[off(stats) + 3 * r] = (float) LogSoftmax.logSumExp(ls, o, vocab);
+      ss[off(stats) + 3 * r + 1] = target >= 0 ? ls[o + target] : 0f;
+      ss[off(stats) + 3 * r + 2] = LogSoftmax.argmax(ls, o, vocab);
+    }
+  }
+
+  @Override
+  public void close() {}
+
+  private static float[] floats(Buf b) {
+    if (!(b.storage() instanceof float[] a)) {
+      throw new IllegalArgumentException("not a float buffer of this device");
+    }
+    return a;
+  }
+
+  private static int[] ints(Buf b) {
+    if (!(b.storage() instanceof int[] a)) {
+      throw new IllegalArgumentException("not an int buffer of this device");
+    }
+    return a;
+  }
+
+  private static int off(Buf b) {
+    return (int) b.offset();
+  }
+
+  private static int len(Buf b) {
+    return (int) b.length();
+  }
+}

@@ -1,0 +1,366 @@
+package dev.scorch.engine.gpu.cuda;
+
+import static org.bytedeco.cuda.global.cublas.CUBLAS_COMPUTE_32F;
+import static org.bytedeco.cuda.global.cublas.CUBLAS_COMPUTE_32F_PEDANTIC;
+import static org.bytedeco.cuda.global.cublas.CUBLAS_GEMM_DEFAULT;
+import static org.bytedeco.cuda.global.cublas.CUBLAS_OP_N;
+import static org.bytedeco.cuda.global.cublas.CUBLAS_OP_T;
+import static org.bytedeco.cuda.global.cublas.cublasCreate_v2;
+import static org.bytedeco.cuda.global.cublas.cublasDestroy_v2;
+import static org.bytedeco.cuda.global.cublas.cublasGemmEx;
+import static org.bytedeco.cuda.global.cudart.CUDA_R_16BF;
+import static org.bytedeco.cuda.global.cudart.CUDA_R_32F;
+import static org.bytedeco.cuda.global.cudart.cudaDeviceSynchronize;
+import static org.bytedeco.cuda.global.cudart.cudaFree;
+import static org.bytedeco.cuda.global.cudart.cudaGetDeviceProperties;
+import static org.bytedeco.cuda.global.cudart.cudaMalloc;
+import static org.bytedeco.cuda.global.cudart.cudaMemGetInfo;
+import static org.bytedeco.cuda.global.cudart.cudaMemcpy;
+import static org.bytedeco.cuda.global.cudart.cudaMemcpyDeviceToHost;
+import static org.bytedeco.cuda.global.cudart.cudaMemcpyHostToDevice;
+import static org.bytedeco.cuda.global.cudart.cudaMemset;
+import static org.bytedeco.cuda.global.cudart.cudaSetDevice;
+
+import dev.scorch.engine.checkpoint.NumberFormats;
+import dev.scorch.engine.gpu.Buf;
+import dev.scorch.engine.gpu.Device;
+import dev.scorch.engine.gpu.GemmPrecision;
+import dev.scorch.engine.gpu.RouterShape;
+import dev.scorch.engine.kernels.Linear;
+import org.bytedeco.cuda.cublas.cublasContext;
+import org.bytedeco.cuda.cudart.cudaDeviceProp;
+import org.bytedeco.javacpp.FloatPointer;
+import org.bytedeco.javacpp.IntPointer;
+import org.bytedeco.javacpp.Pointer;
+import org.bytedeco.javacpp.ShortPointer;
+import org.bytedeco.javacpp.SizeTPointer;
+
+/**
+ * {@link Device} on one NVIDIA GPU through JavaCPP's CUDA presets: memory with cudaMalloc, GEMMs with cuBLAS
+ * (BF16 tensor-core GEMMs with fp32 accumulate, or pedantic fp32), every other kernel from Scorch's fatbin
+ * ({@link CudaKernels}). All work goes to the legacy default stream, so it runs in call order and every read
+ * back waits for it. Each call first makes this device current on the calling thread (Spark runs tasks on many
+ * threads); callers serialise their use of one instance.
+ */
+public final class CudaDevice implements Device {
+  private static final int BLOCK = 256; // log_softmax_stats and the block reductions assume it
+
+  private final int ordinal;
+  private final String description;
+  private final CudaKernels kernels;
+  private final cublasContext cublas = new cublasContext();
+  private final FloatPointer one = new FloatPointer(1f);
+  private final FloatPointer zero = new FloatPointer(0f);
+  private Pointer bf16Scratch; // GEMM inputs rounded to BF16
+  private long bf16ScratchElems;
+  private FloatPointer stageF = new FloatPointer(0);
+  private IntPointer stageI = new IntPointer(0);
+  private ShortPointer stageS = new ShortPointer(0);
+
+  /** Opens GPU ordinal (as Spark's resource addresses number them) and loads the kernels. */
+  public CudaDevice(int ordinal) {
+    this.ordinal = ordinal;
+    Cuda.check(cudaSetDevice(ordinal), "cudaSetDevice(" + ordinal + ")");
+    cudaDeviceProp prop = new cudaDeviceProp();
+    Cuda.check(cudaGetDeviceProperties(prop, ordinal), "cudaGetDeviceProperties");
+    description = "cuda:" + ordinal + " " + prop.name().getString().trim() + " (sm_" + prop.major() + prop.minor() + ", "
+        + prop.multiProcessorCount() + " SMs, " + (prop.totalGlobalMem() >> 20) + " MiB)";
+    kernels = CudaKernels.load();
+    Cuda.checkBlas(cublasCreate_v2(cublas), "cublasCreate");
+  }
+
+  private void bind() {
+    Cuda.check(cudaSetDevice(ordinal), "cudaSetDevice(" + ordinal + ")");
+  }
+
+  public int ordinal() {
+    return ordinal;
+  }
+
+  @Override
+  public String describe() {
+    return description;
+  }
+
+  @Override
+  public long totalBytes() {
+    return memInfo()[1];
+  }
+
+  @Override
+  public long freeBytes() {
+    return memInfo()[0];
+  }
+
+  private long[] memInfo() {
+    bind();
+    try (SizeTPointer free = new SizeTPointer(1); SizeTPointer total = new SizeTPointer(1)) {
+      Cuda.check(cudaMemGetInfo(free, total), "cudaMemGetInfo");
+      return new long[] {free.get(), total.get()};
+    }
+  }
+
+  // --- Memory
+
+  @Override
+  public Buf alloc(Buf.Kind kind, long n) {
+    bind();
+    long bytes = Math.max(1, n) * kind.bytes();
+    Pointer p = new Pointer();
+    Cuda.check(cudaMalloc(p, bytes), "cudaMalloc(" + bytes + " bytes) on " + description);
+    Cuda.check(cudaMemset(p, 0, bytes), "cudaMemset");
+    return new Buf(new DevicePointer(p.address()), kind, 0, n);
+  }
+
+  @Override
+  public void free(Buf b) {
+    bind();
+    if (b.offset() != 0) {
+      throw new IllegalArgumentException("free takes a whole allocation, not a slice");
+    }
+    Cuda.check(cudaFree(ptr(b)), "cudaFree");
+  }
+
+  @Override
+  public void zero(Buf b) {
+    bind();
+    Cuda.check(cudaMemset(ptr(b), 0, b.bytes()), "cudaMemset");
+  }
+
+  @Override
+  public void write(Buf dst, float[] src, int off, int n) {
+    dst.need(Buf.Kind.F32, n, "write");
+    bind();
+    stageF = grow(stageF, n);
+    stageF.put(src, off, n);
+    Cuda.check(cudaMemcpy(ptr(dst), stageF, (long) n * 4, cudaMemcpyHostToDevice), "cudaMemcpy to device");
+  }
+
+  @Override
+  public void write(Buf dst, int[] src, int off, int n) {
+    dst.need(Buf.Kind.I32, n, "write");
+    bind();
+    stageI = grow(stageI, n);
+    stageI.put(src, off, n);
+    Cuda.check(cudaMemcpy(ptr(dst), stageI, (long) n * 4, cudaMemcpyHostToDevice), "cudaMemcpy to device");
+  }
+
+  @Override
+  public void read(Buf src, float[] dst, int off, int n) {
+    src.need(Buf.Kind.F32, n, "read");
+    bind();
+    stageF = grow(stageF, n);
+    Cuda.check(cudaMemcpy(stageF, ptr(src), (long) n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+    stageF.get(dst, off, n);
+  }
+
+  @Override
+  public void read(Buf src, int[] dst, int off, int n) {
+    src.need(Buf.Kind.I32, n, "read");
+    bind();
+    stageI = grow(stageI, n);
+    Cuda.check(cudaMemcpy(stageI, ptr(src), (long) n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+    stageI.get(dst, off, n);
+  }
+
+  private static FloatPointer grow(FloatPointer p, long n) {
+    if (p.capacity() >= n) {
+      return p.position(0);
+    }
+    p.close();
+    return new FloatPointer(Math.max(n, 2 * p.capacity()));
+  }
+
+  private static IntPointer grow(IntPointer p, long n) {
+    if (p.capacity() >= n) {
+      return p.position(0);
+    }
+    p.close();
+    return new IntPointer(Math.max(n, 2 * p.capacity()));
+  }
+
+  private static ShortPointer grow(ShortPointer p, long n) {
+    if (p.capacity() >= n) {
+      return p.position(0);
+    }
+    p.close();
+    return new ShortPointer(Math.max(n, 2 * p.capacity()));
+  }
+
+  /** Decodes the weight a block of rows at a time (FP8 scales applied) and uploads it in the precision's dtype. */
+  @Override
+  public Buf weight(Linear w, GemmPrecision precision) {
+    int in = w.in();
+    long total = (long) w.out() * in;
+    Buf b = alloc(precision.bf16Weights() ? Buf.Kind.BF16 : Buf.Kind.F32, total);
+    int rowsPerBlock = Math.max(1, (4 << 20) / in);
+    float[] rows = new float[rowsPerBlock * in];
+    short[] bf16 = precision.bf16Weights() ? new short[rows.length] : null;
+    for (int r0 = 0; r0 < w.out(); r0 += rowsPerBlock) {
+      int n = Math.min(rowsPerBlock, w.out() - r0);
+      for (int r = 0; r < n; r++) {
+        w.row(r0 + r, 0, in, rows, r * in);
+      }
+      int elems = n * in;
+      long at = (long) r0 * in;
+      if (bf16 != null) {
+        for (int i = 0; i < elems; i++) {
+          bf16[i] = NumberFormats.floatToBf16(rows[i]);
+        }
+        stageS = grow(stageS, elems);
+        stageS.put(bf16, 0, elems);
+        Cuda.check(cudaMemcpy(ptr(b.slice(at, elems)), stageS, elems * 2L, cudaMemcpyHostToDevice), "cudaMemcpy weight " + w.name());
+      } else {
+        write(b.slice(at, elems), rows, 0, elems);
+      }
+    }
+    return b;
+  }
+
+  // --- Kernels
+
+  @Override
+  public void gemm(Buf x, int m, int k, Buf w, int n, Buf y, GemmPrecision precision) {
+    if (m == 0) {
+      return;
+    }
+    x.need(Buf.Kind.F32, (long) m * k, "gemm x");
+    y.need(Buf.Kind.F32, (long) m * n, "gemm y");
+    w.need(w.kind(), (long) n * k, "gemm w");
+    bind();
+    // Row-major y[m, n] = x[m, k] · w[n, k]ᵀ is column-major yᵀ[n, m] = w[k, n]ᵀ · xᵀ[k, m].
+    if (w.kind() == Buf.Kind.BF16) {
+      boolean split = precision == GemmPrecision.BF16X2;
+      long elems = (long) m * k;
+      long need = split ? 2 * elems : elems;
+      if (bf16ScratchElems < need) {
+        if (bf16Scratch != null) {
+          Cuda.check(cudaFree(bf16Scratch), "cudaFree");
+        }
+        bf16ScratchElems = Math.max(need, 2 * bf16ScratchElems);
+        bf16Scratch = new Pointer();
+        Cuda.check(cudaMalloc(bf16Scratch, bf16ScratchElems * 2), "cudaMalloc(BF16 GEMM scratch)");
+      }
+      DevicePointer hi = new DevicePointer(bf16Scratch.address());
+      if (split) {
+        // x = hi + lo; y = w·hi, then y += w·lo (beta = 1).
+        DevicePointer lo = new DevicePointer(bf16Scratch.address() + elems * 2);
+        kernels.launch("split_bf16", grid(elems), 1, BLOCK, 0, x, hi, lo, elems);
+        bf16Gemm(m, k, w, n, y, hi, zero);
+        bf16Gemm(m, k, w, n, y, lo, one);
+      } else {
+        kernels.launch("to_bf16", grid(elems), 1, BLOCK, 0, x, hi, elems);
+        bf16Gemm(m, k, w, n, y, hi, zero);
+      }
+    } else {
+      Cuda.checkBlas(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, one, ptr(w), CUDA_R_32F, k, ptr(x), CUDA_R_32F, k, zero,
+          ptr(y), CUDA_R_32F, n, CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT), "cublasGemmEx FP32 " + m + "x" + k + "x" + n);
+    }
+  }
+
+  private void bf16Gemm(int m, int k, Buf w, int n, Buf y, DevicePointer xb, FloatPointer beta) {
+    Cuda.checkBlas(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, one, ptr(w), CUDA_R_16BF, k, xb, CUDA_R_16BF, k, beta,
+        ptr(y), CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), "cublasGemmEx BF16 " + m + "x" + k + "x" + n);
+  }
+
+  private static int grid(long n) {
+    return (int) Math.max(1, Math.min((n + BLOCK - 1) / BLOCK, 132L * 16));
+  }
+
+  @Override
+  public void rmsNorm(Buf x, int rows, int stride, int offset, int dim, Buf weight, float eps, Buf out) {
+    out.need(Buf.Kind.F32, (long) rows * dim, "rmsNorm out");
+    bind();
+    kernels.launch("rms_norm", rows, 1, BLOCK, 0, x, stride, offset, dim, weight, eps, out);
+  }
+
+  @Override
+  public void rope(Buf x, int rows, int heads, int rowStride, int headStride, int offset, int ropeDim, Buf positions, Buf cosSin) {
+    bind();
+    kernels.launch("rope", rows, 1, 128, 0, x, heads, rowStride, headStride, offset, ropeDim, positions, cosSin);
+  }
+
+  @Override
+  public void copyCols(Buf src, int rows, int srcStride, int srcOff, int width, Buf dst, int dstStride, int dstOff) {
+    bind();
+    kernels.launch("copy_cols", rows, 1, BLOCK, 0, src, srcStride, srcOff, width, dst, dstStride, dstOff);
+  }
+
+  @Override
+  public void add(Buf x, Buf y, long n) {
+    bind();
+    kernels.launch("add_inplace", grid(n), 1, BLOCK, 0, x, y, n);
+  }
+
+  @Override
+  public void swiglu(Buf g, Buf u, long n) {
+    bind();
+    kernels.launch("swiglu", grid(n), 1, BLOCK, 0, g, u, n);
+  }
+
+  @Override
+  public void gatherRows(Buf x, Buf rows, int n, int width, Buf out) {
+    bind();
+    kernels.launch("gather_rows", n, 1, BLOCK, 0, x, rows, width, out);
+  }
+
+  @Override
+  public void scatterAddRows(Buf y, Buf rows, Buf weights, int n, int width, Buf ye) {
+    bind();
+    kernels.launch("scatter_add_rows", n, 1, BLOCK, 0, y, rows, weights, width, ye);
+  }
+
+  @Override
+  public void mlaAttention(Buf q, Buf kv, Buf kPe, Buf keyStart, Buf keyLen, int t, int heads, int qkNope, int qkRope, int vHead,
+      float scale, Buf out) {
+    bind();
+    int block = 128;
+    int shared = (qkNope + qkRope + block + vHead) * Float.BYTES;
+    kernels.launch("mla_attention", t, heads, block, shared, q, kv, kPe, keyStart, keyLen, heads, qkNope, qkRope, vHead, scale, out);
+  }
+
+  @Override
+  public void moeRoute(Buf logits, Buf bias, int t, RouterShape r, Buf experts, Buf weights) {
+    if (r.nRoutedExperts() > 512 || r.nGroup() > 64) {
+      throw new IllegalArgumentException("the CUDA router takes up to 512 experts in up to 64 groups; the model has "
+          + r.nRoutedExperts() + " in " + r.nGroup());
+    }
+    bind();
+    kernels.launch("moe_route", (t + 127) / 128, 1, 128, 0, logits, bias, t, r.nRoutedExperts(), r.numExpertsPerTok(), r.nGroup(),
+        r.topkGroup(), r.normTopkProb() ? 1 : 0, r.routedScalingFactor(), experts, weights);
+  }
+
+  @Override
+  public void logSoftmaxStats(Buf logits, int rows, int vocab, Buf targets, Buf stats) {
+    bind();
+    kernels.launch("log_softmax_stats", rows, 1, BLOCK, 0, logits, vocab, targets, stats);
+  }
+
+  /** Waits for all queued work (for timing). */
+  public void synchronize() {
+    bind();
+    Cuda.check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }
+
+  @Override
+  public void close() {
+    bind();
+    cublasDestroy_v2(cublas);
+    if (bf16Scratch != null) {
+      cudaFree(bf16Scratch);
+    }
+    kernels.close();
+    one.close();
+    zero.close();
+    stageF.close();
+    stageI.close();
+    stageS.close();
+  }
+
+  static DevicePointer ptr(Buf b) {
+    if (!(b.storage() instanceof DevicePointer base)) {
+      throw new IllegalArgumentException("not a buffer of a CUDA device");
+    }
+    return b.offset() == 0 ? base : new DevicePointer(base.address() + b.offset() * b.kind().bytes());
+  }
+}
