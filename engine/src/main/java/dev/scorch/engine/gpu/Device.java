@@ -37,6 +37,9 @@ public interface Device extends AutoCloseable {
   /** A linear weight [out, in] in the precision's dtype (FP8 block scales applied, then rounded). */
   Buf weight(Linear w, GemmPrecision precision);
 
+  /** A weight given as fp32 values, in the precision's dtype (small matrices and tests). */
+  Buf weight(float[] w, GemmPrecision precision);
+
   default Buf upload(float[] v) {
     Buf b = alloc(Buf.Kind.F32, v.length);
     write(b, v, 0, v.length);

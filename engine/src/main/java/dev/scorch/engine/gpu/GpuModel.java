@@ -30,6 +30,7 @@ public final class GpuModel implements AutoCloseable {
   private final long weightBytes;
   private final Arena floats;
   private final Arena ints;
+  private final java.util.List<Buf> owned = new java.util.ArrayList<>(); // every weight and vector uploaded
   private Buf cosSin; // [positions, qk_rope_head_dim]
   private int cosSinPositions;
 
@@ -51,8 +52,8 @@ public final class GpuModel implements AutoCloseable {
     for (int i = 0; i < layers.length; i++) {
       layers[i] = layer(w, i);
     }
-    norm = dev.upload(w.vector("model.norm.weight"));
-    lmHead = dev.weight(w.linear("lm_head.weight"), precision);
+    norm = up(w.vector("model.norm.weight"));
+    lmHead = own(dev.weight(w.linear("lm_head.weight"), precision));
     weightBytes = before - dev.freeBytes();
     rope = new Rope(config);
     softmaxScale = Rope.softmaxScale(config);
@@ -70,11 +71,11 @@ public final class GpuModel implements AutoCloseable {
     String p = WeightLayout.layer(i);
     String a = p + "self_attn.";
     Attention attn = config.hasQLora()
-        ? new Attention(lin(w, a + "q_a_proj"), dev.upload(w.vector(a + "q_a_layernorm.weight")), lin(w, a + "q_b_proj"), null,
-            lin(w, a + "kv_a_proj_with_mqa"), dev.upload(w.vector(a + "kv_a_layernorm.weight")), lin(w, a + "kv_b_proj"),
+        ? new Attention(lin(w, a + "q_a_proj"), up(w.vector(a + "q_a_layernorm.weight")), lin(w, a + "q_b_proj"), null,
+            lin(w, a + "kv_a_proj_with_mqa"), up(w.vector(a + "kv_a_layernorm.weight")), lin(w, a + "kv_b_proj"),
             lin(w, a + "o_proj"))
         : new Attention(null, null, null, lin(w, a + "q_proj"), lin(w, a + "kv_a_proj_with_mqa"),
-            dev.upload(w.vector(a + "kv_a_layernorm.weight")), lin(w, a + "kv_b_proj"), lin(w, a + "o_proj"));
+            up(w.vector(a + "kv_a_layernorm.weight")), lin(w, a + "kv_b_proj"), lin(w, a + "o_proj"));
     Mlp mlp = null;
     Moe moe = null;
     String m = p + "mlp.";
@@ -83,22 +84,31 @@ public final class GpuModel implements AutoCloseable {
       for (int e = 0; e < experts.length; e++) {
         experts[e] = mlp(w, m + "experts." + e + ".");
       }
-      moe = new Moe(dev.weight(w.linear(m + "gate.weight"), GemmPrecision.FP32), dev.upload(w.vector(m + "gate.e_score_correction_bias")),
+      moe = new Moe(own(dev.weight(w.linear(m + "gate.weight"), GemmPrecision.FP32)), up(w.vector(m + "gate.e_score_correction_bias")),
           experts, config.nSharedExperts() > 0 ? mlp(w, m + "shared_experts.") : null);
     } else {
       mlp = mlp(w, m);
     }
-    return new Layer(dev.upload(w.vector(p + "input_layernorm.weight")), attn, dev.upload(w.vector(p + "post_attention_layernorm.weight")),
+    return new Layer(up(w.vector(p + "input_layernorm.weight")), attn, up(w.vector(p + "post_attention_layernorm.weight")),
         mlp, moe);
   }
 
   private Buf lin(ModelWeights w, String name) {
-    return dev.weight(w.linear(name + ".weight"), precision);
+    return own(dev.weight(w.linear(name + ".weight"), precision));
+  }
+
+  private Buf up(float[] v) {
+    return own(dev.upload(v));
+  }
+
+  private Buf own(Buf b) {
+    owned.add(b);
+    return b;
   }
 
   private Mlp mlp(ModelWeights w, String prefix) {
     Linear gate = w.linear(prefix + "gate_proj.weight");
-    return new Mlp(dev.weight(gate, precision), lin(w, prefix + "up_proj"), lin(w, prefix + "down_proj"), gate.out());
+    return new Mlp(own(dev.weight(gate, precision)), lin(w, prefix + "up_proj"), lin(w, prefix + "down_proj"), gate.out());
   }
 
   public ModelConfig config() {
@@ -421,8 +431,18 @@ public final class GpuModel implements AutoCloseable {
     });
   }
 
+  /** Frees the weights and scratch, then closes the device. */
   @Override
   public synchronized void close() {
+    for (Buf b : owned) {
+      dev.free(b);
+    }
+    owned.clear();
+    if (cosSin != null) {
+      dev.free(cosSin);
+    }
+    floats.close();
+    ints.close();
     dev.close();
   }
 }

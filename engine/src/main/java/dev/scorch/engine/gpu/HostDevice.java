@@ -71,7 +71,12 @@ public final class HostDevice implements Device {
 
   @Override
   public Buf weight(Linear w, GemmPrecision precision) {
-    float[] v = w.toFloat();
+    return weight(w.toFloat(), precision);
+  }
+
+  @Override
+  public Buf weight(float[] w, GemmPrecision precision) {
+    float[] v = w.clone();
     if (precision.bf16Weights()) {
       for (int i = 0; i < v.length; i++) {
         v[i] = bf16(v[i]);

@@ -217,6 +217,23 @@ public final class CudaDevice implements Device {
     return b;
   }
 
+  @Override
+  public Buf weight(float[] w, GemmPrecision precision) {
+    if (!precision.bf16Weights()) {
+      return upload(w);
+    }
+    Buf b = alloc(Buf.Kind.BF16, w.length);
+    short[] bf16 = new short[w.length];
+    for (int i = 0; i < w.length; i++) {
+      bf16[i] = NumberFormats.floatToBf16(w[i]);
+    }
+    bind();
+    stageS = grow(stageS, w.length);
+    stageS.put(bf16, 0, w.length);
+    Cuda.check(cudaMemcpy(ptr(b), stageS, w.length * 2L, cudaMemcpyHostToDevice), "cudaMemcpy weight");
+    return b;
+  }
+
   // --- Kernels
 
   @Override

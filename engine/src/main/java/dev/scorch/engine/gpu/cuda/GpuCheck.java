@@ -1,0 +1,248 @@
+package dev.scorch.engine.gpu.cuda;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.scorch.engine.bench.PrefillBenchmark;
+import dev.scorch.engine.checkpoint.Checkpoint;
+import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.demo.DemoModelWriter;
+import dev.scorch.engine.demo.DemoPreset;
+import dev.scorch.engine.gpu.GemmPrecision;
+import dev.scorch.engine.gpu.GpuConformance;
+import dev.scorch.engine.gpu.GpuKvCache;
+import dev.scorch.engine.gpu.GpuModel;
+import dev.scorch.engine.gpu.GpuScorer;
+import dev.scorch.engine.gpu.HostDevice;
+import dev.scorch.engine.gpu.KernelTwins;
+import dev.scorch.engine.kernels.CpuOps;
+import dev.scorch.engine.model.DeepseekV3Model;
+import dev.scorch.engine.model.ModelWeights;
+import dev.scorch.engine.model.WeightLayout;
+import dev.scorch.engine.runtime.PackedBatch;
+import dev.scorch.engine.scoring.LogSoftmax;
+import dev.scorch.engine.scoring.ScoreRequest;
+import dev.scorch.engine.scoring.Scorer;
+import dev.scorch.engine.scoring.SequenceScore;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.SplittableRandom;
+
+/**
+ * The device check (bin/gpu-check runs it on a GPU machine): the CUDA path against the golden file and the CPU
+ * engine, then prefill and decode speed on the {@code small} demo model.
+ *
+ * <pre>GpuCheck CONFORMANCE_DIR SMALL_DIR OUT_JSON [cpu-threads]</pre>
+ * CONFORMANCE_DIR holds model/ and golden.json; SMALL_DIR is written (demo preset small, seed 0) when it holds no
+ * config.json. Prints a report and writes every figure to OUT_JSON.
+ */
+public final class GpuCheck {
+  /** The H200's dense BF16 matrix rate measured here (KINDS.md: 8192³ torch.matmul on random data). */
+  static final double PEAK_BF16_FLOPS = 790e12;
+
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  public static void main(String[] args) throws Exception {
+    Path conformance = Path.of(args[0]);
+    Path small = Path.of(args[1]);
+    Path outJson = Path.of(args[2]);
+    int cpuThreads = args.length > 3 ? Integer.parseInt(args[3]) : Runtime.getRuntime().availableProcessors();
+    ObjectNode out = JSON.createObjectNode();
+    Cuda.Availability a = Cuda.probe();
+    System.out.println("CUDA: " + a);
+    out.put("cuda", a.toString());
+    if (!a.available()) {
+      JSON.writerWithDefaultPrettyPrinter().writeValue(outJson.toFile(), out);
+      System.exit(2);
+    }
+    try (CudaDevice dev = new CudaDevice(0)) {
+      System.out.println("device: " + dev.describe());
+      out.put("device", dev.describe());
+      // 0. Every kernel against its Java twin on random inputs.
+      ObjectNode twins = out.putObject("kernel_twins_max_abs_diff");
+      for (Map.Entry<String, Double> e : KernelTwins.compare(dev, new HostDevice()).entrySet()) {
+        System.out.printf("  kernel %-20s max |cuda - host| %.3g%n", e.getKey(), e.getValue());
+        twins.put(e.getKey(), e.getValue());
+      }
+    } catch (RuntimeException e) {
+      e.printStackTrace(System.out);
+      out.put("kernel_twins", "FAILED: " + e);
+    }
+    flush(out, outJson);
+
+    // 1. Conformance on the golden file's model, in each precision.
+    JsonNode golden = JSON.readTree(conformance.resolve("golden.json").toFile());
+    ModelWeights tiny = weights(conformance.resolve("model"));
+    ObjectNode conf = out.putObject("conformance");
+    for (GemmPrecision p : GemmPrecision.values()) {
+      try (GpuModel m = GpuModel.load(tiny, new CudaDevice(0), p)) {
+        GpuConformance.Report r = GpuConformance.check(m, golden);
+        System.out.println("conformance " + p + ": " + r);
+        conf.set(p.name(), JSON.valueToTree(r));
+      } catch (RuntimeException e) {
+        e.printStackTrace(System.out);
+        conf.put(p.name(), "FAILED: " + e);
+      }
+      flush(out, outJson);
+    }
+
+    // 2. The small model: GPU vs CPU scores, then speed.
+    if (!Files.isRegularFile(small.resolve("config.json"))) {
+      long t0 = System.nanoTime();
+      new DemoModelWriter(DemoPreset.SMALL, false, true, 0).write(small);
+      System.out.printf("wrote the small demo model in %.1f s%n", (System.nanoTime() - t0) / 1e9);
+    }
+    ModelWeights sw = weights(small);
+    ModelConfig c = sw.config();
+    List<ScoreRequest> cmp = prompts(c.vocabSize(), 4, 200, 11);
+    List<SequenceScore> cpuScores;
+    try (CpuOps ops = new CpuOps(cpuThreads)) {
+      long t0 = System.nanoTime();
+      cpuScores = new Scorer(DeepseekV3Model.load(small), ops).score(cmp);
+      System.out.printf("CPU (%d threads) scored 4 x 200 tokens in %.2f s%n", cpuThreads, (System.nanoTime() - t0) / 1e9);
+    }
+    writePrompts(cmp, cpuScores, outJson.resolveSibling("small_prompts.json"));
+    ObjectNode speed = out.putObject("small");
+    speed.put("active_parameters", WeightLayout.activeParameters(c));
+    for (GemmPrecision p : new GemmPrecision[] {GemmPrecision.BF16X2, GemmPrecision.BF16, GemmPrecision.FP32}) {
+      ObjectNode s = speed.putObject(p.name());
+      try (GpuModel m = GpuModel.load(sw, new CudaDevice(0), p)) {
+        GpuScorer scorer = new GpuScorer(m);
+        List<SequenceScore> gpu = scorer.score(cmp);
+        double d = 0;
+        int argmaxDiff = 0;
+        for (int i = 0; i < cmp.size(); i++) {
+          d = Math.max(d, GpuConformance.maxDiff(cpuScores.get(i).tokenLogprobs(), gpu.get(i).tokenLogprobs()));
+          argmaxDiff += Arrays.equals(cpuScores.get(i).argmax(), gpu.get(i).argmax()) ? 0 : 1;
+        }
+        s.put("max_abs_dlogprob_vs_cpu", d);
+        s.put("sequences_with_argmax_diff_vs_cpu", argmaxDiff);
+        s.put("weight_bytes", m.weightBytes());
+        System.out.printf("small %s: weights %.1f MiB on the GPU; vs CPU max |dlogprob| %.3g, sequences with an argmax difference %d/%d%n", p,
+            m.weightBytes() / 1048576.0, d, argmaxDiff, cmp.size());
+        prefill(scorer, c, 8, 256, s);
+        prefill(scorer, c, 1, 1024, s);
+        prefill(scorer, c, 32, 512, s);
+        decode(m, c, 1, 128, 128, s);
+        decode(m, c, 16, 128, 64, s);
+      } catch (RuntimeException e) {
+        e.printStackTrace(System.out);
+        s.put("error", e.toString());
+      }
+      flush(out, outJson);
+    }
+    flush(out, outJson);
+  }
+
+  private static void prefill(GpuScorer scorer, ModelConfig c, int batch, int seq, ObjectNode into) {
+    List<ScoreRequest> reqs = prompts(c.vocabSize(), batch, seq, 5);
+    for (int i = 0; i < 3; i++) {
+      scorer.score(reqs);
+    }
+    double[] secs = new double[7];
+    for (int i = 0; i < secs.length; i++) {
+      long t0 = System.nanoTime();
+      scorer.score(reqs);
+      secs[i] = (System.nanoTime() - t0) / 1e9;
+    }
+    double median = median(secs);
+    double tokens = (double) batch * seq;
+    double flops = PrefillBenchmark.modelFlops(c, batch, seq);
+    ObjectNode r = into.putObject("prefill_" + batch + "x" + seq);
+    r.put("tokens_per_s", tokens / median);
+    r.put("median_s", median);
+    r.put("model_tflops", flops / median / 1e12);
+    r.put("mfu", flops / median / PEAK_BF16_FLOPS);
+    System.out.printf("  prefill %d x %d (scoring, log-probs of every token): %.0f tokens/s, median %.2f ms, %.1f TFLOP/s, MFU %.3f%n", batch, seq,
+        tokens / median, median * 1e3, flops / median / 1e12, flops / median / PEAK_BF16_FLOPS);
+  }
+
+  private static void decode(GpuModel m, ModelConfig c, int batch, int prompt, int steps, ObjectNode into) {
+    List<ScoreRequest> ps = prompts(c.vocabSize(), batch, prompt, 9);
+    double best = Double.MAX_VALUE;
+    double[] secsPerStep = new double[3];
+    for (int rep = 0; rep < secsPerStep.length; rep++) {
+      GpuKvCache[] caches = new GpuKvCache[batch];
+      List<int[]> seqs = new ArrayList<>();
+      for (int b = 0; b < batch; b++) {
+        caches[b] = m.newCache(prompt + steps);
+        seqs.add(ps.get(b).tokens());
+      }
+      float[] logits = m.nextTokenLogits(PackedBatch.of(seqs), caches);
+      long t0 = System.nanoTime();
+      for (int s = 0; s < steps; s++) {
+        int[] next = new int[batch];
+        int[] pos = new int[batch];
+        int[] start = new int[batch];
+        int[] len = new int[batch];
+        for (int b = 0; b < batch; b++) {
+          next[b] = LogSoftmax.argmax(logits, b * c.vocabSize(), c.vocabSize());
+          pos[b] = caches[b].length();
+          start[b] = b;
+          len[b] = 1;
+        }
+        logits = m.nextTokenLogits(new PackedBatch(next, pos, start, len), caches);
+      }
+      secsPerStep[rep] = (System.nanoTime() - t0) / 1e9 / steps;
+      for (GpuKvCache k : caches) {
+        k.close();
+      }
+      best = Math.min(best, secsPerStep[rep]);
+    }
+    double step = median(secsPerStep);
+    ObjectNode r = into.putObject("decode_b" + batch);
+    r.put("tokens_per_s", batch / step);
+    r.put("ms_per_step", step * 1e3);
+    System.out.printf("  decode batch %d (prompt %d, %d steps, greedy, logits to the host each step): %.0f tokens/s, %.2f ms/step%n", batch,
+        prompt, steps, batch / step, step * 1e3);
+  }
+
+  static List<ScoreRequest> prompts(int vocab, int batch, int seq, long seed) {
+    SplittableRandom rnd = new SplittableRandom(seed);
+    List<ScoreRequest> reqs = new ArrayList<>();
+    for (int b = 0; b < batch; b++) {
+      int[] t = new int[seq];
+      for (int i = 0; i < seq; i++) {
+        t[i] = rnd.nextInt(vocab);
+      }
+      reqs.add(ScoreRequest.of(t));
+    }
+    return reqs;
+  }
+
+  private static void writePrompts(List<ScoreRequest> reqs, List<SequenceScore> cpu, Path file) throws java.io.IOException {
+    ArrayNode arr = JSON.createArrayNode();
+    for (int i = 0; i < reqs.size(); i++) {
+      ObjectNode o = arr.addObject();
+      ArrayNode ids = o.putArray("token_ids");
+      for (int t : reqs.get(i).tokens()) {
+        ids.add(t);
+      }
+      ArrayNode lps = o.putArray("cpu_logprobs");
+      float[] lp = cpu.get(i).tokenLogprobs();
+      for (int k = 1; k < lp.length; k++) {
+        lps.add(lp[k]);
+      }
+    }
+    JSON.writeValue(file.toFile(), arr);
+  }
+
+  private static double median(double[] v) {
+    double[] s = v.clone();
+    Arrays.sort(s);
+    return s.length % 2 == 1 ? s[s.length / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+  }
+
+  private static ModelWeights weights(Path dir) {
+    return new ModelWeights(Checkpoint.open(dir), ModelConfig.read(dir.resolve("config.json")));
+  }
+
+  private static void flush(ObjectNode out, Path file) throws java.io.IOException {
+    JSON.writerWithDefaultPrettyPrinter().writeValue(file.toFile(), out);
+  }
+}
