@@ -134,51 +134,71 @@ extern "C" __global__ void scatter_add_rows(float* y, const int* rows, const flo
 // MLA attention, prefill form, varlen and causal through per-query key ranges:
 // q [T, heads, qk_nope + qk_rope] (rope applied), kv [K, heads, qk_nope + v_head] = [k_nope | v],
 // k_pe [K, qk_rope] shared by all heads; query i attends keys key_start[i] .. key_start[i] + key_len[i) - 1.
-// out [T, heads, v_head]. Online softmax in fp32 over tiles of blockDim.x keys. grid: (T, heads).
+// out [T, heads, v_head]. grid: (T, heads), block: ATTN_WARPS warps. Warp w takes keys w, w + ATTN_WARPS, ...:
+// its lanes split each key's dims (coalesced loads), a shuffle reduction gives the score, and an online softmax
+// in fp32 keeps the warp's max, sum and v accumulator (lane d owns dims d, d + 32, ...); the warps' partial
+// results are merged at the end. v_head <= 32 * ATTN_VREGS.
+#define ATTN_WARPS 4
+#define ATTN_VREGS 4
 extern "C" __global__ void mla_attention(const float* q, const float* kv, const float* k_pe, const int* key_start,
                                          const int* key_len, int heads, int qk_nope, int qk_rope, int v_head, float scale,
                                          float* out) {
   extern __shared__ float smem[];
   int q_head = qk_nope + qk_rope;
   int kv_head = qk_nope + v_head;
-  float* qs = smem;                  // [q_head]
-  float* ps = qs + q_head;           // [blockDim.x] probabilities of the tile
-  float* acc = ps + blockDim.x;      // [v_head]
+  float* qs = smem;                                    // [q_head]
+  float* part_m = qs + q_head;                         // [ATTN_WARPS]
+  float* part_l = part_m + ATTN_WARPS;                 // [ATTN_WARPS]
+  float* part_acc = part_l + ATTN_WARPS;               // [ATTN_WARPS, v_head]
   int i = blockIdx.x, h = blockIdx.y;
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const float* qi = q + ((long)i * heads + h) * q_head;
-  for (int d = threadIdx.x; d < q_head; d += blockDim.x) qs[d] = qi[d];
-  for (int d = threadIdx.x; d < v_head; d += blockDim.x) acc[d] = 0.f;
+  for (int d = threadIdx.x; d < q_head; d += blockDim.x) qs[d] = qi[d] * scale;
   __syncthreads();
   int k0 = key_start[i], len = key_len[i];
   float m = -FLT_MAX, l = 0.f;
-  for (int t0 = 0; t0 < len; t0 += blockDim.x) {
-    int j = t0 + threadIdx.x;
-    float s = -FLT_MAX;
-    if (j < len) {
-      const float* kj = kv + ((long)(k0 + j) * heads + h) * kv_head;
-      const float* pj = k_pe + (long)(k0 + j) * qk_rope;
-      float dot = 0.f;
-      for (int d = 0; d < qk_nope; d++) dot += qs[d] * kj[d];
-      for (int d = 0; d < qk_rope; d++) dot += qs[qk_nope + d] * pj[d];
-      s = dot * scale;
-    }
-    float m_new = fmaxf(m, block_max(s));
-    float p = j < len ? expf(s - m_new) : 0.f;
-    ps[threadIdx.x] = p;
+  float acc[ATTN_VREGS];
+#pragma unroll
+  for (int r = 0; r < ATTN_VREGS; r++) acc[r] = 0.f;
+  for (int j = warp; j < len; j += ATTN_WARPS) {
+    const float* kj = kv + ((long)(k0 + j) * heads + h) * kv_head;
+    const float* pj = k_pe + (long)(k0 + j) * qk_rope;
+    float dot = 0.f;
+    for (int d = lane; d < qk_nope; d += 32) dot += qs[d] * kj[d];
+    for (int d = lane; d < qk_rope; d += 32) dot += qs[qk_nope + d] * pj[d];
+    float s = warp_sum(dot);
+    float m_new = fmaxf(m, s);
     float alpha = expf(m - m_new);
-    l = l * alpha + block_sum(p);  // block_sum syncs, so ps is complete below
-    int n = min((int)blockDim.x, len - t0);
-    for (int d = threadIdx.x; d < v_head; d += blockDim.x) {
-      float a = acc[d] * alpha;
-      const float* vj = kv + ((long)(k0 + t0) * heads + h) * kv_head + qk_nope + d;
-      for (int jj = 0; jj < n; jj++) a += ps[jj] * vj[(long)jj * heads * kv_head];
-      acc[d] = a;
+    float p = expf(s - m_new);
+    l = l * alpha + p;
+    const float* vj = kj + qk_nope;
+#pragma unroll
+    for (int r = 0; r < ATTN_VREGS; r++) {
+      int d = lane + 32 * r;
+      if (d < v_head) acc[r] = acc[r] * alpha + p * vj[d];
     }
     m = m_new;
-    __syncthreads();
   }
+  if (lane == 0) {
+    part_m[warp] = m;
+    part_l[warp] = l;
+  }
+#pragma unroll
+  for (int r = 0; r < ATTN_VREGS; r++) {
+    int d = lane + 32 * r;
+    if (d < v_head) part_acc[warp * v_head + d] = acc[r];
+  }
+  __syncthreads();
+  float mx = -FLT_MAX;
+  for (int w = 0; w < ATTN_WARPS; w++) mx = fmaxf(mx, part_m[w]);
+  float total = 0.f;
+  for (int w = 0; w < ATTN_WARPS; w++) total += part_l[w] * expf(part_m[w] - mx);
   float* o = out + ((long)i * heads + h) * v_head;
-  for (int d = threadIdx.x; d < v_head; d += blockDim.x) o[d] = acc[d] / l;
+  for (int d = threadIdx.x; d < v_head; d += blockDim.x) {
+    float a = 0.f;
+    for (int w = 0; w < ATTN_WARPS; w++) a += part_acc[w * v_head + d] * expf(part_m[w] - mx);
+    o[d] = a / total;
+  }
 }
 
 // noaux_tc router, one thread per token, as dev.scorch.engine.model.MoeRouter: sigmoid scores; choice = score +
@@ -284,11 +304,26 @@ extern "C" __global__ void log_softmax_stats(const float* logits, int vocab, con
   }
 }
 
-// GEMM inputs as two BF16 parts: hi = bf16(x), lo = bf16(x - hi); hi + lo carries 16 mantissa bits of x.
-extern "C" __global__ void split_bf16(const float* x, __nv_bfloat16* hi, __nv_bfloat16* lo, long n) {
+// GEMM inputs as BF16 parts: p0 = bf16(x), p1 = bf16(x - p0), p2 = bf16(x - p0 - p1) (parts 1..3 written);
+// p0 + p1 carry 16 mantissa bits of x, p0 + p1 + p2 all 24.
+extern "C" __global__ void split_bf16(const float* x, __nv_bfloat16* p0, __nv_bfloat16* p1, __nv_bfloat16* p2, int parts,
+                                      long n) {
   for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
-    __nv_bfloat16 h = __float2bfloat16_rn(x[i]);
-    hi[i] = h;
-    lo[i] = __float2bfloat16_rn(x[i] - __bfloat162float(h));
+    float r = x[i];
+    __nv_bfloat16 a = __float2bfloat16_rn(r);
+    p0[i] = a;
+    if (parts > 1) {
+      r -= __bfloat162float(a);
+      __nv_bfloat16 b = __float2bfloat16_rn(r);
+      p1[i] = b;
+      if (parts > 2) p2[i] = __float2bfloat16_rn(r - __bfloat162float(b));
+    }
   }
+}
+
+// out[j, :] = table[rows[j], :] widened from BF16 (the token embedding lookup). grid: n rows.
+extern "C" __global__ void gather_rows_bf16(const __nv_bfloat16* table, const int* rows, int width, float* out) {
+  const __nv_bfloat16* s = table + (long)rows[blockIdx.x] * width;
+  float* d = out + (long)blockIdx.x * width;
+  for (int c = threadIdx.x; c < width; c += blockDim.x) d[c] = __bfloat162float(s[c]);
 }

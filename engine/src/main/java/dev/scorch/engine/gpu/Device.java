@@ -56,8 +56,8 @@ public interface Device extends AutoCloseable {
 
   /**
    * y[m, n] = x[m, k] · wᵀ, w [n, k] from {@link #weight}, fp32 accumulate. An fp32 w multiplies fp32 x; a BF16 w
-   * multiplies x rounded to BF16 ({@link GemmPrecision#BF16}) or x's two BF16 parts hi + lo, summed
-   * ({@link GemmPrecision#BF16X2}).
+   * multiplies x split into the precision's BF16 parts (x ≈ p0 + p1 + p2, {@link GemmPrecision#inputParts}), one
+   * GEMM per part, summed in fp32.
    */
   void gemm(Buf x, int m, int k, Buf w, int n, Buf y, GemmPrecision precision);
 
@@ -79,7 +79,7 @@ public interface Device extends AutoCloseable {
   /** g[:n] = silu(g) · u. */
   void swiglu(Buf g, Buf u, long n);
 
-  /** out[j, :width] = x[rows[j], :width], j < n. */
+  /** out[j, :width] = x[rows[j], :width], j < n; x F32, or BF16 (a weight table) widened to fp32. */
   void gatherRows(Buf x, Buf rows, int n, int width, Buf out);
 
   /** y[rows[j], :width] += weights[j] · ye[j, :width], j < n; rows distinct. */

@@ -9,9 +9,9 @@ import dev.scorch.engine.runtime.PackedBatch;
 
 /**
  * DeepseekV3ForCausalLM on a {@link Device}: the same forward pass as {@code DeepseekV3Model}, with the weights
- * resident on the device (linears in the {@link GemmPrecision}'s dtype, the router gate always in fp32 so expert
- * choice matches the CPU's) and activations kept there between kernels. Token embeddings are looked up on the
- * host from the mapped checkpoint and uploaded; YaRN cos/sin come from the CPU's {@link Rope}.
+ * resident on the device (linears and the embedding table in the {@link GemmPrecision}'s dtype, the router gate
+ * always in fp32 so expert choice matches the CPU's) and activations kept there between kernels. YaRN cos/sin
+ * come from the CPU's {@link Rope}.
  *
  * <p>One forward runs at a time per model (the device has one stream and one scratch arena): callers on
  * several threads (Spark tasks sharing an executor's GPU) take turns.
@@ -20,7 +20,7 @@ public final class GpuModel implements AutoCloseable {
   private final ModelConfig config;
   private final Device dev;
   private final GemmPrecision precision;
-  private final Linear embedTokens; // [vocab, hidden], host: rows are looked up, never multiplied
+  private final Buf embedTokens; // [vocab, hidden]: rows are looked up (gathered), never multiplied
   private final Layer[] layers;
   private final Buf norm; // [hidden]
   private final Buf lmHead; // [vocab, hidden]
@@ -47,7 +47,7 @@ public final class GpuModel implements AutoCloseable {
     this.dev = dev;
     this.precision = precision;
     long before = dev.freeBytes();
-    embedTokens = w.linear("model.embed_tokens.weight");
+    embedTokens = lin(w, "model.embed_tokens");
     layers = new Layer[config.numHiddenLayers()];
     for (int i = 0; i < layers.length; i++) {
       layers[i] = layer(w, i);
@@ -149,17 +149,16 @@ public final class GpuModel implements AutoCloseable {
     ints.reset();
     int t = batch.numTokens();
     int hidden = config.hiddenSize();
-    // Embedding rows, looked up on the host: x [T, hidden].
-    float[] host = new float[t * hidden];
-    for (int i = 0; i < t; i++) {
-      int id = batch.tokens()[i];
+    // x [T, hidden] = embed_tokens[tokens]
+    for (int id : batch.tokens()) {
       if (id < 0 || id >= config.vocabSize()) {
         throw new IllegalArgumentException("token id " + id + " is outside the vocabulary [0, " + config.vocabSize() + ")");
       }
-      embedTokens.row(id, 0, hidden, host, i * hidden);
     }
+    Buf tokens = ints.take(t);
+    dev.write(tokens, batch.tokens(), 0, t);
     Buf x = floats.take((long) t * hidden);
-    dev.write(x, host, 0, host.length);
+    dev.gatherRows(embedTokens, tokens, t, hidden, x);
     Batch b = batch(batch, caches);
     int moeIndex = 0;
     for (int l = 0; l < layers.length; l++) {

@@ -98,28 +98,28 @@ public final class HostDevice implements Device {
     if (w.length() < (long) n * k) {
       throw new IllegalArgumentException("gemm w: needs " + n + " x " + k + ", got " + w.length());
     }
-    boolean round = w.kind() == Buf.Kind.BF16;
-    boolean split = round && precision == GemmPrecision.BF16X2;
-    float[] hi = new float[k];
-    float[] lo = new float[k];
+    int parts = w.kind() == Buf.Kind.BF16 ? Math.max(1, precision.inputParts()) : 0;
+    float[][] part = new float[Math.max(1, parts)][k];
     for (int i = 0; i < m; i++) {
       for (int c = 0; c < k; c++) {
-        float v = xs[off(x) + i * k + c];
-        hi[c] = round ? bf16(v) : v;
-        lo[c] = split ? bf16(v - hi[c]) : 0f;
+        float r = xs[off(x) + i * k + c];
+        if (parts == 0) {
+          part[0][c] = r;
+        }
+        for (int p = 0; p < parts; p++) {
+          part[p][c] = bf16(r);
+          r -= part[p][c];
+        }
       }
       for (int j = 0; j < n; j++) {
         int wo = off(w) + j * k;
         float acc = 0f;
-        for (int c = 0; c < k; c++) {
-          acc += hi[c] * ws[wo + c];
-        }
-        if (split) {
-          float accLo = 0f;
+        for (int p = 0; p < part.length; p++) {
+          float sum = 0f;
           for (int c = 0; c < k; c++) {
-            accLo += lo[c] * ws[wo + c];
+            sum += part[p][c] * ws[wo + c];
           }
-          acc += accLo;
+          acc += sum;
         }
         ys[off(y) + i * n + j] = acc;
       }

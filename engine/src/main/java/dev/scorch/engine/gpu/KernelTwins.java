@@ -65,6 +65,11 @@ public final class KernelTwins {
       dev.scatterAddRows(xs, r, dev.upload(rw), 5, k, g);
       return xs;
     }, m * k));
+    out.put("gather BF16 table", diff(a, b, dev -> {
+      Buf g = dev.alloc(Buf.Kind.F32, 5L * k);
+      dev.gatherRows(dev.weight(w, GemmPrecision.BF16), dev.upload(rows), 5, k, g);
+      return g;
+    }, 5 * k));
     // Attention: 2 sequences (20 and 17 tokens), 3 heads, qk_nope 64, qk_rope 32, v_head 64; keys = queries.
     int heads = 3;
     float[] q = random(rnd, m * heads * 96);

@@ -54,10 +54,10 @@ class GpuModelTest {
   }
 
   @Test
-  void bf16x2ModeMeetsTheGpuTolerance() {
-    try (GpuModel m = GpuModel.load(weights, new HostDevice(), GemmPrecision.BF16X2)) {
+  void bf16x3ModeMeetsTheGpuTolerance() {
+    try (GpuModel m = GpuModel.load(weights, new HostDevice(), GemmPrecision.BF16X3)) {
       GpuConformance.Report r = GpuConformance.check(m, golden);
-      System.out.println("HostDevice bf16x2: " + r);
+      System.out.println("HostDevice bf16x3: " + r);
       assertTrue(r.maxLogprobDiff() <= 1e-3, r.toString());
       assertEquals(0, r.routeMismatches(), r.toString());
       assertEquals(0.0, r.batchedVsAlone(), r.toString());

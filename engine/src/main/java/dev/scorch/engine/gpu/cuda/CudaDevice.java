@@ -44,6 +44,8 @@ import org.bytedeco.javacpp.SizeTPointer;
  */
 public final class CudaDevice implements Device {
   private static final int BLOCK = 256; // log_softmax_stats and the block reductions assume it
+  private static final int ATTN_WARPS = 4; // as scorch_kernels.cu's ATTN_WARPS and ATTN_VREGS
+  private static final int ATTN_VREGS = 4;
 
   private final int ordinal;
   private final String description;
@@ -60,7 +62,7 @@ public final class CudaDevice implements Device {
   /** Opens GPU ordinal (as Spark's resource addresses number them) and loads the kernels. */
   public CudaDevice(int ordinal) {
     this.ordinal = ordinal;
-    Cuda.check(cudaSetDevice(ordinal), "cudaSetDevice(" + ordinal + ")");
+    bind();
     cudaDeviceProp prop = new cudaDeviceProp();
     Cuda.check(cudaGetDeviceProperties(prop, ordinal), "cudaGetDeviceProperties");
     description = "cuda:" + ordinal + " " + prop.name().getString().trim() + " (sm_" + prop.major() + prop.minor() + ", "
@@ -69,8 +71,15 @@ public final class CudaDevice implements Device {
     Cuda.checkBlas(cublasCreate_v2(cublas), "cublasCreate");
   }
 
+  /** The device each thread last made current through this class. */
+  private static final ThreadLocal<Integer> CURRENT = new ThreadLocal<>();
+
   private void bind() {
-    Cuda.check(cudaSetDevice(ordinal), "cudaSetDevice(" + ordinal + ")");
+    Integer current = CURRENT.get();
+    if (current == null || current != ordinal) {
+      Cuda.check(cudaSetDevice(ordinal), "cudaSetDevice(" + ordinal + ")");
+      CURRENT.set(ordinal);
+    }
   }
 
   public int ordinal() {
@@ -247,9 +256,10 @@ public final class CudaDevice implements Device {
     bind();
     // Row-major y[m, n] = x[m, k] · w[n, k]ᵀ is column-major yᵀ[n, m] = w[k, n]ᵀ · xᵀ[k, m].
     if (w.kind() == Buf.Kind.BF16) {
-      boolean split = precision == GemmPrecision.BF16X2;
+      // x ≈ p0 + p1 + p2 in BF16; y = w·p0, then y += w·p1, y += w·p2 (beta = 1).
+      int parts = Math.max(1, precision.inputParts());
       long elems = (long) m * k;
-      long need = split ? 2 * elems : elems;
+      long need = parts * elems;
       if (bf16ScratchElems < need) {
         if (bf16Scratch != null) {
           Cuda.check(cudaFree(bf16Scratch), "cudaFree");
@@ -258,16 +268,13 @@ public final class CudaDevice implements Device {
         bf16Scratch = new Pointer();
         Cuda.check(cudaMalloc(bf16Scratch, bf16ScratchElems * 2), "cudaMalloc(BF16 GEMM scratch)");
       }
-      DevicePointer hi = new DevicePointer(bf16Scratch.address());
-      if (split) {
-        // x = hi + lo; y = w·hi, then y += w·lo (beta = 1).
-        DevicePointer lo = new DevicePointer(bf16Scratch.address() + elems * 2);
-        kernels.launch("split_bf16", grid(elems), 1, BLOCK, 0, x, hi, lo, elems);
-        bf16Gemm(m, k, w, n, y, hi, zero);
-        bf16Gemm(m, k, w, n, y, lo, one);
-      } else {
-        kernels.launch("to_bf16", grid(elems), 1, BLOCK, 0, x, hi, elems);
-        bf16Gemm(m, k, w, n, y, hi, zero);
+      DevicePointer[] p = new DevicePointer[3];
+      for (int i = 0; i < 3; i++) {
+        p[i] = new DevicePointer(bf16Scratch.address() + Math.min(i, parts - 1) * elems * 2);
+      }
+      kernels.launch("split_bf16", grid(elems), 1, BLOCK, 0, x, p[0], p[1], p[2], parts, elems);
+      for (int i = 0; i < parts; i++) {
+        bf16Gemm(m, k, w, n, y, p[i], i == 0 ? zero : one);
       }
     } else {
       Cuda.checkBlas(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, one, ptr(w), CUDA_R_32F, k, ptr(x), CUDA_R_32F, k, zero,
@@ -318,7 +325,7 @@ public final class CudaDevice implements Device {
   @Override
   public void gatherRows(Buf x, Buf rows, int n, int width, Buf out) {
     bind();
-    kernels.launch("gather_rows", n, 1, BLOCK, 0, x, rows, width, out);
+    kernels.launch(x.kind() == Buf.Kind.BF16 ? "gather_rows_bf16" : "gather_rows", n, 1, BLOCK, 0, x, rows, width, out);
   }
 
   @Override
@@ -331,8 +338,11 @@ public final class CudaDevice implements Device {
   public void mlaAttention(Buf q, Buf kv, Buf kPe, Buf keyStart, Buf keyLen, int t, int heads, int qkNope, int qkRope, int vHead,
       float scale, Buf out) {
     bind();
-    int block = 128;
-    int shared = (qkNope + qkRope + block + vHead) * Float.BYTES;
+    if (vHead > 32 * ATTN_VREGS) {
+      throw new IllegalArgumentException("the CUDA attention kernel takes v_head_dim up to " + 32 * ATTN_VREGS + ", the model has " + vHead);
+    }
+    int block = 32 * ATTN_WARPS;
+    int shared = (qkNope + qkRope + 2 * ATTN_WARPS + ATTN_WARPS * vHead) * Float.BYTES;
     kernels.launch("mla_attention", t, heads, block, shared, q, kv, kPe, keyStart, keyLen, heads, qkNope, qkRope, vHead, scale, out);
   }
 

@@ -15,12 +15,9 @@ import org.bytedeco.cuda.cudart.CUfunc_st;
 import org.bytedeco.cuda.cudart.CUmod_st;
 import org.bytedeco.cuda.cudart.CUstream_st;
 import org.bytedeco.javacpp.BytePointer;
-import org.bytedeco.javacpp.FloatPointer;
-import org.bytedeco.javacpp.IntPointer;
 import org.bytedeco.javacpp.LongPointer;
 import org.bytedeco.javacpp.Pointer;
 import org.bytedeco.javacpp.PointerPointer;
-import org.bytedeco.javacpp.PointerScope;
 
 /**
  * Scorch's kernels (src/main/cuda/scorch_kernels.cu, compiled by nvcc at build time into the fatbin beside this
@@ -30,10 +27,17 @@ final class CudaKernels implements AutoCloseable {
   static final String FATBIN = "scorch_kernels.fatbin";
 
   private final CUmod_st module;
+  private static final int MAX_ARGS = 16;
+
   private final Map<String, CUfunc_st> functions = new HashMap<>();
+  private final LongPointer slots = new LongPointer(MAX_ARGS); // argument values
+  private final PointerPointer<Pointer> params = new PointerPointer<>(MAX_ARGS); // params[i] = &slots[i]
 
   private CudaKernels(CUmod_st module) {
     this.module = module;
+    for (int i = 0; i < MAX_ARGS; i++) {
+      params.put(i, new DevicePointer(slots.address() + 8L * i));
+    }
   }
 
   /** Whether the jar carries the compiled kernels. */
@@ -71,37 +75,42 @@ final class CudaKernels implements AutoCloseable {
    * Launches kernel name on a (gridX, gridY) grid of block threads with shared bytes of dynamic shared memory,
    * on the default stream. Arguments: {@link Buf} and {@link Pointer} (device addresses), Integer, Long, Float.
    */
-  void launch(String name, int gridX, int gridY, int block, int shared, Object... args) {
+  synchronized void launch(String name, int gridX, int gridY, int block, int shared, Object... args) {
     if (gridX == 0 || gridY == 0) {
       return;
     }
-    CUfunc_st f = function(name);
-    try (PointerScope scope = new PointerScope()) {
-      Pointer[] params = new Pointer[args.length];
-      for (int i = 0; i < args.length; i++) {
-        Object a = args[i];
-        if (a instanceof Buf b) {
-          params[i] = new LongPointer(1).put(CudaDevice.ptr(b).address());
-        } else if (a instanceof Pointer p) {
-          params[i] = new LongPointer(1).put(p.address());
-        } else if (a instanceof Integer v) {
-          params[i] = new IntPointer(1).put(v);
-        } else if (a instanceof Long v) {
-          params[i] = new LongPointer(1).put(v);
-        } else if (a instanceof Float v) {
-          params[i] = new FloatPointer(1).put(v);
-        } else {
-          throw new IllegalArgumentException(name + " argument " + i + ": unsupported " + a);
-        }
-      }
-      PointerPointer<Pointer> kernelParams = new PointerPointer<>(params);
-      Cuda.checkDriver(cuLaunchKernel(f, gridX, gridY, 1, block, 1, 1, shared, (CUstream_st) null, kernelParams, (PointerPointer<?>) null),
-          "cuLaunchKernel(" + name + ", grid " + gridX + "x" + gridY + ", block " + block + ")");
+    if (args.length > MAX_ARGS) {
+      throw new IllegalArgumentException(name + ": " + args.length + " arguments, at most " + MAX_ARGS);
     }
+    CUfunc_st f = function(name);
+    // Each argument goes into its own 8-byte slot (little-endian: an int or float in the slot's first bytes);
+    // params[i] points at slot i, and cuLaunchKernel copies the values before it returns.
+    for (int i = 0; i < args.length; i++) {
+      Object a = args[i];
+      long v;
+      if (a instanceof Buf b) {
+        v = CudaDevice.ptr(b).address();
+      } else if (a instanceof Pointer p) {
+        v = p.address();
+      } else if (a instanceof Integer x) {
+        v = x;
+      } else if (a instanceof Long x) {
+        v = x;
+      } else if (a instanceof Float x) {
+        v = Float.floatToRawIntBits(x) & 0xFFFF_FFFFL;
+      } else {
+        throw new IllegalArgumentException(name + " argument " + i + ": unsupported " + a);
+      }
+      slots.put(i, v);
+    }
+    Cuda.checkDriver(cuLaunchKernel(f, gridX, gridY, 1, block, 1, 1, shared, (CUstream_st) null, params, (PointerPointer<?>) null),
+        "cuLaunchKernel(" + name + ", grid " + gridX + "x" + gridY + ", block " + block + ")");
   }
 
   @Override
   public void close() {
     cuModuleUnload(module);
+    slots.close();
+    params.close();
   }
 }
