@@ -101,11 +101,13 @@ extern "C" __global__ void add_inplace(float* x, const float* y, long n) {
   for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) x[i] += y[i];
 }
 
-// SwiGLU: g = silu(g) * u over n elements.
-extern "C" __global__ void swiglu(float* g, const float* u, long n) {
-  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
-    float a = g[i];
-    g[i] = a / (1.f + expf(-a)) * u[i];
+// SwiGLU over fused gate/up rows: out[r, c] = silu(gu[r, c]) * gu[r, inter + c], gu [rows, 2 * inter]. grid: rows.
+extern "C" __global__ void swiglu(const float* gu, int inter, float* out) {
+  const float* g = gu + (long)blockIdx.x * 2 * inter;
+  float* o = out + (long)blockIdx.x * inter;
+  for (int c = threadIdx.x; c < inter; c += blockDim.x) {
+    float a = g[c];
+    o[c] = a / (1.f + expf(-a)) * g[inter + c];
   }
 }
 

@@ -34,8 +34,11 @@ public interface Device extends AutoCloseable {
 
   void read(Buf src, int[] dst, int off, int n);
 
-  /** A linear weight [out, in] in the precision's dtype (FP8 block scales applied, then rounded). */
-  Buf weight(Linear w, GemmPrecision precision);
+  /**
+   * Linear weights [out, in] stacked along out (one GEMM computes all of them: q_a_proj with kv_a_proj_with_mqa,
+   * gate_proj with up_proj), in the precision's dtype (FP8 block scales applied, then rounded). All share in.
+   */
+  Buf weight(GemmPrecision precision, Linear... stacked);
 
   /** A weight given as fp32 values, in the precision's dtype (small matrices and tests). */
   Buf weight(float[] w, GemmPrecision precision);
@@ -76,8 +79,8 @@ public interface Device extends AutoCloseable {
   /** x[:n] += y[:n]. */
   void add(Buf x, Buf y, long n);
 
-  /** g[:n] = silu(g) · u. */
-  void swiglu(Buf g, Buf u, long n);
+  /** SwiGLU over fused gate/up rows: out[r, c] = silu(gu[r, c]) · gu[r, inter + c], gu [rows, 2 · inter]. */
+  void swiglu(Buf gu, int rows, int inter, Buf out);
 
   /** out[j, :width] = x[rows[j], :width], j < n; x F32, or BF16 (a weight table) widened to fp32. */
   void gatherRows(Buf x, Buf rows, int n, int width, Buf out);

@@ -34,11 +34,16 @@ public final class GpuModel implements AutoCloseable {
   private Buf cosSin; // [positions, qk_rope_head_dim]
   private int cosSinPositions;
 
-  record Mlp(Buf gateProj, Buf upProj, Buf downProj, int intermediate) {}
+  /** gate_up_proj: gate_proj and up_proj stacked, [2 · intermediate, hidden]. */
+  record Mlp(Buf gateUpProj, Buf downProj, int intermediate) {}
 
   record Moe(Buf gate, Buf eScoreCorrectionBias, Mlp[] experts, Mlp sharedExperts) {}
 
-  record Attention(Buf qAProj, Buf qALayernorm, Buf qBProj, Buf qProj, Buf kvAProjWithMqa, Buf kvALayernorm, Buf kvBProj, Buf oProj) {}
+  /**
+   * qkvAProj: q_a_proj (or q_proj when q_lora_rank is null) and kv_a_proj_with_mqa stacked, [qOut + kv_lora_rank +
+   * qk_rope_head_dim, hidden], one GEMM over the normed input; qBProj and qALayernorm are null without q_lora_rank.
+   */
+  record Attention(Buf qkvAProj, int qOut, Buf qALayernorm, Buf qBProj, Buf kvALayernorm, Buf kvBProj, Buf oProj) {}
 
   record Layer(Buf inputLayernorm, Attention selfAttn, Buf postAttentionLayernorm, Mlp mlp, Moe moe) {}
 
@@ -53,7 +58,7 @@ public final class GpuModel implements AutoCloseable {
       layers[i] = layer(w, i);
     }
     norm = up(w.vector("model.norm.weight"));
-    lmHead = own(dev.weight(w.linear("lm_head.weight"), precision));
+    lmHead = lin(w, "lm_head");
     weightBytes = before - dev.freeBytes();
     rope = new Rope(config);
     softmaxScale = Rope.softmaxScale(config);
@@ -70,12 +75,13 @@ public final class GpuModel implements AutoCloseable {
   private Layer layer(ModelWeights w, int i) {
     String p = WeightLayout.layer(i);
     String a = p + "self_attn.";
+    Linear kvA = w.linear(a + "kv_a_proj_with_mqa.weight");
+    Buf kvALayernorm = up(w.vector(a + "kv_a_layernorm.weight"));
     Attention attn = config.hasQLora()
-        ? new Attention(lin(w, a + "q_a_proj"), up(w.vector(a + "q_a_layernorm.weight")), lin(w, a + "q_b_proj"), null,
-            lin(w, a + "kv_a_proj_with_mqa"), up(w.vector(a + "kv_a_layernorm.weight")), lin(w, a + "kv_b_proj"),
-            lin(w, a + "o_proj"))
-        : new Attention(null, null, null, lin(w, a + "q_proj"), lin(w, a + "kv_a_proj_with_mqa"),
-            up(w.vector(a + "kv_a_layernorm.weight")), lin(w, a + "kv_b_proj"), lin(w, a + "o_proj"));
+        ? new Attention(own(dev.weight(precision, w.linear(a + "q_a_proj.weight"), kvA)), config.qLoraRank(),
+            up(w.vector(a + "q_a_layernorm.weight")), lin(w, a + "q_b_proj"), kvALayernorm, lin(w, a + "kv_b_proj"), lin(w, a + "o_proj"))
+        : new Attention(own(dev.weight(precision, w.linear(a + "q_proj.weight"), kvA)), config.numAttentionHeads() * config.qHeadDim(),
+            null, null, kvALayernorm, lin(w, a + "kv_b_proj"), lin(w, a + "o_proj"));
     Mlp mlp = null;
     Moe moe = null;
     String m = p + "mlp.";
@@ -84,7 +90,7 @@ public final class GpuModel implements AutoCloseable {
       for (int e = 0; e < experts.length; e++) {
         experts[e] = mlp(w, m + "experts." + e + ".");
       }
-      moe = new Moe(own(dev.weight(w.linear(m + "gate.weight"), GemmPrecision.FP32)), up(w.vector(m + "gate.e_score_correction_bias")),
+      moe = new Moe(own(dev.weight(GemmPrecision.FP32, w.linear(m + "gate.weight"))), up(w.vector(m + "gate.e_score_correction_bias")),
           experts, config.nSharedExperts() > 0 ? mlp(w, m + "shared_experts.") : null);
     } else {
       mlp = mlp(w, m);
@@ -94,7 +100,7 @@ public final class GpuModel implements AutoCloseable {
   }
 
   private Buf lin(ModelWeights w, String name) {
-    return own(dev.weight(w.linear(name + ".weight"), precision));
+    return own(dev.weight(precision, w.linear(name + ".weight")));
   }
 
   private Buf up(float[] v) {
@@ -108,7 +114,7 @@ public final class GpuModel implements AutoCloseable {
 
   private Mlp mlp(ModelWeights w, String prefix) {
     Linear gate = w.linear(prefix + "gate_proj.weight");
-    return new Mlp(own(dev.weight(gate, precision)), lin(w, prefix + "up_proj"), lin(w, prefix + "down_proj"), gate.out());
+    return new Mlp(own(dev.weight(precision, gate, w.linear(prefix + "up_proj.weight"))), lin(w, prefix + "down_proj"), gate.out());
   }
 
   public ModelConfig config() {
@@ -261,25 +267,26 @@ public final class GpuModel implements AutoCloseable {
     int qHead = qkNope + qkRope;
     int kvLora = config.kvLoraRank();
     float loraEps = (float) ModelConfig.LORA_NORM_EPS;
-    // q = q_b_proj(q_a_layernorm(q_a_proj(h))) or q_proj(h): [T, heads, q_head_dim] = [q_nope | q_pe]
+    // One GEMM for both low-rank projections: qkvA [T, qOut + kv_lora_rank + qk_rope] = [q_a | latent | k_pe]
+    int kvAWidth = kvLora + qkRope;
+    int width = a.qOut() + kvAWidth;
+    Buf qkvA = floats.take((long) t * width);
+    dev.gemm(h, t, hidden, a.qkvAProj(), width, qkvA, precision);
+    // q = q_b_proj(q_a_layernorm(q_a)) or q_proj(h): [T, heads, q_head_dim] = [q_nope | q_pe]
     Buf q = floats.take((long) t * heads * qHead);
-    if (a.qProj() == null) {
-      int qLora = config.qLoraRank();
+    if (a.qBProj() != null) {
+      int qLora = a.qOut();
       Buf qA = floats.take((long) t * qLora);
-      dev.gemm(h, t, hidden, a.qAProj(), qLora, qA, precision);
-      dev.rmsNorm(qA, t, qLora, 0, qLora, a.qALayernorm(), loraEps, qA);
+      dev.rmsNorm(qkvA, t, width, 0, qLora, a.qALayernorm(), loraEps, qA);
       dev.gemm(qA, t, qLora, a.qBProj(), heads * qHead, q, precision);
     } else {
-      dev.gemm(h, t, hidden, a.qProj(), heads * qHead, q, precision);
+      dev.copyCols(qkvA, t, width, 0, heads * qHead, q, heads * qHead, 0);
     }
-    // Joint compressed kv: kvA [T, kv_lora_rank + qk_rope] = [latent | k_pe]; only the latent is normed.
-    int kvAWidth = kvLora + qkRope;
-    Buf kvA = floats.take((long) t * kvAWidth);
-    dev.gemm(h, t, hidden, a.kvAProjWithMqa(), kvAWidth, kvA, precision);
-    Buf latent = floats.take((long) t * kvLora); // [T, kv_lora_rank]
-    dev.rmsNorm(kvA, t, kvAWidth, 0, kvLora, a.kvALayernorm(), loraEps, latent);
-    Buf kPe = floats.take((long) t * qkRope); // [T, qk_rope]: one rotary key head shared by all heads
-    dev.copyCols(kvA, t, kvAWidth, kvLora, qkRope, kPe, qkRope, 0);
+    // Only the latent is normed: latent [T, kv_lora_rank]; k_pe [T, qk_rope] is one rotary key head shared by all heads.
+    Buf latent = floats.take((long) t * kvLora);
+    dev.rmsNorm(qkvA, t, width, a.qOut(), kvLora, a.kvALayernorm(), loraEps, latent);
+    Buf kPe = floats.take((long) t * qkRope);
+    dev.copyCols(qkvA, t, width, a.qOut() + kvLora, qkRope, kPe, qkRope, 0);
     // RoPE on q_pe of every head and on k_pe, at each token's position.
     dev.rope(q, t, heads, heads * qHead, qHead, qkNope, qkRope, b.positions(), cosSin);
     dev.rope(kPe, t, 1, qkRope, 0, 0, qkRope, b.positions(), cosSin);
@@ -317,13 +324,13 @@ public final class GpuModel implements AutoCloseable {
   /** SwiGLU MLP: down_proj(silu(gate_proj(x)) * up_proj(x)), x [rows, hidden] → [rows, hidden]. */
   private Buf mlp(Mlp m, Buf x, int rows) {
     int hidden = config.hiddenSize();
-    Buf g = floats.take((long) rows * m.intermediate());
-    Buf u = floats.take((long) rows * m.intermediate());
-    dev.gemm(x, rows, hidden, m.gateProj(), m.intermediate(), g, precision);
-    dev.gemm(x, rows, hidden, m.upProj(), m.intermediate(), u, precision);
-    dev.swiglu(g, u, (long) rows * m.intermediate());
+    int inter = m.intermediate();
+    Buf gu = floats.take((long) rows * 2 * inter); // [rows, gate | up]
+    dev.gemm(x, rows, hidden, m.gateUpProj(), 2 * inter, gu, precision);
+    Buf act = floats.take((long) rows * inter);
+    dev.swiglu(gu, rows, inter, act);
     Buf out = floats.take((long) rows * hidden);
-    dev.gemm(g, rows, m.intermediate(), m.downProj(), hidden, out, precision);
+    dev.gemm(act, rows, inter, m.downProj(), hidden, out, precision);
     return out;
   }
 

@@ -70,8 +70,19 @@ public final class HostDevice implements Device {
   }
 
   @Override
-  public Buf weight(Linear w, GemmPrecision precision) {
-    return weight(w.toFloat(), precision);
+  public Buf weight(GemmPrecision precision, Linear... stacked) {
+    int n = 0;
+    for (Linear w : stacked) {
+      n += w.out() * w.in();
+    }
+    float[] all = new float[n];
+    int at = 0;
+    for (Linear w : stacked) {
+      float[] v = w.toFloat();
+      System.arraycopy(v, 0, all, at, v.length);
+      at += v.length;
+    }
+    return weight(all, precision);
   }
 
   @Override
@@ -182,12 +193,14 @@ public final class HostDevice implements Device {
   }
 
   @Override
-  public void swiglu(Buf g, Buf u, long n) {
-    float[] gs = floats(g);
-    float[] us = floats(u);
-    for (int i = 0; i < n; i++) {
-      float a = gs[off(g) + i];
-      gs[off(g) + i] = a / (1f + (float) Math.exp(-a)) * us[off(u) + i];
+  public void swiglu(Buf gu, int rows, int inter, Buf out) {
+    float[] in = floats(gu);
+    float[] os = floats(out);
+    for (int r = 0; r < rows; r++) {
+      for (int c = 0; c < inter; c++) {
+        float a = in[off(gu) + r * 2 * inter + c];
+        os[off(out) + r * inter + c] = a / (1f + (float) Math.exp(-a)) * in[off(gu) + r * 2 * inter + inter + c];
+      }
     }
   }
 

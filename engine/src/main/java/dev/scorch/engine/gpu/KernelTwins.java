@@ -50,11 +50,11 @@ public final class KernelTwins {
     }, m * 40));
     out.put("add+swiglu", diff(a, b, dev -> {
       Buf g = dev.upload(x);
-      Buf u = dev.upload(w);
-      dev.add(g, u, (long) m * k);
-      dev.swiglu(g, u, (long) m * k);
-      return g;
-    }, m * k));
+      dev.add(g, dev.upload(w), (long) m * k);
+      Buf o = dev.alloc(Buf.Kind.F32, (long) m * 150);
+      dev.swiglu(g, m, 150, o);
+      return o;
+    }, m * 150));
     int[] rows = {5, 0, 36, 17, 2};
     float[] rw = {0.5f, -1f, 2f, 0.25f, 1f};
     out.put("gather+scatterAdd", diff(a, b, dev -> {

@@ -198,10 +198,22 @@ public final class CudaDevice implements Device {
 
   /** Decodes the weight a block of rows at a time (FP8 scales applied) and uploads it in the precision's dtype. */
   @Override
-  public Buf weight(Linear w, GemmPrecision precision) {
-    int in = w.in();
-    long total = (long) w.out() * in;
+  public Buf weight(GemmPrecision precision, Linear... stacked) {
+    long total = 0;
+    for (Linear w : stacked) {
+      total += (long) w.out() * w.in();
+    }
     Buf b = alloc(precision.bf16Weights() ? Buf.Kind.BF16 : Buf.Kind.F32, total);
+    long at = 0;
+    for (Linear w : stacked) {
+      upload(w, precision, b.slice(at, (long) w.out() * w.in()));
+      at += (long) w.out() * w.in();
+    }
+    return b;
+  }
+
+  private void upload(Linear w, GemmPrecision precision, Buf b) {
+    int in = w.in();
     int rowsPerBlock = Math.max(1, (4 << 20) / in);
     float[] rows = new float[rowsPerBlock * in];
     short[] bf16 = precision.bf16Weights() ? new short[rows.length] : null;
@@ -223,7 +235,6 @@ public final class CudaDevice implements Device {
         write(b.slice(at, elems), rows, 0, elems);
       }
     }
-    return b;
   }
 
   @Override
@@ -317,9 +328,9 @@ public final class CudaDevice implements Device {
   }
 
   @Override
-  public void swiglu(Buf g, Buf u, long n) {
+  public void swiglu(Buf gu, int rows, int inter, Buf out) {
     bind();
-    kernels.launch("swiglu", grid(n), 1, BLOCK, 0, g, u, n);
+    kernels.launch("swiglu", rows, 1, BLOCK, 0, gu, inter, out);
   }
 
   @Override
