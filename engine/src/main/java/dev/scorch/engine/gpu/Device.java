@@ -105,6 +105,9 @@ public interface Device extends AutoCloseable {
    */
   void logSoftmaxStats(Buf logits, int rows, int vocab, Buf targets, Buf stats);
 
+  /** Waits until everything queued so far has run (for timing). */
+  void synchronize();
+
   @Override
   void close();
 }

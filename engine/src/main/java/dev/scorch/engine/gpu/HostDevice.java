@@ -358,6 +358,9 @@ public final class HostDevice implements Device {
   }
 
   @Override
+  public void synchronize() {}
+
+  @Override
   public void close() {}
 
   private static float[] floats(Buf b) {

@@ -374,7 +374,7 @@ public final class CudaDevice implements Device {
     kernels.launch("log_softmax_stats", rows, 1, BLOCK, 0, logits, vocab, targets, stats);
   }
 
-  /** Waits for all queued work (for timing). */
+  @Override
   public void synchronize() {
     bind();
     Cuda.check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");

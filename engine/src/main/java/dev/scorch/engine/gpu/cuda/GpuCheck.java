@@ -16,6 +16,7 @@ import dev.scorch.engine.gpu.GpuModel;
 import dev.scorch.engine.gpu.GpuScorer;
 import dev.scorch.engine.gpu.HostDevice;
 import dev.scorch.engine.gpu.KernelTwins;
+import dev.scorch.engine.gpu.ProfilingDevice;
 import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.model.ModelWeights;
@@ -101,19 +102,34 @@ public final class GpuCheck {
     ModelConfig c = sw.config();
     List<ScoreRequest> cmp = prompts(c.vocabSize(), 4, 200, 11);
     List<SequenceScore> cpuScores;
+    DeepseekV3Model cpuModel = DeepseekV3Model.load(small);
+    int[][] cpuRoutes = new int[cpuModel.numMoeLayers()][];
     try (CpuOps ops = new CpuOps(cpuThreads)) {
       long t0 = System.nanoTime();
-      cpuScores = new Scorer(DeepseekV3Model.load(small), ops).score(cmp);
+      cpuScores = new Scorer(cpuModel, ops).score(cmp, cpuRoutes);
       System.out.printf("CPU (%d threads) scored 4 x 200 tokens in %.2f s%n", cpuThreads, (System.nanoTime() - t0) / 1e9);
     }
     writePrompts(cmp, cpuScores, outJson.resolveSibling("small_prompts.json"));
     ObjectNode speed = out.putObject("small");
     speed.put("active_parameters", WeightLayout.activeParameters(c));
-    for (GemmPrecision p : new GemmPrecision[] {GemmPrecision.BF16X2, GemmPrecision.BF16, GemmPrecision.FP32}) {
+    for (GemmPrecision p : new GemmPrecision[] {GemmPrecision.BF16X3, GemmPrecision.BF16X2, GemmPrecision.BF16, GemmPrecision.FP32}) {
       ObjectNode s = speed.putObject(p.name());
       try (GpuModel m = GpuModel.load(sw, new CudaDevice(0), p)) {
         GpuScorer scorer = new GpuScorer(m);
-        List<SequenceScore> gpu = scorer.score(cmp);
+        int[][] gpuRoutes = new int[cpuRoutes.length][];
+        List<SequenceScore> gpu = scorer.score(cmp, gpuRoutes);
+        int routeDiff = 0;
+        int topK = c.numExpertsPerTok();
+        for (int l = 0; l < cpuRoutes.length; l++) {
+          for (int i = 0; i < cpuRoutes[l].length / topK; i++) {
+            int[] x = Arrays.copyOfRange(cpuRoutes[l], i * topK, (i + 1) * topK);
+            int[] y = Arrays.copyOfRange(gpuRoutes[l], i * topK, (i + 1) * topK);
+            Arrays.sort(x);
+            Arrays.sort(y);
+            routeDiff += Arrays.equals(x, y) ? 0 : 1;
+          }
+        }
+        s.put("route_mismatches_vs_cpu", routeDiff);
         double d = 0;
         int argmaxDiff = 0;
         for (int i = 0; i < cmp.size(); i++) {
@@ -123,8 +139,9 @@ public final class GpuCheck {
         s.put("max_abs_dlogprob_vs_cpu", d);
         s.put("sequences_with_argmax_diff_vs_cpu", argmaxDiff);
         s.put("weight_bytes", m.weightBytes());
-        System.out.printf("small %s: weights %.1f MiB on the GPU; vs CPU max |dlogprob| %.3g, sequences with an argmax difference %d/%d%n", p,
-            m.weightBytes() / 1048576.0, d, argmaxDiff, cmp.size());
+        System.out.printf("small %s: weights %.1f MiB on the GPU; vs CPU max |dlogprob| %.3g, sequences with an argmax difference %d/%d, "
+            + "(token, layer) expert sets differing %d/%d%n", p, m.weightBytes() / 1048576.0, d, argmaxDiff, cmp.size(), routeDiff,
+            cpuRoutes.length * cpuRoutes[0].length / topK);
         prefill(scorer, c, 8, 256, s);
         prefill(scorer, c, 1, 1024, s);
         prefill(scorer, c, 32, 512, s);
@@ -136,7 +153,46 @@ public final class GpuCheck {
       }
       flush(out, outJson);
     }
+    profile(sw, out.putObject("profile_BF16X3"));
     flush(out, outJson);
+  }
+
+  /** Where one 8 x 256 scoring prefill and one batch-1 decode step spend their time, per device operation. */
+  private static void profile(ModelWeights sw, ObjectNode into) {
+    ModelConfig c = sw.config();
+    ProfilingDevice prof = new ProfilingDevice(new CudaDevice(0));
+    try (GpuModel m = GpuModel.load(sw, prof, GemmPrecision.BF16X3)) {
+      GpuScorer scorer = new GpuScorer(m);
+      List<ScoreRequest> reqs = prompts(c.vocabSize(), 8, 256, 5);
+      scorer.score(reqs);
+      prof.reset();
+      long t0 = System.nanoTime();
+      scorer.score(reqs);
+      report("prefill 8 x 256", prof, System.nanoTime() - t0, into.putObject("prefill_8x256"));
+      try (GpuKvCache cache = m.newCache(200)) {
+        GpuKvCache[] caches = {cache};
+        m.nextTokenLogits(PackedBatch.of(List.of(reqs.get(0).tokens())), caches);
+        m.nextTokenLogits(new PackedBatch(new int[] {1}, new int[] {cache.length()}, new int[] {0}, new int[] {1}), caches);
+        prof.reset();
+        t0 = System.nanoTime();
+        m.nextTokenLogits(new PackedBatch(new int[] {2}, new int[] {cache.length()}, new int[] {0}, new int[] {1}), caches);
+        report("decode step, batch 1", prof, System.nanoTime() - t0, into.putObject("decode_b1_step"));
+      }
+    } catch (RuntimeException e) {
+      e.printStackTrace(System.out);
+      into.put("error", e.toString());
+    }
+  }
+
+  private static void report(String what, ProfilingDevice prof, long wallNanos, ObjectNode into) {
+    System.out.printf("  profile of one %s (each call synchronised): %.2f ms in all%n", what, wallNanos / 1e6);
+    into.put("wall_ms", wallNanos / 1e6);
+    prof.stats().entrySet().stream().sorted((a, b) -> Long.compare(b.getValue().nanos, a.getValue().nanos)).forEach(e -> {
+      System.out.printf("    %-16s %6d calls %9.3f ms%n", e.getKey(), e.getValue().calls, e.getValue().nanos / 1e6);
+      ObjectNode o = into.putObject(e.getKey());
+      o.put("calls", e.getValue().calls);
+      o.put("ms", e.getValue().nanos / 1e6);
+    });
   }
 
   private static void prefill(GpuScorer scorer, ModelConfig c, int batch, int seq, ObjectNode into) {
