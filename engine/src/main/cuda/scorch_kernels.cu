@@ -124,82 +124,111 @@ extern "C" __global__ void gather_rows(const float* x, const int* rows, int widt
   for (int c = threadIdx.x; c < width; c += blockDim.x) d[c] = s[c];
 }
 
-// y[rows[j], :] += weights[j] * ye[j, :]. Rows are distinct within one call (a token picks an expert once),
-// and calls run in expert order on one stream, so each token's sum has the CPU's order. grid: n rows.
-extern "C" __global__ void scatter_add_rows(float* y, const int* rows, const float* weights, int width, const float* ye) {
-  float* d = y + (long)rows[blockIdx.x] * width;
-  const float* s = ye + (long)blockIdx.x * width;
-  float w = weights[blockIdx.x];
-  for (int c = threadIdx.x; c < width; c += blockDim.x) d[c] += w * s[c];
-}
-
 // MLA attention, prefill form, varlen and causal through per-query key ranges:
 // q [T, heads, qk_nope + qk_rope] (rope applied), kv [K, heads, qk_nope + v_head] = [k_nope | v],
 // k_pe [K, qk_rope] shared by all heads; query i attends keys key_start[i] .. key_start[i] + key_len[i) - 1.
-// out [T, heads, v_head]. grid: (T, heads), block: ATTN_WARPS warps. Warp w takes keys w, w + ATTN_WARPS, ...:
-// its lanes split each key's dims (coalesced loads), a shuffle reduction gives the score, and an online softmax
-// in fp32 keeps the warp's max, sum and v accumulator (lane d owns dims d, d + 32, ...); the warps' partial
-// results are merged at the end. v_head <= 32 * ATTN_VREGS.
-#define ATTN_WARPS 4
-#define ATTN_VREGS 4
-extern "C" __global__ void mla_attention(const float* q, const float* kv, const float* k_pe, const int* key_start,
-                                         const int* key_len, int heads, int qk_nope, int qk_rope, int v_head, float scale,
-                                         float* out) {
-  extern __shared__ float smem[];
+// out [T, heads, v_head].
+//
+// One block per (query tile, head); tiles[2t] is the first query row of tile t and tiles[2t + 1] its row count
+// (<= ATTN_Q): consecutive queries of one sequence, so they share key_start and their key ranges only grow.
+// Key tiles of ATTN_K keys (k_nope | k_pe, and v) are staged in shared memory once for all the tile's queries.
+// Thread (row r = tid / 8, lane8 = tid % 8) scores keys lane8 * 2, + 1 of each key tile for query r, keeps the
+// row's online-softmax max and sum in fp32 (8-lane shuffles), and accumulates v dims lane8 + 8j.
+#define ATTN_Q 16
+#define ATTN_K 16
+#define ATTN_THREADS 128
+#define ATTN_MAX_QK 192
+#define ATTN_MAX_V 128
+extern "C" __global__ void __launch_bounds__(ATTN_THREADS) mla_attention(
+    const float* q, const float* kv, const float* k_pe, const int* key_start, const int* key_len, const int* tiles,
+    int heads, int qk_nope, int qk_rope, int v_head, float scale, float* out) {
+  __shared__ float qs[ATTN_Q][ATTN_MAX_QK + 1];
+  __shared__ float ks[ATTN_K][ATTN_MAX_QK + 1];
+  __shared__ float vs[ATTN_K][ATTN_MAX_V];
+  __shared__ float ps[ATTN_Q][ATTN_K + 1];
   int q_head = qk_nope + qk_rope;
   int kv_head = qk_nope + v_head;
-  float* qs = smem;                                    // [q_head]
-  float* part_m = qs + q_head;                         // [ATTN_WARPS]
-  float* part_l = part_m + ATTN_WARPS;                 // [ATTN_WARPS]
-  float* part_acc = part_l + ATTN_WARPS;               // [ATTN_WARPS, v_head]
-  int i = blockIdx.x, h = blockIdx.y;
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const float* qi = q + ((long)i * heads + h) * q_head;
-  for (int d = threadIdx.x; d < q_head; d += blockDim.x) qs[d] = qi[d] * scale;
-  __syncthreads();
-  int k0 = key_start[i], len = key_len[i];
-  float m = -FLT_MAX, l = 0.f;
-  float acc[ATTN_VREGS];
+  int q0 = tiles[2 * blockIdx.x], nq = tiles[2 * blockIdx.x + 1];
+  int h = blockIdx.y;
+  int tid = threadIdx.x, r = tid >> 3, lane8 = tid & 7;
+  for (int idx = tid; idx < nq * q_head; idx += ATTN_THREADS) {
+    int qi = idx / q_head, d = idx % q_head;
+    qs[qi][d] = q[((long)(q0 + qi) * heads + h) * q_head + d] * scale;
+  }
+  int k0 = key_start[q0];
+  int my_len = r < nq ? key_len[q0 + r] : 0;
+  int max_len = key_len[q0 + nq - 1];
+  float m = -INFINITY, l = 0.f;
+  float acc[ATTN_MAX_V / 8];
 #pragma unroll
-  for (int r = 0; r < ATTN_VREGS; r++) acc[r] = 0.f;
-  for (int j = warp; j < len; j += ATTN_WARPS) {
-    const float* kj = kv + ((long)(k0 + j) * heads + h) * kv_head;
-    const float* pj = k_pe + (long)(k0 + j) * qk_rope;
-    float dot = 0.f;
-    for (int d = lane; d < qk_nope; d += 32) dot += qs[d] * kj[d];
-    for (int d = lane; d < qk_rope; d += 32) dot += qs[qk_nope + d] * pj[d];
-    float s = warp_sum(dot);
-    float m_new = fmaxf(m, s);
-    float alpha = expf(m - m_new);
-    float p = expf(s - m_new);
-    l = l * alpha + p;
-    const float* vj = kj + qk_nope;
-#pragma unroll
-    for (int r = 0; r < ATTN_VREGS; r++) {
-      int d = lane + 32 * r;
-      if (d < v_head) acc[r] = acc[r] * alpha + p * vj[d];
+  for (int j = 0; j < ATTN_MAX_V / 8; j++) acc[j] = 0.f;
+  for (int t0 = 0; t0 < max_len; t0 += ATTN_K) {
+    int nk = min(ATTN_K, max_len - t0);
+    __syncthreads();  // the previous tile's keys and values are no longer read
+    for (int idx = tid; idx < nk * q_head; idx += ATTN_THREADS) {
+      int j = idx / q_head, d = idx % q_head;
+      long key = k0 + t0 + j;
+      ks[j][d] = d < qk_nope ? kv[(key * heads + h) * kv_head + d] : k_pe[key * qk_rope + d - qk_nope];
     }
-    m = m_new;
-  }
-  if (lane == 0) {
-    part_m[warp] = m;
-    part_l[warp] = l;
-  }
+    for (int idx = tid; idx < nk * v_head; idx += ATTN_THREADS) {
+      int j = idx / v_head, d = idx % v_head;
+      vs[j][d] = kv[((long)(k0 + t0 + j) * heads + h) * kv_head + qk_nope + d];
+    }
+    __syncthreads();
+    // Scores of this thread's two keys for query r; keys past the query's range count as -inf.
+    float s[2];
 #pragma unroll
-  for (int r = 0; r < ATTN_VREGS; r++) {
-    int d = lane + 32 * r;
-    if (d < v_head) part_acc[warp * v_head + d] = acc[r];
+    for (int u = 0; u < 2; u++) {
+      int j = lane8 * 2 + u;
+      float dot = -INFINITY;
+      if (r < nq && j < nk && t0 + j < my_len) {
+        dot = 0.f;
+        for (int d = 0; d < q_head; d++) dot += qs[r][d] * ks[j][d];
+      }
+      s[u] = dot;
+    }
+    float tile_max = fmaxf(s[0], s[1]);
+    for (int o = 4; o > 0; o >>= 1) tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, o));
+    float m_new = fmaxf(m, tile_max);
+    float alpha = m_new == -INFINITY ? 1.f : expf(m - m_new);
+    float p0 = s[0] == -INFINITY ? 0.f : expf(s[0] - m_new);
+    float p1 = s[1] == -INFINITY ? 0.f : expf(s[1] - m_new);
+    float psum = p0 + p1;
+    for (int o = 4; o > 0; o >>= 1) psum += __shfl_xor_sync(0xffffffffu, psum, o);
+    l = l * alpha + psum;
+    m = m_new;
+    ps[r][lane8 * 2] = p0;
+    ps[r][lane8 * 2 + 1] = p1;
+    __syncwarp();
+#pragma unroll
+    for (int jv = 0; jv < ATTN_MAX_V / 8; jv++) {
+      int d = lane8 + 8 * jv;
+      if (d < v_head) {
+        float a = acc[jv] * alpha;
+        for (int j = 0; j < nk; j++) a += ps[r][j] * vs[j][d];
+        acc[jv] = a;
+      }
+    }
   }
-  __syncthreads();
-  float mx = -FLT_MAX;
-  for (int w = 0; w < ATTN_WARPS; w++) mx = fmaxf(mx, part_m[w]);
-  float total = 0.f;
-  for (int w = 0; w < ATTN_WARPS; w++) total += part_l[w] * expf(part_m[w] - mx);
-  float* o = out + ((long)i * heads + h) * v_head;
-  for (int d = threadIdx.x; d < v_head; d += blockDim.x) {
+  if (r < nq) {
+    float* o = out + ((long)(q0 + r) * heads + h) * v_head;
+#pragma unroll
+    for (int jv = 0; jv < ATTN_MAX_V / 8; jv++) {
+      int d = lane8 + 8 * jv;
+      if (d < v_head) o[d] = acc[jv] / l;
+    }
+  }
+}
+
+// MoE combine: y[t, :] = sum over k < top_k (experts in ascending id) of weights[t, k] * ye[slot[t, k], :], the
+// order the CPU sums the experts in. grid: T.
+extern "C" __global__ void moe_combine(const float* ye, const int* slot, const float* weights, int top_k, int width,
+                                       float* y) {
+  int t = blockIdx.x;
+  for (int c = threadIdx.x; c < width; c += blockDim.x) {
     float a = 0.f;
-    for (int w = 0; w < ATTN_WARPS; w++) a += part_acc[w * v_head + d] * expf(part_m[w] - mx);
-    o[d] = a / total;
+    for (int k = 0; k < top_k; k++) a += weights[t * top_k + k] * ye[(long)slot[t * top_k + k] * width + c];
+    y[(long)t * width + c] = a;
   }
 }
 

@@ -85,16 +85,29 @@ public interface Device extends AutoCloseable {
   /** out[j, :width] = x[rows[j], :width], j < n; x F32, or BF16 (a weight table) widened to fp32. */
   void gatherRows(Buf x, Buf rows, int n, int width, Buf out);
 
-  /** y[rows[j], :width] += weights[j] · ye[j, :width], j < n; rows distinct. */
-  void scatterAddRows(Buf y, Buf rows, Buf weights, int n, int width, Buf ye);
-
   /**
    * MLA attention, prefill form: q [t, heads, qk_nope + qk_rope], kv [keys, heads, qk_nope + v_head] = [k_nope | v],
    * kPe [keys, qk_rope]; query i attends keys keyStart[i] .. keyStart[i] + keyLen[i] - 1, softmax in fp32.
-   * out [t, heads, v_head].
+   * out [t, heads, v_head]. tiles holds numTiles pairs (first query, queries) that cover the t queries in order,
+   * at most {@link #ATTENTION_TILE} each, every tile inside one sequence: a device may share key loads across a
+   * tile's queries.
    */
-  void mlaAttention(Buf q, Buf kv, Buf kPe, Buf keyStart, Buf keyLen, int t, int heads, int qkNope, int qkRope, int vHead,
-      float scale, Buf out);
+  void mlaAttention(Buf q, Buf kv, Buf kPe, Buf keyStart, Buf keyLen, Buf tiles, int numTiles, int t, int heads, int qkNope,
+      int qkRope, int vHead, float scale, Buf out);
+
+  /** Queries per attention tile (the CUDA kernel's ATTN_Q). */
+  int ATTENTION_TILE = 16;
+
+  /**
+   * Grouped GEMM (one per expert): for g < groups, rows [rowStart[g], + rows[g]) of y [*, n] = the same rows of
+   * x [*, k] · w[g]ᵀ, each w[g] [n, k] from {@link #weight}; as {@link #gemm} per group.
+   */
+  void gemmGrouped(Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision);
+
+  /**
+   * MoE combine: y[t, :] = Σ_k weights[t, k] · ye[slot[t, k], :] over k &lt; top_k in order, for t &lt; tokens.
+   */
+  void moeCombine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf y);
 
   /** Router logits [t, n_routed_experts] → experts and weights [t, top_k], experts in ascending id. */
   void moeRoute(Buf logits, Buf bias, int t, RouterShape r, Buf experts, Buf weights);

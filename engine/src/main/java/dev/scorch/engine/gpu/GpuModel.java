@@ -196,7 +196,7 @@ public final class GpuModel implements AutoCloseable {
   }
 
   /** Positions and each query's key range, on the device. */
-  private record Batch(PackedBatch packed, Buf positions, Buf keyStart, Buf keyLen, int keys, int[] keyOffset) {}
+  private record Batch(PackedBatch packed, Buf positions, Buf keyStart, Buf keyLen, Buf tiles, int numTiles, int keys, int[] keyOffset) {}
 
   private Batch batch(PackedBatch batch, GpuKvCache[] caches) {
     int t = batch.numTokens();
@@ -234,7 +234,18 @@ public final class GpuModel implements AutoCloseable {
     dev.write(ks, keyStart, 0, t);
     Buf kl = ints.take(t);
     dev.write(kl, keyLen, 0, t);
-    return new Batch(batch, positions, ks, kl, caches == null ? t : keys, keyOffset);
+    // Attention tiles: runs of up to ATTENTION_TILE consecutive queries of one sequence.
+    int[] tiles = new int[2 * (t + n)];
+    int numTiles = 0;
+    for (int s = 0; s < n; s++) {
+      for (int i = 0; i < batch.seqLen()[s]; i += Device.ATTENTION_TILE) {
+        tiles[2 * numTiles] = batch.seqStart()[s] + i;
+        tiles[2 * numTiles++ + 1] = Math.min(Device.ATTENTION_TILE, batch.seqLen()[s] - i);
+      }
+    }
+    Buf tb = ints.take(2L * numTiles);
+    dev.write(tb, tiles, 0, 2 * numTiles);
+    return new Batch(batch, positions, ks, kl, tb, numTiles, caches == null ? t : keys, keyOffset);
   }
 
   private void ensureCosSin(int positions) {
@@ -315,7 +326,7 @@ public final class GpuModel implements AutoCloseable {
     Buf kv = floats.take((long) b.keys() * heads * (qkNope + vHead));
     dev.gemm(keyLatent, b.keys(), kvLora, a.kvBProj(), heads * (qkNope + vHead), kv, precision);
     Buf attn = floats.take((long) t * heads * vHead); // [T, heads, v_head]
-    dev.mlaAttention(q, kv, keyPe, b.keyStart(), b.keyLen(), t, heads, qkNope, qkRope, vHead, softmaxScale, attn);
+    dev.mlaAttention(q, kv, keyPe, b.keyStart(), b.keyLen(), b.tiles(), b.numTiles(), t, heads, qkNope, qkRope, vHead, softmaxScale, attn);
     Buf out = floats.take((long) t * hidden);
     dev.gemm(attn, t, heads * vHead, a.oProj(), hidden, out, precision);
     return out;
@@ -355,40 +366,55 @@ public final class GpuModel implements AutoCloseable {
     if (routes != null) {
       System.arraycopy(experts, 0, routes, 0, experts.length);
     }
-    // Tokens of each expert, in token order, packed expert after expert.
-    int[] count = new int[nExperts + 1];
+    // Slots: each (token, choice) pair, grouped by expert in ascending id, tokens in order within an expert.
+    int[] start = new int[nExperts + 1];
     for (int e : experts) {
-      count[e + 1]++;
+      start[e + 1]++;
     }
     for (int e = 0; e < nExperts; e++) {
-      count[e + 1] += count[e]; // now the start of expert e's rows
+      start[e + 1] += start[e];
     }
-    int[] rows = new int[t * topK];
-    float[] rowWeight = new float[t * topK];
-    int[] fill = count.clone();
+    int slots = t * topK;
+    int[] slotRow = new int[slots]; // token of each slot
+    int[] slotOf = new int[slots]; // slot of each (token, choice)
+    int[] fill = start.clone();
     for (int i = 0; i < t; i++) {
       for (int k = 0; k < topK; k++) {
-        int e = experts[i * topK + k];
-        rows[fill[e]] = i;
-        rowWeight[fill[e]++] = weights[i * topK + k];
+        int slot = fill[experts[i * topK + k]]++;
+        slotRow[slot] = i;
+        slotOf[i * topK + k] = slot;
       }
     }
-    Buf rowsBuf = ints.take(rows.length);
-    dev.write(rowsBuf, rows, 0, rows.length);
-    Buf rowWeightBuf = floats.take(rowWeight.length);
-    dev.write(rowWeightBuf, rowWeight, 0, rowWeight.length);
-    Buf y = floats.zeros((long) t * hidden);
+    // The experts hit, each a group of the grouped GEMMs over its slots.
+    int groups = 0;
+    int[] groupStart = new int[nExperts];
+    int[] groupRows = new int[nExperts];
+    Buf[] gateUp = new Buf[nExperts];
+    Buf[] down = new Buf[nExperts];
     for (int e = 0; e < nExperts; e++) {
-      int n = count[e + 1] - count[e];
-      if (n == 0) {
-        continue;
+      if (start[e + 1] > start[e]) {
+        groupStart[groups] = start[e];
+        groupRows[groups] = start[e + 1] - start[e];
+        gateUp[groups] = moe.experts()[e].gateUpProj();
+        down[groups++] = moe.experts()[e].downProj();
       }
-      Buf idx = rowsBuf.slice(count[e], n);
-      Buf xe = floats.take((long) n * hidden); // [tokens of e, hidden]
-      dev.gatherRows(x, idx, n, hidden, xe);
-      Buf ye = mlp(moe.experts()[e], xe, n);
-      dev.scatterAddRows(y, idx, rowWeightBuf.slice(count[e], n), n, hidden, ye);
     }
+    Buf slotRowBuf = ints.take(slots);
+    dev.write(slotRowBuf, slotRow, 0, slots);
+    Buf slotOfBuf = ints.take(slots);
+    dev.write(slotOfBuf, slotOf, 0, slots);
+    int inter = config.moeIntermediateSize();
+    Buf xs = floats.take((long) slots * hidden); // [slots, hidden]
+    dev.gatherRows(x, slotRowBuf, slots, hidden, xs);
+    Buf gu = floats.take((long) slots * 2 * inter); // [slots, gate | up]
+    dev.gemmGrouped(xs, groupStart, groupRows, groups, hidden, gateUp, 2 * inter, gu, precision);
+    Buf act = floats.take((long) slots * inter);
+    dev.swiglu(gu, slots, inter, act);
+    Buf ye = floats.take((long) slots * hidden); // [slots, hidden]
+    dev.gemmGrouped(act, groupStart, groupRows, groups, inter, down, hidden, ye, precision);
+    // y [T, hidden] = Σ_k weight[t, k] · ye[slot of (t, k)], experts in ascending id as the CPU sums them.
+    Buf y = floats.take((long) t * hidden);
+    dev.moeCombine(ye, slotOfBuf, weightsBuf, t, topK, hidden, y);
     if (moe.sharedExperts() != null) {
       dev.add(y, mlp(moe.sharedExperts(), x, t), (long) t * hidden);
     }

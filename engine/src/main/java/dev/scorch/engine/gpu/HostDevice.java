@@ -213,23 +213,9 @@ public final class HostDevice implements Device {
   }
 
   @Override
-  public void scatterAddRows(Buf y, Buf rows, Buf weights, int n, int width, Buf ye) {
-    int[] rs = ints(rows);
-    float[] ws = floats(weights);
-    float[] ys = floats(y);
-    float[] es = floats(ye);
-    for (int j = 0; j < n; j++) {
-      int yo = off(y) + rs[off(rows) + j] * width;
-      float w = ws[off(weights) + j];
-      for (int c = 0; c < width; c++) {
-        ys[yo + c] += w * es[off(ye) + j * width + c];
-      }
-    }
-  }
-
-  @Override
-  public void mlaAttention(Buf q, Buf kv, Buf kPe, Buf keyStart, Buf keyLen, int t, int heads, int qkNope, int qkRope, int vHead,
-      float scale, Buf out) {
+  public void mlaAttention(Buf q, Buf kv, Buf kPe, Buf keyStart, Buf keyLen, Buf tiles, int numTiles, int t, int heads, int qkNope,
+      int qkRope, int vHead, float scale, Buf out) {
+    checkTiles(tiles, numTiles, t, keyStart);
     float[] qs = floats(q);
     float[] kvs = floats(kv);
     float[] pes = floats(kPe);
@@ -269,6 +255,54 @@ public final class HostDevice implements Device {
           }
           os[oo + d] = acc / sum;
         }
+      }
+    }
+  }
+
+  /** The tiles must cover the queries in order, each inside one sequence (one key_start). */
+  private static void checkTiles(Buf tiles, int numTiles, int t, Buf keyStart) {
+    int[] ts = ints(tiles);
+    int[] ks = ints(keyStart);
+    int next = 0;
+    for (int i = 0; i < numTiles; i++) {
+      int q0 = ts[off(tiles) + 2 * i];
+      int n = ts[off(tiles) + 2 * i + 1];
+      if (q0 != next || n < 1 || n > ATTENTION_TILE) {
+        throw new IllegalArgumentException("attention tile " + i + " (" + q0 + ", " + n + ") does not continue at query " + next);
+      }
+      for (int j = 1; j < n; j++) {
+        if (ks[off(keyStart) + q0 + j] != ks[off(keyStart) + q0]) {
+          throw new IllegalArgumentException("attention tile " + i + " spans two sequences");
+        }
+      }
+      next = q0 + n;
+    }
+    if (next != t) {
+      throw new IllegalArgumentException("attention tiles cover " + next + " of " + t + " queries");
+    }
+  }
+
+  @Override
+  public void gemmGrouped(Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
+    for (int g = 0; g < groups; g++) {
+      gemm(x.slice((long) rowStart[g] * k, (long) rows[g] * k), rows[g], k, w[g], n, y.slice((long) rowStart[g] * n, (long) rows[g] * n),
+          precision);
+    }
+  }
+
+  @Override
+  public void moeCombine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf y) {
+    float[] es = floats(ye);
+    int[] ss = ints(slot);
+    float[] ws = floats(weights);
+    float[] ys = floats(y);
+    for (int t = 0; t < tokens; t++) {
+      for (int c = 0; c < width; c++) {
+        float a = 0f;
+        for (int k = 0; k < topK; k++) {
+          a += ws[off(weights) + t * topK + k] * es[off(ye) + ss[off(slot) + t * topK + k] * width + c];
+        }
+        ys[off(y) + t * width + c] = a;
       }
     }
   }

@@ -56,37 +56,59 @@ public final class KernelTwins {
       return o;
     }, m * 150));
     int[] rows = {5, 0, 36, 17, 2};
-    float[] rw = {0.5f, -1f, 2f, 0.25f, 1f};
-    out.put("gather+scatterAdd", diff(a, b, dev -> {
-      Buf xs = dev.upload(x);
-      Buf r = dev.upload(rows);
+    out.put("gatherRows", diff(a, b, dev -> {
       Buf g = dev.alloc(Buf.Kind.F32, 5L * k);
-      dev.gatherRows(xs, r, 5, k, g);
-      dev.scatterAddRows(xs, r, dev.upload(rw), 5, k, g);
-      return xs;
-    }, m * k));
+      dev.gatherRows(dev.upload(x), dev.upload(rows), 5, k, g);
+      return g;
+    }, 5 * k));
     out.put("gather BF16 table", diff(a, b, dev -> {
       Buf g = dev.alloc(Buf.Kind.F32, 5L * k);
       dev.gatherRows(dev.weight(w, GemmPrecision.BF16), dev.upload(rows), 5, k, g);
       return g;
     }, 5 * k));
-    // Attention: 2 sequences (20 and 17 tokens), 3 heads, qk_nope 64, qk_rope 32, v_head 64; keys = queries.
-    int heads = 3;
-    float[] q = random(rnd, m * heads * 96);
-    float[] kv = random(rnd, m * heads * 128);
-    float[] kPe = random(rnd, m * 32);
+    // Attention: 2 sequences (20 and 17 tokens, keys = queries), at the small model's head dims and at DeepSeek-V3's.
     int[] keyStart = new int[m];
     int[] keyLen = new int[m];
     for (int i = 0; i < m; i++) {
       keyStart[i] = i < 20 ? 0 : 20;
       keyLen[i] = i < 20 ? i + 1 : i - 19;
     }
-    out.put("mlaAttention", diff(a, b, dev -> {
-      Buf o = dev.alloc(Buf.Kind.F32, (long) m * heads * 64);
-      dev.mlaAttention(dev.upload(q), dev.upload(kv), dev.upload(kPe), dev.upload(keyStart), dev.upload(keyLen), m, heads, 64, 32, 64,
-          0.1f, o);
-      return o;
-    }, m * heads * 64));
+    int[] tiles = {0, 16, 16, 4, 20, 16, 36, 1};
+    for (int[] dims : new int[][] {{64, 32, 64}, {128, 64, 128}}) {
+      int heads = 3;
+      int qHead = dims[0] + dims[1];
+      float[] q = random(rnd, m * heads * qHead);
+      float[] kv = random(rnd, m * heads * (dims[0] + dims[2]));
+      float[] kPe = random(rnd, m * dims[1]);
+      out.put("mlaAttention " + dims[0] + "+" + dims[1] + "/" + dims[2], diff(a, b, dev -> {
+        Buf o = dev.alloc(Buf.Kind.F32, (long) m * heads * dims[2]);
+        dev.mlaAttention(dev.upload(q), dev.upload(kv), dev.upload(kPe), dev.upload(keyStart), dev.upload(keyLen), dev.upload(tiles), 4, m,
+            heads, dims[0], dims[1], dims[2], 0.1f, o);
+        return o;
+      }, m * heads * dims[2]));
+    }
+    // Grouped GEMM: three groups of rows (5, 0 rows skipped by the caller, 12, 20) with their own weights.
+    int[] gStart = {0, 5, 17};
+    int[] gRows = {5, 12, 20};
+    float[][] gw = {random(rnd, n * k), random(rnd, n * k), random(rnd, n * k)};
+    for (GemmPrecision p : new GemmPrecision[] {GemmPrecision.BF16X3, GemmPrecision.FP32}) {
+      out.put("gemmGrouped " + p, diff(a, b, dev -> {
+        Buf y = dev.alloc(Buf.Kind.F32, (long) m * n);
+        Buf[] ws = {dev.weight(gw[0], p), dev.weight(gw[1], p), dev.weight(gw[2], p)};
+        dev.gemmGrouped(dev.upload(x), gStart, gRows, 3, k, ws, n, y, p);
+        return y;
+      }, m * n));
+    }
+    int[] slot = new int[12 * 3];
+    float[] sw = random(rnd, 12 * 3);
+    for (int i = 0; i < slot.length; i++) {
+      slot[i] = rnd.nextInt(m);
+    }
+    out.put("moeCombine", diff(a, b, dev -> {
+      Buf y = dev.alloc(Buf.Kind.F32, 12L * k);
+      dev.moeCombine(dev.upload(x), dev.upload(slot), dev.upload(sw), 12, 3, k, y);
+      return y;
+    }, 12 * k));
     RouterShape r = new RouterShape(64, 6, 8, 3, true, 2.5f);
     float[] logits = random(rnd, m * 64);
     float[] bias = random(rnd, 64);

@@ -138,14 +138,19 @@ public final class ProfilingDevice implements Device {
   }
 
   @Override
-  public void scatterAddRows(Buf y, Buf rows, Buf weights, int n, int width, Buf ye) {
-    time("scatterAddRows", () -> dev.scatterAddRows(y, rows, weights, n, width, ye));
+  public void mlaAttention(Buf q, Buf kv, Buf kPe, Buf keyStart, Buf keyLen, Buf tiles, int numTiles, int t, int heads, int qkNope,
+      int qkRope, int vHead, float scale, Buf out) {
+    time("mlaAttention", () -> dev.mlaAttention(q, kv, kPe, keyStart, keyLen, tiles, numTiles, t, heads, qkNope, qkRope, vHead, scale, out));
   }
 
   @Override
-  public void mlaAttention(Buf q, Buf kv, Buf kPe, Buf keyStart, Buf keyLen, int t, int heads, int qkNope, int qkRope, int vHead,
-      float scale, Buf out) {
-    time("mlaAttention", () -> dev.mlaAttention(q, kv, kPe, keyStart, keyLen, t, heads, qkNope, qkRope, vHead, scale, out));
+  public void gemmGrouped(Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
+    time("gemmGrouped", () -> dev.gemmGrouped(x, rowStart, rows, groups, k, w, n, y, precision));
+  }
+
+  @Override
+  public void moeCombine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf y) {
+    time("moeCombine", () -> dev.moeCombine(ye, slot, weights, tokens, topK, width, y));
   }
 
   @Override

@@ -8,6 +8,7 @@ import static org.bytedeco.cuda.global.cublas.CUBLAS_OP_T;
 import static org.bytedeco.cuda.global.cublas.cublasCreate_v2;
 import static org.bytedeco.cuda.global.cublas.cublasDestroy_v2;
 import static org.bytedeco.cuda.global.cublas.cublasGemmEx;
+import static org.bytedeco.cuda.global.cublas.cublasGemmGroupedBatchedEx;
 import static org.bytedeco.cuda.global.cudart.CUDA_R_16BF;
 import static org.bytedeco.cuda.global.cudart.CUDA_R_32F;
 import static org.bytedeco.cuda.global.cudart.cudaDeviceSynchronize;
@@ -31,6 +32,7 @@ import org.bytedeco.cuda.cublas.cublasContext;
 import org.bytedeco.cuda.cudart.cudaDeviceProp;
 import org.bytedeco.javacpp.FloatPointer;
 import org.bytedeco.javacpp.IntPointer;
+import org.bytedeco.javacpp.LongPointer;
 import org.bytedeco.javacpp.Pointer;
 import org.bytedeco.javacpp.ShortPointer;
 import org.bytedeco.javacpp.SizeTPointer;
@@ -44,8 +46,9 @@ import org.bytedeco.javacpp.SizeTPointer;
  */
 public final class CudaDevice implements Device {
   private static final int BLOCK = 256; // log_softmax_stats and the block reductions assume it
-  private static final int ATTN_WARPS = 4; // as scorch_kernels.cu's ATTN_WARPS and ATTN_VREGS
-  private static final int ATTN_VREGS = 4;
+  private static final int ATTN_THREADS = 128; // as scorch_kernels.cu's ATTN_THREADS, ATTN_MAX_QK, ATTN_MAX_V
+  private static final int ATTN_MAX_QK = 192;
+  private static final int ATTN_MAX_V = 128;
 
   private final int ordinal;
   private final String description;
@@ -54,6 +57,9 @@ public final class CudaDevice implements Device {
   private final FloatPointer one = new FloatPointer(1f);
   private final FloatPointer zero = new FloatPointer(0f);
   private Pointer bf16Scratch; // GEMM inputs rounded to BF16
+  private Pointer ptrDev; // grouped GEMM pointer arrays
+  private long ptrDevElems;
+  private String groupedStatus;
   private long bf16ScratchElems;
   private FloatPointer stageF = new FloatPointer(0);
   private IntPointer stageI = new IntPointer(0);
@@ -269,21 +275,7 @@ public final class CudaDevice implements Device {
     if (w.kind() == Buf.Kind.BF16) {
       // x ≈ p0 + p1 + p2 in BF16; y = w·p0, then y += w·p1, y += w·p2 (beta = 1).
       int parts = Math.max(1, precision.inputParts());
-      long elems = (long) m * k;
-      long need = parts * elems;
-      if (bf16ScratchElems < need) {
-        if (bf16Scratch != null) {
-          Cuda.check(cudaFree(bf16Scratch), "cudaFree");
-        }
-        bf16ScratchElems = Math.max(need, 2 * bf16ScratchElems);
-        bf16Scratch = new Pointer();
-        Cuda.check(cudaMalloc(bf16Scratch, bf16ScratchElems * 2), "cudaMalloc(BF16 GEMM scratch)");
-      }
-      DevicePointer[] p = new DevicePointer[3];
-      for (int i = 0; i < 3; i++) {
-        p[i] = new DevicePointer(bf16Scratch.address() + Math.min(i, parts - 1) * elems * 2);
-      }
-      kernels.launch("split_bf16", grid(elems), 1, BLOCK, 0, x, p[0], p[1], p[2], parts, elems);
+      DevicePointer[] p = split(x, (long) m * k, parts);
       for (int i = 0; i < parts; i++) {
         bf16Gemm(m, k, w, n, y, p[i], i == 0 ? zero : one);
       }
@@ -291,6 +283,116 @@ public final class CudaDevice implements Device {
       Cuda.checkBlas(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, one, ptr(w), CUDA_R_32F, k, ptr(x), CUDA_R_32F, k, zero,
           ptr(y), CUDA_R_32F, n, CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT), "cublasGemmEx FP32 " + m + "x" + k + "x" + n);
     }
+  }
+
+  /** x's first elems values split into parts BF16 arrays (scratch, valid until the next GEMM). */
+  private DevicePointer[] split(Buf x, long elems, int parts) {
+    long need = parts * elems;
+    if (bf16ScratchElems < need) {
+      if (bf16Scratch != null) {
+        Cuda.check(cudaFree(bf16Scratch), "cudaFree");
+      }
+      bf16ScratchElems = Math.max(need, 2 * bf16ScratchElems);
+      bf16Scratch = new Pointer();
+      Cuda.check(cudaMalloc(bf16Scratch, bf16ScratchElems * 2), "cudaMalloc(BF16 GEMM scratch)");
+    }
+    DevicePointer[] p = new DevicePointer[3];
+    for (int i = 0; i < 3; i++) {
+      p[i] = new DevicePointer(bf16Scratch.address() + Math.min(i, parts - 1) * elems * 2);
+    }
+    kernels.launch("split_bf16", grid(elems), 1, BLOCK, 0, x, p[0], p[1], p[2], parts, elems);
+    return p;
+  }
+
+  /**
+   * One cuBLAS grouped GEMM per input part over every group (cublasGemmGroupedBatchedEx); where the library
+   * refuses (an older cuBLAS, or a type combination it lacks), the groups run one GEMM each from then on.
+   */
+  @Override
+  public void gemmGrouped(Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
+    if (groups == 0) {
+      return;
+    }
+    bind();
+    if (groupedStatus == null || groupedStatus.equals("ok")) {
+      int status = grouped(x, rowStart, rows, groups, k, w, n, y, precision);
+      if (status == 0) {
+        groupedStatus = "ok";
+        return;
+      }
+      groupedStatus = "cublasGemmGroupedBatchedEx refused (cuBLAS status " + status + "): one GEMM per expert";
+    }
+    for (int g = 0; g < groups; g++) {
+      gemm(x.slice((long) rowStart[g] * k, (long) rows[g] * k), rows[g], k, w[g], n, y.slice((long) rowStart[g] * n, (long) rows[g] * n),
+          precision);
+    }
+  }
+
+  /** How grouped GEMMs run here: "ok" (cuBLAS grouped), the reason they fell back to a loop, or null before the first. */
+  public String groupedStatus() {
+    return groupedStatus;
+  }
+
+  private int grouped(Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
+    boolean bf16 = w[0].kind() == Buf.Kind.BF16;
+    int parts = bf16 ? Math.max(1, precision.inputParts()) : 1;
+    long totalRows = rowStart[groups - 1] + rows[groups - 1];
+    DevicePointer[] in = bf16 ? split(x, totalRows * k, parts) : new DevicePointer[] {ptr(x)};
+    int inBytes = bf16 ? 2 : 4;
+    // Pointer arrays on the device: per part, A (weights), B (that part's rows), C (output rows).
+    long[] ptrs = new long[3 * groups * parts];
+    for (int p = 0; p < parts; p++) {
+      for (int g = 0; g < groups; g++) {
+        ptrs[(3 * p) * groups + g] = ptr(w[g]).address();
+        ptrs[(3 * p + 1) * groups + g] = in[p].address() + (long) rowStart[g] * k * inBytes;
+        ptrs[(3 * p + 2) * groups + g] = ptr(y).address() + (long) rowStart[g] * n * 4;
+      }
+    }
+    if (ptrDevElems < ptrs.length) {
+      if (ptrDev != null) {
+        Cuda.check(cudaFree(ptrDev), "cudaFree");
+      }
+      ptrDevElems = Math.max(ptrs.length, 2 * ptrDevElems);
+      ptrDev = new Pointer();
+      Cuda.check(cudaMalloc(ptrDev, ptrDevElems * 8), "cudaMalloc(grouped GEMM pointers)");
+    }
+    try (LongPointer host = new LongPointer(ptrs); IntPointer opT = fill(groups, CUBLAS_OP_T); IntPointer opN = fill(groups, CUBLAS_OP_N);
+        IntPointer mArr = fill(groups, n); IntPointer kArr = fill(groups, k); IntPointer nArr = new IntPointer(groups);
+        IntPointer ones = fill(groups, 1); FloatPointer alpha = new FloatPointer(groups); FloatPointer beta0 = new FloatPointer(groups);
+        FloatPointer beta1 = new FloatPointer(groups)) {
+      for (int g = 0; g < groups; g++) {
+        nArr.put(g, rows[g]);
+        alpha.put(g, 1f);
+        beta0.put(g, 0f);
+        beta1.put(g, 1f);
+      }
+      Cuda.check(cudaMemcpy(ptrDev, host, ptrs.length * 8L, cudaMemcpyHostToDevice), "cudaMemcpy grouped GEMM pointers");
+      int type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+      for (int p = 0; p < parts; p++) {
+        long base = ptrDev.address() + 3L * p * groups * 8;
+        int status = cublasGemmGroupedBatchedEx(cublas, opT, opN, mArr, nArr, kArr, alpha, new DevicePointer(base), type, kArr,
+            new DevicePointer(base + groups * 8L), type, kArr, p == 0 ? beta0 : beta1, new DevicePointer(base + 2L * groups * 8),
+            CUDA_R_32F, mArr, groups, ones, CUBLAS_COMPUTE_32F);
+        if (status != 0) {
+          return status;
+        }
+      }
+    }
+    return 0;
+  }
+
+  private static IntPointer fill(int n, int v) {
+    IntPointer p = new IntPointer(n);
+    for (int i = 0; i < n; i++) {
+      p.put(i, v);
+    }
+    return p;
+  }
+
+  @Override
+  public void moeCombine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf y) {
+    bind();
+    kernels.launch("moe_combine", tokens, 1, BLOCK, 0, ye, slot, weights, topK, width, y);
   }
 
   private void bf16Gemm(int m, int k, Buf w, int n, Buf y, DevicePointer xb, FloatPointer beta) {
@@ -340,21 +442,15 @@ public final class CudaDevice implements Device {
   }
 
   @Override
-  public void scatterAddRows(Buf y, Buf rows, Buf weights, int n, int width, Buf ye) {
+  public void mlaAttention(Buf q, Buf kv, Buf kPe, Buf keyStart, Buf keyLen, Buf tiles, int numTiles, int t, int heads, int qkNope,
+      int qkRope, int vHead, float scale, Buf out) {
     bind();
-    kernels.launch("scatter_add_rows", n, 1, BLOCK, 0, y, rows, weights, width, ye);
-  }
-
-  @Override
-  public void mlaAttention(Buf q, Buf kv, Buf kPe, Buf keyStart, Buf keyLen, int t, int heads, int qkNope, int qkRope, int vHead,
-      float scale, Buf out) {
-    bind();
-    if (vHead > 32 * ATTN_VREGS) {
-      throw new IllegalArgumentException("the CUDA attention kernel takes v_head_dim up to " + 32 * ATTN_VREGS + ", the model has " + vHead);
+    if (qkNope + qkRope > ATTN_MAX_QK || vHead > ATTN_MAX_V) {
+      throw new IllegalArgumentException("the CUDA attention kernel takes q_head_dim up to " + ATTN_MAX_QK + " and v_head_dim up to "
+          + ATTN_MAX_V + ", the model has " + (qkNope + qkRope) + " and " + vHead);
     }
-    int block = 32 * ATTN_WARPS;
-    int shared = (qkNope + qkRope + 2 * ATTN_WARPS + ATTN_WARPS * vHead) * Float.BYTES;
-    kernels.launch("mla_attention", t, heads, block, shared, q, kv, kPe, keyStart, keyLen, heads, qkNope, qkRope, vHead, scale, out);
+    kernels.launch("mla_attention", numTiles, heads, ATTN_THREADS, 0, q, kv, kPe, keyStart, keyLen, tiles, heads, qkNope, qkRope, vHead,
+        scale, out);
   }
 
   @Override
@@ -386,6 +482,9 @@ public final class CudaDevice implements Device {
     cublasDestroy_v2(cublas);
     if (bf16Scratch != null) {
       cudaFree(bf16Scratch);
+    }
+    if (ptrDev != null) {
+      cudaFree(ptrDev);
     }
     kernels.close();
     one.close();

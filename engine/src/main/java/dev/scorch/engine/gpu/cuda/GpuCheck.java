@@ -112,7 +112,7 @@ public final class GpuCheck {
     writePrompts(cmp, cpuScores, outJson.resolveSibling("small_prompts.json"));
     ObjectNode speed = out.putObject("small");
     speed.put("active_parameters", WeightLayout.activeParameters(c));
-    for (GemmPrecision p : new GemmPrecision[] {GemmPrecision.BF16X3, GemmPrecision.BF16X2, GemmPrecision.BF16, GemmPrecision.FP32}) {
+    for (GemmPrecision p : new GemmPrecision[] {GemmPrecision.BF16X3, GemmPrecision.BF16, GemmPrecision.FP32}) {
       ObjectNode s = speed.putObject(p.name());
       try (GpuModel m = GpuModel.load(sw, new CudaDevice(0), p)) {
         GpuScorer scorer = new GpuScorer(m);
@@ -139,6 +139,10 @@ public final class GpuCheck {
         s.put("max_abs_dlogprob_vs_cpu", d);
         s.put("sequences_with_argmax_diff_vs_cpu", argmaxDiff);
         s.put("weight_bytes", m.weightBytes());
+        if (m.device() instanceof CudaDevice cd) {
+          s.put("grouped_gemm", cd.groupedStatus());
+          System.out.println("  grouped GEMMs: " + cd.groupedStatus());
+        }
         System.out.printf("small %s: weights %.1f MiB on the GPU; vs CPU max |dlogprob| %.3g, sequences with an argmax difference %d/%d, "
             + "(token, layer) expert sets differing %d/%d%n", p, m.weightBytes() / 1048576.0, d, argmaxDiff, cmp.size(), routeDiff,
             cpuRoutes.length * cpuRoutes[0].length / topK);
@@ -164,12 +168,17 @@ public final class GpuCheck {
     try (GpuModel m = GpuModel.load(sw, prof, GemmPrecision.BF16X3)) {
       GpuScorer scorer = new GpuScorer(m);
       List<ScoreRequest> reqs = prompts(c.vocabSize(), 8, 256, 5);
-      scorer.score(reqs);
-      prof.reset();
-      long t0 = System.nanoTime();
-      scorer.score(reqs);
-      report("prefill 8 x 256", prof, System.nanoTime() - t0, into.putObject("prefill_8x256"));
-      try (GpuKvCache cache = m.newCache(200)) {
+      long t0;
+      for (int[] shape : new int[][] {{8, 256}, {32, 512}}) {
+        List<ScoreRequest> rs = prompts(c.vocabSize(), shape[0], shape[1], 5);
+        scorer.score(rs);
+        scorer.score(rs);
+        prof.reset();
+        t0 = System.nanoTime();
+        scorer.score(rs);
+        report("prefill " + shape[0] + " x " + shape[1], prof, System.nanoTime() - t0, into.putObject("prefill_" + shape[0] + "x" + shape[1]));
+      }
+      try (GpuKvCache cache = m.newCache(300)) {
         GpuKvCache[] caches = {cache};
         m.nextTokenLogits(PackedBatch.of(List.of(reqs.get(0).tokens())), caches);
         m.nextTokenLogits(new PackedBatch(new int[] {1}, new int[] {cache.length()}, new int[] {0}, new int[] {1}), caches);
