@@ -366,43 +366,49 @@ public final class GpuModel implements AutoCloseable {
     if (routes != null) {
       System.arraycopy(experts, 0, routes, 0, experts.length);
     }
-    // Slots: each (token, choice) pair, grouped by expert in ascending id, tokens in order within an expert.
-    int[] start = new int[nExperts + 1];
+    // Slots: each (token, choice) pair, grouped by expert in ascending id, tokens in order within an expert. The
+    // experts hit are the groups of two grouped GEMMs; each group gets the same number of slots (the busiest
+    // expert's count: padding a device may compute and nobody reads) unless that would more than double them.
+    int[] count = new int[nExperts];
     for (int e : experts) {
-      start[e + 1]++;
+      count[e]++;
     }
-    for (int e = 0; e < nExperts; e++) {
-      start[e + 1] += start[e];
+    int groups = 0;
+    int capacity = 0;
+    for (int c : count) {
+      groups += c > 0 ? 1 : 0;
+      capacity = Math.max(capacity, c);
     }
-    int slots = t * topK;
-    int[] slotRow = new int[slots]; // token of each slot
-    int[] slotOf = new int[slots]; // slot of each (token, choice)
-    int[] fill = start.clone();
+    boolean padded = (long) groups * capacity <= 2L * t * topK;
+    int[] groupStart = new int[groups];
+    int[] groupRows = new int[groups];
+    Buf[] gateUp = new Buf[groups];
+    Buf[] down = new Buf[groups];
+    int[] start = new int[nExperts];
+    int slots = 0;
+    for (int e = 0, g = 0; e < nExperts; e++) {
+      if (count[e] > 0) {
+        start[e] = slots;
+        groupStart[g] = slots;
+        groupRows[g] = count[e];
+        gateUp[g] = moe.experts()[e].gateUpProj();
+        down[g++] = moe.experts()[e].downProj();
+        slots += padded ? capacity : count[e];
+      }
+    }
+    int[] slotRow = new int[slots]; // token of each slot (padding reads token 0)
+    int[] slotOf = new int[t * topK]; // slot of each (token, choice)
     for (int i = 0; i < t; i++) {
       for (int k = 0; k < topK; k++) {
-        int slot = fill[experts[i * topK + k]]++;
+        int slot = start[experts[i * topK + k]]++;
         slotRow[slot] = i;
         slotOf[i * topK + k] = slot;
       }
     }
-    // The experts hit, each a group of the grouped GEMMs over its slots.
-    int groups = 0;
-    int[] groupStart = new int[nExperts];
-    int[] groupRows = new int[nExperts];
-    Buf[] gateUp = new Buf[nExperts];
-    Buf[] down = new Buf[nExperts];
-    for (int e = 0; e < nExperts; e++) {
-      if (start[e + 1] > start[e]) {
-        groupStart[groups] = start[e];
-        groupRows[groups] = start[e + 1] - start[e];
-        gateUp[groups] = moe.experts()[e].gateUpProj();
-        down[groups++] = moe.experts()[e].downProj();
-      }
-    }
     Buf slotRowBuf = ints.take(slots);
     dev.write(slotRowBuf, slotRow, 0, slots);
-    Buf slotOfBuf = ints.take(slots);
-    dev.write(slotOfBuf, slotOf, 0, slots);
+    Buf slotOfBuf = ints.take(t * topK);
+    dev.write(slotOfBuf, slotOf, 0, t * topK);
     int inter = config.moeIntermediateSize();
     Buf xs = floats.take((long) slots * hidden); // [slots, hidden]
     dev.gatherRows(x, slotRowBuf, slots, hidden, xs);

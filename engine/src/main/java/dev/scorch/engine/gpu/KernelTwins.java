@@ -87,17 +87,28 @@ public final class KernelTwins {
         return o;
       }, m * heads * dims[2]));
     }
-    // Grouped GEMM: three groups of rows (5, 0 rows skipped by the caller, 12, 20) with their own weights.
-    int[] gStart = {0, 5, 17};
-    int[] gRows = {5, 12, 20};
+    // Grouped GEMMs: three groups of 5, 12 and 9 rows, packed (5, 12, 20 rows apart) and at a uniform stride of 12
+    // rows (padding a device may compute); only the groups' own rows are compared.
+    int[][] layouts = {{0, 5, 17}, {0, 12, 24}};
+    int[] gRows = {5, 12, 9};
     float[][] gw = {random(rnd, n * k), random(rnd, n * k), random(rnd, n * k)};
-    for (GemmPrecision p : new GemmPrecision[] {GemmPrecision.BF16X3, GemmPrecision.FP32}) {
-      out.put("gemmGrouped " + p, diff(a, b, dev -> {
-        Buf y = dev.alloc(Buf.Kind.F32, (long) m * n);
-        Buf[] ws = {dev.weight(gw[0], p), dev.weight(gw[1], p), dev.weight(gw[2], p)};
-        dev.gemmGrouped(dev.upload(x), gStart, gRows, 3, k, ws, n, y, p);
-        return y;
-      }, m * n));
+    for (int[] gStart : layouts) {
+      int[] valid = new int[26];
+      for (int g = 0, v = 0; g < 3; g++) {
+        for (int i = 0; i < gRows[g]; i++) {
+          valid[v++] = gStart[g] + i;
+        }
+      }
+      for (GemmPrecision p : new GemmPrecision[] {GemmPrecision.BF16X3, GemmPrecision.FP32}) {
+        out.put("gemmGrouped " + p + (gStart[1] == 12 ? " strided" : " packed"), diff(a, b, dev -> {
+          Buf y = dev.alloc(Buf.Kind.F32, (long) m * n);
+          Buf[] ws = {dev.weight(gw[0], p), dev.weight(gw[1], p), dev.weight(gw[2], p)};
+          dev.gemmGrouped(dev.upload(x), gStart, gRows, 3, k, ws, n, y, p);
+          Buf rowsOut = dev.alloc(Buf.Kind.F32, 26L * n);
+          dev.gatherRows(y, dev.upload(valid), 26, n, rowsOut);
+          return rowsOut;
+        }, 26 * n));
+      }
     }
     int[] slot = new int[12 * 3];
     float[] sw = random(rnd, 12 * 3);

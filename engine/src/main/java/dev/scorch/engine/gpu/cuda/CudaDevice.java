@@ -8,7 +8,7 @@ import static org.bytedeco.cuda.global.cublas.CUBLAS_OP_T;
 import static org.bytedeco.cuda.global.cublas.cublasCreate_v2;
 import static org.bytedeco.cuda.global.cublas.cublasDestroy_v2;
 import static org.bytedeco.cuda.global.cublas.cublasGemmEx;
-import static org.bytedeco.cuda.global.cublas.cublasGemmGroupedBatchedEx;
+import static org.bytedeco.cuda.global.cublas.cublasGemmBatchedEx;
 import static org.bytedeco.cuda.global.cudart.CUDA_R_16BF;
 import static org.bytedeco.cuda.global.cudart.CUDA_R_32F;
 import static org.bytedeco.cuda.global.cudart.cudaDeviceSynchronize;
@@ -60,6 +60,8 @@ public final class CudaDevice implements Device {
   private Pointer ptrDev; // grouped GEMM pointer arrays
   private long ptrDevElems;
   private String groupedStatus;
+  private String groupedDetail;
+  private LongPointer stageL = new LongPointer(0);
   private long bf16ScratchElems;
   private FloatPointer stageF = new FloatPointer(0);
   private IntPointer stageI = new IntPointer(0);
@@ -194,6 +196,14 @@ public final class CudaDevice implements Device {
     return new IntPointer(Math.max(n, 2 * p.capacity()));
   }
 
+  private static LongPointer grow(LongPointer p, long n) {
+    if (p.capacity() >= n) {
+      return p.position(0);
+    }
+    p.close();
+    return new LongPointer(Math.max(n, 2 * p.capacity()));
+  }
+
   private static ShortPointer grow(ShortPointer p, long n) {
     if (p.capacity() >= n) {
       return p.position(0);
@@ -305,8 +315,9 @@ public final class CudaDevice implements Device {
   }
 
   /**
-   * One cuBLAS grouped GEMM per input part over every group (cublasGemmGroupedBatchedEx); where the library
-   * refuses (an older cuBLAS, or a type combination it lacks), the groups run one GEMM each from then on.
+   * BF16 groups at a uniform stride run as cuBLAS batched GEMMs (cublasGemmBatchedEx: BF16 in, fp32 out, fp32
+   * compute; the grouped API, cublasGemmGroupedBatchedEx, refuses fp32 output for BF16 inputs); other layouts and
+   * FP32 weights run one GEMM per group.
    */
   @Override
   public void gemmGrouped(Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
@@ -316,13 +327,16 @@ public final class CudaDevice implements Device {
     bind();
     // FP32 weights run one GEMM per group: the grouped call hit an illegal address on the device check's
     // first FP32 forward (the BF16 modes ran it cleanly), and FP32 is the slow reference mode anyway.
-    if (w[0].kind() == Buf.Kind.BF16 && (groupedStatus == null || groupedStatus.equals("ok"))) {
+    if (w[0].kind() == Buf.Kind.BF16 && !"refused".equals(groupedStatus)) {
       int status = grouped(x, rowStart, rows, groups, k, w, n, y, precision);
       if (status == 0) {
-        groupedStatus = "ok";
+        groupedStatus = "batched";
         return;
       }
-      groupedStatus = "cublasGemmGroupedBatchedEx refused (cuBLAS status " + status + "): one GEMM per expert";
+      if (status > 0) {
+        groupedStatus = "refused";
+        groupedDetail = "cublasGemmBatchedEx refused (cuBLAS status " + status + "): one GEMM per expert from then on";
+      }
     }
     for (int g = 0; g < groups; g++) {
       gemm(x.slice((long) rowStart[g] * k, (long) rows[g] * k), rows[g], k, w[g], n, y.slice((long) rowStart[g] * n, (long) rows[g] * n),
@@ -330,24 +344,35 @@ public final class CudaDevice implements Device {
     }
   }
 
-  /** How grouped GEMMs run here: "ok" (cuBLAS grouped), the reason they fell back to a loop, or null before the first. */
+  /**
+   * How grouped GEMMs ran last here: "batched" (one cuBLAS batched GEMM per part), "refused" (with the reason:
+   * cuBLAS declined, so every group runs alone), or null when none ran batched yet.
+   */
   public String groupedStatus() {
-    return groupedStatus;
+    return groupedDetail != null ? groupedDetail : groupedStatus;
   }
 
+  /**
+   * Groups laid out at a uniform stride (rowStart[g] = rowStart[0] + g · capacity, rows[g] &lt;= capacity) run as one
+   * cuBLAS batched GEMM per input part over capacity rows each (rows past a group's count are padding whose
+   * outputs nobody reads). Returns a cuBLAS status, or -1 when the layout is not uniform.
+   */
   private int grouped(Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
-    boolean bf16 = w[0].kind() == Buf.Kind.BF16;
-    int parts = bf16 ? Math.max(1, precision.inputParts()) : 1;
-    long totalRows = rowStart[groups - 1] + rows[groups - 1];
-    DevicePointer[] in = bf16 ? split(x, totalRows * k, parts) : new DevicePointer[] {ptr(x)};
-    int inBytes = bf16 ? 2 : 4;
+    int capacity = groups == 1 ? rows[0] : rowStart[1] - rowStart[0];
+    for (int g = 0; g < groups; g++) {
+      if (rowStart[g] != rowStart[0] + g * capacity || rows[g] > capacity) {
+        return -1;
+      }
+    }
+    int parts = Math.max(1, precision.inputParts());
+    DevicePointer[] in = split(x.slice((long) rowStart[0] * k, (long) groups * capacity * k), (long) groups * capacity * k, parts);
     // Pointer arrays on the device: per part, A (weights), B (that part's rows), C (output rows).
     long[] ptrs = new long[3 * groups * parts];
     for (int p = 0; p < parts; p++) {
       for (int g = 0; g < groups; g++) {
         ptrs[(3 * p) * groups + g] = ptr(w[g]).address();
-        ptrs[(3 * p + 1) * groups + g] = in[p].address() + (long) rowStart[g] * k * inBytes;
-        ptrs[(3 * p + 2) * groups + g] = ptr(y).address() + (long) rowStart[g] * n * 4;
+        ptrs[(3 * p + 1) * groups + g] = in[p].address() + (long) g * capacity * k * 2;
+        ptrs[(3 * p + 2) * groups + g] = ptr(y).address() + ((long) rowStart[0] + (long) g * capacity) * n * 4;
       }
     }
     if (ptrDevElems < ptrs.length) {
@@ -356,39 +381,21 @@ public final class CudaDevice implements Device {
       }
       ptrDevElems = Math.max(ptrs.length, 2 * ptrDevElems);
       ptrDev = new Pointer();
-      Cuda.check(cudaMalloc(ptrDev, ptrDevElems * 8), "cudaMalloc(grouped GEMM pointers)");
+      Cuda.check(cudaMalloc(ptrDev, ptrDevElems * 8), "cudaMalloc(batched GEMM pointers)");
     }
-    try (LongPointer host = new LongPointer(ptrs); IntPointer opT = fill(groups, CUBLAS_OP_T); IntPointer opN = fill(groups, CUBLAS_OP_N);
-        IntPointer mArr = fill(groups, n); IntPointer kArr = fill(groups, k); IntPointer nArr = new IntPointer(groups);
-        IntPointer ones = fill(groups, 1); FloatPointer alpha = new FloatPointer(groups); FloatPointer beta0 = new FloatPointer(groups);
-        FloatPointer beta1 = new FloatPointer(groups)) {
-      for (int g = 0; g < groups; g++) {
-        nArr.put(g, rows[g]);
-        alpha.put(g, 1f);
-        beta0.put(g, 0f);
-        beta1.put(g, 1f);
-      }
-      Cuda.check(cudaMemcpy(ptrDev, host, ptrs.length * 8L, cudaMemcpyHostToDevice), "cudaMemcpy grouped GEMM pointers");
-      int type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
-      for (int p = 0; p < parts; p++) {
-        long base = ptrDev.address() + 3L * p * groups * 8;
-        int status = cublasGemmGroupedBatchedEx(cublas, opT, opN, mArr, nArr, kArr, alpha, new DevicePointer(base), type, kArr,
-            new DevicePointer(base + groups * 8L), type, kArr, p == 0 ? beta0 : beta1, new DevicePointer(base + 2L * groups * 8),
-            CUDA_R_32F, mArr, groups, ones, CUBLAS_COMPUTE_32F);
-        if (status != 0) {
-          return status;
-        }
+    stageL = grow(stageL, ptrs.length);
+    stageL.put(ptrs, 0, ptrs.length);
+    Cuda.check(cudaMemcpy(ptrDev, stageL, ptrs.length * 8L, cudaMemcpyHostToDevice), "cudaMemcpy batched GEMM pointers");
+    for (int p = 0; p < parts; p++) {
+      long base = ptrDev.address() + 3L * p * groups * 8;
+      int status = cublasGemmBatchedEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, capacity, k, one, new DevicePointer(base), CUDA_R_16BF, k,
+          new DevicePointer(base + groups * 8L), CUDA_R_16BF, k, p == 0 ? zero : one, new DevicePointer(base + 2L * groups * 8), CUDA_R_32F,
+          n, groups, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      if (status != 0) {
+        return status;
       }
     }
     return 0;
-  }
-
-  private static IntPointer fill(int n, int v) {
-    IntPointer p = new IntPointer(n);
-    for (int i = 0; i < n; i++) {
-      p.put(i, v);
-    }
-    return p;
   }
 
   @Override
@@ -494,6 +501,7 @@ public final class CudaDevice implements Device {
     stageF.close();
     stageI.close();
     stageS.close();
+    stageL.close();
   }
 
   static DevicePointer ptr(Buf b) {
