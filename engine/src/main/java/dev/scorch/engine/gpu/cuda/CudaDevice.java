@@ -34,6 +34,7 @@ import org.bytedeco.javacpp.FloatPointer;
 import org.bytedeco.javacpp.IntPointer;
 import org.bytedeco.javacpp.LongPointer;
 import org.bytedeco.javacpp.Pointer;
+import org.bytedeco.javacpp.PointerPointer;
 import org.bytedeco.javacpp.ShortPointer;
 import org.bytedeco.javacpp.SizeTPointer;
 
@@ -194,6 +195,11 @@ public final class CudaDevice implements Device {
     }
     p.close();
     return new IntPointer(Math.max(n, 2 * p.capacity()));
+  }
+
+  /** A device array of device pointers, as the void** argument cuBLAS reads it from. */
+  private static PointerPointer<Pointer> deviceArray(long address) {
+    return new PointerPointer<>(new DevicePointer(address));
   }
 
   private static LongPointer grow(LongPointer p, long n) {
@@ -388,9 +394,11 @@ public final class CudaDevice implements Device {
     Cuda.check(cudaMemcpy(ptrDev, stageL, ptrs.length * 8L, cudaMemcpyHostToDevice), "cudaMemcpy batched GEMM pointers");
     for (int p = 0; p < parts; p++) {
       long base = ptrDev.address() + 3L * p * groups * 8;
-      int status = cublasGemmBatchedEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, capacity, k, one, new DevicePointer(base), CUDA_R_16BF, k,
-          new DevicePointer(base + groups * 8L), CUDA_R_16BF, k, p == 0 ? zero : one, new DevicePointer(base + 2L * groups * 8), CUDA_R_32F,
-          n, groups, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      // The arrays go in as PointerPointer views of device memory: JavaCPP's plain-Pointer overload of a void**
+      // parameter passes the address of a host copy of the pointer (by pointer-to-pointer), not the array.
+      int status = cublasGemmBatchedEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, capacity, k, one, deviceArray(base), CUDA_R_16BF, k,
+          deviceArray(base + groups * 8L), CUDA_R_16BF, k, p == 0 ? zero : one, deviceArray(base + 2L * groups * 8), CUDA_R_32F, n, groups,
+          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
       if (status != 0) {
         return status;
       }

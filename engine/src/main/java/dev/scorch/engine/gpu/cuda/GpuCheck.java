@@ -112,7 +112,10 @@ public final class GpuCheck {
     writePrompts(cmp, cpuScores, outJson.resolveSibling("small_prompts.json"));
     ObjectNode speed = out.putObject("small");
     speed.put("active_parameters", WeightLayout.activeParameters(c));
-    for (GemmPrecision p : new GemmPrecision[] {GemmPrecision.BF16X3, GemmPrecision.BF16, GemmPrecision.FP32}) {
+    String only = System.getenv("GPU_CHECK_PRECISIONS"); // e.g. BF16X3,FP32; default: BF16X3, BF16, FP32
+    List<GemmPrecision> precisions = only == null || only.isBlank() ? List.of(GemmPrecision.BF16X3, GemmPrecision.BF16, GemmPrecision.FP32)
+        : Arrays.stream(only.split(",")).map(String::trim).map(GemmPrecision::parse).toList();
+    for (GemmPrecision p : precisions) {
       ObjectNode s = speed.putObject(p.name());
       try (GpuModel m = GpuModel.load(sw, new CudaDevice(0), p)) {
         GpuScorer scorer = new GpuScorer(m);
