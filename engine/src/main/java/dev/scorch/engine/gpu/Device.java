@@ -105,6 +105,14 @@ public interface Device extends AutoCloseable {
   void gemmGrouped(Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision);
 
   /**
+   * Whether {@link #gemmGrouped} runs groups laid out at a uniform stride as one batched call (so a caller should
+   * pad groups to the same row count); otherwise it runs each group alone and padding only costs memory.
+   */
+  default boolean batchesGroups() {
+    return false;
+  }
+
+  /**
    * MoE combine: y[t, :] = Σ_k weights[t, k] · ye[slot[t, k], :] over k &lt; top_k in order, for t &lt; tokens.
    */
   void moeCombine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf y);

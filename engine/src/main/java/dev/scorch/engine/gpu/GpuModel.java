@@ -368,7 +368,8 @@ public final class GpuModel implements AutoCloseable {
     }
     // Slots: each (token, choice) pair, grouped by expert in ascending id, tokens in order within an expert. The
     // experts hit are the groups of two grouped GEMMs; each group gets the same number of slots (the busiest
-    // expert's count: padding a device may compute and nobody reads) unless that would more than double them.
+    // expert's count: padding a device may compute and nobody reads) when the device batches groups, unless that would
+    // more than double them.
     int[] count = new int[nExperts];
     for (int e : experts) {
       count[e]++;
@@ -379,7 +380,7 @@ public final class GpuModel implements AutoCloseable {
       groups += c > 0 ? 1 : 0;
       capacity = Math.max(capacity, c);
     }
-    boolean padded = (long) groups * capacity <= 2L * t * topK;
+    boolean padded = dev.batchesGroups() && (long) groups * capacity <= 2L * t * topK;
     int[] groupStart = new int[groups];
     int[] groupRows = new int[groups];
     Buf[] gateUp = new Buf[groups];

@@ -149,6 +149,11 @@ public final class ProfilingDevice implements Device {
   }
 
   @Override
+  public boolean batchesGroups() {
+    return dev.batchesGroups();
+  }
+
+  @Override
   public void moeCombine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf y) {
     time("moeCombine", () -> dev.moeCombine(ye, slot, weights, tokens, topK, width, y));
   }

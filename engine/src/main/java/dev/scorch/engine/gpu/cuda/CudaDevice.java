@@ -47,6 +47,12 @@ import org.bytedeco.javacpp.SizeTPointer;
  */
 public final class CudaDevice implements Device {
   private static final int BLOCK = 256; // log_softmax_stats and the block reductions assume it
+  /**
+   * Experts as cuBLAS batched GEMMs (-Dscorch.cuda.batched-experts=true). Off by default: that path has not yet
+   * passed the device check (its first try faulted on a pointer-array argument, since fixed but not re-run), while
+   * one GEMM per expert has.
+   */
+  static final boolean BATCHED_EXPERTS = Boolean.getBoolean("scorch.cuda.batched-experts");
   private static final int ATTN_THREADS = 128; // as scorch_kernels.cu's ATTN_THREADS, ATTN_MAX_QK, ATTN_MAX_V
   private static final int ATTN_MAX_QK = 192;
   private static final int ATTN_MAX_V = 128;
@@ -321,9 +327,9 @@ public final class CudaDevice implements Device {
   }
 
   /**
-   * BF16 groups at a uniform stride run as cuBLAS batched GEMMs (cublasGemmBatchedEx: BF16 in, fp32 out, fp32
-   * compute; the grouped API, cublasGemmGroupedBatchedEx, refuses fp32 output for BF16 inputs); other layouts and
-   * FP32 weights run one GEMM per group.
+   * With {@link #BATCHED_EXPERTS}, BF16 groups at a uniform stride run as cuBLAS batched GEMMs (cublasGemmBatchedEx:
+   * BF16 in, fp32 out, fp32 compute; the grouped API, cublasGemmGroupedBatchedEx, refused that type combination
+   * with status 15 on the device check); other layouts, FP32 weights, and the default run one GEMM per group.
    */
   @Override
   public void gemmGrouped(Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
@@ -333,7 +339,7 @@ public final class CudaDevice implements Device {
     bind();
     // FP32 weights run one GEMM per group: the grouped call hit an illegal address on the device check's
     // first FP32 forward (the BF16 modes ran it cleanly), and FP32 is the slow reference mode anyway.
-    if (w[0].kind() == Buf.Kind.BF16 && !"refused".equals(groupedStatus)) {
+    if (BATCHED_EXPERTS && w[0].kind() == Buf.Kind.BF16 && !"refused".equals(groupedStatus)) {
       int status = grouped(x, rowStart, rows, groups, k, w, n, y, precision);
       if (status == 0) {
         groupedStatus = "batched";
@@ -404,6 +410,11 @@ public final class CudaDevice implements Device {
       }
     }
     return 0;
+  }
+
+  @Override
+  public boolean batchesGroups() {
+    return BATCHED_EXPERTS;
   }
 
   @Override
