@@ -7,9 +7,10 @@ set -euo pipefail
 src="$(cd "$(dirname "$0")" && pwd)/scorch_kernels.cu"
 out_dir="$1"
 out="$out_dir/scorch_kernels.fatbin"
+# NVCC names the compiler; NVCC=none builds without kernels even where nvcc exists.
 nvcc="${NVCC:-$(command -v nvcc || true)}"
 if [[ -z "$nvcc" && -x /usr/local/cuda/bin/nvcc ]]; then nvcc=/usr/local/cuda/bin/nvcc; fi
-if [[ -z "$nvcc" ]]; then
+if [[ -z "$nvcc" || "$nvcc" == none ]]; then
   echo "[scorch] nvcc not found: CUDA kernels NOT built (the jar's CUDA backend will be unavailable; the CPU engine is unaffected)"
   rm -f "$out"
   exit 0
