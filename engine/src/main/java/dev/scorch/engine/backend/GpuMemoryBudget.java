@@ -1,0 +1,252 @@
+package dev.scorch.engine.backend;
+
+import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.gpu.GemmPrecision;
+import dev.scorch.engine.gpu.GpuKvCache;
+import dev.scorch.engine.model.WeightLayout;
+import java.util.Locale;
+
+/**
+ * GPU memory of one scoring {@code GpuModel}, counted from the code that allocates it, so a task can size its
+ * batches to the device and a cluster config can be checked before a job runs. All figures are bytes.
+ *
+ * <p><b>Weights</b>: every tensor of {@link WeightLayout} as {@code GpuModel.load} uploads it: linears, lm_head and
+ * the token embedding table [vocab, hidden] in the precision's dtype ({@link GemmPrecision#weightBytes}); the MoE
+ * router gate always fp32; norms and the router bias fp32. (The embedding table still stays on the host in today's
+ * {@code GpuModel}; it is counted because it is moving onto the device: see {@link #embeddingBytes}.)
+ *
+ * <p><b>Scratch</b> of one scoring forward ({@code GpuModel.forward} then {@code GpuScorer}'s logits, no KV cache):
+ * <ul>
+ *   <li>Arena floats and ints per batch token, counted take by take: every layer's takes add up, because the arena is
+ *       reset only when the next forward starts. Attention keys are the batch's own tokens. The logits rows add up
+ *       too: {@code GpuScorer} computes them {@link #LOGITS_CHUNK_FLOATS} at a time, but every chunk is taken from
+ *       the same forward's arena, so a batch holds all its needed rows (at most one per token) at once.</li>
+ *   <li>{@link #ARENA_GROWTH} times that: a pass that outgrows the arena's block keeps it while it adds blocks, and
+ *       only the next forward merges them into one.</li>
+ *   <li>The arena's first blocks (held from load), 64-element alignment of every take, and the YaRN cos/sin table
+ *       (it doubles as positions grow: at most 2 x max_position_embeddings rows).</li>
+ *   <li>CUDA's BF16 GEMM input scratch: the precision's BF16 parts of the largest GEMM input [tokens, k], grown by
+ *       doubling (so up to twice that).</li>
+ * </ul>
+ * <p><b>Reserve</b>: the CUDA context and cuBLAS workspaces, which no allocation of ours shows ({@link #DEFAULT_RESERVE_BYTES}).
+ *
+ * <p>KV caches are not used when scoring; {@link #kvBytesPerToken} is there for generation.
+ *
+ * @param precision               the GEMM precision the model is loaded in
+ * @param weightBytes             device bytes of every weight, the embedding table included
+ * @param embeddingBytes          the token embedding table's part of weightBytes
+ * @param kvBytesPerToken         one cached token's bytes over all layers ({@link GpuKvCache#bytesPerToken})
+ * @param arenaBytesPerToken      arena floats and ints one batch token takes in the decoder (before {@link #ARENA_GROWTH})
+ * @param logitsBytesPerRow       arena bytes of one logits row: gathered hidden row, logits, stats, row id and target
+ * @param gemmInputBytesPerToken  CUDA's BF16 GEMM input scratch per token of the largest GEMM input (growth included)
+ * @param arenaTakes              arena takes of one forward, logits chunks excepted (each may waste up to 64 elements)
+ * @param fixedBytes              the arenas' first blocks and the cos/sin table's largest size
+ * @param logitsChunkRows         logits rows GpuScorer computes per chunk (5 more arena takes per chunk)
+ */
+public record GpuMemoryBudget(
+    GemmPrecision precision,
+    long weightBytes,
+    long embeddingBytes,
+    long kvBytesPerToken,
+    long arenaBytesPerToken,
+    long logitsBytesPerRow,
+    long gemmInputBytesPerToken,
+    long arenaTakes,
+    long fixedBytes,
+    int logitsChunkRows) {
+
+  /** CUDA context, cuBLAS handle and workspaces, and allocator slack: memory the engine uses but never allocates itself. */
+  public static final long DEFAULT_RESERVE_BYTES = 512L << 20;
+
+  /** As {@code GpuScorer.LOGITS_CHUNK_FLOATS} (package-private there; a test in dev.scorch.engine.gpu keeps them equal). */
+  public static final int LOGITS_CHUNK_FLOATS = 64 << 20;
+
+  /** The arena's worst growth over one pass: its old block plus new ones until the next forward merges them. */
+  public static final int ARENA_GROWTH = 2;
+
+  /** As GpuModel's arenas: their first blocks (floats, ints) and the alignment of every slice, in elements. */
+  static final long ARENA_FIRST_FLOATS = 1 << 20;
+  static final long ARENA_FIRST_INTS = 1 << 16;
+  static final long ARENA_ALIGN = 64;
+  /** As GpuModel.ensureCosSin: the smallest cos/sin table, in positions. */
+  static final int COS_SIN_MIN_POSITIONS = 4096;
+
+  private static final long F = Float.BYTES; // every activation and index element is 4 bytes
+  private static final double GIB = 1024.0 * 1024 * 1024;
+
+  /** The budget of config's model loaded in precision. */
+  public static GpuMemoryBudget of(ModelConfig c, GemmPrecision precision) {
+    // Weights, tensor by tensor, as GpuModel uploads them.
+    long weights = 0;
+    long embedding = 0;
+    for (WeightLayout.Spec s : WeightLayout.of(c)) {
+      long bytes = s.numel() * switch (s.kind()) {
+        case EMBEDDING, LINEAR, LM_HEAD -> precision.weightBytes();
+        case ROUTER, NORM, ROUTER_BIAS -> Float.BYTES; // the gate is uploaded in fp32; vectors are fp32
+      };
+      weights += bytes;
+      if (s.kind() == WeightLayout.Kind.EMBEDDING) {
+        embedding = bytes;
+      }
+    }
+
+    // Arena floats and ints per batch token, and takes per forward (GpuModel.forward / attention / mlp / moe).
+    long hidden = c.hiddenSize();
+    long heads = c.numAttentionHeads();
+    long qHead = c.qHeadDim();
+    long kvA = c.kvLoraRank() + c.qkRopeHeadDim();
+    long topK = c.numExpertsPerTok();
+    long sharedInter = (long) c.moeIntermediateSize() * c.nSharedExperts();
+    long floats = 2 * hidden; // x (embeddings), the final norm's output
+    long ints = 3; // positions, key starts, key lengths
+    long takes = 2 + 3;
+    // attention: q, [qA], kvA, latent, kPe, kv of every key (the batch's own tokens), attn out, o_proj out
+    long attention = heads * qHead + (c.hasQLora() ? c.qLoraRank() : 0) + kvA + c.kvLoraRank() + c.qkRopeHeadDim()
+        + heads * (c.qkNopeHeadDim() + c.vHeadDim()) + heads * c.vHeadDim() + hidden;
+    long attentionTakes = c.hasQLora() ? 8 : 7;
+    for (int l = 0; l < c.numHiddenLayers(); l++) {
+      floats += hidden + attention; // h (input norm out, reused for the post-attention norm), attention
+      takes += 1 + attentionTakes;
+      if (c.isMoeLayer(l)) {
+        // router logits, weights, per-row weights, y; each token's top_k expert rows: gathered x, gate, up, down out;
+        // the shared experts' gate, up, down out
+        floats += c.nRoutedExperts() + 2 * topK + hidden + topK * (2 * hidden + 2L * c.moeIntermediateSize());
+        ints += 2 * topK; // experts, rows grouped per expert
+        takes += 4 + 2 + 4L * c.nRoutedExperts();
+        if (c.nSharedExperts() > 0) {
+          floats += 2 * sharedInter + hidden;
+          takes += 3;
+        }
+      } else {
+        floats += 2L * c.intermediateSize() + hidden; // gate, up, down out
+        takes += 3;
+      }
+    }
+    long arenaPerToken = (floats + ints) * F;
+    long logitsPerRow = (hidden + c.vocabSize() + 3 + 2) * F; // gathered row, logits, stats; row id, target
+
+    // CUDA's BF16 scratch: the precision's parts of the widest GEMM input [m, k], m at most the batch's tokens.
+    long maxK = Math.max(Math.max(hidden, heads * c.vHeadDim()), Math.max(c.kvLoraRank(), c.hasQLora() ? c.qLoraRank() : 0));
+    maxK = Math.max(maxK, Math.max(c.intermediateSize(), Math.max(c.moeIntermediateSize(), sharedInter)));
+    long gemmInput = 2L * bf16InputParts(precision) * maxK * 2;
+
+    long cosSin = (long) Math.max(COS_SIN_MIN_POSITIONS, 2L * c.maxPositionEmbeddings()) * c.qkRopeHeadDim() * F;
+    long fixed = (ARENA_FIRST_FLOATS + ARENA_FIRST_INTS) * F + cosSin;
+    int chunkRows = Math.max(1, LOGITS_CHUNK_FLOATS / c.vocabSize());
+    return new GpuMemoryBudget(precision, weights, embedding, GpuKvCache.bytesPerToken(c.numHiddenLayers(), c.kvLoraRank(),
+        c.qkRopeHeadDim()), arenaPerToken, logitsPerRow, gemmInput, takes, fixed, chunkRows);
+  }
+
+  /**
+   * BF16 parts a GEMM input is split into on the device: none with fp32 weights, one for plain BF16, and for the split
+   * modes 3 (BF16X3's count, an upper bound for BF16X2's 2).
+   */
+  static int bf16InputParts(GemmPrecision p) {
+    return !p.bf16Weights() ? 0 : p == GemmPrecision.BF16 ? 1 : 3;
+  }
+
+  /** Device bytes of scratch for scoring batches of up to maxBatchTokens tokens (see the class comment). */
+  public long activationBytes(int maxBatchTokens) {
+    long t = Math.max(0, maxBatchTokens);
+    long chunks = t == 0 ? 0 : (t + logitsChunkRows - 1) / logitsChunkRows;
+    long arena = t * (arenaBytesPerToken + logitsBytesPerRow) + (arenaTakes + 5 * chunks) * ARENA_ALIGN * F;
+    return ARENA_GROWTH * arena + t * gemmInputBytesPerToken + fixedBytes;
+  }
+
+  /** KV cache bytes of this many cached tokens (generation; scoring keeps none). */
+  public long kvCacheBytes(long tokens) {
+    return tokens * kvBytesPerToken;
+  }
+
+  /** Weights, scratch for maxBatchTokens and {@link #DEFAULT_RESERVE_BYTES}. */
+  public long totalBytes(int maxBatchTokens) {
+    return weightBytes + activationBytes(maxBatchTokens) + DEFAULT_RESERVE_BYTES;
+  }
+
+  /**
+   * The largest max batch tokens whose {@link #totalBytes} fits in freeBytes (the model not yet loaded); 0 when not
+   * even one token's does.
+   */
+  public int maxBatchTokens(long freeBytes) {
+    return largest(freeBytes - weightBytes - DEFAULT_RESERVE_BYTES);
+  }
+
+  /**
+   * The largest max batch tokens whose scratch and reserve fit in freeBytes beside weights already on the device (a
+   * loaded model: pass the device's free bytes plus the scratch the model already holds, which a forward reuses);
+   * 0 when not even one token's does.
+   */
+  public int maxBatchTokensBesideWeights(long freeBytes) {
+    return largest(freeBytes - DEFAULT_RESERVE_BYTES);
+  }
+
+  private int largest(long bytesForScratch) {
+    if (activationBytes(1) > bytesForScratch) {
+      return 0;
+    }
+    int lo = 1; // fits
+    int hi = Integer.MAX_VALUE;
+    if (activationBytes(hi) <= bytesForScratch) {
+      return hi;
+    }
+    while (hi - lo > 1) { // activationBytes(lo) fits, activationBytes(hi) does not
+      int mid = (int) (((long) lo + hi) >>> 1);
+      if (activationBytes(mid) <= bytesForScratch) {
+        lo = mid;
+      } else {
+        hi = mid;
+      }
+    }
+    return lo;
+  }
+
+  /** What {@link #check} found: the engine's needs next to what the GPU leaves it. */
+  public record Report(long weightBytes, long activationBytes, int maxBatchTokens, long reserveBytes, long deviceTotalBytes,
+      long rmmPoolBytes) {
+    public long neededBytes() {
+      return weightBytes + activationBytes + reserveBytes;
+    }
+
+    public long availableBytes() {
+      return deviceTotalBytes - rmmPoolBytes;
+    }
+
+    /** Available minus needed: negative when it does not fit. */
+    public long headroomBytes() {
+      return availableBytes() - neededBytes();
+    }
+
+    public boolean fits() {
+      return headroomBytes() >= 0;
+    }
+
+    /** The arithmetic, in GiB. */
+    public String line() {
+      String needs = String.format(Locale.ROOT, "engine needs %s weights + %s activations (%d tokens) + %s reserve = %s; the GPU has %s,"
+          + " the RAPIDS pool takes %s", gib(weightBytes), gib(activationBytes), maxBatchTokens, gib(reserveBytes), gib(neededBytes()),
+          gib(deviceTotalBytes), gib(rmmPoolBytes));
+      return needs + (fits() ? ": " + gib(headroomBytes()) + " to spare" : ": short by " + gib(-headroomBytes()));
+    }
+
+    @Override
+    public String toString() {
+      return line();
+    }
+  }
+
+  /**
+   * Checks that weights, scratch for maxBatchTokens and reserveBytes fit in a GPU of deviceTotalBytes of which the
+   * RAPIDS memory pool takes rmmPoolBytes. Returns the report, or throws one whose message states the arithmetic.
+   */
+  public Report check(long deviceTotalBytes, long rmmPoolBytes, long reserveBytes, int maxBatchTokens) {
+    Report r = new Report(weightBytes, activationBytes(maxBatchTokens), maxBatchTokens, reserveBytes, deviceTotalBytes, rmmPoolBytes);
+    if (!r.fits()) {
+      throw new IllegalStateException(precision.name().toLowerCase(Locale.ROOT) + " model does not fit the GPU: " + r.line());
+    }
+    return r;
+  }
+
+  static String gib(long bytes) {
+    return String.format(Locale.ROOT, "%.2f GiB", bytes / GIB);
+  }
+}

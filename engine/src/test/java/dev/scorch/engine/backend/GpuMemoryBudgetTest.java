@@ -1,0 +1,176 @@
+package dev.scorch.engine.backend;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.scorch.engine.checkpoint.Checkpoint;
+import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.gpu.GemmPrecision;
+import dev.scorch.engine.gpu.GpuModel;
+import dev.scorch.engine.gpu.GpuScorer;
+import dev.scorch.engine.gpu.HostDevice;
+import dev.scorch.engine.model.ModelWeights;
+import dev.scorch.engine.scoring.LogitsMode;
+import dev.scorch.engine.scoring.ScoreRequest;
+import dev.scorch.engine.testing.TestModels;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The GPU memory budget of the conformance model (shared/conformance/tiny-k2-bf16: vocab 512, hidden 64, 3 layers of
+ * which 1 dense, 4 heads, q_lora 32, kv_lora 16, qk 16 + 8, v 16, intermediate 192, 8 experts of 32, top 2, 1 shared,
+ * max positions 2048), computed by hand here, and checked against what {@link HostDevice} allocates for it.
+ */
+class GpuMemoryBudgetTest {
+  static final Path MODEL = TestModels.conformanceModel();
+  static final ModelConfig CONFIG = ModelConfig.read(MODEL.resolve("config.json"));
+
+  // Elements by dtype on the device:
+  //   embedding and lm_head: 512 x 64 = 32768 each
+  //   attention linears per layer: q_a 32x64 = 2048, q_b 96x32 = 3072, kv_a 24x64 = 1536, kv_b 128x16 = 2048,
+  //     o_proj 64x64 = 4096: 12800, x 3 layers = 38400
+  //   dense MLP (layer 0): 3 x 192 x 64 = 36864; MoE (layers 1, 2): (8 + 1 shared) x 3 x 32 x 64 = 55296 each
+  //   -> in the precision's dtype: 32768 + 32768 + 38400 + 36864 + 110592 = 251392
+  //   fp32: norms 3 x (64 + 64 + 32 + 16) + 64 = 592; router gates 2 x 8 x 64 = 1024; router biases 2 x 8 = 16: 1632
+  static final long PRECISION_ELEMS = 251_392;
+  static final long FP32_BYTES = 1_632 * 4;
+  static final long EMBEDDING_ELEMS = 32_768;
+
+  @Test
+  void weightsKvAndScratchOfTheConformanceModelByHand() {
+    GpuMemoryBudget bf16 = GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16);
+    assertEquals(PRECISION_ELEMS * 2 + FP32_BYTES, bf16.weightBytes()); // 509,312
+    assertEquals(509_312, bf16.weightBytes());
+    assertEquals(EMBEDDING_ELEMS * 2, bf16.embeddingBytes());
+    GpuMemoryBudget fp32 = GpuMemoryBudget.of(CONFIG, GemmPrecision.FP32);
+    assertEquals(1_012_096, fp32.weightBytes());
+    assertEquals(EMBEDDING_ELEMS * 4, fp32.embeddingBytes());
+
+    // KV cache: 3 layers x (kv_lora 16 + rope 8) floats
+    assertEquals(288, bf16.kvBytesPerToken());
+    assertEquals(288 * 1000, bf16.kvCacheBytes(1000));
+
+    // Arena floats per token: x and the final norm 2 x 64; per layer h 64 + attention q 96 + qA 32 + kvA 24 +
+    // latent 16 + kPe 8 + kv 128 + attn 64 + out 64 = 496, x 3 = 1488; dense gate 192 + up 192 + down 64 = 448;
+    // per MoE layer logits 8 + weights 2 + row weights 2 + y 64 + 2 experts x (x 64 + gate 32 + up 32 + down 64)
+    // + shared 32 + 32 + 64 = 588, x 2 = 1176. Total 3240 floats; ints 3 + 2 layers x 2 x 2 = 11.
+    assertEquals((3240 + 11) * 4, bf16.arenaBytesPerToken());
+    // A logits row: hidden 64 + vocab 512 + 3 stats floats, row id and target ints.
+    assertEquals((64 + 512 + 3 + 2) * 4, bf16.logitsBytesPerRow());
+    // Takes: x, 3 index vectors, final out = 5; per layer h + 8 attention = 9, x 3; dense 3;
+    // MoE 6 + 4 per expert x 8 + 3 shared = 41, x 2. = 117
+    assertEquals(117, bf16.arenaTakes());
+    // BF16 GEMM inputs: widest k is intermediate 192; parts 1 (bf16), 3 (split modes' bound), 0 (fp32); x2 growth
+    assertEquals(2 * 1 * 192 * 2, bf16.gemmInputBytesPerToken());
+    assertEquals(2 * 3 * 192 * 2, GpuMemoryBudget.of(CONFIG, GemmPrecision.parse("bf16x2")).gemmInputBytesPerToken());
+    assertEquals(0, fp32.gemmInputBytesPerToken());
+    // First arena blocks 1Mi floats + 64Ki ints; cos/sin max(4096, 2 x 2048) positions x 8 floats.
+    assertEquals((1_048_576 + 65_536) * 4 + 4096 * 8 * 4, bf16.fixedBytes());
+    assertEquals(131_072, bf16.logitsChunkRows()); // 64Mi floats / 512
+
+    // 1000 tokens, bf16: 2 x (1000 x (13004 + 2324) + (117 + 5 x 1 chunk) x 64 x 4) + 1000 x 768 + 4,587,520
+    assertEquals(2 * (1000L * (13_004 + 2_324) + 122 * 256) + 768_000 + 4_587_520, bf16.activationBytes(1000));
+    assertEquals(36_073_984, bf16.activationBytes(1000));
+    assertEquals(509_312 + 36_073_984 + (512L << 20), bf16.totalBytes(1000));
+  }
+
+  @Test
+  void theLargestBatchThatFitsIsTheLastTokenCountWhoseTotalFits() {
+    GpuMemoryBudget b = GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16);
+    for (int t : new int[] {1, 7, 1000, 4096, 123_457}) {
+      long exact = b.totalBytes(t);
+      assertEquals(t, b.maxBatchTokens(exact), "exactly enough for " + t);
+      assertEquals(t, b.maxBatchTokens(b.totalBytes(t + 1) - 1), "one byte short of " + (t + 1));
+      assertEquals(t - 1, b.maxBatchTokens(exact - 1), "one byte short of " + t);
+      long beside = exact - b.weightBytes();
+      assertEquals(t, b.maxBatchTokensBesideWeights(beside), "beside loaded weights");
+    }
+    assertEquals(0, b.maxBatchTokens(b.weightBytes()), "weights alone leave nothing");
+    assertEquals(0, b.maxBatchTokens(0));
+    assertEquals(0, b.maxBatchTokensBesideWeights(GpuMemoryBudget.DEFAULT_RESERVE_BYTES));
+    assertEquals(Integer.MAX_VALUE, b.maxBatchTokens(Long.MAX_VALUE));
+  }
+
+  @Test
+  void checkReportsTheArithmeticAndThrowsWhenShort() {
+    GpuMemoryBudget b = GpuMemoryBudget.of(CONFIG, GemmPrecision.FP32);
+    long gib = 1L << 30;
+    GpuMemoryBudget.Report ok = b.check(80 * gib, 24 * gib, gib, 4096);
+    assertTrue(ok.fits());
+    assertEquals(b.weightBytes(), ok.weightBytes());
+    assertEquals(b.activationBytes(4096), ok.activationBytes());
+    assertEquals(80 * gib - 24 * gib - b.weightBytes() - b.activationBytes(4096) - gib, ok.headroomBytes());
+    assertTrue(ok.line().startsWith("engine needs 0.00 GiB weights + "), ok.line());
+    assertTrue(ok.line().contains("(4096 tokens) + 1.00 GiB reserve = ") && ok.line().contains("the GPU has 80.00 GiB, the RAPIDS pool"
+        + " takes 24.00 GiB: ") && ok.line().endsWith(" GiB to spare"), ok.line());
+
+    // 1,000,000 tokens need 2 x 1e6 x 15,328 + ... = about 28.6 GiB of scratch: more than 24 - 8 - 1 leaves.
+    IllegalStateException e = assertThrows(IllegalStateException.class, () -> b.check(24 * gib, 8 * gib, gib, 1_000_000));
+    String want = String.format(java.util.Locale.ROOT, "%.2f GiB", (b.weightBytes() + b.activationBytes(1_000_000) + gib - 16.0 * gib) / gib);
+    assertTrue(e.getMessage().contains("(1000000 tokens) + 1.00 GiB reserve = ") && e.getMessage().contains("the GPU has 24.00 GiB,"
+        + " the RAPIDS pool takes 8.00 GiB: short by " + want), e.getMessage());
+  }
+
+  /**
+   * What HostDevice allocates when GpuModel.load runs: its weights are the budget's, less the embedding table, which
+   * today's GpuModel keeps on the host (it looks rows up from the mapped checkpoint). Once the table moves onto the
+   * device the two are equal; either is accepted, nothing else.
+   */
+  @Test
+  void weightsMatchWhatHostDeviceAllocates() {
+    for (GemmPrecision p : GemmPrecision.values()) {
+      GpuMemoryBudget b = GpuMemoryBudget.of(CONFIG, p);
+      HostDevice dev = new HostDevice();
+      long before = dev.totalBytes() - dev.freeBytes();
+      try (GpuModel m = GpuModel.load(weights(), dev, p)) {
+        long loaded = dev.totalBytes() - dev.freeBytes() - before;
+        long measuredWeights = loaded - m.scratchBytes(); // the arenas' first blocks are scratch, not weights
+        assertEquals(m.weightBytes(), measuredWeights, p.name());
+        long diff = b.weightBytes() - measuredWeights;
+        assertTrue(diff == 0 || diff == b.embeddingBytes(), p + ": budget " + b.weightBytes() + ", HostDevice " + measuredWeights);
+      }
+    }
+  }
+
+  /**
+   * The scratch HostDevice holds after scoring passes (arena blocks, held until the next forward, and the cos/sin
+   * table) stays within the budget's activation bytes, also when a bigger batch follows a smaller one and the arena
+   * grows. HostDevice has no BF16 GEMM input scratch; that part of the budget is CUDA's.
+   */
+  @Test
+  void scratchOfRealPassesStaysWithinTheBudget() {
+    GemmPrecision p = GemmPrecision.BF16;
+    GpuMemoryBudget b = GpuMemoryBudget.of(CONFIG, p);
+    HostDevice dev = new HostDevice();
+    try (GpuModel m = GpuModel.load(weights(), dev, p)) {
+      GpuScorer scorer = new GpuScorer(m);
+      Random r = new Random(7);
+      long held = dev.totalBytes() - dev.freeBytes();
+      for (int tokens : new int[] {300, 600, 1000}) {
+        List<ScoreRequest> reqs = new ArrayList<>();
+        for (int s = 0; s < tokens / 50; s++) {
+          int[] ids = new int[50];
+          for (int i = 0; i < ids.length; i++) {
+            ids[i] = r.nextInt(CONFIG.vocabSize());
+          }
+          reqs.add(new ScoreRequest(ids, 1, 0, LogitsMode.NONE));
+        }
+        scorer.score(reqs);
+        long scratch = dev.totalBytes() - dev.freeBytes() - m.weightBytes();
+        long budget = b.activationBytes(tokens) - (long) tokens * b.gemmInputBytesPerToken();
+        System.out.printf("HostDevice scratch after %d tokens: %,d bytes; budget %,d (%.2fx)%n", tokens, scratch, budget,
+            (double) budget / scratch);
+        assertTrue(scratch <= budget, tokens + " tokens: HostDevice holds " + scratch + " bytes of scratch, budget " + budget);
+        assertTrue(scratch >= held - m.weightBytes(), "scratch never shrinks below the first blocks");
+      }
+    }
+  }
+
+  static ModelWeights weights() {
+    return new ModelWeights(Checkpoint.open(MODEL), CONFIG);
+  }
+}
