@@ -1,23 +1,38 @@
 package dev.scorch.udfs.model;
 
+import dev.scorch.engine.checkpoint.Checkpoint;
+import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.gpu.Device;
+import dev.scorch.engine.gpu.GemmPrecision;
+import dev.scorch.engine.gpu.GpuModel;
+import dev.scorch.engine.gpu.GpuScorer;
+import dev.scorch.engine.gpu.cuda.CudaDevice;
 import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
+import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.tokenizer.Tokenizers;
 import java.nio.file.Path;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.IntFunction;
 
 /**
  * One loaded model per executor JVM and content hash, shared by every task and stage that runs there:
  * the first task materialises and loads it, the others wait for and reuse it. Engine thread pools are
- * shared the same way, one per thread count.
+ * shared the same way, one per thread count. On GPU executors each (content hash, GPU ordinal, GEMM precision)
+ * gets one model uploaded to that GPU, shared the same way by the tasks that run on it (its forward passes take
+ * turns: one stream, one scratch arena per model).
  */
 public final class ExecutorModelCache {
   private static final Map<String, LoadedModel> MODELS = new ConcurrentHashMap<>();
   private static final Map<Integer, Ops> OPS = new ConcurrentHashMap<>();
   private static final AtomicInteger LOADS = new AtomicInteger();
+  private static final Map<GpuKey, GpuScorer> GPU = new ConcurrentHashMap<>();
+  private static final AtomicInteger GPU_LOADS = new AtomicInteger();
+
+  private record GpuKey(String contentHash, int ordinal, GemmPrecision precision) {}
 
   private ExecutorModelCache() {}
 
@@ -31,7 +46,7 @@ public final class ExecutorModelCache {
   public static LoadedModel load(ModelSource source) {
     return MODELS.computeIfAbsent(source.manifest().contentHash(), h -> {
       Path dir = source.materialize(cacheRoot());
-      LoadedModel m = new LoadedModel(DeepseekV3Model.load(dir), Tokenizers.load(dir));
+      LoadedModel m = new LoadedModel(DeepseekV3Model.load(dir), Tokenizers.load(dir), dir);
       LOADS.incrementAndGet();
       return m;
     });
@@ -41,20 +56,60 @@ public final class ExecutorModelCache {
     return load(source).model();
   }
 
+  /**
+   * A scorer on this source's model uploaded to CUDA device ordinal in precision, loaded by the first task that asks
+   * (from the folder {@link #load} materialised) and shared with every later task of this JVM on that GPU.
+   */
+  public static GpuScorer gpuScorer(ModelSource source, int ordinal, GemmPrecision precision) {
+    return gpuScorer(source, ordinal, precision, CudaDevice::new);
+  }
+
+  /** As {@link #gpuScorer(ModelSource, int, GemmPrecision)}, with the device opened by devices (tests pass a HostDevice). */
+  static GpuScorer gpuScorer(ModelSource source, int ordinal, GemmPrecision precision, IntFunction<? extends Device> devices) {
+    LoadedModel cpu = load(source);
+    return GPU.computeIfAbsent(new GpuKey(source.manifest().contentHash(), ordinal, precision), k -> {
+      Path dir = cpu.folder();
+      ModelWeights w = new ModelWeights(Checkpoint.open(dir), ModelConfig.read(dir.resolve("config.json")));
+      Device dev = devices.apply(ordinal);
+      try {
+        GpuScorer s = new GpuScorer(GpuModel.load(w, dev, precision));
+        GPU_LOADS.incrementAndGet();
+        return s;
+      } catch (RuntimeException | Error e) {
+        dev.close();
+        throw e;
+      }
+    });
+  }
+
   public static Ops ops(int threads) {
     return OPS.computeIfAbsent(threads, CpuOps::new);
   }
 
   /**
    * Drops the model with this content hash from the cache (its memory maps go once nothing uses it); the next
-   * task that asks loads it again. Returns whether it was cached.
+   * task that asks loads it again. Its GPU copies are closed, freeing their device memory: call this only when no
+   * task is scoring with it. Returns whether the CPU model was cached.
    */
   public static boolean evict(String contentHash) {
+    for (GpuKey k : GPU.keySet()) {
+      if (k.contentHash().equals(contentHash)) {
+        GpuScorer s = GPU.remove(k);
+        if (s != null) {
+          s.model().close();
+        }
+      }
+    }
     return MODELS.remove(contentHash) != null;
   }
 
   /** Models loaded by this JVM so far (a test hook, and a figure for logs). */
   public static int loads() {
     return LOADS.get();
+  }
+
+  /** GPU models loaded by this JVM so far. */
+  public static int gpuLoads() {
+    return GPU_LOADS.get();
   }
 }
