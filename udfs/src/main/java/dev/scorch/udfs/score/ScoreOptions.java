@@ -1,21 +1,42 @@
 package dev.scorch.udfs.score;
 
+import dev.scorch.engine.backend.BackendMode;
+import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.scoring.LogitsMode;
 import java.io.Serializable;
 
 /**
  * What the score partition function computes, shipped to executors with it.
  *
- * @param maxBatchTokens token budget of one engine batch
+ * @param maxBatchTokens token budget of one engine batch (on a GPU, capped by what its free memory holds)
  * @param windowRows     rows read, sorted by length and batched together before their results are emitted
  * @param topK           alternatives per token (0 for none)
  * @param logits         which logits to return
- * @param threads        engine threads per task
+ * @param threads        engine threads per task (CPU backend)
+ * @param backend        which backend each task picks ({@link dev.scorch.engine.backend.BackendChoice#choose})
+ * @param gpuPrecision   GEMM precision of the GPU model, when a task runs on CUDA
  */
-public record ScoreOptions(int maxBatchTokens, int windowRows, int topK, LogitsMode logits, int threads) implements Serializable {
+public record ScoreOptions(int maxBatchTokens, int windowRows, int topK, LogitsMode logits, int threads, BackendMode backend,
+    GemmPrecision gpuPrecision) implements Serializable {
+
+  /** The GPU precision when none is given, as {@link GemmPrecision#parse} reads it (the CLI's default too). */
+  public static final String DEFAULT_GPU_PRECISION = "bf16x2";
+
   public ScoreOptions {
     if (maxBatchTokens < 1 || windowRows < 1 || topK < 0 || threads < 1) {
       throw new IllegalArgumentException("max batch tokens, window rows and threads must be >= 1, top-k >= 0");
     }
+    if (backend == null || gpuPrecision == null) {
+      throw new IllegalArgumentException("backend and GPU precision must be given");
+    }
+  }
+
+  /** The backend picked per task ({@link BackendMode#AUTO}), GPUs in the default precision. */
+  public ScoreOptions(int maxBatchTokens, int windowRows, int topK, LogitsMode logits, int threads) {
+    this(maxBatchTokens, windowRows, topK, logits, threads, BackendMode.AUTO, defaultGpuPrecision());
+  }
+
+  public static GemmPrecision defaultGpuPrecision() {
+    return GemmPrecision.parse(DEFAULT_GPU_PRECISION);
   }
 }

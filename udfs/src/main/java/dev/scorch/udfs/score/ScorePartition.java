@@ -1,12 +1,18 @@
 package dev.scorch.udfs.score;
 
-import dev.scorch.engine.kernels.Ops;
+import dev.scorch.engine.backend.BackendChoice;
+import dev.scorch.engine.backend.GpuMemoryBudget;
+import dev.scorch.engine.gpu.GpuModel;
+import dev.scorch.engine.gpu.GpuScorer;
+import dev.scorch.engine.gpu.cuda.Cuda;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.runtime.TokenBudgetBatcher;
+import dev.scorch.engine.scoring.BatchScorer;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;
 import dev.scorch.engine.scoring.SequenceScore;
 import dev.scorch.engine.tokenizer.Tokenizer;
+import dev.scorch.udfs.backend.TaskGpus;
 import dev.scorch.udfs.model.ExecutorModelCache;
 import dev.scorch.udfs.model.LoadedModel;
 import dev.scorch.udfs.model.ModelSource;
@@ -30,6 +36,8 @@ import org.apache.spark.sql.execution.arrow.ArrowWriter;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.ArrowUtils;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The score job's partition engine. It streams its partition a window at a time, never collecting it:
@@ -37,8 +45,15 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * {@code arrowMemoryBytes}); token ids are checked in place (a bad row becomes an error row); good rows are
  * sorted by length and cut into token-budget batches for the engine; results go into Arrow output
  * vectors that Spark reads as a columnar batch. Every input row yields exactly one output row.
+ *
+ * <p>Each task picks its backend ({@link BackendChoice#choose}: the options' mode, the task's GPU addresses, CUDA's
+ * availability) and logs it once. On the CPU it scores with the executor's shared model and thread pool; on CUDA
+ * with the executor's shared GPU model for that GPU and precision, its batches capped at what the GPU's free memory
+ * holds ({@link #gpuBatchTokens}). Scores do not depend on the batch size, so the cap never changes a result.
  */
 public final class ScorePartition implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
+  private static final Logger LOG = LoggerFactory.getLogger(ScorePartition.class);
+
   private final ModelSource source;
   private final ScoreOptions options;
   private final StructType inputSchema;
@@ -61,9 +76,24 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
   @Override
   public Iterator<InternalRow> call(Iterator<InternalRow> input) {
     LoadedModel loaded = ExecutorModelCache.load(source);
-    Ops ops = ExecutorModelCache.ops(options.threads());
-    Window w = new Window(loaded.model(), loaded.tokenizer().orElse(null), new Scorer(loaded.model(), ops));
     TaskContext tc = TaskContext.get();
+    BackendChoice choice = BackendChoice.choose(options.backend(), TaskGpus.of(tc), Cuda::probe);
+    BatchScorer scorer;
+    int maxBatchTokens;
+    String on;
+    if (choice.cuda()) {
+      GpuScorer gpu = ExecutorModelCache.gpuScorer(source, choice.gpuOrdinal(), options.gpuPrecision());
+      scorer = gpu;
+      maxBatchTokens = gpuBatchTokens(gpu.model(), options.maxBatchTokens());
+      on = "cuda:" + choice.gpuOrdinal() + " " + options.gpuPrecision().name().toLowerCase(java.util.Locale.ROOT);
+    } else {
+      scorer = new Scorer(loaded.model(), ExecutorModelCache.ops(options.threads()));
+      maxBatchTokens = options.maxBatchTokens();
+      on = "cpu, " + options.threads() + " thread(s)";
+    }
+    LOG.info("scorch score task {}: backend {} ({}); batches of up to {} tokens", tc == null ? "(no task)"
+        : "stage " + tc.stageId() + " partition " + tc.partitionId() + " TID " + tc.taskAttemptId(), on, choice.reason(), maxBatchTokens);
+    Window w = new Window(loaded.model(), loaded.tokenizer().orElse(null), scorer, maxBatchTokens);
     if (tc != null) {
       tc.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> w.close());
     }
@@ -91,11 +121,33 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
     };
   }
 
+  /**
+   * The token budget of a task's batches on a loaded GPU model: the asked budget, capped by the largest batch whose
+   * scratch ({@link GpuMemoryBudget#maxBatchTokensBesideWeights}) fits in the device's free memory plus the scratch
+   * the model already holds (a forward reuses it). Read between forward passes, as the model's tasks take turns.
+   * A row longer than the cap still gets a batch of its own. Fails when not even a one-token batch fits.
+   */
+  static int gpuBatchTokens(GpuModel model, int asked) {
+    GpuMemoryBudget budget = GpuMemoryBudget.of(model.config(), model.precision());
+    long free;
+    synchronized (model) { // GpuModel's forward holds this lock: its arena is not growing while we read it
+      free = model.device().freeBytes() + model.scratchBytes();
+    }
+    int fit = budget.maxBatchTokensBesideWeights(free);
+    if (fit < 1) {
+      throw new IllegalStateException(model.device().describe() + ": " + (free >> 20) + " MiB free beside the weights, less than a"
+          + " one-token batch needs (" + (budget.activationBytes(1) >> 20) + " MiB scratch + " + (GpuMemoryBudget.DEFAULT_RESERVE_BYTES >> 20)
+          + " MiB reserve): lower the RAPIDS pool (spark.rapids.memory.gpu.allocFraction) or run fewer models per GPU");
+    }
+    return Math.min(asked, fit);
+  }
+
   /** One task's Arrow buffers, reused window after window. */
   private final class Window implements AutoCloseable {
     private final DeepseekV3Model model;
     private final Tokenizer tokenizer; // null when the checkpoint ships none: text rows then get an error
-    private final Scorer scorer;
+    private final BatchScorer scorer;
+    private final int maxBatchTokens;
     private final BufferAllocator allocator;
     private final VectorSchemaRoot in;
     private final ArrowWriter writer;
@@ -103,10 +155,11 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
     private final UnsafeProjection toUnsafe;
     private boolean closed;
 
-    Window(DeepseekV3Model model, Tokenizer tokenizer, Scorer scorer) {
+    Window(DeepseekV3Model model, Tokenizer tokenizer, BatchScorer scorer, int maxBatchTokens) {
       this.model = model;
       this.tokenizer = tokenizer;
       this.scorer = scorer;
+      this.maxBatchTokens = maxBatchTokens;
       this.allocator = ArrowUtils.rootAllocator().newChildAllocator("scorch-score-task", 0, arrowMemoryBytes);
       this.in = VectorSchemaRoot.create(ArrowUtils.toArrowSchema(inputSchema, "UTC", true, false), allocator);
       this.writer = ArrowWriter.create(in);
@@ -156,7 +209,7 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
 
       // Score the good rows in token-budget batches of similar lengths.
       SequenceScore[] scores = new SequenceScore[n];
-      for (List<Integer> batch : TokenBudgetBatcher.batches(good, i -> tokens[i].length, options.maxBatchTokens())) {
+      for (List<Integer> batch : TokenBudgetBatcher.batches(good, i -> tokens[i].length, maxBatchTokens)) {
         List<ScoreRequest> reqs = new ArrayList<>(batch.size());
         long batchTokens = 0;
         for (int i : batch) {
