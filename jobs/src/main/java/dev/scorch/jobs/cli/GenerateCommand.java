@@ -1,5 +1,6 @@
 package dev.scorch.jobs.cli;
 
+import dev.scorch.engine.backend.BackendMode;
 import dev.scorch.jobs.generate.GenerateJob;
 import dev.scorch.jobs.generate.GenerateSpec;
 import dev.scorch.jobs.generate.GenerateSummary;
@@ -99,6 +100,9 @@ public final class GenerateCommand implements Callable<Integer> {
 
   @Override
   public Integer call() throws Exception {
+    if (job.backend() == BackendMode.CUDA) {
+      throw new IllegalArgumentException("--backend cuda: the generate job runs on the CPU only for now (use --backend auto or cpu)");
+    }
     SparkSession spark = job.session("scorch generate");
     try {
       GenerateSpec spec = new GenerateSpec(

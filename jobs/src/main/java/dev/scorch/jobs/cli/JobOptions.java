@@ -1,14 +1,25 @@
 package dev.scorch.jobs.cli;
 
+import dev.scorch.engine.backend.BackendMode;
 import dev.scorch.jobs.DemoModel;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import picocli.CommandLine.Option;
 
 /**
  * The options the score and generate commands share (a picocli mixin): model, input and output, slices and
- * overwrite/resume, with {@link SparkOptions}' Spark settings, partitions, weight shipping and threads.
+ * overwrite/resume, the engine backend, with {@link SparkOptions}' Spark settings, partitions, weight shipping and threads.
  */
 public final class JobOptions extends SparkOptions {
+  /** The accepted --backend values, for picocli's ${COMPLETION-CANDIDATES}. */
+  static final class BackendNames extends ArrayList<String> {
+    BackendNames() {
+      for (BackendMode m : BackendMode.values()) {
+        add(m.flag());
+      }
+    }
+  }
+
   @Option(names = "--model", required = true, description = "Checkpoint folder, or 'demo' for the built-in demo model (random weights).")
   String model;
 
@@ -36,6 +47,12 @@ public final class JobOptions extends SparkOptions {
   @Option(names = "--slices", description = "Jobs the run is cut into, each committed on its own (what --resume can skip). Default: 1.")
   Integer slices;
 
+  @Option(names = "--backend", completionCandidates = BackendNames.class, description = "Where each task runs the engine:"
+      + " ${COMPLETION-CANDIDATES}. auto: CUDA when Spark gave the task a GPU address and CUDA loads in the executor, else CPU;"
+      + " cuda: fails when CUDA cannot be used (GPU 0 when Spark assigns none, as in local mode). The generate job runs on CPU only for now: auto means cpu there, cuda"
+      + " fails. Default: auto.")
+  String backend;
+
   @Option(names = "--overwrite", description = "Replace an existing output folder.")
   boolean overwrite;
 
@@ -48,6 +65,16 @@ public final class JobOptions extends SparkOptions {
 
   String outputFormat() {
     return choice("output-format", outputFormat, "parquet", "parquet", "jsonl");
+  }
+
+  /** --backend, else the config's scorch.backend, else auto. */
+  BackendMode backend() {
+    String v = backend != null ? backend : config().option("backend", BackendMode.AUTO.flag());
+    try {
+      return BackendMode.parse(v);
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException("--" + e.getMessage(), e);
+    }
   }
 
   int slices() {

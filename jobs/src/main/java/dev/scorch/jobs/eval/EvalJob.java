@@ -1,5 +1,6 @@
 package dev.scorch.jobs.eval;
 
+import dev.scorch.engine.backend.BackendMode;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.tokenizer.Tokenizer;
 import dev.scorch.engine.tokenizer.Tokenizers;
@@ -8,6 +9,7 @@ import dev.scorch.jobs.generate.GenerateJob;
 import dev.scorch.jobs.generate.GenerateSpec;
 import dev.scorch.jobs.score.ScoreJob;
 import dev.scorch.jobs.score.ScoreSpec;
+import dev.scorch.udfs.score.ScoreOptions;
 import java.io.IOException;
 import java.time.Instant;
 import java.time.format.DateTimeFormatter;
@@ -112,7 +114,7 @@ public final class EvalJob {
     spark.createDataFrame(rows, schema).write().mode(SaveMode.Overwrite).parquet(work + "/score-input");
     ScoreJob.run(spark, new ScoreSpec(spec.model(), work + "/score-input", "parquet", work + "/scores", "parquet", spec.partitions(),
         spec.maxBatchTokens(), 256, 1024L << 20, 0, LogitsMode.NONE, "id", "token_ids", "prompt", "continuation", spec.weights(),
-        spec.threads(), 1, true, false));
+        spec.threads(), 1, true, false, BackendMode.CPU, ScoreOptions.defaultGpuPrecision())); // eval stays on CPU for now
     for (Row r : spark.read().parquet(work + "/scores").select("id", "token_logprobs", "error").collectAsList()) {
       double[] lps = null;
       if (!r.isNullAt(1)) {

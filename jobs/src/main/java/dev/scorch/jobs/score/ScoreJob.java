@@ -3,6 +3,9 @@ package dev.scorch.jobs.score;
 import static org.apache.spark.sql.functions.col;
 import static org.apache.spark.sql.functions.lit;
 
+import dev.scorch.engine.backend.BackendChoice;
+import dev.scorch.engine.backend.BackendMode;
+import dev.scorch.engine.gpu.cuda.Cuda;
 import dev.scorch.jobs.PartitionedRun;
 import dev.scorch.jobs.ScorchCli;
 import dev.scorch.udfs.progress.JobMetrics;
@@ -30,13 +33,18 @@ public final class ScoreJob {
 
   public static ScoreSummary run(SparkSession spark, ScoreSpec spec) throws IOException {
     long t0 = System.nanoTime();
+    if (spec.backend() == BackendMode.CUDA && spark.sparkContext().isLocal()) {
+      // A local master runs its tasks in this JVM: a missing CUDA fails here, before anything runs, naming why.
+      BackendChoice.choose(BackendMode.CUDA, List.of(), Cuda::probe);
+    }
     // 1-4. Checkpoint, output folder, input (id, token_ids, prompt, continuation, _source), weights shipped.
     try (PartitionedRun run = PartitionedRun.prepare(spark, spec, raw -> List.of(
         (Arrays.asList(raw.columns()).contains(spec.continuationColumn())
             ? col(spec.continuationColumn()).cast(DataTypes.StringType) : lit(null).cast(DataTypes.StringType))
             .as(ScoreSchema.CONTINUATION)))) {
       // 5. Score every partition into Arrow-built output rows.
-      ScoreOptions options = new ScoreOptions(spec.maxBatchTokens(), spec.windowRows(), spec.topK(), spec.logits(), spec.threads());
+      ScoreOptions options = new ScoreOptions(spec.maxBatchTokens(), spec.windowRows(), spec.topK(), spec.logits(), spec.threads(),
+          spec.backend(), spec.gpuPrecision());
       StructType outSchema = ScoreSchema.output(run.idType(), options);
       JobMetrics metrics = JobMetrics.register(spark.sparkContext());
       run.run(new ScorePartition(run.source(), options, run.input().schema(), outSchema, run.modelLabel(), metrics,

@@ -1,10 +1,17 @@
 package dev.scorch.jobs.score;
 
+import dev.scorch.engine.backend.BackendMode;
+import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.jobs.JobSpec;
 import java.nio.file.Path;
 
-/** Everything one score run needs, resolved from the command line and the job config. */
+/**
+ * Everything one score run needs, resolved from the command line and the job config.
+ *
+ * @param backend      where each task runs the engine (auto: CUDA when the task holds a GPU and CUDA loads)
+ * @param gpuPrecision GEMM precision of tasks that run on CUDA
+ */
 public record ScoreSpec(
     Path model,
     String input,
@@ -25,4 +32,6 @@ public record ScoreSpec(
     int threads,
     int slices,
     boolean overwrite,
-    boolean resume) implements JobSpec {}
+    boolean resume,
+    BackendMode backend,
+    GemmPrecision gpuPrecision) implements JobSpec {}

@@ -2,7 +2,10 @@ package dev.scorch.jobs.score;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.scorch.engine.backend.BackendMode;
+import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.scoring.LogitsMode;
+import dev.scorch.udfs.score.ScoreOptions;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
@@ -176,7 +179,7 @@ public final class SparkTests {
     return t;
   }
 
-  /** A ScoreSpec with the CLI's defaults (Parquet out, 4096-token batches, 256-row windows, shared-path, 1 thread). */
+  /** A ScoreSpec with the CLI's defaults (Parquet out, 4096-token batches, 256-row windows, shared-path, 1 thread, backend auto). */
   static Spec spec(Path model, Path input, Path output) {
     return new Spec(model, input.toString(), output.toString());
   }
@@ -198,6 +201,8 @@ public final class SparkTests {
     int slices = 1;
     boolean overwrite;
     boolean resume;
+    BackendMode backend = BackendMode.AUTO;
+    GemmPrecision gpuPrecision = ScoreOptions.defaultGpuPrecision();
 
     Spec(Path model, String input, String output) {
       this.model = model;
@@ -265,9 +270,14 @@ public final class SparkTests {
       return this;
     }
 
+    Spec backend(BackendMode v) {
+      backend = v;
+      return this;
+    }
+
     ScoreSpec build() {
       return new ScoreSpec(model, input, inputFormat, output, outputFormat, partitions, maxBatchTokens, windowRows, arrowMemoryBytes, topK, logits,
-          "id", "token_ids", "prompt", "continuation", weights, threads, slices, overwrite, resume);
+          "id", "token_ids", "prompt", "continuation", weights, threads, slices, overwrite, resume, backend, gpuPrecision);
     }
 
     ScoreSummary run() {
