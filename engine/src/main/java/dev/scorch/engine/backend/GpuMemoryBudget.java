@@ -12,8 +12,7 @@ import java.util.Locale;
  *
  * <p><b>Weights</b>: every tensor of {@link WeightLayout} as {@code GpuModel.load} uploads it: linears, lm_head and
  * the token embedding table [vocab, hidden] in the precision's dtype ({@link GemmPrecision#weightBytes}); the MoE
- * router gate always fp32; norms and the router bias fp32. (The embedding table still stays on the host in today's
- * {@code GpuModel}; it is counted because it is moving onto the device: see {@link #embeddingBytes}.)
+ * router gate always fp32; norms and the router bias fp32.
  *
  * <p><b>Scratch</b> of one scoring forward ({@code GpuModel.forward} then {@code GpuScorer}'s logits, no KV cache):
  * <ul>
@@ -25,8 +24,10 @@ import java.util.Locale;
  *       only the next forward merges them into one.</li>
  *   <li>The arena's first blocks (held from load), 64-element alignment of every take, and the YaRN cos/sin table
  *       (it doubles as positions grow: at most 2 x max_position_embeddings rows).</li>
- *   <li>CUDA's BF16 GEMM input scratch: the precision's BF16 parts of the largest GEMM input [tokens, k], grown by
- *       doubling (so up to twice that).</li>
+ *   <li>MoE expert rows: one per (token, choice), or up to twice that when the device batches the experts' GEMMs
+ *       (their groups are padded to a uniform stride).</li>
+ *   <li>CUDA's BF16 GEMM input scratch: the precision's BF16 parts ({@link GemmPrecision#inputParts}) of the largest
+ *       GEMM input [rows, k], grown by doubling (so up to twice that); and the batched GEMMs' pointer arrays.</li>
  * </ul>
  * <p><b>Reserve</b>: the CUDA context and cuBLAS workspaces, which no allocation of ours shows ({@link #DEFAULT_RESERVE_BYTES}).
  *
@@ -40,7 +41,7 @@ import java.util.Locale;
  * @param logitsBytesPerRow       arena bytes of one logits row: gathered hidden row, logits, stats, row id and target
  * @param gemmInputBytesPerToken  CUDA's BF16 GEMM input scratch per token of the largest GEMM input (growth included)
  * @param arenaTakes              arena takes of one forward, logits chunks excepted (each may waste up to 64 elements)
- * @param fixedBytes              the arenas' first blocks and the cos/sin table's largest size
+ * @param fixedBytes              the arenas' first blocks, the cos/sin table's largest size, batched GEMM pointer arrays
  * @param logitsChunkRows         logits rows GpuScorer computes per chunk (5 more arena takes per chunk)
  */
 public record GpuMemoryBudget(
@@ -74,9 +75,21 @@ public record GpuMemoryBudget(
   private static final long F = Float.BYTES; // every activation and index element is 4 bytes
   private static final double GIB = 1024.0 * 1024 * 1024;
 
-  /** The budget of config's model loaded in precision. */
+  /**
+   * The budget of config's model loaded in precision, on a device that may batch the MoE's grouped GEMMs (the upper
+   * bound: {@link #of(ModelConfig, GemmPrecision, boolean)} with true).
+   */
   public static GpuMemoryBudget of(ModelConfig c, GemmPrecision precision) {
-    // Weights, tensor by tensor, as GpuModel uploads them.
+    return of(c, precision, true);
+  }
+
+  /**
+   * The budget of config's model loaded in precision on a device whose {@code Device.batchesGroups()} is
+   * batchesGroups: such a device gets the routed experts' rows padded to a uniform stride, up to twice the
+   * (token, expert) pairs.
+   */
+  public static GpuMemoryBudget of(ModelConfig c, GemmPrecision precision, boolean batchesGroups) {
+    // Weights, tensor by tensor, as GpuModel uploads them (stacked projections hold the same elements).
     long weights = 0;
     long embedding = 0;
     for (WeightLayout.Spec s : WeightLayout.of(c)) {
@@ -90,59 +103,58 @@ public record GpuMemoryBudget(
       }
     }
 
-    // Arena floats and ints per batch token, and takes per forward (GpuModel.forward / attention / mlp / moe).
+    // Arena floats and ints per batch token, and takes per forward (GpuModel.forward / batch / attention / mlp / moe).
     long hidden = c.hiddenSize();
     long heads = c.numAttentionHeads();
     long qHead = c.qHeadDim();
-    long kvA = c.kvLoraRank() + c.qkRopeHeadDim();
+    long qOut = c.hasQLora() ? c.qLoraRank() : heads * qHead; // the q part of the stacked q_a | kv_a GEMM
     long topK = c.numExpertsPerTok();
-    long sharedInter = (long) c.moeIntermediateSize() * c.nSharedExperts();
-    long floats = 2 * hidden; // x (embeddings), the final norm's output
-    long ints = 3; // positions, key starts, key lengths
-    long takes = 2 + 3;
-    // attention: q, [qA], kvA, latent, kPe, kv of every key (the batch's own tokens), attn out, o_proj out
-    long attention = heads * qHead + (c.hasQLora() ? c.qLoraRank() : 0) + kvA + c.kvLoraRank() + c.qkRopeHeadDim()
-        + heads * (c.qkNopeHeadDim() + c.vHeadDim()) + heads * c.vHeadDim() + hidden;
+    long slots = (batchesGroups ? 2 : 1) * topK; // expert rows per token: (token, choice) pairs, padded up to 2x
+    long moeInter = c.moeIntermediateSize();
+    long sharedInter = moeInter * c.nSharedExperts();
+    long floats = 2 * hidden; // x (embedding rows), the final norm's output
+    long ints = 4 + 2; // token ids, positions, key starts, key lengths; attention tiles (2 ints each, at most one per token)
+    long takes = 2 + 5;
+    // attention: qkvA [q_a | latent | k_pe], q, [q_a normed], latent, k_pe, kv of every key (the batch's own tokens),
+    // attention out, o_proj out
+    long attention = qOut + c.kvLoraRank() + c.qkRopeHeadDim() + heads * qHead + (c.hasQLora() ? c.qLoraRank() : 0)
+        + c.kvLoraRank() + c.qkRopeHeadDim() + heads * (c.qkNopeHeadDim() + c.vHeadDim()) + heads * c.vHeadDim() + hidden;
     long attentionTakes = c.hasQLora() ? 8 : 7;
     for (int l = 0; l < c.numHiddenLayers(); l++) {
       floats += hidden + attention; // h (input norm out, reused for the post-attention norm), attention
       takes += 1 + attentionTakes;
       if (c.isMoeLayer(l)) {
-        // router logits, weights, per-row weights, y; each token's top_k expert rows: gathered x, gate, up, down out;
-        // the shared experts' gate, up, down out
-        floats += c.nRoutedExperts() + 2 * topK + hidden + topK * (2 * hidden + 2L * c.moeIntermediateSize());
-        ints += 2 * topK; // experts, rows grouped per expert
-        takes += 4 + 2 + 4L * c.nRoutedExperts();
+        // router logits, weights, y; per expert row: gathered x, gate | up, activation, down out; shared experts' MLP
+        floats += c.nRoutedExperts() + topK + hidden + slots * (2 * hidden + 3 * moeInter);
+        ints += topK + slots + topK; // experts, token of each slot, slot of each (token, choice)
+        takes += 10;
         if (c.nSharedExperts() > 0) {
-          floats += 2 * sharedInter + hidden;
+          floats += 3 * sharedInter + hidden;
           takes += 3;
         }
       } else {
-        floats += 2L * c.intermediateSize() + hidden; // gate, up, down out
+        floats += 3L * c.intermediateSize() + hidden; // gate | up, activation, down out
         takes += 3;
       }
     }
     long arenaPerToken = (floats + ints) * F;
     long logitsPerRow = (hidden + c.vocabSize() + 3 + 2) * F; // gathered row, logits, stats; row id, target
 
-    // CUDA's BF16 scratch: the precision's parts of the widest GEMM input [m, k], m at most the batch's tokens.
-    long maxK = Math.max(Math.max(hidden, heads * c.vHeadDim()), Math.max(c.kvLoraRank(), c.hasQLora() ? c.qLoraRank() : 0));
-    maxK = Math.max(maxK, Math.max(c.intermediateSize(), Math.max(c.moeIntermediateSize(), sharedInter)));
-    long gemmInput = 2L * bf16InputParts(precision) * maxK * 2;
+    // CUDA's BF16 scratch: the precision's parts of the largest GEMM input [m, k]; m is at most the batch's tokens, or
+    // its expert rows when the experts' GEMMs run batched over them all.
+    long perTokenK = Math.max(Math.max(hidden, heads * c.vHeadDim()), Math.max(c.kvLoraRank(), c.hasQLora() ? c.qLoraRank() : 0));
+    perTokenK = Math.max(perTokenK, Math.max(c.intermediateSize(), Math.max(moeInter, sharedInter)));
+    if (batchesGroups && c.nRoutedExperts() > 0) {
+      perTokenK = Math.max(perTokenK, slots * Math.max(hidden, moeInter));
+    }
+    long gemmInput = 2L * precision.inputParts() * perTokenK * 2; // x2: the scratch grows by doubling
+    long batchedPointers = batchesGroups ? 2L * 3 * c.nRoutedExperts() * precision.inputParts() * Long.BYTES : 0;
 
     long cosSin = (long) Math.max(COS_SIN_MIN_POSITIONS, 2L * c.maxPositionEmbeddings()) * c.qkRopeHeadDim() * F;
-    long fixed = (ARENA_FIRST_FLOATS + ARENA_FIRST_INTS) * F + cosSin;
+    long fixed = (ARENA_FIRST_FLOATS + ARENA_FIRST_INTS) * F + cosSin + batchedPointers;
     int chunkRows = Math.max(1, LOGITS_CHUNK_FLOATS / c.vocabSize());
     return new GpuMemoryBudget(precision, weights, embedding, GpuKvCache.bytesPerToken(c.numHiddenLayers(), c.kvLoraRank(),
         c.qkRopeHeadDim()), arenaPerToken, logitsPerRow, gemmInput, takes, fixed, chunkRows);
-  }
-
-  /**
-   * BF16 parts a GEMM input is split into on the device: none with fp32 weights, one for plain BF16, and for the split
-   * modes 3 (BF16X3's count, an upper bound for BF16X2's 2).
-   */
-  static int bf16InputParts(GemmPrecision p) {
-    return !p.bf16Weights() ? 0 : p == GemmPrecision.BF16 ? 1 : 3;
   }
 
   /** Device bytes of scratch for scoring batches of up to maxBatchTokens tokens (see the class comment). */

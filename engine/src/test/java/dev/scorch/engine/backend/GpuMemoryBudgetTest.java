@@ -54,28 +54,40 @@ class GpuMemoryBudgetTest {
     assertEquals(288, bf16.kvBytesPerToken());
     assertEquals(288 * 1000, bf16.kvCacheBytes(1000));
 
-    // Arena floats per token: x and the final norm 2 x 64; per layer h 64 + attention q 96 + qA 32 + kvA 24 +
-    // latent 16 + kPe 8 + kv 128 + attn 64 + out 64 = 496, x 3 = 1488; dense gate 192 + up 192 + down 64 = 448;
-    // per MoE layer logits 8 + weights 2 + row weights 2 + y 64 + 2 experts x (x 64 + gate 32 + up 32 + down 64)
-    // + shared 32 + 32 + 64 = 588, x 2 = 1176. Total 3240 floats; ints 3 + 2 layers x 2 x 2 = 11.
-    assertEquals((3240 + 11) * 4, bf16.arenaBytesPerToken());
+    // Arena floats per token (a device that runs one GEMM per expert: one expert row per (token, choice)):
+    //   x and the final norm 2 x 64 = 128;
+    //   per layer h 64 + attention: qkvA 32 + 16 + 8, q 96, q_a normed 32, latent 16, k_pe 8, kv 128, attn 64, out 64
+    //     = 464; 528 x 3 layers = 1584;
+    //   dense: gate | up 384, activation 192, down 64 = 640;
+    //   per MoE layer: logits 8, weights 2, y 64, 2 expert rows x (x 64 + gate | up 64 + activation 32 + down 64)
+    //     = 448, shared 64 + 32 + 64 = 160: 682, x 2 = 1364.     Total 3716 floats.
+    //   ints: token ids, positions, key starts, key lengths, 2 for tiles = 6; per MoE layer experts 2, slot rows 2,
+    //     slots 2 = 6, x 2.                                       Total 18.
+    GpuMemoryBudget perExpert = GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16, false);
+    assertEquals((3716 + 18) * 4, perExpert.arenaBytesPerToken());
+    // A device that batches the experts' GEMMs pads their rows up to 2x: 4 expert rows per token, 4 slot rows.
+    assertEquals((3716 + 2 * 2 * 224 + 18 + 2 * 2) * 4, bf16.arenaBytesPerToken());
     // A logits row: hidden 64 + vocab 512 + 3 stats floats, row id and target ints.
     assertEquals((64 + 512 + 3 + 2) * 4, bf16.logitsBytesPerRow());
-    // Takes: x, 3 index vectors, final out = 5; per layer h + 8 attention = 9, x 3; dense 3;
-    // MoE 6 + 4 per expert x 8 + 3 shared = 41, x 2. = 117
-    assertEquals(117, bf16.arenaTakes());
-    // BF16 GEMM inputs: widest k is intermediate 192; parts 1 (bf16), 3 (split modes' bound), 0 (fp32); x2 growth
-    assertEquals(2 * 1 * 192 * 2, bf16.gemmInputBytesPerToken());
-    assertEquals(2 * 3 * 192 * 2, GpuMemoryBudget.of(CONFIG, GemmPrecision.parse("bf16x2")).gemmInputBytesPerToken());
+    // Takes: x, final out, 5 index vectors = 7; per layer h + 8 attention = 9, x 3; dense 3; MoE 10 + 3 shared, x 2 = 63
+    assertEquals(63, bf16.arenaTakes());
+    // BF16 GEMM inputs, x2 for growth: widest k per token is intermediate 192, or 4 padded expert rows x hidden 64 when
+    // batched; parts 1 (bf16), 3 (bf16x3), 0 (fp32).
+    assertEquals(2 * 1 * 192 * 2, perExpert.gemmInputBytesPerToken());
+    assertEquals(2 * 1 * 256 * 2, bf16.gemmInputBytesPerToken());
+    assertEquals(2 * 3 * 192 * 2, GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16X3, false).gemmInputBytesPerToken());
     assertEquals(0, fp32.gemmInputBytesPerToken());
-    // First arena blocks 1Mi floats + 64Ki ints; cos/sin max(4096, 2 x 2048) positions x 8 floats.
-    assertEquals((1_048_576 + 65_536) * 4 + 4096 * 8 * 4, bf16.fixedBytes());
+    // First arena blocks 1Mi floats + 64Ki ints; cos/sin max(4096, 2 x 2048) positions x 8 floats; batched GEMM pointers
+    // 2 x 3 arrays x 8 experts x 1 part x 8 bytes.
+    long firstBlocksAndCosSin = (1_048_576 + 65_536) * 4 + 4096 * 8 * 4;
+    assertEquals(firstBlocksAndCosSin, perExpert.fixedBytes());
+    assertEquals(firstBlocksAndCosSin + 384, bf16.fixedBytes());
     assertEquals(131_072, bf16.logitsChunkRows()); // 64Mi floats / 512
 
-    // 1000 tokens, bf16: 2 x (1000 x (13004 + 2324) + (117 + 5 x 1 chunk) x 64 x 4) + 1000 x 768 + 4,587,520
-    assertEquals(2 * (1000L * (13_004 + 2_324) + 122 * 256) + 768_000 + 4_587_520, bf16.activationBytes(1000));
-    assertEquals(36_073_984, bf16.activationBytes(1000));
-    assertEquals(509_312 + 36_073_984 + (512L << 20), bf16.totalBytes(1000));
+    // 1000 tokens, one GEMM per expert, bf16: 2 x (1000 x (14936 + 2324) + (63 + 5 x 1 chunk) x 64 x 4) + 1000 x 768 + 4,587,520
+    assertEquals(2 * (1000L * (14_936 + 2_324) + 68 * 256) + 768_000 + 4_587_520, perExpert.activationBytes(1000));
+    assertEquals(39_910_336, perExpert.activationBytes(1000));
+    assertEquals(509_312 + 39_910_336 + (512L << 20), perExpert.totalBytes(1000));
   }
 
   @Test
@@ -108,7 +120,7 @@ class GpuMemoryBudgetTest {
     assertTrue(ok.line().contains("(4096 tokens) + 1.00 GiB reserve = ") && ok.line().contains("the GPU has 80.00 GiB, the RAPIDS pool"
         + " takes 24.00 GiB: ") && ok.line().endsWith(" GiB to spare"), ok.line());
 
-    // 1,000,000 tokens need 2 x 1e6 x 15,328 + ... = about 28.6 GiB of scratch: more than 24 - 8 - 1 leaves.
+    // 1,000,000 tokens need 2 x 1e6 x (18,536 + 2,324) + ... = about 38.9 GiB of scratch: more than 24 - 8 - 1 leaves.
     IllegalStateException e = assertThrows(IllegalStateException.class, () -> b.check(24 * gib, 8 * gib, gib, 1_000_000));
     String want = String.format(java.util.Locale.ROOT, "%.2f GiB", (b.weightBytes() + b.activationBytes(1_000_000) + gib - 16.0 * gib) / gib);
     assertTrue(e.getMessage().contains("(1000000 tokens) + 1.00 GiB reserve = ") && e.getMessage().contains("the GPU has 24.00 GiB,"
@@ -116,15 +128,15 @@ class GpuMemoryBudgetTest {
   }
 
   /**
-   * What HostDevice allocates when GpuModel.load runs: its weights are the budget's, less the embedding table, which
-   * today's GpuModel keeps on the host (it looks rows up from the mapped checkpoint). Once the table moves onto the
-   * device the two are equal; either is accepted, nothing else.
+   * What HostDevice allocates when GpuModel.load runs: the budget's weights, or those less exactly the embedding table
+   * for a GpuModel that keeps the table on the host (as it did before it was moved onto the device). Today's GpuModel
+   * uploads the table, so the two are equal; both are accepted, nothing else.
    */
   @Test
   void weightsMatchWhatHostDeviceAllocates() {
     for (GemmPrecision p : GemmPrecision.values()) {
-      GpuMemoryBudget b = GpuMemoryBudget.of(CONFIG, p);
       HostDevice dev = new HostDevice();
+      GpuMemoryBudget b = GpuMemoryBudget.of(CONFIG, p, dev.batchesGroups());
       long before = dev.totalBytes() - dev.freeBytes();
       try (GpuModel m = GpuModel.load(weights(), dev, p)) {
         long loaded = dev.totalBytes() - dev.freeBytes() - before;
@@ -144,8 +156,8 @@ class GpuMemoryBudgetTest {
   @Test
   void scratchOfRealPassesStaysWithinTheBudget() {
     GemmPrecision p = GemmPrecision.BF16;
-    GpuMemoryBudget b = GpuMemoryBudget.of(CONFIG, p);
     HostDevice dev = new HostDevice();
+    GpuMemoryBudget b = GpuMemoryBudget.of(CONFIG, p, dev.batchesGroups());
     try (GpuModel m = GpuModel.load(weights(), dev, p)) {
       GpuScorer scorer = new GpuScorer(m);
       Random r = new Random(7);

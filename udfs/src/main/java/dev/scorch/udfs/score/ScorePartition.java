@@ -128,7 +128,7 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
    * A row longer than the cap still gets a batch of its own. Fails when not even a one-token batch fits.
    */
   static int gpuBatchTokens(GpuModel model, int asked) {
-    GpuMemoryBudget budget = GpuMemoryBudget.of(model.config(), model.precision());
+    GpuMemoryBudget budget = GpuMemoryBudget.of(model.config(), model.precision(), model.device().batchesGroups());
     long free;
     synchronized (model) { // GpuModel's forward holds this lock: its arena is not growing while we read it
       free = model.device().freeBytes() + model.scratchBytes();
