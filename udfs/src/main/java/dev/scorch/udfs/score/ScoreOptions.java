@@ -20,7 +20,7 @@ public record ScoreOptions(int maxBatchTokens, int windowRows, int topK, LogitsM
     GemmPrecision gpuPrecision) implements Serializable {
 
   /** The GPU precision when none is given, as {@link GemmPrecision#parse} reads it (the CLI's default too). */
-  public static final String DEFAULT_GPU_PRECISION = "bf16x2";
+  public static final String DEFAULT_GPU_PRECISION = "bf16x3";
 
   public ScoreOptions {
     if (maxBatchTokens < 1 || windowRows < 1 || topK < 0 || threads < 1) {
