@@ -16,10 +16,10 @@ import java.util.Locale;
  *
  * <p><b>Scratch</b> of one scoring forward ({@code GpuModel.forward} then {@code GpuScorer}'s logits, no KV cache):
  * <ul>
- *   <li>Arena floats and ints per batch token, counted take by take: every layer's takes add up, because the arena is
- *       reset only when the next forward starts. Attention keys are the batch's own tokens. The logits rows add up
- *       too: {@code GpuScorer} computes them {@link #LOGITS_CHUNK_FLOATS} at a time, but every chunk is taken from
- *       the same forward's arena, so a batch holds all its needed rows (at most one per token) at once.</li>
+ *   <li>Arena floats and ints per batch token, counted take by take: what the whole pass holds (the residual stream,
+ *       the batch's indices, the final norm) plus the largest layer's scratch, since each layer's goes back once its
+ *       output is added in. Attention keys are the batch's own tokens. Logits rows: one chunk of
+ *       {@link #LOGITS_CHUNK_FLOATS} at a time ({@code GpuScorer} gives each back once read).</li>
  *   <li>{@link #ARENA_GROWTH} times that: a pass that outgrows the arena's block keeps it while it adds blocks, and
  *       only the next forward merges them into one.</li>
  *   <li>The arena's first blocks (held from load), 64-element alignment of every take, and the YaRN cos/sin table
@@ -37,10 +37,10 @@ import java.util.Locale;
  * @param weightBytes             device bytes of every weight, the embedding table included
  * @param embeddingBytes          the token embedding table's part of weightBytes
  * @param kvBytesPerToken         one cached token's bytes over all layers ({@link GpuKvCache#bytesPerToken})
- * @param arenaBytesPerToken      arena floats and ints one batch token takes in the decoder (before {@link #ARENA_GROWTH})
+ * @param arenaBytesPerToken      arena floats and ints one batch token holds at the pass's peak (before {@link #ARENA_GROWTH})
  * @param logitsBytesPerRow       arena bytes of one logits row: gathered hidden row, logits, stats, row id and target
  * @param gemmInputBytesPerToken  CUDA's BF16 GEMM input scratch per token of the largest GEMM input (growth included)
- * @param arenaTakes              arena takes of one forward, logits chunks excepted (each may waste up to 64 elements)
+ * @param arenaTakes              arena takes held at the peak, a logits chunk's excepted (each may waste up to 64 elements)
  * @param fixedBytes              the arenas' first blocks, the cos/sin table's largest size, batched GEMM pointer arrays
  * @param logitsChunkRows         logits rows GpuScorer computes per chunk (5 more arena takes per chunk)
  */
@@ -112,7 +112,7 @@ public record GpuMemoryBudget(
     long slots = (batchesGroups ? 2 : 1) * topK; // expert rows per token: (token, choice) pairs, padded up to 2x
     long moeInter = c.moeIntermediateSize();
     long sharedInter = moeInter * c.nSharedExperts();
-    long floats = 2 * hidden; // x (embedding rows), the final norm's output
+    long floats = 2 * hidden; // x (embedding rows), the final norm's output: held for the whole pass
     long ints = 4 + 2; // token ids, positions, key starts, key lengths; attention tiles (2 ints each, at most one per token)
     long takes = 2 + 5;
     // attention: qkvA [q_a | latent | k_pe], q, [q_a normed], latent, k_pe, kv of every key (the batch's own tokens),
@@ -120,23 +120,35 @@ public record GpuMemoryBudget(
     long attention = qOut + c.kvLoraRank() + c.qkRopeHeadDim() + heads * qHead + (c.hasQLora() ? c.qLoraRank() : 0)
         + c.kvLoraRank() + c.qkRopeHeadDim() + heads * (c.qkNopeHeadDim() + c.vHeadDim()) + heads * c.vHeadDim() + hidden;
     long attentionTakes = c.hasQLora() ? 8 : 7;
+    // A layer's scratch goes back once its output is in x (GpuModel marks and releases the arenas per layer): the
+    // pass holds the largest layer's at most.
+    long layerFloats = 0;
+    long layerInts = 0;
+    long layerTakes = 0;
     for (int l = 0; l < c.numHiddenLayers(); l++) {
-      floats += hidden + attention; // h (input norm out, reused for the post-attention norm), attention
-      takes += 1 + attentionTakes;
+      long lf = hidden + attention; // h (input norm out, reused for the post-attention norm), attention
+      long li = 0;
+      long lt = 1 + attentionTakes;
       if (c.isMoeLayer(l)) {
         // router logits, weights, y; per expert row: gathered x, gate | up, activation, down out; shared experts' MLP
-        floats += c.nRoutedExperts() + topK + hidden + slots * (2 * hidden + 3 * moeInter);
-        ints += topK + slots + topK; // experts, token of each slot, slot of each (token, choice)
-        takes += 10;
+        lf += c.nRoutedExperts() + topK + hidden + slots * (2 * hidden + 3 * moeInter);
+        li += topK + slots + topK; // experts, token of each slot, slot of each (token, choice)
+        lt += 10;
         if (c.nSharedExperts() > 0) {
-          floats += 3 * sharedInter + hidden;
-          takes += 3;
+          lf += 3 * sharedInter + hidden;
+          lt += 3;
         }
       } else {
-        floats += 3L * c.intermediateSize() + hidden; // gate | up, activation, down out
-        takes += 3;
+        lf += 3L * c.intermediateSize() + hidden; // gate | up, activation, down out
+        lt += 3;
       }
+      layerFloats = Math.max(layerFloats, lf);
+      layerInts = Math.max(layerInts, li);
+      layerTakes = Math.max(layerTakes, lt);
     }
+    floats += layerFloats;
+    ints += layerInts;
+    takes += layerTakes;
     long arenaPerToken = (floats + ints) * F;
     long logitsPerRow = (hidden + c.vocabSize() + 3 + 2) * F; // gathered row, logits, stats; row id, target
 
@@ -160,8 +172,8 @@ public record GpuMemoryBudget(
   /** Device bytes of scratch for scoring batches of up to maxBatchTokens tokens (see the class comment). */
   public long activationBytes(int maxBatchTokens) {
     long t = Math.max(0, maxBatchTokens);
-    long chunks = t == 0 ? 0 : (t + logitsChunkRows - 1) / logitsChunkRows;
-    long arena = t * (arenaBytesPerToken + logitsBytesPerRow) + (arenaTakes + 5 * chunks) * ARENA_ALIGN * F;
+    long chunkRows = Math.min(t, logitsChunkRows); // one logits chunk at a time: each goes back once read
+    long arena = t * arenaBytesPerToken + chunkRows * logitsBytesPerRow + (arenaTakes + 5) * ARENA_ALIGN * F;
     return ARENA_GROWTH * arena + t * gemmInputBytesPerToken + fixedBytes;
   }
 

@@ -4,9 +4,11 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * Scratch memory for one forward pass: slices taken from one device allocation per kind and all given back at
- * once by {@link #reset}. When a pass needs more than the block holds, an extra block serves it and the next
- * reset replaces both with one block of the size that pass needed, so steady state allocates nothing.
+ * Scratch memory for one forward pass: slices taken in order from device blocks of one element kind.
+ * {@link #mark}/{@link #release} give back everything taken since the mark (a layer's scratch, once its output is
+ * added into the residual stream; a logits chunk once read), so a pass holds one layer's scratch at a time;
+ * {@link #reset} gives back everything. When a pass needs more than the blocks hold, another block serves it, and
+ * the next reset replaces them all with one block of the pass's high-water mark, so steady state allocates nothing.
  */
 final class Arena implements AutoCloseable {
   private static final long ALIGN = 64; // elements: 256-byte aligned slices for the GEMMs
@@ -14,8 +16,9 @@ final class Arena implements AutoCloseable {
   private final Device dev;
   private final Buf.Kind kind;
   private final List<Buf> blocks = new ArrayList<>();
-  private long used; // in the last block
-  private long total; // taken since the last reset
+  private int current; // block the next slice comes from
+  private long used; // elements taken from blocks[current]
+  private long peak; // high-water mark since the last reset: blocks before current in full, plus used
 
   Arena(Device dev, Buf.Kind kind, long initial) {
     this.dev = dev;
@@ -26,15 +29,20 @@ final class Arena implements AutoCloseable {
   /** n elements, contents undefined. */
   Buf take(long n) {
     long size = (n + ALIGN - 1) / ALIGN * ALIGN;
-    Buf last = blocks.get(blocks.size() - 1);
-    if (used + size > last.length()) {
-      last = dev.alloc(kind, Math.max(size, last.length()));
-      blocks.add(last);
+    while (used + size > blocks.get(current).length()) {
+      current++;
       used = 0;
+      if (current == blocks.size()) {
+        blocks.add(dev.alloc(kind, Math.max(size, blocks.get(current - 1).length())));
+      }
     }
-    Buf b = last.slice(used, n);
+    Buf b = blocks.get(current).slice(used, n);
     used += size;
-    total += size;
+    long inUse = used;
+    for (int i = 0; i < current; i++) {
+      inUse += blocks.get(i).length();
+    }
+    peak = Math.max(peak, inUse);
     return b;
   }
 
@@ -45,17 +53,29 @@ final class Arena implements AutoCloseable {
     return b;
   }
 
-  /** Gives every slice back; grows to one block when the last pass needed several. */
+  /** Where the next slice would come from. */
+  long mark() {
+    return ((long) current << 40) | used;
+  }
+
+  /** Gives back every slice taken since mark (they must no longer be used). */
+  void release(long mark) {
+    current = (int) (mark >>> 40);
+    used = mark & ((1L << 40) - 1);
+  }
+
+  /** Gives every slice back; when the last pass needed several blocks, they become one of its high-water mark. */
   void reset() {
     if (blocks.size() > 1) {
       for (Buf b : blocks) {
         dev.free(b);
       }
       blocks.clear();
-      blocks.add(dev.alloc(kind, total));
+      blocks.add(dev.alloc(kind, peak));
     }
+    current = 0;
     used = 0;
-    total = 0;
+    peak = 0;
   }
 
   /** Bytes held. */

@@ -169,6 +169,8 @@ public final class GpuModel implements AutoCloseable {
     int moeIndex = 0;
     for (int l = 0; l < layers.length; l++) {
       Layer layer = layers[l];
+      long floatMark = floats.mark(); // this layer's scratch goes back once its output is in x
+      long intMark = ints.mark();
       // h = input_layernorm(x); x += self_attn(h)
       Buf h = floats.take((long) t * hidden);
       dev.rmsNorm(x, t, hidden, 0, hidden, layer.inputLayernorm(), (float) config.rmsNormEps(), h);
@@ -184,6 +186,8 @@ public final class GpuModel implements AutoCloseable {
         m = mlp(layer.mlp(), h, t);
       }
       dev.add(x, m, (long) t * hidden);
+      floats.release(floatMark);
+      ints.release(intMark);
     }
     if (caches != null) {
       for (int s = 0; s < caches.length; s++) {
@@ -426,6 +430,16 @@ public final class GpuModel implements AutoCloseable {
       dev.add(y, mlp(moe.sharedExperts(), x, t), (long) t * hidden);
     }
     return y;
+  }
+
+  /** A scratch mark: {@link #releaseScratch} gives back what was taken after it (a logits chunk once read). */
+  long[] markScratch() {
+    return new long[] {floats.mark(), ints.mark()};
+  }
+
+  void releaseScratch(long[] mark) {
+    floats.release(mark[0]);
+    ints.release(mark[1]);
   }
 
   /**

@@ -58,6 +58,7 @@ public final class GpuScorer implements BatchScorer {
           targets[j] = out.get(si[0]).target(si[1]);
           wholeRows |= out.get(si[0]).needsRow(si[1]);
         }
+        long[] mark = model.markScratch();
         Buf[] ls = model.logits(hidden, rowIds, targets);
         model.device().read(ls[1], stats, 0, 3 * rows);
         if (wholeRows) {
@@ -70,6 +71,7 @@ public final class GpuScorer implements BatchScorer {
           int[] si = needed.get(c0 + j);
           out.get(si[0]).accept(si[1], stats[3 * j], (int) stats[3 * j + 2], stats[3 * j + 1], rowsHost, j * vocab);
         }
+        model.releaseScratch(mark); // the next chunk reuses this one's scratch
       }
       return null;
     });

@@ -54,23 +54,24 @@ class GpuMemoryBudgetTest {
     assertEquals(288, bf16.kvBytesPerToken());
     assertEquals(288 * 1000, bf16.kvCacheBytes(1000));
 
-    // Arena floats per token (a device that runs one GEMM per expert: one expert row per (token, choice)):
-    //   x and the final norm 2 x 64 = 128;
+    // Arena floats per token at the pass's peak (a device that runs one GEMM per expert: one expert row per
+    // (token, choice)); each layer's scratch goes back once its output is in x, so only the largest layer's counts:
+    //   x and the final norm 2 x 64 = 128, held all pass;
     //   per layer h 64 + attention: qkvA 32 + 16 + 8, q 96, q_a normed 32, latent 16, k_pe 8, kv 128, attn 64, out 64
-    //     = 464; 528 x 3 layers = 1584;
-    //   dense: gate | up 384, activation 192, down 64 = 640;
-    //   per MoE layer: logits 8, weights 2, y 64, 2 expert rows x (x 64 + gate | up 64 + activation 32 + down 64)
-    //     = 448, shared 64 + 32 + 64 = 160: 682, x 2 = 1364.     Total 3716 floats.
-    //   ints: token ids, positions, key starts, key lengths, 2 for tiles = 6; per MoE layer experts 2, slot rows 2,
-    //     slots 2 = 6, x 2.                                       Total 18.
+    //     = 528;
+    //   dense: gate | up 384, activation 192, down 64 = 640 -> 1168;
+    //   MoE: logits 8, weights 2, y 64, 2 expert rows x (x 64 + gate | up 64 + activation 32 + down 64) = 448,
+    //     shared 64 + 32 + 64 = 160: 682 -> 1210, the largest.      Total 128 + 1210 = 1338 floats.
+    //   ints: token ids, positions, key starts, key lengths, 2 for tiles = 6; an MoE layer's experts 2, slot rows 2,
+    //     slots 2 = 6.                                               Total 12.
     GpuMemoryBudget perExpert = GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16, false);
-    assertEquals((3716 + 18) * 4, perExpert.arenaBytesPerToken());
+    assertEquals((1338 + 12) * 4, perExpert.arenaBytesPerToken());
     // A device that batches the experts' GEMMs pads their rows up to 2x: 4 expert rows per token, 4 slot rows.
-    assertEquals((3716 + 2 * 2 * 224 + 18 + 2 * 2) * 4, bf16.arenaBytesPerToken());
+    assertEquals((1338 + 2 * 224 + 12 + 2) * 4, bf16.arenaBytesPerToken());
     // A logits row: hidden 64 + vocab 512 + 3 stats floats, row id and target ints.
     assertEquals((64 + 512 + 3 + 2) * 4, bf16.logitsBytesPerRow());
-    // Takes: x, final out, 5 index vectors = 7; per layer h + 8 attention = 9, x 3; dense 3; MoE 10 + 3 shared, x 2 = 63
-    assertEquals(63, bf16.arenaTakes());
+    // Takes: x, final out, 5 index vectors = 7; the largest layer's: h + 8 attention + MoE 10 + 3 shared = 22. 29.
+    assertEquals(29, bf16.arenaTakes());
     // BF16 GEMM inputs, x2 for growth: widest k per token is intermediate 192, or 4 padded expert rows x hidden 64 when
     // batched; parts 1 (bf16), 3 (bf16x3), 0 (fp32).
     assertEquals(2 * 1 * 192 * 2, perExpert.gemmInputBytesPerToken());
@@ -84,10 +85,11 @@ class GpuMemoryBudgetTest {
     assertEquals(firstBlocksAndCosSin + 384, bf16.fixedBytes());
     assertEquals(131_072, bf16.logitsChunkRows()); // 64Mi floats / 512
 
-    // 1000 tokens, one GEMM per expert, bf16: 2 x (1000 x (14936 + 2324) + (63 + 5 x 1 chunk) x 64 x 4) + 1000 x 768 + 4,587,520
-    assertEquals(2 * (1000L * (14_936 + 2_324) + 68 * 256) + 768_000 + 4_587_520, perExpert.activationBytes(1000));
-    assertEquals(39_910_336, perExpert.activationBytes(1000));
-    assertEquals(509_312 + 39_910_336 + (512L << 20), perExpert.totalBytes(1000));
+    // 1000 tokens, one GEMM per expert, bf16 (one logits chunk of 1000 rows):
+    //   2 x (1000 x 5400 + 1000 x 2324 + (29 + 5 takes of a chunk) x 64 x 4) + 1000 x 768 + 4,587,520
+    assertEquals(2 * (1000L * 5_400 + 1000L * 2_324 + 34 * 256) + 768_000 + 4_587_520, perExpert.activationBytes(1000));
+    assertEquals(20_820_928, perExpert.activationBytes(1000));
+    assertEquals(509_312 + 20_820_928 + (512L << 20), perExpert.totalBytes(1000));
   }
 
   @Test
@@ -120,10 +122,10 @@ class GpuMemoryBudgetTest {
     assertTrue(ok.line().contains("(4096 tokens) + 1.00 GiB reserve = ") && ok.line().contains("the GPU has 80.00 GiB, the RAPIDS pool"
         + " takes 24.00 GiB: ") && ok.line().endsWith(" GiB to spare"), ok.line());
 
-    // 1,000,000 tokens need 2 x 1e6 x (18,536 + 2,324) + ... = about 38.9 GiB of scratch: more than 24 - 8 - 1 leaves.
-    IllegalStateException e = assertThrows(IllegalStateException.class, () -> b.check(24 * gib, 8 * gib, gib, 1_000_000));
-    String want = String.format(java.util.Locale.ROOT, "%.2f GiB", (b.weightBytes() + b.activationBytes(1_000_000) + gib - 16.0 * gib) / gib);
-    assertTrue(e.getMessage().contains("(1000000 tokens) + 1.00 GiB reserve = ") && e.getMessage().contains("the GPU has 24.00 GiB,"
+    // 2,000,000 tokens need 2 x 2e6 x 7,200 + ... = about 27 GiB of scratch: more than 24 - 8 - 1 leaves.
+    IllegalStateException e = assertThrows(IllegalStateException.class, () -> b.check(24 * gib, 8 * gib, gib, 2_000_000));
+    String want = String.format(java.util.Locale.ROOT, "%.2f GiB", (b.weightBytes() + b.activationBytes(2_000_000) + gib - 16.0 * gib) / gib);
+    assertTrue(e.getMessage().contains("(2000000 tokens) + 1.00 GiB reserve = ") && e.getMessage().contains("the GPU has 24.00 GiB,"
         + " the RAPIDS pool takes 8.00 GiB: short by " + want), e.getMessage());
   }
 
