@@ -3,6 +3,7 @@ package dev.scorch.jobs;
 import dev.scorch.jobs.cli.BenchCommand;
 import dev.scorch.jobs.cli.EvalCommand;
 import dev.scorch.jobs.cli.GenerateCommand;
+import dev.scorch.jobs.cli.GpuBudgetCommand;
 import dev.scorch.jobs.cli.InspectCommand;
 import dev.scorch.jobs.cli.MakeDemoModelCommand;
 import dev.scorch.jobs.cli.ScoreCommand;
@@ -18,7 +19,7 @@ import picocli.CommandLine.Command;
     version = "scorch 0.1.0",
     description = "LLM batch scoring and generation inside Apache Spark (DeepSeek-V3 / Kimi K2 family).",
     subcommands = {ScoreCommand.class, GenerateCommand.class, EvalCommand.class, SqlCommand.class, TokenizeCommand.class,
-        MakeDemoModelCommand.class, InspectCommand.class, BenchCommand.class, CommandLine.HelpCommand.class},
+        MakeDemoModelCommand.class, InspectCommand.class, GpuBudgetCommand.class, BenchCommand.class, CommandLine.HelpCommand.class},
     footer = {
         "",
         "Examples:",
