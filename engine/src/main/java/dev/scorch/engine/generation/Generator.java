@@ -2,7 +2,6 @@ package dev.scorch.engine.generation;
 
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
-import dev.scorch.engine.runtime.KvCache;
 import dev.scorch.engine.sampling.Sampler;
 import dev.scorch.engine.scoring.LogSoftmax;
 import dev.scorch.engine.tokenizer.IncrementalDecoder;
@@ -25,8 +24,7 @@ import java.util.NoSuchElementException;
  * sample finishes, so a Spark partition of any size streams through with bounded memory.
  */
 public final class Generator {
-  private final DeepseekV3Model model;
-  private final Ops ops;
+  private final DecodingModel model;
   private final Limits limits;
   private final Tokenizer tokenizer; // for text and stop strings; may be null
   private final long cacheBytesPerToken;
@@ -57,13 +55,18 @@ public final class Generator {
   /** All n completions of one request, in sample order. */
   public record Finished<T>(T tag, GenerationRequest request, List<Completion> completions) {}
 
-  public Generator(DeepseekV3Model model, Ops ops, Limits limits, Tokenizer tokenizer) {
+  public Generator(DecodingModel model, Limits limits, Tokenizer tokenizer) {
     this.model = model;
-    this.ops = ops;
     this.limits = limits;
     this.tokenizer = tokenizer;
-    this.cacheBytesPerToken = KvCache.bytesPerToken(model.config());
+    this.cacheBytesPerToken = model.cacheBytesPerToken();
   }
+
+  /** On the CPU engine. */
+  public Generator(DeepseekV3Model model, Ops ops, Limits limits, Tokenizer tokenizer) {
+    this(DecodingModel.cpu(model, ops), limits, tokenizer);
+  }
+
 
   public Generator(DeepseekV3Model model, Ops ops, long maxCacheBytes, Tokenizer tokenizer) {
     this(model, ops, Limits.ofCacheBytes(maxCacheBytes), tokenizer);
@@ -139,7 +142,7 @@ public final class Generator {
     final IncrementalDecoder decoder;
     final StringBuilder text;
     int generated;
-    KvCache cache;
+    DecodingModel.Cache cache;
     Completion.FinishReason finish;
     int next = -1; // the token to feed at the next decode step
 
@@ -212,14 +215,14 @@ public final class Generator {
       }
       if (!stepping.isEmpty()) {
         int[] tokens = new int[stepping.size()];
-        KvCache[] caches = new KvCache[stepping.size()];
+        DecodingModel.Cache[] caches = new DecodingModel.Cache[stepping.size()];
         for (int i = 0; i < tokens.length; i++) {
           tokens[i] = stepping.get(i).next;
           caches[i] = stepping.get(i).cache;
         }
-        float[] logits = model.decode(tokens, caches, ops); // [sequences, vocab]
+        float[] logits = model.decode(tokens, caches); // [sequences, vocab]
         for (int i = 0; i < tokens.length; i++) {
-          choose(stepping.get(i), logits, i * model.vocabSize());
+          choose(stepping.get(i), logits, i * model.config().vocabSize());
         }
       }
       for (Iterator<Seq> it = running.iterator(); it.hasNext(); ) {
@@ -251,7 +254,7 @@ public final class Generator {
           return joining;
         }
         waiting.poll();
-        q.cache = new KvCache(model.config(), q.req.maxCacheTokens());
+        q.cache = model.newCache(q.req.maxCacheTokens());
         usedCacheBytes += q.cacheBytes();
         prefillTokens += q.req.prompt().length;
         joining.add(q);
@@ -260,6 +263,7 @@ public final class Generator {
 
     private void retire(Seq q) {
       usedCacheBytes -= q.cacheBytes();
+      q.cache.close();
       q.cache = null;
       @SuppressWarnings("unchecked")
       Group<T> g = (Group<T>) q.group;
@@ -287,27 +291,18 @@ public final class Generator {
       }
     }
     List<int[]> prompts = new ArrayList<>();
-    List<KvCache> caches = new ArrayList<>();
+    List<DecodingModel.Cache> caches = new ArrayList<>();
     for (Seq q : leaders) {
       prompts.add(q.req.prompt());
       caches.add(q.cache);
     }
-    var batch = KvCache.pack(prompts, caches);
-    float[] hidden = model.prefill(batch, caches.toArray(new KvCache[0]), ops); // [T, hidden]
-    int h = model.config().hiddenSize();
-    int vocab = model.vocabSize();
-    float[] last = new float[leaders.size() * h]; // [prompts, hidden]: each prompt's last position
-    for (int i = 0; i < leaders.size(); i++) {
-      int row = batch.seqStart()[i] + batch.seqLen()[i] - 1;
-      System.arraycopy(hidden, row * h, last, i * h, h);
-    }
-    float[] logits = new float[leaders.size() * vocab]; // [prompts, vocab]
-    model.logits(last, leaders.size(), ops, logits);
+    float[] logits = model.prefill(prompts, caches); // [prompts, vocab]
+    int vocab = model.config().vocabSize();
     for (int i = 0; i < joining.size(); i++) {
       Seq q = joining.get(i);
       Seq leader = leaders.get(leaderOf[i]);
       if (q != leader) {
-        q.cache.copyOf(leader.cache);
+        q.cache.copyFrom(leader.cache);
       }
       choose(q, logits, leaderOf[i] * vocab);
     }
@@ -315,7 +310,7 @@ public final class Generator {
 
   /** Samples sequence q's next token from logits[off ..], records it, and decides whether q is done. */
   private void choose(Seq q, float[] logits, int off) {
-    int vocab = model.vocabSize();
+    int vocab = model.config().vocabSize();
     int step = q.generated;
     int t = Sampler.sample(logits, off, vocab, q.req.params(), q.req.prompt(), q.out, step, q.sample, step);
     if (q.req.stopTokenIds().contains(t)) {

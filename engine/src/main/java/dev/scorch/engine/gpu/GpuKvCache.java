@@ -42,6 +42,17 @@ public final class GpuKvCache implements AutoCloseable {
     return width;
   }
 
+  /** Makes this empty cache a copy of src's cached tokens (samples of one prompt share its prefill). */
+  public void copyFrom(GpuKvCache src) {
+    if (length != 0 || src.layers != layers || src.width != width || src.length > capacity) {
+      throw new IllegalArgumentException("copy needs an empty cache of the same shape with room for " + src.length + " tokens");
+    }
+    for (int l = 0; l < layers; l++) {
+      dev.copyCols(src.layer(l), src.length, width, 0, width, layer(l), width, 0);
+    }
+    length = src.length;
+  }
+
   void checkRoom(int tokens) {
     if (length + tokens > capacity) {
       throw new IllegalStateException("GPU KV cache holds " + capacity + " tokens; " + length + " cached + " + tokens + " new do not fit");
