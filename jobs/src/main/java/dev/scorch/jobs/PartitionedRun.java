@@ -1,5 +1,8 @@
 package dev.scorch.jobs;
 
+import dev.scorch.engine.backend.BackendChoice;
+import dev.scorch.engine.backend.BackendMode;
+import dev.scorch.engine.gpu.cuda.Cuda;
 import static org.apache.spark.sql.functions.col;
 import static org.apache.spark.sql.functions.from_json;
 import static org.apache.spark.sql.functions.hash;
@@ -63,6 +66,16 @@ public final class PartitionedRun implements AutoCloseable {
     this.input = input;
     this.skipped = skipped;
     this.source = source;
+  }
+
+  /**
+   * With --backend cuda on a local master, whose tasks run in this JVM, a missing CUDA fails here, before anything
+   * runs, naming why. (On a cluster each task decides on its executor.)
+   */
+  public static void checkBackend(SparkSession spark, BackendMode backend) {
+    if (backend == BackendMode.CUDA && spark.sparkContext().isLocal()) {
+      BackendChoice.choose(BackendMode.CUDA, List.of(), Cuda::probe);
+    }
   }
 
   /**

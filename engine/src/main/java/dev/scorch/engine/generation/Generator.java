@@ -110,9 +110,18 @@ public final class Generator {
     return out;
   }
 
-  /** Generates for requests as they come (each must pass {@link #check}); yields requests as they finish. */
-  public <T> Iterator<Finished<T>> stream(Iterator<Tagged<T>> requests) {
+  /**
+   * Generates for requests as they come (each must pass {@link #check}); yields requests as they finish. Closing
+   * the stream early (a failed task) gives back the KV caches of the sequences still running.
+   */
+  public <T> Stream<T> stream(Iterator<Tagged<T>> requests) {
     return new Run<>(requests);
+  }
+
+  /** Finished requests as they come; {@link #close} frees the caches of unfinished ones. */
+  public interface Stream<T> extends Iterator<Finished<T>>, AutoCloseable {
+    @Override
+    void close();
   }
 
   /** One request's samples, collected until the last one finishes. */
@@ -173,7 +182,7 @@ public final class Generator {
   }
 
   /** The state of one stream: waiting and running sequences, and requests finished but not yet handed out. */
-  private final class Run<T> implements Iterator<Finished<T>> {
+  private final class Run<T> implements Stream<T> {
     private final Iterator<Tagged<T>> requests;
     private final Deque<Seq> waiting = new ArrayDeque<>();
     private final List<Seq> running = new ArrayList<>();
@@ -182,6 +191,18 @@ public final class Generator {
 
     Run(Iterator<Tagged<T>> requests) {
       this.requests = requests;
+    }
+
+    @Override
+    public void close() {
+      for (Seq q : running) {
+        if (q.cache != null) {
+          q.cache.close();
+          q.cache = null;
+        }
+      }
+      running.clear();
+      waiting.clear();
     }
 
     @Override

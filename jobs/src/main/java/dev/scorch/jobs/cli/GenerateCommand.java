@@ -1,6 +1,5 @@
 package dev.scorch.jobs.cli;
 
-import dev.scorch.engine.backend.BackendMode;
 import dev.scorch.jobs.generate.GenerateJob;
 import dev.scorch.jobs.generate.GenerateSpec;
 import dev.scorch.jobs.generate.GenerateSummary;
@@ -100,9 +99,6 @@ public final class GenerateCommand implements Callable<Integer> {
 
   @Override
   public Integer call() throws Exception {
-    if (job.backend() == BackendMode.CUDA) {
-      throw new IllegalArgumentException("--backend cuda: the generate job runs on the CPU only for now (use --backend auto or cpu)");
-    }
     SparkSession spark = job.session("scorch generate");
     try {
       GenerateSpec spec = new GenerateSpec(
@@ -124,7 +120,8 @@ public final class GenerateCommand implements Callable<Integer> {
           job.atLeastZero("top-logprobs", topLogprobs, 0),
           (long) job.positive("max-cache-mb", maxCacheMb, 2048) << 20,
           job.positive("max-batch-tokens", maxBatchTokens, 4096),
-          job.positive("max-batch-seqs", maxBatchSeqs, 32));
+          job.positive("max-batch-seqs", maxBatchSeqs, 32),
+          job.backend(), job.gpuPrecision());
       GenerateSummary s = GenerateJob.run(spark, spec);
       System.out.println(s.line());
       return 0;

@@ -1,9 +1,12 @@
 package dev.scorch.jobs.cli;
 
 import dev.scorch.engine.backend.BackendMode;
+import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.jobs.DemoModel;
+import dev.scorch.udfs.score.ScoreOptions;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Locale;
 import picocli.CommandLine.Option;
 
 /**
@@ -47,11 +50,25 @@ public final class JobOptions extends SparkOptions {
   @Option(names = "--slices", description = "Jobs the run is cut into, each committed on its own (what --resume can skip). Default: 1.")
   Integer slices;
 
+  /** The accepted --gpu-precision values (GemmPrecision's, lower case), for picocli's ${COMPLETION-CANDIDATES}. */
+  static final class PrecisionNames extends ArrayList<String> {
+    PrecisionNames() {
+      for (GemmPrecision p : GemmPrecision.values()) {
+        add(p.name().toLowerCase(Locale.ROOT));
+      }
+    }
+  }
+
   @Option(names = "--backend", completionCandidates = BackendNames.class, description = "Where each task runs the engine:"
       + " ${COMPLETION-CANDIDATES}. auto: CUDA when Spark gave the task a GPU address and CUDA loads in the executor, else CPU;"
       + " cuda: fails when CUDA cannot be used (GPU 0 when Spark assigns none, as in local mode). The generate job runs on CPU only for now: auto means cpu there, cuda"
       + " fails. Default: auto.")
   String backend;
+
+  @Option(names = "--gpu-precision", completionCandidates = PrecisionNames.class, description = "GEMM precision of tasks that run"
+      + " on CUDA: ${COMPLETION-CANDIDATES} (the weights' dtype and how GEMM inputs are rounded; fp32 is exact). Default: "
+      + ScoreOptions.DEFAULT_GPU_PRECISION + ".")
+  String gpuPrecision;
 
   @Option(names = "--overwrite", description = "Replace an existing output folder.")
   boolean overwrite;
@@ -79,5 +96,15 @@ public final class JobOptions extends SparkOptions {
 
   int slices() {
     return positive("slices", slices, 1);
+  }
+
+  /** --gpu-precision, else the config's scorch.gpu-precision, else the default. */
+  GemmPrecision gpuPrecision() {
+    String v = gpuPrecision != null ? gpuPrecision : config().option("gpu-precision", ScoreOptions.DEFAULT_GPU_PRECISION);
+    try {
+      return GemmPrecision.parse(v);
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException("--gpu-precision: " + e.getMessage(), e);
+    }
   }
 }

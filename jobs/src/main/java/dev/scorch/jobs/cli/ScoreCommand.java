@@ -1,12 +1,9 @@
 package dev.scorch.jobs.cli;
 
-import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.jobs.score.ScoreJob;
 import dev.scorch.jobs.score.ScoreSpec;
 import dev.scorch.jobs.score.ScoreSummary;
-import dev.scorch.udfs.score.ScoreOptions;
-import java.util.ArrayList;
 import java.util.Locale;
 import java.util.concurrent.Callable;
 import org.apache.spark.sql.SparkSession;
@@ -34,21 +31,7 @@ import picocli.CommandLine.Option;
         "On a cluster: spark-submit --class dev.scorch.jobs.score.ScoreJob jobs/target/scorch-jobs.jar <same options>"
     })
 public final class ScoreCommand implements Callable<Integer> {
-  /** The accepted --gpu-precision values (GemmPrecision's, lower case), for picocli's ${COMPLETION-CANDIDATES}. */
-  static final class PrecisionNames extends ArrayList<String> {
-    PrecisionNames() {
-      for (GemmPrecision p : GemmPrecision.values()) {
-        add(p.name().toLowerCase(Locale.ROOT));
-      }
-    }
-  }
-
   @Mixin JobOptions job;
-
-  @Option(names = "--gpu-precision", completionCandidates = PrecisionNames.class, description = "GEMM precision of tasks that run"
-      + " on CUDA: ${COMPLETION-CANDIDATES} (the weights' dtype and how GEMM inputs are rounded; fp32 is exact). Default: "
-      + ScoreOptions.DEFAULT_GPU_PRECISION + ".")
-  String gpuPrecision;
 
   @Option(names = "--max-batch-tokens", description = "Token budget of one engine batch. Default: 4096.")
   Integer maxBatchTokens;
@@ -80,7 +63,7 @@ public final class ScoreCommand implements Callable<Integer> {
           job.atLeastZero("top-k", topK, 0),
           LogitsMode.valueOf(job.choice("logits", logits, "none", "none", "last", "all").toUpperCase(Locale.ROOT)),
           job.idColumn, job.tokenIdsColumn, job.textColumn, continuationColumn,
-          job.weights(spark), job.threads(spark), job.slices(), job.overwrite, job.resume, job.backend(), gpuPrecision());
+          job.weights(spark), job.threads(spark), job.slices(), job.overwrite, job.resume, job.backend(), job.gpuPrecision());
       ScoreSummary s = ScoreJob.run(spark, spec);
       System.out.println(s.line());
       return 0;
@@ -89,13 +72,5 @@ public final class ScoreCommand implements Callable<Integer> {
     }
   }
 
-  /** --gpu-precision, else the config's scorch.gpu-precision, else the default. */
-  private GemmPrecision gpuPrecision() {
-    String v = gpuPrecision != null ? gpuPrecision : job.config().option("gpu-precision", ScoreOptions.DEFAULT_GPU_PRECISION);
-    try {
-      return GemmPrecision.parse(v);
-    } catch (IllegalArgumentException e) {
-      throw new IllegalArgumentException("--gpu-precision: " + e.getMessage(), e);
-    }
-  }
+
 }

@@ -1,6 +1,7 @@
 package dev.scorch.jobs.eval;
 
 import dev.scorch.engine.backend.BackendMode;
+import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.tokenizer.Tokenizer;
 import dev.scorch.engine.tokenizer.Tokenizers;
@@ -147,7 +148,8 @@ public final class EvalJob {
     // Greedy: temperature 0 whatever generation_config.json says; EOS still ends a completion.
     GenerateJob.run(spark, new GenerateSpec(spec.model(), work + "/generate-input", "parquet", work + "/completions", "parquet",
         spec.partitions(), "id", "token_ids", "prompt", "messages", spec.weights(), spec.threads(), 1, true, false, null, 0.0, 0, 1.0,
-        0, 1, 0, 0, 0, List.of(), List.of(), false, 1, false, 0, 2048L << 20, spec.maxBatchTokens(), 32));
+        0, 1, 0, 0, 0, List.of(), List.of(), false, 1, false, 0, 2048L << 20, spec.maxBatchTokens(), 32, BackendMode.CPU,
+        GemmPrecision.BF16X3));
     for (Row r : spark.read().parquet(work + "/completions").select("id", "completion", "finish_reason", "error").collectAsList()) {
       out.put(r.getString(0), new TaskRun.Generated(r.getString(1), r.getString(2), r.getString(3)));
     }

@@ -48,6 +48,7 @@ public final class GenerateJob {
 
   public static GenerateSummary run(SparkSession spark, GenerateSpec spec) throws IOException {
     long t0 = System.nanoTime();
+    PartitionedRun.checkBackend(spark, spec.backend());
     // 1-4. Checkpoint, output folder, input (id, token_ids, prompt, messages, per-row sampling, _source), weights.
     try (PartitionedRun run = PartitionedRun.prepare(spark, spec, raw -> extraColumns(raw, spec))) {
       // 5. Generate in every partition, rows streaming through continuous batching.
@@ -77,7 +78,8 @@ public final class GenerateJob {
     stopIds.addAll(spec.stopTokenIds());
     int maxNew = spec.maxNewTokens() != null ? spec.maxNewTokens() : orElse(gc.maxNewTokens(), 256);
     return new GenerateOptions(sampling, maxNew, spec.stop(), new ArrayList<>(stopIds), spec.n(), spec.logprobs(), spec.topLogprobs(),
-        new GenerateOptions.Limits(spec.maxCacheBytes(), spec.maxBatchTokens(), spec.maxBatchSeqs()), spec.threads());
+        new GenerateOptions.Limits(spec.maxCacheBytes(), spec.maxBatchTokens(), spec.maxBatchSeqs()), spec.threads(), spec.backend(),
+        spec.gpuPrecision());
   }
 
   private static <T> T orElse(T v, T dflt) {

@@ -1,5 +1,7 @@
 package dev.scorch.jobs.generate;
 
+import dev.scorch.engine.backend.BackendMode;
+import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.jobs.JobSpec;
 import java.nio.file.Path;
 import java.util.List;
@@ -11,6 +13,8 @@ import java.util.List;
  * @param maxCacheBytes  KV cache bytes one task may hold (running sequences reserve prompt + max_new_tokens each)
  * @param maxBatchTokens prompt tokens prefilled together
  * @param maxBatchSeqs   sequences decoded together
+ * @param backend        where each task runs the engine (auto: CUDA when the task holds a GPU and CUDA loads)
+ * @param gpuPrecision   GEMM precision of tasks on CUDA
  */
 public record GenerateSpec(
     Path model,
@@ -45,7 +49,9 @@ public record GenerateSpec(
     int topLogprobs,
     long maxCacheBytes,
     int maxBatchTokens,
-    int maxBatchSeqs) implements JobSpec {
+    int maxBatchSeqs,
+    BackendMode backend,
+    GemmPrecision gpuPrecision) implements JobSpec {
 
   public GenerateSpec {
     stop = List.copyOf(stop);

@@ -3,9 +3,6 @@ package dev.scorch.jobs.score;
 import static org.apache.spark.sql.functions.col;
 import static org.apache.spark.sql.functions.lit;
 
-import dev.scorch.engine.backend.BackendChoice;
-import dev.scorch.engine.backend.BackendMode;
-import dev.scorch.engine.gpu.cuda.Cuda;
 import dev.scorch.jobs.PartitionedRun;
 import dev.scorch.jobs.ScorchCli;
 import dev.scorch.udfs.progress.JobMetrics;
@@ -33,10 +30,7 @@ public final class ScoreJob {
 
   public static ScoreSummary run(SparkSession spark, ScoreSpec spec) throws IOException {
     long t0 = System.nanoTime();
-    if (spec.backend() == BackendMode.CUDA && spark.sparkContext().isLocal()) {
-      // A local master runs its tasks in this JVM: a missing CUDA fails here, before anything runs, naming why.
-      BackendChoice.choose(BackendMode.CUDA, List.of(), Cuda::probe);
-    }
+    PartitionedRun.checkBackend(spark, spec.backend());
     // 1-4. Checkpoint, output folder, input (id, token_ids, prompt, continuation, _source), weights shipped.
     try (PartitionedRun run = PartitionedRun.prepare(spark, spec, raw -> List.of(
         (Arrays.asList(raw.columns()).contains(spec.continuationColumn())

@@ -1,5 +1,7 @@
 package dev.scorch.jobs.generate;
 
+import dev.scorch.engine.backend.BackendMode;
+import dev.scorch.engine.gpu.GemmPrecision;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
@@ -76,7 +78,7 @@ class GenerateJobTest {
     GenerateSpec build() {
       return new GenerateSpec(model, input, null, output, outputFormat, partitions, "id", "token_ids", "prompt", "messages",
           "shared-path", threads, 1, false, resume, maxNewTokens, temperature, topK, topP, 0, 1, 0, 0, seed, stop, List.of(), ignoreEos,
-          n, logprobs, topLogprobs, 256L << 20, maxBatchTokens, maxBatchSeqs);
+          n, logprobs, topLogprobs, 256L << 20, maxBatchTokens, maxBatchSeqs, BackendMode.AUTO, GemmPrecision.BF16X3);
     }
 
     GenerateSummary run() {

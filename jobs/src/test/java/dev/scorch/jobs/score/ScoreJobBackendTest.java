@@ -24,7 +24,7 @@ import picocli.CommandLine;
 
 /**
  * --backend on local[2], a machine without a usable GPU: auto scores on the CPU with the same output as the CPU
- * backend; cuda fails before any task runs, naming why CUDA is unavailable; generate refuses cuda.
+ * backend; cuda fails before any task runs, naming why CUDA is unavailable, in the score and the generate job.
  */
 class ScoreJobBackendTest {
   @TempDir
@@ -78,11 +78,14 @@ class ScoreJobBackendTest {
   }
 
   @Test
-  void generateRefusesCudaAndBadValuesAreNamed() {
+  void generateWithCudaWithoutCudaFailsFastAndBadValuesAreNamed() {
+    Cuda.Availability a = Cuda.probe();
+    assumeFalse(a.available(), "this machine has CUDA");
     Object[] gen = cli("generate", "--model", SparkTests.conformanceModel().toString(), "--input", "unused.jsonl", "--output",
-        tmp.resolve("gen").toString(), "--backend", "cuda");
+        tmp.resolve("gen").toString(), "--backend", "cuda", "--master", "local[2]");
     assertEquals(2, gen[0]);
-    assertTrue(((String) gen[1]).contains("--backend cuda: the generate job runs on the CPU only for now"), (String) gen[1]);
+    assertTrue(((String) gen[1]).contains("--backend cuda: CUDA unavailable: " + a.detail()), (String) gen[1]);
+    assertFalse(Files.exists(tmp.resolve("gen")), "nothing was written");
 
     Path input = SparkTests.goldenInput(tmp);
     Object[] badBackend = cli(score(input, tmp.resolve("b1"), "--backend", "gpu"));

@@ -1,5 +1,7 @@
 package dev.scorch.udfs.generate;
 
+import dev.scorch.engine.backend.BackendMode;
+import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.generation.Generator;
 import dev.scorch.engine.sampling.SamplingParams;
 import java.io.Serializable;
@@ -18,9 +20,12 @@ import java.util.List;
  * @param topLogprobs  alternatives per generated token in top_logprobs (0 = none)
  * @param limits       KV cache bytes, prefill tokens and sequences one task runs at once
  * @param threads      engine threads per task
+ * @param backend      where each task runs the engine
+ * @param gpuPrecision GEMM precision of tasks on CUDA
  */
 public record GenerateOptions(SamplingParams sampling, int maxNewTokens, List<String> stopStrings, List<Integer> stopTokenIds, int n,
-    boolean logprobs, int topLogprobs, Limits limits, int threads) implements Serializable {
+    boolean logprobs, int topLogprobs, Limits limits, int threads, BackendMode backend, GemmPrecision gpuPrecision)
+    implements Serializable {
 
   /** {@link Generator.Limits}, serializable. */
   public record Limits(long maxCacheBytes, int maxPrefillTokens, int maxSequences) implements Serializable {

@@ -1,12 +1,17 @@
 package dev.scorch.udfs.generate;
 
+import dev.scorch.engine.backend.BackendChoice;
 import dev.scorch.engine.generation.Completion;
+import dev.scorch.engine.generation.DecodingModel;
 import dev.scorch.engine.generation.GenerationRequest;
 import dev.scorch.engine.generation.Generator;
+import dev.scorch.engine.gpu.GpuDecodingModel;
+import dev.scorch.engine.gpu.cuda.Cuda;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.sampling.SamplingParams;
 import dev.scorch.engine.tokenizer.ChatTemplate;
 import dev.scorch.engine.tokenizer.Tokenizer;
+import dev.scorch.udfs.backend.TaskGpus;
 import dev.scorch.udfs.generate.GenerateSchema.RowParam;
 import dev.scorch.udfs.model.ExecutorModelCache;
 import dev.scorch.udfs.model.LoadedModel;
@@ -21,7 +26,9 @@ import java.util.Deque;
 import java.util.HashSet;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Locale;
 import java.util.NoSuchElementException;
+import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
@@ -33,6 +40,8 @@ import org.apache.spark.sql.catalyst.util.GenericArrayData;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The generate job's partition engine. Rows stream through the engine's continuous batching
@@ -42,6 +51,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  * exactly n output rows (one per sample), joinable by id.
  */
 public final class GeneratePartition implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
+  private static final Logger LOG = LoggerFactory.getLogger(GeneratePartition.class);
+
   /** Error rows waiting to be emitted before more input is read (bounds the buffer on runs of bad rows). */
   private static final int MAX_PENDING_ERRORS = 256;
 
@@ -69,7 +80,21 @@ public final class GeneratePartition implements FlatMapFunction<Iterator<Interna
   public Iterator<InternalRow> call(Iterator<InternalRow> input) {
     LoadedModel loaded = ExecutorModelCache.load(source);
     Tokenizer tokenizer = loaded.tokenizer().orElse(null);
-    Generator generator = new Generator(loaded.model(), ExecutorModelCache.ops(options.threads()), options.limits().engine(), tokenizer);
+    TaskContext tc = TaskContext.get();
+    BackendChoice choice = BackendChoice.choose(options.backend(), TaskGpus.of(tc), Cuda::probe);
+    DecodingModel engine;
+    String on;
+    if (choice.cuda()) {
+      // The KV caches live on the GPU, within the job's per-task cache budget, beside the executor's shared weights.
+      engine = new GpuDecodingModel(ExecutorModelCache.gpuScorer(source, choice.gpuOrdinal(), options.gpuPrecision()).model());
+      on = "cuda:" + choice.gpuOrdinal() + " " + options.gpuPrecision().name().toLowerCase(Locale.ROOT);
+    } else {
+      engine = DecodingModel.cpu(loaded.model(), ExecutorModelCache.ops(options.threads()));
+      on = "cpu, " + options.threads() + " thread(s)";
+    }
+    LOG.info("scorch generate task {}: backend {} ({})", tc == null ? "(no task)"
+        : "stage " + tc.stageId() + " partition " + tc.partitionId() + " TID " + tc.taskAttemptId(), on, choice.reason());
+    Generator generator = new Generator(engine, options.limits().engine(), tokenizer);
     Rows rows = new Rows(loaded.model(), tokenizer, generator);
     Deque<InternalRow> ready = new ArrayDeque<>();
 
@@ -96,7 +121,11 @@ public final class GeneratePartition implements FlatMapFunction<Iterator<Interna
         return t;
       }
     };
-    Iterator<Generator.Finished<RowTag>> finished = generator.stream(requests);
+    Generator.Stream<RowTag> finished = generator.stream(requests);
+    if (tc != null) {
+      // A failed or cancelled task gives its running sequences' KV caches back (device memory on a GPU).
+      tc.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> finished.close());
+    }
     return new Iterator<>() {
       @Override
       public boolean hasNext() {
