@@ -26,20 +26,12 @@ import org.junit.jupiter.api.Test;
  * the CPU engine's tokens.
  */
 class GpuGenerationTest {
-  static int[] ints(JsonNode a) {
-    int[] out = new int[a.size()];
-    for (int i = 0; i < out.length; i++) {
-      out[i] = a.get(i).asInt();
-    }
-    return out;
-  }
-
   @Test
   void greedyMeetsTheGoldenContinuationsThreeSequencesAtATime() throws IOException {
     JsonNode golden = new ObjectMapper().readTree(TestModels.conformanceGolden().toFile());
     List<GenerationRequest> reqs = new ArrayList<>();
     for (JsonNode p : golden.get("prompts")) {
-      reqs.add(GenerationRequest.greedy(ints(p.get("token_ids")), 16));
+      reqs.add(GenerationRequest.greedy(GpuConformance.ints(p.get("token_ids")), 16));
     }
     try (GpuModel m = GpuModel.load(GpuModelTest.weights(TestModels.conformanceModel()), new HostDevice(), GemmPrecision.BF16X3)) {
       HostDevice dev = (HostDevice) m.device();
@@ -49,7 +41,7 @@ class GpuGenerationTest {
           .generate(reqs);
       int i = 0;
       for (JsonNode p : golden.get("prompts")) {
-        assertArrayEquals(ints(p.get("greedy_continuation")), out.get(i++).get(0).tokenIds(), "prompt " + i);
+        assertArrayEquals(GpuConformance.ints(p.get("greedy_continuation")), out.get(i++).get(0).tokenIds(), "prompt " + i);
       }
       assertEquals(before, dev.freeBytes() + m.scratchBytes(), "every device KV cache given back");
     }
