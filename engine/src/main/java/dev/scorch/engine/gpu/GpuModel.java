@@ -1,14 +1,14 @@
 package dev.scorch.engine.gpu;
 
 import dev.scorch.engine.config.ModelConfig;
-import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.kernels.Rope;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.model.WeightLayout;
 import dev.scorch.engine.runtime.PackedBatch;
 
 /**
- * DeepseekV3ForCausalLM on a {@link Device}: the same forward pass as {@code DeepseekV3Model}, with the weights
+ * DeepseekV3ForCausalLM on a {@link Device}: the same forward pass as {@code DeepseekV3Model} (its blocks'
+ * parts in {@link GpuAttention}, {@link GpuMlp} and {@link GpuMoe}), with the weights
  * resident on the device (linears and the embedding table in the {@link GemmPrecision}'s dtype, the router gate
  * always in fp32 so expert choice matches the CPU's) and activations kept there between kernels. YaRN cos/sin
  * come from the CPU's {@link Rope}.
@@ -20,101 +20,49 @@ public final class GpuModel implements AutoCloseable {
   private final ModelConfig config;
   private final Device dev;
   private final GemmPrecision precision;
+  private final DeviceWeights weights;
   private final Buf embedTokens; // [vocab, hidden]: rows are looked up (gathered), never multiplied
   private final Layer[] layers;
   private final Buf norm; // [hidden]
   private final Buf lmHead; // [vocab, hidden]
   private final Rope rope;
-  private final float softmaxScale;
-  private final RouterShape router;
   private final long weightBytes;
   private final Arena floats;
   private final Arena ints;
-  private final java.util.List<Buf> owned = new java.util.ArrayList<>(); // every weight and vector uploaded
+  private final GpuPass pass;
   private Buf cosSin; // [positions, qk_rope_head_dim]
   private int cosSinPositions;
 
-  /** gate_up_proj: gate_proj and up_proj stacked, [2 · intermediate, hidden]. */
-  record Mlp(Buf gateUpProj, Buf downProj, int intermediate) {}
-
-  record Moe(Buf gate, Buf eScoreCorrectionBias, Mlp[] experts, Mlp sharedExperts) {}
-
-  /**
-   * qkvAProj: q_a_proj (or q_proj when q_lora_rank is null) and kv_a_proj_with_mqa stacked, [qOut + kv_lora_rank +
-   * qk_rope_head_dim, hidden], one GEMM over the normed input; qBProj and qALayernorm are null without q_lora_rank.
-   */
-  record Attention(Buf qkvAProj, int qOut, Buf qALayernorm, Buf qBProj, Buf kvALayernorm, Buf kvBProj, Buf oProj) {}
-
-  record Layer(Buf inputLayernorm, Attention selfAttn, Buf postAttentionLayernorm, Mlp mlp, Moe moe) {}
+  /** One block: input RMSNorm → MLA → residual → post-attention RMSNorm → dense MLP or MoE → residual. */
+  private record Layer(Buf inputLayernorm, GpuAttention selfAttn, Buf postAttentionLayernorm, GpuMlp mlp, GpuMoe moe) {}
 
   private GpuModel(ModelWeights w, Device dev, GemmPrecision precision) {
     this.config = w.config();
     this.dev = dev;
     this.precision = precision;
     long before = dev.freeBytes();
-    embedTokens = lin(w, "model.embed_tokens");
+    weights = new DeviceWeights(w, dev, precision);
+    embedTokens = weights.linear("model.embed_tokens.weight");
     layers = new Layer[config.numHiddenLayers()];
     for (int i = 0; i < layers.length; i++) {
-      layers[i] = layer(w, i);
+      String p = WeightLayout.layer(i);
+      layers[i] = new Layer(weights.vector(p + "input_layernorm.weight"), new GpuAttention(weights, config, p + "self_attn.", i),
+          weights.vector(p + "post_attention_layernorm.weight"),
+          config.isMoeLayer(i) ? null : GpuMlp.load(weights, p + "mlp.", config.hiddenSize()),
+          config.isMoeLayer(i) ? new GpuMoe(weights, config, p + "mlp.") : null);
     }
-    norm = up(w.vector("model.norm.weight"));
-    lmHead = lin(w, "lm_head");
+    norm = weights.vector("model.norm.weight");
+    lmHead = weights.linear("lm_head.weight");
     weightBytes = before - dev.freeBytes();
     rope = new Rope(config);
-    softmaxScale = Rope.softmaxScale(config);
-    router = RouterShape.of(config);
     floats = new Arena(dev, Buf.Kind.F32, 1 << 20);
     ints = new Arena(dev, Buf.Kind.I32, 1 << 16);
+    pass = new GpuPass(dev, precision, floats, ints);
   }
 
   /** Uploads the model's weights to dev. */
   public static GpuModel load(ModelWeights w, Device dev, GemmPrecision precision) {
     return new GpuModel(w, dev, precision);
-  }
-
-  private Layer layer(ModelWeights w, int i) {
-    String p = WeightLayout.layer(i);
-    String a = p + "self_attn.";
-    Linear kvA = w.linear(a + "kv_a_proj_with_mqa.weight");
-    Buf kvALayernorm = up(w.vector(a + "kv_a_layernorm.weight"));
-    Attention attn = config.hasQLora()
-        ? new Attention(own(dev.weight(precision, w.linear(a + "q_a_proj.weight"), kvA)), config.qLoraRank(),
-            up(w.vector(a + "q_a_layernorm.weight")), lin(w, a + "q_b_proj"), kvALayernorm, lin(w, a + "kv_b_proj"), lin(w, a + "o_proj"))
-        : new Attention(own(dev.weight(precision, w.linear(a + "q_proj.weight"), kvA)), config.numAttentionHeads() * config.qHeadDim(),
-            null, null, kvALayernorm, lin(w, a + "kv_b_proj"), lin(w, a + "o_proj"));
-    Mlp mlp = null;
-    Moe moe = null;
-    String m = p + "mlp.";
-    if (config.isMoeLayer(i)) {
-      Mlp[] experts = new Mlp[config.nRoutedExperts()];
-      for (int e = 0; e < experts.length; e++) {
-        experts[e] = mlp(w, m + "experts." + e + ".");
-      }
-      moe = new Moe(own(dev.weight(GemmPrecision.FP32, w.linear(m + "gate.weight"))), up(w.vector(m + "gate.e_score_correction_bias")),
-          experts, config.nSharedExperts() > 0 ? mlp(w, m + "shared_experts.") : null);
-    } else {
-      mlp = mlp(w, m);
-    }
-    return new Layer(up(w.vector(p + "input_layernorm.weight")), attn, up(w.vector(p + "post_attention_layernorm.weight")),
-        mlp, moe);
-  }
-
-  private Buf lin(ModelWeights w, String name) {
-    return own(dev.weight(precision, w.linear(name + ".weight")));
-  }
-
-  private Buf up(float[] v) {
-    return own(dev.upload(v));
-  }
-
-  private Buf own(Buf b) {
-    owned.add(b);
-    return b;
-  }
-
-  private Mlp mlp(ModelWeights w, String prefix) {
-    Linear gate = w.linear(prefix + "gate_proj.weight");
-    return new Mlp(own(dev.weight(precision, gate, w.linear(prefix + "up_proj.weight"))), lin(w, prefix + "down_proj"), gate.out());
   }
 
   public ModelConfig config() {
@@ -165,7 +113,7 @@ public final class GpuModel implements AutoCloseable {
     dev.write(tokens, batch.tokens(), 0, t);
     Buf x = floats.take((long) t * hidden);
     dev.gatherRows(embedTokens, tokens, t, hidden, x);
-    Batch b = batch(batch, caches);
+    AttentionBatch b = batch(batch, caches);
     int moeIndex = 0;
     for (int l = 0; l < layers.length; l++) {
       Layer layer = layers[l];
@@ -174,16 +122,16 @@ public final class GpuModel implements AutoCloseable {
       // h = input_layernorm(x); x += self_attn(h)
       Buf h = floats.take((long) t * hidden);
       dev.rmsNorm(x, t, hidden, 0, hidden, layer.inputLayernorm(), (float) config.rmsNormEps(), h);
-      dev.add(x, attention(l, layer.selfAttn(), h, b, caches), (long) t * hidden);
+      dev.add(x, layer.selfAttn().forward(pass, h, b, caches, cosSin), (long) t * hidden);
       // h = post_attention_layernorm(x); x += mlp(h) or moe(h)
       dev.rmsNorm(x, t, hidden, 0, hidden, layer.postAttentionLayernorm(), (float) config.rmsNormEps(), h);
       Buf m;
       if (layer.moe() != null) {
         int[] r = routes == null ? null : (routes[moeIndex] = new int[t * config.numExpertsPerTok()]);
-        m = moe(layer.moe(), h, t, r);
+        m = layer.moe().forward(pass, h, t, r);
         moeIndex++;
       } else {
-        m = mlp(layer.mlp(), h, t);
+        m = layer.mlp().forward(pass, h, t);
       }
       dev.add(x, m, (long) t * hidden);
       floats.release(floatMark);
@@ -199,10 +147,8 @@ public final class GpuModel implements AutoCloseable {
     return then.apply(out);
   }
 
-  /** Positions and each query's key range, on the device. */
-  private record Batch(PackedBatch packed, Buf positions, Buf keyStart, Buf keyLen, Buf tiles, int numTiles, int keys, int[] keyOffset) {}
-
-  private Batch batch(PackedBatch batch, GpuKvCache[] caches) {
+  /** Positions, each query's key range and the query tiles, on the device. */
+  private AttentionBatch batch(PackedBatch batch, GpuKvCache[] caches) {
     int t = batch.numTokens();
     int n = batch.numSequences();
     if (caches != null && caches.length != n) {
@@ -249,7 +195,7 @@ public final class GpuModel implements AutoCloseable {
     }
     Buf tb = ints.take(2L * numTiles);
     dev.write(tb, tiles, 0, 2 * numTiles);
-    return new Batch(batch, positions, ks, kl, tb, numTiles, caches == null ? t : keys, keyOffset);
+    return new AttentionBatch(batch, positions, ks, kl, tb, numTiles, caches == null ? t : keys, keyOffset);
   }
 
   private void ensureCosSin(int positions) {
@@ -269,167 +215,6 @@ public final class GpuModel implements AutoCloseable {
     }
     cosSin = dev.upload(table);
     cosSinPositions = n;
-  }
-
-  /** Multi-head latent attention of h [T, hidden] → [T, hidden]. */
-  private Buf attention(int layer, Attention a, Buf h, Batch b, GpuKvCache[] caches) {
-    int t = b.packed().numTokens();
-    int hidden = config.hiddenSize();
-    int heads = config.numAttentionHeads();
-    int qkNope = config.qkNopeHeadDim();
-    int qkRope = config.qkRopeHeadDim();
-    int vHead = config.vHeadDim();
-    int qHead = qkNope + qkRope;
-    int kvLora = config.kvLoraRank();
-    float loraEps = (float) ModelConfig.LORA_NORM_EPS;
-    // One GEMM for both low-rank projections: qkvA [T, qOut + kv_lora_rank + qk_rope] = [q_a | latent | k_pe]
-    int kvAWidth = kvLora + qkRope;
-    int width = a.qOut() + kvAWidth;
-    Buf qkvA = floats.take((long) t * width);
-    dev.gemm(h, t, hidden, a.qkvAProj(), width, qkvA, precision);
-    // q = q_b_proj(q_a_layernorm(q_a)) or q_proj(h): [T, heads, q_head_dim] = [q_nope | q_pe]
-    Buf q = floats.take((long) t * heads * qHead);
-    if (a.qBProj() != null) {
-      int qLora = a.qOut();
-      Buf qA = floats.take((long) t * qLora);
-      dev.rmsNorm(qkvA, t, width, 0, qLora, a.qALayernorm(), loraEps, qA);
-      dev.gemm(qA, t, qLora, a.qBProj(), heads * qHead, q, precision);
-    } else {
-      dev.copyCols(qkvA, t, width, 0, heads * qHead, q, heads * qHead, 0);
-    }
-    // Only the latent is normed: latent [T, kv_lora_rank]; k_pe [T, qk_rope] is one rotary key head shared by all heads.
-    Buf latent = floats.take((long) t * kvLora);
-    dev.rmsNorm(qkvA, t, width, a.qOut(), kvLora, a.kvALayernorm(), loraEps, latent);
-    Buf kPe = floats.take((long) t * qkRope);
-    dev.copyCols(qkvA, t, width, a.qOut() + kvLora, qkRope, kPe, qkRope, 0);
-    // RoPE on q_pe of every head and on k_pe, at each token's position.
-    dev.rope(q, t, heads, heads * qHead, qHead, qkNope, qkRope, b.positions(), cosSin);
-    dev.rope(kPe, t, 1, qkRope, 0, 0, qkRope, b.positions(), cosSin);
-    // Keys: this batch's tokens, or each sequence's whole cache once the new tokens are appended to it.
-    Buf keyLatent = latent;
-    Buf keyPe = kPe;
-    if (caches != null) {
-      keyLatent = floats.take((long) b.keys() * kvLora);
-      keyPe = floats.take((long) b.keys() * qkRope);
-      PackedBatch p = b.packed();
-      for (int s = 0; s < caches.length; s++) {
-        GpuKvCache c = caches[s];
-        int w = c.width();
-        int past = c.length();
-        int len = p.seqLen()[s];
-        Buf rows = c.layer(layer);
-        Buf fresh = rows.slice((long) past * w, (long) len * w);
-        dev.copyCols(latent.slice((long) p.seqStart()[s] * kvLora, (long) len * kvLora), len, kvLora, 0, kvLora, fresh, w, 0);
-        dev.copyCols(kPe.slice((long) p.seqStart()[s] * qkRope, (long) len * qkRope), len, qkRope, 0, qkRope, fresh, w, kvLora);
-        int all = past + len;
-        dev.copyCols(rows, all, w, 0, kvLora, keyLatent.slice((long) b.keyOffset()[s] * kvLora, (long) all * kvLora), kvLora, 0);
-        dev.copyCols(rows, all, w, kvLora, qkRope, keyPe.slice((long) b.keyOffset()[s] * qkRope, (long) all * qkRope), qkRope, 0);
-      }
-    }
-    // kv = kv_b_proj(latent of every key): [keys, heads, qk_nope + v_head] = [k_nope | v]
-    Buf kv = floats.take((long) b.keys() * heads * (qkNope + vHead));
-    dev.gemm(keyLatent, b.keys(), kvLora, a.kvBProj(), heads * (qkNope + vHead), kv, precision);
-    Buf attn = floats.take((long) t * heads * vHead); // [T, heads, v_head]
-    dev.mlaAttention(q, kv, keyPe, b.keyStart(), b.keyLen(), b.tiles(), b.numTiles(), t, heads, qkNope, qkRope, vHead, softmaxScale, attn);
-    Buf out = floats.take((long) t * hidden);
-    dev.gemm(attn, t, heads * vHead, a.oProj(), hidden, out, precision);
-    return out;
-  }
-
-  /** SwiGLU MLP: down_proj(silu(gate_proj(x)) * up_proj(x)), x [rows, hidden] → [rows, hidden]. */
-  private Buf mlp(Mlp m, Buf x, int rows) {
-    int hidden = config.hiddenSize();
-    int inter = m.intermediate();
-    Buf gu = floats.take((long) rows * 2 * inter); // [rows, gate | up]
-    dev.gemm(x, rows, hidden, m.gateUpProj(), 2 * inter, gu, precision);
-    Buf act = floats.take((long) rows * inter);
-    dev.swiglu(gu, rows, inter, act);
-    Buf out = floats.take((long) rows * hidden);
-    dev.gemm(act, rows, inter, m.downProj(), hidden, out, precision);
-    return out;
-  }
-
-  /**
-   * Routed experts weighted by the router, plus the shared experts: x [T, hidden] → [T, hidden]. The routing comes
-   * back to the host to group tokens per expert; experts run in ascending id order, each one GEMM chain over its
-   * tokens, so every token's sum has the CPU's order.
-   */
-  private Buf moe(Moe moe, Buf x, int t, int[] routes) {
-    int hidden = config.hiddenSize();
-    int nExperts = config.nRoutedExperts();
-    int topK = config.numExpertsPerTok();
-    Buf logits = floats.take((long) t * nExperts); // [T, n_routed_experts], fp32 weights
-    dev.gemm(x, t, hidden, moe.gate(), nExperts, logits, precision);
-    Buf expertsBuf = ints.take((long) t * topK);
-    Buf weightsBuf = floats.take((long) t * topK);
-    dev.moeRoute(logits, moe.eScoreCorrectionBias(), t, router, expertsBuf, weightsBuf);
-    int[] experts = new int[t * topK];
-    float[] weights = new float[t * topK];
-    dev.read(expertsBuf, experts, 0, experts.length);
-    dev.read(weightsBuf, weights, 0, weights.length);
-    if (routes != null) {
-      System.arraycopy(experts, 0, routes, 0, experts.length);
-    }
-    // Slots: each (token, choice) pair, grouped by expert in ascending id, tokens in order within an expert. The
-    // experts hit are the groups of two grouped GEMMs; each group gets the same number of slots (the busiest
-    // expert's count: padding a device may compute and nobody reads) when the device batches groups, unless that would
-    // more than double them.
-    int[] count = new int[nExperts];
-    for (int e : experts) {
-      count[e]++;
-    }
-    int groups = 0;
-    int capacity = 0;
-    for (int c : count) {
-      groups += c > 0 ? 1 : 0;
-      capacity = Math.max(capacity, c);
-    }
-    boolean padded = dev.batchesGroups() && (long) groups * capacity <= 2L * t * topK;
-    int[] groupStart = new int[groups];
-    int[] groupRows = new int[groups];
-    Buf[] gateUp = new Buf[groups];
-    Buf[] down = new Buf[groups];
-    int[] start = new int[nExperts];
-    int slots = 0;
-    for (int e = 0, g = 0; e < nExperts; e++) {
-      if (count[e] > 0) {
-        start[e] = slots;
-        groupStart[g] = slots;
-        groupRows[g] = count[e];
-        gateUp[g] = moe.experts()[e].gateUpProj();
-        down[g++] = moe.experts()[e].downProj();
-        slots += padded ? capacity : count[e];
-      }
-    }
-    int[] slotRow = new int[slots]; // token of each slot (padding reads token 0)
-    int[] slotOf = new int[t * topK]; // slot of each (token, choice)
-    for (int i = 0; i < t; i++) {
-      for (int k = 0; k < topK; k++) {
-        int slot = start[experts[i * topK + k]]++;
-        slotRow[slot] = i;
-        slotOf[i * topK + k] = slot;
-      }
-    }
-    Buf slotRowBuf = ints.take(slots);
-    dev.write(slotRowBuf, slotRow, 0, slots);
-    Buf slotOfBuf = ints.take(t * topK);
-    dev.write(slotOfBuf, slotOf, 0, t * topK);
-    int inter = config.moeIntermediateSize();
-    Buf xs = floats.take((long) slots * hidden); // [slots, hidden]
-    dev.gatherRows(x, slotRowBuf, slots, hidden, xs);
-    Buf gu = floats.take((long) slots * 2 * inter); // [slots, gate | up]
-    dev.gemmGrouped(xs, groupStart, groupRows, groups, hidden, gateUp, 2 * inter, gu, precision);
-    Buf act = floats.take((long) slots * inter);
-    dev.swiglu(gu, slots, inter, act);
-    Buf ye = floats.take((long) slots * hidden); // [slots, hidden]
-    dev.gemmGrouped(act, groupStart, groupRows, groups, inter, down, hidden, ye, precision);
-    // y [T, hidden] = Σ_k weight[t, k] · ye[slot of (t, k)], experts in ascending id as the CPU sums them.
-    Buf y = floats.take((long) t * hidden);
-    dev.moeCombine(ye, slotOfBuf, weightsBuf, t, topK, hidden, y);
-    if (moe.sharedExperts() != null) {
-      dev.add(y, mlp(moe.sharedExperts(), x, t), (long) t * hidden);
-    }
-    return y;
   }
 
   /** A scratch mark: {@link #releaseScratch} gives back what was taken after it (a logits chunk once read). */
@@ -487,10 +272,7 @@ public final class GpuModel implements AutoCloseable {
   /** Frees the weights and scratch, then closes the device. */
   @Override
   public synchronized void close() {
-    for (Buf b : owned) {
-      dev.free(b);
-    }
-    owned.clear();
+    weights.free();
     if (cosSin != null) {
       dev.free(cosSin);
     }

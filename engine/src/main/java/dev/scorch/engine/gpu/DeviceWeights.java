@@ -1,0 +1,61 @@
+package dev.scorch.engine.gpu;
+
+import dev.scorch.engine.kernels.Linear;
+import dev.scorch.engine.model.ModelWeights;
+import java.util.ArrayList;
+import java.util.List;
+
+/** A checkpoint's tensors uploaded to a device by their Hugging Face names, kept track of so they can all be freed. */
+final class DeviceWeights {
+  private final ModelWeights w;
+  private final Device dev;
+  private final GemmPrecision precision;
+  private final List<Buf> owned = new ArrayList<>();
+
+  DeviceWeights(ModelWeights w, Device dev, GemmPrecision precision) {
+    this.w = w;
+    this.dev = dev;
+    this.precision = precision;
+  }
+
+  /** A linear weight [out, in] in the precision's dtype. */
+  Buf linear(String name) {
+    return own(dev.weight(precision, w.linear(name)));
+  }
+
+  /** Linear weights stacked along out, one GEMM for all of them. */
+  Buf stacked(String... names) {
+    Linear[] ls = new Linear[names.length];
+    for (int i = 0; i < names.length; i++) {
+      ls[i] = w.linear(names[i]);
+    }
+    return own(dev.weight(precision, ls));
+  }
+
+  /** A linear weight kept in fp32 whatever the precision (the MoE router gate). */
+  Buf fp32(String name) {
+    return own(dev.weight(GemmPrecision.FP32, w.linear(name)));
+  }
+
+  /** A norm weight or bias, fp32. */
+  Buf vector(String name) {
+    return own(dev.upload(w.vector(name)));
+  }
+
+  /** out_features of a linear weight. */
+  int rows(String name) {
+    return w.linear(name).out();
+  }
+
+  private Buf own(Buf b) {
+    owned.add(b);
+    return b;
+  }
+
+  void free() {
+    for (Buf b : owned) {
+      dev.free(b);
+    }
+    owned.clear();
+  }
+}
