@@ -61,8 +61,7 @@ public final class JobOptions extends SparkOptions {
 
   @Option(names = "--backend", completionCandidates = BackendNames.class, description = "Where each task runs the engine:"
       + " ${COMPLETION-CANDIDATES}. auto: CUDA when Spark gave the task a GPU address and CUDA loads in the executor, else CPU;"
-      + " cuda: fails when CUDA cannot be used (GPU 0 when Spark assigns none, as in local mode). The generate job runs on CPU only for now: auto means cpu there, cuda"
-      + " fails. Default: auto.")
+      + " cuda: fails when CUDA cannot be used (GPU 0 when Spark assigns none, as in local mode). Default: auto.")
   String backend;
 
   @Option(names = "--gpu-precision", completionCandidates = PrecisionNames.class, description = "GEMM precision of tasks that run"
