@@ -3,7 +3,9 @@ package dev.scorch.engine.checkpoint;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.FloatBuffer;
 import java.nio.MappedByteBuffer;
+import java.nio.ShortBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
@@ -22,6 +24,9 @@ public final class MappedFile {
   private final long chunk;
   private final int overlap;
   private final MappedByteBuffer[] maps;
+  // Per chunk, little-endian views from its first byte, for absolute bulk reads that allocate nothing.
+  private final ShortBuffer[] shorts;
+  private final FloatBuffer[] floats;
 
   public static MappedFile map(Path path) {
     return map(path, DEFAULT_CHUNK, DEFAULT_OVERLAP);
@@ -53,6 +58,12 @@ public final class MappedFile {
     this.chunk = chunk;
     this.overlap = overlap;
     this.maps = maps;
+    shorts = new ShortBuffer[maps.length];
+    floats = new FloatBuffer[maps.length];
+    for (int i = 0; i < maps.length; i++) {
+      shorts[i] = maps[i].duplicate().order(ByteOrder.LITTLE_ENDIAN).asShortBuffer();
+      floats[i] = maps[i].duplicate().order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer();
+    }
   }
 
   public Path path() {
@@ -70,15 +81,50 @@ public final class MappedFile {
 
   /** A little-endian view of [offset, offset + length); length must not exceed {@link #maxSlice()} unless the range lies in one chunk. */
   public ByteBuffer slice(long offset, int length) {
+    int i = chunkOf(offset, length);
+    return maps[i].slice((int) (offset - i * chunk), length).order(ByteOrder.LITTLE_ENDIAN);
+  }
+
+  /** Copies the n bytes at offset into dst[0 .. n) (the range as {@link #slice} takes it), allocating nothing. */
+  public void getBytes(long offset, byte[] dst, int n) {
+    int i = chunkOf(offset, n);
+    maps[i].get((int) (offset - i * chunk), dst, 0, n);
+  }
+
+  /**
+   * Copies n little-endian 16-bit values from offset into dst[0 .. n), allocating nothing; false (and nothing read)
+   * when offset is odd, where the caller reads through {@link #slice}.
+   */
+  public boolean getShorts(long offset, short[] dst, int n) {
+    int i = chunkOf(offset, 2 * n);
+    long rel = offset - i * chunk;
+    if ((rel & 1) != 0) {
+      return false;
+    }
+    shorts[i].get((int) (rel >> 1), dst, 0, n);
+    return true;
+  }
+
+  /** As {@link #getShorts} for n little-endian floats into dst[off ..]; false when offset is not a multiple of 4. */
+  public boolean getFloats(long offset, float[] dst, int off, int n) {
+    int i = chunkOf(offset, 4 * n);
+    long rel = offset - i * chunk;
+    if ((rel & 3) != 0) {
+      return false;
+    }
+    floats[i].get((int) (rel >> 2), dst, off, n);
+    return true;
+  }
+
+  /** The chunk holding [offset, offset + length) whole, bound-checked. */
+  private int chunkOf(long offset, int length) {
     if (offset < 0 || length < 0 || offset + length > size) {
       throw new IndexOutOfBoundsException(path + ": range [" + offset + ", " + (offset + length) + ") outside file of " + size + " bytes");
     }
     int i = (int) Math.min(offset / chunk, maps.length - 1);
-    long rel = offset - i * chunk;
-    MappedByteBuffer m = maps[i];
-    if (rel + length > m.capacity()) {
+    if (offset - i * chunk + length > maps[i].capacity()) {
       throw new IllegalArgumentException(path + ": range of " + length + " bytes crosses a mapping border; read it in pieces of at most " + overlap);
     }
-    return m.slice((int) rel, length).order(ByteOrder.LITTLE_ENDIAN);
+    return i;
   }
 }

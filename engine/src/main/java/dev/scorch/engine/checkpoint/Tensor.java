@@ -60,8 +60,10 @@ public final class Tensor {
     int perPiece = Math.max(1, Math.min(PIECE, file.maxSlice()) / esize);
     while (n > 0) {
       int k = Math.min(n, perPiece);
-      ByteBuffer b = file.slice(info.begin() + start * esize, k * esize);
-      decode(dtype(), b, dst, off, k);
+      long at = info.begin() + start * esize;
+      if (!decodeDirect(at, dst, off, k)) {
+        decode(dtype(), file.slice(at, k * esize), dst, off, k);
+      }
       start += k;
       off += k;
       n -= k;
@@ -83,16 +85,63 @@ public final class Tensor {
   private static final ThreadLocal<short[]> SHORTS = ThreadLocal.withInitial(() -> new short[4096]);
   private static final ThreadLocal<byte[]> BYTES = ThreadLocal.withInitial(() -> new byte[4096]);
 
+  /**
+   * Decodes n elements at file offset at straight from the mapping into dst (no buffer objects: this runs for every
+   * row a kernel packs); false for dtypes and alignments it does not take, which go through {@link #decode}.
+   */
+  private boolean decodeDirect(long at, float[] dst, int off, int n) {
+    switch (dtype()) {
+      case F32 -> {
+        return file.getFloats(at, dst, off, n);
+      }
+      case BF16 -> {
+        short[] raw = shorts(n);
+        if (!file.getShorts(at, raw, n)) {
+          return false;
+        }
+        for (int i = 0; i < n; i++) {
+          dst[off + i] = Float.intBitsToFloat(raw[i] << 16);
+        }
+        return true;
+      }
+      case F8_E4M3 -> {
+        byte[] raw = bytes(n);
+        file.getBytes(at, raw, n);
+        for (int i = 0; i < n; i++) {
+          dst[off + i] = NumberFormats.e4m3ToFloat(raw[i]);
+        }
+        return true;
+      }
+      default -> {
+        return false;
+      }
+    }
+  }
+
+  private static short[] shorts(int n) {
+    short[] raw = SHORTS.get();
+    if (raw.length < n) {
+      raw = new short[n];
+      SHORTS.set(raw);
+    }
+    return raw;
+  }
+
+  private static byte[] bytes(int n) {
+    byte[] raw = BYTES.get();
+    if (raw.length < n) {
+      raw = new byte[n];
+      BYTES.set(raw);
+    }
+    return raw;
+  }
+
   static void decode(DType dtype, ByteBuffer b, float[] dst, int off, int n) {
     switch (dtype) {
       case F32 -> b.asFloatBuffer().get(dst, off, n);
       case BF16 -> {
         // Bulk-copy the raw halves, then widen in a plain loop the JIT vectorises: bf16 is fp32's top 16 bits.
-        short[] raw = SHORTS.get();
-        if (raw.length < n) {
-          raw = new short[n];
-          SHORTS.set(raw);
-        }
+        short[] raw = shorts(n);
         b.asShortBuffer().get(raw, 0, n);
         for (int i = 0; i < n; i++) {
           dst[off + i] = Float.intBitsToFloat(raw[i] << 16);
@@ -105,11 +154,7 @@ public final class Tensor {
       }
       case F8_E4M3 -> {
         // Bulk-copy the codes, then look each up (every code's value is exact in fp32).
-        byte[] raw = BYTES.get();
-        if (raw.length < n) {
-          raw = new byte[n];
-          BYTES.set(raw);
-        }
+        byte[] raw = bytes(n);
         b.get(0, raw, 0, n);
         for (int i = 0; i < n; i++) {
           dst[off + i] = NumberFormats.e4m3ToFloat(raw[i]);

@@ -1,5 +1,7 @@
 package dev.scorch.engine.checkpoint;
 
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -61,6 +63,35 @@ class MappedFileTest {
       assertEquals(want, s.getLong(0), "offset " + off);
       assertEquals(ByteOrder.LITTLE_ENDIAN, s.order());
     }
+  }
+
+  /** The allocation-free bulk reads give what a slice gives, at chunk borders; unaligned 16/32-bit reads decline. */
+  @Test
+  void bulkReadsMatchSlices() throws Exception {
+    MappedFile m = MappedFile.map(patternFile(300), 64, 16);
+    for (long off : new long[] {0, 60, 62, 64, 124, 126, 128, 252, 284}) {
+      byte[] bytes = new byte[8];
+      m.getBytes(off, bytes, 8);
+      short[] shorts = new short[4];
+      assertTrue(m.getShorts(off, shorts, 4), "even offset " + off);
+      ByteBuffer s = m.slice(off, 8);
+      for (int k = 0; k < 8; k++) {
+        assertEquals(s.get(k), bytes[k], "byte " + k + " at " + off);
+      }
+      for (int k = 0; k < 4; k++) {
+        assertEquals(s.getShort(2 * k), shorts[k], "short " + k + " at " + off);
+      }
+      float[] floats = new float[3];
+      if (off % 4 == 0) {
+        assertTrue(m.getFloats(off, floats, 1, 2));
+        assertEquals(Float.floatToRawIntBits(s.getFloat(0)), Float.floatToRawIntBits(floats[1]));
+        assertEquals(Float.floatToRawIntBits(s.getFloat(4)), Float.floatToRawIntBits(floats[2]));
+      } else {
+        assertFalse(m.getFloats(off, floats, 0, 2), "offset " + off + " is not 4-aligned");
+      }
+    }
+    assertFalse(m.getShorts(61, new short[2], 2), "odd offsets go through slices");
+    assertThrows(IndexOutOfBoundsException.class, () -> m.getBytes(296, new byte[8], 8));
   }
 
   @Test
