@@ -26,15 +26,7 @@ public final class PrefillBenchmark {
   private PrefillBenchmark() {}
 
   public static Result run(DeepseekV3Model model, Ops ops, int batch, int seq, int warmup, int runs, long seed) {
-    SplittableRandom rnd = new SplittableRandom(seed);
-    List<ScoreRequest> reqs = new ArrayList<>();
-    for (int b = 0; b < batch; b++) {
-      int[] t = new int[seq];
-      for (int i = 0; i < seq; i++) {
-        t[i] = rnd.nextInt(model.vocabSize());
-      }
-      reqs.add(ScoreRequest.of(t));
-    }
+    List<ScoreRequest> reqs = randomRequests(model.vocabSize(), batch, seq, seed);
     Scorer scorer = new Scorer(model, ops);
     for (int i = 0; i < warmup; i++) {
       scorer.score(reqs);
@@ -52,6 +44,20 @@ public final class PrefillBenchmark {
     double tokens = (double) batch * seq;
     return new Result(batch, seq, ops.threads(), runs, tokens / median, tokens / secs[runs - 1], tokens / secs[0], median,
         modelFlops(model.config(), batch, seq) / median / 1e9, ProcessMemory.peakRssBytes(), heapBytes / (tokens * runs));
+  }
+
+  /** batch sequences of seq uniformly random token ids, scored from the second token: the benchmarks' input. */
+  public static List<ScoreRequest> randomRequests(int vocab, int batch, int seq, long seed) {
+    SplittableRandom rnd = new SplittableRandom(seed);
+    List<ScoreRequest> reqs = new ArrayList<>();
+    for (int b = 0; b < batch; b++) {
+      int[] t = new int[seq];
+      for (int i = 0; i < seq; i++) {
+        t[i] = rnd.nextInt(vocab);
+      }
+      reqs.add(ScoreRequest.of(t));
+    }
+    return reqs;
   }
 
   /**

@@ -46,13 +46,6 @@ final class Arena implements AutoCloseable {
     return b;
   }
 
-  /** n zeroed elements. */
-  Buf zeros(long n) {
-    Buf b = take(n);
-    dev.zero(b);
-    return b;
-  }
-
   /** Where the next slice would come from. */
   long mark() {
     return ((long) current << 40) | used;

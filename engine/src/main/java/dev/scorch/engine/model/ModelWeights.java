@@ -18,6 +18,11 @@ public final class ModelWeights {
     this.config = config;
   }
 
+  /** The checkpoint folder dir's tensors under its config.json (not validated: {@code DeepseekV3Model.load} does that). */
+  public static ModelWeights open(java.nio.file.Path dir) {
+    return new ModelWeights(Checkpoint.open(dir), ModelConfig.read(dir.resolve("config.json")));
+  }
+
   public ModelConfig config() {
     return config;
   }

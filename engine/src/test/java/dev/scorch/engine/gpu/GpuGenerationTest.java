@@ -11,6 +11,7 @@ import dev.scorch.engine.generation.GenerationRequest;
 import dev.scorch.engine.generation.Generator;
 import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.model.DeepseekV3Model;
+import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.sampling.SamplingParams;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.testing.TestModels;
@@ -33,7 +34,7 @@ class GpuGenerationTest {
     for (JsonNode p : golden.get("prompts")) {
       reqs.add(GenerationRequest.greedy(GpuConformance.ints(p.get("token_ids")), 16));
     }
-    try (GpuModel m = GpuModel.load(GpuModelTest.weights(TestModels.conformanceModel()), new HostDevice(), GemmPrecision.BF16X3)) {
+    try (GpuModel m = GpuModel.load(ModelWeights.open(TestModels.conformanceModel()), new HostDevice(), GemmPrecision.BF16X3)) {
       HostDevice dev = (HostDevice) m.device();
       new GpuScorer(m).score(List.of(ScoreRequest.of(new int[] {1, 2}))); // makes the cos/sin table
       long before = dev.freeBytes() + m.scratchBytes(); // the scratch arenas may grow; caches must all go back
@@ -63,7 +64,7 @@ class GpuGenerationTest {
     try (CpuOps ops = new CpuOps(2)) {
       want = new Generator(cpu, ops, Long.MAX_VALUE, null).generate(reqs);
     }
-    try (GpuModel m = GpuModel.load(GpuModelTest.weights(TestModels.conformanceModel()), new HostDevice(), GemmPrecision.FP32)) {
+    try (GpuModel m = GpuModel.load(ModelWeights.open(TestModels.conformanceModel()), new HostDevice(), GemmPrecision.FP32)) {
       List<List<Completion>> got = new Generator(new GpuDecodingModel(m), Generator.Limits.ofCacheBytes(Long.MAX_VALUE), null).generate(reqs);
       for (int q = 0; q < reqs.size(); q++) {
         for (int s = 0; s < 2; s++) {

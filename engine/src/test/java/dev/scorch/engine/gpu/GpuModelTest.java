@@ -5,8 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.scorch.engine.checkpoint.Checkpoint;
-import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.model.ModelWeights;
@@ -36,11 +34,7 @@ class GpuModelTest {
   @BeforeAll
   static void load() throws IOException {
     golden = new ObjectMapper().readTree(TestModels.conformanceGolden().toFile());
-    weights = weights(TestModels.conformanceModel());
-  }
-
-  static ModelWeights weights(Path dir) {
-    return new ModelWeights(Checkpoint.open(dir), ModelConfig.read(dir.resolve("config.json")));
+    weights = ModelWeights.open(TestModels.conformanceModel());
   }
 
   @Test
@@ -95,7 +89,7 @@ class GpuModelTest {
     try (CpuOps ops = new CpuOps(2)) {
       want = new Scorer(cpu, ops).score(reqs);
     }
-    try (GpuModel m = GpuModel.load(weights(dir), new HostDevice(), precision)) {
+    try (GpuModel m = GpuModel.load(ModelWeights.open(dir), new HostDevice(), precision)) {
       List<SequenceScore> got = new GpuScorer(m).score(reqs);
       for (int s = 0; s < reqs.size(); s++) {
         double d = GpuConformance.maxDiff(want.get(s).tokenLogprobs(), got.get(s).tokenLogprobs());

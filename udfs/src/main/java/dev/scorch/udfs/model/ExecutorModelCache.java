@@ -1,7 +1,5 @@
 package dev.scorch.udfs.model;
 
-import dev.scorch.engine.checkpoint.Checkpoint;
-import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.gpu.Device;
 import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.gpu.GpuModel;
@@ -69,7 +67,7 @@ public final class ExecutorModelCache {
     LoadedModel cpu = load(source);
     return GPU.computeIfAbsent(new GpuKey(source.manifest().contentHash(), ordinal, precision), k -> {
       Path dir = cpu.folder();
-      ModelWeights w = new ModelWeights(Checkpoint.open(dir), ModelConfig.read(dir.resolve("config.json")));
+      ModelWeights w = ModelWeights.open(dir);
       Device dev = devices.apply(ordinal);
       try {
         GpuScorer s = new GpuScorer(GpuModel.load(w, dev, precision));

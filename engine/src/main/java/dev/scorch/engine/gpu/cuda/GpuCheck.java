@@ -5,7 +5,6 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.scorch.engine.bench.PrefillBenchmark;
-import dev.scorch.engine.checkpoint.Checkpoint;
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.demo.DemoModelWriter;
 import dev.scorch.engine.demo.DemoPreset;
@@ -32,7 +31,6 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
-import java.util.SplittableRandom;
 
 /**
  * The device check (bin/gpu-check runs it on a GPU machine): the CUDA path against the golden file and the CPU
@@ -78,7 +76,7 @@ public final class GpuCheck {
 
     // 1. Conformance on the golden file's model, in each precision.
     JsonNode golden = JSON.readTree(conformance.resolve("golden.json").toFile());
-    ModelWeights tiny = weights(conformance.resolve("model"));
+    ModelWeights tiny = ModelWeights.open(conformance.resolve("model"));
     ObjectNode conf = out.putObject("conformance");
     for (GemmPrecision p : GemmPrecision.values()) {
       try (GpuModel m = GpuModel.load(tiny, new CudaDevice(0), p)) {
@@ -98,9 +96,9 @@ public final class GpuCheck {
       new DemoModelWriter(DemoPreset.SMALL, false, true, 0).write(small);
       System.out.printf("wrote the small demo model in %.1f s%n", (System.nanoTime() - t0) / 1e9);
     }
-    ModelWeights sw = weights(small);
+    ModelWeights sw = ModelWeights.open(small);
     ModelConfig c = sw.config();
-    List<ScoreRequest> cmp = prompts(c.vocabSize(), 4, 200, 11);
+    List<ScoreRequest> cmp = PrefillBenchmark.randomRequests(c.vocabSize(), 4, 200, 11);
     List<SequenceScore> cpuScores;
     DeepseekV3Model cpuModel = DeepseekV3Model.load(small);
     int[][] cpuRoutes = new int[cpuModel.numMoeLayers()][];
@@ -170,10 +168,10 @@ public final class GpuCheck {
     ProfilingDevice prof = new ProfilingDevice(new CudaDevice(0));
     try (GpuModel m = GpuModel.load(sw, prof, GemmPrecision.BF16X3)) {
       GpuScorer scorer = new GpuScorer(m);
-      List<ScoreRequest> reqs = prompts(c.vocabSize(), 8, 256, 5);
+      List<ScoreRequest> reqs = PrefillBenchmark.randomRequests(c.vocabSize(), 8, 256, 5);
       long t0;
       for (int[] shape : new int[][] {{8, 256}, {32, 512}}) {
-        List<ScoreRequest> rs = prompts(c.vocabSize(), shape[0], shape[1], 5);
+        List<ScoreRequest> rs = PrefillBenchmark.randomRequests(c.vocabSize(), shape[0], shape[1], 5);
         scorer.score(rs);
         scorer.score(rs);
         prof.reset();
@@ -208,7 +206,7 @@ public final class GpuCheck {
   }
 
   private static void prefill(GpuScorer scorer, ModelConfig c, int batch, int seq, ObjectNode into) {
-    List<ScoreRequest> reqs = prompts(c.vocabSize(), batch, seq, 5);
+    List<ScoreRequest> reqs = PrefillBenchmark.randomRequests(c.vocabSize(), batch, seq, 5);
     for (int i = 0; i < 3; i++) {
       scorer.score(reqs);
     }
@@ -231,7 +229,7 @@ public final class GpuCheck {
   }
 
   private static void decode(GpuModel m, ModelConfig c, int batch, int prompt, int steps, ObjectNode into) {
-    List<ScoreRequest> ps = prompts(c.vocabSize(), batch, prompt, 9);
+    List<ScoreRequest> ps = PrefillBenchmark.randomRequests(c.vocabSize(), batch, prompt, 9);
     double best = Double.MAX_VALUE;
     double[] secsPerStep = new double[3];
     for (int rep = 0; rep < secsPerStep.length; rep++) {
@@ -270,19 +268,6 @@ public final class GpuCheck {
         prompt, steps, batch / step, step * 1e3);
   }
 
-  static List<ScoreRequest> prompts(int vocab, int batch, int seq, long seed) {
-    SplittableRandom rnd = new SplittableRandom(seed);
-    List<ScoreRequest> reqs = new ArrayList<>();
-    for (int b = 0; b < batch; b++) {
-      int[] t = new int[seq];
-      for (int i = 0; i < seq; i++) {
-        t[i] = rnd.nextInt(vocab);
-      }
-      reqs.add(ScoreRequest.of(t));
-    }
-    return reqs;
-  }
-
   private static void writePrompts(List<ScoreRequest> reqs, List<SequenceScore> cpu, Path file) throws java.io.IOException {
     ArrayNode arr = JSON.createArrayNode();
     for (int i = 0; i < reqs.size(); i++) {
@@ -304,10 +289,6 @@ public final class GpuCheck {
     double[] s = v.clone();
     Arrays.sort(s);
     return s.length % 2 == 1 ? s[s.length / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-  }
-
-  private static ModelWeights weights(Path dir) {
-    return new ModelWeights(Checkpoint.open(dir), ModelConfig.read(dir.resolve("config.json")));
   }
 
   private static void flush(ObjectNode out, Path file) throws java.io.IOException {
