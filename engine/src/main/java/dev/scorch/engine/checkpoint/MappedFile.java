@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
+import java.nio.IntBuffer;
 import java.nio.MappedByteBuffer;
 import java.nio.ShortBuffer;
 import java.nio.channels.FileChannel;
@@ -26,6 +27,7 @@ public final class MappedFile {
   private final MappedByteBuffer[] maps;
   // Per chunk, little-endian views from its first byte, for absolute bulk reads that allocate nothing.
   private final ShortBuffer[] shorts;
+  private final IntBuffer[] ints;
   private final FloatBuffer[] floats;
 
   public static MappedFile map(Path path) {
@@ -59,9 +61,11 @@ public final class MappedFile {
     this.overlap = overlap;
     this.maps = maps;
     shorts = new ShortBuffer[maps.length];
+    ints = new IntBuffer[maps.length];
     floats = new FloatBuffer[maps.length];
     for (int i = 0; i < maps.length; i++) {
       shorts[i] = maps[i].duplicate().order(ByteOrder.LITTLE_ENDIAN).asShortBuffer();
+      ints[i] = maps[i].duplicate().order(ByteOrder.LITTLE_ENDIAN).asIntBuffer();
       floats[i] = maps[i].duplicate().order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer();
     }
   }
@@ -102,6 +106,17 @@ public final class MappedFile {
       return false;
     }
     shorts[i].get((int) (rel >> 1), dst, 0, n);
+    return true;
+  }
+
+  /** As {@link #getShorts} for n little-endian 32-bit ints into dst[0 .. n); false when offset is not a multiple of 4. */
+  public boolean getInts(long offset, int[] dst, int n) {
+    int i = chunkOf(offset, 4 * n);
+    long rel = offset - i * chunk;
+    if ((rel & 3) != 0) {
+      return false;
+    }
+    ints[i].get((int) (rel >> 2), dst, 0, n);
     return true;
   }
 

@@ -44,10 +44,29 @@ public final class Tensor {
 
   /** Raw little-endian bytes [byteOffset, byteOffset + length) of this tensor's data. */
   public ByteBuffer bytes(long byteOffset, int length) {
-    if (byteOffset < 0 || byteOffset + length > info.byteSize()) {
+    return file.slice(dataOffset(byteOffset, length), length);
+  }
+
+  /** Copies the n raw bytes at byteOffset of this tensor's data into dst[0 .. n), allocating nothing. */
+  public void rawBytes(long byteOffset, byte[] dst, int n) {
+    file.getBytes(dataOffset(byteOffset, n), dst, n);
+  }
+
+  /** Copies n little-endian 16-bit values from byteOffset into dst[0 .. n); false (nothing read) where the file offset is odd. */
+  public boolean rawShorts(long byteOffset, short[] dst, int n) {
+    return file.getShorts(dataOffset(byteOffset, 2L * n), dst, n);
+  }
+
+  /** Copies n little-endian 32-bit values from byteOffset into dst[0 .. n); false (nothing read) where the file offset is not a multiple of 4. */
+  public boolean rawInts(long byteOffset, int[] dst, int n) {
+    return file.getInts(dataOffset(byteOffset, 4L * n), dst, n);
+  }
+
+  private long dataOffset(long byteOffset, long length) {
+    if (byteOffset < 0 || length < 0 || byteOffset + length > info.byteSize()) {
       throw new IndexOutOfBoundsException(info.name() + ": bytes [" + byteOffset + ", " + (byteOffset + length) + ") outside " + info.byteSize());
     }
-    return file.slice(info.begin() + byteOffset, length);
+    return info.begin() + byteOffset;
   }
 
   /** Decodes elements [start, start + n) to fp32 into dst[off..]. Integer tensors are converted exactly where they fit. */

@@ -2,7 +2,6 @@ package dev.scorch.engine.kernels;
 
 import dev.scorch.engine.checkpoint.DType;
 import dev.scorch.engine.checkpoint.Tensor;
-import java.nio.ByteBuffer;
 
 /**
  * A linear layer's weight [out_features, in_features] as it lies in the checkpoint (BF16, F16, F32, or
@@ -91,13 +90,23 @@ public final class Linear {
     }
   }
 
-  /**
-   * The raw little-endian bytes of rows [row0, row0 + rows) as they lie in the mapped file (no copy), for
-   * kernels that decode in registers. The range must fit one slice of the mapping (64 MiB by default).
-   */
-  public ByteBuffer rawRows(int row0, int rows) {
-    long rowBytes = (long) in * dtype.bytes();
-    return weight.bytes(row0 * rowBytes, Math.toIntExact(rows * rowBytes));
+  // Raw copies of n consecutive elements from W[row, k] (row-major, so a copy may run on into the next rows), for
+  // kernels that decode in registers. They allocate nothing; the BF16 ones return false (nothing read) where the
+  // mapping's alignment does not allow the typed copy, and the caller decodes through row() instead.
+
+  /** BF16 (or F16): the raw 16-bit values of n elements from W[row, k]. */
+  public boolean rawHalves(int row, int k, short[] dst, int n) {
+    return weight.rawShorts(2 * ((long) row * in + k), dst, n);
+  }
+
+  /** BF16 (or F16): n ints, each the raw pair (element 2i in the low half, 2i + 1 in the high half) from W[row, k], k even. */
+  public boolean rawHalfPairs(int row, int k, int[] dst, int n) {
+    return weight.rawInts(2 * ((long) row * in + k), dst, n);
+  }
+
+  /** F8_E4M3: the n codes from W[row, k]. */
+  public void rawCodes(int row, int k, byte[] dst, int n) {
+    weight.rawBytes((long) row * in + k, dst, n);
   }
 
   /** FP8: input columns per scale block (0 for other dtypes). */

@@ -4,174 +4,196 @@ import jdk.incubator.vector.FloatVector;
 import jdk.incubator.vector.VectorSpecies;
 
 /**
- * y[M, N] = x[M, K] · Wᵀ with W [N, K] in its checkpoint dtype. W is decoded to fp32 while a panel of NR
- * output columns × KC inputs is packed (once per panel, reused by every row of x), then a register-tiled
- * Vector API micro-kernel runs MR rows at a time.
+ * y[M, N] = x[M, K] · Wᵀ with W [N, K] in its checkpoint dtype, for prefill-shaped calls.
+ *
+ * <p>Layout: x is transposed once per call into tiles of MR rows (xᵀ: for each k, MR consecutive rows, so
+ * one vector load gives L rows of x). W is decoded to fp32 a block of weight rows × KC inputs at a time, by
+ * whole rows (no transpose: the kernel broadcasts weights), once per block and reused by every row of x.
+ * The register-tiled Vector API micro-kernel computes MR rows of x × NR weight rows: 2 vectors of rows times
+ * 6 broadcast weights, 12 accumulators.
  *
  * <p>Every output is one fused-multiply-add chain over k = 0 .. K-1 in order, whatever M, the tile a row
- * lands in, or the thread that runs it: a row's result is bit-identical in any batch and at any thread count.
+ * lands in, or the thread that runs it: a row's result is bit-identical in any batch and at any thread count,
+ * and to {@link ScalarGemm}'s.
  */
 public final class PackedGemm {
   static final VectorSpecies<Float> S = FloatVector.SPECIES_PREFERRED;
   static final int L = S.length();
-  /** Output columns per panel: two vectors. */
-  static final int NR = 2 * L;
-  /** Rows of x per micro-kernel call. */
-  static final int MR = 6;
-  /** Inputs per packed panel block. */
+  /** Rows of x per micro-kernel call: two vectors. */
+  static final int MR = 2 * L;
+  /** Weight rows per micro-kernel call (broadcast one at a time). */
+  static final int NR = 6;
+  /** Inputs per decoded weight block. */
   static final int KC = 256;
+  /** Weight rows a task decodes per K block (a multiple of NR): the block stays in L2 while all of x passes. */
+  static final int NB = 8 * NR;
+  /** Rows of x per pass over the weights (a multiple of MR). */
+  static final int MB = 64 * MR;
 
   private PackedGemm() {}
 
-  /** Per-thread buffers: packed panels and their output tiles, reused call after call. */
+  /** Per-thread buffers, grown as needed and reused call after call. */
   private static final class Scratch {
-    final float[][] panels = new float[PANELS_PER_BLOCK][KC * NR];
-    final float[] row = new float[KC];
-    final float[][] c = new float[PANELS_PER_BLOCK][0];
+    /** xᵀ tiles (the calling thread's). */
+    float[] xt = new float[0];
+    /** Decoded weights: NB rows × KC. */
+    final float[] w = new float[NB * KC];
+    final RowDecoder decoder = new RowDecoder(KC);
+    /** Accumulators: c[j * mPad + i] for weight row j of the task and row i of x. */
+    float[] c = new float[0];
 
-    void ensure(int np, int m) {
-      for (int j = 0; j < np; j++) {
-        if (c[j].length < m * NR) {
-          c[j] = new float[m * NR];
-        }
-      }
+    float[] xt(int n) {
+      return xt.length >= n ? xt : (xt = new float[n]);
+    }
+
+    float[] c(int n) {
+      return c.length >= n ? c : (c = new float[n]);
     }
   }
 
   private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
 
-  /** Panels packed together: the rows of x in L1 are reused across this many panels before moving on. */
-  static final int PANELS_PER_BLOCK = 8;
-
   public static void matmul(float[] x, int m, Linear w, float[] y, Parallel par) {
     int kDim = w.in();
     int nDim = w.out();
-    int panels = (nDim + NR - 1) / NR;
-    // Enough blocks to keep every thread busy, at most PANELS_PER_BLOCK panels each.
-    int perBlock = Math.max(1, Math.min(PANELS_PER_BLOCK, panels / (2 * par.threads())));
-    int blocks = (panels + perBlock - 1) / perBlock;
-    par.forEach(blocks, b -> {
-      Scratch s = SCRATCH.get();
-      int p0 = b * perBlock;
-      int np = Math.min(perBlock, panels - p0);
-      s.ensure(np, m);
-      for (int k0 = 0; k0 < kDim; k0 += KC) {
-        int kc = Math.min(KC, kDim - k0);
-        for (int j = 0; j < np; j++) {
-          int n0 = (p0 + j) * NR;
-          pack(w, n0, Math.min(NR, nDim - n0), k0, kc, s.panels[j], s.row);
-        }
-        boolean first = k0 == 0;
-        int i = 0;
-        for (; i + MR <= m; i += MR) {
-          for (int j = 0; j < np; j++) {
-            kernel6(x, i, kDim, k0, kc, s.panels[j], s.c[j], first);
+    // Weight rows split into tasks of at most NB rows, at least two per thread when N allows.
+    int perTask = Math.max(NR, Math.min(NB, roundUp((nDim + 2 * par.threads() - 1) / (2 * par.threads()), NR)));
+    int tasks = (nDim + perTask - 1) / perTask;
+    // Rows of x in blocks of MB, so xᵀ and the accumulators stay bounded (and cached) however large M is.
+    for (int m0 = 0; m0 < m; m0 += MB) {
+      int mb = Math.min(MB, m - m0);
+      int tiles = (mb + MR - 1) / MR;
+      int mPad = tiles * MR;
+      // 1. xᵀ: tile t holds x[m0 + t·MR + r, k] at t·K·MR + k·MR + r (rows past the block are zero).
+      float[] xt = SCRATCH.get().xt(mPad * kDim);
+      int rowBase = m0;
+      par.forEach(tiles, t -> transposeTile(x, rowBase, mb, kDim, t, xt));
+      // 2. Each task: its weight rows, K block by K block, against every tile.
+      par.forEach(tasks, task -> {
+        Scratch s = SCRATCH.get();
+        int n0 = task * perTask;
+        int nn = Math.min(perTask, nDim - n0);
+        int groups = (nn + NR - 1) / NR;
+        float[] c = s.c(groups * NR * mPad);
+        float[] wb = s.w;
+        for (int k0 = 0; k0 < kDim; k0 += KC) {
+          int kc = Math.min(KC, kDim - k0);
+          // Decode W[n0 .., k0 .. k0 + kc) row by row; rows past N in the last group are zero.
+          for (int j = 0; j < groups * NR; j++) {
+            if (j < nn) {
+              s.decoder.decode(w, n0 + j, k0, kc, wb, j * kc);
+            } else {
+              java.util.Arrays.fill(wb, j * kc, (j + 1) * kc, 0f);
+            }
+          }
+          boolean first = k0 == 0;
+          for (int t = 0; t < tiles; t++) {
+            int xo = t * kDim * MR + k0 * MR;
+            for (int g = 0; g < groups; g++) {
+              kernel(xt, xo, kc, wb, g * NR * kc, c, g * NR * mPad + t * MR, mPad, first);
+            }
           }
         }
-        for (; i < m; i++) {
-          for (int j = 0; j < np; j++) {
-            kernel1(x, i, kDim, k0, kc, s.panels[j], s.c[j], first);
+        // y[m0 + i, n0 + j] = c[j, i]
+        for (int i = 0; i < mb; i++) {
+          int yo = (rowBase + i) * nDim + n0;
+          for (int j = 0; j < nn; j++) {
+            y[yo + j] = c[j * mPad + i];
           }
         }
-      }
-      for (int j = 0; j < np; j++) {
-        int n0 = (p0 + j) * NR;
-        int nr = Math.min(NR, nDim - n0);
-        for (int i = 0; i < m; i++) {
-          System.arraycopy(s.c[j], i * NR, y, i * nDim + n0, nr);
-        }
-      }
-    });
-  }
-
-  /** panel[k * NR + j] = W[n0 + j, k0 + k] in fp32; columns past N are zero. */
-  private static void pack(Linear w, int n0, int nr, int k0, int kc, float[] panel, float[] row) {
-    for (int j = 0; j < nr; j++) {
-      w.row(n0 + j, k0, kc, row, 0);
-      for (int k = 0; k < kc; k++) {
-        panel[k * NR + j] = row[k];
-      }
-    }
-    for (int j = nr; j < NR; j++) {
-      for (int k = 0; k < kc; k++) {
-        panel[k * NR + j] = 0f;
-      }
+      });
     }
   }
 
-  private static void kernel6(float[] x, int i, int kDim, int k0, int kc, float[] panel, float[] c, boolean first) {
-    int c0 = i * NR;
+  private static int roundUp(int v, int multiple) {
+    return (v + multiple - 1) / multiple * multiple;
+  }
+
+  private static void transposeTile(float[] x, int rowBase, int rows, int kDim, int t, float[] xt) {
+    int base = t * kDim * MR;
+    for (int r = 0; r < MR; r++) {
+      int row = t * MR + r;
+      if (row < rows) {
+        int xo = (rowBase + row) * kDim;
+        for (int k = 0; k < kDim; k++) {
+          xt[base + k * MR + r] = x[xo + k];
+        }
+      } else {
+        for (int k = 0; k < kDim; k++) {
+          xt[base + k * MR + r] = 0f;
+        }
+      }
+    }
+  }
+
+  /**
+   * c[(r·cStride) + i ..] (+)= Σ_k xᵀ[k, i ..] · w[r, k] for the 6 weight rows r of one group and the MR rows i
+   * of one tile, one FMA per k in order.
+   */
+  private static void kernel(float[] xt, int xo, int kc, float[] wb, int wo, float[] c, int co, int cStride, boolean first) {
+    int c0 = co;
+    int c1 = c0 + cStride;
+    int c2 = c1 + cStride;
+    int c3 = c2 + cStride;
+    int c4 = c3 + cStride;
+    int c5 = c4 + cStride;
     FloatVector a00, a01, a10, a11, a20, a21, a30, a31, a40, a41, a50, a51;
     if (first) {
       a00 = a01 = a10 = a11 = a20 = a21 = a30 = a31 = a40 = a41 = a50 = a51 = FloatVector.zero(S);
     } else {
       a00 = FloatVector.fromArray(S, c, c0);
       a01 = FloatVector.fromArray(S, c, c0 + L);
-      a10 = FloatVector.fromArray(S, c, c0 + NR);
-      a11 = FloatVector.fromArray(S, c, c0 + NR + L);
-      a20 = FloatVector.fromArray(S, c, c0 + 2 * NR);
-      a21 = FloatVector.fromArray(S, c, c0 + 2 * NR + L);
-      a30 = FloatVector.fromArray(S, c, c0 + 3 * NR);
-      a31 = FloatVector.fromArray(S, c, c0 + 3 * NR + L);
-      a40 = FloatVector.fromArray(S, c, c0 + 4 * NR);
-      a41 = FloatVector.fromArray(S, c, c0 + 4 * NR + L);
-      a50 = FloatVector.fromArray(S, c, c0 + 5 * NR);
-      a51 = FloatVector.fromArray(S, c, c0 + 5 * NR + L);
+      a10 = FloatVector.fromArray(S, c, c1);
+      a11 = FloatVector.fromArray(S, c, c1 + L);
+      a20 = FloatVector.fromArray(S, c, c2);
+      a21 = FloatVector.fromArray(S, c, c2 + L);
+      a30 = FloatVector.fromArray(S, c, c3);
+      a31 = FloatVector.fromArray(S, c, c3 + L);
+      a40 = FloatVector.fromArray(S, c, c4);
+      a41 = FloatVector.fromArray(S, c, c4 + L);
+      a50 = FloatVector.fromArray(S, c, c5);
+      a51 = FloatVector.fromArray(S, c, c5 + L);
     }
-    int x0 = i * kDim + k0;
-    int x1 = x0 + kDim;
-    int x2 = x1 + kDim;
-    int x3 = x2 + kDim;
-    int x4 = x3 + kDim;
-    int x5 = x4 + kDim;
+    int w0 = wo;
+    int w1 = w0 + kc;
+    int w2 = w1 + kc;
+    int w3 = w2 + kc;
+    int w4 = w3 + kc;
+    int w5 = w4 + kc;
     for (int k = 0; k < kc; k++) {
-      FloatVector b0 = FloatVector.fromArray(S, panel, k * NR);
-      FloatVector b1 = FloatVector.fromArray(S, panel, k * NR + L);
-      FloatVector v = FloatVector.broadcast(S, x[x0 + k]);
-      a00 = b0.fma(v, a00);
-      a01 = b1.fma(v, a01);
-      v = FloatVector.broadcast(S, x[x1 + k]);
-      a10 = b0.fma(v, a10);
-      a11 = b1.fma(v, a11);
-      v = FloatVector.broadcast(S, x[x2 + k]);
-      a20 = b0.fma(v, a20);
-      a21 = b1.fma(v, a21);
-      v = FloatVector.broadcast(S, x[x3 + k]);
-      a30 = b0.fma(v, a30);
-      a31 = b1.fma(v, a31);
-      v = FloatVector.broadcast(S, x[x4 + k]);
-      a40 = b0.fma(v, a40);
-      a41 = b1.fma(v, a41);
-      v = FloatVector.broadcast(S, x[x5 + k]);
-      a50 = b0.fma(v, a50);
-      a51 = b1.fma(v, a51);
+      FloatVector x0 = FloatVector.fromArray(S, xt, xo + k * MR);
+      FloatVector x1 = FloatVector.fromArray(S, xt, xo + k * MR + L);
+      FloatVector v = FloatVector.broadcast(S, wb[w0 + k]);
+      a00 = x0.fma(v, a00);
+      a01 = x1.fma(v, a01);
+      v = FloatVector.broadcast(S, wb[w1 + k]);
+      a10 = x0.fma(v, a10);
+      a11 = x1.fma(v, a11);
+      v = FloatVector.broadcast(S, wb[w2 + k]);
+      a20 = x0.fma(v, a20);
+      a21 = x1.fma(v, a21);
+      v = FloatVector.broadcast(S, wb[w3 + k]);
+      a30 = x0.fma(v, a30);
+      a31 = x1.fma(v, a31);
+      v = FloatVector.broadcast(S, wb[w4 + k]);
+      a40 = x0.fma(v, a40);
+      a41 = x1.fma(v, a41);
+      v = FloatVector.broadcast(S, wb[w5 + k]);
+      a50 = x0.fma(v, a50);
+      a51 = x1.fma(v, a51);
     }
     a00.intoArray(c, c0);
     a01.intoArray(c, c0 + L);
-    a10.intoArray(c, c0 + NR);
-    a11.intoArray(c, c0 + NR + L);
-    a20.intoArray(c, c0 + 2 * NR);
-    a21.intoArray(c, c0 + 2 * NR + L);
-    a30.intoArray(c, c0 + 3 * NR);
-    a31.intoArray(c, c0 + 3 * NR + L);
-    a40.intoArray(c, c0 + 4 * NR);
-    a41.intoArray(c, c0 + 4 * NR + L);
-    a50.intoArray(c, c0 + 5 * NR);
-    a51.intoArray(c, c0 + 5 * NR + L);
-  }
-
-  private static void kernel1(float[] x, int i, int kDim, int k0, int kc, float[] panel, float[] c, boolean first) {
-    int c0 = i * NR;
-    FloatVector a0 = first ? FloatVector.zero(S) : FloatVector.fromArray(S, c, c0);
-    FloatVector a1 = first ? FloatVector.zero(S) : FloatVector.fromArray(S, c, c0 + L);
-    int x0 = i * kDim + k0;
-    for (int k = 0; k < kc; k++) {
-      FloatVector v = FloatVector.broadcast(S, x[x0 + k]);
-      a0 = FloatVector.fromArray(S, panel, k * NR).fma(v, a0);
-      a1 = FloatVector.fromArray(S, panel, k * NR + L).fma(v, a1);
-    }
-    a0.intoArray(c, c0);
-    a1.intoArray(c, c0 + L);
+    a10.intoArray(c, c1);
+    a11.intoArray(c, c1 + L);
+    a20.intoArray(c, c2);
+    a21.intoArray(c, c2 + L);
+    a30.intoArray(c, c3);
+    a31.intoArray(c, c3 + L);
+    a40.intoArray(c, c4);
+    a41.intoArray(c, c4 + L);
+    a50.intoArray(c, c5);
+    a51.intoArray(c, c5 + L);
   }
 
   /** The plain reference: one float accumulation per output, simple loops, W decoded row by row. */

@@ -2,11 +2,9 @@ package dev.scorch.engine.kernels;
 
 import dev.scorch.engine.checkpoint.DType;
 import dev.scorch.engine.checkpoint.NumberFormats;
-import jdk.incubator.vector.ByteVector;
 import jdk.incubator.vector.FloatVector;
 import jdk.incubator.vector.IntVector;
 import jdk.incubator.vector.VectorOperators;
-import jdk.incubator.vector.VectorShape;
 import jdk.incubator.vector.VectorSpecies;
 
 /**
@@ -30,16 +28,12 @@ public final class RowDotGemm {
   static final VectorSpecies<Float> F = FloatVector.SPECIES_PREFERRED;
   static final VectorSpecies<Integer> I = VectorSpecies.of(int.class, F.vectorShape());
   static final int L = F.length();
-  /** L bytes, for FP8 codes widened to L ints; null where no such shape exists (L < 8). */
-  static final VectorSpecies<Byte> B = L >= 8 ? VectorSpecies.of(byte.class, VectorShape.forBitSize(8 * L)) : null;
   /** Weight rows per block. */
   static final int NR = 4;
   /** Rows of x per register block when M > 1. */
   static final int MR = 4;
   /** Weights (N·K) a task gets at least, so small matrices do not pay for waking threads. */
   static final long MIN_TASK_WEIGHTS = 1 << 17;
-  /** E4M3 bits moved into an fp32 exponent are 2^120 too small: 2^(e - 127) instead of 2^(e - 7). */
-  private static final float FP8_RESCALE = 0x1p120f;
   private static final int BF16_HIGH = 0xFFFF0000;
 
   private RowDotGemm() {}
@@ -78,7 +72,7 @@ public final class RowDotGemm {
     if (w.dtype() == DType.BF16 && w.in() % 2 == 0) {
       return Path.BF16;
     }
-    if (w.dtype() == DType.F8_E4M3 && B != null && w.blockCols() % L == 0 && w.maxScaleInv() * FP8_RESCALE < Float.MAX_VALUE) {
+    if (RowDecoder.fp8InRegisters(w)) {
       return Path.FP8;
     }
     return Path.GENERIC;
@@ -180,7 +174,9 @@ public final class RowDotGemm {
     int[] wb = s.ints(NR * half);
     for (int r = r0; r < r1; r += NR) {
       int nr = Math.min(NR, r1 - r);
-      w.rawRows(r, nr).asIntBuffer().get(wb, 0, nr * half);
+      if (!w.rawHalfPairs(r, 0, wb, nr * half)) {
+        pairsFromRows(w, r, nr, wb, s);
+      }
       if (nr == NR) {
         int i = 0;
         for (; i + MR <= m; i += MR) {
@@ -196,6 +192,18 @@ public final class RowDotGemm {
             bf16Block1x1(xs, x, i, w, wb, j * half, y, r + j, s);
           }
         }
+      }
+    }
+  }
+
+  /** The pairs rebuilt from decoded rows, where the mapping is not 4-byte aligned (bf16 is fp32's top half: exact). */
+  private static void pairsFromRows(Linear w, int row, int rows, int[] dst, Scratch s) {
+    int kDim = w.in();
+    float[] f = s.floats(kDim);
+    for (int r = 0; r < rows; r++) {
+      w.row(row + r, 0, kDim, f, 0);
+      for (int i = 0; i < kDim / 2; i++) {
+        dst[r * (kDim / 2) + i] = (Float.floatToRawIntBits(f[2 * i]) >>> 16) | (Float.floatToRawIntBits(f[2 * i + 1]) & BF16_HIGH);
       }
     }
   }
@@ -325,25 +333,12 @@ public final class RowDotGemm {
 
   // ----------------------------------------------------------------------------------------------------- FP8
 
-  /**
-   * L E4M3 codes to fp32 times their block scale (pre-multiplied by 2^120): sign to bit 31, exponent and
-   * mantissa to bits 26..20, so the float is the code's value × 2^-120 exactly (subnormals included); the one
-   * product with the scale rounds as {@link Linear#row}'s does. Codes 0x7f / 0xff are NaN.
-   */
-  private static FloatVector fp8(byte[] codes, int off, FloatVector scale) {
-    IntVector c = (IntVector) ByteVector.fromArray(B, codes, off).convertShape(VectorOperators.B2I, I, 0);
-    IntVector mag = c.and(0x7f);
-    IntVector bits = mag.lanewise(VectorOperators.LSHL, 20).or(c.and(0x80).lanewise(VectorOperators.LSHL, 24));
-    bits = bits.blend(0x7fc00000, mag.eq(0x7f));
-    return bits.reinterpretAsFloats().mul(scale);
-  }
-
   private static void fp8Rows(float[] x, int m, Linear w, float[] y, int r0, int r1, Scratch s) {
     int kDim = w.in();
     byte[] wb = s.bytes(NR * kDim);
     for (int r = r0; r < r1; r += NR) {
       int nr = Math.min(NR, r1 - r);
-      w.rawRows(r, nr).get(wb, 0, nr * kDim);
+      w.rawCodes(r, 0, wb, nr * kDim);
       if (nr == NR) {
         int i = 0;
         for (; i + MR <= m; i += MR) {
@@ -374,7 +369,7 @@ public final class RowDotGemm {
   }
 
   private static FloatVector scale(Linear w, int row, int k) {
-    return FloatVector.broadcast(F, w.blockScale(row, k) * FP8_RESCALE);
+    return FloatVector.broadcast(F, w.blockScale(row, k) * RowDecoder.FP8_RESCALE);
   }
 
   private static void fp8Block1x1(float[] x, int i, Linear w, byte[] wb, int wOff, float[] y, int row, Scratch s) {
@@ -387,7 +382,7 @@ public final class RowDotGemm {
       int kEnd = Math.min(kv, k0 + bc);
       FloatVector sc = scale(w, row, k0);
       for (int k = k0; k < kEnd; k += L) {
-        a = fp8(wb, wOff + k, sc).fma(FloatVector.fromArray(F, x, xo + k), a);
+        a = RowDecoder.fp8(wb, wOff + k, sc).fma(FloatVector.fromArray(F, x, xo + k), a);
       }
     }
     y[i * w.out() + row] = fp8Finish(a, w, row, wb, wOff, x, xo, kv, s.lanes);
@@ -410,10 +405,10 @@ public final class RowDotGemm {
       FloatVector s3 = scale(w, row + 3, k0);
       for (int k = k0; k < kEnd; k += L) {
         FloatVector v = FloatVector.fromArray(F, x, xo + k);
-        a0 = fp8(wb, k, s0).fma(v, a0);
-        a1 = fp8(wb, kDim + k, s1).fma(v, a1);
-        a2 = fp8(wb, 2 * kDim + k, s2).fma(v, a2);
-        a3 = fp8(wb, 3 * kDim + k, s3).fma(v, a3);
+        a0 = RowDecoder.fp8(wb, k, s0).fma(v, a0);
+        a1 = RowDecoder.fp8(wb, kDim + k, s1).fma(v, a1);
+        a2 = RowDecoder.fp8(wb, 2 * kDim + k, s2).fma(v, a2);
+        a3 = RowDecoder.fp8(wb, 3 * kDim + k, s3).fma(v, a3);
       }
     }
     int yo = i * w.out() + row;
@@ -440,8 +435,8 @@ public final class RowDotGemm {
       FloatVector s0 = scale(w, row, k0);
       FloatVector s1 = scale(w, row + 1, k0);
       for (int k = k0; k < kEnd; k += L) {
-        FloatVector w0 = fp8(wb, wOff + k, s0);
-        FloatVector w1 = fp8(wb, w1Off + k, s1);
+        FloatVector w0 = RowDecoder.fp8(wb, wOff + k, s0);
+        FloatVector w1 = RowDecoder.fp8(wb, w1Off + k, s1);
         FloatVector v = FloatVector.fromArray(F, x, x0 + k);
         a00 = w0.fma(v, a00);
         a01 = w1.fma(v, a01);

@@ -1,0 +1,85 @@
+package dev.scorch.engine.kernels;
+
+import dev.scorch.engine.checkpoint.DType;
+import dev.scorch.engine.checkpoint.NumberFormats;
+import jdk.incubator.vector.ByteVector;
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.IntVector;
+import jdk.incubator.vector.ShortVector;
+import jdk.incubator.vector.VectorOperators;
+import jdk.incubator.vector.VectorShape;
+import jdk.incubator.vector.VectorSpecies;
+
+/**
+ * Weight row segments decoded to fp32 in vector registers: the raw BF16 halves or FP8 codes are bulk-copied out of
+ * the mapping, then widened L at a time. The values are bit for bit those of {@link Linear#row} (which decodes
+ * element by element), at a fraction of its cost; other dtypes go through {@link Linear#row}.
+ */
+final class RowDecoder {
+  static final VectorSpecies<Float> F = FloatVector.SPECIES_PREFERRED;
+  static final VectorSpecies<Integer> I = VectorSpecies.of(int.class, F.vectorShape());
+  static final int L = F.length();
+  /** L halves and L bytes, for BF16 and FP8 widened to L ints; null where no such shape exists. */
+  static final VectorSpecies<Short> H = L >= 4 ? VectorSpecies.of(short.class, VectorShape.forBitSize(16 * L)) : null;
+  static final VectorSpecies<Byte> B = L >= 8 ? VectorSpecies.of(byte.class, VectorShape.forBitSize(8 * L)) : null;
+  /** E4M3 bits moved into an fp32 exponent are 2^120 too small: 2^(e - 127) instead of 2^(e - 7). */
+  static final float FP8_RESCALE = 0x1p120f;
+
+  private final short[] halves;
+  private final byte[] codes;
+
+  /** A decoder for segments of at most maxLen elements (its buffers are its own: one per thread). */
+  RowDecoder(int maxLen) {
+    halves = new short[maxLen];
+    codes = new byte[maxLen];
+  }
+
+  /** True when FP8 rows of w decode in registers (block columns a multiple of L, scales that cannot overflow). */
+  static boolean fp8InRegisters(Linear w) {
+    return w.dtype() == DType.F8_E4M3 && B != null && w.blockCols() % L == 0 && w.maxScaleInv() * FP8_RESCALE < Float.MAX_VALUE;
+  }
+
+  /** dst[off .. off + n) = W[row, k0 .. k0 + n) in fp32, as {@link Linear#row} gives it. */
+  void decode(Linear w, int row, int k0, int n, float[] dst, int off) {
+    if (w.dtype() == DType.BF16 && H != null && w.rawHalves(row, k0, halves, n)) {
+      int k = 0;
+      for (; k + L <= n; k += L) {
+        IntVector v = (IntVector) ShortVector.fromArray(H, halves, k).convertShape(VectorOperators.S2I, I, 0);
+        v.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats().intoArray(dst, off + k);
+      }
+      for (; k < n; k++) {
+        dst[off + k] = Float.intBitsToFloat(halves[k] << 16);
+      }
+    } else if (fp8InRegisters(w) && k0 % L == 0) {
+      w.rawCodes(row, k0, codes, n);
+      int bc = w.blockCols();
+      for (int k = 0; k < n; ) {
+        // One block of inputs (one scale) at a time: whole vectors, then the tail one by one.
+        int end = Math.min(n, ((k0 + k) / bc + 1) * bc - k0);
+        float scale = w.blockScale(row, k0 + k);
+        FloatVector sc = FloatVector.broadcast(F, scale * FP8_RESCALE);
+        for (; k + L <= end; k += L) {
+          fp8(codes, k, sc).intoArray(dst, off + k);
+        }
+        for (; k < end; k++) {
+          dst[off + k] = NumberFormats.e4m3ToFloat(codes[k]) * scale;
+        }
+      }
+    } else {
+      w.row(row, k0, n, dst, off);
+    }
+  }
+
+  /**
+   * L E4M3 codes to fp32 times their block scale (pre-multiplied by 2^120): sign to bit 31, exponent and
+   * mantissa to bits 26..20, so the float is the code's value × 2^-120 exactly (subnormals included); the one
+   * product with the scale rounds as {@link Linear#row}'s does. Codes 0x7f / 0xff are NaN.
+   */
+  static FloatVector fp8(byte[] codes, int off, FloatVector scale) {
+    IntVector c = (IntVector) ByteVector.fromArray(B, codes, off).convertShape(VectorOperators.B2I, I, 0);
+    IntVector mag = c.and(0x7f);
+    IntVector bits = mag.lanewise(VectorOperators.LSHL, 20).or(c.and(0x80).lanewise(VectorOperators.LSHL, 24));
+    bits = bits.blend(0x7fc00000, mag.eq(0x7f));
+    return bits.reinterpretAsFloats().mul(scale);
+  }
+}
