@@ -1,5 +1,7 @@
 package dev.scorch.engine.kernels;
 
+import dev.scorch.engine.scoring.LogSoftmax;
+
 /**
  * The backend seam: the heavy operations the model calls. {@link CpuOps} is today's fast path,
  * {@link ReferenceOps} the plain loops it is tested against; a CUDA backend implements the same interface.
@@ -27,6 +29,24 @@ public interface Ops extends AutoCloseable {
 
   /** out[T, heads, v_head]: causal softmax(q·kᵀ · scale) · v per sequence, softmax in fp32. */
   void attention(MlaInputs in, float[] out);
+
+  /**
+   * log Σ e^(x[i]) over x[off .. off + n), the log-softmax denominator of a row of logits: the same bits for a row
+   * on every call. This default is the reference: {@link LogSoftmax#logSumExp}'s plain double loop.
+   */
+  default double logSumExp(float[] x, int off, int n) {
+    return LogSoftmax.logSumExp(x, off, n);
+  }
+
+  /**
+   * body(i) for i in [0, n): independent row work outside the kernels above (the log-softmax stats of a chunk of
+   * logits), spread over the backend's threads where it has them. Each item must give the same result on any thread.
+   */
+  default void forEachRow(int n, java.util.function.IntConsumer body) {
+    for (int i = 0; i < n; i++) {
+      body.accept(i);
+    }
+  }
 
   /** Engine threads this backend runs on. */
   int threads();

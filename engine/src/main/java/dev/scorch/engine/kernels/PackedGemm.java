@@ -27,8 +27,13 @@ public final class PackedGemm {
   static final int KC = 256;
   /** Weight rows a task decodes per K block (a multiple of NR): the block stays in L2 while all of x passes. */
   static final int NB = 8 * NR;
-  /** Rows of x per pass over the weights (a multiple of MR). */
-  static final int MB = 64 * MR;
+  /**
+   * Rows of x per pass over the weights (a multiple of MR): a K block of their xᵀ (MB·KC floats, 256 KiB with
+   * 8 lanes), the decoded weights and the accumulators stay in a 512 KiB L2.
+   */
+  static final int MB = 16 * MR;
+  /** Inputs per block of the scalar transpose into the tiles. */
+  static final int COPY_ROWS = 16;
 
   private PackedGemm() {}
 
@@ -39,8 +44,22 @@ public final class PackedGemm {
     /** Decoded weights: NB rows × KC. */
     final float[] w = new float[NB * KC];
     final RowDecoder decoder = new RowDecoder(KC);
-    /** Accumulators: c[j * mPad + i] for weight row j of the task and row i of x. */
+    /** Accumulators between K blocks: c[j * mPad + i] for weight row j of the task and row i of x. */
     float[] c = new float[0];
+    /** One finished tile on its way to y: tile[r * MR + i]. */
+    final float[] tile = new float[NR * MR];
+
+    /** Row offsets 0, K, 2K, .. (L of them) for the gathers of xᵀ. */
+    final int[] rowMap = new int[L];
+
+    int[] rowMap(int kDim) {
+      if (rowMap[L - 1] != (L - 1) * kDim) {
+        for (int i = 0; i < L; i++) {
+          rowMap[i] = i * kDim;
+        }
+      }
+      return rowMap;
+    }
 
     float[] xt(int n) {
       return xt.length >= n ? xt : (xt = new float[n]);
@@ -87,18 +106,26 @@ public final class PackedGemm {
             }
           }
           boolean first = k0 == 0;
+          boolean last = k0 + kc == kDim;
           for (int t = 0; t < tiles; t++) {
             int xo = t * kDim * MR + k0 * MR;
             for (int g = 0; g < groups; g++) {
-              kernel(xt, xo, kc, wb, g * NR * kc, c, g * NR * mPad + t * MR, mPad, first);
+              int co = g * NR * mPad + t * MR;
+              if (!last) {
+                kernel(xt, xo, kc, wb, g * NR * kc, first ? null : c, co, mPad, c, co, mPad);
+              } else {
+                // The finished tile goes through a few registers' worth of L1 into y[m0 + t·MR + i, n0 + g·NR + r].
+                kernel(xt, xo, kc, wb, g * NR * kc, first ? null : c, co, mPad, s.tile, 0, MR);
+                int rows = Math.min(MR, mb - t * MR);
+                int cols = Math.min(NR, nn - g * NR);
+                int yo = (rowBase + t * MR) * nDim + n0 + g * NR;
+                for (int i = 0; i < rows; i++) {
+                  for (int r = 0; r < cols; r++) {
+                    y[yo + i * nDim + r] = s.tile[r * MR + i];
+                  }
+                }
+              }
             }
-          }
-        }
-        // y[m0 + i, n0 + j] = c[j, i]
-        for (int i = 0; i < mb; i++) {
-          int yo = (rowBase + i) * nDim + n0;
-          for (int j = 0; j < nn; j++) {
-            y[yo + j] = c[j * mPad + i];
           }
         }
       });
@@ -109,28 +136,46 @@ public final class PackedGemm {
     return (v + multiple - 1) / multiple * multiple;
   }
 
+  /**
+   * xᵀ of one tile. A whole tile is gathered: for each k, L rows of x in one vector (map holds the offsets
+   * 0, K, 2K, ...); a partial one is copied COPY_ROWS inputs at a time so the strided writes stay in L1.
+   */
   private static void transposeTile(float[] x, int rowBase, int rows, int kDim, int t, float[] xt) {
     int base = t * kDim * MR;
-    for (int r = 0; r < MR; r++) {
-      int row = t * MR + r;
-      if (row < rows) {
-        int xo = (rowBase + row) * kDim;
-        for (int k = 0; k < kDim; k++) {
-          xt[base + k * MR + r] = x[xo + k];
-        }
-      } else {
-        for (int k = 0; k < kDim; k++) {
-          xt[base + k * MR + r] = 0f;
+    if (rows - t * MR >= MR) {
+      int[] map = SCRATCH.get().rowMap(kDim);
+      int x0 = (rowBase + t * MR) * kDim;
+      int x1 = x0 + L * kDim;
+      for (int k = 0; k < kDim; k++) {
+        FloatVector.fromArray(S, x, x0 + k, map, 0).intoArray(xt, base + k * MR);
+        FloatVector.fromArray(S, x, x1 + k, map, 0).intoArray(xt, base + k * MR + L);
+      }
+      return;
+    }
+    for (int k0 = 0; k0 < kDim; k0 += COPY_ROWS) {
+      int k1 = Math.min(kDim, k0 + COPY_ROWS);
+      for (int r = 0; r < MR; r++) {
+        int row = t * MR + r;
+        if (row < rows) {
+          int xo = (rowBase + row) * kDim;
+          for (int k = k0; k < k1; k++) {
+            xt[base + k * MR + r] = x[xo + k];
+          }
+        } else {
+          for (int k = k0; k < k1; k++) {
+            xt[base + k * MR + r] = 0f;
+          }
         }
       }
     }
   }
 
   /**
-   * c[(r·cStride) + i ..] (+)= Σ_k xᵀ[k, i ..] · w[r, k] for the 6 weight rows r of one group and the MR rows i
-   * of one tile, one FMA per k in order.
+   * d[dOff + r·dStride + i] = c[co + r·cStride + i] (0 when c is null) + Σ_k xᵀ[k, i] · w[r, k] for the 6 weight
+   * rows r of one group and the MR rows i of one tile, one FMA per k in order.
    */
-  private static void kernel(float[] xt, int xo, int kc, float[] wb, int wo, float[] c, int co, int cStride, boolean first) {
+  private static void kernel(float[] xt, int xo, int kc, float[] wb, int wo, float[] c, int co, int cStride,
+                             float[] d, int dOff, int dStride) {
     int c0 = co;
     int c1 = c0 + cStride;
     int c2 = c1 + cStride;
@@ -138,7 +183,7 @@ public final class PackedGemm {
     int c4 = c3 + cStride;
     int c5 = c4 + cStride;
     FloatVector a00, a01, a10, a11, a20, a21, a30, a31, a40, a41, a50, a51;
-    if (first) {
+    if (c == null) {
       a00 = a01 = a10 = a11 = a20 = a21 = a30 = a31 = a40 = a41 = a50 = a51 = FloatVector.zero(S);
     } else {
       a00 = FloatVector.fromArray(S, c, c0);
@@ -182,18 +227,24 @@ public final class PackedGemm {
       a50 = x0.fma(v, a50);
       a51 = x1.fma(v, a51);
     }
-    a00.intoArray(c, c0);
-    a01.intoArray(c, c0 + L);
-    a10.intoArray(c, c1);
-    a11.intoArray(c, c1 + L);
-    a20.intoArray(c, c2);
-    a21.intoArray(c, c2 + L);
-    a30.intoArray(c, c3);
-    a31.intoArray(c, c3 + L);
-    a40.intoArray(c, c4);
-    a41.intoArray(c, c4 + L);
-    a50.intoArray(c, c5);
-    a51.intoArray(c, c5 + L);
+    int d0 = dOff;
+    int d1 = d0 + dStride;
+    int d2 = d1 + dStride;
+    int d3 = d2 + dStride;
+    int d4 = d3 + dStride;
+    int d5 = d4 + dStride;
+    a00.intoArray(d, d0);
+    a01.intoArray(d, d0 + L);
+    a10.intoArray(d, d1);
+    a11.intoArray(d, d1 + L);
+    a20.intoArray(d, d2);
+    a21.intoArray(d, d2 + L);
+    a30.intoArray(d, d3);
+    a31.intoArray(d, d3 + L);
+    a40.intoArray(d, d4);
+    a41.intoArray(d, d4 + L);
+    a50.intoArray(d, d5);
+    a51.intoArray(d, d5 + L);
   }
 
   /** The plain reference: one float accumulation per output, simple loops, W decoded row by row. */

@@ -30,9 +30,7 @@ final class DenseMlp {
     float[] u = new float[rows * inter];
     mm.apply(x, rows, gateProj, g);
     mm.apply(x, rows, upProj, u);
-    for (int i = 0; i < g.length; i++) {
-      g[i] = silu(g[i]) * u[i];
-    }
+    swiglu(g, u, rows, inter, mm.ops());
     float[] out = new float[rows * downProj.out()];
     mm.apply(g, rows, downProj, out);
     return out;
@@ -73,6 +71,15 @@ final class DenseMlp {
     }
     ops.matmulDecode(h, rows, down, out);
     return out;
+  }
+
+  /** g = silu(g) · u over [rows, inter], rows spread over the engine's threads. */
+  private static void swiglu(float[] g, float[] u, int rows, int inter, Ops ops) {
+    ops.forEachRow(rows, i -> {
+      for (int k = i * inter; k < (i + 1) * inter; k++) {
+        g[k] = silu(g[k]) * u[k];
+      }
+    });
   }
 
   static float silu(float x) {

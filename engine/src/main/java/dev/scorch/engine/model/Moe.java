@@ -67,18 +67,21 @@ final class Moe {
         System.arraycopy(x, rows[j] * hidden, xe, j * hidden, hidden);
       }
       float[] ye = experts[e].forward(xe, n, mm.rows(rows, n));
-      for (int j = 0; j < n; j++) {
+      // Each token of e is a different row of y: rows spread over the engine's threads.
+      mm.ops().forEachRow(n, j -> {
         int yo = rows[j] * hidden;
         for (int d = 0; d < hidden; d++) {
           y[yo + d] += rowWeight[j] * ye[j * hidden + d];
         }
-      }
+      });
     }
     if (sharedExperts != null) {
       float[] s = sharedExperts.forward(x, t, mm);
-      for (int i = 0; i < y.length; i++) {
-        y[i] += s[i];
-      }
+      mm.ops().forEachRow(t, i -> {
+        for (int d = i * hidden; d < (i + 1) * hidden; d++) {
+          y[d] += s[d];
+        }
+      });
     }
     return y;
   }

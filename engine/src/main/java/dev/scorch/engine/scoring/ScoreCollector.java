@@ -68,13 +68,6 @@ public final class ScoreCollector {
     return r.topK() > 0 || r.logits() == LogitsMode.ALL || (r.logits() == LogitsMode.LAST && i == n - 1);
   }
 
-  /** Position i's logits are row[off .. off + vocab). */
-  public void accept(int i, float[] row, int off) {
-    int best = LogSoftmax.argmax(row, off, vocab);
-    double lse = target(i) >= 0 ? LogSoftmax.logSumExp(row, off, vocab) : Double.NaN;
-    accept(i, lse, best, target(i) >= 0 ? row[off + target(i)] : 0f, row, off);
-  }
-
   /**
    * Position i from its log-sum-exp, argmax and the logit of its target ({@link #target}); row (from off) is
    * its logits, needed only where {@link #needsRow} says so (else null).

@@ -50,6 +50,8 @@ public final class Scorer implements BatchScorer {
     int chunk = Math.max(1, Math.min(needed.size(), LOGITS_CHUNK_FLOATS / vocab));
     float[] x = new float[chunk * hiddenSize];
     float[] logits = new float[chunk * vocab];
+    double[] lse = new double[chunk];
+    int[] best = new int[chunk];
     for (int c0 = 0; c0 < needed.size(); c0 += chunk) {
       int rows = Math.min(chunk, needed.size() - c0);
       for (int j = 0; j < rows; j++) {
@@ -57,9 +59,16 @@ public final class Scorer implements BatchScorer {
         System.arraycopy(hidden, (batch.seqStart()[si[0]] + si[1]) * hiddenSize, x, j * hiddenSize, hiddenSize);
       }
       model.logits(x, rows, ops, logits);
+      // Each row's log-sum-exp and argmax, rows spread over the engine's threads.
+      ops.forEachRow(rows, j -> {
+        lse[j] = ops.logSumExp(logits, j * vocab, vocab);
+        best[j] = LogSoftmax.argmax(logits, j * vocab, vocab);
+      });
       for (int j = 0; j < rows; j++) {
         int[] si = needed.get(c0 + j);
-        out.get(si[0]).accept(si[1], logits, j * vocab);
+        ScoreCollector c = out.get(si[0]);
+        int target = c.target(si[1]);
+        c.accept(si[1], lse[j], best[j], target >= 0 ? logits[j * vocab + target] : 0f, logits, j * vocab);
       }
     }
     List<SequenceScore> scores = new ArrayList<>(out.size());

@@ -32,4 +32,24 @@ class VecExpTest {
     CpuOps.VecMath.exp(FloatVector.fromArray(CpuOps.VecMath.S, x, 0)).intoArray(y, 0);
     assertTrue(y[0] >= 0 && y[0] < 1e-37, "masked keys weigh nothing: " + y[0]);
   }
+
+  @Test
+  void logSumExpMatchesTheDoubleLoopAndKeepsItsBitsAtAnyOffset() {
+    java.util.Random r = new java.util.Random(11);
+    for (int n : new int[] {1, 7, 8, 33, 32768}) {
+      float[] x = new float[n + 3];
+      for (int i = 0; i < x.length; i++) {
+        x[i] = (float) (r.nextGaussian() * 4);
+      }
+      double ref = dev.scorch.engine.scoring.LogSoftmax.logSumExp(x, 1, n);
+      double fast = CpuOps.VecMath.logSumExp(x, 1, n);
+      assertEquals(ref, fast, 3e-7, "n = " + n);
+      // The same row at another offset (another place in a batch's logits) gives the same bits.
+      float[] moved = new float[n + 5];
+      System.arraycopy(x, 1, moved, 5, n);
+      assertEquals(fast, CpuOps.VecMath.logSumExp(moved, 5, n), 0.0, "n = " + n + " moved");
+    }
+    float[] masked = {Float.NEGATIVE_INFINITY, 2f, Float.NEGATIVE_INFINITY};
+    assertEquals(2.0, CpuOps.VecMath.logSumExp(masked, 0, 3), 1e-7, "-inf logits weigh nothing");
+  }
 }
