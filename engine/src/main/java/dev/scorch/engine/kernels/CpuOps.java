@@ -59,6 +59,15 @@ public final class CpuOps implements Ops {
     }
   }
 
+  @Override
+  public void matmul(float[] x, int m, Linear[] w, float[][] y) {
+    if (simd) {
+      PackedGemm.matmul(x, m, w, y, par);
+    } else {
+      Ops.super.matmul(x, m, w, y);
+    }
+  }
+
   /** The row-dot kernel without SIMD falls back to the scalar FMA chain, as matmul does. */
   @Override
   public void matmulDecode(float[] x, int m, Linear w, float[] y) {
@@ -216,7 +225,7 @@ public final class CpuOps implements Ops {
       int nope = in.qkNope();
       int rope = in.qkRope();
       int vDim = in.vHead();
-      int lenPad = (len + l - 1) / l * l;
+      int lenPad = (len + 2 * l - 1) / (2 * l) * (2 * l); // whole pairs of key vectors
       float[] kT = new float[qHead * lenPad]; // [q_head, len (padded)]
       for (int j = 0; j < len; j++) {
         int kOff = ((base + j) * heads + h) * kvHead;
@@ -229,34 +238,16 @@ public final class CpuOps implements Ops {
       }
       float[][] scores = new float[QUERY_TILE][lenPad];
       float[] q = in.q();
+      int qStride = heads * qHead;
       for (int i0 = 0; i0 < len; i0 += QUERY_TILE) {
         int rows = Math.min(QUERY_TILE, len - i0);
+        // The tile's query rows; a partial tile repeats its last row (scored, never used), so the loop has no branches.
         int q0 = ((base + i0) * heads + h) * qHead;
-        int qStride = heads * qHead;
-        int jEnd = Math.min(lenPad, (i0 + rows + l - 1) / l * l); // keys any row of the tile may see
-        for (int jb = 0; jb < jEnd; jb += l) {
-          FloatVector a0 = FloatVector.zero(S);
-          FloatVector a1 = FloatVector.zero(S);
-          FloatVector a2 = FloatVector.zero(S);
-          FloatVector a3 = FloatVector.zero(S);
-          for (int d = 0; d < qHead; d++) {
-            FloatVector k = FloatVector.fromArray(S, kT, d * lenPad + jb);
-            a0 = k.fma(FloatVector.broadcast(S, q[q0 + d]), a0);
-            if (rows > 1) {
-              a1 = k.fma(FloatVector.broadcast(S, q[q0 + qStride + d]), a1);
-            }
-            if (rows > 2) {
-              a2 = k.fma(FloatVector.broadcast(S, q[q0 + 2 * qStride + d]), a2);
-            }
-            if (rows > 3) {
-              a3 = k.fma(FloatVector.broadcast(S, q[q0 + 3 * qStride + d]), a3);
-            }
-          }
-          a0.intoArray(scores[0], jb);
-          a1.intoArray(scores[1], jb);
-          a2.intoArray(scores[2], jb);
-          a3.intoArray(scores[3], jb);
-        }
+        int q1 = q0 + Math.min(1, rows - 1) * qStride;
+        int q2 = q0 + Math.min(2, rows - 1) * qStride;
+        int q3 = q0 + Math.min(3, rows - 1) * qStride;
+        int jEnd = Math.min(lenPad, (i0 + rows + 2 * l - 1) / (2 * l) * (2 * l)); // keys any row of the tile may see
+        scoreTile(kT, lenPad, qHead, q, q0, q1, q2, q3, jEnd, scores);
         for (int r = 0; r < rows; r++) {
           int i = i0 + r;
           int n = i + 1;
@@ -288,6 +279,48 @@ public final class CpuOps implements Ops {
           }
         }
         weightedValuesTile(in, scores, i0, rows, base, h, out);
+      }
+    }
+
+    /**
+     * Raw scores q_r · k_j of 4 query rows (offsets q0 .. q3 in q) against keys [0, jEnd) of kT [q_head, lenPad],
+     * 2 key vectors per pass: each score one FMA chain over d = 0 .. q_head - 1.
+     */
+    static void scoreTile(float[] kT, int lenPad, int qHead, float[] q, int q0, int q1, int q2, int q3, int jEnd, float[][] scores) {
+      int l = S.length();
+      for (int jb = 0; jb < jEnd; jb += 2 * l) {
+        FloatVector a0 = FloatVector.zero(S);
+        FloatVector a1 = a0;
+        FloatVector a2 = a0;
+        FloatVector a3 = a0;
+        FloatVector b0 = a0;
+        FloatVector b1 = a0;
+        FloatVector b2 = a0;
+        FloatVector b3 = a0;
+        for (int d = 0; d < qHead; d++) {
+          FloatVector k = FloatVector.fromArray(S, kT, d * lenPad + jb);
+          FloatVector k2 = FloatVector.fromArray(S, kT, d * lenPad + jb + l);
+          FloatVector v = FloatVector.broadcast(S, q[q0 + d]);
+          a0 = k.fma(v, a0);
+          b0 = k2.fma(v, b0);
+          v = FloatVector.broadcast(S, q[q1 + d]);
+          a1 = k.fma(v, a1);
+          b1 = k2.fma(v, b1);
+          v = FloatVector.broadcast(S, q[q2 + d]);
+          a2 = k.fma(v, a2);
+          b2 = k2.fma(v, b2);
+          v = FloatVector.broadcast(S, q[q3 + d]);
+          a3 = k.fma(v, a3);
+          b3 = k2.fma(v, b3);
+        }
+        a0.intoArray(scores[0], jb);
+        a1.intoArray(scores[1], jb);
+        a2.intoArray(scores[2], jb);
+        a3.intoArray(scores[3], jb);
+        b0.intoArray(scores[0], jb + l);
+        b1.intoArray(scores[1], jb + l);
+        b2.intoArray(scores[2], jb + l);
+        b3.intoArray(scores[3], jb + l);
       }
     }
 
@@ -344,23 +377,35 @@ public final class CpuOps implements Ops {
           a3 = va.fma(w, a3);
           b3 = vb.fma(w, b3);
         }
-        for (; j <= i0 + 3; j++, v += vStride) { // key i0 + k: only rows k .. 3 see it
-          FloatVector va = FloatVector.fromArray(S, kv, v);
-          FloatVector vb = FloatVector.fromArray(S, kv, v + l);
-          if (j <= i0 + 1) {
-            FloatVector w = FloatVector.broadcast(S, p1[j]);
-            a1 = va.fma(w, a1);
-            b1 = vb.fma(w, b1);
-          }
-          if (j <= i0 + 2) {
-            FloatVector w = FloatVector.broadcast(S, p2[j]);
-            a2 = va.fma(w, a2);
-            b2 = vb.fma(w, b2);
-          }
-          FloatVector w = FloatVector.broadcast(S, p3[j]);
-          a3 = va.fma(w, a3);
-          b3 = vb.fma(w, b3);
-        }
+        // Keys i0 + 1 .. i0 + 3: key i0 + k is seen by rows k .. 3 only (straight-line code: no vector phis).
+        FloatVector va = FloatVector.fromArray(S, kv, v);
+        FloatVector vb = FloatVector.fromArray(S, kv, v + l);
+        FloatVector w = FloatVector.broadcast(S, p1[j]);
+        a1 = va.fma(w, a1);
+        b1 = vb.fma(w, b1);
+        w = FloatVector.broadcast(S, p2[j]);
+        a2 = va.fma(w, a2);
+        b2 = vb.fma(w, b2);
+        w = FloatVector.broadcast(S, p3[j]);
+        a3 = va.fma(w, a3);
+        b3 = vb.fma(w, b3);
+        j++;
+        v += vStride;
+        va = FloatVector.fromArray(S, kv, v);
+        vb = FloatVector.fromArray(S, kv, v + l);
+        w = FloatVector.broadcast(S, p2[j]);
+        a2 = va.fma(w, a2);
+        b2 = vb.fma(w, b2);
+        w = FloatVector.broadcast(S, p3[j]);
+        a3 = va.fma(w, a3);
+        b3 = vb.fma(w, b3);
+        j++;
+        v += vStride;
+        va = FloatVector.fromArray(S, kv, v);
+        vb = FloatVector.fromArray(S, kv, v + l);
+        w = FloatVector.broadcast(S, p3[j]);
+        a3 = va.fma(w, a3);
+        b3 = vb.fma(w, b3);
         a0.intoArray(out, oOff + d0);
         b0.intoArray(out, oOff + d0 + l);
         a1.intoArray(out, oOff + oStride + d0);
@@ -445,7 +490,12 @@ public final class CpuOps implements Ops {
       }
       DoubleVector s0 = DoubleVector.zero(D);
       DoubleVector s1 = s0;
-      for (k = 0; k < n; k += l) {
+      for (k = 0; k + l <= n; k += l) {
+        FloatVector e = exp(FloatVector.fromArray(S, x, off + k).sub(max));
+        s0 = s0.add((DoubleVector) e.convertShape(VectorOperators.F2D, D, 0));
+        s1 = s1.add((DoubleVector) e.convertShape(VectorOperators.F2D, D, 1));
+      }
+      if (k < n) {
         VectorMask<Float> m = S.indexInRange(k, n);
         FloatVector e = exp(FloatVector.fromArray(S, x, off + k, m).sub(max)).blend(0f, m.not());
         s0 = s0.add((DoubleVector) e.convertShape(VectorOperators.F2D, D, 0));

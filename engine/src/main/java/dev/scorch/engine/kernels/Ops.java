@@ -11,6 +11,16 @@ public interface Ops extends AutoCloseable {
   void matmul(float[] x, int m, Linear w, float[] y);
 
   /**
+   * y[g] = x · w[g]ᵀ for weights that share their input x [m, in] (q_a_proj with kv_a_proj, gate_proj with
+   * up_proj), which a backend may run as one pass; each y[g] has the bits {@link #matmul} gives it alone.
+   */
+  default void matmul(float[] x, int m, Linear[] w, float[][] y) {
+    for (int g = 0; g < w.length; g++) {
+      matmul(x, m, w[g], y[g]);
+    }
+  }
+
+  /**
    * y[m, out] = x[m, in] · Wᵀ for decode-shaped calls (m of 1 to a few dozen rows): the matmul of every
    * token that extends a KV cache. The bits of each output row depend only on its x row and W — never on m,
    * the other rows or the thread count — but may differ from {@link #matmul}'s in rounding.

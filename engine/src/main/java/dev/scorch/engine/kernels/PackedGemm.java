@@ -49,18 +49,6 @@ public final class PackedGemm {
     /** One finished tile on its way to y: tile[r * MR + i]. */
     final float[] tile = new float[NR * MR];
 
-    /** Row offsets 0, K, 2K, .. (L of them) for the gathers of xᵀ. */
-    final int[] rowMap = new int[L];
-
-    int[] rowMap(int kDim) {
-      if (rowMap[L - 1] != (L - 1) * kDim) {
-        for (int i = 0; i < L; i++) {
-          rowMap[i] = i * kDim;
-        }
-      }
-      return rowMap;
-    }
-
     float[] xt(int n) {
       return xt.length >= n ? xt : (xt = new float[n]);
     }
@@ -73,11 +61,26 @@ public final class PackedGemm {
   private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
 
   public static void matmul(float[] x, int m, Linear w, float[] y, Parallel par) {
-    int kDim = w.in();
-    int nDim = w.out();
-    // Weight rows split into tasks of at most NB rows, at least two per thread when N allows.
-    int perTask = Math.max(NR, Math.min(NB, roundUp((nDim + 2 * par.threads() - 1) / (2 * par.threads()), NR)));
-    int tasks = (nDim + perTask - 1) / perTask;
+    matmul(x, m, new Linear[] {w}, new float[][] {y}, par);
+  }
+
+  /**
+   * y[g] = x · w[g]ᵀ for weights that share their input (q_a_proj and kv_a_proj, gate_proj and up_proj): x is
+   * transposed once and every weight's row tasks run in one parallel pass. Each y[g] has the bits of its own call.
+   */
+  public static void matmul(float[] x, int m, Linear[] w, float[][] y, Parallel par) {
+    int kDim = w[0].in();
+    // Weight rows split into tasks of at most NB rows, at least two per thread when N allows; task ranges per weight.
+    int[] perTask = new int[w.length];
+    int[] firstTask = new int[w.length + 1];
+    for (int g = 0; g < w.length; g++) {
+      if (w[g].in() != kDim) {
+        throw new IllegalArgumentException(w[g].name() + ": in_features " + w[g].in() + ", not " + kDim + " like " + w[0].name());
+      }
+      int nDim = w[g].out();
+      perTask[g] = Math.max(NR, Math.min(NB, roundUp((nDim + 2 * par.threads() - 1) / (2 * par.threads()), NR)));
+      firstTask[g + 1] = firstTask[g] + (nDim + perTask[g] - 1) / perTask[g];
+    }
     // Rows of x in blocks of MB, so xᵀ and the accumulators stay bounded (and cached) however large M is.
     for (int m0 = 0; m0 < m; m0 += MB) {
       int mb = Math.min(MB, m - m0);
@@ -88,47 +91,55 @@ public final class PackedGemm {
       int rowBase = m0;
       par.forEach(tiles, t -> transposeTile(x, rowBase, mb, kDim, t, xt));
       // 2. Each task: its weight rows, K block by K block, against every tile.
-      par.forEach(tasks, task -> {
-        Scratch s = SCRATCH.get();
-        int n0 = task * perTask;
-        int nn = Math.min(perTask, nDim - n0);
-        int groups = (nn + NR - 1) / NR;
-        float[] c = s.c(groups * NR * mPad);
-        float[] wb = s.w;
-        for (int k0 = 0; k0 < kDim; k0 += KC) {
-          int kc = Math.min(KC, kDim - k0);
-          // Decode W[n0 .., k0 .. k0 + kc) row by row; rows past N in the last group are zero.
-          for (int j = 0; j < groups * NR; j++) {
-            if (j < nn) {
-              s.decoder.decode(w, n0 + j, k0, kc, wb, j * kc);
-            } else {
-              java.util.Arrays.fill(wb, j * kc, (j + 1) * kc, 0f);
-            }
-          }
-          boolean first = k0 == 0;
-          boolean last = k0 + kc == kDim;
-          for (int t = 0; t < tiles; t++) {
-            int xo = t * kDim * MR + k0 * MR;
-            for (int g = 0; g < groups; g++) {
-              int co = g * NR * mPad + t * MR;
-              if (!last) {
-                kernel(xt, xo, kc, wb, g * NR * kc, first ? null : c, co, mPad, c, co, mPad);
-              } else {
-                // The finished tile goes through a few registers' worth of L1 into y[m0 + t·MR + i, n0 + g·NR + r].
-                kernel(xt, xo, kc, wb, g * NR * kc, first ? null : c, co, mPad, s.tile, 0, MR);
-                int rows = Math.min(MR, mb - t * MR);
-                int cols = Math.min(NR, nn - g * NR);
-                int yo = (rowBase + t * MR) * nDim + n0 + g * NR;
-                for (int i = 0; i < rows; i++) {
-                  for (int r = 0; r < cols; r++) {
-                    y[yo + i * nDim + r] = s.tile[r * MR + i];
-                  }
-                }
+      par.forEach(firstTask[w.length], task -> {
+        int g = 0;
+        while (firstTask[g + 1] <= task) {
+          g++;
+        }
+        int n0 = (task - firstTask[g]) * perTask[g];
+        rowTask(xt, tiles, rowBase, mb, w[g], n0, Math.min(perTask[g], w[g].out() - n0), y[g]);
+      });
+    }
+  }
+
+  /** y[rowBase + i, n0 + j] for the mb rows of one block (tiles of xᵀ) and nn weight rows from n0. */
+  private static void rowTask(float[] xt, int tiles, int rowBase, int mb, Linear w, int n0, int nn, float[] y) {
+    Scratch s = SCRATCH.get();
+    int kDim = w.in();
+    int nDim = w.out();
+    int mPad = tiles * MR;
+    int groups = (nn + NR - 1) / NR;
+    float[] c = s.c(groups * NR * mPad);
+    float[] wb = s.w;
+    for (int k0 = 0; k0 < kDim; k0 += KC) {
+      int kc = Math.min(KC, kDim - k0);
+      // Decode W[n0 .., k0 .. k0 + kc) row by row. Rows past nn in the last group keep stale values: each
+      // accumulator is one weight row's own, and those rows' results are never written to y.
+      for (int j = 0; j < nn; j++) {
+        s.decoder.decode(w, n0 + j, k0, kc, wb, j * kc);
+      }
+      boolean first = k0 == 0;
+      boolean last = k0 + kc == kDim;
+      for (int t = 0; t < tiles; t++) {
+        int xo = t * kDim * MR + k0 * MR;
+        for (int g = 0; g < groups; g++) {
+          int co = g * NR * mPad + t * MR;
+          if (!last) {
+            kernel(xt, xo, kc, wb, g * NR * kc, first ? null : c, co, mPad, c, co, mPad);
+          } else {
+            // The finished tile goes through a few registers' worth of L1 into y[rowBase + t·MR + i, n0 + g·NR + r].
+            kernel(xt, xo, kc, wb, g * NR * kc, first ? null : c, co, mPad, s.tile, 0, MR);
+            int rows = Math.min(MR, mb - t * MR);
+            int cols = Math.min(NR, nn - g * NR);
+            int yo = (rowBase + t * MR) * nDim + n0 + g * NR;
+            for (int i = 0; i < rows; i++) {
+              for (int r = 0; r < cols; r++) {
+                y[yo + i * nDim + r] = s.tile[r * MR + i];
               }
             }
           }
         }
-      });
+      }
     }
   }
 
@@ -136,22 +147,9 @@ public final class PackedGemm {
     return (v + multiple - 1) / multiple * multiple;
   }
 
-  /**
-   * xᵀ of one tile. A whole tile is gathered: for each k, L rows of x in one vector (map holds the offsets
-   * 0, K, 2K, ...); a partial one is copied COPY_ROWS inputs at a time so the strided writes stay in L1.
-   */
+  /** xᵀ of one tile, COPY_ROWS inputs at a time so the strided writes stay in L1 (a Vector API gather is slower). */
   private static void transposeTile(float[] x, int rowBase, int rows, int kDim, int t, float[] xt) {
     int base = t * kDim * MR;
-    if (rows - t * MR >= MR) {
-      int[] map = SCRATCH.get().rowMap(kDim);
-      int x0 = (rowBase + t * MR) * kDim;
-      int x1 = x0 + L * kDim;
-      for (int k = 0; k < kDim; k++) {
-        FloatVector.fromArray(S, x, x0 + k, map, 0).intoArray(xt, base + k * MR);
-        FloatVector.fromArray(S, x, x1 + k, map, 0).intoArray(xt, base + k * MR + L);
-      }
-      return;
-    }
     for (int k0 = 0; k0 < kDim; k0 += COPY_ROWS) {
       int k1 = Math.min(kDim, k0 + COPY_ROWS);
       for (int r = 0; r < MR; r++) {

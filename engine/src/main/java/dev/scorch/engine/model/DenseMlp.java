@@ -28,8 +28,7 @@ final class DenseMlp {
     int inter = gateProj.out();
     float[] g = new float[rows * inter];
     float[] u = new float[rows * inter];
-    mm.apply(x, rows, gateProj, g);
-    mm.apply(x, rows, upProj, u);
+    mm.apply(x, rows, new Linear[] {gateProj, upProj}, new float[][] {g, u});
     swiglu(g, u, rows, inter, mm.ops());
     float[] out = new float[rows * downProj.out()];
     mm.apply(g, rows, downProj, out);

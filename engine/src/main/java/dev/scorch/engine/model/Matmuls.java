@@ -81,6 +81,17 @@ final class Matmuls {
     return count == 0 ? prefill(ops) : count == n ? decode(ops) : new Matmuls(ops, d, false);
   }
 
+  /** y[g] = x · w[g]ᵀ for weights sharing the input x [m, in]: one pass when every row is a prefill row. */
+  void apply(float[] x, int m, Linear[] w, float[][] y) {
+    if (decode == null && !allDecode) {
+      ops.matmul(x, m, w, y);
+      return;
+    }
+    for (int g = 0; g < w.length; g++) {
+      apply(x, m, w[g], y[g]);
+    }
+  }
+
   /** y[m, out] = x[m, in] · Wᵀ, each row through its own path. */
   void apply(float[] x, int m, Linear w, float[] y) {
     if (decode == null) {

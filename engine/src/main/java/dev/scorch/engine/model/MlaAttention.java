@@ -84,20 +84,20 @@ final class MlaAttention {
   float[] forward(float[] x, PackedBatch batch, Rope rope, Matmuls mm, KvCache[] caches) {
     Ops ops = mm.ops();
     int t = batch.numTokens();
-    // Queries: q_a_proj → q_a_layernorm → q_b_proj (or q_proj): [T, heads, q_head_dim] = [q_nope | q_pe]
+    // Queries: q_a_proj → q_a_layernorm → q_b_proj (or q_proj): [T, heads, q_head_dim] = [q_nope | q_pe].
+    // Joint compressed kv: [T, kv_lora_rank + qk_rope] = [latent | k_pe]; only the latent is normed.
+    // q_a_proj and kv_a_proj_with_mqa read the same x: one pass.
     float[] q = new float[t * heads * qHead];
+    int kvAWidth = kvLoraRank + qkRope;
+    float[] kvA = new float[t * kvAWidth];
     if (qLoraRank > 0) {
       float[] qA = new float[t * qLoraRank];
-      mm.apply(x, t, qAProj, qA);
+      mm.apply(x, t, new Linear[] {qAProj, kvAProjWithMqa}, new float[][] {qA, kvA});
       RmsNorm.apply(qA, t, qLoraRank, qALayernorm, ModelConfig.LORA_NORM_EPS, qA);
       mm.apply(qA, t, qBProj, q);
     } else {
-      mm.apply(x, t, qProj, q);
+      mm.apply(x, t, new Linear[] {qProj, kvAProjWithMqa}, new float[][] {q, kvA});
     }
-    // Joint compressed kv: [T, kv_lora_rank + qk_rope] = [latent | k_pe]; only the latent is normed.
-    int kvAWidth = kvLoraRank + qkRope;
-    float[] kvA = new float[t * kvAWidth];
-    mm.apply(x, t, kvAProjWithMqa, kvA);
     float[] latent = new float[t * kvLoraRank]; // [T, kv_lora_rank]
     RmsNorm.apply(kvA, t, kvAWidth, 0, kvLoraRank, kvALayernorm, ModelConfig.LORA_NORM_EPS, latent);
     float[] kPe = new float[t * qkRope]; // [T, qk_rope]: one rotary key head shared by all heads
