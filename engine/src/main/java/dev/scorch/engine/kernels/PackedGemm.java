@@ -32,6 +32,8 @@ public final class PackedGemm {
    * 8 lanes), the decoded weights and the accumulators stay in a 512 KiB L2.
    */
   static final int MB = 16 * MR;
+  /** Rows of x transposed per parallel pass (a multiple of MB). */
+  static final int CHUNK = 4 * MB;
   /** Inputs per block of the scalar transpose into the tiles. */
   static final int COPY_ROWS = 16;
 
@@ -81,29 +83,34 @@ public final class PackedGemm {
       perTask[g] = Math.max(NR, Math.min(NB, roundUp((nDim + 2 * par.threads() - 1) / (2 * par.threads()), NR)));
       firstTask[g + 1] = firstTask[g] + (nDim + perTask[g] - 1) / perTask[g];
     }
-    // Rows of x in blocks of MB, so xᵀ and the accumulators stay bounded (and cached) however large M is.
-    for (int m0 = 0; m0 < m; m0 += MB) {
-      int mb = Math.min(MB, m - m0);
-      int tiles = (mb + MR - 1) / MR;
-      int mPad = tiles * MR;
-      // 1. xᵀ: tile t holds x[m0 + t·MR + r, k] at t·K·MR + k·MR + r (rows past the block are zero).
-      float[] xt = SCRATCH.get().xt(mPad * kDim);
-      int rowBase = m0;
-      par.forEach(tiles, t -> transposeTile(x, rowBase, mb, kDim, t, xt));
-      // 2. Each task: its weight rows, K block by K block, against every tile.
-      par.forEach(firstTask[w.length], task -> {
+    int nTasks = firstTask[w.length];
+    // Rows of x in chunks of CHUNK: one parallel pass transposes a chunk, one runs its (block of MB rows, weight
+    // rows) tasks, blocks outermost so both threads share a block's xᵀ while it is in cache.
+    for (int c0 = 0; c0 < m; c0 += CHUNK) {
+      int rows = Math.min(CHUNK, m - c0);
+      int tiles = (rows + MR - 1) / MR;
+      // 1. xᵀ: tile t holds x[c0 + t·MR + r, k] at t·K·MR + k·MR + r (rows past the chunk are zero).
+      float[] xt = SCRATCH.get().xt(tiles * MR * kDim);
+      int chunkBase = c0;
+      par.forEach(tiles, t -> transposeTile(x, chunkBase, rows, kDim, t, xt));
+      // 2. Each task: one block's rows against its weight rows, K block by K block.
+      int blocks = (rows + MB - 1) / MB;
+      par.forEach(blocks * nTasks, task -> {
+        int b = task / nTasks;
+        int t = task % nTasks;
         int g = 0;
-        while (firstTask[g + 1] <= task) {
+        while (firstTask[g + 1] <= t) {
           g++;
         }
-        int n0 = (task - firstTask[g]) * perTask[g];
-        rowTask(xt, tiles, rowBase, mb, w[g], n0, Math.min(perTask[g], w[g].out() - n0), y[g]);
+        int n0 = (t - firstTask[g]) * perTask[g];
+        int mb = Math.min(MB, rows - b * MB);
+        rowTask(xt, b * (MB / MR), (mb + MR - 1) / MR, chunkBase + b * MB, mb, w[g], n0, Math.min(perTask[g], w[g].out() - n0), y[g]);
       });
     }
   }
 
-  /** y[rowBase + i, n0 + j] for the mb rows of one block (tiles of xᵀ) and nn weight rows from n0. */
-  private static void rowTask(float[] xt, int tiles, int rowBase, int mb, Linear w, int n0, int nn, float[] y) {
+  /** y[rowBase + i, n0 + j] for the mb rows of one block (tiles from firstTile of xᵀ) and nn weight rows from n0. */
+  private static void rowTask(float[] xt, int firstTile, int tiles, int rowBase, int mb, Linear w, int n0, int nn, float[] y) {
     Scratch s = SCRATCH.get();
     int kDim = w.in();
     int nDim = w.out();
@@ -121,7 +128,7 @@ public final class PackedGemm {
       boolean first = k0 == 0;
       boolean last = k0 + kc == kDim;
       for (int t = 0; t < tiles; t++) {
-        int xo = t * kDim * MR + k0 * MR;
+        int xo = (firstTile + t) * kDim * MR + k0 * MR;
         for (int g = 0; g < groups; g++) {
           int co = g * NR * mPad + t * MR;
           if (!last) {

@@ -46,8 +46,9 @@ class GemmTest {
 
   @Test
   void packedEqualsScalarBitwiseAndReferenceClosely() throws IOException {
-    // Shapes with tails everywhere: M not a multiple of 4, N not of the panel width, K not of the K block.
-    int[][] shapes = {{1, 1, 1}, {3, 17, 5}, {7, 33, 300}, {13, 100, 513}, {64, 130, 260}};
+    // Shapes with tails everywhere: M not a multiple of the tile, N not of the weight group, K not of the K
+    // block; M past one block of rows and past one transposed chunk.
+    int[][] shapes = {{1, 1, 1}, {3, 17, 5}, {7, 33, 300}, {13, 100, 513}, {64, 130, 260}, {1100, 13, 300}};
     for (DType dtype : new DType[] {DType.F32, DType.BF16, DType.F8_E4M3}) {
       for (int[] s : shapes) {
         int m = s[0];
@@ -70,6 +71,24 @@ class GemmTest {
         }
       }
     }
+  }
+
+  @Test
+  void weightsSharingAnInputGiveTheBitsOfTheirOwnCalls() throws IOException {
+    Linear a = linear(DType.BF16, 40, 300, 1);
+    Linear b = linear(DType.F8_E4M3, 77, 300, 2);
+    float[] x = randn(300 * 300, 3);
+    float[] ya = new float[300 * 40];
+    float[] yb = new float[300 * 77];
+    float[] aloneA = new float[300 * 40];
+    float[] aloneB = new float[300 * 77];
+    try (Parallel p = new Parallel(2)) {
+      PackedGemm.matmul(x, 300, new Linear[] {a, b}, new float[][] {ya, yb}, p);
+      PackedGemm.matmul(x, 300, a, aloneA, p);
+      PackedGemm.matmul(x, 300, b, aloneB, p);
+    }
+    assertArrayEquals(aloneA, ya, "first weight");
+    assertArrayEquals(aloneB, yb, "second weight");
   }
 
   @Test
