@@ -28,6 +28,7 @@ def parse_args():
     p.add_argument("--min-time", type=float, default=0.5, help="seconds of timed runs per shape (at least --runs)")
     p.add_argument("--runs", type=int, default=5, help="minimum timed runs per shape")
     p.add_argument("--json", help="also write the results to this file")
+    p.add_argument("--shape", action="append", metavar="MxKxN", help="time only this shape (repeatable; default: all of GemmBenchmark's)")
     return p.parse_args()
 
 
@@ -98,7 +99,8 @@ def main():
     print("# BLAS in use: " + json.dumps(info))
     print("# threads: %d (OPENBLAS_NUM_THREADS=%s)" % (args.threads, os.environ["OPENBLAS_NUM_THREADS"]))
     results = []
-    for m, k, n in SHAPES:
+    shapes = [tuple(int(v) for v in sh.split("x")) for sh in args.shape] if args.shape else SHAPES
+    for m, k, n in shapes:
         median, count = bench(np, m, k, n, args.min_time, args.runs)
         gflops = 2.0 * m * n * k / median / 1e9
         results.append({"m": m, "k": k, "n": n, "median_ms": median * 1e3, "runs": count, "gflops": gflops})
