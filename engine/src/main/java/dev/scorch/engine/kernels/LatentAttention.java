@@ -30,7 +30,7 @@ public final class LatentAttention {
     float[] qLat = new float[0];
     float[] oLat = new float[0];
     float[] scores = new float[0];
-    final float[] lanes = new float[64];
+    final float[] lanes = new float[5 * 64]; // four accumulators' lanes and one more, at up to 64 lanes
 
     void ensure(int rank, int len) {
       if (qLat.length < rank) {
@@ -143,10 +143,16 @@ public final class LatentAttention {
           a2 = FloatVector.fromArray(S, lat, c0 + 2 * rank + c).fma(v, a2);
           a3 = FloatVector.fromArray(S, lat, c0 + 3 * rank + c).fma(v, a3);
         }
-        sc[j] = score(h, a0, qLat, lat, c0, rv, q, qOff + nope, pe, j * rope, lanes);
-        sc[j + 1] = score(h, a1, qLat, lat, c0 + rank, rv, q, qOff + nope, pe, (j + 1) * rope, lanes);
-        sc[j + 2] = score(h, a2, qLat, lat, c0 + 2 * rank, rv, q, qOff + nope, pe, (j + 2) * rope, lanes);
-        sc[j + 3] = score(h, a3, qLat, lat, c0 + 3 * rank, rv, q, qOff + nope, pe, (j + 3) * rope, lanes);
+        // The accumulators leave registers through an array, never as vector objects passed to a method
+        // (C2 boxes those when the callee is not inlined: an allocation and a slow path per key).
+        a0.intoArray(lanes, 0);
+        a1.intoArray(lanes, L);
+        a2.intoArray(lanes, 2 * L);
+        a3.intoArray(lanes, 3 * L);
+        sc[j] = score(h, lanes, 0, qLat, lat, c0, rv, q, qOff + nope, pe, j * rope);
+        sc[j + 1] = score(h, lanes, L, qLat, lat, c0 + rank, rv, q, qOff + nope, pe, (j + 1) * rope);
+        sc[j + 2] = score(h, lanes, 2 * L, qLat, lat, c0 + 2 * rank, rv, q, qOff + nope, pe, (j + 2) * rope);
+        sc[j + 3] = score(h, lanes, 3 * L, qLat, lat, c0 + 3 * rank, rv, q, qOff + nope, pe, (j + 3) * rope);
       }
       for (; j < len; j++) {
         FloatVector a = FloatVector.zero(S);
@@ -154,29 +160,28 @@ public final class LatentAttention {
         for (int c = 0; c < rv; c += L) {
           a = FloatVector.fromArray(S, lat, c0 + c).fma(FloatVector.fromArray(S, qLat, c), a);
         }
-        sc[j] = score(h, a, qLat, lat, c0, rv, q, qOff + nope, pe, j * rope, lanes);
+        a.intoArray(lanes, 0);
+        sc[j] = score(h, lanes, 0, qLat, lat, c0, rv, q, qOff + nope, pe, j * rope);
       }
       // Softmax: the max is exact in any order; exp lane-wise, padding lanes zeroed, lanes summed in index order.
-      int lenPad = (len + L - 1) / L * L;
+      // Whole vectors first, then the last partial one: no vector is reassigned under a condition (C2 would box it).
+      int full = len / L * L;
       FloatVector vmax = FloatVector.broadcast(S, Float.NEGATIVE_INFINITY);
-      for (int k = 0; k < lenPad; k += L) {
-        FloatVector v = FloatVector.fromArray(S, sc, k);
-        if (k + L > len) {
-          v = v.blend(Float.NEGATIVE_INFINITY, S.indexInRange(k, len).not());
-        }
-        vmax = vmax.max(v);
+      for (int k = 0; k < full; k += L) {
+        vmax = vmax.max(FloatVector.fromArray(S, sc, k));
       }
+      VectorMask<Float> tail = S.indexInRange(full, len);
+      vmax = vmax.max(FloatVector.fromArray(S, sc, full).blend(Float.NEGATIVE_INFINITY, tail.not()));
       FloatVector max = FloatVector.broadcast(S, vmax.reduceLanes(VectorOperators.MAX));
       FloatVector vsum = FloatVector.zero(S);
-      for (int k = 0; k < lenPad; k += L) {
+      for (int k = 0; k < full; k += L) {
         FloatVector e = CpuOps.VecMath.exp(FloatVector.fromArray(S, sc, k).sub(max));
-        if (k + L > len) {
-          VectorMask<Float> pad = S.indexInRange(k, len).not();
-          e = e.blend(0f, pad);
-        }
         e.intoArray(sc, k);
         vsum = vsum.add(e);
       }
+      FloatVector eTail = CpuOps.VecMath.exp(FloatVector.fromArray(S, sc, full).sub(max)).blend(0f, tail.not());
+      eTail.intoArray(sc, full);
+      vsum = vsum.add(eTail);
       float inv = 1f / CpuOps.VecMath.sumLanes(vsum);
       for (int k = 0; k < len; k++) {
         sc[k] *= inv; // the probabilities
@@ -199,10 +204,14 @@ public final class LatentAttention {
           a2 = FloatVector.fromArray(S, w, r0 + 2 * rank + c).fma(v, a2);
           a3 = FloatVector.fromArray(S, w, r0 + 3 * rank + c).fma(v, a3);
         }
-        out[oOff + e] = finishDot(a0, w, r0, oLat, rv, rank, lanes);
-        out[oOff + e + 1] = finishDot(a1, w, r0 + rank, oLat, rv, rank, lanes);
-        out[oOff + e + 2] = finishDot(a2, w, r0 + 2 * rank, oLat, rv, rank, lanes);
-        out[oOff + e + 3] = finishDot(a3, w, r0 + 3 * rank, oLat, rv, rank, lanes);
+        a0.intoArray(lanes, 0);
+        a1.intoArray(lanes, L);
+        a2.intoArray(lanes, 2 * L);
+        a3.intoArray(lanes, 3 * L);
+        out[oOff + e] = finishDot(lanes, 0, w, r0, oLat, rv, rank);
+        out[oOff + e + 1] = finishDot(lanes, L, w, r0 + rank, oLat, rv, rank);
+        out[oOff + e + 2] = finishDot(lanes, 2 * L, w, r0 + 2 * rank, oLat, rv, rank);
+        out[oOff + e + 3] = finishDot(lanes, 3 * L, w, r0 + 3 * rank, oLat, rv, rank);
       }
       for (; e < h.vHead(); e++) {
         FloatVector a = FloatVector.zero(S);
@@ -210,7 +219,8 @@ public final class LatentAttention {
         for (int c = 0; c < rv; c += L) {
           a = FloatVector.fromArray(S, w, r0 + c).fma(FloatVector.fromArray(S, oLat, c), a);
         }
-        out[oOff + e] = finishDot(a, w, r0, oLat, rv, rank, lanes);
+        a.intoArray(lanes, 0);
+        out[oOff + e] = finishDot(lanes, 0, w, r0, oLat, rv, rank);
       }
     }
 
@@ -253,38 +263,30 @@ public final class LatentAttention {
       }
     }
 
-    /** Lanes of acc in a fixed tree (halves folded), then the elements past the whole vectors by scalar FMAs. */
-    static float finishDot(FloatVector acc, float[] a, int ao, float[] b, int from, int n, float[] lanes) {
-      acc.intoArray(lanes, 0);
-      for (int h = L / 2; h > 0; h /= 2) {
-        for (int i = 0; i < h; i++) {
-          lanes[i] += lanes[i + h];
-        }
-      }
-      float sum = lanes[0];
+    /**
+     * The L lanes at lanes[lo ..] added in a fixed tree (halves folded, in place), then the elements past the whole
+     * vectors by scalar FMAs.
+     */
+    static float finishDot(float[] lanes, int lo, float[] a, int ao, float[] b, int from, int n) {
+      float sum = Lanes.foldTree(lanes, lo, L);
       for (int k = from; k < n; k++) {
         sum = Math.fma(a[ao + k], b[k], sum);
       }
       return sum;
     }
 
-    /** (q_latent · c_j + q_pe · k_pe_j) · scale from the latent part's lane accumulator. */
-    static float score(Head h, FloatVector latAcc, float[] qLat, float[] lat, int latOff, int rv, float[] q, int qPeOff, float[] pe,
-        int peOff, float[] lanes) {
-      float s = finishDot(latAcc, lat, latOff, qLat, rv, h.rank(), lanes);
+    /** (q_latent · c_j + q_pe · k_pe_j) · scale from the latent part's lane sums at lanes[lo ..]; lanes[4L ..] is scratch. */
+    static float score(Head h, float[] lanes, int lo, float[] qLat, float[] lat, int latOff, int rv, float[] q, int qPeOff, float[] pe,
+        int peOff) {
+      float s = finishDot(lanes, lo, lat, latOff, qLat, rv, h.rank());
       int rope = h.qkRope();
       int pv = rope / L * L;
       FloatVector a = FloatVector.zero(S);
       for (int d = 0; d < pv; d += L) {
         a = FloatVector.fromArray(S, pe, peOff + d).fma(FloatVector.fromArray(S, q, qPeOff + d), a);
       }
-      a.intoArray(lanes, 0);
-      for (int k = L / 2; k > 0; k /= 2) {
-        for (int i = 0; i < k; i++) {
-          lanes[i] += lanes[i + k];
-        }
-      }
-      float p = lanes[0];
+      a.intoArray(lanes, 4 * L);
+      float p = Lanes.foldTree(lanes, 4 * L, L);
       for (int d = pv; d < rope; d++) {
         p = Math.fma(pe[peOff + d], q[qPeOff + d], p);
       }

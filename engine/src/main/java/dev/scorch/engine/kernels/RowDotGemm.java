@@ -50,7 +50,7 @@ public final class RowDotGemm {
     byte[] bytes = new byte[0];
     float[] floats = new float[0];
     float[][] xsGroup = new float[1][];
-    final float[] lanes = new float[L];
+    final float[] lanes = new float[8 * L]; // up to eight accumulators' lanes
     final float[] scales = new float[NR];
 
     int[] ints(int n) {
@@ -147,26 +147,7 @@ public final class RowDotGemm {
     });
   }
 
-  /** Lanes of acc added in a fixed tree: halves folded onto each other, L/2, L/4, ... 1. */
-  private static float sumLanes(FloatVector acc, float[] lanes) {
-    acc.intoArray(lanes, 0);
-    for (int h = L / 2; h > 0; h /= 2) {
-      for (int i = 0; i < h; i++) {
-        lanes[i] += lanes[i + h];
-      }
-    }
-    return lanes[0];
-  }
-
   // ---------------------------------------------------------------------------------------------------- BF16
-
-  private static FloatVector even(IntVector w) {
-    return w.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats();
-  }
-
-  private static FloatVector odd(IntVector w) {
-    return w.and(BF16_HIGH).reinterpretAsFloats();
-  }
 
   private static void bf16Rows(float[] xs, float[] x, int m, Linear w, float[] y, int r0, int r1, Scratch s) {
     int kDim = w.in();
@@ -209,8 +190,8 @@ public final class RowDotGemm {
   }
 
   /** Finishes one BF16 output: the lanes in a fixed tree, then k = 2·kv .. K-1 by scalar FMAs. */
-  private static float bf16Finish(FloatVector acc, int[] wb, int wOff, float[] x, int xOff, int kv, int kDim, float[] lanes) {
-    float sum = sumLanes(acc, lanes);
+  private static float bf16Finish(float[] lanes, int lo, int[] wb, int wOff, float[] x, int xOff, int kv, int kDim) {
+    float sum = Lanes.foldTree(lanes, lo, L);
     for (int k = 2 * kv; k < kDim; k++) {
       int pair = wb[wOff + k / 2];
       float wk = Float.intBitsToFloat((k & 1) == 0 ? pair << 16 : pair & BF16_HIGH);
@@ -228,10 +209,11 @@ public final class RowDotGemm {
     FloatVector a = FloatVector.zero(F);
     for (int j = 0; j < kv; j += L) {
       IntVector p = IntVector.fromArray(I, wb, wOff + j);
-      a = even(p).fma(FloatVector.fromArray(F, xs, xe + j), a);
-      a = odd(p).fma(FloatVector.fromArray(F, xs, xo + j), a);
+      a = p.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats().fma(FloatVector.fromArray(F, xs, xe + j), a);
+      a = p.and(BF16_HIGH).reinterpretAsFloats().fma(FloatVector.fromArray(F, xs, xo + j), a);
     }
-    y[i * w.out() + row] = bf16Finish(a, wb, wOff, x, xe, kv, kDim, s.lanes);
+    a.intoArray(s.lanes, 0);
+    y[i * w.out() + row] = bf16Finish(s.lanes, 0, wb, wOff, x, xe, kv, kDim);
   }
 
   private static void bf16Block4x1(float[] xs, float[] x, int i, Linear w, int[] wb, float[] y, int row, Scratch s) {
@@ -251,20 +233,24 @@ public final class RowDotGemm {
       IntVector p1 = IntVector.fromArray(I, wb, half + j);
       IntVector p2 = IntVector.fromArray(I, wb, 2 * half + j);
       IntVector p3 = IntVector.fromArray(I, wb, 3 * half + j);
-      a0 = even(p0).fma(ve, a0);
-      a1 = even(p1).fma(ve, a1);
-      a2 = even(p2).fma(ve, a2);
-      a3 = even(p3).fma(ve, a3);
-      a0 = odd(p0).fma(vo, a0);
-      a1 = odd(p1).fma(vo, a1);
-      a2 = odd(p2).fma(vo, a2);
-      a3 = odd(p3).fma(vo, a3);
+      a0 = p0.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats().fma(ve, a0);
+      a1 = p1.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats().fma(ve, a1);
+      a2 = p2.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats().fma(ve, a2);
+      a3 = p3.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats().fma(ve, a3);
+      a0 = p0.and(BF16_HIGH).reinterpretAsFloats().fma(vo, a0);
+      a1 = p1.and(BF16_HIGH).reinterpretAsFloats().fma(vo, a1);
+      a2 = p2.and(BF16_HIGH).reinterpretAsFloats().fma(vo, a2);
+      a3 = p3.and(BF16_HIGH).reinterpretAsFloats().fma(vo, a3);
     }
     int yo = i * w.out() + row;
-    y[yo] = bf16Finish(a0, wb, 0, x, xe, kv, kDim, s.lanes);
-    y[yo + 1] = bf16Finish(a1, wb, half, x, xe, kv, kDim, s.lanes);
-    y[yo + 2] = bf16Finish(a2, wb, 2 * half, x, xe, kv, kDim, s.lanes);
-    y[yo + 3] = bf16Finish(a3, wb, 3 * half, x, xe, kv, kDim, s.lanes);
+    a0.intoArray(s.lanes, 0);
+    a1.intoArray(s.lanes, L);
+    a2.intoArray(s.lanes, 2 * L);
+    a3.intoArray(s.lanes, 3 * L);
+    y[yo] = bf16Finish(s.lanes, 0, wb, 0, x, xe, kv, kDim);
+    y[yo + 1] = bf16Finish(s.lanes, L, wb, half, x, xe, kv, kDim);
+    y[yo + 2] = bf16Finish(s.lanes, 2 * L, wb, 2 * half, x, xe, kv, kDim);
+    y[yo + 3] = bf16Finish(s.lanes, 3 * L, wb, 3 * half, x, xe, kv, kDim);
   }
 
   /**
@@ -285,10 +271,10 @@ public final class RowDotGemm {
     for (int j = 0; j < kv; j += L) {
       IntVector p0 = IntVector.fromArray(I, wb, wOff + j);
       IntVector p1 = IntVector.fromArray(I, wb, w1Off + j);
-      FloatVector e0 = even(p0);
-      FloatVector e1 = even(p1);
-      FloatVector o0 = odd(p0);
-      FloatVector o1 = odd(p1);
+      FloatVector e0 = p0.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats();
+      FloatVector e1 = p1.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats();
+      FloatVector o0 = p0.and(BF16_HIGH).reinterpretAsFloats();
+      FloatVector o1 = p1.and(BF16_HIGH).reinterpretAsFloats();
       // Per accumulator: the even product, then the odd one.
       FloatVector v = FloatVector.fromArray(F, xs, x0 + j);
       a00 = e0.fma(v, a00);
@@ -318,17 +304,25 @@ public final class RowDotGemm {
     int n = w.out();
     float[] ln = s.lanes;
     int y0 = i * n + row;
-    y[y0] = bf16Finish(a00, wb, wOff, x, x0, kv, kDim, ln);
-    y[y0 + 1] = bf16Finish(a01, wb, w1Off, x, x0, kv, kDim, ln);
+    a00.intoArray(ln, 0);
+    a01.intoArray(ln, L);
+    a10.intoArray(ln, 2 * L);
+    a11.intoArray(ln, 3 * L);
+    a20.intoArray(ln, 4 * L);
+    a21.intoArray(ln, 5 * L);
+    a30.intoArray(ln, 6 * L);
+    a31.intoArray(ln, 7 * L);
+    y[y0] = bf16Finish(ln, 0, wb, wOff, x, x0, kv, kDim);
+    y[y0 + 1] = bf16Finish(ln, L, wb, w1Off, x, x0, kv, kDim);
     y0 += n;
-    y[y0] = bf16Finish(a10, wb, wOff, x, x1, kv, kDim, ln);
-    y[y0 + 1] = bf16Finish(a11, wb, w1Off, x, x1, kv, kDim, ln);
+    y[y0] = bf16Finish(ln, 2 * L, wb, wOff, x, x1, kv, kDim);
+    y[y0 + 1] = bf16Finish(ln, 3 * L, wb, w1Off, x, x1, kv, kDim);
     y0 += n;
-    y[y0] = bf16Finish(a20, wb, wOff, x, x2, kv, kDim, ln);
-    y[y0 + 1] = bf16Finish(a21, wb, w1Off, x, x2, kv, kDim, ln);
+    y[y0] = bf16Finish(ln, 4 * L, wb, wOff, x, x2, kv, kDim);
+    y[y0 + 1] = bf16Finish(ln, 5 * L, wb, w1Off, x, x2, kv, kDim);
     y0 += n;
-    y[y0] = bf16Finish(a30, wb, wOff, x, x3, kv, kDim, ln);
-    y[y0 + 1] = bf16Finish(a31, wb, w1Off, x, x3, kv, kDim, ln);
+    y[y0] = bf16Finish(ln, 6 * L, wb, wOff, x, x3, kv, kDim);
+    y[y0 + 1] = bf16Finish(ln, 7 * L, wb, w1Off, x, x3, kv, kDim);
   }
 
   // ----------------------------------------------------------------------------------------------------- FP8
@@ -359,8 +353,8 @@ public final class RowDotGemm {
   }
 
   /** Finishes one FP8 output: lanes in a fixed tree, then the K tail by scalar FMAs of code × block scale. */
-  private static float fp8Finish(FloatVector acc, Linear w, int row, byte[] wb, int wOff, float[] x, int xOff, int kv, float[] lanes) {
-    float sum = sumLanes(acc, lanes);
+  private static float fp8Finish(float[] lanes, int lo, Linear w, int row, byte[] wb, int wOff, float[] x, int xOff, int kv) {
+    float sum = Lanes.foldTree(lanes, lo, L);
     for (int k = kv; k < w.in(); k++) {
       float wk = NumberFormats.e4m3ToFloat(wb[wOff + k]) * w.blockScale(row, k);
       sum = Math.fma(x[xOff + k], wk, sum);
@@ -385,7 +379,8 @@ public final class RowDotGemm {
         a = RowDecoder.fp8(wb, wOff + k, sc).fma(FloatVector.fromArray(F, x, xo + k), a);
       }
     }
-    y[i * w.out() + row] = fp8Finish(a, w, row, wb, wOff, x, xo, kv, s.lanes);
+    a.intoArray(s.lanes, 0);
+    y[i * w.out() + row] = fp8Finish(s.lanes, 0, w, row, wb, wOff, x, xo, kv);
   }
 
   private static void fp8Block4x1(float[] x, int i, Linear w, byte[] wb, float[] y, int row, Scratch s) {
@@ -412,10 +407,14 @@ public final class RowDotGemm {
       }
     }
     int yo = i * w.out() + row;
-    y[yo] = fp8Finish(a0, w, row, wb, 0, x, xo, kv, s.lanes);
-    y[yo + 1] = fp8Finish(a1, w, row + 1, wb, kDim, x, xo, kv, s.lanes);
-    y[yo + 2] = fp8Finish(a2, w, row + 2, wb, 2 * kDim, x, xo, kv, s.lanes);
-    y[yo + 3] = fp8Finish(a3, w, row + 3, wb, 3 * kDim, x, xo, kv, s.lanes);
+    a0.intoArray(s.lanes, 0);
+    a1.intoArray(s.lanes, L);
+    a2.intoArray(s.lanes, 2 * L);
+    a3.intoArray(s.lanes, 3 * L);
+    y[yo] = fp8Finish(s.lanes, 0, w, row, wb, 0, x, xo, kv);
+    y[yo + 1] = fp8Finish(s.lanes, L, w, row + 1, wb, kDim, x, xo, kv);
+    y[yo + 2] = fp8Finish(s.lanes, 2 * L, w, row + 2, wb, 2 * kDim, x, xo, kv);
+    y[yo + 3] = fp8Finish(s.lanes, 3 * L, w, row + 3, wb, 3 * kDim, x, xo, kv);
   }
 
   /** Two weight rows (wOff, wOff + K in wb) × four rows of x, as {@link #bf16Block2x4}. */
@@ -454,17 +453,25 @@ public final class RowDotGemm {
     int n = w.out();
     float[] ln = s.lanes;
     int y0 = i * n + row;
-    y[y0] = fp8Finish(a00, w, row, wb, wOff, x, x0, kv, ln);
-    y[y0 + 1] = fp8Finish(a01, w, row + 1, wb, w1Off, x, x0, kv, ln);
+    a00.intoArray(ln, 0);
+    a01.intoArray(ln, L);
+    a10.intoArray(ln, 2 * L);
+    a11.intoArray(ln, 3 * L);
+    a20.intoArray(ln, 4 * L);
+    a21.intoArray(ln, 5 * L);
+    a30.intoArray(ln, 6 * L);
+    a31.intoArray(ln, 7 * L);
+    y[y0] = fp8Finish(ln, 0, w, row, wb, wOff, x, x0, kv);
+    y[y0 + 1] = fp8Finish(ln, L, w, row + 1, wb, w1Off, x, x0, kv);
     y0 += n;
-    y[y0] = fp8Finish(a10, w, row, wb, wOff, x, x1, kv, ln);
-    y[y0 + 1] = fp8Finish(a11, w, row + 1, wb, w1Off, x, x1, kv, ln);
+    y[y0] = fp8Finish(ln, 2 * L, w, row, wb, wOff, x, x1, kv);
+    y[y0 + 1] = fp8Finish(ln, 3 * L, w, row + 1, wb, w1Off, x, x1, kv);
     y0 += n;
-    y[y0] = fp8Finish(a20, w, row, wb, wOff, x, x2, kv, ln);
-    y[y0 + 1] = fp8Finish(a21, w, row + 1, wb, w1Off, x, x2, kv, ln);
+    y[y0] = fp8Finish(ln, 4 * L, w, row, wb, wOff, x, x2, kv);
+    y[y0 + 1] = fp8Finish(ln, 5 * L, w, row + 1, wb, w1Off, x, x2, kv);
     y0 += n;
-    y[y0] = fp8Finish(a30, w, row, wb, wOff, x, x3, kv, ln);
-    y[y0 + 1] = fp8Finish(a31, w, row + 1, wb, w1Off, x, x3, kv, ln);
+    y[y0] = fp8Finish(ln, 6 * L, w, row, wb, wOff, x, x3, kv);
+    y[y0 + 1] = fp8Finish(ln, 7 * L, w, row + 1, wb, w1Off, x, x3, kv);
   }
 
   // ------------------------------------------------------------------------------------------------- generic
@@ -483,7 +490,8 @@ public final class RowDotGemm {
         for (int k = 0; k < kv; k += L) {
           a = FloatVector.fromArray(F, row, k).fma(FloatVector.fromArray(F, x, xo + k), a);
         }
-        float sum = sumLanes(a, s.lanes);
+        a.intoArray(s.lanes, 0);
+        float sum = Lanes.foldTree(s.lanes, 0, L);
         for (int k = kv; k < kDim; k++) {
           sum = Math.fma(x[xo + k], row[k], sum);
         }
