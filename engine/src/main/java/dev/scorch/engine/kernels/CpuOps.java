@@ -195,11 +195,7 @@ public final class CpuOps implements Ops {
         for (; k + l <= n; k += l) {
           v = FloatVector.fromArray(S, a, ao + k).fma(FloatVector.fromArray(S, b, bo + k), v);
         }
-        float[] lanes = new float[l];
-        v.intoArray(lanes, 0);
-        for (float x : lanes) {
-          acc += x;
-        }
+        acc = sumLanes(v);
       }
       for (; k < n; k++) {
         acc = Math.fma(a[ao + k], b[bo + k], acc);
@@ -511,12 +507,11 @@ public final class CpuOps implements Ops {
       return max + Math.log(sum);
     }
 
+    /** The lanes of v added in index order (read one by one: no array allocated per call). */
     static float sumLanes(FloatVector v) {
-      float[] lanes = new float[S.length()];
-      v.intoArray(lanes, 0);
       float sum = 0;
-      for (float x : lanes) {
-        sum += x;
+      for (int i = 0; i < S.length(); i++) {
+        sum += v.lane(i);
       }
       return sum;
     }

@@ -116,18 +116,31 @@ public final class LatentAttention {
     static final VectorSpecies<Float> S = FloatVector.SPECIES_PREFERRED;
     static final int L = S.length();
 
+    /**
+     * One head's absorbed attention, in three small methods so each compiles to register code (as one method of
+     * this size, C2 kept materialising vector objects in the loops: an allocation per vector op).
+     */
     static void attend(Head h, float[] q, int qOff, float[] lat, float[] pe, int len, float[] out, int oOff, Scratch s) {
+      int rank = h.rank();
+      int rv = rank / L * L;
+      // q_latent[c] = Σ_d q_nope[d] W_UK[d, c]: per element an FMA chain over d in order, as the scalar loop.
+      axpyRows(q, qOff, h.qkNope(), h.w(), h.wOff() * rank, rank, rv, s.qLat);
+      scores(h, q, qOff, lat, pe, len, s);
+      softmax(s.scores, len);
+      // o_latent[c] = Σ_j p_j c_j[c]: per element an FMA chain over j in order.
+      axpyRows(s.scores, 0, len, lat, 0, rank, rv, s.oLat);
+      output(h, out, oOff, s);
+    }
+
+    /** sc[j] = (q_latent · c_j + q_pe · k_pe_j) · scale for the len cached keys. */
+    static void scores(Head h, float[] q, int qOff, float[] lat, float[] pe, int len, Scratch s) {
       int rank = h.rank();
       int nope = h.qkNope();
       int rope = h.qkRope();
-      float[] w = h.w();
       float[] qLat = s.qLat;
-      float[] oLat = s.oLat;
       float[] sc = s.scores;
       float[] lanes = s.lanes;
       int rv = rank / L * L;
-      // q_latent[c] = Σ_d q_nope[d] W_UK[d, c]: per element an FMA chain over d in order, as the scalar loop.
-      axpyRows(q, qOff, nope, w, h.wOff() * rank, rank, rv, qLat);
       // Scores, four keys per pass over q_latent.
       int j = 0;
       for (; j + 4 <= len; j += 4) {
@@ -163,6 +176,10 @@ public final class LatentAttention {
         a.intoArray(lanes, 0);
         sc[j] = score(h, lanes, 0, qLat, lat, c0, rv, q, qOff + nope, pe, j * rope);
       }
+    }
+
+    /** sc[0 .. len) = softmax(sc) in fp32. */
+    static void softmax(float[] sc, int len) {
       // Softmax: the max is exact in any order; exp lane-wise, padding lanes zeroed, lanes summed in index order.
       // Whole vectors first, then the last partial one: no vector is reassigned under a condition (C2 would box it).
       int full = len / L * L;
@@ -186,8 +203,16 @@ public final class LatentAttention {
       for (int k = 0; k < len; k++) {
         sc[k] *= inv; // the probabilities
       }
-      // o_latent[c] = Σ_j p_j c_j[c]: per element an FMA chain over j in order.
-      axpyRows(sc, 0, len, lat, 0, rank, rv, oLat);
+    }
+
+    /** out[e] = W_UV[e] · o_latent for the head's v_head outputs. */
+    static void output(Head h, float[] out, int oOff, Scratch s) {
+      int rank = h.rank();
+      int nope = h.qkNope();
+      float[] w = h.w();
+      float[] oLat = s.oLat;
+      float[] lanes = s.lanes;
+      int rv = rank / L * L;
       // out[e] = W_UV[e] · o_latent, four rows per pass.
       int uv = (h.wOff() + nope) * rank;
       int e = 0;
