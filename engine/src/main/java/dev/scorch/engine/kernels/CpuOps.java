@@ -203,13 +203,31 @@ public final class CpuOps implements Ops {
       return acc;
     }
 
+    /** Per-thread buffers of attendHead, grown as needed. */
+    private static final class HeadScratch {
+      float[] kT = new float[0];
+      float[] v = new float[0];
+
+      float[] kT(int n) {
+        return kT.length >= n ? kT : (kT = new float[n]);
+      }
+
+      float[] v(int n) {
+        return v.length >= n ? v : (v = new float[n]);
+      }
+    }
+
+    private static final ThreadLocal<HeadScratch> HEAD_SCRATCH = ThreadLocal.withInitial(HeadScratch::new);
+
     /** Query rows scored together against each block of keys. */
     static final int QUERY_TILE = 4;
 
     /**
-     * Causal attention of one head over one sequence. The head's keys [k_nope | k_pe] are transposed to
-     * kT[d][j] (j padded to whole vectors), so each score is one FMA chain over d = 0 .. q_head-1, computed
-     * for a vector of keys at a time and for QUERY_TILE queries per load; then softmax in fp32 and p · v.
+     * Causal attention of one head over one sequence. The head's keys [k_nope | k_pe] are transposed in blocks
+     * of 2L keys: kT[block][d][2L] (keys padded to whole blocks), so a block's q_head rows lie one after another
+     * (d-major over the whole sequence put them 4 KiB apart: one L1 set for all of them). Each score is one FMA
+     * chain over d = 0 .. q_head-1, computed for two vectors of keys at a time and QUERY_TILE queries per load;
+     * then softmax in fp32 and p · v.
      */
     static void attendHead(MlaInputs in, int s, int h, float[] out) {
       int l = S.length();
@@ -222,14 +240,23 @@ public final class CpuOps implements Ops {
       int rope = in.qkRope();
       int vDim = in.vHead();
       int lenPad = (len + 2 * l - 1) / (2 * l) * (2 * l); // whole pairs of key vectors
-      float[] kT = new float[qHead * lenPad]; // [q_head, len (padded)]
+      int w = 2 * l;
+      HeadScratch hs = HEAD_SCRATCH.get();
+      float[] kT = hs.kT(qHead * lenPad); // [len / 2L, q_head, 2L]
+      java.util.Arrays.fill(kT, (len / w) * qHead * w, qHead * lenPad, 0f); // the last block's padding keys
+      // This head's values [len, v_head], contiguous: the p · v loops stream them instead of striding heads × kv_head.
+      float[] vH = hs.v(len * vDim);
+      for (int j = 0; j < len; j++) {
+        System.arraycopy(in.kv(), ((base + j) * heads + h) * kvHead + nope, vH, j * vDim, vDim);
+      }
       for (int j = 0; j < len; j++) {
         int kOff = ((base + j) * heads + h) * kvHead;
+        int t = (j / w) * qHead * w + j % w;
         for (int d = 0; d < nope; d++) {
-          kT[d * lenPad + j] = in.kv()[kOff + d];
+          kT[t + d * w] = in.kv()[kOff + d];
         }
         for (int d = 0; d < rope; d++) {
-          kT[(nope + d) * lenPad + j] = in.kPe()[(base + j) * rope + d];
+          kT[t + (nope + d) * w] = in.kPe()[(base + j) * rope + d];
         }
       }
       float[][] scores = new float[QUERY_TILE][lenPad];
@@ -243,7 +270,7 @@ public final class CpuOps implements Ops {
         int q2 = q0 + Math.min(2, rows - 1) * qStride;
         int q3 = q0 + Math.min(3, rows - 1) * qStride;
         int jEnd = Math.min(lenPad, (i0 + rows + 2 * l - 1) / (2 * l) * (2 * l)); // keys any row of the tile may see
-        scoreTile(kT, lenPad, qHead, q, q0, q1, q2, q3, jEnd, scores);
+        scoreTile(kT, qHead, q, q0, q1, q2, q3, jEnd, scores);
         for (int r = 0; r < rows; r++) {
           int i = i0 + r;
           int n = i + 1;
@@ -274,17 +301,18 @@ public final class CpuOps implements Ops {
             sc[j] *= inv; // the probabilities
           }
         }
-        weightedValuesTile(in, scores, i0, rows, base, h, out);
+        weightedValuesTile(in, scores, i0, rows, base, h, out, vH);
       }
     }
 
     /**
-     * Raw scores q_r · k_j of 4 query rows (offsets q0 .. q3 in q) against keys [0, jEnd) of kT [q_head, lenPad],
-     * 2 key vectors per pass: each score one FMA chain over d = 0 .. q_head - 1.
+     * Raw scores q_r · k_j of 4 query rows (offsets q0 .. q3 in q) against keys [0, jEnd) of kT [blocks, q_head, 2L],
+     * one block (2 key vectors) per pass: each score one FMA chain over d = 0 .. q_head - 1.
      */
-    static void scoreTile(float[] kT, int lenPad, int qHead, float[] q, int q0, int q1, int q2, int q3, int jEnd, float[][] scores) {
+    static void scoreTile(float[] kT, int qHead, float[] q, int q0, int q1, int q2, int q3, int jEnd, float[][] scores) {
       int l = S.length();
       for (int jb = 0; jb < jEnd; jb += 2 * l) {
+        int kb = jb * qHead; // block jb / 2L starts at (jb / 2L) · q_head · 2L
         FloatVector a0 = FloatVector.zero(S);
         FloatVector a1 = a0;
         FloatVector a2 = a0;
@@ -294,8 +322,8 @@ public final class CpuOps implements Ops {
         FloatVector b2 = a0;
         FloatVector b3 = a0;
         for (int d = 0; d < qHead; d++) {
-          FloatVector k = FloatVector.fromArray(S, kT, d * lenPad + jb);
-          FloatVector k2 = FloatVector.fromArray(S, kT, d * lenPad + jb + l);
+          FloatVector k = FloatVector.fromArray(S, kT, kb + d * 2 * l);
+          FloatVector k2 = FloatVector.fromArray(S, kT, kb + d * 2 * l + l);
           FloatVector v = FloatVector.broadcast(S, q[q0 + d]);
           a0 = k.fma(v, a0);
           b0 = k2.fma(v, b0);
@@ -322,11 +350,11 @@ public final class CpuOps implements Ops {
 
     /**
      * out[i0 + r] = Σ_{j <= i0 + r} p[r][j] · v_j for the rows of a query tile. With a full tile and v_head a
-     * multiple of two vectors, each V vector is loaded once for all four rows (V rows lie heads × kv_head floats
-     * apart, so the per-row form streams them once per row); per element every row gets the same FMA chain over
-     * j = 0 .. i as {@link #weightedValues}, so the bits are the same.
+     * multiple of two vectors, each V vector is loaded once for all four rows, from vH, the head's values copied
+     * contiguous [len, v_head]; per element every row gets the same FMA chain over j = 0 .. i as
+     * {@link #weightedValues}, so the bits are the same.
      */
-    static void weightedValuesTile(MlaInputs in, float[][] p, int i0, int rows, int base, int h, float[] out) {
+    static void weightedValuesTile(MlaInputs in, float[][] p, int i0, int rows, int base, int h, float[] out, float[] vH) {
       int l = S.length();
       int vDim = in.vHead();
       if (rows < QUERY_TILE || vDim % (2 * l) != 0) {
@@ -336,16 +364,15 @@ public final class CpuOps implements Ops {
         return;
       }
       int heads = in.heads();
-      int kvHead = in.kvHead();
-      float[] kv = in.kv();
+      float[] kv = vH; // this head's values [len, v_head]
       float[] p0 = p[0];
       float[] p1 = p[1];
       float[] p2 = p[2];
       float[] p3 = p[3];
       int oStride = heads * vDim; // out row i + 1 lies this far after row i
       int oOff = ((base + i0) * heads + h) * vDim;
-      int vBase = (base * heads + h) * kvHead + in.qkNope(); // v of key j starts at vBase + j * vStride
-      int vStride = heads * kvHead;
+      int vBase = 0; // v of key j starts at vBase + j * vStride in this head's values
+      int vStride = vDim;
       for (int d0 = 0; d0 < vDim; d0 += 2 * l) {
         FloatVector a0 = FloatVector.zero(S);
         FloatVector b0 = FloatVector.zero(S);
