@@ -6,9 +6,9 @@ import jdk.incubator.vector.VectorSpecies;
 /**
  * y[M, N] = x[M, K] · Wᵀ with W [N, K] in its checkpoint dtype, for prefill-shaped calls.
  *
- * <p>Layout: x is transposed once per call into tiles of MR rows (xᵀ: for each k, MR consecutive rows, so
- * one vector load gives L rows of x). W is decoded to fp32 a block of weight rows × KC inputs at a time, by
- * whole rows (no transpose: the kernel broadcasts weights), once per block and reused by every row of x.
+ * <p>Layout: each row of x is transposed once per call into tiles of MR rows (xᵀ: for each k, MR consecutive
+ * rows, so one vector load gives L rows of x). W is decoded to fp32 a block of weight rows × KC inputs at a
+ * time, by whole rows (no transpose: the kernel broadcasts weights), once per block of MB rows of x.
  * The register-tiled Vector API micro-kernel computes MR rows of x × NR weight rows: 2 vectors of rows times
  * 6 broadcast weights, 12 accumulators.
  *
