@@ -207,6 +207,14 @@ public final class CpuOps implements Ops {
     private static final class HeadScratch {
       float[] kT = new float[0];
       float[] v = new float[0];
+      float[][] scores = new float[QUERY_TILE][0];
+
+      float[][] scores(int n) {
+        if (scores[0].length < n) {
+          scores = new float[QUERY_TILE][n];
+        }
+        return scores;
+      }
 
       float[] kT(int n) {
         return kT.length >= n ? kT : (kT = new float[n]);
@@ -259,7 +267,7 @@ public final class CpuOps implements Ops {
           kT[t + (nope + d) * w] = in.kPe()[(base + j) * rope + d];
         }
       }
-      float[][] scores = new float[QUERY_TILE][lenPad];
+      float[][] scores = hs.scores(lenPad); // every entry a tile reads is written by its scoreTile first
       float[] q = in.q();
       int qStride = heads * qHead;
       for (int i0 = 0; i0 < len; i0 += QUERY_TILE) {
