@@ -4,6 +4,7 @@ import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.model.WeightLayout;
 import dev.scorch.engine.runtime.KvCache;
+import dev.scorch.engine.runtime.Workspace;
 import dev.scorch.engine.runtime.HeapAllocation;
 import dev.scorch.engine.runtime.ProcessMemory;
 import dev.scorch.engine.scoring.LogSoftmax;
@@ -55,6 +56,7 @@ public final class DecodeBenchmark {
     long expertsHit = 0; // distinct (MoE layer, expert) pairs over the timed steps
     double[] secs = new double[runs];
     long heapBytes = 0; // allocated during the timed steps
+    Workspace ws = new Workspace(); // activations, kept from step to step as a generator keeps them
     for (int run = -warmup; run < runs; run++) {
       List<int[]> prompts = new ArrayList<>();
       List<KvCache> caches = new ArrayList<>();
@@ -67,7 +69,7 @@ public final class DecodeBenchmark {
         caches.add(new KvCache(model.config(), prompt + steps + 1));
       }
       KvCache[] cacheArray = caches.toArray(new KvCache[0]);
-      model.prefill(KvCache.pack(prompts, caches), cacheArray, ops);
+      model.prefill(KvCache.pack(prompts, caches), cacheArray, ops, ws);
       int[] next = new int[batch];
       Arrays.fill(next, 1);
       int[][] routes = new int[model.numMoeLayers()][];
@@ -75,7 +77,7 @@ public final class DecodeBenchmark {
       long heap0 = HeapAllocation.allocatedBytes();
       long t0 = System.nanoTime();
       for (int s = 0; s < steps; s++) {
-        float[] logits = model.decode(next, cacheArray, ops, routes); // [batch, vocab]
+        float[] logits = model.decode(next, cacheArray, ops, routes, ws); // [batch, vocab]
         if (run >= 0) {
           expertsHit += distinctExperts(routes, seen);
         }

@@ -5,12 +5,18 @@ import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.runtime.KvCache;
 import dev.scorch.engine.runtime.PackedBatch;
+import dev.scorch.engine.runtime.Workspace;
 import java.util.List;
 
-/** {@link DecodingModel} on the CPU engine: {@link DeepseekV3Model}'s prefill and decode over {@link KvCache}s. */
+/**
+ * {@link DecodingModel} on the CPU engine: {@link DeepseekV3Model}'s prefill and decode over {@link KvCache}s. Its
+ * activations live in one workspace kept from step to step, so it serves one generator (one thread) at a time, and
+ * the logits {@link #decode} returns are valid until the next call.
+ */
 final class CpuDecodingModel implements DecodingModel {
   private final DeepseekV3Model model;
   private final Ops ops;
+  private final Workspace ws = new Workspace();
 
   CpuDecodingModel(DeepseekV3Model model, Ops ops) {
     this.model = model;
@@ -52,7 +58,7 @@ final class CpuDecodingModel implements DecodingModel {
   public float[] prefill(List<int[]> prompts, List<Cache> caches) {
     KvCache[] kv = kv(caches.toArray(new Cache[0]));
     PackedBatch batch = KvCache.pack(prompts, List.of(kv));
-    float[] hidden = model.prefill(batch, kv, ops); // [T, hidden]
+    float[] hidden = model.prefill(batch, kv, ops, ws); // [T, hidden]
     int h = model.config().hiddenSize();
     float[] last = new float[prompts.size() * h]; // [prompts, hidden]: each prompt's last position
     for (int i = 0; i < prompts.size(); i++) {
@@ -66,7 +72,7 @@ final class CpuDecodingModel implements DecodingModel {
 
   @Override
   public float[] decode(int[] tokens, Cache[] caches) {
-    return model.decode(tokens, kv(caches), ops);
+    return model.decode(tokens, kv(caches), ops, null, ws);
   }
 
   private static KvCache[] kv(Cache[] caches) {

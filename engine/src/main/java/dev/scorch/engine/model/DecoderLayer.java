@@ -6,9 +6,11 @@ import dev.scorch.engine.kernels.RmsNorm;
 import dev.scorch.engine.kernels.Rope;
 import dev.scorch.engine.runtime.KvCache;
 import dev.scorch.engine.runtime.PackedBatch;
+import dev.scorch.engine.runtime.Workspace;
 
 /** One block: input RMSNorm → MLA → residual → post-attention RMSNorm → dense MLP or MoE → residual. */
 final class DecoderLayer {
+  private static final Workspace.Key NORMED = new Workspace.Key("layer.normed"); // [T, hidden]
   private final int hidden;
   private final double eps;
   private final float[] inputLayernorm; // [hidden]
@@ -40,24 +42,25 @@ final class DecoderLayer {
 
   /** x: [T, hidden], updated in place; routes receives the MoE choice of each token when not null. */
   void forward(float[] x, PackedBatch batch, Rope rope, Ops ops, int[] routes) {
-    forward(x, batch, rope, Matmuls.prefill(ops), routes, null);
+    forward(x, batch, rope, Matmuls.prefill(ops), routes, null, new Workspace());
   }
 
   /**
    * As above, each row's linears through the matmul mm picks for it; caches (one per sequence, room reserved)
-   * receive this layer's latents and rotated k_pe when not null.
+   * receive this layer's latents and rotated k_pe when not null; activations live in ws.
    */
-  void forward(float[] x, PackedBatch batch, Rope rope, Matmuls mm, int[] routes, KvCache[] caches) {
+  void forward(float[] x, PackedBatch batch, Rope rope, Matmuls mm, int[] routes, KvCache[] caches, Workspace ws) {
     int t = batch.numTokens();
-    float[] h = new float[x.length];
+    int n = t * hidden;
+    float[] h = ws.floats(NORMED, n);
     RmsNorm.apply(x, t, hidden, inputLayernorm, eps, h);
-    float[] attn = selfAttn.forward(h, batch, rope, mm, caches);
-    for (int i = 0; i < x.length; i++) {
+    float[] attn = selfAttn.forward(h, batch, rope, mm, caches, ws);
+    for (int i = 0; i < n; i++) {
       x[i] += attn[i];
     }
     RmsNorm.apply(x, t, hidden, postAttentionLayernorm, eps, h);
-    float[] m = moe != null ? moe.forward(h, t, mm, routes) : mlp.forward(h, t, mm);
-    for (int i = 0; i < x.length; i++) {
+    float[] m = moe != null ? moe.forward(h, t, mm, routes, ws) : mlp.forward(h, t, mm, ws);
+    for (int i = 0; i < n; i++) {
       x[i] += m[i];
     }
   }

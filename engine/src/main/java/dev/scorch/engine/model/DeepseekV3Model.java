@@ -9,6 +9,7 @@ import dev.scorch.engine.kernels.RmsNorm;
 import dev.scorch.engine.kernels.Rope;
 import dev.scorch.engine.runtime.KvCache;
 import dev.scorch.engine.runtime.PackedBatch;
+import dev.scorch.engine.runtime.Workspace;
 import java.nio.file.Path;
 import java.util.IdentityHashMap;
 import java.util.Map;
@@ -18,6 +19,9 @@ import java.util.Map;
  * lm_head, logits in fp32. Weights stay memory-mapped in their checkpoint dtype.
  */
 public final class DeepseekV3Model {
+  private static final Workspace.Key HIDDEN = new Workspace.Key("model.hidden"); // [T, hidden]: the residual stream
+  private static final Workspace.Key LOGITS = new Workspace.Key("model.decode_logits"); // [B, vocab]
+
   private final ModelConfig config;
   private final Linear embedTokens; // [vocab, hidden]; rows are looked up, never multiplied
   private final DecoderLayer[] layers;
@@ -66,7 +70,15 @@ public final class DeepseekV3Model {
    * routes, when not null, is [moe layer][T * top_k] and receives each token's experts.
    */
   public float[] forward(PackedBatch batch, Ops ops, int[][] routes) {
-    return forward(batch, ops, routes, null);
+    return forward(batch, ops, routes, null, new Workspace());
+  }
+
+  /**
+   * As {@link #forward(PackedBatch, Ops, int[][])} with every activation in ws: the result is ws's buffer (at least
+   * [T, hidden]), valid until ws's next pass.
+   */
+  public float[] forward(PackedBatch batch, Ops ops, int[][] routes, Workspace ws) {
+    return forward(batch, ops, routes, null, ws);
   }
 
   /**
@@ -78,15 +90,20 @@ public final class DeepseekV3Model {
    * written; when some cache lacks room, nothing is written and it fails.
    */
   public float[] prefill(PackedBatch batch, KvCache[] caches, Ops ops) {
-    return prefill(batch, caches, ops, null);
+    return prefill(batch, caches, ops, null, new Workspace());
   }
 
-  private float[] prefill(PackedBatch batch, KvCache[] caches, Ops ops, int[][] routes) {
+  /** As {@link #prefill(PackedBatch, KvCache[], Ops)} with every activation in ws: the result (at least [T, hidden]) is ws's. */
+  public float[] prefill(PackedBatch batch, KvCache[] caches, Ops ops, Workspace ws) {
+    return prefill(batch, caches, ops, null, ws);
+  }
+
+  private float[] prefill(PackedBatch batch, KvCache[] caches, Ops ops, int[][] routes, Workspace ws) {
     checkCaches(batch, caches);
     for (int s = 0; s < caches.length; s++) {
       caches[s].reserve(batch.seqLen()[s]);
     }
-    float[] x = forward(batch, ops, routes, caches);
+    float[] x = forward(batch, ops, routes, caches, ws);
     for (int s = 0; s < caches.length; s++) {
       caches[s].advance(batch.seqLen()[s]);
     }
@@ -105,6 +122,14 @@ public final class DeepseekV3Model {
 
   /** As {@link #decode(int[], KvCache[], Ops)}; routes, when not null, is [moe layer][B * top_k] and receives each token's experts. */
   public float[] decode(int[] tokens, KvCache[] caches, Ops ops, int[][] routes) {
+    return decode(tokens, caches, ops, routes, new Workspace());
+  }
+
+  /**
+   * As {@link #decode(int[], KvCache[], Ops, int[][])} with every activation in ws: the logits returned (exactly
+   * [B, vocab]) are ws's, valid until its next pass.
+   */
+  public float[] decode(int[] tokens, KvCache[] caches, Ops ops, int[][] routes, Workspace ws) {
     int b = tokens.length;
     int[] start = new int[b];
     int[] len = new int[b];
@@ -119,8 +144,8 @@ public final class DeepseekV3Model {
     }
     PackedBatch batch = new PackedBatch(tokens.clone(), pos, start, len);
     Matmuls mm = Matmuls.of(ops, batch, caches); // before the caches advance
-    float[] hidden = prefill(batch, caches, ops, routes);
-    float[] out = new float[b * config.vocabSize()];
+    float[] hidden = prefill(batch, caches, ops, routes, ws);
+    float[] out = ws.exactFloats(LOGITS, b * config.vocabSize());
     mm.apply(hidden, b, lmHead, out);
     return out;
   }
@@ -151,10 +176,10 @@ public final class DeepseekV3Model {
     }
   }
 
-  private float[] forward(PackedBatch batch, Ops ops, int[][] routes, KvCache[] caches) {
+  private float[] forward(PackedBatch batch, Ops ops, int[][] routes, KvCache[] caches, Workspace ws) {
     int t = batch.numTokens();
     int hidden = config.hiddenSize();
-    float[] x = new float[t * hidden]; // [T, hidden]
+    float[] x = ws.floats(HIDDEN, t * hidden); // [T, hidden]
     for (int i = 0; i < t; i++) {
       int id = batch.tokens()[i];
       if (id < 0 || id >= config.vocabSize()) {
@@ -167,10 +192,13 @@ public final class DeepseekV3Model {
     for (DecoderLayer layer : layers) {
       int[] r = null;
       if (routes != null && layer.isMoe()) {
-        r = routes[moeIndex] = new int[t * config.numExpertsPerTok()];
+        r = routes[moeIndex];
+        if (r == null || r.length != t * config.numExpertsPerTok()) {
+          r = routes[moeIndex] = new int[t * config.numExpertsPerTok()];
+        }
       }
       moeIndex += layer.isMoe() ? 1 : 0;
-      layer.forward(x, batch, rope, mm, r, caches);
+      layer.forward(x, batch, rope, mm, r, caches, ws);
     }
     RmsNorm.apply(x, t, hidden, norm, config.rmsNormEps(), x);
     return x;

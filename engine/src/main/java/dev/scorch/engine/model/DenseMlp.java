@@ -2,9 +2,16 @@ package dev.scorch.engine.model;
 
 import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.kernels.Ops;
+import dev.scorch.engine.runtime.Workspace;
 
 /** SwiGLU MLP (DeepseekV3MLP): down_proj(silu(gate_proj(x)) * up_proj(x)); also each expert and the shared experts. */
 final class DenseMlp {
+  private static final Workspace.Key GATE = new Workspace.Key("mlp.gate"); // [rows, intermediate]
+  private static final Workspace.Key UP = new Workspace.Key("mlp.up"); // [rows, intermediate]
+  private static final Workspace.Key OUT = new Workspace.Key("mlp.out"); // [rows, hidden]
+  private static final Workspace.Key GROUP_GATE_UP = new Workspace.Key("mlp.group_gate_up"); // per MLP: [rows, intermediate] × 2
+  private static final Workspace.Key GROUP_OUT = new Workspace.Key("mlp.group_out"); // per MLP: [rows, hidden]
+
   private final Linear gateProj; // [intermediate, hidden]
   private final Linear upProj; // [intermediate, hidden]
   private final Linear downProj; // [hidden, intermediate]
@@ -17,20 +24,20 @@ final class DenseMlp {
 
   /** x: [rows, hidden] → [rows, hidden]. */
   float[] forward(float[] x, int rows, Ops ops) {
-    return forward(x, rows, Matmuls.prefill(ops));
+    return forward(x, rows, Matmuls.prefill(ops), new Workspace());
   }
 
-  /** As above, each row through the matmul mm picks for it. */
-  float[] forward(float[] x, int rows, Matmuls mm) {
+  /** As above, each row through the matmul mm picks for it; activations live in ws, the result (at least [rows, hidden]) too. */
+  float[] forward(float[] x, int rows, Matmuls mm, Workspace ws) {
     if (mm.allDecode()) {
-      return forwardDecode(new DenseMlp[] {this}, new float[][] {x}, new int[] {rows}, mm.ops())[0];
+      return forwardDecode(new DenseMlp[] {this}, new float[][] {x}, new int[] {rows}, mm.ops(), ws)[0];
     }
     int inter = gateProj.out();
-    float[] g = new float[rows * inter];
-    float[] u = new float[rows * inter];
+    float[] g = ws.floats(GATE, rows * inter);
+    float[] u = ws.floats(UP, rows * inter);
     mm.apply(x, rows, new Linear[] {gateProj, upProj}, new float[][] {g, u});
     swiglu(g, u, rows, inter, mm.ops());
-    float[] out = new float[rows * downProj.out()];
+    float[] out = ws.floats(OUT, rows * downProj.out());
     mm.apply(g, rows, downProj, out);
     return out;
   }
@@ -38,35 +45,41 @@ final class DenseMlp {
   /**
    * Several MLPs (a decode step's experts), mlps[i] on x[i] [rows[i], hidden], through
    * {@link Ops#matmulDecode} in two grouped passes: gate_proj and up_proj of all, then down_proj of all. Each
-   * result has the bits of mlps[i] run alone.
+   * result has the bits of mlps[i] run alone. Activations live in ws; so do the results (result i at least
+   * [rows[i], hidden]).
    */
-  static float[][] forwardDecode(DenseMlp[] mlps, float[][] x, int[] rows, Ops ops) {
+  static float[][] forwardDecode(DenseMlp[] mlps, float[][] x, int[] rows, Ops ops, Workspace ws) {
     int n = mlps.length;
     float[][] in = new float[2 * n][];
     int[] m = new int[2 * n];
     Linear[] w = new Linear[2 * n];
-    float[][] gu = new float[2 * n][];
+    int maxRows = 0;
+    int maxInter = 0;
+    int maxOut = 0;
+    for (int i = 0; i < n; i++) {
+      maxRows = Math.max(maxRows, rows[i]);
+      maxInter = Math.max(maxInter, mlps[i].gateProj.out());
+      maxOut = Math.max(maxOut, mlps[i].downProj.out());
+    }
+    float[][] gu = ws.floatRows(GROUP_GATE_UP, 2 * n, maxRows * maxInter);
     for (int i = 0; i < n; i++) {
       in[2 * i] = in[2 * i + 1] = x[i];
       m[2 * i] = m[2 * i + 1] = rows[i];
       w[2 * i] = mlps[i].gateProj;
       w[2 * i + 1] = mlps[i].upProj;
-      gu[2 * i] = new float[rows[i] * mlps[i].gateProj.out()];
-      gu[2 * i + 1] = new float[rows[i] * mlps[i].upProj.out()];
     }
     ops.matmulDecode(in, m, w, gu);
     float[][] h = new float[n][];
     Linear[] down = new Linear[n];
-    float[][] out = new float[n][];
+    float[][] out = ws.floatRows(GROUP_OUT, n, maxRows * maxOut);
     for (int i = 0; i < n; i++) {
       float[] g = gu[2 * i];
       float[] u = gu[2 * i + 1];
-      for (int k = 0; k < g.length; k++) {
+      for (int k = 0; k < rows[i] * mlps[i].gateProj.out(); k++) {
         g[k] = silu(g[k]) * u[k];
       }
       h[i] = g;
       down[i] = mlps[i].downProj;
-      out[i] = new float[rows[i] * down[i].out()];
     }
     ops.matmulDecode(h, rows, down, out);
     return out;

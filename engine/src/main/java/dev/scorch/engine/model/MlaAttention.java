@@ -10,6 +10,7 @@ import dev.scorch.engine.kernels.RmsNorm;
 import dev.scorch.engine.kernels.Rope;
 import dev.scorch.engine.runtime.KvCache;
 import dev.scorch.engine.runtime.PackedBatch;
+import dev.scorch.engine.runtime.Workspace;
 import java.util.function.IntConsumer;
 
 /**
@@ -19,6 +20,16 @@ import java.util.function.IntConsumer;
  * cached tokens attends in the absorbed form over its cache.
  */
 final class MlaAttention {
+  private static final Workspace.Key Q = new Workspace.Key("attn.q"); // [T, heads, q_head_dim]
+  private static final Workspace.Key Q_A = new Workspace.Key("attn.q_a"); // [T, q_lora_rank]
+  private static final Workspace.Key KV_A = new Workspace.Key("attn.kv_a"); // [T, kv_lora_rank + qk_rope]
+  private static final Workspace.Key LATENT = new Workspace.Key("attn.latent"); // [T, kv_lora_rank]
+  private static final Workspace.Key K_PE = new Workspace.Key("attn.k_pe"); // [T, qk_rope]
+  private static final Workspace.Key COS_SIN = new Workspace.Key("attn.cos_sin"); // [qk_rope]
+  private static final Workspace.Key KV = new Workspace.Key("attn.kv"); // [T, heads, qk_nope + v_head]
+  private static final Workspace.Key HEADS_OUT = new Workspace.Key("attn.heads_out"); // [T, heads, v_head]
+  private static final Workspace.Key OUT = new Workspace.Key("attn.out"); // [T, hidden]
+
   private final int layer;
   private final int heads;
   private final int qLoraRank; // 0 when q_lora_rank is null (plain q_proj)
@@ -73,39 +84,40 @@ final class MlaAttention {
 
   /** x: [T, hidden] (already input-normed) → [T, hidden]. */
   float[] forward(float[] x, PackedBatch batch, Rope rope, Ops ops) {
-    return forward(x, batch, rope, Matmuls.prefill(ops), null);
+    return forward(x, batch, rope, Matmuls.prefill(ops), null, new Workspace());
   }
 
   /**
    * As {@link #forward(float[], PackedBatch, Rope, Ops)}; caches, when not null, holds one cache per
    * sequence (room reserved, positions numbered from each cache's length): this layer's latent and rotated
    * k_pe of every token are written there, and sequences with cached tokens attend in the absorbed form.
+   * Activations live in ws; the result is ws's buffer (at least [T, hidden]).
    */
-  float[] forward(float[] x, PackedBatch batch, Rope rope, Matmuls mm, KvCache[] caches) {
+  float[] forward(float[] x, PackedBatch batch, Rope rope, Matmuls mm, KvCache[] caches, Workspace ws) {
     Ops ops = mm.ops();
     int t = batch.numTokens();
     // Queries: q_a_proj → q_a_layernorm → q_b_proj (or q_proj): [T, heads, q_head_dim] = [q_nope | q_pe].
     // Joint compressed kv: [T, kv_lora_rank + qk_rope] = [latent | k_pe]; only the latent is normed.
     // q_a_proj and kv_a_proj_with_mqa read the same x: one pass.
-    float[] q = new float[t * heads * qHead];
+    float[] q = ws.floats(Q, t * heads * qHead);
     int kvAWidth = kvLoraRank + qkRope;
-    float[] kvA = new float[t * kvAWidth];
+    float[] kvA = ws.floats(KV_A, t * kvAWidth);
     if (qLoraRank > 0) {
-      float[] qA = new float[t * qLoraRank];
+      float[] qA = ws.floats(Q_A, t * qLoraRank);
       mm.apply(x, t, new Linear[] {qAProj, kvAProjWithMqa}, new float[][] {qA, kvA});
       RmsNorm.apply(qA, t, qLoraRank, qALayernorm, ModelConfig.LORA_NORM_EPS, qA);
       mm.apply(qA, t, qBProj, q);
     } else {
       mm.apply(x, t, new Linear[] {qProj, kvAProjWithMqa}, new float[][] {q, kvA});
     }
-    float[] latent = new float[t * kvLoraRank]; // [T, kv_lora_rank]
+    float[] latent = ws.floats(LATENT, t * kvLoraRank); // [T, kv_lora_rank]
     RmsNorm.apply(kvA, t, kvAWidth, 0, kvLoraRank, kvALayernorm, ModelConfig.LORA_NORM_EPS, latent);
-    float[] kPe = new float[t * qkRope]; // [T, qk_rope]: one rotary key head shared by all heads
+    float[] kPe = ws.floats(K_PE, t * qkRope); // [T, qk_rope]: one rotary key head shared by all heads
     for (int i = 0; i < t; i++) {
       System.arraycopy(kvA, i * kvAWidth + kvLoraRank, kPe, i * qkRope, qkRope);
     }
     // RoPE on q_pe (every head) and k_pe at each token's position.
-    float[] cs = new float[qkRope];
+    float[] cs = ws.floats(COS_SIN, qkRope);
     for (int i = 0; i < t; i++) {
       rope.cosSin(batch.positions()[i], cs);
       for (int h = 0; h < heads; h++) {
@@ -113,7 +125,7 @@ final class MlaAttention {
       }
       rope.rotate(kPe, i * qkRope, cs);
     }
-    float[] attn = new float[t * heads * vHead]; // [T, heads, v_head]
+    float[] attn = ws.zeros(HEADS_OUT, t * heads * vHead); // [T, heads, v_head]
     int[] freshStart = batch.seqStart();
     int[] freshLen = batch.seqLen();
     if (caches != null) {
@@ -143,11 +155,11 @@ final class MlaAttention {
       }
     }
     if (freshStart.length > 0) {
-      float[] kv = new float[t * heads * (qkNope + vHead)]; // [T, heads, qk_nope + v_head] = [k_nope | v]
+      float[] kv = ws.floats(KV, t * heads * (qkNope + vHead)); // [T, heads, qk_nope + v_head] = [k_nope | v]
       ops.matmul(latent, t, kvBProj, kv);
       ops.attention(new MlaInputs(q, kv, kPe, heads, qkNope, qkRope, vHead, freshStart, freshLen, softmaxScale), attn);
     }
-    float[] out = new float[t * oProj.out()];
+    float[] out = ws.floats(OUT, t * oProj.out());
     mm.apply(attn, t, oProj, out);
     return out;
   }

@@ -2,6 +2,7 @@ package dev.scorch.engine.model;
 
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.kernels.Ops;
+import dev.scorch.engine.runtime.Workspace;
 
 /**
  * DeepseekV3MoE: routed experts weighted by the router, plus the shared experts on the same input. Tokens
@@ -9,6 +10,15 @@ import dev.scorch.engine.kernels.Ops;
  * order, so each token's sum has the same order in any batch.
  */
 final class Moe {
+  private static final Workspace.Key COUNT = new Workspace.Key("moe.count"); // [n_routed_experts]
+  private static final Workspace.Key ROWS = new Workspace.Key("moe.rows"); // [tokens of one expert]
+  private static final Workspace.Key ROW_WEIGHT = new Workspace.Key("moe.row_weight"); // [tokens of one expert]
+  private static final Workspace.Key XE = new Workspace.Key("moe.xe"); // [tokens of one expert, hidden]
+  private static final Workspace.Key Y = new Workspace.Key("moe.y"); // [T, hidden]
+  private static final Workspace.Key GROUP_X = new Workspace.Key("moe.group_x"); // per expert hit: [tokens, hidden]
+  private static final Workspace.Key GROUP_ROWS = new Workspace.Key("moe.group_rows"); // [T * top_k]: each hit's tokens in turn
+  private static final Workspace.Key GROUP_WEIGHT = new Workspace.Key("moe.group_weight"); // [T * top_k]
+
   private final MoeRouter gate;
   private final DenseMlp[] experts;
   private final DenseMlp sharedExperts; // null when n_shared_experts is 0
@@ -28,31 +38,31 @@ final class Moe {
 
   /** x: [T, hidden] → [T, hidden]; routes[i * top_k ..] receives token i's experts when not null. */
   float[] forward(float[] x, int t, Ops ops, int[] routes) {
-    return forward(x, t, Matmuls.prefill(ops), routes);
+    return forward(x, t, Matmuls.prefill(ops), routes, new Workspace());
   }
 
-  /** As above, each row through the matmul mm picks for it. */
-  float[] forward(float[] x, int t, Matmuls mm, int[] routes) {
-    MoeRouter.Routing r = gate.route(x, t, mm);
+  /** As above, each row through the matmul mm picks for it; activations live in ws, the result (at least [T, hidden]) too. */
+  float[] forward(float[] x, int t, Matmuls mm, int[] routes, Workspace ws) {
+    MoeRouter.Routing r = gate.route(x, t, mm, ws);
     int topK = r.topK();
     if (routes != null) {
       System.arraycopy(r.experts(), 0, routes, 0, t * topK);
     }
     // Tokens per expert, in token order: the rows each expert's GEMM runs over.
-    int[] count = new int[experts.length];
-    for (int e : r.experts()) {
-      count[e]++;
+    int[] count = ws.intZeros(COUNT, experts.length);
+    for (int i = 0; i < t * topK; i++) {
+      count[r.experts()[i]]++;
     }
-    float[] y = new float[t * hidden];
+    float[] y = ws.zeros(Y, t * hidden);
     if (mm.allDecode()) {
-      return forwardDecode(x, t, r, count, mm, y);
+      return forwardDecode(x, t, r, count, mm, y, ws);
     }
     for (int e = 0; e < experts.length; e++) {
       if (count[e] == 0) {
         continue;
       }
-      int[] rows = new int[count[e]];
-      float[] rowWeight = new float[count[e]];
+      int[] rows = ws.ints(ROWS, count[e]);
+      float[] rowWeight = ws.floats(ROW_WEIGHT, count[e]);
       int n = 0;
       for (int i = 0; i < t; i++) {
         for (int k = 0; k < topK; k++) {
@@ -62,11 +72,11 @@ final class Moe {
           }
         }
       }
-      float[] xe = new float[n * hidden]; // [tokens of e, hidden]
+      float[] xe = ws.floats(XE, n * hidden); // [tokens of e, hidden]
       for (int j = 0; j < n; j++) {
         System.arraycopy(x, rows[j] * hidden, xe, j * hidden, hidden);
       }
-      float[] ye = experts[e].forward(xe, n, mm.rows(rows, n));
+      float[] ye = experts[e].forward(xe, n, mm.rows(rows, n), ws);
       // Each token of e is a different row of y: rows spread over the engine's threads.
       mm.ops().forEachRow(n, j -> {
         int yo = rows[j] * hidden;
@@ -76,7 +86,7 @@ final class Moe {
       });
     }
     if (sharedExperts != null) {
-      float[] s = sharedExperts.forward(x, t, mm);
+      float[] s = sharedExperts.forward(x, t, mm, ws);
       mm.ops().forEachRow(t, i -> {
         for (int d = i * hidden; d < (i + 1) * hidden; d++) {
           y[d] += s[d];
@@ -90,55 +100,60 @@ final class Moe {
    * The decode step: every expert hit and the shared experts run as one group of matmuls (two parallel
    * passes in all), then are summed exactly as {@link #forward} sums them, experts in ascending id order.
    */
-  private float[] forwardDecode(float[] x, int t, MoeRouter.Routing r, int[] count, Matmuls mm, float[] y) {
+  private float[] forwardDecode(float[] x, int t, MoeRouter.Routing r, int[] count, Matmuls mm, float[] y, Workspace ws) {
     int topK = r.topK();
     int hit = 0;
-    for (int c : count) {
-      hit += c > 0 ? 1 : 0;
+    for (int e = 0; e < experts.length; e++) {
+      hit += count[e] > 0 ? 1 : 0;
     }
     int groups = hit + (sharedExperts != null ? 1 : 0);
     DenseMlp[] mlps = new DenseMlp[groups];
+    int maxCount = 0;
+    for (int e = 0; e < experts.length; e++) {
+      maxCount = Math.max(maxCount, count[e]);
+    }
     float[][] xs = new float[groups][];
+    float[][] gathered = ws.floatRows(GROUP_X, hit, maxCount * hidden);
     int[] n = new int[groups];
-    int[][] rows = new int[hit][];
-    float[][] rowWeight = new float[hit][];
-    for (int e = 0, g = 0; e < experts.length; e++) {
+    // Hit g's tokens are rows[base .. base + n[g]) in turn, with their router weights.
+    int[] rows = ws.ints(GROUP_ROWS, t * topK);
+    float[] rowWeight = ws.floats(GROUP_WEIGHT, t * topK);
+    for (int e = 0, g = 0, base = 0; e < experts.length; e++) {
       if (count[e] == 0) {
         continue;
       }
-      rows[g] = new int[count[e]];
-      rowWeight[g] = new float[count[e]];
-      xs[g] = new float[count[e] * hidden]; // [tokens of e, hidden]
+      xs[g] = gathered[g]; // [tokens of e, hidden]
       for (int i = 0, j = 0; i < t; i++) {
         for (int k = 0; k < topK; k++) {
           if (r.experts()[i * topK + k] == e) {
-            rows[g][j] = i;
-            rowWeight[g][j] = r.weights()[i * topK + k];
+            rows[base + j] = i;
+            rowWeight[base + j] = r.weights()[i * topK + k];
             System.arraycopy(x, i * hidden, xs[g], j++ * hidden, hidden);
           }
         }
       }
       mlps[g] = experts[e];
       n[g++] = count[e];
+      base += count[e];
     }
     if (sharedExperts != null) {
       mlps[hit] = sharedExperts;
       xs[hit] = x;
       n[hit] = t;
     }
-    float[][] out = DenseMlp.forwardDecode(mlps, xs, n, mm.ops());
-    for (int g = 0; g < hit; g++) {
+    float[][] out = DenseMlp.forwardDecode(mlps, xs, n, mm.ops(), ws);
+    for (int g = 0, base = 0; g < hit; base += n[g++]) {
       float[] ye = out[g];
       for (int j = 0; j < n[g]; j++) {
-        int yo = rows[g][j] * hidden;
+        int yo = rows[base + j] * hidden;
         for (int d = 0; d < hidden; d++) {
-          y[yo + d] += rowWeight[g][j] * ye[j * hidden + d];
+          y[yo + d] += rowWeight[base + j] * ye[j * hidden + d];
         }
       }
     }
     if (sharedExperts != null) {
       float[] s = out[hit];
-      for (int i = 0; i < y.length; i++) {
+      for (int i = 0; i < t * hidden; i++) {
         y[i] += s[i];
       }
     }

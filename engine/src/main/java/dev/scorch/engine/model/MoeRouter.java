@@ -2,6 +2,7 @@ package dev.scorch.engine.model;
 
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.kernels.Linear;
+import dev.scorch.engine.runtime.Workspace;
 
 /**
  * MoEGate with topk_method noaux_tc: router logits in fp32, sigmoid scores; choice on scores +
@@ -10,6 +11,15 @@ import dev.scorch.engine.kernels.Linear;
  * routed_scaling_factor. Ties go to the lower index.
  */
 final class MoeRouter {
+  private static final Workspace.Key LOGITS = new Workspace.Key("router.logits"); // [T, n_routed_experts]
+  private static final Workspace.Key EXPERTS = new Workspace.Key("router.experts"); // [T, top_k]
+  private static final Workspace.Key WEIGHTS = new Workspace.Key("router.weights"); // [T, top_k]
+  private static final Workspace.Key SCORES = new Workspace.Key("router.scores"); // [n_routed_experts]
+  private static final Workspace.Key CHOICE = new Workspace.Key("router.choice"); // [n_routed_experts]
+  private static final Workspace.Key GROUP_SCORE = new Workspace.Key("router.group_score"); // [n_group]
+  private static final Workspace.Key KEEP_GROUP = new Workspace.Key("router.keep_group"); // [n_group], 1 = kept
+  private static final Workspace.Key CHOSEN = new Workspace.Key("router.chosen"); // [n_routed_experts], 1 = chosen
+
   private final Linear gate; // [n_routed_experts, hidden]
   private final float[] eScoreCorrectionBias; // [n_routed_experts]
   private final int nExperts;
@@ -19,7 +29,7 @@ final class MoeRouter {
   private final boolean normTopkProb;
   private final float routedScalingFactor;
 
-  /** The experts chosen for each token, in ascending id order, and their weights. */
+  /** The experts chosen for each token, in ascending id order, and their weights ([T, top_k] each; the arrays may be longer). */
   record Routing(int[] experts, float[] weights, int topK) {}
 
   MoeRouter(ModelWeights w, String prefix) {
@@ -34,18 +44,18 @@ final class MoeRouter {
     routedScalingFactor = (float) c.routedScalingFactor();
   }
 
-  /** x: [T, hidden] → for each token its top_k experts (ascending ids) and weights. */
-  Routing route(float[] x, int t, Matmuls mm) {
-    float[] logits = new float[t * nExperts]; // [T, n_routed_experts]
+  /** x: [T, hidden] → for each token its top_k experts (ascending ids) and weights, in ws's buffers. */
+  Routing route(float[] x, int t, Matmuls mm, Workspace ws) {
+    float[] logits = ws.floats(LOGITS, t * nExperts); // [T, n_routed_experts]
     mm.apply(x, t, gate, logits);
-    int[] experts = new int[t * topK];
-    float[] weights = new float[t * topK];
-    float[] scores = new float[nExperts];
-    float[] choice = new float[nExperts];
+    int[] experts = ws.ints(EXPERTS, t * topK);
+    float[] weights = ws.floats(WEIGHTS, t * topK);
+    float[] scores = ws.floats(SCORES, nExperts);
+    float[] choice = ws.floats(CHOICE, nExperts);
     int perGroup = nExperts / nGroup;
-    float[] groupScore = new float[nGroup];
-    boolean[] keepGroup = new boolean[nGroup];
-    boolean[] chosen = new boolean[nExperts];
+    float[] groupScore = ws.floats(GROUP_SCORE, nGroup);
+    int[] keepGroup = ws.ints(KEEP_GROUP, nGroup);
+    int[] chosen = ws.ints(CHOSEN, nExperts);
     for (int i = 0; i < t; i++) {
       for (int e = 0; e < nExperts; e++) {
         scores[e] = (float) (1.0 / (1.0 + Math.exp(-logits[i * nExperts + e])));
@@ -65,24 +75,24 @@ final class MoeRouter {
         }
         groupScore[g] = perGroup == 1 ? best : best + second;
       }
-      java.util.Arrays.fill(keepGroup, false);
+      java.util.Arrays.fill(keepGroup, 0, nGroup, 0);
       for (int k = 0; k < topkGroup; k++) {
-        keepGroup[argmax(groupScore, keepGroup)] = true;
+        keepGroup[argmax(groupScore, keepGroup, nGroup)] = 1;
       }
       // Experts of dropped groups score 0.0, as the Hugging Face code's masked_fill does.
       for (int e = 0; e < nExperts; e++) {
-        if (!keepGroup[e / perGroup]) {
+        if (keepGroup[e / perGroup] == 0) {
           choice[e] = 0f;
         }
       }
-      java.util.Arrays.fill(chosen, false);
+      java.util.Arrays.fill(chosen, 0, nExperts, 0);
       for (int k = 0; k < topK; k++) {
-        chosen[argmax(choice, chosen)] = true;
+        chosen[argmax(choice, chosen, nExperts)] = 1;
       }
       float sum = 0;
       int k = 0;
       for (int e = 0; e < nExperts; e++) {
-        if (chosen[e]) {
+        if (chosen[e] != 0) {
           experts[i * topK + k] = e;
           weights[i * topK + k] = scores[e];
           sum += scores[e];
@@ -100,11 +110,11 @@ final class MoeRouter {
     return new Routing(experts, weights, topK);
   }
 
-  /** Index of the largest value not yet taken; the lowest index wins ties. */
-  private static int argmax(float[] v, boolean[] taken) {
+  /** Index of the largest of v[0 .. n) not yet taken (taken[i] != 0); the lowest index wins ties. */
+  private static int argmax(float[] v, int[] taken, int n) {
     int best = -1;
-    for (int i = 0; i < v.length; i++) {
-      if (!taken[i] && (best < 0 || v[i] > v[best])) {
+    for (int i = 0; i < n; i++) {
+      if (taken[i] == 0 && (best < 0 || v[i] > v[best])) {
         best = i;
       }
     }

@@ -3,12 +3,15 @@ package dev.scorch.engine.scoring;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.runtime.PackedBatch;
+import dev.scorch.engine.runtime.Workspace;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicReference;
 
 /**
  * Log-prob scoring of a batch of sequences in one packed prefill. Logits are computed only for the rows
- * that need them, a chunk of rows at a time, so a [tokens × vocab] tensor never exists for the batch.
+ * that need them, a chunk of rows at a time, so a [tokens × vocab] tensor never exists for the batch. Activations
+ * live in a workspace kept from batch to batch, so steady scoring allocates only its results.
  */
 public final class Scorer implements BatchScorer {
   /**
@@ -17,8 +20,17 @@ public final class Scorer implements BatchScorer {
    */
   static final int LOGITS_CHUNK_FLOATS = 16 << 20;
 
+  private static final Workspace.Key NEEDED_SEQ = new Workspace.Key("scorer.needed_seq"); // [rows needing logits]
+  private static final Workspace.Key NEEDED_POS = new Workspace.Key("scorer.needed_pos"); // [rows needing logits]
+  private static final Workspace.Key X = new Workspace.Key("scorer.x"); // [chunk, hidden]
+  private static final Workspace.Key LOGITS = new Workspace.Key("scorer.logits"); // [chunk, vocab]
+  private static final Workspace.Key LSE = new Workspace.Key("scorer.lse"); // [chunk]
+  private static final Workspace.Key BEST = new Workspace.Key("scorer.best"); // [chunk]
+
   private final DeepseekV3Model model;
   private final Ops ops;
+  // The workspace between calls; a call that finds it taken (another thread scoring) uses a fresh one.
+  private final AtomicReference<Workspace> idle = new AtomicReference<>(new Workspace());
 
   public Scorer(DeepseekV3Model model, Ops ops) {
     this.model = model;
@@ -32,12 +44,24 @@ public final class Scorer implements BatchScorer {
 
   /** As {@link #score(List)}; routes ([moe layer][T * top_k]) receives the experts of every packed token when not null. */
   public List<SequenceScore> score(List<ScoreRequest> requests, int[][] routes) {
+    Workspace ws = idle.getAndSet(null);
+    if (ws == null) {
+      ws = new Workspace();
+    }
+    try {
+      return score(requests, routes, ws);
+    } finally {
+      idle.set(ws);
+    }
+  }
+
+  private List<SequenceScore> score(List<ScoreRequest> requests, int[][] routes, Workspace ws) {
     List<int[]> seqs = new ArrayList<>(requests.size());
     for (ScoreRequest r : requests) {
       seqs.add(r.tokens());
     }
     PackedBatch batch = PackedBatch.of(seqs);
-    float[] hidden = model.forward(batch, ops, routes); // [T, hidden]
+    float[] hidden = model.forward(batch, ops, routes, ws); // [T, hidden]
     int vocab = model.vocabSize();
     int hiddenSize = model.config().hiddenSize();
 
@@ -46,17 +70,27 @@ public final class Scorer implements BatchScorer {
       out.add(new ScoreCollector(r, vocab));
     }
     // Rows whose logits are needed: (sequence, position) pairs, in packed order.
-    List<int[]> needed = ScoreCollector.neededRows(requests);
-    int chunk = Math.max(1, Math.min(needed.size(), LOGITS_CHUNK_FLOATS / vocab));
-    float[] x = new float[chunk * hiddenSize];
-    float[] logits = new float[chunk * vocab];
-    double[] lse = new double[chunk];
-    int[] best = new int[chunk];
-    for (int c0 = 0; c0 < needed.size(); c0 += chunk) {
-      int rows = Math.min(chunk, needed.size() - c0);
+    int[] neededSeq = ws.ints(NEEDED_SEQ, batch.numTokens());
+    int[] neededPos = ws.ints(NEEDED_POS, batch.numTokens());
+    int needed = 0;
+    for (int s = 0; s < requests.size(); s++) {
+      for (int i = 0; i < requests.get(s).tokens().length; i++) {
+        if (ScoreCollector.needs(requests.get(s), i)) {
+          neededSeq[needed] = s;
+          neededPos[needed++] = i;
+        }
+      }
+    }
+    int chunk = Math.max(1, Math.min(needed, LOGITS_CHUNK_FLOATS / vocab));
+    float[] x = ws.floats(X, chunk * hiddenSize);
+    float[] logits = ws.floats(LOGITS, chunk * vocab);
+    double[] lse = ws.doubles(LSE, chunk);
+    int[] best = ws.ints(BEST, chunk);
+    for (int c0 = 0; c0 < needed; c0 += chunk) {
+      int rows = Math.min(chunk, needed - c0);
       for (int j = 0; j < rows; j++) {
-        int[] si = needed.get(c0 + j);
-        System.arraycopy(hidden, (batch.seqStart()[si[0]] + si[1]) * hiddenSize, x, j * hiddenSize, hiddenSize);
+        int row = batch.seqStart()[neededSeq[c0 + j]] + neededPos[c0 + j];
+        System.arraycopy(hidden, row * hiddenSize, x, j * hiddenSize, hiddenSize);
       }
       model.logits(x, rows, ops, logits);
       // Each row's log-sum-exp and argmax, rows spread over the engine's threads.
@@ -65,10 +99,10 @@ public final class Scorer implements BatchScorer {
         best[j] = LogSoftmax.argmax(logits, j * vocab, vocab);
       });
       for (int j = 0; j < rows; j++) {
-        int[] si = needed.get(c0 + j);
-        ScoreCollector c = out.get(si[0]);
-        int target = c.target(si[1]);
-        c.accept(si[1], lse[j], best[j], target >= 0 ? logits[j * vocab + target] : 0f, logits, j * vocab);
+        ScoreCollector c = out.get(neededSeq[c0 + j]);
+        int pos = neededPos[c0 + j];
+        int target = c.target(pos);
+        c.accept(pos, lse[j], best[j], target >= 0 ? logits[j * vocab + target] : 0f, logits, j * vocab);
       }
     }
     List<SequenceScore> scores = new ArrayList<>(out.size());

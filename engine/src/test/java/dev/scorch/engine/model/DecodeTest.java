@@ -13,6 +13,7 @@ import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.kernels.ReferenceOps;
 import dev.scorch.engine.runtime.KvCache;
 import dev.scorch.engine.runtime.PackedBatch;
+import dev.scorch.engine.runtime.Workspace;
 import dev.scorch.engine.scoring.LogSoftmax;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
@@ -32,8 +33,12 @@ class DecodeTest {
 
   /** Prefills each prompt into a fresh cache and returns the logits of its last token [B, vocab]. */
   static float[] prefill(DeepseekV3Model m, Ops ops, List<int[]> prompts, KvCache[] caches) {
+    return prefill(m, ops, prompts, caches, new Workspace());
+  }
+
+  static float[] prefill(DeepseekV3Model m, Ops ops, List<int[]> prompts, KvCache[] caches, Workspace ws) {
     PackedBatch b = KvCache.pack(prompts, Arrays.asList(caches));
-    float[] hidden = m.prefill(b, caches, ops);
+    float[] hidden = m.prefill(b, caches, ops, ws);
     int h = m.config().hiddenSize();
     float[] last = new float[prompts.size() * h];
     for (int s = 0; s < prompts.size(); s++) {
@@ -148,7 +153,10 @@ class DecodeTest {
     }
   }
 
-  /** Sequences prefilled and decoded together give the bits each gives alone, at 1 and 2 threads. */
+  /**
+   * Sequences prefilled and decoded together give the bits each gives alone, at 1 and 2 threads; together they
+   * share one workspace (as a generator does), so a buffer left over from a larger pass cannot leak into a result.
+   */
   @Test
   void batchedDecodeEqualsAloneBitwise() {
     DeepseekV3Model m = DeepseekV3Model.load(DemoModels.tinyBf16());
@@ -176,12 +184,13 @@ class DecodeTest {
     }
     for (int threads : new int[] {1, 2}) {
       try (Ops ops = new CpuOps(threads)) {
+        Workspace ws = new Workspace();
         int b = prompts.size();
         KvCache[] caches = new KvCache[b];
         for (int s = 0; s < b; s++) {
           caches[s] = new KvCache(m.config(), prompts.get(s).length + steps);
         }
-        float[] logits = prefill(m, ops, prompts, caches);
+        float[] logits = prefill(m, ops, prompts, caches, ws);
         for (int step = 0; step < steps; step++) {
           int[] next = new int[b];
           for (int s = 0; s < b; s++) {
@@ -190,7 +199,7 @@ class DecodeTest {
             next[s] = aloneTokens.get(s)[step];
           }
           if (step + 1 < steps) {
-            logits = m.decode(next, caches, ops);
+            logits = m.decode(next, caches, ops, null, ws);
             continue;
           }
           // The last step decodes in one batch with a new prompt's prefill: every row as alone.
@@ -203,7 +212,7 @@ class DecodeTest {
           mixedSeqs.add(fresh);
           mixed[b] = new KvCache(m.config(), fresh.length);
           PackedBatch mixedBatch = KvCache.pack(mixedSeqs, Arrays.asList(mixed));
-          float[] hidden = m.prefill(mixedBatch, mixed, ops);
+          float[] hidden = m.prefill(mixedBatch, mixed, ops, ws);
           // The decode rows' logits as decode computes them, the prefill row's as prefill does.
           int h = m.config().hiddenSize();
           float[] mixedLogits = new float[(b + 1) * vocab];

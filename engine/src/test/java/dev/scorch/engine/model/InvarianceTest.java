@@ -81,6 +81,36 @@ class InvarianceTest {
     }
   }
 
+  /**
+   * A scorer keeps its workspace from batch to batch: scoring a large batch, then smaller ones, then the large one
+   * again gives every row the bits of a fresh scorer, so no buffer left by an earlier batch leaks into a result.
+   */
+  @Test
+  void aReusedScorerGivesTheBitsOfAFreshOne() {
+    for (Path dir : List.of(DemoModels.tinyBf16(), DemoModels.tinyNoQLora())) {
+      DeepseekV3Model m = DeepseekV3Model.load(dir);
+      List<int[]> seqs = prompts(m.vocabSize(), 5, 90, 3, 41, 17);
+      try (Ops ops = new CpuOps(2)) {
+        List<SequenceScore> fresh = new ArrayList<>();
+        for (int[] s : seqs) {
+          fresh.add(score(m, ops, List.of(s)).get(0));
+        }
+        Scorer reused = new Scorer(m, ops);
+        List<List<int[]>> batches = List.of(seqs, List.of(seqs.get(1)), List.of(seqs.get(3), seqs.get(2)), seqs);
+        for (List<int[]> batch : batches) {
+          List<ScoreRequest> reqs = new ArrayList<>();
+          for (int[] s : batch) {
+            reqs.add(new ScoreRequest(s, 1, 4, LogitsMode.LAST));
+          }
+          List<SequenceScore> got = reused.score(reqs);
+          for (int i = 0; i < batch.size(); i++) {
+            assertSameBits(fresh.get(seqs.indexOf(batch.get(i))), got.get(i), dir.getFileName() + ", batch of " + batch.size() + ", row " + i);
+          }
+        }
+      }
+    }
+  }
+
   @Test
   void leftAndRightPaddingGiveTheSameBits() {
     DeepseekV3Model m = DeepseekV3Model.load(DemoModels.tinyBf16());

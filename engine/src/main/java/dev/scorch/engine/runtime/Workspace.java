@@ -1,0 +1,123 @@
+package dev.scorch.engine.runtime;
+
+import java.util.Arrays;
+import java.util.IdentityHashMap;
+import java.util.Map;
+
+/**
+ * The activation buffers of forward passes, kept from one pass to the next so that a steady stream of batches
+ * allocates nothing on the heap: each buffer is named by a {@link Key} its module declares, and grows to the
+ * largest size asked of it. A buffer may be longer than asked, so code reads it with explicit sizes, never
+ * {@code length}; its contents are whatever the last pass left unless asked for {@link #zeros}. A fresh
+ * workspace hands out arrays of exactly the size asked. One pass at a time: not thread-safe.
+ */
+public final class Workspace {
+  /** The name of one buffer; modules declare theirs as constants, one per buffer that is live at the same time. */
+  public static final class Key {
+    private final String name;
+
+    public Key(String name) {
+      this.name = name;
+    }
+
+    @Override
+    public String toString() {
+      return name;
+    }
+  }
+
+  private final Map<Key, Object> buffers = new IdentityHashMap<>();
+
+  /** A float buffer of at least n elements, contents undefined. */
+  public float[] floats(Key key, int n) {
+    Object b = buffers.get(key);
+    if (b instanceof float[] f && f.length >= n) {
+      return f;
+    }
+    float[] f = new float[n];
+    buffers.put(key, f);
+    return f;
+  }
+
+  /** A float buffer of at least n elements whose first n are 0. */
+  public float[] zeros(Key key, int n) {
+    float[] f = floats(key, n);
+    Arrays.fill(f, 0, n, 0f);
+    return f;
+  }
+
+  /** A float buffer of exactly n elements, contents undefined: for results handed to callers that read its length. */
+  public float[] exactFloats(Key key, int n) {
+    Object b = buffers.get(key);
+    if (b instanceof float[] f && f.length == n) {
+      return f;
+    }
+    float[] f = new float[n];
+    buffers.put(key, f);
+    return f;
+  }
+
+  /** An int buffer of at least n elements, contents undefined. */
+  public int[] ints(Key key, int n) {
+    Object b = buffers.get(key);
+    if (b instanceof int[] a && a.length >= n) {
+      return a;
+    }
+    int[] a = new int[n];
+    buffers.put(key, a);
+    return a;
+  }
+
+  /** An int buffer of at least n elements whose first n are 0. */
+  public int[] intZeros(Key key, int n) {
+    int[] a = ints(key, n);
+    Arrays.fill(a, 0, n, 0);
+    return a;
+  }
+
+  /** A double buffer of at least n elements, contents undefined. */
+  public double[] doubles(Key key, int n) {
+    Object b = buffers.get(key);
+    if (b instanceof double[] d && d.length >= n) {
+      return d;
+    }
+    double[] d = new double[n];
+    buffers.put(key, d);
+    return d;
+  }
+
+  /**
+   * count float buffers of at least n elements each (the inputs or outputs of a group of matmuls that run
+   * together), contents undefined; the outer array may hold more than count.
+   */
+  public float[][] floatRows(Key key, int count, int n) {
+    Object b = buffers.get(key);
+    float[][] rows = b instanceof float[][] r ? (r.length >= count ? r : Arrays.copyOf(r, count)) : new float[count][];
+    for (int i = 0; i < count; i++) {
+      if (rows[i] == null || rows[i].length < n) {
+        rows[i] = new float[n];
+      }
+    }
+    buffers.put(key, rows);
+    return rows;
+  }
+
+  /** Bytes held by every buffer: what keeping the workspace costs between passes. */
+  public long bytes() {
+    long sum = 0;
+    for (Object b : buffers.values()) {
+      if (b instanceof float[] f) {
+        sum += 4L * f.length;
+      } else if (b instanceof int[] a) {
+        sum += 4L * a.length;
+      } else if (b instanceof double[] d) {
+        sum += 8L * d.length;
+      } else if (b instanceof float[][] r) {
+        for (float[] f : r) {
+          sum += f == null ? 0 : 4L * f.length;
+        }
+      }
+    }
+    return sum;
+  }
+}
