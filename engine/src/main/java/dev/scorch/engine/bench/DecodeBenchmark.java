@@ -16,7 +16,8 @@ import java.util.SplittableRandom;
 /**
  * Times greedy decoding with the MLA latent cache: prompts of {@code prompt} random tokens are prefilled,
  * then {@code steps} decode steps of the whole batch are timed per run. Reports decode tokens/s (median, min,
- * max over runs), the bytes of weights one step reads and the cache's bytes per token.
+ * max over runs), the bytes of weights one step reads, the cache's bytes per token and the heap the timed steps
+ * allocate per token (each run's caches take their whole storage before its prefill, as a pooled cache would).
  *
  * <p>Weight bytes per step: every parameter but the embedding (looked up, not read whole) in its file dtype
  * — attention, dense MLPs, shared experts, routers, lm_head — except kv_b_proj, which the absorbed attention
@@ -66,7 +67,9 @@ public final class DecodeBenchmark {
           t[i] = rnd.nextInt(model.vocabSize());
         }
         prompts.add(t);
-        caches.add(new KvCache(model.config(), prompt + steps + 1));
+        KvCache cache = new KvCache(model.config(), prompt + steps + 1);
+        cache.reserve(prompt + steps + 1); // all its storage now: the timed steps allocate none of it
+        caches.add(cache);
       }
       KvCache[] cacheArray = caches.toArray(new KvCache[0]);
       model.prefill(KvCache.pack(prompts, caches), cacheArray, ops, ws);

@@ -181,6 +181,16 @@ public final class CpuOps implements Ops {
   /** Vector helpers kept apart so the scalar path never loads Vector API classes. */
   static final class VecMath {
     static final VectorSpecies<Float> S = FloatVector.SPECIES_PREFERRED;
+    private static final FloatVector IOTA = FloatVector.broadcast(S, 0f).addIndex(1); // [0, 1, 2, ...]
+
+    /**
+     * The lanes [0, n) of a vector: the mask of a partial last vector. A compare against the lane indices, which C2
+     * compiles on every x86 vector size; {@code S.indexInRange} is intrinsic only where the CPU has mask registers
+     * (AVX-512), and elsewhere its fallback boxes every vector of the method that uses it.
+     */
+    static VectorMask<Float> lanesBelow(int n) {
+      return IOTA.lt((float) n);
+    }
 
     /**
      * Lane-wise FMA over full vectors, then the lanes summed in index order, then a scalar FMA tail.
@@ -290,7 +300,7 @@ public final class CpuOps implements Ops {
           for (int jb = 0; jb < nPad; jb += l) {
             FloatVector v = FloatVector.fromArray(S, sc, jb).mul(scale);
             if (jb + l > n) {
-              v = v.blend(Float.NEGATIVE_INFINITY, S.indexInRange(jb, n).not());
+              v = v.blend(Float.NEGATIVE_INFINITY, lanesBelow(n - jb).not());
             }
             v.intoArray(sc, jb);
             vmax = vmax.max(v);
@@ -527,7 +537,7 @@ public final class CpuOps implements Ops {
         s1 = s1.add((DoubleVector) e.convertShape(VectorOperators.F2D, D, 1));
       }
       if (k < n) {
-        VectorMask<Float> m = S.indexInRange(k, n);
+        VectorMask<Float> m = lanesBelow(n - k);
         FloatVector e = exp(FloatVector.fromArray(S, x, off + k, m).sub(max)).blend(0f, m.not());
         s0 = s0.add((DoubleVector) e.convertShape(VectorOperators.F2D, D, 0));
         s1 = s1.add((DoubleVector) e.convertShape(VectorOperators.F2D, D, 1));

@@ -187,7 +187,7 @@ public final class LatentAttention {
       for (int k = 0; k < full; k += L) {
         vmax = vmax.max(FloatVector.fromArray(S, sc, k));
       }
-      VectorMask<Float> tail = S.indexInRange(full, len);
+      VectorMask<Float> tail = CpuOps.VecMath.lanesBelow(len - full);
       vmax = vmax.max(FloatVector.fromArray(S, sc, full).blend(Float.NEGATIVE_INFINITY, tail.not()));
       FloatVector max = FloatVector.broadcast(S, vmax.reduceLanes(VectorOperators.MAX));
       FloatVector vsum = FloatVector.zero(S);
