@@ -9,6 +9,11 @@ final class DenseMlp {
   private static final Workspace.Key GATE = new Workspace.Key("mlp.gate"); // [rows, intermediate]
   private static final Workspace.Key UP = new Workspace.Key("mlp.up"); // [rows, intermediate]
   private static final Workspace.Key OUT = new Workspace.Key("mlp.out"); // [rows, hidden]
+  private static final Workspace.Key CHUNK_X = new Workspace.Key("mlp.chunk_x"); // [ROW_CHUNK, hidden]
+  private static final Workspace.Key CHUNK_OUT = new Workspace.Key("mlp.chunk_out"); // [ROW_CHUNK, hidden]
+  // Rows per pass through the MLP: the [rows, intermediate] gate and up buffers stay this long however long the
+  // batch (Kimi's dense layer has intermediate 18432). Each output row's bits do not depend on its chunk.
+  static final int ROW_CHUNK = 512;
   private static final Workspace.Key GROUP_GATE_UP = new Workspace.Key("mlp.group_gate_up"); // per MLP: [rows, intermediate] × 2
   private static final Workspace.Key GROUP_OUT = new Workspace.Key("mlp.group_out"); // per MLP: [rows, hidden]
 
@@ -32,12 +37,30 @@ final class DenseMlp {
     if (mm.allDecode()) {
       return forwardDecode(new DenseMlp[] {this}, new float[][] {x}, new int[] {rows}, mm.ops(), ws)[0];
     }
+    if (rows <= ROW_CHUNK) {
+      return forwardRows(x, rows, mm, ws);
+    }
+    int in = gateProj.in();
+    int hidden = downProj.out();
+    float[] out = ws.floats(OUT, rows * hidden);
+    float[] xc = ws.floats(CHUNK_X, ROW_CHUNK * in);
+    for (int r0 = 0; r0 < rows; r0 += ROW_CHUNK) {
+      int n = Math.min(ROW_CHUNK, rows - r0);
+      System.arraycopy(x, r0 * in, xc, 0, n * in);
+      float[] yc = forwardRows(xc, n, mm.range(r0, r0 + n), ws);
+      System.arraycopy(yc, 0, out, r0 * hidden, n * hidden);
+    }
+    return out;
+  }
+
+  /** x: [rows, hidden] → [rows, hidden] in one pass (ws's CHUNK_OUT buffer), each row through the matmul mm picks for it. */
+  private float[] forwardRows(float[] x, int rows, Matmuls mm, Workspace ws) {
     int inter = gateProj.out();
     float[] g = ws.floats(GATE, rows * inter);
     float[] u = ws.floats(UP, rows * inter);
     mm.apply(x, rows, new Linear[] {gateProj, upProj}, new float[][] {g, u});
     swiglu(g, u, rows, inter, mm.ops());
-    float[] out = ws.floats(OUT, rows * downProj.out());
+    float[] out = ws.floats(CHUNK_OUT, rows * downProj.out());
     mm.apply(g, rows, downProj, out);
     return out;
   }

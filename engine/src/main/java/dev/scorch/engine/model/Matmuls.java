@@ -73,12 +73,23 @@ final class Matmuls {
       return this;
     }
     boolean[] d = new boolean[n];
-    int count = 0;
     for (int j = 0; j < n; j++) {
       d[j] = decode[rows[j]];
-      count += d[j] ? 1 : 0;
     }
-    return count == 0 ? prefill(ops) : count == n ? decode(ops) : new Matmuls(ops, d, false);
+    return of(ops, d);
+  }
+
+  /** The same choice for the rows [from, to) (a chunk of a long batch). */
+  Matmuls range(int from, int to) {
+    return decode == null ? this : of(ops, java.util.Arrays.copyOfRange(decode, from, to));
+  }
+
+  private static Matmuls of(Ops ops, boolean[] d) {
+    int count = 0;
+    for (boolean b : d) {
+      count += b ? 1 : 0;
+    }
+    return count == 0 ? prefill(ops) : count == d.length ? decode(ops) : new Matmuls(ops, d, false);
   }
 
   /** y[g] = x · w[g]ᵀ for weights sharing the input x [m, in]: one pass when every row is a prefill row. */

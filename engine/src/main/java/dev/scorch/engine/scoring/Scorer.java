@@ -15,10 +15,11 @@ import java.util.concurrent.atomic.AtomicReference;
  */
 public final class Scorer implements BatchScorer {
   /**
-   * Logits computed at once are at most this many floats (64 MiB): enough rows per lm_head GEMM that packing
-   * the [vocab, hidden] weight is paid over many rows (512 rows at vocab 32768, 102 at Kimi's 163840).
+   * Logits computed at once are at most this many floats (32 MiB): 256 rows at vocab 32768, one row block of the
+   * packed GEMM, which decodes each lm_head weight row once per block of up to 256 rows, so larger chunks only add
+   * memory (51 rows at Kimi's 163840).
    */
-  static final int LOGITS_CHUNK_FLOATS = 16 << 20;
+  static final int LOGITS_CHUNK_FLOATS = 8 << 20;
 
   private static final Workspace.Key NEEDED_SEQ = new Workspace.Key("scorer.needed_seq"); // [rows needing logits]
   private static final Workspace.Key NEEDED_POS = new Workspace.Key("scorer.needed_pos"); // [rows needing logits]

@@ -1,0 +1,46 @@
+package dev.scorch.engine.model;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+
+import dev.scorch.engine.checkpoint.Checkpoint;
+import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.kernels.CpuOps;
+import dev.scorch.engine.kernels.Ops;
+import dev.scorch.engine.runtime.Workspace;
+import dev.scorch.engine.testing.DemoModels;
+import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.Test;
+
+class DenseMlpTest {
+
+  /**
+   * A batch longer than {@link DenseMlp#ROW_CHUNK} runs in chunks of rows; every output row keeps the bits it has
+   * when its chunk is run alone, and a workspace reused for a shorter batch afterwards changes nothing.
+   */
+  @Test
+  void rowChunksGiveEachRowTheBitsOfAShortBatch() {
+    Path dir = DemoModels.tinyBf16();
+    ModelConfig config = ModelConfig.read(dir.resolve("config.json"));
+    DenseMlp mlp = new DenseMlp(new ModelWeights(Checkpoint.open(dir), config), WeightLayout.layer(0) + "mlp.");
+    int hidden = config.hiddenSize();
+    int rows = DenseMlp.ROW_CHUNK * 2 + 37;
+    float[] x = new float[rows * hidden];
+    SplittableRandom rnd = new SplittableRandom(3);
+    for (int i = 0; i < x.length; i++) {
+      x[i] = (float) rnd.nextGaussian();
+    }
+    try (Ops ops = new CpuOps(2)) {
+      Workspace ws = new Workspace();
+      float[] all = Arrays.copyOf(mlp.forward(x, rows, Matmuls.prefill(ops), ws), rows * hidden);
+      // Short batches (no chunking) over windows that straddle the chunk borders.
+      for (int from : new int[] {0, DenseMlp.ROW_CHUNK - 5, 2 * DenseMlp.ROW_CHUNK - 1}) {
+        int n = Math.min(40, rows - from);
+        float[] part = mlp.forward(Arrays.copyOfRange(x, from * hidden, (from + n) * hidden), n, Matmuls.prefill(ops), ws);
+        assertArrayEquals(Arrays.copyOfRange(all, from * hidden, (from + n) * hidden), Arrays.copyOf(part, n * hidden),
+            "rows " + from + " .. " + (from + n));
+      }
+    }
+  }
+}
