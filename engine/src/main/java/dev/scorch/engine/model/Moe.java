@@ -53,16 +53,21 @@ final class Moe {
     for (int i = 0; i < t * topK; i++) {
       count[r.experts()[i]]++;
     }
+    int maxCount = 0; // the busiest expert's tokens: buffers are sized once for it, not grown expert by expert
+    for (int e = 0; e < experts.length; e++) {
+      maxCount = Math.max(maxCount, count[e]);
+    }
     float[] y = ws.zeros(Y, t * hidden);
     if (mm.allDecode()) {
-      return forwardDecode(x, t, r, count, mm, y, ws);
+      return forwardDecode(x, t, r, count, maxCount, mm, y, ws);
     }
+    int[] rows = ws.ints(ROWS, maxCount);
+    float[] rowWeight = ws.floats(ROW_WEIGHT, maxCount);
+    float[] xe = ws.floats(XE, maxCount * hidden); // [tokens of e, hidden]
     for (int e = 0; e < experts.length; e++) {
       if (count[e] == 0) {
         continue;
       }
-      int[] rows = ws.ints(ROWS, count[e]);
-      float[] rowWeight = ws.floats(ROW_WEIGHT, count[e]);
       int n = 0;
       for (int i = 0; i < t; i++) {
         for (int k = 0; k < topK; k++) {
@@ -72,7 +77,6 @@ final class Moe {
           }
         }
       }
-      float[] xe = ws.floats(XE, n * hidden); // [tokens of e, hidden]
       for (int j = 0; j < n; j++) {
         System.arraycopy(x, rows[j] * hidden, xe, j * hidden, hidden);
       }
@@ -100,7 +104,8 @@ final class Moe {
    * The decode step: every expert hit and the shared experts run as one group of matmuls (two parallel
    * passes in all), then are summed exactly as {@link #forward} sums them, experts in ascending id order.
    */
-  private float[] forwardDecode(float[] x, int t, MoeRouter.Routing r, int[] count, Matmuls mm, float[] y, Workspace ws) {
+  private float[] forwardDecode(float[] x, int t, MoeRouter.Routing r, int[] count, int maxCount, Matmuls mm, float[] y,
+      Workspace ws) {
     int topK = r.topK();
     int hit = 0;
     for (int e = 0; e < experts.length; e++) {
@@ -108,10 +113,6 @@ final class Moe {
     }
     int groups = hit + (sharedExperts != null ? 1 : 0);
     DenseMlp[] mlps = new DenseMlp[groups];
-    int maxCount = 0;
-    for (int e = 0; e < experts.length; e++) {
-      maxCount = Math.max(maxCount, count[e]);
-    }
     float[][] xs = new float[groups][];
     float[][] gathered = ws.floatRows(GROUP_X, hit, maxCount * hidden);
     int[] n = new int[groups];
