@@ -50,6 +50,25 @@ public final class RowDotGemm {
     byte[] bytes = new byte[0];
     float[] floats = new float[0];
     float[][] xsGroup = new float[1][];
+    // A call's plan (grown to the largest group, reused): the caller's thread fills them before the parallel pass.
+    Path[] paths = new Path[1];
+    float[][] xs = new float[1][];
+    int[] perTask = new int[1];
+    int[] firstTask = new int[2];
+    // matmul's one-element groups
+    final float[][] x1 = new float[1][];
+    final int[] m1 = new int[1];
+    final Linear[] w1 = new Linear[1];
+    final float[][] y1 = new float[1][];
+
+    void plan(int g) {
+      if (paths.length < g) {
+        paths = new Path[g];
+        xs = new float[g][];
+        perTask = new int[g];
+        firstTask = new int[g + 1];
+      }
+    }
     final float[] lanes = new float[8 * L]; // up to eight accumulators' lanes
     final float[] scales = new float[NR];
 
@@ -79,7 +98,16 @@ public final class RowDotGemm {
   }
 
   public static void matmul(float[] x, int m, Linear w, float[] y, Parallel par) {
-    matmulGroup(new float[][] {x}, new int[] {m}, new Linear[] {w}, new float[][] {y}, par);
+    Scratch s = SCRATCH.get();
+    s.x1[0] = x;
+    s.m1[0] = m;
+    s.w1[0] = w;
+    s.y1[0] = y;
+    try {
+      matmulGroup(s.x1, s.m1, s.w1, s.y1, par);
+    } finally {
+      s.x1[0] = s.y1[0] = null; // no arrays kept alive past the call
+    }
   }
 
   /**
@@ -88,11 +116,13 @@ public final class RowDotGemm {
    */
   public static void matmulGroup(float[][] x, int[] m, Linear[] w, float[][] y, Parallel par) {
     int g = w.length;
-    Path[] paths = new Path[g];
-    float[][] xs = new float[g][];
-    int[] perTask = new int[g];
-    int[] firstTask = new int[g + 1];
     Scratch caller = SCRATCH.get();
+    caller.plan(g);
+    Path[] paths = caller.paths;
+    float[][] xs = caller.xs;
+    int[] perTask = caller.perTask;
+    int[] firstTask = caller.firstTask;
+    firstTask[0] = 0;
     if (caller.xsGroup.length < g) {
       caller.xsGroup = java.util.Arrays.copyOf(caller.xsGroup, g);
     }

@@ -48,9 +48,9 @@ final class MlaAttention {
   private final float[] kvALayernorm; // [kv_lora_rank]
   private final Linear kvBProj; // [heads * (qk_nope_head_dim + v_head_dim), kv_lora_rank]
   private final Linear oProj; // [hidden, heads * v_head_dim]
-  // kv_b_proj decoded to fp32 [heads * (qk_nope + v_head), kv_lora_rank] on the first absorbed call (then kept):
-  // rows h * (qk_nope + v_head) + d are W_UK of head h (d < qk_nope), the next v_head rows its W_UV.
-  private volatile float[] kvBF32;
+  // kv_b_proj decoded to fp32 [heads * (qk_nope + v_head), kv_lora_rank] on the first absorbed call (then kept),
+  // seen per head: rows h * (qk_nope + v_head) + d are W_UK of head h (d < qk_nope), the next v_head rows its W_UV.
+  private volatile LatentAttention.Head[] absorbedHeads;
 
   MlaAttention(ModelWeights w, int layer) {
     ModelConfig c = w.config();
@@ -164,17 +164,22 @@ final class MlaAttention {
     return out;
   }
 
-  private float[] kvBF32() {
-    float[] w = kvBF32;
-    if (w == null) {
+  private LatentAttention.Head[] absorbedHeads() {
+    LatentAttention.Head[] hs = absorbedHeads;
+    if (hs == null) {
       synchronized (this) {
-        w = kvBF32;
-        if (w == null) {
-          kvBF32 = w = kvBProj.toFloat();
+        hs = absorbedHeads;
+        if (hs == null) {
+          float[] w = kvBProj.toFloat();
+          hs = new LatentAttention.Head[heads];
+          for (int h = 0; h < heads; h++) {
+            hs[h] = new LatentAttention.Head(w, h * (qkNope + vHead), qkNope, qkRope, vHead, kvLoraRank, softmaxScale);
+          }
+          absorbedHeads = hs;
         }
       }
     }
-    return w;
+    return hs;
   }
 
   /**
@@ -185,7 +190,7 @@ final class MlaAttention {
    * loops otherwise). One work item per (sequence, head), every sum in a fixed order.
    */
   private void absorbed(float[] q, PackedBatch batch, KvCache[] caches, int[] seqs, Ops ops, float[] attn) {
-    float[] w = kvBF32();
+    LatentAttention.Head[] views = absorbedHeads();
     boolean simd = ops instanceof CpuOps cpu && cpu.simd();
     int items = seqs.length * heads;
     IntConsumer body = item -> {
@@ -195,8 +200,7 @@ final class MlaAttention {
       int past = cache.length();
       float[] lat = cache.latents(layer); // [positions, kv_lora_rank]
       float[] pe = cache.kPes(layer); // [positions, qk_rope]
-      // Head h's W_UK rows start at h * (qk_nope + v_head); its W_UV rows follow at + qk_nope.
-      LatentAttention.Head head = new LatentAttention.Head(w, h * (qkNope + vHead), qkNope, qkRope, vHead, kvLoraRank, softmaxScale);
+      LatentAttention.Head head = views[h];
       LatentAttention.Scratch scratch = LatentAttention.scratch();
       for (int i = 0; i < batch.seqLen()[s]; i++) {
         int row = batch.seqStart()[s] + i;
