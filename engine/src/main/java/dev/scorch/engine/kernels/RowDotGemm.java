@@ -61,6 +61,29 @@ public final class RowDotGemm {
     final Linear[] w1 = new Linear[1];
     final float[][] y1 = new float[1][];
 
+    // The group in flight and the task that runs one of its tasks: made once, so a call allocates no lambda.
+    float[][] gx;
+    int[] gm;
+    Linear[] gw;
+    float[][] gy;
+    final java.util.function.IntConsumer task = this::runTask;
+
+    /** Task t of the group planned in this (the caller's) scratch; per-thread buffers come from the running thread's. */
+    private void runTask(int t) {
+      int i = 0;
+      while (firstTask[i + 1] <= t) {
+        i++;
+      }
+      int r0 = (t - firstTask[i]) * perTask[i] * NR;
+      int r1 = Math.min(gw[i].out(), r0 + perTask[i] * NR);
+      Scratch s = SCRATCH.get();
+      switch (paths[i]) {
+        case BF16 -> bf16Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, s);
+        case FP8 -> fp8Rows(gx[i], gm[i], gw[i], gy[i], r0, r1, s);
+        default -> genericRows(gx[i], gm[i], gw[i], gy[i], r0, r1, s);
+      }
+    }
+
     void plan(int g) {
       if (paths.length < g) {
         paths = new Path[g];
@@ -161,20 +184,17 @@ public final class RowDotGemm {
       int count = perTask[i] == 0 ? 0 : (blocks + perTask[i] - 1) / perTask[i];
       firstTask[i + 1] = firstTask[i] + count;
     }
-    par.forEach(firstTask[g], t -> {
-      int i = 0;
-      while (firstTask[i + 1] <= t) {
-        i++;
-      }
-      int r0 = (t - firstTask[i]) * perTask[i] * NR;
-      int r1 = Math.min(w[i].out(), r0 + perTask[i] * NR);
-      Scratch s = SCRATCH.get();
-      switch (paths[i]) {
-        case BF16 -> bf16Rows(xs[i], x[i], m[i], w[i], y[i], r0, r1, s);
-        case FP8 -> fp8Rows(x[i], m[i], w[i], y[i], r0, r1, s);
-        default -> genericRows(x[i], m[i], w[i], y[i], r0, r1, s);
-      }
-    });
+    caller.gx = x;
+    caller.gm = m;
+    caller.gw = w;
+    caller.gy = y;
+    try {
+      par.forEach(firstTask[g], caller.task);
+    } finally {
+      caller.gx = caller.gy = null;
+      caller.gm = null;
+      caller.gw = null;
+    }
   }
 
   // ---------------------------------------------------------------------------------------------------- BF16
