@@ -7,6 +7,10 @@ import org.apache.spark.sql.SparkSession;
  * In local mode on a terminal, a live console line (rows done of all, errors, tokens/s, ETA) redrawn every
  * second from the tasks' live counters ({@link LocalProgress}: the driver shares their JVM). Elsewhere it prints
  * nothing: the Spark UI shows the job's accumulators.
+ *
+ * <p>Whether stderr is a terminal: the system property {@code scorch.progress} when set (bin/scorch sets it from
+ * {@code [[ -t 2 ]]}), else whether there is a console. From JDK 22 on there is a console even when the output is
+ * piped, and the line would cost a counting pass over the input that nobody sees.
  */
 public final class ProgressLine implements AutoCloseable {
   private final Thread thread;
@@ -17,8 +21,7 @@ public final class ProgressLine implements AutoCloseable {
 
   /** totalRows is asked for only when the line is shown (counting the input costs a pass over it). */
   public static ProgressLine start(SparkSession spark, java.util.function.LongSupplier totalRows) {
-    boolean local = spark.sparkContext().master().startsWith("local");
-    if (!local || System.console() == null) {
+    if (!shown(spark.sparkContext().master(), System.getProperty("scorch.progress"), System.console() != null)) {
       return new ProgressLine(null);
     }
     long total = totalRows.getAsLong();
@@ -43,6 +46,12 @@ public final class ProgressLine implements AutoCloseable {
     t.setDaemon(true);
     t.start();
     return new ProgressLine(t);
+  }
+
+  /** Whether the line is shown: in local mode, on a terminal (the scorch.progress property when set, else a console). */
+  static boolean shown(String master, String progressProperty, boolean console) {
+    boolean terminal = progressProperty != null ? Boolean.parseBoolean(progressProperty) : console;
+    return master.startsWith("local") && terminal;
   }
 
   @Override
