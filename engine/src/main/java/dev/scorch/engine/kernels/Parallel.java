@@ -73,7 +73,7 @@ public final class Parallel implements AutoCloseable {
       long start = System.nanoTime();
       while (pending.get() != 0) {
         if (System.nanoTime() - start < SPIN_NANOS) {
-          Thread.onSpinWait();
+          Thread.yield(); // runnable threads first (the JIT compiler while it warms up), else straight back
         } else {
           LockSupport.parkNanos(this, 100_000);
         }
@@ -132,7 +132,7 @@ public final class Parallel implements AutoCloseable {
         long start = System.nanoTime();
         while (generation == seen && !closed) {
           if (System.nanoTime() - start < SPIN_NANOS) {
-            Thread.onSpinWait();
+            Thread.yield(); // runnable threads first (the JIT compiler while it warms up), else straight back
           } else {
             parked = true;
             if (generation == seen && !closed) { // re-checked after parked is set: a bump in between unparks us
