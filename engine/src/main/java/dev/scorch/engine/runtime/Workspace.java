@@ -3,6 +3,8 @@ package dev.scorch.engine.runtime;
 import java.util.Arrays;
 import java.util.IdentityHashMap;
 import java.util.Map;
+import java.util.function.IntFunction;
+import java.util.function.ToIntFunction;
 
 /**
  * The activation buffers of forward passes, kept from one pass to the next so that a steady stream of batches
@@ -30,13 +32,7 @@ public final class Workspace {
 
   /** A float buffer of at least n elements, contents undefined. */
   public float[] floats(Key key, int n) {
-    Object b = buffers.get(key);
-    if (b instanceof float[] f && f.length >= n) {
-      return f;
-    }
-    float[] f = new float[n];
-    buffers.put(key, f);
-    return f;
+    return buffer(key, float[].class, n, false, float[]::new, f -> f.length);
   }
 
   /** A float buffer of at least n elements whose first n are 0. */
@@ -48,24 +44,12 @@ public final class Workspace {
 
   /** A float buffer of exactly n elements, contents undefined: for results handed to callers that read its length. */
   public float[] exactFloats(Key key, int n) {
-    Object b = buffers.get(key);
-    if (b instanceof float[] f && f.length == n) {
-      return f;
-    }
-    float[] f = new float[n];
-    buffers.put(key, f);
-    return f;
+    return buffer(key, float[].class, n, true, float[]::new, f -> f.length);
   }
 
   /** An int buffer of at least n elements, contents undefined. */
   public int[] ints(Key key, int n) {
-    Object b = buffers.get(key);
-    if (b instanceof int[] a && a.length >= n) {
-      return a;
-    }
-    int[] a = new int[n];
-    buffers.put(key, a);
-    return a;
+    return buffer(key, int[].class, n, false, int[]::new, a -> a.length);
   }
 
   /** An int buffer of at least n elements whose first n are 0. */
@@ -77,13 +61,22 @@ public final class Workspace {
 
   /** A double buffer of at least n elements, contents undefined. */
   public double[] doubles(Key key, int n) {
+    return buffer(key, double[].class, n, false, double[]::new, d -> d.length);
+  }
+
+  /** key's buffer when it is of this type and long enough (exactly n long when exact), else a new one of n kept under key. */
+  private <A> A buffer(Key key, Class<A> type, int n, boolean exact, IntFunction<A> make, ToIntFunction<A> length) {
     Object b = buffers.get(key);
-    if (b instanceof double[] d && d.length >= n) {
-      return d;
+    if (type.isInstance(b)) {
+      A a = type.cast(b);
+      int len = length.applyAsInt(a);
+      if (exact ? len == n : len >= n) {
+        return a;
+      }
     }
-    double[] d = new double[n];
-    buffers.put(key, d);
-    return d;
+    A a = make.apply(n);
+    buffers.put(key, a);
+    return a;
   }
 
   /**
