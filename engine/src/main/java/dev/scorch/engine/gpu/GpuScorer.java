@@ -42,21 +42,24 @@ public final class GpuScorer implements BatchScorer {
       out.add(new ScoreCollector(r, vocab));
     }
     PackedBatch batch = PackedBatch.of(seqs);
-    List<int[]> needed = ScoreCollector.neededRows(requests);
+    int[] neededSeq = new int[batch.numTokens()];
+    int[] neededPos = new int[batch.numTokens()];
+    int needed = ScoreCollector.neededRows(requests, neededSeq, neededPos);
     model.forward(batch, null, routes, hidden -> {
-      int chunk = Math.max(1, Math.min(needed.size(), LOGITS_CHUNK_FLOATS / vocab));
+      int chunk = Math.max(1, Math.min(needed, LOGITS_CHUNK_FLOATS / vocab));
       float[] stats = new float[3 * chunk];
       float[] rowsHost = null;
-      for (int c0 = 0; c0 < needed.size(); c0 += chunk) {
-        int rows = Math.min(chunk, needed.size() - c0);
+      for (int c0 = 0; c0 < needed; c0 += chunk) {
+        int rows = Math.min(chunk, needed - c0);
         int[] rowIds = new int[rows];
         int[] targets = new int[rows];
         boolean wholeRows = false;
         for (int j = 0; j < rows; j++) {
-          int[] si = needed.get(c0 + j);
-          rowIds[j] = batch.seqStart()[si[0]] + si[1];
-          targets[j] = out.get(si[0]).target(si[1]);
-          wholeRows |= out.get(si[0]).needsRow(si[1]);
+          ScoreCollector c = out.get(neededSeq[c0 + j]);
+          int pos = neededPos[c0 + j];
+          rowIds[j] = batch.seqStart()[neededSeq[c0 + j]] + pos;
+          targets[j] = c.target(pos);
+          wholeRows |= c.needsRow(pos);
         }
         long[] mark = model.markScratch();
         Buf[] ls = model.logits(hidden, rowIds, targets);
@@ -68,8 +71,8 @@ public final class GpuScorer implements BatchScorer {
           model.device().read(ls[0], rowsHost, 0, rows * vocab);
         }
         for (int j = 0; j < rows; j++) {
-          int[] si = needed.get(c0 + j);
-          out.get(si[0]).accept(si[1], stats[3 * j], (int) stats[3 * j + 2], stats[3 * j + 1], rowsHost, j * vocab);
+          out.get(neededSeq[c0 + j]).accept(neededPos[c0 + j], stats[3 * j], (int) stats[3 * j + 2], stats[3 * j + 1], rowsHost,
+              j * vocab);
         }
         model.releaseScratch(mark); // the next chunk reuses this one's scratch
       }

@@ -1,6 +1,5 @@
 package dev.scorch.engine.scoring;
 
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 
@@ -37,14 +36,18 @@ public final class ScoreCollector {
     Arrays.fill(argmax, -1);
   }
 
-  /** The positions (sequence index, position) of requests whose logits are needed, in packed order. */
-  public static List<int[]> neededRows(List<ScoreRequest> requests) {
-    List<int[]> needed = new ArrayList<>();
+  /**
+   * The positions of requests whose logits are needed, in packed order: row j is position pos[j] of sequence
+   * seq[j]. Both arrays hold at least every token of the requests; returns the number of rows.
+   */
+  public static int neededRows(List<ScoreRequest> requests, int[] seq, int[] pos) {
+    int needed = 0;
     for (int s = 0; s < requests.size(); s++) {
       ScoreRequest r = requests.get(s);
       for (int i = 0; i < r.tokens().length; i++) {
         if (needs(r, i)) {
-          needed.add(new int[] {s, i});
+          seq[needed] = s;
+          pos[needed++] = i;
         }
       }
     }

@@ -73,15 +73,7 @@ public final class Scorer implements BatchScorer {
     // Rows whose logits are needed: (sequence, position) pairs, in packed order.
     int[] neededSeq = ws.ints(NEEDED_SEQ, batch.numTokens());
     int[] neededPos = ws.ints(NEEDED_POS, batch.numTokens());
-    int needed = 0;
-    for (int s = 0; s < requests.size(); s++) {
-      for (int i = 0; i < requests.get(s).tokens().length; i++) {
-        if (ScoreCollector.needs(requests.get(s), i)) {
-          neededSeq[needed] = s;
-          neededPos[needed++] = i;
-        }
-      }
-    }
+    int needed = ScoreCollector.neededRows(requests, neededSeq, neededPos);
     int chunk = Math.max(1, Math.min(needed, LOGITS_CHUNK_FLOATS / vocab));
     float[] x = ws.floats(X, chunk * hiddenSize);
     float[] logits = ws.floats(LOGITS, chunk * vocab);
