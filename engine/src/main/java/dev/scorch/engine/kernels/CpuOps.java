@@ -573,7 +573,8 @@ public final class CpuOps implements Ops {
      */
     static FloatVector exp(FloatVector x) {
       x = x.max(-87f);
-      FloatVector n = x.mul(LOG2E).add(12582912f).sub(12582912f); // round to nearest integer
+      FloatVector t = x.mul(LOG2E).add(12582912f); // 1.5·2^23 + n: n = x·log2(e) rounded to nearest, in t's low bits
+      FloatVector n = t.sub(12582912f);
       FloatVector r = n.fma(FloatVector.broadcast(S, -LN2_HI), x);
       r = n.fma(FloatVector.broadcast(S, -LN2_LO), r);
       FloatVector p = FloatVector.broadcast(S, 1f / 720);
@@ -583,7 +584,9 @@ public final class CpuOps implements Ops {
       p = p.fma(r, FloatVector.broadcast(S, 0.5f));
       p = p.fma(r, FloatVector.broadcast(S, 1f));
       p = p.fma(r, FloatVector.broadcast(S, 1f));
-      IntVector bits = ((IntVector) n.convert(VectorOperators.F2I, 0)).add(127).lanewise(VectorOperators.LSHL, 23);
+      // 2^n: n + 127 in the exponent field, n read from t's bits (bits(t) = bits(1.5·2^23) + n), not by an F2I
+      // conversion, which JDK 17's Vector API does not compile (its fallback allocated megabytes per token).
+      IntVector bits = t.reinterpretAsInts().sub(0x4B400000 - 127).lanewise(VectorOperators.LSHL, 23);
       return p.mul(bits.reinterpretAsFloats());
     }
 
