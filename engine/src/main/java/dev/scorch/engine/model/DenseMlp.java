@@ -6,8 +6,7 @@ import dev.scorch.engine.runtime.Workspace;
 
 /** SwiGLU MLP (DeepseekV3MLP): down_proj(silu(gate_proj(x)) * up_proj(x)); also each expert and the shared experts. */
 final class DenseMlp {
-  private static final Workspace.Key GATE = new Workspace.Key("mlp.gate"); // [rows, intermediate]
-  private static final Workspace.Key UP = new Workspace.Key("mlp.up"); // [rows, intermediate]
+  private static final Workspace.Key GATE_UP = new Workspace.Key("mlp.gate_up"); // gate and up: [rows, intermediate] each
   private static final Workspace.Key OUT = new Workspace.Key("mlp.out"); // [rows, hidden]
   private static final Workspace.Key CHUNK_X = new Workspace.Key("mlp.chunk_x"); // [ROW_CHUNK, hidden]
   private static final Workspace.Key CHUNK_OUT = new Workspace.Key("mlp.chunk_out"); // [ROW_CHUNK, hidden]
@@ -20,11 +19,13 @@ final class DenseMlp {
   private final Linear gateProj; // [intermediate, hidden]
   private final Linear upProj; // [intermediate, hidden]
   private final Linear downProj; // [hidden, intermediate]
+  private final Linear[] gateUp; // {gate_proj, up_proj}: both read x, in one pass
 
   DenseMlp(ModelWeights w, String prefix) {
     gateProj = w.linear(prefix + "gate_proj.weight");
     upProj = w.linear(prefix + "up_proj.weight");
     downProj = w.linear(prefix + "down_proj.weight");
+    gateUp = new Linear[] {gateProj, upProj};
   }
 
   /** x: [rows, hidden] → [rows, hidden]. */
@@ -56,9 +57,10 @@ final class DenseMlp {
   /** x: [rows, hidden] → [rows, hidden] in one pass (ws's CHUNK_OUT buffer), each row through the matmul mm picks for it. */
   private float[] forwardRows(float[] x, int rows, Matmuls mm, Workspace ws) {
     int inter = gateProj.out();
-    float[] g = ws.floats(GATE, rows * inter);
-    float[] u = ws.floats(UP, rows * inter);
-    mm.apply(x, rows, new Linear[] {gateProj, upProj}, new float[][] {g, u});
+    float[][] gu = ws.floatRows(GATE_UP, 2, rows * inter);
+    float[] g = gu[0];
+    float[] u = gu[1];
+    mm.apply(x, rows, gateUp, gu);
     swiglu(g, u, rows, inter, mm.ops());
     float[] out = ws.floats(CHUNK_OUT, rows * downProj.out());
     mm.apply(g, rows, downProj, out);

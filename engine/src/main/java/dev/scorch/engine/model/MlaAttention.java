@@ -21,8 +21,8 @@ import java.util.function.IntConsumer;
  */
 final class MlaAttention {
   private static final Workspace.Key Q = new Workspace.Key("attn.q"); // [T, heads, q_head_dim]
-  private static final Workspace.Key Q_A = new Workspace.Key("attn.q_a"); // [T, q_lora_rank]
-  private static final Workspace.Key KV_A = new Workspace.Key("attn.kv_a"); // [T, kv_lora_rank + qk_rope]
+  // The two projections of x: q_a (or q) [T, q_lora_rank (or heads * q_head_dim)] and kv_a [T, kv_lora_rank + qk_rope].
+  private static final Workspace.Key X_PROJECTIONS = new Workspace.Key("attn.x_projections");
   private static final Workspace.Key LATENT = new Workspace.Key("attn.latent"); // [T, kv_lora_rank]
   private static final Workspace.Key K_PE = new Workspace.Key("attn.k_pe"); // [T, qk_rope]
   private static final Workspace.Key COS_SIN = new Workspace.Key("attn.cos_sin"); // [qk_rope]
@@ -45,6 +45,7 @@ final class MlaAttention {
   private final Linear qBProj; // [heads * q_head_dim, q_lora_rank]
   private final Linear qProj; // [heads * q_head_dim, hidden] when q_lora_rank is null
   private final Linear kvAProjWithMqa; // [kv_lora_rank + qk_rope_head_dim, hidden]
+  private final Linear[] xProjections; // {q_a_proj or q_proj, kv_a_proj_with_mqa}: both read x, in one pass
   private final float[] kvALayernorm; // [kv_lora_rank]
   private final Linear kvBProj; // [heads * (qk_nope_head_dim + v_head_dim), kv_lora_rank]
   private final Linear oProj; // [hidden, heads * v_head_dim]
@@ -77,6 +78,7 @@ final class MlaAttention {
       qProj = w.linear(p + "q_proj.weight");
     }
     kvAProjWithMqa = w.linear(p + "kv_a_proj_with_mqa.weight");
+    xProjections = new Linear[] {qLoraRank > 0 ? qAProj : qProj, kvAProjWithMqa};
     kvALayernorm = w.vector(p + "kv_a_layernorm.weight");
     kvBProj = w.linear(p + "kv_b_proj.weight");
     oProj = w.linear(p + "o_proj.weight");
@@ -99,16 +101,19 @@ final class MlaAttention {
     // Queries: q_a_proj → q_a_layernorm → q_b_proj (or q_proj): [T, heads, q_head_dim] = [q_nope | q_pe].
     // Joint compressed kv: [T, kv_lora_rank + qk_rope] = [latent | k_pe]; only the latent is normed.
     // q_a_proj and kv_a_proj_with_mqa read the same x: one pass.
-    float[] q = ws.floats(Q, t * heads * qHead);
     int kvAWidth = kvLoraRank + qkRope;
-    float[] kvA = ws.floats(KV_A, t * kvAWidth);
+    int qWidth = heads * qHead;
+    float[][] proj = ws.floatRows(X_PROJECTIONS, 2, t * Math.max(qLoraRank > 0 ? qLoraRank : qWidth, kvAWidth));
+    mm.apply(x, t, xProjections, proj);
+    float[] kvA = proj[1];
+    float[] q;
     if (qLoraRank > 0) {
-      float[] qA = ws.floats(Q_A, t * qLoraRank);
-      mm.apply(x, t, new Linear[] {qAProj, kvAProjWithMqa}, new float[][] {qA, kvA});
+      float[] qA = proj[0];
       RmsNorm.apply(qA, t, qLoraRank, qALayernorm, ModelConfig.LORA_NORM_EPS, qA);
+      q = ws.floats(Q, t * qWidth);
       mm.apply(qA, t, qBProj, q);
     } else {
-      mm.apply(x, t, new Linear[] {qProj, kvAProjWithMqa}, new float[][] {q, kvA});
+      q = proj[0];
     }
     float[] latent = ws.floats(LATENT, t * kvLoraRank); // [T, kv_lora_rank]
     RmsNorm.apply(kvA, t, kvAWidth, 0, kvLoraRank, kvALayernorm, ModelConfig.LORA_NORM_EPS, latent);
