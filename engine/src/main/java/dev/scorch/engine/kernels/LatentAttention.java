@@ -180,25 +180,24 @@ public final class LatentAttention {
 
     /** sc[0 .. len) = softmax(sc) in fp32. */
     static void softmax(float[] sc, int len) {
-      // Softmax: the max is exact in any order; exp lane-wise, padding lanes zeroed, lanes summed in index order.
-      // Whole vectors first, then the last partial one: no vector is reassigned under a condition (C2 would box it).
-      int full = len / L * L;
+      // Softmax: the max is exact in any order; exp lane-wise, lanes past len zeroed, lanes summed in index order.
+      // Every vector, the partial last one too, takes the same path under its mask (every lane for whole vectors):
+      // one exp call site, which C2 inlines (a second one for the tail was not, and boxed its vectors), and no
+      // vector reassigned under a condition. The scratch holds len + 64 scores, so the last vector is in bounds.
+      int nPad = (len + L - 1) / L * L;
       FloatVector vmax = FloatVector.broadcast(S, Float.NEGATIVE_INFINITY);
-      for (int k = 0; k < full; k += L) {
-        vmax = vmax.max(FloatVector.fromArray(S, sc, k));
+      for (int k = 0; k < nPad; k += L) {
+        VectorMask<Float> in = CpuOps.VecMath.lanesBelow(len - k);
+        vmax = vmax.max(FloatVector.fromArray(S, sc, k).blend(Float.NEGATIVE_INFINITY, in.not()));
       }
-      VectorMask<Float> tail = CpuOps.VecMath.lanesBelow(len - full);
-      vmax = vmax.max(FloatVector.fromArray(S, sc, full).blend(Float.NEGATIVE_INFINITY, tail.not()));
       FloatVector max = FloatVector.broadcast(S, vmax.reduceLanes(VectorOperators.MAX));
       FloatVector vsum = FloatVector.zero(S);
-      for (int k = 0; k < full; k += L) {
-        FloatVector e = CpuOps.VecMath.exp(FloatVector.fromArray(S, sc, k).sub(max));
+      for (int k = 0; k < nPad; k += L) {
+        VectorMask<Float> in = CpuOps.VecMath.lanesBelow(len - k);
+        FloatVector e = CpuOps.VecMath.exp(FloatVector.fromArray(S, sc, k).sub(max)).blend(0f, in.not());
         e.intoArray(sc, k);
         vsum = vsum.add(e);
       }
-      FloatVector eTail = CpuOps.VecMath.exp(FloatVector.fromArray(S, sc, full).sub(max)).blend(0f, tail.not());
-      eTail.intoArray(sc, full);
-      vsum = vsum.add(eTail);
       float inv = 1f / CpuOps.VecMath.sumLanes(vsum);
       for (int k = 0; k < len; k++) {
         sc[k] *= inv; // the probabilities
