@@ -57,15 +57,19 @@ class GemmTest {
         Linear w = linear(dtype, n, k, 31L * n + k);
         float[] x = randn(m * k, m + 7L * k);
         float[] fast = new float[m * n];
+        float[] other = new float[m * n];
         float[] scalar = new float[m * n];
         float[] ref = new float[m * n];
         try (Parallel p = new Parallel(2)) {
           PackedGemm.matmul(x, m, w, fast, p);
+          // The micro-kernel this JVM does not pick (2 x 6 from JDK 21, 2 x 4 on 17) gives the same bits.
+          PackedGemm.matmul(x, m, new Linear[] {w}, new float[][] {other}, p, PackedGemm.NR == 6 ? 4 : 6);
           ScalarGemm.matmul(x, m, w, scalar, p);
         }
         PackedGemm.reference(x, m, w, ref);
         String what = dtype + " " + m + "x" + n + "x" + k;
         assertArrayEquals(scalar, fast, what + ": packed vs scalar fallback");
+        assertArrayEquals(scalar, other, what + ": the other micro-kernel vs scalar fallback");
         for (int i = 0; i < ref.length; i++) {
           assertEquals(ref[i], fast[i], 1e-4 * Math.sqrt(k) + 1e-5 * Math.abs(ref[i]), what + " at " + i);
         }
