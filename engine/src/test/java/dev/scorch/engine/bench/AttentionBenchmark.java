@@ -57,9 +57,9 @@ public class AttentionBenchmark {
     }
     // Random q [T, heads, nope + rope], kv [T, heads, nope + v], k_pe [T, rope].
     SplittableRandom rnd = new SplittableRandom(7);
-    float[] q = GemmBenchmark.gaussian(rnd, t * HEADS * (QK_NOPE + QK_ROPE), 1.0);
-    float[] kv = GemmBenchmark.gaussian(rnd, t * HEADS * (QK_NOPE + V_HEAD), 1.0);
-    float[] kPe = GemmBenchmark.gaussian(rnd, t * QK_ROPE, 1.0);
+    float[] q = GemmFixture.gaussian(rnd, t * HEADS * (QK_NOPE + QK_ROPE), 1.0);
+    float[] kv = GemmFixture.gaussian(rnd, t * HEADS * (QK_NOPE + V_HEAD), 1.0);
+    float[] kPe = GemmFixture.gaussian(rnd, t * QK_ROPE, 1.0);
     float scale = (float) (1.0 / Math.sqrt(QK_NOPE + QK_ROPE));
     in = new MlaInputs(q, kv, kPe, HEADS, QK_NOPE, QK_ROPE, V_HEAD, start, lens, scale);
     out = new float[t * HEADS * V_HEAD];

@@ -76,7 +76,7 @@ public class DecodeGemmBenchmark {
     int n = Integer.parseInt(kn[1]);
     DType dt = DType.valueOf(dtype);
     SplittableRandom rnd = new SplittableRandom(42);
-    float[] wv = GemmBenchmark.gaussian(rnd, n * k, 1.0 / Math.sqrt(k));
+    float[] wv = GemmFixture.gaussian(rnd, n * k, 1.0 / Math.sqrt(k));
     SafetensorsWriter sw = new SafetensorsWriter();
     for (int c = 0; c < copies; c++) {
       if (dt == DType.F8_E4M3) {
@@ -97,7 +97,7 @@ public class DecodeGemmBenchmark {
           ? new Linear(file.tensor("w" + c + ".weight"), file.tensor("w" + c + ".weight_scale_inv"), 128, 128)
           : new Linear(file.tensor("w" + c + ".weight"));
     }
-    x = GemmBenchmark.gaussian(rnd, m * k, 1.0);
+    x = GemmFixture.gaussian(rnd, m * k, 1.0);
     y = new float[m * n];
     par = new Parallel(threads);
   }

@@ -1,15 +1,8 @@
 package dev.scorch.engine.bench;
 
 import dev.scorch.engine.checkpoint.DType;
-import dev.scorch.engine.checkpoint.SafetensorsFile;
-import dev.scorch.engine.checkpoint.SafetensorsWriter;
-import dev.scorch.engine.demo.Fp8Blocks;
 import dev.scorch.engine.kernels.CpuOps;
-import dev.scorch.engine.kernels.Linear;
 import java.io.IOException;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
@@ -34,9 +27,6 @@ import org.openjdk.jmh.annotations.TearDown;
 @OutputTimeUnit(TimeUnit.MILLISECONDS)
 @Fork(value = 1, jvmArgsAppend = {"--add-modules=jdk.incubator.vector"})
 public class GemmBenchmark {
-  /** FP8 block size, as DeepSeek-V3 / Kimi K2 checkpoints store it. */
-  private static final int BLOCK = 128;
-
   /** Rows of x (tokens). */
   @Param({"16", "256", "2048"})
   public int m;
@@ -53,12 +43,8 @@ public class GemmBenchmark {
   @Param({"2"})
   public int threads;
 
-  private Path dir;
-  private SafetensorsFile file;
-  private Linear w;
+  private GemmFixture gemm;
   private CpuOps ops;
-  private float[] x;
-  private float[] y;
 
   /** Floating-point operations of one matmul: 2·M·N·K. */
   public static double flops(int m, int k, int n) {
@@ -68,55 +54,19 @@ public class GemmBenchmark {
   @Setup(Level.Trial)
   public void setUp() throws IOException {
     String[] kn = shape.split("x");
-    int k = Integer.parseInt(kn[0]);
-    int n = Integer.parseInt(kn[1]);
-    DType dt = DType.valueOf(dtype);
-    SplittableRandom rnd = new SplittableRandom(42);
-    // Random weight [N, K] with the demo models' scale (std 1/sqrt(K)).
-    float[] wv = gaussian(rnd, n * k, 1.0 / Math.sqrt(k));
-    // Write it as a real safetensors file (FP8: codes plus weight_scale_inv).
-    SafetensorsWriter sw = new SafetensorsWriter();
-    long[] wShape = {n, k};
-    if (dt == DType.F8_E4M3) {
-      Fp8Blocks q = Fp8Blocks.quantize(wv, n, k, BLOCK, BLOCK);
-      sw.add("w.weight", DType.F8_E4M3, wShape, q.codes());
-      sw.addFloats("w.weight_scale_inv", DType.F32, new long[] {q.scaleRows(), q.scaleCols()}, q.scaleInv());
-    } else {
-      sw.addFloats("w.weight", dt, wShape, wv);
-    }
-    dir = Files.createTempDirectory("scorch-gemm-bench");
-    Path path = dir.resolve("model.safetensors");
-    sw.write(path);
-    // Open it memory-mapped and wrap it the way ModelWeights.linear does.
-    file = SafetensorsFile.open(path);
-    w = dt == DType.F8_E4M3
-        ? new Linear(file.tensor("w.weight"), file.tensor("w.weight_scale_inv"), BLOCK, BLOCK)
-        : new Linear(file.tensor("w.weight"));
-    // fp32 activations and the output buffer.
-    x = gaussian(rnd, m * k, 1.0);
-    y = new float[m * n];
+    gemm = new GemmFixture(m, Integer.parseInt(kn[0]), Integer.parseInt(kn[1]), DType.valueOf(dtype));
     ops = new CpuOps(threads);
   }
 
   @Benchmark
   public float[] matmul() {
-    ops.matmul(x, m, w, y);
-    return y;
+    ops.matmul(gemm.x, m, gemm.w, gemm.y);
+    return gemm.y;
   }
 
   @TearDown(Level.Trial)
   public void tearDown() throws IOException {
     ops.close();
-    // The mapping stays valid after unlinking on Linux; the JVM releases it at exit.
-    Files.deleteIfExists(dir.resolve("model.safetensors"));
-    Files.deleteIfExists(dir);
-  }
-
-  static float[] gaussian(SplittableRandom rnd, int n, double std) {
-    float[] v = new float[n];
-    for (int i = 0; i < n; i++) {
-      v[i] = (float) (std * rnd.nextGaussian());
-    }
-    return v;
+    gemm.close();
   }
 }

@@ -1,0 +1,41 @@
+package dev.scorch.engine.bench;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.BufferedReader;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.io.StringReader;
+import java.nio.charset.StandardCharsets;
+import org.junit.jupiter.api.Test;
+
+/** The line protocol bin/gemm-paired speaks with GemmPairs. */
+class GemmPairsTest {
+  private static String[] serve(String commands) throws Exception {
+    ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+    GemmPairs.serve(new BufferedReader(new StringReader(commands)), new PrintStream(bytes, true, StandardCharsets.UTF_8), 2);
+    return bytes.toString(StandardCharsets.UTF_8).split("\n");
+  }
+
+  @Test
+  void answersEachCommandWithOneLine() throws Exception {
+    String[] out = serve("info\nshape 20 300 40 BF16\ntime 0.01\nshape 3 256 7 F8_E4M3\ntime 0\nquit\ntime 1\n");
+    assertEquals(5, out.length, String.join("|", out)); // nothing after quit
+    assertTrue(out[0].contains(System.getProperty("java.vm.version")), out[0]);
+    for (int i : new int[] {2, 4}) {
+      assertEquals("ok", out[i - 1]);
+      String[] t = out[i].split(" ");
+      double median = Double.parseDouble(t[0]);
+      assertTrue(median > 0 && median < 1, out[i]);
+      assertTrue(Integer.parseInt(t[1]) >= 3, "at least three calls timed: " + out[i]);
+    }
+  }
+
+  @Test
+  void refusesTimingBeforeAShapeAndUnknownCommands() {
+    assertThrows(IllegalStateException.class, () -> serve("time 0.01\n"));
+    assertThrows(IllegalArgumentException.class, () -> serve("shape 2 2 2 BF16\nfrobnicate\n"));
+  }
+}
