@@ -75,7 +75,7 @@ public final class DecodeBenchmark {
       model.prefill(KvCache.pack(prompts, caches), cacheArray, ops, ws);
       int[] next = new int[batch];
       Arrays.fill(next, 1);
-      int[][] routes = new int[model.numMoeLayers()][];
+      int[][] routes = new int[model.numMoeLayers()][batch * model.config().numExpertsPerTok()]; // filled by each step
       boolean[] seen = new boolean[model.config().nRoutedExperts()];
       long heap0 = HeapAllocation.allocatedBytes();
       long t0 = System.nanoTime();
@@ -90,7 +90,7 @@ public final class DecodeBenchmark {
       }
       if (run >= 0) {
         secs[run] = (System.nanoTime() - t0) / 1e9;
-        heapBytes += HeapAllocation.allocatedBytes() - heap0;
+        heapBytes += HeapAllocation.since(heap0);
       }
     }
     Arrays.sort(secs);

@@ -38,7 +38,7 @@ public final class PrefillBenchmark {
       scorer.score(reqs);
       secs[i] = (System.nanoTime() - t0) / 1e9;
     }
-    long heapBytes = HeapAllocation.allocatedBytes() - heap0;
+    long heapBytes = HeapAllocation.since(heap0);
     Arrays.sort(secs);
     double median = runs % 2 == 1 ? secs[runs / 2] : (secs[runs / 2 - 1] + secs[runs / 2]) / 2;
     double tokens = (double) batch * seq;

@@ -9,6 +9,26 @@ import java.lang.management.ManagementFactory;
 public final class HeapAllocation {
   private HeapAllocation() {}
 
+  /**
+   * Bytes allocated since start (an {@link #allocatedBytes()} reading), less what reading the counters itself
+   * allocates (its thread-id and count arrays), so that a loop that allocates nothing reads 0; -1 where the JVM
+   * does not count allocations.
+   */
+  public static long since(long start) {
+    long now = allocatedBytes();
+    return start < 0 || now < 0 ? -1 : Math.max(0, now - start - readingCost());
+  }
+
+  /** What one {@link #allocatedBytes()} call allocates: the least of a few back-to-back readings. */
+  private static long readingCost() {
+    long cost = Long.MAX_VALUE;
+    for (int i = 0; i < 3; i++) {
+      long a = allocatedBytes();
+      cost = Math.min(cost, allocatedBytes() - a);
+    }
+    return cost;
+  }
+
   /** The sum over live threads, or -1 where the JVM does not count allocations. */
   public static long allocatedBytes() {
     if (!(ManagementFactory.getThreadMXBean() instanceof com.sun.management.ThreadMXBean mx) || !mx.isThreadAllocatedMemoryEnabled()) {
