@@ -1,5 +1,6 @@
 package dev.scorch.engine.kernels;
 
+import java.util.function.IntConsumer;
 import jdk.incubator.vector.FloatVector;
 import jdk.incubator.vector.VectorSpecies;
 
@@ -64,12 +65,70 @@ public final class PackedGemm {
     float[] c(int n) {
       return c.length >= n ? c : (c = new float[n]);
     }
+
+    /** The call this thread makes, planned here (the passes' items read it from whichever thread runs them). */
+    final Call call = new Call();
+  }
+
+  /** One call in flight: its operands, its plan and the two passes' items, made once per thread (no lambda per call). */
+  private static final class Call {
+    float[] x;
+    int kDim;
+    Linear[] w;
+    float[][] y;
+    int nr;
+    /** Weight rows per task of weight g, and the first task of each weight (firstTask[g + 1] - firstTask[g] tasks). */
+    int[] perTask = new int[1];
+    int[] firstTask = new int[2];
+    int nTasks;
+    // The chunk being computed.
+    float[] xt;
+    int chunkBase;
+    int rows;
+    // matmul's one-weight groups.
+    final Linear[] w1 = new Linear[1];
+    final float[][] y1 = new float[1][];
+
+    /** Pass 1, item t: the xᵀ tile t of the chunk. */
+    final IntConsumer transpose = t -> transposeTile(x, chunkBase, rows, kDim, t, xt);
+
+    /** Pass 2, item task: one block's rows against one task's weight rows. */
+    final IntConsumer rowTasks = task -> {
+      int b = task / nTasks;
+      int t = task % nTasks;
+      int g = 0;
+      while (firstTask[g + 1] <= t) {
+        g++;
+      }
+      int n0 = (t - firstTask[g]) * perTask[g];
+      int mb = Math.min(MB, rows - b * MB);
+      rowTask(xt, b * (MB / MR), (mb + MR - 1) / MR, chunkBase + b * MB, mb, w[g], n0, Math.min(perTask[g], w[g].out() - n0), y[g], nr);
+    };
+
+    void plan(int groups) {
+      if (perTask.length < groups) {
+        perTask = new int[groups];
+        firstTask = new int[groups + 1];
+      }
+    }
+
+    /** Drops the operands, so that no caller's array stays reachable after the call. */
+    void clear() {
+      x = null;
+      w = null;
+      y = null;
+      w1[0] = null;
+      y1[0] = null;
+    }
   }
 
   private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
 
   public static void matmul(float[] x, int m, Linear w, float[] y, Parallel par) {
-    matmul(x, m, new Linear[] {w}, new float[][] {y}, par);
+    Call call = SCRATCH.get().call;
+    call.w1[0] = w;
+    call.y1[0] = y;
+    matmul(x, m, call.w1, call.y1, par, NR);
   }
 
   /**
@@ -85,41 +144,44 @@ public final class PackedGemm {
     if (nr != 4 && nr != 6) {
       throw new IllegalArgumentException("no 2 x " + nr + " micro-kernel");
     }
-    int kDim = w[0].in();
-    // Weight rows split into tasks of at most NB rows, at least two per thread when N allows; task ranges per weight.
-    int[] perTask = new int[w.length];
-    int[] firstTask = new int[w.length + 1];
-    for (int g = 0; g < w.length; g++) {
-      if (w[g].in() != kDim) {
-        throw new IllegalArgumentException(w[g].name() + ": in_features " + w[g].in() + ", not " + kDim + " like " + w[0].name());
-      }
-      int nDim = w[g].out();
-      perTask[g] = Math.max(nr, Math.min(NB, roundUp((nDim + 2 * par.threads() - 1) / (2 * par.threads()), nr)));
-      firstTask[g + 1] = firstTask[g] + (nDim + perTask[g] - 1) / perTask[g];
-    }
-    int nTasks = firstTask[w.length];
-    // Rows of x in chunks of CHUNK: one parallel pass transposes a chunk, one runs its (block of MB rows, weight
-    // rows) tasks, blocks outermost so both threads share a block's xᵀ while it is in cache.
-    for (int c0 = 0; c0 < m; c0 += CHUNK) {
-      int rows = Math.min(CHUNK, m - c0);
-      int tiles = (rows + MR - 1) / MR;
-      // 1. xᵀ: tile t holds x[c0 + t·MR + r, k] at t·K·MR + k·MR + r (rows past the chunk are zero).
-      float[] xt = SCRATCH.get().xt(tiles * MR * kDim);
-      int chunkBase = c0;
-      par.forEach(tiles, t -> transposeTile(x, chunkBase, rows, kDim, t, xt));
-      // 2. Each task: one block's rows against its weight rows, K block by K block.
-      int blocks = (rows + MB - 1) / MB;
-      par.forEach(blocks * nTasks, task -> {
-        int b = task / nTasks;
-        int t = task % nTasks;
-        int g = 0;
-        while (firstTask[g + 1] <= t) {
-          g++;
+    Scratch s = SCRATCH.get();
+    Call call = s.call;
+    try {
+      int kDim = w[0].in();
+      // Weight rows split into tasks of at most NB rows, at least two per thread when N allows; task ranges per weight.
+      call.plan(w.length);
+      int[] perTask = call.perTask;
+      int[] firstTask = call.firstTask;
+      firstTask[0] = 0;
+      for (int g = 0; g < w.length; g++) {
+        if (w[g].in() != kDim) {
+          throw new IllegalArgumentException(w[g].name() + ": in_features " + w[g].in() + ", not " + kDim + " like " + w[0].name());
         }
-        int n0 = (t - firstTask[g]) * perTask[g];
-        int mb = Math.min(MB, rows - b * MB);
-        rowTask(xt, b * (MB / MR), (mb + MR - 1) / MR, chunkBase + b * MB, mb, w[g], n0, Math.min(perTask[g], w[g].out() - n0), y[g], nr);
-      });
+        int nDim = w[g].out();
+        perTask[g] = Math.max(nr, Math.min(NB, roundUp((nDim + 2 * par.threads() - 1) / (2 * par.threads()), nr)));
+        firstTask[g + 1] = firstTask[g] + (nDim + perTask[g] - 1) / perTask[g];
+      }
+      call.x = x;
+      call.kDim = kDim;
+      call.w = w;
+      call.y = y;
+      call.nr = nr;
+      call.nTasks = firstTask[w.length];
+      // Rows of x in chunks of CHUNK: one parallel pass transposes a chunk, one runs its (block of MB rows, weight
+      // rows) tasks, blocks outermost so both threads share a block's xᵀ while it is in cache.
+      for (int c0 = 0; c0 < m; c0 += CHUNK) {
+        int rows = Math.min(CHUNK, m - c0);
+        int tiles = (rows + MR - 1) / MR;
+        // 1. xᵀ: tile t holds x[c0 + t·MR + r, k] at t·K·MR + k·MR + r (rows past the chunk are zero).
+        call.xt = s.xt(tiles * MR * kDim);
+        call.chunkBase = c0;
+        call.rows = rows;
+        par.forEach(tiles, call.transpose);
+        // 2. Each task: one block's rows against its weight rows, K block by K block.
+        par.forEach((rows + MB - 1) / MB * call.nTasks, call.rowTasks);
+      }
+    } finally {
+      call.clear();
     }
   }
 

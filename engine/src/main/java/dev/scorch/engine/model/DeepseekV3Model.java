@@ -11,8 +11,6 @@ import dev.scorch.engine.runtime.KvCache;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.runtime.Workspace;
 import java.nio.file.Path;
-import java.util.IdentityHashMap;
-import java.util.Map;
 
 /**
  * DeepseekV3ForCausalLM (Kimi K2, DeepSeek-V3/R1): embed_tokens → num_hidden_layers decoder layers → norm →
@@ -21,6 +19,7 @@ import java.util.Map;
 public final class DeepseekV3Model {
   private static final Workspace.Key HIDDEN = new Workspace.Key("model.hidden"); // [T, hidden]: the residual stream
   private static final Workspace.Key LOGITS = new Workspace.Key("model.decode_logits"); // [B, vocab]
+  private static final Workspace.Key DECODE_BATCH = new Workspace.Key("model.decode_batch"); // a step's one token per sequence
 
   private final ModelConfig config;
   private final Linear embedTokens; // [vocab, hidden]; rows are looked up, never multiplied
@@ -131,18 +130,16 @@ public final class DeepseekV3Model {
    */
   public float[] decode(int[] tokens, KvCache[] caches, Ops ops, int[][] routes, Workspace ws) {
     int b = tokens.length;
-    int[] start = new int[b];
-    int[] len = new int[b];
-    int[] pos = new int[b];
-    for (int s = 0; s < b; s++) {
-      start[s] = s;
-      len[s] = 1;
-      if (caches == null || caches.length != b) {
-        throw new IllegalArgumentException(b + " tokens but " + (caches == null ? "no" : caches.length) + " caches");
-      }
-      pos[s] = caches[s].length();
+    if (caches == null || caches.length != b) {
+      throw new IllegalArgumentException(b + " tokens but " + (caches == null ? "no" : caches.length) + " caches");
     }
-    PackedBatch batch = new PackedBatch(tokens.clone(), pos, start, len);
+    PackedBatch batch = ws.object(DECODE_BATCH, DecodeBatch::new).of(b); // one token per sequence
+    for (int s = 0; s < b; s++) {
+      batch.tokens()[s] = tokens[s];
+      batch.positions()[s] = caches[s].length();
+      batch.seqStart()[s] = s;
+      batch.seqLen()[s] = 1;
+    }
     Matmuls mm = Matmuls.of(ops, batch, caches); // before the caches advance
     float[] hidden = prefill(batch, caches, ops, routes, ws);
     float[] out = ws.exactFloats(LOGITS, b * config.vocabSize());
@@ -150,16 +147,29 @@ public final class DeepseekV3Model {
     return out;
   }
 
+  /** A decode step's batch, kept in the workspace and refilled step after step while B stays the same. */
+  private static final class DecodeBatch {
+    private PackedBatch batch;
+
+    PackedBatch of(int b) {
+      if (batch == null || batch.numSequences() != b) {
+        batch = new PackedBatch(new int[b], new int[b], new int[b], new int[b]);
+      }
+      return batch;
+    }
+  }
+
   private void checkCaches(PackedBatch batch, KvCache[] caches) {
     int n = batch.numSequences();
     if (caches == null || caches.length != n) {
       throw new IllegalArgumentException(n + " sequences but " + (caches == null ? "no" : caches.length) + " caches");
     }
-    Map<KvCache, Boolean> seen = new IdentityHashMap<>();
     for (int s = 0; s < n; s++) {
       KvCache c = caches[s];
-      if (seen.put(c, Boolean.TRUE) != null) {
-        throw new IllegalArgumentException("sequence " + s + " shares its KV cache with an earlier sequence");
+      for (int r = 0; r < s; r++) { // pairwise (B² identity checks are nothing beside a step): no map per step
+        if (caches[r] == c) {
+          throw new IllegalArgumentException("sequence " + s + " shares its KV cache with an earlier sequence");
+        }
       }
       if (c.layers() != config.numHiddenLayers() || c.kvLoraRank() != config.kvLoraRank() || c.qkRopeHeadDim() != config.qkRopeHeadDim()) {
         throw new IllegalArgumentException("KV cache of sequence " + s + " is shaped [" + c.layers() + " layers, " + c.kvLoraRank() + " + "

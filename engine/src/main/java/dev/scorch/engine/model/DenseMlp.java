@@ -3,6 +3,7 @@ package dev.scorch.engine.model;
 import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.runtime.Workspace;
+import java.util.function.IntConsumer;
 
 /** SwiGLU MLP (DeepseekV3MLP): down_proj(silu(gate_proj(x)) * up_proj(x)); also each expert and the shared experts. */
 final class DenseMlp {
@@ -15,6 +16,17 @@ final class DenseMlp {
   static final int ROW_CHUNK = 512;
   private static final Workspace.Key GROUP_GATE_UP = new Workspace.Key("mlp.group_gate_up"); // per MLP: [rows, intermediate] × 2
   private static final Workspace.Key GROUP_OUT = new Workspace.Key("mlp.group_out"); // per MLP: [rows, hidden]
+  // The decode group's argument arrays (exact lengths: the matmuls read them): gate/up pairs, then down.
+  private static final Workspace.Key GROUP_IN = new Workspace.Key("mlp.group_in"); // [2n] inputs
+  private static final Workspace.Key GROUP_M = new Workspace.Key("mlp.group_m"); // [2n] rows
+  private static final Workspace.Key GROUP_W = new Workspace.Key("mlp.group_w"); // [2n] gate_proj, up_proj
+  private static final Workspace.Key GROUP_H = new Workspace.Key("mlp.group_h"); // [n] silu(gate) · up
+  private static final Workspace.Key GROUP_DOWN = new Workspace.Key("mlp.group_down"); // [n] down_proj
+  // One MLP's decode pass as a group of one.
+  private static final Workspace.Key SELF = new Workspace.Key("mlp.self");
+  private static final Workspace.Key SELF_X = new Workspace.Key("mlp.self_x");
+  private static final Workspace.Key SELF_ROWS = new Workspace.Key("mlp.self_rows");
+  private static final Workspace.Key SWIGLU = new Workspace.Key("mlp.swiglu"); // the SwiGlu items
 
   private final Linear gateProj; // [intermediate, hidden]
   private final Linear upProj; // [intermediate, hidden]
@@ -36,7 +48,13 @@ final class DenseMlp {
   /** As above, each row through the matmul mm picks for it; activations live in ws, the result (at least [rows, hidden]) too. */
   float[] forward(float[] x, int rows, Matmuls mm, Workspace ws) {
     if (mm.allDecode()) {
-      return forwardDecode(new DenseMlp[] {this}, new float[][] {x}, new int[] {rows}, mm.ops(), ws)[0];
+      DenseMlp[] self = ws.exactArray(SELF, 1, DenseMlp[]::new);
+      float[][] xs = ws.exactArray(SELF_X, 1, float[][]::new);
+      int[] m = ws.exactInts(SELF_ROWS, 1);
+      self[0] = this;
+      xs[0] = x;
+      m[0] = rows;
+      return forwardDecode(self, xs, m, mm.ops(), ws)[0];
     }
     if (rows <= ROW_CHUNK) {
       return forwardRows(x, rows, mm, ws);
@@ -61,7 +79,10 @@ final class DenseMlp {
     float[] g = gu[0];
     float[] u = gu[1];
     mm.apply(x, rows, gateUp, gu);
-    swiglu(g, u, rows, inter, mm.ops());
+    SwiGlu act = ws.object(SWIGLU, SwiGlu::new);
+    act.set(g, u, inter);
+    mm.ops().forEachRow(rows, act); // g = silu(g) · u, rows spread over the engine's threads
+    act.set(null, null, 0);
     float[] out = ws.floats(CHUNK_OUT, rows * downProj.out());
     mm.apply(g, rows, downProj, out);
     return out;
@@ -75,9 +96,9 @@ final class DenseMlp {
    */
   static float[][] forwardDecode(DenseMlp[] mlps, float[][] x, int[] rows, Ops ops, Workspace ws) {
     int n = mlps.length;
-    float[][] in = new float[2 * n][];
-    int[] m = new int[2 * n];
-    Linear[] w = new Linear[2 * n];
+    float[][] in = ws.exactArray(GROUP_IN, 2 * n, float[][]::new);
+    int[] m = ws.exactInts(GROUP_M, 2 * n);
+    Linear[] w = ws.exactArray(GROUP_W, 2 * n, Linear[]::new);
     int maxRows = 0;
     int maxInter = 0;
     int maxOut = 0;
@@ -94,8 +115,8 @@ final class DenseMlp {
       w[2 * i + 1] = mlps[i].upProj;
     }
     ops.matmulDecode(in, m, w, gu);
-    float[][] h = new float[n][];
-    Linear[] down = new Linear[n];
+    float[][] h = ws.exactArray(GROUP_H, n, float[][]::new);
+    Linear[] down = ws.exactArray(GROUP_DOWN, n, Linear[]::new);
     float[][] out = ws.floatRows(GROUP_OUT, n, maxRows * maxOut);
     for (int i = 0; i < n; i++) {
       float[] g = gu[2 * i];
@@ -110,13 +131,24 @@ final class DenseMlp {
     return out;
   }
 
-  /** g = silu(g) · u over [rows, inter], rows spread over the engine's threads. */
-  private static void swiglu(float[] g, float[] u, int rows, int inter, Ops ops) {
-    ops.forEachRow(rows, i -> {
+  /** Item i: g = silu(g) · u over row i of [rows, inter]. One per workspace, set per use (no lambda per call). */
+  private static final class SwiGlu implements IntConsumer {
+    private float[] g;
+    private float[] u;
+    private int inter;
+
+    void set(float[] g, float[] u, int inter) {
+      this.g = g;
+      this.u = u;
+      this.inter = inter;
+    }
+
+    @Override
+    public void accept(int i) {
       for (int k = i * inter; k < (i + 1) * inter; k++) {
         g[k] = silu(g[k]) * u[k];
       }
-    });
+    }
   }
 
   static float silu(float x) {

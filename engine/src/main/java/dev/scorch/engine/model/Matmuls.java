@@ -23,14 +23,27 @@ final class Matmuls {
     this.allDecode = allDecode;
   }
 
+  // The last uniform choices made, reused while the ops stay the same (a decode step asks twice per step). A race
+  // only makes a spare object: Matmuls is immutable.
+  private static volatile Matmuls lastPrefill;
+  private static volatile Matmuls lastDecode;
+
   /** Every row through {@link Ops#matmul}: scoring and prefill without a cache. */
   static Matmuls prefill(Ops ops) {
-    return new Matmuls(ops, null, false);
+    Matmuls m = lastPrefill;
+    if (m == null || m.ops != ops) {
+      lastPrefill = m = new Matmuls(ops, null, false);
+    }
+    return m;
   }
 
   /** Every row through {@link Ops#matmulDecode}. */
   static Matmuls decode(Ops ops) {
-    return new Matmuls(ops, null, true);
+    Matmuls m = lastDecode;
+    if (m == null || m.ops != ops) {
+      lastDecode = m = new Matmuls(ops, null, true);
+    }
+    return m;
   }
 
   /** The rows of batch: decode rows are those of sequences whose cache holds tokens before this pass (caches may be null). */

@@ -29,6 +29,10 @@ final class MlaAttention {
   private static final Workspace.Key KV = new Workspace.Key("attn.kv"); // [T, heads, qk_nope + v_head]
   private static final Workspace.Key HEADS_OUT = new Workspace.Key("attn.heads_out"); // [T, heads, v_head]
   private static final Workspace.Key OUT = new Workspace.Key("attn.out"); // [T, hidden]
+  private static final Workspace.Key FRESH_START = new Workspace.Key("attn.fresh_start"); // [sequences with empty caches]
+  private static final Workspace.Key FRESH_LEN = new Workspace.Key("attn.fresh_len"); // [sequences with empty caches]
+  private static final Workspace.Key CACHED_SEQS = new Workspace.Key("attn.cached_seqs"); // [sequences with cached tokens]
+  private static final Workspace.Key ABSORBED = new Workspace.Key("attn.absorbed"); // the absorbed pass's AbsorbedItems
 
   private final int layer;
   private final int heads;
@@ -144,9 +148,9 @@ final class MlaAttention {
         }
         fresh += past == 0 ? 1 : 0;
       }
-      freshStart = new int[fresh];
-      freshLen = new int[fresh];
-      int[] cachedSeqs = new int[n - fresh];
+      freshStart = ws.exactInts(FRESH_START, fresh);
+      freshLen = ws.exactInts(FRESH_LEN, fresh);
+      int[] cachedSeqs = ws.exactInts(CACHED_SEQS, n - fresh);
       for (int s = 0, f = 0, c = 0; s < n; s++) {
         if (caches[s].length() == 0) {
           freshStart[f] = batch.seqStart()[s];
@@ -156,7 +160,7 @@ final class MlaAttention {
         }
       }
       if (cachedSeqs.length > 0) {
-        absorbed(q, batch, caches, cachedSeqs, ops, attn);
+        absorbed(q, batch, caches, cachedSeqs, ops, attn, ws);
       }
     }
     if (freshStart.length > 0) {
@@ -194,36 +198,68 @@ final class MlaAttention {
    * o_latent = Σ p_j c_j; out_h = W_UV_h o_latent ({@link LatentAttention}: vectorised on a SIMD CpuOps, plain
    * loops otherwise). One work item per (sequence, head), every sum in a fixed order.
    */
-  private void absorbed(float[] q, PackedBatch batch, KvCache[] caches, int[] seqs, Ops ops, float[] attn) {
-    LatentAttention.Head[] views = absorbedHeads();
-    boolean simd = ops instanceof CpuOps cpu && cpu.simd();
-    int items = seqs.length * heads;
-    IntConsumer body = item -> {
-      int s = seqs[item / heads];
-      int h = item % heads;
-      KvCache cache = caches[s];
-      int past = cache.length();
-      float[] lat = cache.latents(layer); // [positions, kv_lora_rank]
-      float[] pe = cache.kPes(layer); // [positions, qk_rope]
-      LatentAttention.Head head = views[h];
-      LatentAttention.Scratch scratch = LatentAttention.scratch();
-      for (int i = 0; i < batch.seqLen()[s]; i++) {
-        int row = batch.seqStart()[s] + i;
-        int len = past + i + 1; // causal: the cache before this batch, then new tokens up to i
-        int qOff = (row * heads + h) * qHead;
-        int oOff = (row * heads + h) * vHead;
-        if (simd) {
-          LatentAttention.attendVector(head, q, qOff, lat, pe, len, attn, oOff, scratch);
-        } else {
-          LatentAttention.attendScalar(head, q, qOff, lat, pe, len, attn, oOff, scratch);
+  private void absorbed(float[] q, PackedBatch batch, KvCache[] caches, int[] seqs, Ops ops, float[] attn, Workspace ws) {
+    AbsorbedItems items = ws.object(ABSORBED, AbsorbedItems::new);
+    items.set(this, q, batch, caches, seqs, ops instanceof CpuOps cpu && cpu.simd(), attn);
+    try {
+      if (ops instanceof CpuOps cpu) {
+        cpu.parallel().forEach(seqs.length * heads, items);
+      } else {
+        for (int item = 0; item < seqs.length * heads; item++) {
+          items.accept(item);
         }
       }
-    };
-    if (ops instanceof CpuOps cpu) {
-      cpu.parallel().forEach(items, body);
-    } else {
-      for (int item = 0; item < items; item++) {
-        body.accept(item);
+    } finally {
+      items.set(null, null, null, null, null, false, null);
+    }
+  }
+
+  /**
+   * The work items of one absorbed pass, (sequence, head) each; one object per workspace whose fields each pass
+   * sets (a capturing lambda would be a new object per layer and step).
+   */
+  private static final class AbsorbedItems implements IntConsumer {
+    private MlaAttention attention;
+    private float[] q;
+    private PackedBatch batch;
+    private KvCache[] caches;
+    private int[] seqs;
+    private boolean simd;
+    private float[] attn;
+
+    void set(MlaAttention attention, float[] q, PackedBatch batch, KvCache[] caches, int[] seqs, boolean simd, float[] attn) {
+      this.attention = attention;
+      this.q = q;
+      this.batch = batch;
+      this.caches = caches;
+      this.seqs = seqs;
+      this.simd = simd;
+      this.attn = attn;
+    }
+
+    @Override
+    public void accept(int item) {
+      attention.attendAbsorbed(q, batch, caches[seqs[item / attention.heads]], seqs[item / attention.heads], item % attention.heads,
+          simd, attn);
+    }
+  }
+
+  /** Head h of sequence s's new tokens over its cache. */
+  private void attendAbsorbed(float[] q, PackedBatch batch, KvCache cache, int s, int h, boolean simd, float[] attn) {
+    int past = cache.length();
+    float[] lat = cache.latents(layer); // [positions, kv_lora_rank]
+    float[] pe = cache.kPes(layer); // [positions, qk_rope]
+    LatentAttention.Head head = absorbedHeads()[h];
+    LatentAttention.Scratch scratch = LatentAttention.scratch();
+    for (int i = 0; i < batch.seqLen()[s]; i++) {
+      int row = batch.seqStart()[s] + i;
+      int len = past + i + 1; // causal: the cache before this batch, then new tokens up to i
+      int qOff = (row * heads + h) * qHead;
+      int oOff = (row * heads + h) * vHead;
+      if (simd) {
+        LatentAttention.attendVector(head, q, qOff, lat, pe, len, attn, oOff, scratch);
+      } else {
+        LatentAttention.attendScalar(head, q, qOff, lat, pe, len, attn, oOff, scratch);
       }
     }
   }

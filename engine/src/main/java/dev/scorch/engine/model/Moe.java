@@ -3,6 +3,7 @@ package dev.scorch.engine.model;
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.runtime.Workspace;
+import java.util.function.IntConsumer;
 
 /**
  * DeepseekV3MoE: routed experts weighted by the router, plus the shared experts on the same input. Tokens
@@ -18,6 +19,11 @@ final class Moe {
   private static final Workspace.Key GROUP_X = new Workspace.Key("moe.group_x"); // per expert hit: [tokens, hidden]
   private static final Workspace.Key GROUP_ROWS = new Workspace.Key("moe.group_rows"); // [T * top_k]: each hit's tokens in turn
   private static final Workspace.Key GROUP_WEIGHT = new Workspace.Key("moe.group_weight"); // [T * top_k]
+  // The decode group's argument arrays, exact lengths (experts hit, then the shared experts).
+  private static final Workspace.Key GROUP_MLPS = new Workspace.Key("moe.group_mlps");
+  private static final Workspace.Key GROUP_INPUTS = new Workspace.Key("moe.group_inputs");
+  private static final Workspace.Key GROUP_N = new Workspace.Key("moe.group_n");
+  private static final Workspace.Key ADD_ROWS = new Workspace.Key("moe.add_rows"); // the AddRows items
 
   private final MoeRouter gate;
   private final DenseMlp[] experts;
@@ -82,20 +88,17 @@ final class Moe {
       }
       float[] ye = experts[e].forward(xe, n, mm.rows(rows, n), ws);
       // Each token of e is a different row of y: rows spread over the engine's threads.
-      mm.ops().forEachRow(n, j -> {
-        int yo = rows[j] * hidden;
-        for (int d = 0; d < hidden; d++) {
-          y[yo + d] += rowWeight[j] * ye[j * hidden + d];
-        }
-      });
+      AddRows add = ws.object(ADD_ROWS, AddRows::new);
+      add.set(y, ye, rows, rowWeight, hidden);
+      mm.ops().forEachRow(n, add);
+      add.clear();
     }
     if (sharedExperts != null) {
       float[] s = sharedExperts.forward(x, t, mm, ws);
-      mm.ops().forEachRow(t, i -> {
-        for (int d = i * hidden; d < (i + 1) * hidden; d++) {
-          y[d] += s[d];
-        }
-      });
+      AddRows add = ws.object(ADD_ROWS, AddRows::new);
+      add.set(y, s, null, null, hidden);
+      mm.ops().forEachRow(t, add);
+      add.clear();
     }
     return y;
   }
@@ -112,10 +115,10 @@ final class Moe {
       hit += count[e] > 0 ? 1 : 0;
     }
     int groups = hit + (sharedExperts != null ? 1 : 0);
-    DenseMlp[] mlps = new DenseMlp[groups];
-    float[][] xs = new float[groups][];
+    DenseMlp[] mlps = ws.exactArray(GROUP_MLPS, groups, DenseMlp[]::new);
+    float[][] xs = ws.exactArray(GROUP_INPUTS, groups, float[][]::new);
     float[][] gathered = ws.floatRows(GROUP_X, hit, maxCount * hidden);
-    int[] n = new int[groups];
+    int[] n = ws.exactInts(GROUP_N, groups);
     // Hit g's tokens are rows[base .. base + n[g]) in turn, with their router weights.
     int[] rows = ws.ints(GROUP_ROWS, t * topK);
     float[] rowWeight = ws.floats(GROUP_WEIGHT, t * topK);
@@ -159,5 +162,45 @@ final class Moe {
       }
     }
     return y;
+  }
+
+  /**
+   * Item j: y[rows[j]] += weight[j] · src[j] over hidden (rows and weight null: y[j] += src[j]). One per workspace,
+   * set per use, so that summing an expert's rows makes no lambda.
+   */
+  private static final class AddRows implements IntConsumer {
+    private float[] y;
+    private float[] src;
+    private int[] rows;
+    private float[] weight;
+    private int hidden;
+
+    void set(float[] y, float[] src, int[] rows, float[] weight, int hidden) {
+      this.y = y;
+      this.src = src;
+      this.rows = rows;
+      this.weight = weight;
+      this.hidden = hidden;
+    }
+
+    void clear() {
+      set(null, null, null, null, 0);
+    }
+
+    @Override
+    public void accept(int j) {
+      int yo = (rows == null ? j : rows[j]) * hidden;
+      int so = j * hidden;
+      if (weight == null) {
+        for (int d = 0; d < hidden; d++) {
+          y[yo + d] += src[so + d];
+        }
+      } else {
+        float wj = weight[j];
+        for (int d = 0; d < hidden; d++) {
+          y[yo + d] += wj * src[so + d];
+        }
+      }
+    }
   }
 }

@@ -19,6 +19,7 @@ final class MoeRouter {
   private static final Workspace.Key GROUP_SCORE = new Workspace.Key("router.group_score"); // [n_group]
   private static final Workspace.Key KEEP_GROUP = new Workspace.Key("router.keep_group"); // [n_group], 1 = kept
   private static final Workspace.Key CHOSEN = new Workspace.Key("router.chosen"); // [n_routed_experts], 1 = chosen
+  private static final Workspace.Key ROUTING = new Workspace.Key("router.routing"); // the Routing route returns
 
   private final Linear gate; // [n_routed_experts, hidden]
   private final float[] eScoreCorrectionBias; // [n_routed_experts]
@@ -29,8 +30,27 @@ final class MoeRouter {
   private final boolean normTopkProb;
   private final float routedScalingFactor;
 
-  /** The experts chosen for each token, in ascending id order, and their weights ([T, top_k] each; the arrays may be longer). */
-  record Routing(int[] experts, float[] weights, int topK) {}
+  /**
+   * The experts chosen for each token, in ascending id order, and their weights ([T, top_k] each; the arrays, the
+   * workspace's, may be longer). One per workspace, refilled by each {@link #route}.
+   */
+  static final class Routing {
+    private int[] experts;
+    private float[] weights;
+    private int topK;
+
+    int[] experts() {
+      return experts;
+    }
+
+    float[] weights() {
+      return weights;
+    }
+
+    int topK() {
+      return topK;
+    }
+  }
 
   MoeRouter(ModelWeights w, String prefix) {
     ModelConfig c = w.config();
@@ -107,7 +127,11 @@ final class MoeRouter {
         weights[i * topK + k] = wgt * routedScalingFactor;
       }
     }
-    return new Routing(experts, weights, topK);
+    Routing r = ws.object(ROUTING, Routing::new);
+    r.experts = experts;
+    r.weights = weights;
+    r.topK = topK;
+    return r;
   }
 
   /** Index of the largest of v[0 .. n) not yet taken (taken[i] != 0); the lowest index wins ties. */

@@ -4,6 +4,7 @@ import java.util.Arrays;
 import java.util.IdentityHashMap;
 import java.util.Map;
 import java.util.function.IntFunction;
+import java.util.function.Supplier;
 import java.util.function.ToIntFunction;
 
 /**
@@ -50,6 +51,57 @@ public final class Workspace {
   /** An int buffer of at least n elements, contents undefined. */
   public int[] ints(Key key, int n) {
     return buffer(key, int[].class, n, false, int[]::new, a -> a.length);
+  }
+
+  /**
+   * An int buffer of exactly n elements, contents undefined: for arguments whose callee reads their length. One
+   * is kept per length asked under key (a group of one and a group of five alternate without reallocating).
+   */
+  public int[] exactInts(Key key, int n) {
+    Object[] byLength = byLength(key, n);
+    if (byLength[n] == null) {
+      byLength[n] = new int[n];
+    }
+    return (int[]) byLength[n];
+  }
+
+  /**
+   * An array of exactly n references, contents undefined: a group of modules, inputs or weights handed to a
+   * callee that reads its length. One is kept per length asked under key; make creates it the first time.
+   */
+  @SuppressWarnings("unchecked")
+  public <T> T[] exactArray(Key key, int n, IntFunction<T[]> make) {
+    Object[] byLength = byLength(key, n);
+    if (byLength[n] == null) {
+      byLength[n] = make.apply(n);
+    }
+    return (T[]) byLength[n]; // a key names one element type (the caller's assignment checks it)
+  }
+
+  /** key's table of small exact-length buffers, index = length, grown to hold index n. */
+  private Object[] byLength(Key key, int n) {
+    Object[] t = buffers.get(key) instanceof ExactByLength e ? e.table : null;
+    if (t == null || t.length <= n) {
+      ExactByLength e = new ExactByLength(t == null ? new Object[n + 1] : Arrays.copyOf(t, Math.max(n + 1, 2 * t.length)));
+      buffers.put(key, e);
+      t = e.table;
+    }
+    return t;
+  }
+
+  /** Exact-length buffers of one key, by length. */
+  private record ExactByLength(Object[] table) {}
+
+  /** The object kept under key, made once by make: a module's reusable per-pass state (a parallel task, a result holder). */
+  public <T> T object(Key key, Supplier<T> make) {
+    Object o = buffers.get(key);
+    if (o == null) {
+      o = make.get();
+      buffers.put(key, o);
+    }
+    @SuppressWarnings("unchecked")
+    T t = (T) o; // a key names one type (the caller's assignment checks it)
+    return t;
   }
 
   /** An int buffer of at least n elements whose first n are 0. */

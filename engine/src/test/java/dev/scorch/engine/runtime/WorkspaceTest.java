@@ -60,4 +60,31 @@ class WorkspaceTest {
     assertTrue(wider.length >= 2 && wider[0].length == 9 && wider[1].length == 9);
     assertEquals(4, wider[2].length, "rows past count are left as they were");
   }
+
+  @Test
+  void exactGroupArraysAreKeptPerLengthSoAlternatingSizesReuseThem() {
+    // A decode step runs the dense layer's MLP as a group of one and each MoE layer's as a group of five, under
+    // the same keys: both sizes must stay, or every layer would reallocate them.
+    Workspace ws = new Workspace();
+    int[] one = ws.exactInts(A, 1);
+    int[] five = ws.exactInts(A, 5);
+    assertEquals(1, one.length);
+    assertEquals(5, five.length);
+    assertSame(one, ws.exactInts(A, 1));
+    assertSame(five, ws.exactInts(A, 5));
+    assertEquals(0, ws.exactInts(A, 0).length);
+    String[] s2 = ws.exactArray(B, 2, String[]::new);
+    String[] s7 = ws.exactArray(B, 7, String[]::new);
+    assertEquals(7, s7.length);
+    assertSame(s2, ws.exactArray(B, 2, String[]::new));
+    assertSame(s7, ws.exactArray(B, 7, String[]::new));
+  }
+
+  @Test
+  void anObjectIsMadeOncePerWorkspace() {
+    Workspace ws = new Workspace();
+    StringBuilder sb = ws.object(A, StringBuilder::new);
+    assertSame(sb, ws.object(A, StringBuilder::new));
+    assertNotSame(sb, new Workspace().object(A, StringBuilder::new));
+  }
 }
