@@ -82,7 +82,7 @@ final class DenseMlp {
     SwiGlu act = ws.object(SWIGLU, SwiGlu::new);
     act.set(g, u, inter);
     mm.ops().forEachRow(rows, act); // g = silu(g) · u, rows spread over the engine's threads
-    act.set(null, null, 0);
+    act.clear();
     float[] out = ws.floats(CHUNK_OUT, rows * downProj.out());
     mm.apply(g, rows, downProj, out);
     return out;
@@ -141,6 +141,10 @@ final class DenseMlp {
       this.g = g;
       this.u = u;
       this.inter = inter;
+    }
+
+    void clear() {
+      set(null, null, 0);
     }
 
     @Override

@@ -69,6 +69,7 @@ final class Moe {
     }
     int[] rows = ws.ints(ROWS, maxCount);
     float[] rowWeight = ws.floats(ROW_WEIGHT, maxCount);
+    AddRows add = ws.object(ADD_ROWS, AddRows::new);
     float[] xe = ws.floats(XE, maxCount * hidden); // [tokens of e, hidden]
     for (int e = 0; e < experts.length; e++) {
       if (count[e] == 0) {
@@ -88,14 +89,12 @@ final class Moe {
       }
       float[] ye = experts[e].forward(xe, n, mm.rows(rows, n), ws);
       // Each token of e is a different row of y: rows spread over the engine's threads.
-      AddRows add = ws.object(ADD_ROWS, AddRows::new);
       add.set(y, ye, rows, rowWeight, hidden);
       mm.ops().forEachRow(n, add);
       add.clear();
     }
     if (sharedExperts != null) {
       float[] s = sharedExperts.forward(x, t, mm, ws);
-      AddRows add = ws.object(ADD_ROWS, AddRows::new);
       add.set(y, s, null, null, hidden);
       mm.ops().forEachRow(t, add);
       add.clear();

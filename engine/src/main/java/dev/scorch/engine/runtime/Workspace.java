@@ -58,24 +58,25 @@ public final class Workspace {
    * is kept per length asked under key (a group of one and a group of five alternate without reallocating).
    */
   public int[] exactInts(Key key, int n) {
-    Object[] byLength = byLength(key, n);
-    if (byLength[n] == null) {
-      byLength[n] = new int[n];
-    }
-    return (int[]) byLength[n];
+    return exact(key, n, int[]::new);
   }
 
   /**
    * An array of exactly n references, contents undefined: a group of modules, inputs or weights handed to a
-   * callee that reads its length. One is kept per length asked under key; make creates it the first time.
+   * callee that reads its length. One is kept per length asked under key.
    */
-  @SuppressWarnings("unchecked")
   public <T> T[] exactArray(Key key, int n, IntFunction<T[]> make) {
+    return exact(key, n, make);
+  }
+
+  /** key's array of length n, made by make the first time that length is asked (a key names one array type). */
+  @SuppressWarnings("unchecked")
+  private <A> A exact(Key key, int n, IntFunction<A> make) {
     Object[] byLength = byLength(key, n);
     if (byLength[n] == null) {
       byLength[n] = make.apply(n);
     }
-    return (T[]) byLength[n]; // a key names one element type (the caller's assignment checks it)
+    return (A) byLength[n];
   }
 
   /** key's table of small exact-length buffers, index = length, grown to hold index n. */
