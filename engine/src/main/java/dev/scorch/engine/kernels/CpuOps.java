@@ -123,12 +123,11 @@ public final class CpuOps implements Ops {
   /** One query row i (0-based inside its sequence starting at packed row base) of head h. */
   private void attendRow(MlaInputs in, int base, int i, int h, float[] scores, float[] out) {
     int qHead = in.qHead();
-    int kvHead = in.kvHead();
     int heads = in.heads();
     int qOff = ((base + i) * heads + h) * qHead;
     float max = Float.NEGATIVE_INFINITY;
     for (int j = 0; j <= i; j++) {
-      int kOff = ((base + j) * heads + h) * kvHead;
+      int kOff = in.kvOffset(base + j, h);
       float nope = dot(in.q(), qOff, in.kv(), kOff, in.qkNope());
       float pe = dot(in.q(), qOff + in.qkNope(), in.kPe(), (base + j) * in.qkRope(), in.qkRope());
       float sc = (nope + pe) * in.scale();
@@ -147,7 +146,7 @@ public final class CpuOps implements Ops {
     java.util.Arrays.fill(out, oOff, oOff + vDim, 0f);
     for (int j = 0; j <= i; j++) {
       float p = scores[j] * inv;
-      int vOff = ((base + j) * heads + h) * kvHead + in.qkNope();
+      int vOff = in.kvOffset(base + j, h) + in.qkNope();
       axpy(p, in.kv(), vOff, out, oOff, vDim);
     }
   }
@@ -253,7 +252,6 @@ public final class CpuOps implements Ops {
       int len = in.seqLen()[s];
       int heads = in.heads();
       int qHead = in.qHead();
-      int kvHead = in.kvHead();
       int nope = in.qkNope();
       int rope = in.qkRope();
       int vDim = in.vHead();
@@ -265,10 +263,10 @@ public final class CpuOps implements Ops {
       // This head's values [len, v_head], contiguous: the p · v loops stream them instead of striding heads × kv_head.
       float[] vH = hs.v(len * vDim);
       for (int j = 0; j < len; j++) {
-        System.arraycopy(in.kv(), ((base + j) * heads + h) * kvHead + nope, vH, j * vDim, vDim);
+        System.arraycopy(in.kv(), in.kvOffset(base + j, h) + nope, vH, j * vDim, vDim);
       }
       for (int j = 0; j < len; j++) {
-        int kOff = ((base + j) * heads + h) * kvHead;
+        int kOff = in.kvOffset(base + j, h);
         int t = (j / w) * qHead * w + j % w;
         for (int d = 0; d < nope; d++) {
           kT[t + d * w] = in.kv()[kOff + d];
@@ -469,7 +467,7 @@ public final class CpuOps implements Ops {
       int vDim = in.vHead();
       float[] kv = in.kv();
       int oOff = ((base + i) * heads + h) * vDim;
-      int vBase = (base * heads + h) * kvHead + in.qkNope(); // v of key j starts at vBase + j * vStride
+      int vBase = in.kvOffset(base, h) + in.qkNope(); // v of key j starts at vBase + j * vStride
       int vStride = heads * kvHead;
       int d0 = 0;
       for (; d0 + 4 * l <= vDim; d0 += 4 * l) {

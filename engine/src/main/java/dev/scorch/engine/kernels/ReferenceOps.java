@@ -39,7 +39,7 @@ public final class ReferenceOps implements Ops {
             float s = 0;
             if (j < in.seqLen()[b]) {
               float[] q = head(in.q(), in.seqStart()[b] + i, heads, h, in.qHead());
-              float[] kv = head(in.kv(), in.seqStart()[b] + j, heads, h, in.kvHead());
+              float[] kv = head(in.kv(), in.seqStart()[b] + j - in.kvRow0(), heads, h, in.kvHead());
               for (int d = 0; d < in.qkNope(); d++) {
                 s += q[d] * kv[d];
               }
@@ -54,7 +54,7 @@ public final class ReferenceOps implements Ops {
           for (int d = 0; d < in.vHead(); d++) {
             float acc = 0;
             for (int j = 0; j < in.seqLen()[b]; j++) {
-              acc += scores[j] * in.kv()[((in.seqStart()[b] + j) * heads + h) * in.kvHead() + in.qkNope() + d];
+              acc += scores[j] * in.kv()[in.kvOffset(in.seqStart()[b] + j, h) + in.qkNope() + d];
             }
             out[o + d] = acc;
           }

@@ -54,12 +54,17 @@ final class DecoderLayer {
     int n = t * hidden;
     float[] h = ws.floats(NORMED, n);
     RmsNorm.apply(x, t, hidden, inputLayernorm, eps, h);
-    float[] attn = selfAttn.forward(h, batch, rope, mm, caches, ws);
+    selfAttn.forward(h, batch, rope, mm, caches, ws, h); // h: the normed input, then attention's output
     for (int i = 0; i < n; i++) {
-      x[i] += attn[i];
+      x[i] += h[i];
     }
     RmsNorm.apply(x, t, hidden, postAttentionLayernorm, eps, h);
-    float[] m = moe != null ? moe.forward(h, t, mm, routes, ws) : mlp.forward(h, t, mm, ws);
+    float[] m = h; // the dense MLP's output replaces its input; the MoE's is its own buffer (h is its scratch)
+    if (moe != null) {
+      m = moe.forward(h, t, mm, routes, ws);
+    } else {
+      mlp.forward(h, t, mm, ws, h);
+    }
     for (int i = 0; i < n; i++) {
       x[i] += m[i];
     }

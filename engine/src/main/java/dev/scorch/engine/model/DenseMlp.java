@@ -8,12 +8,12 @@ import java.util.function.IntConsumer;
 /** SwiGLU MLP (DeepseekV3MLP): down_proj(silu(gate_proj(x)) * up_proj(x)); also each expert and the shared experts. */
 final class DenseMlp {
   private static final Workspace.Key GATE_UP = new Workspace.Key("mlp.gate_up"); // gate and up: [rows, intermediate] each
-  private static final Workspace.Key OUT = new Workspace.Key("mlp.out"); // [rows, hidden]
   private static final Workspace.Key CHUNK_X = new Workspace.Key("mlp.chunk_x"); // [ROW_CHUNK, hidden]
   private static final Workspace.Key CHUNK_OUT = new Workspace.Key("mlp.chunk_out"); // [ROW_CHUNK, hidden]
   // Rows per pass through the MLP: the [rows, intermediate] gate and up buffers stay this long however long the
-  // batch (Kimi's dense layer has intermediate 18432). Each output row's bits do not depend on its chunk.
-  static final int ROW_CHUNK = 512;
+  // batch (Kimi's dense layer has intermediate 18432). 256 = PackedGemm.MB, the rows it runs per decode of the
+  // weights, so longer chunks would only add memory. Each output row's bits do not depend on its chunk.
+  static final int ROW_CHUNK = 256;
   private static final Workspace.Key GROUP_GATE_UP = new Workspace.Key("mlp.group_gate_up"); // per MLP: [rows, intermediate] × 2
   private static final Workspace.Key GROUP_OUT = new Workspace.Key("mlp.group_out"); // per MLP: [rows, hidden]
   // The decode group's argument arrays (exact lengths: the matmuls read them): gate/up pairs, then down.
@@ -40,13 +40,19 @@ final class DenseMlp {
     gateUp = new Linear[] {gateProj, upProj};
   }
 
-  /** x: [rows, hidden] → [rows, hidden]. */
+  /** x: [rows, hidden] → [rows, hidden], a new array. */
   float[] forward(float[] x, int rows, Ops ops) {
-    return forward(x, rows, Matmuls.prefill(ops), new Workspace());
+    float[] out = new float[rows * downProj.out()];
+    forward(x, rows, Matmuls.prefill(ops), new Workspace(), out);
+    return out;
   }
 
-  /** As above, each row through the matmul mm picks for it; activations live in ws, the result (at least [rows, hidden]) too. */
-  float[] forward(float[] x, int rows, Matmuls mm, Workspace ws) {
+  /**
+   * As above, each row through the matmul mm picks for it; activations live in ws; the result goes to out
+   * ([rows, hidden]), which may be x: each row of x is read before its row of out is written.
+   */
+  void forward(float[] x, int rows, Matmuls mm, Workspace ws, float[] out) {
+    int hidden = downProj.out();
     if (mm.allDecode()) {
       DenseMlp[] self = ws.exactArray(SELF, 1, DenseMlp[]::new);
       float[][] xs = ws.exactArray(SELF_X, 1, float[][]::new);
@@ -54,26 +60,26 @@ final class DenseMlp {
       self[0] = this;
       xs[0] = x;
       m[0] = rows;
-      return forwardDecode(self, xs, m, mm.ops(), ws)[0];
+      System.arraycopy(forwardDecode(self, xs, m, mm.ops(), ws)[0], 0, out, 0, rows * hidden);
+      return;
     }
     if (rows <= ROW_CHUNK) {
-      return forwardRows(x, rows, mm, ws);
+      forwardRows(x, rows, mm, ws, out);
+      return;
     }
     int in = gateProj.in();
-    int hidden = downProj.out();
-    float[] out = ws.floats(OUT, rows * hidden);
     float[] xc = ws.floats(CHUNK_X, ROW_CHUNK * in);
+    float[] yc = ws.floats(CHUNK_OUT, ROW_CHUNK * hidden);
     for (int r0 = 0; r0 < rows; r0 += ROW_CHUNK) {
       int n = Math.min(ROW_CHUNK, rows - r0);
       System.arraycopy(x, r0 * in, xc, 0, n * in);
-      float[] yc = forwardRows(xc, n, mm.range(r0, r0 + n), ws);
+      forwardRows(xc, n, mm.range(r0, r0 + n), ws, yc);
       System.arraycopy(yc, 0, out, r0 * hidden, n * hidden);
     }
-    return out;
   }
 
-  /** x: [rows, hidden] → [rows, hidden] in one pass (ws's CHUNK_OUT buffer), each row through the matmul mm picks for it. */
-  private float[] forwardRows(float[] x, int rows, Matmuls mm, Workspace ws) {
+  /** x: [rows, hidden] → out [rows, hidden] in one pass (out may be x), each row through the matmul mm picks for it. */
+  private void forwardRows(float[] x, int rows, Matmuls mm, Workspace ws, float[] out) {
     int inter = gateProj.out();
     float[][] gu = ws.floatRows(GATE_UP, 2, rows * inter);
     float[] g = gu[0];
@@ -83,9 +89,7 @@ final class DenseMlp {
     act.set(g, u, inter);
     mm.ops().forEachRow(rows, act); // g = silu(g) · u, rows spread over the engine's threads
     act.clear();
-    float[] out = ws.floats(CHUNK_OUT, rows * downProj.out());
     mm.apply(g, rows, downProj, out);
-    return out;
   }
 
   /**

@@ -26,9 +26,14 @@ final class MlaAttention {
   private static final Workspace.Key LATENT = new Workspace.Key("attn.latent"); // [T, kv_lora_rank]
   private static final Workspace.Key K_PE = new Workspace.Key("attn.k_pe"); // [T, qk_rope]
   private static final Workspace.Key COS_SIN = new Workspace.Key("attn.cos_sin"); // [qk_rope]
-  private static final Workspace.Key KV = new Workspace.Key("attn.kv"); // [T, heads, qk_nope + v_head]
+  // Fresh sequences' keys and values are expanded from their latents in groups of whole sequences of up to this many
+  // rows: 256 = PackedGemm.MB, the rows kv_b_proj runs per decode of its weights, so longer groups only add memory.
+  static final int KV_GROUP_ROWS = 256;
+  private static final Workspace.Key GROUP_LATENT = new Workspace.Key("attn.group_latent"); // [group rows, kv_lora_rank]
+  private static final Workspace.Key KV = new Workspace.Key("attn.kv"); // [group rows, heads, qk_nope + v_head]
+  private static final Workspace.Key GROUP_START = new Workspace.Key("attn.group_start"); // [group's sequences]
+  private static final Workspace.Key GROUP_LEN = new Workspace.Key("attn.group_len"); // [group's sequences]
   private static final Workspace.Key HEADS_OUT = new Workspace.Key("attn.heads_out"); // [T, heads, v_head]
-  private static final Workspace.Key OUT = new Workspace.Key("attn.out"); // [T, hidden]
   private static final Workspace.Key FRESH_START = new Workspace.Key("attn.fresh_start"); // [sequences with empty caches]
   private static final Workspace.Key FRESH_LEN = new Workspace.Key("attn.fresh_len"); // [sequences with empty caches]
   private static final Workspace.Key CACHED_SEQS = new Workspace.Key("attn.cached_seqs"); // [sequences with cached tokens]
@@ -88,18 +93,21 @@ final class MlaAttention {
     oProj = w.linear(p + "o_proj.weight");
   }
 
-  /** x: [T, hidden] (already input-normed) → [T, hidden]. */
+  /** x: [T, hidden] (already input-normed) → [T, hidden], a new array. */
   float[] forward(float[] x, PackedBatch batch, Rope rope, Ops ops) {
-    return forward(x, batch, rope, Matmuls.prefill(ops), null, new Workspace());
+    float[] out = new float[batch.numTokens() * oProj.out()];
+    forward(x, batch, rope, Matmuls.prefill(ops), null, new Workspace(), out);
+    return out;
   }
 
   /**
    * As {@link #forward(float[], PackedBatch, Rope, Ops)}; caches, when not null, holds one cache per
    * sequence (room reserved, positions numbered from each cache's length): this layer's latent and rotated
    * k_pe of every token are written there, and sequences with cached tokens attend in the absorbed form.
-   * Activations live in ws; the result is ws's buffer (at least [T, hidden]).
+   * Activations live in ws; the result goes to out ([T, hidden]), which may be x: x is read only by the first
+   * projections, so the layer's normed input can take its output and a [T, hidden] buffer is saved.
    */
-  float[] forward(float[] x, PackedBatch batch, Rope rope, Matmuls mm, KvCache[] caches, Workspace ws) {
+  void forward(float[] x, PackedBatch batch, Rope rope, Matmuls mm, KvCache[] caches, Workspace ws, float[] out) {
     Ops ops = mm.ops();
     int t = batch.numTokens();
     // Queries: q_a_proj → q_a_layernorm → q_b_proj (or q_proj): [T, heads, q_head_dim] = [q_nope | q_pe].
@@ -164,13 +172,45 @@ final class MlaAttention {
       }
     }
     if (freshStart.length > 0) {
-      float[] kv = ws.floats(KV, t * heads * (qkNope + vHead)); // [T, heads, qk_nope + v_head] = [k_nope | v]
-      ops.matmul(latent, t, kvBProj, kv);
-      ops.attention(new MlaInputs(q, kv, kPe, heads, qkNope, qkRope, vHead, freshStart, freshLen, softmaxScale), attn);
+      fresh(q, latent, kPe, freshStart, freshLen, ops, attn, ws);
     }
-    float[] out = ws.floats(OUT, t * oProj.out());
     mm.apply(attn, t, oProj, out);
-    return out;
+  }
+
+  /**
+   * Attention of the sequences with empty caches (rows freshStart[f] .. + freshLen[f], in packed order), from their
+   * latents. kv_b_proj expands the latents a group of whole sequences at a time, at most KV_GROUP_ROWS rows unless one
+   * sequence is longer: the expanded keys and values ([rows, heads, qk_nope + v_head], 64 KiB a row for Kimi K2) of
+   * the whole batch never exist at once. Each row's bits do not depend on its group.
+   */
+  private void fresh(float[] q, float[] latent, float[] kPe, int[] freshStart, int[] freshLen, Ops ops, float[] attn,
+      Workspace ws) {
+    int longest = 0;
+    for (int len : freshLen) {
+      longest = Math.max(longest, len);
+    }
+    int cap = Math.max(KV_GROUP_ROWS, longest);
+    float[] groupLatent = ws.floats(GROUP_LATENT, cap * kvLoraRank); // [group rows, kv_lora_rank]
+    float[] kv = ws.floats(KV, cap * heads * (qkNope + vHead)); // [group rows, heads, qk_nope + v_head] = [k_nope | v]
+    for (int g0 = 0, g1; g0 < freshStart.length; g0 = g1) {
+      int row0 = freshStart[g0];
+      g1 = g0 + 1;
+      while (g1 < freshStart.length && freshStart[g1] + freshLen[g1] - row0 <= cap) {
+        g1++; // rows between fresh sequences (a cached sequence's) are expanded too, and not attended
+      }
+      int rows = freshStart[g1 - 1] + freshLen[g1 - 1] - row0;
+      System.arraycopy(latent, row0 * kvLoraRank, groupLatent, 0, rows * kvLoraRank);
+      ops.matmul(groupLatent, rows, kvBProj, kv);
+      int[] start = freshStart;
+      int[] len = freshLen;
+      if (g1 - g0 < freshStart.length) {
+        start = ws.exactInts(GROUP_START, g1 - g0);
+        len = ws.exactInts(GROUP_LEN, g1 - g0);
+        System.arraycopy(freshStart, g0, start, 0, g1 - g0);
+        System.arraycopy(freshLen, g0, len, 0, g1 - g0);
+      }
+      ops.attention(new MlaInputs(q, kv, kPe, heads, qkNope, qkRope, vHead, start, len, softmaxScale, row0), attn);
+    }
   }
 
   private LatentAttention.Head[] absorbedHeads() {

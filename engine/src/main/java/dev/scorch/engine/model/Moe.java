@@ -44,10 +44,13 @@ final class Moe {
 
   /** x: [T, hidden] → [T, hidden]; routes[i * top_k ..] receives token i's experts when not null. */
   float[] forward(float[] x, int t, Ops ops, int[] routes) {
-    return forward(x, t, Matmuls.prefill(ops), routes, new Workspace());
+    return forward(x.clone(), t, Matmuls.prefill(ops), routes, new Workspace());
   }
 
-  /** As above, each row through the matmul mm picks for it; activations live in ws, the result (at least [T, hidden]) too. */
+  /**
+   * As above, each row through the matmul mm picks for it; activations live in ws, the result (at least [T, hidden])
+   * too. x is consumed: the shared experts write their output over it once the routed experts have read it.
+   */
   float[] forward(float[] x, int t, Matmuls mm, int[] routes, Workspace ws) {
     MoeRouter.Routing r = gate.route(x, t, mm, ws);
     int topK = r.topK();
@@ -87,15 +90,15 @@ final class Moe {
       for (int j = 0; j < n; j++) {
         System.arraycopy(x, rows[j] * hidden, xe, j * hidden, hidden);
       }
-      float[] ye = experts[e].forward(xe, n, mm.rows(rows, n), ws);
+      experts[e].forward(xe, n, mm.rows(rows, n), ws, xe); // xe: e's tokens, then its output
       // Each token of e is a different row of y: rows spread over the engine's threads.
-      add.set(y, ye, rows, rowWeight, hidden);
+      add.set(y, xe, rows, rowWeight, hidden);
       mm.ops().forEachRow(n, add);
       add.clear();
     }
     if (sharedExperts != null) {
-      float[] s = sharedExperts.forward(x, t, mm, ws);
-      add.set(y, s, null, null, hidden);
+      sharedExperts.forward(x, t, mm, ws, x); // x: the layer's normed input, then the shared experts' output
+      add.set(y, x, null, null, hidden);
       mm.ops().forEachRow(t, add);
       add.clear();
     }

@@ -17,7 +17,8 @@ class DenseMlpTest {
 
   /**
    * A batch longer than {@link DenseMlp#ROW_CHUNK} runs in chunks of rows; every output row keeps the bits it has
-   * when its chunk is run alone, and a workspace reused for a shorter batch afterwards changes nothing.
+   * when its chunk is run alone, and a workspace reused for a shorter batch afterwards changes nothing; an output
+   * written over its input has the same bits.
    */
   @Test
   void rowChunksGiveEachRowTheBitsOfAShortBatch() {
@@ -33,13 +34,22 @@ class DenseMlpTest {
     }
     try (Ops ops = new CpuOps(2)) {
       Workspace ws = new Workspace();
-      float[] all = Arrays.copyOf(mlp.forward(x, rows, Matmuls.prefill(ops), ws), rows * hidden);
+      float[] all = new float[rows * hidden];
+      mlp.forward(x, rows, Matmuls.prefill(ops), ws, all);
       // Short batches (no chunking) over windows that straddle the chunk borders.
       for (int from : new int[] {0, DenseMlp.ROW_CHUNK - 5, 2 * DenseMlp.ROW_CHUNK - 1}) {
         int n = Math.min(40, rows - from);
-        float[] part = mlp.forward(Arrays.copyOfRange(x, from * hidden, (from + n) * hidden), n, Matmuls.prefill(ops), ws);
-        assertArrayEquals(Arrays.copyOfRange(all, from * hidden, (from + n) * hidden), Arrays.copyOf(part, n * hidden),
-            "rows " + from + " .. " + (from + n));
+        float[] part = new float[n * hidden];
+        mlp.forward(Arrays.copyOfRange(x, from * hidden, (from + n) * hidden), n, Matmuls.prefill(ops), ws, part);
+        assertArrayEquals(Arrays.copyOfRange(all, from * hidden, (from + n) * hidden), part, "rows " + from + " .. " + (from + n));
+      }
+      // The output written over the input (the layers pass their normed input as out), chunked and not.
+      for (int n : new int[] {rows, 40}) {
+        float[] inPlace = Arrays.copyOf(x, n * hidden);
+        mlp.forward(inPlace, n, Matmuls.prefill(ops), ws, inPlace);
+        float[] apart = new float[n * hidden];
+        mlp.forward(Arrays.copyOf(x, n * hidden), n, Matmuls.prefill(ops), ws, apart);
+        assertArrayEquals(apart, inPlace, n + " rows in place");
       }
     }
   }
