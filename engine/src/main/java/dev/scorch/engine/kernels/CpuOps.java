@@ -100,9 +100,14 @@ public final class CpuOps implements Ops {
   @Override
   public void attention(MlaInputs in, float[] out) {
     if (simd) {
-      int heads = in.heads();
       // One work item per (sequence, head): its keys are transposed once, then every query row is scored.
-      par.forEach(in.seqLen().length * heads, item -> VecMath.attendHead(in, item / heads, item % heads, out));
+      AttendHeads items = ATTEND_HEADS.get();
+      items.set(in, out);
+      try {
+        par.forEach(in.seqLen().length * in.heads(), items);
+      } finally {
+        items.set(null, null);
+      }
       return;
     }
     int maxLen = 0;
@@ -119,6 +124,27 @@ public final class CpuOps implements Ops {
       }
     });
   }
+
+  /**
+   * Item (sequence, head) = (item / heads, item % heads) of one attention call. One per calling thread, set per
+   * call, so that a call makes no lambda (a layer calls once per group of sequences).
+   */
+  private static final class AttendHeads implements java.util.function.IntConsumer {
+    private MlaInputs in;
+    private float[] out;
+
+    void set(MlaInputs in, float[] out) {
+      this.in = in;
+      this.out = out;
+    }
+
+    @Override
+    public void accept(int item) {
+      VecMath.attendHead(in, item / in.heads(), item % in.heads(), out);
+    }
+  }
+
+  private static final ThreadLocal<AttendHeads> ATTEND_HEADS = ThreadLocal.withInitial(AttendHeads::new);
 
   /** One query row i (0-based inside its sequence starting at packed row base) of head h. */
   private void attendRow(MlaInputs in, int base, int i, int h, float[] scores, float[] out) {

@@ -33,6 +33,7 @@ final class MlaAttention {
   private static final Workspace.Key KV = new Workspace.Key("attn.kv"); // [group rows, heads, qk_nope + v_head]
   private static final Workspace.Key GROUP_START = new Workspace.Key("attn.group_start"); // [group's sequences]
   private static final Workspace.Key GROUP_LEN = new Workspace.Key("attn.group_len"); // [group's sequences]
+  private static final Workspace.Key KEPT_INPUTS = new Workspace.Key("attn.kept_inputs"); // the groups' MlaInputs
   private static final Workspace.Key HEADS_OUT = new Workspace.Key("attn.heads_out"); // [T, heads, v_head]
   private static final Workspace.Key FRESH_START = new Workspace.Key("attn.fresh_start"); // [sequences with empty caches]
   private static final Workspace.Key FRESH_LEN = new Workspace.Key("attn.fresh_len"); // [sequences with empty caches]
@@ -192,6 +193,7 @@ final class MlaAttention {
     int cap = Math.max(KV_GROUP_ROWS, longest);
     float[] groupLatent = ws.floats(GROUP_LATENT, cap * kvLoraRank); // [group rows, kv_lora_rank]
     float[] kv = ws.floats(KV, cap * heads * (qkNope + vHead)); // [group rows, heads, qk_nope + v_head] = [k_nope | v]
+    KeptInputs kept = ws.object(KEPT_INPUTS, KeptInputs::new);
     for (int g0 = 0, g1; g0 < freshStart.length; g0 = g1) {
       int row0 = freshStart[g0];
       g1 = g0 + 1;
@@ -209,7 +211,29 @@ final class MlaAttention {
         System.arraycopy(freshStart, g0, start, 0, g1 - g0);
         System.arraycopy(freshLen, g0, len, 0, g1 - g0);
       }
-      ops.attention(new MlaInputs(q, kv, kPe, heads, qkNope, qkRope, vHead, start, len, softmaxScale, row0), attn);
+      ops.attention(kept.inputs(g0, q, kv, kPe, heads, qkNope, qkRope, vHead, start, len, softmaxScale, row0), attn);
+    }
+  }
+
+  /**
+   * The groups' attention operands, group by group, kept while a call names the same buffers and first row: every
+   * layer of a batch does (they share the workspace), so the layers after the first make no new ones.
+   */
+  private static final class KeptInputs {
+    private MlaInputs[] byGroup = new MlaInputs[0];
+
+    MlaInputs inputs(int g, float[] q, float[] kv, float[] kPe, int heads, int qkNope, int qkRope, int vHead, int[] start,
+        int[] len, float scale, int row0) {
+      if (g >= byGroup.length) {
+        byGroup = java.util.Arrays.copyOf(byGroup, Math.max(g + 1, 2 * byGroup.length));
+      }
+      MlaInputs k = byGroup[g];
+      if (k == null || k.q() != q || k.kv() != kv || k.kPe() != kPe || k.heads() != heads || k.qkNope() != qkNope
+          || k.qkRope() != qkRope || k.vHead() != vHead || k.seqStart() != start || k.seqLen() != len
+          || k.scale() != scale || k.kvRow0() != row0) {
+        k = byGroup[g] = new MlaInputs(q, kv, kPe, heads, qkNope, qkRope, vHead, start, len, scale, row0);
+      }
+      return k;
     }
   }
 
