@@ -15,13 +15,14 @@ import java.util.SplittableRandom;
 
 /**
  * Times batched prefill scoring (forward pass + log-probs of every token) on random token ids: warm-up
- * runs, then timed runs; reports tokens/s (median, min, max), model FLOP/s and peak RSS.
+ * runs, then timed runs; reports tokens/s (median, min, max), model FLOP/s, peak RSS, heap bytes allocated per token
+ * and the bytes of the scorer's activation workspace.
  */
 public final class PrefillBenchmark {
 
   public record Result(
       int batch, int seq, int threads, int runs, double medianTokensPerSec, double minTokensPerSec, double maxTokensPerSec,
-      double medianSeconds, double modelGflopPerSec, long peakRssBytes, double heapBytesPerToken) {}
+      double medianSeconds, double modelGflopPerSec, long peakRssBytes, double heapBytesPerToken, long workspaceBytes) {}
 
   private PrefillBenchmark() {}
 
@@ -43,7 +44,8 @@ public final class PrefillBenchmark {
     double median = runs % 2 == 1 ? secs[runs / 2] : (secs[runs / 2 - 1] + secs[runs / 2]) / 2;
     double tokens = (double) batch * seq;
     return new Result(batch, seq, ops.threads(), runs, tokens / median, tokens / secs[runs - 1], tokens / secs[0], median,
-        modelFlops(model.config(), batch, seq) / median / 1e9, ProcessMemory.peakRssBytes(), heapBytes / (tokens * runs));
+        modelFlops(model.config(), batch, seq) / median / 1e9, ProcessMemory.peakRssBytes(), heapBytes / (tokens * runs),
+        scorer.workspaceBytes());
   }
 
   /** batch sequences of seq uniformly random token ids, scored from the second token: the benchmarks' input. */

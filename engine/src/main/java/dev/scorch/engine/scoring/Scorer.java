@@ -38,6 +38,12 @@ public final class Scorer implements BatchScorer {
     this.ops = ops;
   }
 
+  /** Bytes the workspace kept between calls holds: what activations cost at the largest batch scored so far. */
+  public long workspaceBytes() {
+    Workspace ws = idle.get();
+    return ws == null ? 0 : ws.bytes();
+  }
+
   @Override
   public List<SequenceScore> score(List<ScoreRequest> requests) {
     return score(requests, null);

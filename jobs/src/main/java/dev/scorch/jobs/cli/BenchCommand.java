@@ -72,9 +72,9 @@ public final class BenchCommand implements Callable<Integer> {
     try (CpuOps ops = new CpuOps(n)) {
       PrefillBenchmark.Result r = PrefillBenchmark.run(m, ops, batch, seq, warmup, runs, seed);
       System.out.printf("prefill %d x %d, %d threads (%s), java %s: %.1f tokens/s median (min %.1f, max %.1f) over %d runs;"
-              + " %.1f model GFLOP/s; %,.0f heap bytes allocated per token; peak RSS %.0f MiB%n",
+              + " %.1f model GFLOP/s; %,.0f heap bytes allocated per token; activation workspace %.1f MiB; peak RSS %.0f MiB%n",
           batch, seq, n, ops.simd() ? "Vector API" : "scalar", Runtime.version().feature(), r.medianTokensPerSec(),
-          r.minTokensPerSec(), r.maxTokensPerSec(), runs, r.modelGflopPerSec(), r.heapBytesPerToken(), r.peakRssBytes() / 1048576.0);
+          r.minTokensPerSec(), r.maxTokensPerSec(), runs, r.modelGflopPerSec(), r.heapBytesPerToken(), r.workspaceBytes() / 1048576.0, r.peakRssBytes() / 1048576.0);
       ObjectNode j = header(n);
       j.put("seq", seq);
       j.put("simd", ops.simd());
@@ -85,6 +85,7 @@ public final class BenchCommand implements Callable<Integer> {
       j.put("seconds_median", r.medianSeconds());
       j.put("model_gflop_per_s", r.modelGflopPerSec());
       j.put("heap_bytes_per_token", r.heapBytesPerToken());
+      j.put("workspace_bytes", r.workspaceBytes());
       j.put("peak_rss_bytes", r.peakRssBytes());
       System.out.println(new ObjectMapper().writeValueAsString(j));
     }
