@@ -104,7 +104,8 @@ public final class GpuModel implements AutoCloseable {
     int t = batch.numTokens();
     int hidden = config.hiddenSize();
     // x [T, hidden] = embed_tokens[tokens]
-    for (int id : batch.tokens()) {
+    for (int i = 0; i < t; i++) {
+      int id = batch.tokens()[i];
       if (id < 0 || id >= config.vocabSize()) {
         throw new IllegalArgumentException("token id " + id + " is outside the vocabulary [0, " + config.vocabSize() + ")");
       }

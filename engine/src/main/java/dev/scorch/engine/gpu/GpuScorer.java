@@ -2,7 +2,7 @@ package dev.scorch.engine.gpu;
 
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.scoring.BatchScorer;
-import dev.scorch.engine.scoring.ScoreCollector;
+import dev.scorch.engine.scoring.BatchScores;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.SequenceScore;
 import java.util.ArrayList;
@@ -28,23 +28,29 @@ public final class GpuScorer implements BatchScorer {
   }
 
   @Override
-  public List<SequenceScore> score(List<ScoreRequest> requests) {
-    return score(requests, null);
+  public void score(List<ScoreRequest> requests, BatchScores into) {
+    score(requests, null, into);
   }
 
   /** As {@link #score(List)}; routes ([moe layer][T * top_k]) receives every packed token's experts when not null. */
   public List<SequenceScore> score(List<ScoreRequest> requests, int[][] routes) {
-    List<int[]> seqs = new ArrayList<>(requests.size());
-    List<ScoreCollector> out = new ArrayList<>(requests.size());
+    BatchScores scores = new BatchScores();
+    score(requests, routes, scores);
+    return scores.toList();
+  }
+
+  /** As {@link #score(List, BatchScores)}, with routes as in {@link #score(List, int[][])}. */
+  public void score(List<ScoreRequest> requests, int[][] routes, BatchScores out) {
     int vocab = model.config().vocabSize();
+    out.reset(requests, vocab);
+    List<int[]> seqs = new ArrayList<>(requests.size());
     for (ScoreRequest r : requests) {
       seqs.add(r.tokens());
-      out.add(new ScoreCollector(r, vocab));
     }
     PackedBatch batch = PackedBatch.of(seqs);
     int[] neededSeq = new int[batch.numTokens()];
     int[] neededPos = new int[batch.numTokens()];
-    int needed = ScoreCollector.neededRows(requests, neededSeq, neededPos);
+    int needed = out.neededRows(neededSeq, neededPos);
     model.forward(batch, null, routes, hidden -> {
       int chunk = Math.max(1, Math.min(needed, LOGITS_CHUNK_FLOATS / vocab));
       float[] stats = new float[3 * chunk];
@@ -55,11 +61,11 @@ public final class GpuScorer implements BatchScorer {
         int[] targets = new int[rows];
         boolean wholeRows = false;
         for (int j = 0; j < rows; j++) {
-          ScoreCollector c = out.get(neededSeq[c0 + j]);
+          int s = neededSeq[c0 + j];
           int pos = neededPos[c0 + j];
-          rowIds[j] = batch.seqStart()[neededSeq[c0 + j]] + pos;
-          targets[j] = c.target(pos);
-          wholeRows |= c.needsRow(pos);
+          rowIds[j] = batch.seqStart()[s] + pos;
+          targets[j] = out.target(s, pos);
+          wholeRows |= out.needsRow(s, pos);
         }
         long[] mark = model.markScratch();
         Buf[] ls = model.logits(hidden, rowIds, targets);
@@ -71,17 +77,12 @@ public final class GpuScorer implements BatchScorer {
           model.device().read(ls[0], rowsHost, 0, rows * vocab);
         }
         for (int j = 0; j < rows; j++) {
-          out.get(neededSeq[c0 + j]).accept(neededPos[c0 + j], stats[3 * j], (int) stats[3 * j + 2], stats[3 * j + 1], rowsHost,
+          out.accept(neededSeq[c0 + j], neededPos[c0 + j], stats[3 * j], (int) stats[3 * j + 2], stats[3 * j + 1], rowsHost,
               j * vocab);
         }
         model.releaseScratch(mark); // the next chunk reuses this one's scratch
       }
       return null;
     });
-    List<SequenceScore> scores = new ArrayList<>(out.size());
-    for (ScoreCollector c : out) {
-      scores.add(c.build());
-    }
-    return scores;
   }
 }

@@ -6,34 +6,78 @@ import java.util.List;
  * Sequences of different lengths packed end to end (varlen): no padding rows are computed, and attention
  * stays causal inside each sequence. Positions are numbered from each sequence's cached length.
  *
- * @param tokens   [T] token ids of all sequences, concatenated
- * @param positions [T] position id of each token
- * @param seqStart first row of each sequence in tokens
- * @param seqLen   tokens of each sequence
+ * @param tokens    [T] token ids of all sequences, concatenated (the array may be longer: a kept buffer)
+ * @param positions [T] position id of each token (likewise)
+ * @param seqStart  first row of each sequence in tokens
+ * @param seqLen    tokens of each sequence
+ * @param numTokens T, the rows of tokens and positions that belong to the batch
  */
-public record PackedBatch(int[] tokens, int[] positions, int[] seqStart, int[] seqLen) {
+public record PackedBatch(int[] tokens, int[] positions, int[] seqStart, int[] seqLen, int numTokens) {
+  private static final Workspace.Key TOKENS = new Workspace.Key("packed.tokens"); // [T]
+  private static final Workspace.Key POSITIONS = new Workspace.Key("packed.positions"); // [T]
+  private static final Workspace.Key SEQ_START = new Workspace.Key("packed.seq_start"); // [B]
+  private static final Workspace.Key SEQ_LEN = new Workspace.Key("packed.seq_len"); // [B]
 
+  public PackedBatch {
+    if (seqStart.length != seqLen.length) {
+      throw new IllegalArgumentException(seqStart.length + " sequence starts but " + seqLen.length + " lengths");
+    }
+    if (numTokens < 0 || numTokens > tokens.length || numTokens > positions.length) {
+      throw new IllegalArgumentException(numTokens + " tokens but arrays of " + tokens.length + " ids and " + positions.length
+          + " positions");
+    }
+  }
+
+  /** A batch whose arrays are exactly as long as it is. */
+  public PackedBatch(int[] tokens, int[] positions, int[] seqStart, int[] seqLen) {
+    this(tokens, positions, seqStart, seqLen, tokens.length);
+  }
+
+  /** The sequences packed into new arrays, positions from 0. */
   public static PackedBatch of(List<int[]> sequences) {
-    int[] start = new int[sequences.size()];
-    int[] len = new int[sequences.size()];
-    int total = 0;
+    int b = sequences.size();
+    int total = totalTokens(sequences);
+    return pack(sequences, new int[total], new int[total], new int[b], new int[b]);
+  }
+
+  /**
+   * The sequences packed into arrays kept in ws (the batch is valid until ws packs the next one), positions from 0:
+   * steady scoring packs its batches without allocating.
+   */
+  public static PackedBatch of(List<int[]> sequences, Workspace ws) {
+    int b = sequences.size();
+    int total = totalTokens(sequences);
+    return pack(sequences, ws.ints(TOKENS, total), ws.ints(POSITIONS, total), ws.exactInts(SEQ_START, b),
+        ws.exactInts(SEQ_LEN, b));
+  }
+
+  private static int totalTokens(List<int[]> sequences) {
+    long total = 0;
     for (int s = 0; s < sequences.size(); s++) {
-      start[s] = total;
-      len[s] = sequences.get(s).length;
-      if (len[s] == 0) {
+      if (sequences.get(s).length == 0) {
         throw new IllegalArgumentException("sequence " + s + " is empty");
       }
-      total += len[s];
+      total += sequences.get(s).length;
     }
-    int[] tokens = new int[total];
-    int[] positions = new int[total];
+    if (total > Integer.MAX_VALUE - 8) {
+      throw new IllegalArgumentException(total + " tokens do not fit one batch");
+    }
+    return (int) total;
+  }
+
+  private static PackedBatch pack(List<int[]> sequences, int[] tokens, int[] positions, int[] start, int[] len) {
+    int total = 0;
     for (int s = 0; s < sequences.size(); s++) {
-      System.arraycopy(sequences.get(s), 0, tokens, start[s], len[s]);
-      for (int i = 0; i < len[s]; i++) {
-        positions[start[s] + i] = i;
+      int[] seq = sequences.get(s);
+      start[s] = total;
+      len[s] = seq.length;
+      System.arraycopy(seq, 0, tokens, total, seq.length);
+      for (int i = 0; i < seq.length; i++) {
+        positions[total + i] = i;
       }
+      total += seq.length;
     }
-    return new PackedBatch(tokens, positions, start, len);
+    return new PackedBatch(tokens, positions, start, len, total);
   }
 
   /**
@@ -57,10 +101,6 @@ public record PackedBatch(int[] tokens, int[] positions, int[] seqStart, int[] s
       seqs.add(s);
     }
     return of(seqs);
-  }
-
-  public int numTokens() {
-    return tokens.length;
   }
 
   public int numSequences() {

@@ -29,22 +29,32 @@ public final class LogSoftmax {
 
   /** The k largest ids, largest first; ties by lower id. */
   public static int[] topK(float[] x, int off, int n, int k) {
-    k = Math.min(k, n);
-    int[] ids = new int[k];
+    int[] ids = new int[Math.min(k, n)];
+    topK(x, off, n, ids.length, ids, 0);
+    return ids;
+  }
+
+  /** The k (at most n) largest ids of x[off .. off + n) into ids[idsOff .. idsOff + k), largest first; ties by lower id. */
+  public static void topK(float[] x, int off, int n, int k, int[] ids, int idsOff) {
+    if (k > n) {
+      throw new IllegalArgumentException("top " + k + " of " + n);
+    }
+    if (k == 0) {
+      return;
+    }
     int size = 0;
     for (int i = 0; i < n; i++) {
       float v = x[off + i];
-      if (size == k && !(v > x[off + ids[k - 1]])) {
+      if (size == k && !(v > x[off + ids[idsOff + k - 1]])) {
         continue;
       }
       int pos = size < k ? size++ : k - 1;
-      while (pos > 0 && v > x[off + ids[pos - 1]]) {
-        ids[pos] = ids[pos - 1];
+      while (pos > 0 && v > x[off + ids[idsOff + pos - 1]]) {
+        ids[idsOff + pos] = ids[idsOff + pos - 1];
         pos--;
       }
-      ids[pos] = i;
+      ids[idsOff + pos] = i;
     }
-    return ids;
   }
 
   /** The k largest of x[0 .. n), largest first; ties by lower id. */

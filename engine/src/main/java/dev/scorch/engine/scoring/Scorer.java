@@ -11,7 +11,8 @@ import java.util.concurrent.atomic.AtomicReference;
 /**
  * Log-prob scoring of a batch of sequences in one packed prefill. Logits are computed only for the rows
  * that need them, a chunk of rows at a time, so a [tokens × vocab] tensor never exists for the batch. Activations
- * live in a workspace kept from batch to batch, so steady scoring allocates only its results.
+ * live in a workspace kept from batch to batch, and results go to a caller's {@link BatchScores}: steady scoring into a
+ * kept one allocates nothing per token.
  */
 public final class Scorer implements BatchScorer {
   /**
@@ -27,6 +28,7 @@ public final class Scorer implements BatchScorer {
   private static final Workspace.Key LOGITS = new Workspace.Key("scorer.logits"); // [chunk, vocab]
   private static final Workspace.Key LSE = new Workspace.Key("scorer.lse"); // [chunk]
   private static final Workspace.Key BEST = new Workspace.Key("scorer.best"); // [chunk]
+  private static final Workspace.Key SEQS = new Workspace.Key("scorer.seqs"); // the requests' token arrays, while packing
 
   private final DeepseekV3Model model;
   private final Ops ops;
@@ -45,41 +47,47 @@ public final class Scorer implements BatchScorer {
   }
 
   @Override
-  public List<SequenceScore> score(List<ScoreRequest> requests) {
-    return score(requests, null);
+  public void score(List<ScoreRequest> requests, BatchScores into) {
+    score(requests, null, into);
   }
 
   /** As {@link #score(List)}; routes ([moe layer][T * top_k]) receives the experts of every packed token when not null. */
   public List<SequenceScore> score(List<ScoreRequest> requests, int[][] routes) {
+    BatchScores scores = new BatchScores();
+    score(requests, routes, scores);
+    return scores.toList();
+  }
+
+  /** As {@link #score(List, BatchScores)}, with routes as in {@link #score(List, int[][])}. */
+  public void score(List<ScoreRequest> requests, int[][] routes, BatchScores into) {
     Workspace ws = idle.getAndSet(null);
     if (ws == null) {
       ws = new Workspace();
     }
     try {
-      return score(requests, routes, ws);
+      score(requests, routes, ws, into);
     } finally {
       idle.set(ws);
     }
   }
 
-  private List<SequenceScore> score(List<ScoreRequest> requests, int[][] routes, Workspace ws) {
-    List<int[]> seqs = new ArrayList<>(requests.size());
+  private void score(List<ScoreRequest> requests, int[][] routes, Workspace ws, BatchScores out) {
+    int vocab = model.vocabSize();
+    out.reset(requests, vocab);
+    List<int[]> seqs = ws.object(SEQS, ArrayList::new);
+    seqs.clear();
     for (ScoreRequest r : requests) {
       seqs.add(r.tokens());
     }
-    PackedBatch batch = PackedBatch.of(seqs);
+    PackedBatch batch = PackedBatch.of(seqs, ws);
+    seqs.clear();
     float[] hidden = model.forward(batch, ops, routes, ws); // [T, hidden]
-    int vocab = model.vocabSize();
     int hiddenSize = model.config().hiddenSize();
 
-    List<ScoreCollector> out = new ArrayList<>(requests.size());
-    for (ScoreRequest r : requests) {
-      out.add(new ScoreCollector(r, vocab));
-    }
     // Rows whose logits are needed: (sequence, position) pairs, in packed order.
     int[] neededSeq = ws.ints(NEEDED_SEQ, batch.numTokens());
     int[] neededPos = ws.ints(NEEDED_POS, batch.numTokens());
-    int needed = ScoreCollector.neededRows(requests, neededSeq, neededPos);
+    int needed = out.neededRows(neededSeq, neededPos);
     int chunk = Math.max(1, Math.min(needed, LOGITS_CHUNK_FLOATS / vocab));
     float[] x = ws.floats(X, chunk * hiddenSize);
     float[] logits = ws.floats(LOGITS, chunk * vocab);
@@ -98,16 +106,11 @@ public final class Scorer implements BatchScorer {
         best[j] = LogSoftmax.argmax(logits, j * vocab, vocab);
       });
       for (int j = 0; j < rows; j++) {
-        ScoreCollector c = out.get(neededSeq[c0 + j]);
+        int s = neededSeq[c0 + j];
         int pos = neededPos[c0 + j];
-        int target = c.target(pos);
-        c.accept(pos, lse[j], best[j], target >= 0 ? logits[j * vocab + target] : 0f, logits, j * vocab);
+        int target = out.target(s, pos);
+        out.accept(s, pos, lse[j], best[j], target >= 0 ? logits[j * vocab + target] : 0f, logits, j * vocab);
       }
     }
-    List<SequenceScore> scores = new ArrayList<>(out.size());
-    for (ScoreCollector b : out) {
-      scores.add(b.build());
-    }
-    return scores;
   }
 }

@@ -1,6 +1,6 @@
 package dev.scorch.udfs.score;
 
-import dev.scorch.engine.scoring.SequenceScore;
+import dev.scorch.engine.scoring.BatchScores;
 import java.nio.charset.StandardCharsets;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.vector.FieldVector;
@@ -63,8 +63,8 @@ final class ArrowScoreOutput implements AutoCloseable {
     root.allocateNew();
   }
 
-  /** Row i: the id copied from the input's id vector at row j, then the scores. */
-  void scored(int i, FieldVector inputId, int j, int[] tokens, SequenceScore s) {
+  /** Row i: the id copied from the input's id vector at row j, then the scores of sequence seq of scores. */
+  void scored(int i, FieldVector inputId, int j, int[] tokens, BatchScores scores, int seq) {
     id.copyFromSafe(j, i, inputId);
     int n = tokens.length;
     numTokens.setSafe(i, n);
@@ -80,29 +80,30 @@ final class ArrowScoreOutput implements AutoCloseable {
     Float4Vector lps = (Float4Vector) tokenLogprobs.getDataVector();
     off = tokenLogprobs.startNewValue(i);
     ensureCapacity(lps, off + n);
-    float[] lp = s.tokenLogprobs();
-    Platform.copyMemory(lp, Platform.FLOAT_ARRAY_OFFSET, null, lps.getDataBuffer().memoryAddress() + 4L * off, 4L * n);
+    float[] lp = scores.tokenLogprobs();
+    int t0 = scores.tokenStart(seq);
+    Platform.copyMemory(lp, Platform.FLOAT_ARRAY_OFFSET + 4L * t0, null, lps.getDataBuffer().memoryAddress() + 4L * off, 4L * n);
     for (int k = 0; k < n; k++) {
-      if (Float.isNaN(lp[k])) {
+      if (Float.isNaN(lp[t0 + k])) {
         lps.setNull(off + k); // not scored: the first token, or a prompt token
       } else {
         lps.setIndexDefined(off + k);
       }
     }
     tokenLogprobs.endValue(i, n);
-    sum.setSafe(i, s.sumLogprob());
-    if (s.numScored() == 0) {
+    sum.setSafe(i, scores.sumLogprob(seq));
+    if (scores.numScored(seq) == 0) {
       mean.setNull(i);
       perplexity.setNull(i);
     } else {
-      mean.setSafe(i, s.meanLogprob());
-      perplexity.setSafe(i, s.perplexity());
+      mean.setSafe(i, scores.meanLogprob(seq));
+      perplexity.setSafe(i, scores.perplexity(seq));
     }
     if (topLogprobs != null) {
-      writeTop(i, s, n);
+      writeTop(i, scores, seq, n);
     }
     if (logits != null) {
-      writeLogits(i, s.logits());
+      writeLogits(i, scores, seq);
     }
     error.setNull(i);
     modelCol.setSafe(i, model);
@@ -114,41 +115,45 @@ final class ArrowScoreOutput implements AutoCloseable {
     }
   }
 
-  private void writeTop(int i, SequenceScore s, int n) {
+  private void writeTop(int i, BatchScores scores, int seq, int n) {
     ListVector perPos = (ListVector) topLogprobs.getDataVector();
     StructVector entry = (StructVector) perPos.getDataVector();
     IntVector entryId = (IntVector) entry.getChild("token_id");
     Float4Vector entryLp = (Float4Vector) entry.getChild("logprob");
+    int k = scores.topK(seq);
     int posOff = topLogprobs.startNewValue(i);
-    for (int k = 0; k < n; k++) {
-      int[] ids = s.topIds()[k];
-      if (ids == null) {
-        perPos.setNull(posOff + k);
+    for (int p = 0; p < n; p++) {
+      if (k == 0 || !scores.isScored(seq, p)) {
+        perPos.setNull(posOff + p);
         continue;
       }
-      int eOff = perPos.startNewValue(posOff + k);
-      for (int j = 0; j < ids.length; j++) {
+      int src = scores.topOffset(seq, p);
+      int eOff = perPos.startNewValue(posOff + p);
+      for (int j = 0; j < k; j++) {
         entry.setIndexDefined(eOff + j);
-        entryId.setSafe(eOff + j, ids[j]);
-        entryLp.setSafe(eOff + j, s.topLogprobs()[k][j]);
+        entryId.setSafe(eOff + j, scores.topIds()[src + j]);
+        entryLp.setSafe(eOff + j, scores.topLogprobs()[src + j]);
       }
-      perPos.endValue(posOff + k, ids.length);
+      perPos.endValue(posOff + p, k);
     }
     topLogprobs.endValue(i, n);
   }
 
-  private void writeLogits(int i, float[][] rows) {
+  private void writeLogits(int i, BatchScores scores, int seq) {
     ListVector perRow = (ListVector) logits.getDataVector();
     Float4Vector values = (Float4Vector) perRow.getDataVector();
+    int rows = scores.logitsRows(seq);
+    int vocab = scores.vocab();
     int rOff = logits.startNewValue(i);
-    for (int r = 0; r < rows.length; r++) {
+    for (int r = 0; r < rows; r++) {
+      int src = scores.logitsOffset(seq, r);
       int vOff = perRow.startNewValue(rOff + r);
-      for (int v = 0; v < rows[r].length; v++) {
-        values.setSafe(vOff + v, rows[r][v]);
+      for (int v = 0; v < vocab; v++) {
+        values.setSafe(vOff + v, scores.logits()[src + v]);
       }
-      perRow.endValue(rOff + r, rows[r].length);
+      perRow.endValue(rOff + r, vocab);
     }
-    logits.endValue(i, rows.length);
+    logits.endValue(i, rows);
   }
 
   /** Row i: the id and an error; every score column null. */

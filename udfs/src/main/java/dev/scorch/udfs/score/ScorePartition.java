@@ -8,9 +8,9 @@ import dev.scorch.engine.gpu.cuda.Cuda;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.runtime.TokenBudgetBatcher;
 import dev.scorch.engine.scoring.BatchScorer;
+import dev.scorch.engine.scoring.BatchScores;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;
-import dev.scorch.engine.scoring.SequenceScore;
 import dev.scorch.engine.tokenizer.Tokenizer;
 import dev.scorch.udfs.backend.TaskGpus;
 import dev.scorch.udfs.model.ExecutorModelCache;
@@ -152,6 +152,8 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
     private final VectorSchemaRoot in;
     private final ArrowWriter writer;
     private final ArrowScoreOutput out;
+    /** Each batch's scores, kept from window to window (filled again rather than made again). */
+    private final List<BatchScores> kept = new ArrayList<>();
     private final UnsafeProjection toUnsafe;
     private boolean closed;
 
@@ -207,19 +209,25 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
         }
       }
 
-      // Score the good rows in token-budget batches of similar lengths.
-      SequenceScore[] scores = new SequenceScore[n];
+      // Score the good rows in token-budget batches of similar lengths: batch k's scores go to kept[k], and row i's
+      // are sequence seqOf[i] of batch batchOf[i].
+      int[] batchOf = new int[n];
+      int[] seqOf = new int[n];
+      int batches = 0;
       for (List<Integer> batch : TokenBudgetBatcher.batches(good, i -> tokens[i].length, maxBatchTokens)) {
         List<ScoreRequest> reqs = new ArrayList<>(batch.size());
         long batchTokens = 0;
-        for (int i : batch) {
+        for (int b = 0; b < batch.size(); b++) {
+          int i = batch.get(b);
           reqs.add(new ScoreRequest(tokens[i], scoreFrom[i], options.topK(), options.logits()));
           batchTokens += tokens[i].length;
+          batchOf[i] = batches;
+          seqOf[i] = b;
         }
-        List<SequenceScore> s = scorer.score(reqs);
-        for (int b = 0; b < batch.size(); b++) {
-          scores[batch.get(b)] = s.get(b);
+        if (kept.size() == batches) {
+          kept.add(new BatchScores());
         }
+        scorer.score(reqs, kept.get(batches++));
         metrics.batches().add(1);
         metrics.tokens().add(batchTokens);
       }
@@ -230,7 +238,7 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
         if (errors[i] != null) {
           out.failed(i, ids, i, errors[i]);
         } else {
-          out.scored(i, ids, i, tokens[i], scores[i]);
+          out.scored(i, ids, i, tokens[i], kept.get(batchOf[i]), seqOf[i]);
         }
       }
       metrics.rows().add(n);

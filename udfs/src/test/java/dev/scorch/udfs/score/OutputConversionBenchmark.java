@@ -1,6 +1,9 @@
 package dev.scorch.udfs.score;
 
+import dev.scorch.engine.scoring.BatchScores;
+import dev.scorch.engine.scoring.LogSoftmax;
 import dev.scorch.engine.scoring.LogitsMode;
+import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.SequenceScore;
 import java.util.ArrayList;
 import java.util.Iterator;
@@ -61,7 +64,11 @@ public class OutputConversionBenchmark {
 
   private StructType schema;
   private int[][] ids;
-  private SequenceScore[] scores;
+  /** Vocabulary of the made-up logits rows. */
+  private static final int VOCAB = 1024;
+
+  private BatchScores batchScores;
+  private SequenceScore[] scores; // the same, one object per row, for rowByRow
   private ExpressionEncoder.Serializer<Row> serializer;
   private BufferAllocator allocator;
   private ArrowScoreOutput arrow;
@@ -74,28 +81,26 @@ public class OutputConversionBenchmark {
     schema = ScoreSchema.output(DataTypes.StringType, options);
     Random r = new Random(1);
     ids = new int[rows][tokens];
-    scores = new SequenceScore[rows];
+    List<ScoreRequest> reqs = new ArrayList<>(rows);
     for (int i = 0; i < rows; i++) {
-      float[] lps = new float[tokens];
-      int[][] topIds = topK > 0 ? new int[tokens][] : null;
-      float[][] topLps = topK > 0 ? new float[tokens][] : null;
-      lps[0] = Float.NaN;
       for (int k = 0; k < tokens; k++) {
-        ids[i][k] = r.nextInt(32768);
-        if (k > 0) {
-          lps[k] = (float) -r.nextDouble() * 10;
-          if (topK > 0) {
-            topIds[k] = new int[topK];
-            topLps[k] = new float[topK];
-            for (int j = 0; j < topK; j++) {
-              topIds[k][j] = r.nextInt(32768);
-              topLps[k][j] = -j;
-            }
-          }
-        }
+        ids[i][k] = r.nextInt(VOCAB);
       }
-      scores[i] = new SequenceScore(lps, topIds, topLps, -5.0 * tokens, tokens - 1, null, new int[tokens]);
+      reqs.add(new ScoreRequest(ids[i], 1, topK, LogitsMode.NONE));
     }
+    // Each position's scores from a random logits row, as a scorer fills them.
+    batchScores = new BatchScores();
+    batchScores.reset(reqs, VOCAB);
+    float[] row = new float[VOCAB];
+    for (int i = 0; i < rows; i++) {
+      for (int k = 0; k + 1 < tokens; k++) {
+        for (int v = 0; v < VOCAB; v++) {
+          row[v] = (float) r.nextGaussian() * 3;
+        }
+        batchScores.accept(i, k, LogSoftmax.logSumExp(row, 0, VOCAB), LogSoftmax.argmax(row, 0, VOCAB), row[ids[i][k + 1]], row, 0);
+      }
+    }
+    scores = batchScores.toList().toArray(new SequenceScore[0]);
     serializer = ExpressionEncoder.apply(schema).createSerializer();
     allocator = ArrowUtils.rootAllocator().newChildAllocator("bench", 0, 1L << 30);
     arrow = new ArrowScoreOutput(schema, allocator, "demo@000000000000");
@@ -158,7 +163,7 @@ public class OutputConversionBenchmark {
   public void arrow(Blackhole bh) {
     arrow.reset();
     for (int i = 0; i < rows; i++) {
-      arrow.scored(i, inputIds.getVector(0), i, ids[i], scores[i]);
+      arrow.scored(i, inputIds.getVector(0), i, ids[i], batchScores, i);
     }
     ColumnarBatch batch = arrow.finish(rows);
     for (Iterator<InternalRow> it = arrow.rows(batch, schema); it.hasNext(); ) {
