@@ -49,6 +49,21 @@ public interface Ops extends AutoCloseable {
   }
 
   /**
+   * g[i] = silu(g[i]) · u[i] = g[i] / (1 + e^-g[i]) · u[i] over [off, off + n), SwiGLU's gate: each element's bits
+   * depend only on its g and u (not on off, n or the thread). This default is the reference: e^-g in double.
+   */
+  default void siluMul(float[] g, float[] u, int off, int n) {
+    for (int i = off; i < off + n; i++) {
+      g[i] = silu(g[i]) * u[i];
+    }
+  }
+
+  /** silu(x) = x / (1 + e^-x), in double, rounded once: the reference activation. */
+  static float silu(float x) {
+    return (float) (x / (1.0 + Math.exp(-x)));
+  }
+
+  /**
    * body(i) for i in [0, n): independent row work outside the kernels above (the log-softmax stats of a chunk of
    * logits), spread over the backend's threads where it has them. Each item must give the same result on any thread.
    */

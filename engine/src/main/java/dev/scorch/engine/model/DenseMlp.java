@@ -86,7 +86,7 @@ final class DenseMlp {
     float[] u = gu[1];
     mm.apply(x, rows, gateUp, gu);
     SwiGlu act = ws.object(SWIGLU, SwiGlu::new);
-    act.set(g, u, inter);
+    act.set(mm.ops(), g, u, inter);
     mm.ops().forEachRow(rows, act); // g = silu(g) · u, rows spread over the engine's threads
     act.clear();
     mm.apply(g, rows, downProj, out);
@@ -125,9 +125,7 @@ final class DenseMlp {
     for (int i = 0; i < n; i++) {
       float[] g = gu[2 * i];
       float[] u = gu[2 * i + 1];
-      for (int k = 0; k < rows[i] * mlps[i].gateProj.out(); k++) {
-        g[k] = silu(g[k]) * u[k];
-      }
+      ops.siluMul(g, u, 0, rows[i] * mlps[i].gateProj.out());
       h[i] = g;
       down[i] = mlps[i].downProj;
     }
@@ -137,30 +135,26 @@ final class DenseMlp {
 
   /** Item i: g = silu(g) · u over row i of [rows, inter]. One per workspace, set per use (no lambda per call). */
   private static final class SwiGlu implements IntConsumer {
+    private Ops ops;
     private float[] g;
     private float[] u;
     private int inter;
 
-    void set(float[] g, float[] u, int inter) {
+    void set(Ops ops, float[] g, float[] u, int inter) {
+      this.ops = ops;
       this.g = g;
       this.u = u;
       this.inter = inter;
     }
 
     void clear() {
-      set(null, null, 0);
+      set(null, null, null, 0);
     }
 
     @Override
     public void accept(int i) {
-      for (int k = i * inter; k < (i + 1) * inter; k++) {
-        g[k] = silu(g[k]) * u[k];
-      }
+      ops.siluMul(g, u, i * inter, inter);
     }
-  }
-
-  static float silu(float x) {
-    return (float) (x / (1.0 + Math.exp(-x)));
   }
 
   long activeWeightBytes() {

@@ -6,7 +6,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import jdk.incubator.vector.FloatVector;
 import org.junit.jupiter.api.Test;
 
-/** The attention softmax's own exp: close to Math.exp over the range softmax uses, and the same bits every call. */
+/**
+ * The attention softmax's own exp: close to Math.exp over the range softmax uses, and the same bits every call; and
+ * SwiGLU's silu(g) · u built on it.
+ */
 class VecExpTest {
   @Test
   void closeToMathExpOnTheSoftmaxRange() {
@@ -51,5 +54,44 @@ class VecExpTest {
     }
     float[] masked = {Float.NEGATIVE_INFINITY, 2f, Float.NEGATIVE_INFINITY};
     assertEquals(2.0, CpuOps.VecMath.logSumExp(masked, 0, 3), 1e-7, "-inf logits weigh nothing");
+  }
+
+  @Test
+  void siluMulIsCloseToTheDoubleReferenceAndElementWise() {
+    java.util.Random r = new java.util.Random(5);
+    int n = 1000;
+    float[] g = new float[n + 3];
+    float[] u = new float[n + 3];
+    for (int i = 0; i < g.length; i++) {
+      g[i] = (float) (r.nextGaussian() * (i % 3 == 0 ? 30 : 3));
+      u[i] = (float) r.nextGaussian();
+    }
+    g[5] = 0f;
+    g[6] = -0f;
+    g[7] = 200f;
+    g[8] = -200f;
+    g[9] = Float.NaN;
+    float[] ref = g.clone();
+    new ReferenceOps().siluMul(ref, u, 0, g.length);
+    float[] fast = g.clone();
+    CpuOps.VecMath.siluMul(fast, u, 0, g.length); // a partial last vector: 1003 is no multiple of the lanes
+    for (int i = 0; i < g.length; i++) {
+      if (Float.isNaN(ref[i])) {
+        assertTrue(Float.isNaN(fast[i]), "NaN in, NaN out at " + i);
+      } else {
+        assertEquals(ref[i], fast[i], Math.abs(ref[i]) * 1e-6 + 1e-30, "g = " + g[i] + ", u = " + u[i]);
+      }
+    }
+    assertEquals(200f * u[7], fast[7], 0f, "silu(200) is 200");
+    // Each element's bits do not depend on where the range starts or ends (a row of a batch, or a lone row).
+    for (int off : new int[] {1, 2, 9}) {
+      float[] part = g.clone();
+      CpuOps.VecMath.siluMul(part, u, off, 37);
+      for (int i = off; i < off + 37; i++) {
+        assertEquals(fast[i], part[i], 0f, "element " + i + " from offset " + off);
+      }
+      assertEquals(g[off - 1], part[off - 1], 0f, "before the range untouched");
+      assertEquals(g[off + 37], part[off + 37], 0f, "after the range untouched");
+    }
   }
 }
