@@ -91,8 +91,13 @@ public final class MappedFile {
 
   /** Copies the n bytes at offset into dst[0 .. n) (the range as {@link #slice} takes it), allocating nothing. */
   public void getBytes(long offset, byte[] dst, int n) {
+    getBytes(offset, dst, 0, n);
+  }
+
+  /** As {@link #getBytes(long, byte[], int)} into dst[off .. off + n). */
+  public void getBytes(long offset, byte[] dst, int off, int n) {
     int i = chunkOf(offset, n);
-    maps[i].get((int) (offset - i * chunk), dst, 0, n);
+    maps[i].get((int) (offset - i * chunk), dst, off, n);
   }
 
   /**
@@ -100,12 +105,17 @@ public final class MappedFile {
    * when offset is odd, where the caller reads through {@link #slice}.
    */
   public boolean getShorts(long offset, short[] dst, int n) {
+    return getShorts(offset, dst, 0, n);
+  }
+
+  /** As {@link #getShorts(long, short[], int)} into dst[off .. off + n). */
+  public boolean getShorts(long offset, short[] dst, int off, int n) {
     int i = chunkOf(offset, 2 * n);
     long rel = offset - i * chunk;
     if ((rel & 1) != 0) {
       return false;
     }
-    shorts[i].get((int) (rel >> 1), dst, 0, n);
+    shorts[i].get((int) (rel >> 1), dst, off, n);
     return true;
   }
 

@@ -49,12 +49,22 @@ public final class Tensor {
 
   /** Copies the n raw bytes at byteOffset of this tensor's data into dst[0 .. n), allocating nothing. */
   public void rawBytes(long byteOffset, byte[] dst, int n) {
-    file.getBytes(dataOffset(byteOffset, n), dst, n);
+    rawBytes(byteOffset, dst, 0, n);
+  }
+
+  /** As {@link #rawBytes(long, byte[], int)} into dst[off .. off + n). */
+  public void rawBytes(long byteOffset, byte[] dst, int off, int n) {
+    file.getBytes(dataOffset(byteOffset, n), dst, off, n);
   }
 
   /** Copies n little-endian 16-bit values from byteOffset into dst[0 .. n); false (nothing read) where the file offset is odd. */
   public boolean rawShorts(long byteOffset, short[] dst, int n) {
-    return file.getShorts(dataOffset(byteOffset, 2L * n), dst, n);
+    return rawShorts(byteOffset, dst, 0, n);
+  }
+
+  /** As {@link #rawShorts(long, short[], int)} into dst[off .. off + n). */
+  public boolean rawShorts(long byteOffset, short[] dst, int off, int n) {
+    return file.getShorts(dataOffset(byteOffset, 2L * n), dst, off, n);
   }
 
   /** Copies n little-endian 32-bit values from byteOffset into dst[0 .. n); false (nothing read) where the file offset is not a multiple of 4. */

@@ -96,7 +96,12 @@ public final class Linear {
 
   /** BF16 (or F16): the raw 16-bit values of n elements from W[row, k]. */
   public boolean rawHalves(int row, int k, short[] dst, int n) {
-    return weight.rawShorts(2 * ((long) row * in + k), dst, n);
+    return rawHalves(row, k, dst, 0, n);
+  }
+
+  /** As {@link #rawHalves(int, int, short[], int)} into dst[off .. off + n). */
+  public boolean rawHalves(int row, int k, short[] dst, int off, int n) {
+    return weight.rawShorts(2 * ((long) row * in + k), dst, off, n);
   }
 
   /** BF16 (or F16): n ints, each the raw pair (element 2i in the low half, 2i + 1 in the high half) from W[row, k], k even. */
@@ -106,7 +111,12 @@ public final class Linear {
 
   /** F8_E4M3: the n codes from W[row, k]. */
   public void rawCodes(int row, int k, byte[] dst, int n) {
-    weight.rawBytes((long) row * in + k, dst, n);
+    rawCodes(row, k, dst, 0, n);
+  }
+
+  /** As {@link #rawCodes(int, int, byte[], int)} into dst[off .. off + n). */
+  public void rawCodes(int row, int k, byte[] dst, int off, int n) {
+    weight.rawBytes((long) row * in + k, dst, off, n);
   }
 
   /** FP8: input columns per scale block (0 for other dtypes). */

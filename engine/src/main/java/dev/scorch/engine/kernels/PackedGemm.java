@@ -32,6 +32,11 @@ public final class PackedGemm {
   private static final int MAX_NR = 6;
   /** Inputs per decoded weight block. */
   static final int KC = 256;
+  /**
+   * Inputs per staged block (4 decode blocks): a task copies its rows' raw weights out of the mapping this many inputs
+   * at a time, in one sequential copy where that is whole rows, then decodes them block by block from the copy.
+   */
+  static final int KS = 4 * KC;
   /** Weight rows a task decodes per K block (a multiple of every tile's NR): the block stays in L2 while all of x passes. */
   static final int NB = 48;
   /**
@@ -52,7 +57,7 @@ public final class PackedGemm {
     float[] xt = new float[0];
     /** Decoded weights: NB rows × KC. */
     final float[] w = new float[NB * KC];
-    final RowDecoder decoder = new RowDecoder(KC);
+    final RowDecoder decoder = new RowDecoder(KC, NB, KS);
     /** Accumulators between K blocks: c[j * mPad + i] for weight row j of the task and row i of x. */
     float[] c = new float[0];
     /** One finished tile on its way to y: tile[r * MR + i]. */
@@ -195,12 +200,20 @@ public final class PackedGemm {
     int groups = (nn + nr - 1) / nr;
     float[] c = s.c(groups * nr * mPad);
     float[] wb = s.w;
+    boolean staged = false;
     for (int k0 = 0; k0 < kDim; k0 += KC) {
       int kc = Math.min(KC, kDim - k0);
+      if (k0 % KS == 0) {
+        staged = s.decoder.stage(w, n0, nn, k0, Math.min(KS, kDim - k0));
+      }
       // Decode W[n0 .., k0 .. k0 + kc) row by row. Rows past nn in the last group keep stale values: each
       // accumulator is one weight row's own, and those rows' results are never written to y.
       for (int j = 0; j < nn; j++) {
-        s.decoder.decode(w, n0 + j, k0, kc, wb, j * kc);
+        if (staged) {
+          s.decoder.decodeStaged(j, k0, kc, wb, j * kc);
+        } else {
+          s.decoder.decode(w, n0 + j, k0, kc, wb, j * kc);
+        }
       }
       boolean first = k0 == 0;
       boolean last = k0 + kc == kDim;

@@ -27,11 +27,29 @@ final class RowDecoder {
 
   private final short[] halves;
   private final byte[] codes;
+  // The staged block: raw values of W[stagedRow0 + j, stagedK0 + k] at j * stagedKn + k.
+  private final int stageRows;
+  private final int stageCols;
+  private final short[] stagedHalves;
+  private final byte[] stagedCodes;
+  private Linear stagedW;
+  private int stagedRow0;
+  private int stagedK0;
+  private int stagedKn;
 
   /** A decoder for segments of at most maxLen elements (its buffers are its own: one per thread). */
   RowDecoder(int maxLen) {
+    this(maxLen, 0, 0);
+  }
+
+  /** As {@link #RowDecoder(int)}, also staging blocks of up to stageRows rows × stageCols inputs ({@link #stage}). */
+  RowDecoder(int maxLen, int stageRows, int stageCols) {
     halves = new short[maxLen];
     codes = new byte[maxLen];
+    this.stageRows = stageRows;
+    this.stageCols = stageCols;
+    stagedHalves = new short[stageRows * stageCols];
+    stagedCodes = new byte[stageRows * stageCols];
   }
 
   /** True when FP8 rows of w decode in registers (block columns a multiple of L, scales that cannot overflow). */
@@ -42,31 +60,96 @@ final class RowDecoder {
   /** dst[off .. off + n) = W[row, k0 .. k0 + n) in fp32, as {@link Linear#row} gives it. */
   void decode(Linear w, int row, int k0, int n, float[] dst, int off) {
     if (w.dtype() == DType.BF16 && H != null && w.rawHalves(row, k0, halves, n)) {
-      int k = 0;
-      for (; k + L <= n; k += L) {
-        IntVector v = (IntVector) ShortVector.fromArray(H, halves, k).convertShape(VectorOperators.S2I, I, 0);
-        v.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats().intoArray(dst, off + k);
-      }
-      for (; k < n; k++) {
-        dst[off + k] = Float.intBitsToFloat(halves[k] << 16);
-      }
+      bf16(halves, 0, n, dst, off);
     } else if (fp8InRegisters(w) && k0 % L == 0) {
       w.rawCodes(row, k0, codes, n);
-      int bc = w.blockCols();
-      for (int k = 0; k < n; ) {
-        // One block of inputs (one scale) at a time: whole vectors, then the tail one by one.
-        int end = Math.min(n, ((k0 + k) / bc + 1) * bc - k0);
-        float scale = w.blockScale(row, k0 + k);
-        FloatVector sc = FloatVector.broadcast(F, scale * FP8_RESCALE);
-        for (; k + L <= end; k += L) {
-          fp8(codes, k, sc).intoArray(dst, off + k);
+      fp8Row(w, row, k0, codes, 0, n, dst, off);
+    } else {
+      w.row(row, k0, n, dst, off);
+    }
+  }
+
+  /**
+   * Copies the raw BF16 halves or FP8 codes of W[row0 .. row0 + rows, k0 .. k0 + kn) out of the mapping, in one
+   * sequential copy where the block is whole rows: weights the hardware streams in, where segment by segment reads
+   * (rows lie in.length apart) wait on memory segment after segment. Returns whether {@link #decodeStaged} serves the
+   * block; where it does not (other dtypes, an odd mapping), the caller decodes through {@link #decode}.
+   */
+  boolean stage(Linear w, int row0, int rows, int k0, int kn) {
+    if (rows > stageRows || kn > stageCols) {
+      throw new IllegalArgumentException(rows + " x " + kn + " block; the stage holds " + stageRows + " x " + stageCols);
+    }
+    stagedW = null;
+    boolean whole = k0 == 0 && kn == w.in();
+    if (w.dtype() == DType.BF16 && H != null) {
+      if (whole) {
+        if (!w.rawHalves(row0, 0, stagedHalves, 0, rows * kn)) {
+          return false;
         }
-        for (; k < end; k++) {
-          dst[off + k] = NumberFormats.e4m3ToFloat(codes[k]) * scale;
+      } else {
+        for (int j = 0; j < rows; j++) {
+          if (!w.rawHalves(row0 + j, k0, stagedHalves, j * kn, kn)) {
+            return false;
+          }
+        }
+      }
+    } else if (fp8InRegisters(w) && k0 % L == 0) {
+      if (whole) {
+        w.rawCodes(row0, 0, stagedCodes, 0, rows * kn);
+      } else {
+        for (int j = 0; j < rows; j++) {
+          w.rawCodes(row0 + j, k0, stagedCodes, j * kn, kn);
         }
       }
     } else {
-      w.row(row, k0, n, dst, off);
+      return false;
+    }
+    stagedW = w;
+    stagedRow0 = row0;
+    stagedK0 = k0;
+    stagedKn = kn;
+    return true;
+  }
+
+  /**
+   * dst[off .. off + n) = W[row0 + j, k0 .. k0 + n) of the block {@link #stage} copied, the same bits as
+   * {@link #decode}. For FP8, k0 is a multiple of L.
+   */
+  void decodeStaged(int j, int k0, int n, float[] dst, int off) {
+    int so = j * stagedKn + (k0 - stagedK0);
+    if (stagedW.dtype() == DType.BF16) {
+      bf16(stagedHalves, so, n, dst, off);
+    } else {
+      fp8Row(stagedW, stagedRow0 + j, k0, stagedCodes, so, n, dst, off);
+    }
+  }
+
+  /** dst[off .. off + n) = BF16 halves src[so .. so + n) widened: each half is a float's high 16 bits. */
+  private static void bf16(short[] src, int so, int n, float[] dst, int off) {
+    int k = 0;
+    for (; k + L <= n; k += L) {
+      IntVector v = (IntVector) ShortVector.fromArray(H, src, so + k).convertShape(VectorOperators.S2I, I, 0);
+      v.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats().intoArray(dst, off + k);
+    }
+    for (; k < n; k++) {
+      dst[off + k] = Float.intBitsToFloat(src[so + k] << 16);
+    }
+  }
+
+  /** dst[off .. off + n) = W[row, k0 .. k0 + n) from its E4M3 codes src[so ..], one block of inputs (one scale) at a time. */
+  private static void fp8Row(Linear w, int row, int k0, byte[] src, int so, int n, float[] dst, int off) {
+    int bc = w.blockCols();
+    for (int k = 0; k < n; ) {
+      // Whole vectors, then the block's tail one by one.
+      int end = Math.min(n, ((k0 + k) / bc + 1) * bc - k0);
+      float scale = w.blockScale(row, k0 + k);
+      FloatVector sc = FloatVector.broadcast(F, scale * FP8_RESCALE);
+      for (; k + L <= end; k += L) {
+        fp8(src, so + k, sc).intoArray(dst, off + k);
+      }
+      for (; k < end; k++) {
+        dst[off + k] = NumberFormats.e4m3ToFloat(src[so + k]) * scale;
+      }
     }
   }
 

@@ -47,8 +47,8 @@ class GemmTest {
   @Test
   void packedEqualsScalarBitwiseAndReferenceClosely() throws IOException {
     // Shapes with tails everywhere: M not a multiple of the tile, N not of the weight group, K not of the K
-    // block; M past one block of rows and past one transposed chunk.
-    int[][] shapes = {{1, 1, 1}, {3, 17, 5}, {7, 33, 300}, {13, 100, 513}, {64, 130, 260}, {1100, 13, 300}};
+    // block; M past one block of rows and past one transposed chunk; K past one staged block (rows staged in parts).
+    int[][] shapes = {{1, 1, 1}, {3, 17, 5}, {7, 33, 300}, {13, 100, 513}, {64, 130, 260}, {1100, 13, 300}, {5, 20, 1300}};
     for (DType dtype : new DType[] {DType.F32, DType.BF16, DType.F8_E4M3}) {
       for (int[] s : shapes) {
         int m = s[0];
@@ -125,5 +125,31 @@ class GemmTest {
         assertTrue(Math.abs(row[c] - orig[r * 260 + c]) <= q.scaleInv()[(r / 128) * 3 + c / 128] * 448 / 16);
       }
     }
+  }
+
+  /** Staged blocks decode to the bits of row by row decoding: whole rows in one copy, parts of rows, a block inside them. */
+  @Test
+  void stagedBlocksDecodeLikeRows() throws IOException {
+    for (DType dtype : new DType[] {DType.BF16, DType.F8_E4M3}) {
+      Linear w = linear(dtype, 30, 1300, 5);
+      RowDecoder staging = new RowDecoder(300, 12, 1300);
+      RowDecoder plain = new RowDecoder(300);
+      // {first row, rows, first input, inputs}: whole rows; a part at the end; a part in the middle.
+      for (int[] b : new int[][] {{0, 12, 0, 1300}, {17, 12, 1024, 276}, {3, 5, 256, 512}}) {
+        assertTrue(staging.stage(w, b[0], b[1], b[2], b[3]), dtype + " stages");
+        for (int j = 0; j < b[1]; j++) {
+          for (int k0 = b[2]; k0 < b[2] + b[3]; k0 += 256) {
+            int n = Math.min(256, b[2] + b[3] - k0);
+            float[] want = new float[n + 2];
+            float[] got = new float[n + 2];
+            plain.decode(w, b[0] + j, k0, n, want, 2);
+            staging.decodeStaged(j, k0, n, got, 2);
+            assertArrayEquals(want, got, dtype + " row " + (b[0] + j) + " from input " + k0);
+          }
+        }
+      }
+    }
+    Linear f32 = linear(DType.F32, 4, 8, 1);
+    assertTrue(!new RowDecoder(8, 4, 8).stage(f32, 0, 4, 0, 8), "F32 rows are not staged: they decode through Linear.row");
   }
 }
