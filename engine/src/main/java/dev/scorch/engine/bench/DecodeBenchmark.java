@@ -17,7 +17,8 @@ import java.util.SplittableRandom;
  * Times greedy decoding with the MLA latent cache: prompts of {@code prompt} random tokens are prefilled,
  * then {@code steps} decode steps of the whole batch are timed per run. Reports decode tokens/s (median, min,
  * max over runs), the bytes of weights one step reads, the cache's bytes per token and the heap the timed steps
- * allocate per token (each run's caches take their whole storage before its prefill, as a pooled cache would).
+ * allocate per token, over all runs and in the median run (each run's caches take their whole storage before its prefill, as
+ * a pooled cache would).
  *
  * <p>Weight bytes per step: every parameter but the embedding (looked up, not read whole) in its file dtype
  * — attention, dense MLPs, shared experts, routers, lm_head — except kv_b_proj, which the absorbed attention
@@ -28,7 +29,7 @@ public final class DecodeBenchmark {
 
   public record Result(int batch, int prompt, int steps, int threads, double medianTokensPerSec, double minTokensPerSec,
       double maxTokensPerSec, double medianStepSeconds, long weightBytesPerStep, long cacheBytesPerToken, long peakRssBytes,
-      double heapBytesPerToken) {
+      double heapBytesPerToken, double heapBytesPerTokenMedianRun) {
 
     /** Weight bytes read per second at the median step time (batch 1: the memory-bandwidth use). */
     public double weightBytesPerSecond() {
@@ -57,6 +58,7 @@ public final class DecodeBenchmark {
     long expertsHit = 0; // distinct (MoE layer, expert) pairs over the timed steps
     double[] secs = new double[runs];
     long heapBytes = 0; // allocated during the timed steps
+    long[] runHeap = new long[runs]; // each run's
     Workspace ws = new Workspace(); // activations, kept from step to step as a generator keeps them
     for (int run = -warmup; run < runs; run++) {
       List<int[]> prompts = new ArrayList<>();
@@ -90,7 +92,8 @@ public final class DecodeBenchmark {
       }
       if (run >= 0) {
         secs[run] = (System.nanoTime() - t0) / 1e9;
-        heapBytes += HeapAllocation.since(heap0);
+        runHeap[run] = HeapAllocation.since(heap0);
+        heapBytes += runHeap[run];
       }
     }
     Arrays.sort(secs);
@@ -112,6 +115,7 @@ public final class DecodeBenchmark {
     expertBytes /= Math.max(1, model.numMoeLayers());
     weightBytes += Math.round((double) expertsHit / ((double) runs * steps) * expertBytes);
     return new Result(batch, prompt, steps, ops.threads(), tokens / median, tokens / secs[runs - 1], tokens / secs[0],
-        median / steps, weightBytes, KvCache.bytesPerToken(model.config()), ProcessMemory.peakRssBytes(), heapBytes / (tokens * runs));
+        median / steps, weightBytes, KvCache.bytesPerToken(model.config()), ProcessMemory.peakRssBytes(), heapBytes / (tokens * runs),
+        HeapAllocation.medianRun(runHeap) / tokens);
   }
 }

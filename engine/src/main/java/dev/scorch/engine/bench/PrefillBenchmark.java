@@ -17,13 +17,15 @@ import java.util.SplittableRandom;
 /**
  * Times batched prefill scoring (forward pass + log-probs of every token) on random token ids: warm-up
  * runs, then timed runs; reports tokens/s (median, min, max), model FLOP/s, peak RSS, heap bytes allocated per token
+ * (over all runs and in the median run)
  * (the scores go to one {@link BatchScores} kept from run to run) and the bytes of the scorer's activation workspace.
  */
 public final class PrefillBenchmark {
 
   public record Result(
       int batch, int seq, int threads, int runs, double medianTokensPerSec, double minTokensPerSec, double maxTokensPerSec,
-      double medianSeconds, double modelGflopPerSec, long peakRssBytes, double heapBytesPerToken, long workspaceBytes) {}
+      double medianSeconds, double modelGflopPerSec, long peakRssBytes, double heapBytesPerToken, double heapBytesPerTokenMedianRun,
+      long workspaceBytes) {}
 
   private PrefillBenchmark() {}
 
@@ -35,18 +37,24 @@ public final class PrefillBenchmark {
       scorer.score(reqs, scores);
     }
     double[] secs = new double[runs];
-    long heap0 = HeapAllocation.allocatedBytes();
+    long[] runHeap = new long[runs];
     for (int i = 0; i < runs; i++) {
+      long heap0 = HeapAllocation.allocatedBytes();
       long t0 = System.nanoTime();
       scorer.score(reqs, scores);
       secs[i] = (System.nanoTime() - t0) / 1e9;
+      runHeap[i] = HeapAllocation.since(heap0);
     }
-    long heapBytes = HeapAllocation.since(heap0);
+    long heapBytes = 0;
+    for (long b : runHeap) {
+      heapBytes += b;
+    }
     Arrays.sort(secs);
     double median = runs % 2 == 1 ? secs[runs / 2] : (secs[runs / 2 - 1] + secs[runs / 2]) / 2;
     double tokens = (double) batch * seq;
     return new Result(batch, seq, ops.threads(), runs, tokens / median, tokens / secs[runs - 1], tokens / secs[0], median,
         modelFlops(model.config(), batch, seq) / median / 1e9, ProcessMemory.peakRssBytes(), heapBytes / (tokens * runs),
+        HeapAllocation.medianRun(runHeap) / tokens,
         scorer.workspaceBytes());
   }
 

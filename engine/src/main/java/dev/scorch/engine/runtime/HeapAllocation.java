@@ -40,4 +40,15 @@ public final class HeapAllocation {
     }
     return sum;
   }
+
+  /**
+   * The median of runs' allocated bytes: what a warmed-up run costs. A one-off allocation that lands in one run of
+   * several (a method recompiled mid-run and running interpreted for a few calls) does not move it; a per-token one does.
+   */
+  public static double medianRun(long[] runBytes) {
+    long[] sorted = runBytes.clone();
+    java.util.Arrays.sort(sorted);
+    int n = sorted.length;
+    return n == 0 ? 0 : n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0;
+  }
 }

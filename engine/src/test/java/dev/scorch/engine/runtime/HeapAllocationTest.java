@@ -22,4 +22,12 @@ class HeapAllocationTest {
     long oneMiB = HeapAllocation.since(start);
     assertTrue(oneMiB >= 1 << 20 && oneMiB < 2 << 20, "1 MiB array read as " + oneMiB + " bytes");
   }
+
+  /** The median run: a one-off in one run of five leaves it at the steady runs' cost; a cost every run pays moves it. */
+  @Test
+  void medianRunIgnoresAOneOffButNotAPerRunCost() {
+    org.junit.jupiter.api.Assertions.assertEquals(0.0, HeapAllocation.medianRun(new long[] {0, 384, 0, 0, 0}));
+    org.junit.jupiter.api.Assertions.assertEquals(4096.0, HeapAllocation.medianRun(new long[] {4096, 4480, 4096, 4096, 4096}));
+    org.junit.jupiter.api.Assertions.assertEquals(150.0, HeapAllocation.medianRun(new long[] {200, 100, 0, 300}));
+  }
 }

@@ -72,9 +72,10 @@ public final class BenchCommand implements Callable<Integer> {
     try (CpuOps ops = new CpuOps(n)) {
       PrefillBenchmark.Result r = PrefillBenchmark.run(m, ops, batch, seq, warmup, runs, seed);
       System.out.printf("prefill %d x %d, %d threads (%s), java %s: %.1f tokens/s median (min %.1f, max %.1f) over %d runs;"
-              + " %.1f model GFLOP/s; %,.0f heap bytes allocated per token; activation workspace %.1f MiB; peak RSS %.0f MiB%n",
+              + " %.1f model GFLOP/s; %,.1f heap bytes allocated per token (median run %,.1f); activation workspace %.1f MiB;"
+              + " peak RSS %.0f MiB%n",
           batch, seq, n, ops.simd() ? "Vector API" : "scalar", Runtime.version().feature(), r.medianTokensPerSec(),
-          r.minTokensPerSec(), r.maxTokensPerSec(), runs, r.modelGflopPerSec(), r.heapBytesPerToken(), r.workspaceBytes() / 1048576.0, r.peakRssBytes() / 1048576.0);
+          r.minTokensPerSec(), r.maxTokensPerSec(), runs, r.modelGflopPerSec(), r.heapBytesPerToken(), r.heapBytesPerTokenMedianRun(), r.workspaceBytes() / 1048576.0, r.peakRssBytes() / 1048576.0);
       ObjectNode j = header(n);
       j.put("seq", seq);
       j.put("simd", ops.simd());
@@ -85,6 +86,7 @@ public final class BenchCommand implements Callable<Integer> {
       j.put("seconds_median", r.medianSeconds());
       j.put("model_gflop_per_s", r.modelGflopPerSec());
       j.put("heap_bytes_per_token", r.heapBytesPerToken());
+      j.put("heap_bytes_per_token_median_run", r.heapBytesPerTokenMedianRun());
       j.put("workspace_bytes", r.workspaceBytes());
       j.put("peak_rss_bytes", r.peakRssBytes());
       System.out.println(new ObjectMapper().writeValueAsString(j));
@@ -109,10 +111,10 @@ public final class BenchCommand implements Callable<Integer> {
       DecodeBenchmark.Result r = DecodeBenchmark.run(m, ops, batch, seq, steps, warmup, runs, seed, bytesPerParameter);
       System.out.printf("decode batch %d after %d-token prompts, %d steps, %d threads, java %s: %.1f tokens/s median (min %.1f, max %.1f);"
               + " %.2f ms per step; %.2f GB/s of weights (%,d bytes per step); cache %,d bytes per token;"
-              + " %,.0f heap bytes allocated per token; peak RSS %.0f MiB%n",
+              + " %,.1f heap bytes allocated per token (median run %,.1f); peak RSS %.0f MiB%n",
           batch, seq, steps, n, Runtime.version().feature(), r.medianTokensPerSec(), r.minTokensPerSec(), r.maxTokensPerSec(),
           r.medianStepSeconds() * 1e3, r.weightBytesPerSecond() / 1e9, r.weightBytesPerStep(), r.cacheBytesPerToken(),
-          r.heapBytesPerToken(), r.peakRssBytes() / 1048576.0);
+          r.heapBytesPerToken(), r.heapBytesPerTokenMedianRun(), r.peakRssBytes() / 1048576.0);
       ObjectNode j = header(n);
       j.put("prompt", seq);
       j.put("steps", steps);
@@ -124,6 +126,7 @@ public final class BenchCommand implements Callable<Integer> {
       j.put("weight_bytes_per_s", r.weightBytesPerSecond());
       j.put("cache_bytes_per_token", r.cacheBytesPerToken());
       j.put("heap_bytes_per_token", r.heapBytesPerToken());
+      j.put("heap_bytes_per_token_median_run", r.heapBytesPerTokenMedianRun());
       j.put("peak_rss_bytes", r.peakRssBytes());
       System.out.println(new ObjectMapper().writeValueAsString(j));
     }
