@@ -45,7 +45,7 @@ public final class ScoreJob {
           spec.arrowMemoryBytes()), outSchema);
       double secs = (System.nanoTime() - t0) / 1e9;
       return new ScoreSummary(metrics.rows().value(), metrics.tokens().value(), metrics.errors().value(), metrics.batches().value(),
-          secs, metrics.paddingRatio(), run.modelLabel(), run.source().mode(), run.skipped(),
+          secs, metrics.engineSeconds(), metrics.paddingRatio(), run.modelLabel(), run.source().mode(), run.skipped(),
           dev.scorch.engine.runtime.ProcessMemory.peakRssBytes());
     }
   }

@@ -38,6 +38,8 @@ class ScoreJobConformanceTest {
     assertEquals(0, summary.errors());
     long tokens = prompts.stream().mapToLong(p -> p.length).sum();
     assertEquals(tokens, summary.tokens(), "every input token goes through the engine once");
+    // Two tasks at most side by side in local[2]: their engine seconds sum to more than nothing and at most twice the job's.
+    assertTrue(summary.engineSeconds() > 0 && summary.engineSeconds() <= 2 * summary.seconds(), summary.line());
     assertTrue(summary.modelLabel().startsWith("model@"), summary.modelLabel());
 
     Map<String, Scored> rows = SparkTests.readOutput(out, "parquet");

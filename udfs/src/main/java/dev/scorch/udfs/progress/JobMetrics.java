@@ -6,15 +6,22 @@ import org.apache.spark.util.LongAccumulator;
 
 /**
  * A job's Spark accumulators (named, so the Spark UI shows them per stage): rows, tokens (scored, or generated),
- * engine batches (prefill batches and decode steps), error rows, and padding tokens computed (zero by design:
- * batches are packed varlen).
+ * engine batches (prefill batches and decode steps), error rows, padding tokens computed (zero by design:
+ * batches are packed varlen), and the nanoseconds the score engine spent in its batches, summed over tasks (generate
+ * leaves it 0: its engine steps pull input rows as they go, so their time is not the engine's alone).
  */
 public record JobMetrics(LongAccumulator rows, LongAccumulator tokens, LongAccumulator batches, LongAccumulator errors,
-    LongAccumulator paddingTokens) implements Serializable {
+    LongAccumulator paddingTokens, LongAccumulator engineNanos) implements Serializable {
 
   public static JobMetrics register(SparkContext sc) {
     return new JobMetrics(sc.longAccumulator("scorch.rows"), sc.longAccumulator("scorch.tokens"),
-        sc.longAccumulator("scorch.batches"), sc.longAccumulator("scorch.errors"), sc.longAccumulator("scorch.padding_tokens"));
+        sc.longAccumulator("scorch.batches"), sc.longAccumulator("scorch.errors"), sc.longAccumulator("scorch.padding_tokens"),
+        sc.longAccumulator("scorch.engine_nanos"));
+  }
+
+  /** Seconds the engine spent in its batches, summed over tasks. */
+  public double engineSeconds() {
+    return engineNanos.value() / 1e9;
   }
 
   /** Padding tokens over all tokens the engine computed. */

@@ -227,7 +227,9 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
         if (kept.size() == batches) {
           kept.add(new BatchScores());
         }
+        long t0 = System.nanoTime();
         scorer.score(reqs, kept.get(batches++));
+        metrics.engineNanos().add(System.nanoTime() - t0);
         metrics.batches().add(1);
         metrics.tokens().add(batchTokens);
       }
