@@ -13,7 +13,7 @@ import java.util.SplittableRandom;
 /**
  * One GEMM y[M, N] = x[M, K] · Wᵀ as the model runs it: W [N, K] written to a real safetensors file (BF16, FP8
  * E4M3 with 128x128 weight_scale_inv, or F32) and read back memory-mapped, fp32 activations, the output buffer.
- * Shared by {@link GemmBenchmark} (JMH) and {@link GemmPairs} (timed against OpenBLAS in alternation).
+ * Shared by {@link GemmBenchmark} (JMH) and {@link EnginePairs} (timed against OpenBLAS in alternation).
  */
 final class GemmFixture implements AutoCloseable {
   /** FP8 block size, as DeepSeek-V3 / Kimi K2 checkpoints store it. */

@@ -8,14 +8,16 @@ import java.io.BufferedReader;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.io.StringReader;
+import dev.scorch.engine.model.DeepseekV3Model;
+import dev.scorch.engine.testing.DemoModels;
 import java.nio.charset.StandardCharsets;
 import org.junit.jupiter.api.Test;
 
-/** The line protocol bin/gemm-paired speaks with GemmPairs. */
-class GemmPairsTest {
+/** The line protocol bin/gemm-paired and bin/prefill-paired speak with EnginePairs. */
+class EnginePairsTest {
   private static String[] serve(String commands) throws Exception {
     ByteArrayOutputStream bytes = new ByteArrayOutputStream();
-    GemmPairs.serve(new BufferedReader(new StringReader(commands)), new PrintStream(bytes, true, StandardCharsets.UTF_8), 2);
+    EnginePairs.serve(new BufferedReader(new StringReader(commands)), new PrintStream(bytes, true, StandardCharsets.UTF_8), 2);
     return bytes.toString(StandardCharsets.UTF_8).split("\n");
   }
 
@@ -34,8 +36,25 @@ class GemmPairsTest {
   }
 
   @Test
+  void prefillRunsAnswerSecondsAndHeapBytes() throws Exception {
+    String[] out = serve("prefill " + DemoModels.tinyBf16() + " 2 16\nrun\nrun\nquit\n");
+    assertEquals(3, out.length, String.join("|", out));
+    String[] ok = out[0].split(" ");
+    assertEquals("ok", ok[0]);
+    double flops = PrefillBenchmark.modelFlops(DeepseekV3Model.load(DemoModels.tinyBf16()).config(), 2, 16);
+    assertEquals(flops, Double.parseDouble(ok[1]), "2 sequences of 16 tokens: " + out[0]);
+    for (int i : new int[] {1, 2}) {
+      String[] t = out[i].split(" ");
+      double secs = Double.parseDouble(t[0]);
+      assertTrue(secs > 0 && secs < 60, out[i]);
+      assertTrue(Long.parseLong(t[1]) >= 0, out[i]);
+    }
+  }
+
+  @Test
   void refusesTimingBeforeAShapeAndUnknownCommands() {
     assertThrows(IllegalStateException.class, () -> serve("time 0.01\n"));
+    assertThrows(IllegalStateException.class, () -> serve("run\n"));
     assertThrows(IllegalArgumentException.class, () -> serve("shape 2 2 2 BF16\nfrobnicate\n"));
   }
 }
