@@ -10,9 +10,11 @@ import jdk.incubator.vector.VectorSpecies;
  * <p>Layout: each row of x is transposed once per call into tiles of MR rows (xᵀ: for each k, MR consecutive
  * rows, so one vector load gives L rows of x). W is decoded to fp32 a block of weight rows × KC inputs at a
  * time, by whole rows (no transpose: the kernel broadcasts weights), once per block of MB rows of x.
- * The register-tiled Vector API micro-kernel computes MR rows of x × NR weight rows: 2 vectors of rows times
- * 6 broadcast weights, 12 accumulators. JDK 17's C2 spills that tile (half the speed), so there it is 2 × 4,
- * 8 accumulators: still enough independent FMA chains for two FMA pipes of latency 4.
+ * The register-tiled micro-kernel computes MR rows of x × NR weight rows: 2 vectors of rows times 6 broadcast
+ * weights, 12 accumulators. Where {@link NativeCpu} loads (AVX2, 8-lane vectors), a task's K block runs in its C build
+ * of this tile, which the C compiler schedules without the spills and scalar address work C2 leaves in the Java
+ * loop. Otherwise the Java Vector API kernel runs; JDK 17's C2 spills its 2 × 6 tile (half the speed), so there it
+ * is 2 × 4, 8 accumulators: still enough independent FMA chains for two FMA pipes of latency 4.
  *
  * <p>Every output is one fused-multiply-add chain over k = 0 .. K-1 in order, whatever M, the tile a row
  * lands in, or the thread that runs it: a row's result is bit-identical in any batch and at any thread count,
@@ -23,11 +25,14 @@ public final class PackedGemm {
   static final int L = S.length();
   /** Rows of x per micro-kernel call: two vectors. */
   static final int MR = 2 * L;
+  /** Whether the K blocks run in {@link NativeCpu}'s kernel: where it loads and the tile is its 16 rows (8-lane vectors). */
+  static final boolean NATIVE = NativeCpu.available() && MR == 16;
   /**
-   * Weight rows per micro-kernel call on this JVM (broadcast one at a time): 6, or 4 on JDK 17. Measured on Zen 3,
-   * 2048×1024×1024 BF16, 2 threads: JDK 25 runs the 2 × 4 tile at 0.73× the 2 × 6 one, JDK 17 at 1.28×.
+   * Weight rows per micro-kernel call on this JVM (broadcast one at a time): 6, or 4 for the Java kernel on JDK 17.
+   * Measured on Zen 3, 2048×1024×1024 BF16, 2 threads: JDK 25 runs the 2 × 4 tile at 0.73× the 2 × 6 one, JDK 17 at
+   * 1.28×. The native kernel is the 2 × 6 tile on any JDK.
    */
-  static final int NR = Runtime.version().feature() >= 21 ? 6 : 4;
+  static final int NR = NATIVE || Runtime.version().feature() >= 21 ? 6 : 4;
   /** The widest tile, which sizes the scratch. */
   private static final int MAX_NR = 6;
   /** Inputs per decoded weight block. */
@@ -82,6 +87,8 @@ public final class PackedGemm {
     Linear[] w;
     float[][] y;
     int nr;
+    /** Whether the row tasks run their K blocks in {@link NativeCpu}'s kernel. */
+    boolean nativeKernel;
     /** Weight rows per task of weight g, and the first task of each weight (firstTask[g + 1] - firstTask[g] tasks). */
     int[] perTask = new int[1];
     int[] firstTask = new int[2];
@@ -107,7 +114,8 @@ public final class PackedGemm {
       }
       int n0 = (t - firstTask[g]) * perTask[g];
       int mb = Math.min(MB, rows - b * MB);
-      rowTask(xt, b * (MB / MR), (mb + MR - 1) / MR, chunkBase + b * MB, mb, w[g], n0, Math.min(perTask[g], w[g].out() - n0), y[g], nr);
+      rowTask(xt, b * (MB / MR), (mb + MR - 1) / MR, chunkBase + b * MB, mb, w[g], n0, Math.min(perTask[g], w[g].out() - n0), y[g], nr,
+          nativeKernel);
     };
 
     void plan(int groups) {
@@ -146,6 +154,19 @@ public final class PackedGemm {
 
   /** {@link #matmul(float[], int, Linear[], float[][], Parallel)} with nr weight rows per micro-kernel call (4 or 6). */
   static void matmul(float[] x, int m, Linear[] w, float[][] y, Parallel par, int nr) {
+    matmul(x, m, w, y, par, nr, NATIVE);
+  }
+
+  /** The micro-kernel prefill's GEMMs run on this JVM, for bench and report headers. */
+  public static String kernel() {
+    return NATIVE ? "native 2 x 6 (" + NativeCpu.status() + ")" : "Vector API 2 x " + NR + " (native: " + NativeCpu.status() + ")";
+  }
+
+  /**
+   * As {@link #matmul(float[], int, Linear[], float[][], Parallel, int)}, the 2 × 6 tile's K blocks in {@link NativeCpu}'s
+   * kernel when nativeKernel is set (and the tile is its 16 rows), else in the Java kernel: the same bits either way.
+   */
+  static void matmul(float[] x, int m, Linear[] w, float[][] y, Parallel par, int nr, boolean nativeKernel) {
     if (nr != 4 && nr != 6) {
       throw new IllegalArgumentException("no 2 x " + nr + " micro-kernel");
     }
@@ -171,6 +192,7 @@ public final class PackedGemm {
       call.w = w;
       call.y = y;
       call.nr = nr;
+      call.nativeKernel = nativeKernel && nr == 6 && MR == 16 && NativeCpu.available();
       call.nTasks = firstTask[w.length];
       // Rows of x in chunks of CHUNK: one parallel pass transposes a chunk, one runs its (block of MB rows, weight
       // rows) tasks, blocks outermost so both threads share a block's xᵀ while it is in cache.
@@ -192,7 +214,7 @@ public final class PackedGemm {
 
   /** y[rowBase + i, n0 + j] for the mb rows of one block (tiles from firstTile of xᵀ) and nn weight rows from n0. */
   private static void rowTask(float[] xt, int firstTile, int tiles, int rowBase, int mb, Linear w, int n0, int nn, float[] y,
-                              int nr) {
+                              int nr, boolean nativeKernel) {
     Scratch s = SCRATCH.get();
     int kDim = w.in();
     int nDim = w.out();
@@ -217,6 +239,19 @@ public final class PackedGemm {
       }
       boolean first = k0 == 0;
       boolean last = k0 + kc == kDim;
+      if (nativeKernel) {
+        // The whole block in C into the accumulators; the last block's sums then go to y[rowBase + i, n0 + j].
+        NativeCpu.kernelBlock(xt, firstTile * kDim * MR, tiles, kDim, k0, kc, wb, groups, c, mPad, first);
+        if (last) {
+          for (int i = 0; i < mb; i++) {
+            int yo = (rowBase + i) * nDim + n0;
+            for (int j = 0; j < nn; j++) {
+              y[yo + j] = c[j * mPad + i];
+            }
+          }
+        }
+        continue;
+      }
       for (int t = 0; t < tiles; t++) {
         int xo = (firstTile + t) * kDim * MR + k0 * MR;
         for (int g = 0; g < groups; g++) {

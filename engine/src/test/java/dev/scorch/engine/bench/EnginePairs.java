@@ -2,6 +2,7 @@ package dev.scorch.engine.bench;
 
 import dev.scorch.engine.checkpoint.DType;
 import dev.scorch.engine.kernels.CpuOps;
+import dev.scorch.engine.kernels.PackedGemm;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.runtime.HeapAllocation;
 import dev.scorch.engine.scoring.BatchScores;
@@ -22,7 +23,7 @@ import java.util.List;
  * of neighbouring slices measures the engine, not the neighbours. One command per line on stdin, one answer per line
  * on stdout:
  * <pre>
- *   info                       →  the JVM's name and version
+ *   info                       →  the JVM's name and version, and the GEMM kernel it runs
  *   shape M K N DTYPE          →  ok                          (W [N, K] in DTYPE, fp32 x [M, K]; see GemmFixture)
  *   time SECONDS               →  MEDIAN_CALL_SECONDS CALLS   (matmul calls for about SECONDS, at least 3)
  *   prefill MODEL BATCH SEQ    →  ok MODEL_FLOPS              (BATCH random sequences of SEQ tokens, as bench scores them)
@@ -48,7 +49,8 @@ public final class EnginePairs {
       for (String line = in.readLine(); line != null; line = in.readLine()) {
         String[] cmd = line.trim().split("\\s+");
         switch (cmd[0]) {
-          case "info" -> out.println(System.getProperty("java.vm.name") + " " + System.getProperty("java.vm.version"));
+          case "info" -> out.println(System.getProperty("java.vm.name") + " " + System.getProperty("java.vm.version") + ", GEMM "
+              + PackedGemm.kernel());
           case "shape" -> {
             if (gemm != null) {
               gemm.close();

@@ -2,6 +2,7 @@ package dev.scorch.engine.kernels;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.scorch.engine.checkpoint.DType;
@@ -58,22 +59,52 @@ class GemmTest {
         float[] x = randn(m * k, m + 7L * k);
         float[] fast = new float[m * n];
         float[] other = new float[m * n];
+        float[] javaKernel = new float[m * n];
+        float[] nativeKernel = new float[m * n];
         float[] scalar = new float[m * n];
         float[] ref = new float[m * n];
         try (Parallel p = new Parallel(2)) {
           PackedGemm.matmul(x, m, w, fast, p);
           // The micro-kernel this JVM does not pick (2 x 6 from JDK 21, 2 x 4 on 17) gives the same bits.
           PackedGemm.matmul(x, m, new Linear[] {w}, new float[][] {other}, p, PackedGemm.NR == 6 ? 4 : 6);
+          // The 2 x 6 tile in Java and, where it loads, in the native kernel.
+          PackedGemm.matmul(x, m, new Linear[] {w}, new float[][] {javaKernel}, p, 6, false);
+          if (NativeCpu.available()) {
+            PackedGemm.matmul(x, m, new Linear[] {w}, new float[][] {nativeKernel}, p, 6, true);
+          }
           ScalarGemm.matmul(x, m, w, scalar, p);
         }
         PackedGemm.reference(x, m, w, ref);
         String what = dtype + " " + m + "x" + n + "x" + k;
         assertArrayEquals(scalar, fast, what + ": packed vs scalar fallback");
         assertArrayEquals(scalar, other, what + ": the other micro-kernel vs scalar fallback");
+        assertArrayEquals(scalar, javaKernel, what + ": the Java 2 x 6 kernel vs scalar fallback");
+        if (NativeCpu.available()) {
+          assertArrayEquals(scalar, nativeKernel, what + ": the native kernel vs scalar fallback");
+        }
         for (int i = 0; i < ref.length; i++) {
           assertEquals(ref[i], fast[i], 1e-4 * Math.sqrt(k) + 1e-5 * Math.abs(ref[i]), what + " at " + i);
         }
       }
+    }
+  }
+
+  @Test
+  void theNativeKernelLoadsWhereTheBuildCarriesIt() {
+    // A jar built on x86-64 Linux with a C compiler carries the library; it must then load, unless the CPU lacks AVX2.
+    boolean carried = NativeCpu.class.getResource("native/libscorch_cpu.so") != null;
+    boolean x86Linux = System.getProperty("os.name").startsWith("Linux") && System.getProperty("os.arch").equals("amd64");
+    if (carried && x86Linux && !"false".equals(System.getProperty("scorch.native"))) {
+      assertTrue(NativeCpu.available() || NativeCpu.status().contains("lacks AVX2"), NativeCpu.status());
+    }
+    if (NativeCpu.available()) {
+      float[] xt = new float[16 * 8];
+      float[] wb = new float[6 * 8];
+      float[] c = new float[6 * 16];
+      NativeCpu.kernelBlock(xt, 0, 1, 8, 0, 8, wb, 1, c, 16, true);
+      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(xt, 1, 1, 8, 0, 8, wb, 1, c, 16, true));
+      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(xt, 0, 1, 8, 0, 8, wb, 2, c, 16, true));
+      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(xt, 0, 1, 8, 4, 8, wb, 1, c, 16, true));
     }
   }
 

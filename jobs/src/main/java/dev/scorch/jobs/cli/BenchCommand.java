@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.scorch.engine.bench.DecodeBenchmark;
 import dev.scorch.engine.bench.PrefillBenchmark;
 import dev.scorch.engine.kernels.CpuOps;
+import dev.scorch.engine.kernels.PackedGemm;
 import dev.scorch.engine.model.DeepseekV3Model;
 import java.nio.file.Path;
 import java.util.concurrent.Callable;
@@ -74,11 +75,12 @@ public final class BenchCommand implements Callable<Integer> {
       System.out.printf("prefill %d x %d, %d threads (%s), java %s: %.1f tokens/s median (min %.1f, max %.1f) over %d runs;"
               + " %.1f model GFLOP/s; %,.1f heap bytes allocated per token (median run %,.1f); activation workspace %.1f MiB;"
               + " peak RSS %.0f MiB%n",
-          batch, seq, n, ops.simd() ? "Vector API" : "scalar", Runtime.version().feature(), r.medianTokensPerSec(),
+          batch, seq, n, ops.simd() ? "GEMM " + PackedGemm.kernel() : "scalar", Runtime.version().feature(), r.medianTokensPerSec(),
           r.minTokensPerSec(), r.maxTokensPerSec(), runs, r.modelGflopPerSec(), r.heapBytesPerToken(), r.heapBytesPerTokenMedianRun(), r.workspaceBytes() / 1048576.0, r.peakRssBytes() / 1048576.0);
       ObjectNode j = header(n);
       j.put("seq", seq);
       j.put("simd", ops.simd());
+      j.put("gemm_kernel", ops.simd() ? PackedGemm.kernel() : "scalar");
       j.put("runs", runs);
       j.put("tokens_per_s_median", r.medianTokensPerSec());
       j.put("tokens_per_s_min", r.minTokensPerSec());

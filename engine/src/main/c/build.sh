@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Compiles Scorch's CPU micro-kernel (scorch_cpu.c, JNI) into a shared library the engine jar carries, for x86-64
+# Linux. Run by Maven (engine's generate-resources phase) with the output folder and the JDK whose include/ has
+# jni.h. Without a C compiler, or on another platform, the jar is built without it and PackedGemm runs its Java
+# Vector API kernel (the same bits, slower).
+set -euo pipefail
+src="$(cd "$(dirname "$0")" && pwd)/scorch_cpu.c"
+out_dir="$1"
+java_home="$2"
+out="$out_dir/libscorch_cpu.so"
+# CC names the compiler; CC=none builds without the native kernel even where a compiler exists.
+cc="${CC:-$(command -v cc || command -v gcc || true)}"
+if [[ "$(uname -s)-$(uname -m)" != Linux-x86_64 ]]; then
+  echo "[scorch] native CPU kernel NOT built: only for Linux x86-64 (PackedGemm runs its Java kernel)"
+  rm -f "$out"
+  exit 0
+fi
+if [[ -z "$cc" || "$cc" == none || ! -f "$java_home/include/jni.h" ]]; then
+  echo "[scorch] C compiler or jni.h not found: native CPU kernel NOT built (PackedGemm runs its Java kernel)"
+  rm -f "$out"
+  exit 0
+fi
+mkdir -p "$out_dir"
+if [[ -f "$out" && "$out" -nt "$src" && "$out" -nt "$0" ]]; then
+  echo "[scorch] native CPU kernel up to date: $out"
+  exit 0
+fi
+# No -ffast-math: every FMA stays in the Java kernel's order. The kernel itself carries target("avx2,fma").
+"$cc" -O3 -std=c11 -fPIC -shared -Wall -Werror -I"$java_home/include" -I"$java_home/include/linux" -o "$out" "$src"
+echo "[scorch] native CPU kernel built with $("$cc" --version | head -1): $out"

@@ -1,0 +1,90 @@
+package dev.scorch.engine.kernels;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+
+/**
+ * The native CPU micro-kernel (engine/src/main/c/scorch_cpu.c through JNI): PackedGemm's 2 × 6 register tile over one
+ * K block of a row task, compiled by a C compiler for AVX2 + FMA. Same fused multiply-adds in the same order as
+ * the Java kernel, so the same bits; C2 leaves spills and scalar address work in the Java loop that the C compiler
+ * does not. Loaded once per JVM from the jar (x86-64 Linux, where the build had a C compiler) and used only where
+ * the CPU has AVX2 and FMA; -Dscorch.native=false turns it off. Elsewhere PackedGemm runs its Java kernel.
+ */
+public final class NativeCpu {
+  private static final String RESOURCE = "native/libscorch_cpu.so";
+  private static final String STATUS;
+  private static final boolean AVAILABLE;
+
+  static {
+    String status;
+    boolean ok = false;
+    try {
+      status = load();
+      ok = status == null;
+    } catch (IOException | LinkageError | SecurityException e) {
+      status = "not loaded: " + e;
+    }
+    AVAILABLE = ok;
+    STATUS = ok ? "native AVX2 kernel (JNI)" : status;
+  }
+
+  private NativeCpu() {}
+
+  /** Whether PackedGemm's blocks run in the native kernel on this JVM. */
+  public static boolean available() {
+    return AVAILABLE;
+  }
+
+  /** What runs, or why the native kernel does not: for bench and report headers. */
+  public static String status() {
+    return STATUS;
+  }
+
+  /** Null when loaded and supported; else why not. */
+  private static String load() throws IOException {
+    if ("false".equals(System.getProperty("scorch.native"))) {
+      return "off (-Dscorch.native=false)";
+    }
+    String os = System.getProperty("os.name", "");
+    String arch = System.getProperty("os.arch", "");
+    if (!os.startsWith("Linux") || !(arch.equals("amd64") || arch.equals("x86_64"))) {
+      return "no native kernel for " + os + " " + arch;
+    }
+    try (InputStream in = NativeCpu.class.getResourceAsStream(RESOURCE)) {
+      if (in == null) {
+        return "not in this build (it had no C compiler)";
+      }
+      // System.load needs a file: one per JVM, removed at exit.
+      Path lib = Files.createTempFile("scorch_cpu", ".so");
+      lib.toFile().deleteOnExit();
+      Files.copy(in, lib, StandardCopyOption.REPLACE_EXISTING);
+      System.load(lib.toString());
+    }
+    return supported() ? null : "this CPU lacks AVX2 or FMA";
+  }
+
+  /**
+   * One K block of a row task (see {@code kernel_block} in scorch_cpu.c): for every tile t of xᵀ from xtOff and every
+   * group g of 6 decoded weight rows in wb (row j at j·kc), c[j·mPad + t·16 + i] = (first ? 0 : c[..]) + Σ_k xᵀ · w.
+   * The arrays' bounds are checked here: the C side trusts them.
+   */
+  static void kernelBlock(float[] xt, int xtOff, int tiles, int kDim, int k0, int kc, float[] wb, int groups, float[] c,
+                          int mPad, boolean first) {
+    if (xtOff < 0 || k0 < 0 || kc < 0 || k0 + kc > kDim || tiles < 0 || groups < 0 || mPad < tiles * PackedGemm.MR
+        || (long) xtOff + (long) tiles * kDim * PackedGemm.MR > xt.length
+        || (long) groups * 6 * kc > wb.length || (long) groups * 6 * mPad > c.length) {
+      throw new IndexOutOfBoundsException("kernel block out of its arrays: xt " + xt.length + " from " + xtOff + ", "
+          + tiles + " tiles x " + kDim + ", wb " + wb.length + ", " + groups + " groups x " + kc + ", c " + c.length
+          + " at stride " + mPad);
+    }
+    kernelBlock0(xt, xtOff, tiles, kDim, k0, kc, wb, groups, c, mPad, first);
+  }
+
+  private static native boolean supported();
+
+  private static native void kernelBlock0(float[] xt, int xtOff, int tiles, int kDim, int k0, int kc, float[] wb, int groups,
+                                          float[] c, int mPad, boolean first);
+}
