@@ -28,7 +28,7 @@ public final class NativeCpu {
       status = "not loaded: " + e;
     }
     AVAILABLE = ok;
-    STATUS = ok ? "native AVX2 kernel (JNI)" : status;
+    STATUS = ok ? "loaded" : status;
   }
 
   private NativeCpu() {}

@@ -159,7 +159,7 @@ public final class PackedGemm {
 
   /** The micro-kernel prefill's GEMMs run on this JVM, for bench and report headers. */
   public static String kernel() {
-    return NATIVE ? "native 2 x 6 (" + NativeCpu.status() + ")" : "Vector API 2 x " + NR + " (native: " + NativeCpu.status() + ")";
+    return NATIVE ? "native C 2 x 6 (JNI, AVX2)" : "Vector API 2 x " + NR + " (native: " + NativeCpu.status() + ")";
   }
 
   /**
