@@ -17,11 +17,12 @@
 /*
  * One K block of one row task: for every tile t of x^T (xt: tile t at t * kDim * MR, input k at k * MR) and every
  * group g of NR decoded weight rows (wb: row j at j * kc), c[j * mPad + t * MR + i] (+)= sum over k0 <= k < k0 + kc of
- * xt[t, k, i] * wb[j, k - k0]; first starts the sums from 0.
+ * xt[t, k, i] * wb[j, k - k0]; first starts the sums from 0. With y (the last K block), the finished sums of the task's
+ * mb rows and nn weight rows go to y[(rowBase + t * MR + i) * nDim + n0 + j] instead of c.
  */
 __attribute__((target("avx2,fma")))
 static void kernel_block(const float* xt, int tiles, int kDim, int k0, int kc, const float* wb, int groups, float* c,
-                         int mPad, int first) {
+                         int mPad, int first, float* y, int rowBase, int mb, int nDim, int n0, int nn) {
   for (int t = 0; t < tiles; t++) {
     const float* x = xt + (size_t)t * kDim * MR + (size_t)k0 * MR;
     for (int g = 0; g < groups; g++) {
@@ -56,12 +57,27 @@ static void kernel_block(const float* xt, int tiles, int kDim, int k0, int kc, c
         v = _mm256_broadcast_ss(w5 + k);
         a50 = _mm256_fmadd_ps(x0, v, a50); a51 = _mm256_fmadd_ps(x1, v, a51);
       }
+      // The last block goes through a tile in L1 into y, row by row: weight row r's sum for x row i at tile[r * MR + i].
+      float tile[NR * MR];
+      if (y) {
+        c0 = tile, c1 = c0 + MR, c2 = c1 + MR, c3 = c2 + MR, c4 = c3 + MR, c5 = c4 + MR;
+      }
       _mm256_storeu_ps(c0, a00); _mm256_storeu_ps(c0 + 8, a01);
       _mm256_storeu_ps(c1, a10); _mm256_storeu_ps(c1 + 8, a11);
       _mm256_storeu_ps(c2, a20); _mm256_storeu_ps(c2 + 8, a21);
       _mm256_storeu_ps(c3, a30); _mm256_storeu_ps(c3 + 8, a31);
       _mm256_storeu_ps(c4, a40); _mm256_storeu_ps(c4 + 8, a41);
       _mm256_storeu_ps(c5, a50); _mm256_storeu_ps(c5 + 8, a51);
+      if (y) {
+        int rows = mb - t * MR < MR ? mb - t * MR : MR;
+        int cols = nn - g * NR < NR ? nn - g * NR : NR;
+        for (int i = 0; i < rows; i++) {
+          float* yr = y + (size_t)(rowBase + t * MR + i) * nDim + n0 + g * NR;
+          for (int r = 0; r < cols; r++) {
+            yr[r] = c0[r * MR + i];
+          }
+        }
+      }
     }
   }
 }
@@ -77,15 +93,17 @@ JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_supported(JN
 /* NativeCpu.kernelBlock0: the arrays' bounds are checked by the Java side before the call. */
 JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_kernelBlock0(
     JNIEnv* env, jclass cls, jfloatArray xt, jint xtOff, jint tiles, jint kDim, jint k0, jint kc, jfloatArray wb,
-    jint groups, jfloatArray c, jint mPad, jboolean first) {
+    jint groups, jfloatArray c, jint mPad, jboolean first, jfloatArray y, jint rowBase, jint mb, jint nDim, jint n0, jint nn) {
   (void)cls;
   float* pxt = (*env)->GetPrimitiveArrayCritical(env, xt, NULL);
   float* pwb = pxt ? (*env)->GetPrimitiveArrayCritical(env, wb, NULL) : NULL;
   float* pc = pwb ? (*env)->GetPrimitiveArrayCritical(env, c, NULL) : NULL;
-  if (pc) {
-    kernel_block(pxt + xtOff, tiles, kDim, k0, kc, pwb, groups, pc, mPad, first);
+  float* py = pc && y ? (*env)->GetPrimitiveArrayCritical(env, y, NULL) : NULL;
+  if (pc && (py || !y)) {
+    kernel_block(pxt + xtOff, tiles, kDim, k0, kc, pwb, groups, pc, mPad, first, py, rowBase, mb, nDim, n0, nn);
   }
-  /* c is written (mode 0 copies back where the VM gave a copy); xt and wb are only read. */
+  /* c and y are written (mode 0 copies back where the VM gave a copy); xt and wb are only read. */
+  if (py) (*env)->ReleasePrimitiveArrayCritical(env, y, py, 0);
   if (pc) (*env)->ReleasePrimitiveArrayCritical(env, c, pc, 0);
   if (pwb) (*env)->ReleasePrimitiveArrayCritical(env, wb, pwb, JNI_ABORT);
   if (pxt) (*env)->ReleasePrimitiveArrayCritical(env, xt, pxt, JNI_ABORT);

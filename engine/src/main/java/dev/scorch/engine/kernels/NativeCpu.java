@@ -69,22 +69,27 @@ public final class NativeCpu {
   /**
    * One K block of a row task (see {@code kernel_block} in scorch_cpu.c): for every tile t of xᵀ from xtOff and every
    * group g of 6 decoded weight rows in wb (row j at j·kc), c[j·mPad + t·16 + i] = (first ? 0 : c[..]) + Σ_k xᵀ · w.
-   * The arrays' bounds are checked here: the C side trusts them.
+   * With y (the last K block), the sums of the task's mb rows and nn weight rows go to
+   * y[(rowBase + i)·nDim + n0 + j] instead. The arrays' bounds are checked here: the C side trusts them.
    */
   static void kernelBlock(float[] xt, int xtOff, int tiles, int kDim, int k0, int kc, float[] wb, int groups, float[] c,
-                          int mPad, boolean first) {
+                          int mPad, boolean first, float[] y, int rowBase, int mb, int nDim, int n0, int nn) {
     if (xtOff < 0 || k0 < 0 || kc < 0 || k0 + kc > kDim || tiles < 0 || groups < 0 || mPad < tiles * PackedGemm.MR
         || (long) xtOff + (long) tiles * kDim * PackedGemm.MR > xt.length
-        || (long) groups * 6 * kc > wb.length || (long) groups * 6 * mPad > c.length) {
+        || (long) groups * 6 * kc > wb.length || (long) groups * 6 * mPad > c.length
+        || y != null && (rowBase < 0 || mb < 0 || mb > tiles * PackedGemm.MR || n0 < 0 || nn < 0 || nn > groups * 6
+            || n0 + nn > nDim || (long) (rowBase + mb) * nDim > y.length)) {
       throw new IndexOutOfBoundsException("kernel block out of its arrays: xt " + xt.length + " from " + xtOff + ", "
           + tiles + " tiles x " + kDim + ", wb " + wb.length + ", " + groups + " groups x " + kc + ", c " + c.length
-          + " at stride " + mPad);
+          + " at stride " + mPad + (y == null ? "" : ", y " + y.length + " rows " + rowBase + " + " + mb + " x " + nDim
+          + " from column " + n0 + " + " + nn));
     }
-    kernelBlock0(xt, xtOff, tiles, kDim, k0, kc, wb, groups, c, mPad, first);
+    kernelBlock0(xt, xtOff, tiles, kDim, k0, kc, wb, groups, c, mPad, first, y, rowBase, mb, nDim, n0, nn);
   }
 
   private static native boolean supported();
 
   private static native void kernelBlock0(float[] xt, int xtOff, int tiles, int kDim, int k0, int kc, float[] wb, int groups,
-                                          float[] c, int mPad, boolean first);
+                                          float[] c, int mPad, boolean first, float[] y, int rowBase, int mb, int nDim, int n0,
+                                          int nn);
 }

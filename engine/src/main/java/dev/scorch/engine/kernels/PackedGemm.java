@@ -240,16 +240,9 @@ public final class PackedGemm {
       boolean first = k0 == 0;
       boolean last = k0 + kc == kDim;
       if (nativeKernel) {
-        // The whole block in C into the accumulators; the last block's sums then go to y[rowBase + i, n0 + j].
-        NativeCpu.kernelBlock(xt, firstTile * kDim * MR, tiles, kDim, k0, kc, wb, groups, c, mPad, first);
-        if (last) {
-          for (int i = 0; i < mb; i++) {
-            int yo = (rowBase + i) * nDim + n0;
-            for (int j = 0; j < nn; j++) {
-              y[yo + j] = c[j * mPad + i];
-            }
-          }
-        }
+        // The whole block in C: into the accumulators, and the last block's sums into y[rowBase + i, n0 + j].
+        NativeCpu.kernelBlock(xt, firstTile * kDim * MR, tiles, kDim, k0, kc, wb, groups, c, mPad, first, last ? y : null,
+            rowBase, mb, nDim, n0, nn);
         continue;
       }
       for (int t = 0; t < tiles; t++) {

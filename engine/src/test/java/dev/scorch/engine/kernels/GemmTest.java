@@ -101,10 +101,14 @@ class GemmTest {
       float[] xt = new float[16 * 8];
       float[] wb = new float[6 * 8];
       float[] c = new float[6 * 16];
-      NativeCpu.kernelBlock(xt, 0, 1, 8, 0, 8, wb, 1, c, 16, true);
-      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(xt, 1, 1, 8, 0, 8, wb, 1, c, 16, true));
-      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(xt, 0, 1, 8, 0, 8, wb, 2, c, 16, true));
-      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(xt, 0, 1, 8, 4, 8, wb, 1, c, 16, true));
+      float[] y = new float[16 * 6];
+      NativeCpu.kernelBlock(xt, 0, 1, 8, 0, 8, wb, 1, c, 16, true, null, 0, 0, 0, 0, 0);
+      NativeCpu.kernelBlock(xt, 0, 1, 8, 0, 8, wb, 1, c, 16, true, y, 0, 16, 6, 0, 6);
+      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(xt, 1, 1, 8, 0, 8, wb, 1, c, 16, true, null, 0, 0, 0, 0, 0));
+      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(xt, 0, 1, 8, 0, 8, wb, 2, c, 16, true, null, 0, 0, 0, 0, 0));
+      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(xt, 0, 1, 8, 4, 8, wb, 1, c, 16, true, null, 0, 0, 0, 0, 0));
+      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(xt, 0, 1, 8, 0, 8, wb, 1, c, 16, true, y, 1, 16, 6, 0, 6));
+      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(xt, 0, 1, 8, 0, 8, wb, 1, c, 16, true, y, 0, 16, 6, 1, 6));
     }
   }
 
