@@ -192,7 +192,7 @@ public final class PackedGemm {
       call.w = w;
       call.y = y;
       call.nr = nr;
-      call.nativeKernel = nativeKernel && nr == 6 && MR == 16 && NativeCpu.available();
+      call.nativeKernel = nativeKernel && nr == 6 && NATIVE;
       call.nTasks = firstTask[w.length];
       // Rows of x in chunks of CHUNK: one parallel pass transposes a chunk, one runs its (block of MB rows, weight
       // rows) tasks, blocks outermost so both threads share a block's xᵀ while it is in cache.
