@@ -2,7 +2,8 @@
  * Scorch's CPU micro-kernel in C, for PackedGemm through JNI: the same 2 x 6 register tile as the Java kernel
  * (16 rows of x in two 8-float vectors, times 6 broadcast weight rows, 12 accumulators), the same fused
  * multiply-add chain per output over k in order, so its bits are the Java kernel's. The C compiler schedules the
- * loop without the spills and the scalar address work C2 leaves in it. Built by build.sh (engine's
+ * loop without the spills and the scalar address work C2 leaves in it. Beside it, the decoders that turn a K block's
+ * staged BF16 or FP8 weight rows into the fp32 rows the kernel broadcasts. Built by build.sh (engine's
  * generate-resources phase) for x86-64 Linux; the kernel is compiled for AVX2 + FMA and runs only where
  * scorch_cpu_supported says the CPU has both.
  */
@@ -82,6 +83,65 @@ static void kernel_block(const float* xt, int tiles, int kDim, int k0, int kc, c
   }
 }
 
+/*
+ * Weight rows decoded to fp32 for kernel_block, as RowDecoder's Java vectors decode them (the same bits): rows of n
+ * raw values at src + j * srcStride into dst + j * n.
+ *
+ * BF16: each half is a float's high 16 bits.
+ */
+__attribute__((target("avx2,fma")))
+static void decode_bf16(const unsigned short* src, int srcStride, int rows, int n, float* dst) {
+  for (int j = 0; j < rows; j++) {
+    const unsigned short* s = src + (size_t)j * srcStride;
+    float* d = dst + (size_t)j * n;
+    int k = 0;
+    for (; k + 8 <= n; k += 8) {
+      __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(s + k)));
+      _mm256_storeu_ps(d + k, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+    }
+    for (; k < n; k++) {
+      unsigned int bits = (unsigned int)s[k] << 16;
+      __builtin_memcpy(d + k, &bits, 4);
+    }
+  }
+}
+
+/*
+ * FP8 E4M3 times its block's scale: sign to bit 31, exponent and mantissa to bits 26..20, so the float is the code's
+ * value times 2^-120 exactly (subnormals included), then one product with the scale pre-multiplied by 2^120; codes
+ * 0x7f and 0xff are NaN. Row j's element k has scale scales[j * blocksPerRow + (lead + k) / bc]: lead is the first
+ * element's place in its block; lead and bc are multiples of 8, so no vector straddles two blocks.
+ */
+__attribute__((target("avx2,fma")))
+static void decode_fp8(const unsigned char* src, int srcStride, int rows, int n, const float* scales, int blocksPerRow,
+                       int lead, int bc, float* dst) {
+  const __m256i low7 = _mm256_set1_epi32(0x7f), sign = _mm256_set1_epi32(0x80), nan = _mm256_set1_epi32(0x7fc00000);
+  for (int j = 0; j < rows; j++) {
+    const unsigned char* s = src + (size_t)j * srcStride;
+    const float* sc = scales + (size_t)j * blocksPerRow;
+    float* d = dst + (size_t)j * n;
+    // Block by block: inputs k .. end share one scale.
+    for (int k = 0, b = 0; k < n; b++) {
+      int end = (b + 1) * bc - lead < n ? (b + 1) * bc - lead : n;
+      __m256 scale = _mm256_set1_ps(sc[b]);
+      for (; k + 8 <= end; k += 8) {
+        __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(s + k)));
+        __m256i mag = _mm256_and_si256(c, low7);
+        __m256i bits = _mm256_or_si256(_mm256_slli_epi32(mag, 20), _mm256_slli_epi32(_mm256_and_si256(c, sign), 24));
+        bits = _mm256_blendv_epi8(bits, nan, _mm256_cmpeq_epi32(mag, low7));
+        _mm256_storeu_ps(d + k, _mm256_mul_ps(_mm256_castsi256_ps(bits), scale));
+      }
+      for (; k < end; k++) {
+        unsigned int c = s[k], mag = c & 0x7f;
+        unsigned int bits = mag == 0x7f ? 0x7fc00000u : mag << 20 | (c & 0x80) << 24;
+        float v;
+        __builtin_memcpy(&v, &bits, 4);
+        d[k] = v * sc[b];
+      }
+    }
+  }
+}
+
 /* Whether this CPU runs kernel_block (compiled without AVX2 itself, so it is safe to call anywhere). */
 JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_supported(JNIEnv* env, jclass cls) {
   (void)env;
@@ -107,4 +167,32 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_kernelBlock0(
   if (pc) (*env)->ReleasePrimitiveArrayCritical(env, c, pc, 0);
   if (pwb) (*env)->ReleasePrimitiveArrayCritical(env, wb, pwb, JNI_ABORT);
   if (pxt) (*env)->ReleasePrimitiveArrayCritical(env, xt, pxt, JNI_ABORT);
+}
+
+/* NativeCpu.bf16Rows0 and fp8Rows0: bounds checked by the Java side. */
+JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_bf16Rows0(
+    JNIEnv* env, jclass cls, jshortArray src, jint so, jint srcStride, jint rows, jint n, jfloatArray dst) {
+  (void)cls;
+  unsigned short* ps = (*env)->GetPrimitiveArrayCritical(env, src, NULL);
+  float* pd = ps ? (*env)->GetPrimitiveArrayCritical(env, dst, NULL) : NULL;
+  if (pd) {
+    decode_bf16(ps + so, srcStride, rows, n, pd);
+    (*env)->ReleasePrimitiveArrayCritical(env, dst, pd, 0);
+  }
+  if (ps) (*env)->ReleasePrimitiveArrayCritical(env, src, ps, JNI_ABORT);
+}
+
+JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8Rows0(
+    JNIEnv* env, jclass cls, jbyteArray src, jint so, jint srcStride, jint rows, jint n, jfloatArray scales,
+    jint blocksPerRow, jint lead, jint bc, jfloatArray dst) {
+  (void)cls;
+  unsigned char* ps = (*env)->GetPrimitiveArrayCritical(env, src, NULL);
+  float* psc = ps ? (*env)->GetPrimitiveArrayCritical(env, scales, NULL) : NULL;
+  float* pd = psc ? (*env)->GetPrimitiveArrayCritical(env, dst, NULL) : NULL;
+  if (pd) {
+    decode_fp8(ps + so, srcStride, rows, n, psc, blocksPerRow, lead, bc, pd);
+    (*env)->ReleasePrimitiveArrayCritical(env, dst, pd, 0);
+  }
+  if (psc) (*env)->ReleasePrimitiveArrayCritical(env, scales, psc, JNI_ABORT);
+  if (ps) (*env)->ReleasePrimitiveArrayCritical(env, src, ps, JNI_ABORT);
 }

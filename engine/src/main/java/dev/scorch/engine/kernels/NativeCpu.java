@@ -10,7 +10,8 @@ import java.nio.file.StandardCopyOption;
  * The native CPU micro-kernel (engine/src/main/c/scorch_cpu.c through JNI): PackedGemm's 2 × 6 register tile over one
  * K block of a row task, compiled by a C compiler for AVX2 + FMA. Same fused multiply-adds in the same order as
  * the Java kernel, so the same bits; C2 leaves spills and scalar address work in the Java loop that the C compiler
- * does not. Loaded once per JVM from the jar (x86-64 Linux, where the build had a C compiler) and used only where
+ * does not. Beside it, the decoders of a K block's staged BF16 and FP8 weight rows, bit for bit RowDecoder's (at 16
+ * rows of x a weight is decoded for 32 flops, so decoding costs as much as the tile there). Loaded once per JVM from the jar (x86-64 Linux, where the build had a C compiler) and used only where
  * the CPU has AVX2 and FMA; -Dscorch.native=false turns it off. Elsewhere PackedGemm runs its Java kernel.
  */
 public final class NativeCpu {
@@ -87,7 +88,42 @@ public final class NativeCpu {
     kernelBlock0(xt, xtOff, tiles, kDim, k0, kc, wb, groups, c, mPad, first, y, rowBase, mb, nDim, n0, nn);
   }
 
+  /**
+   * BF16 rows to fp32 (see {@code decode_bf16}): dst[j·n + k] = the float whose high half is src[so + j·srcStride + k],
+   * for j &lt; rows and k &lt; n. The same bits as RowDecoder's Java vectors.
+   */
+  static void bf16Rows(short[] src, int so, int srcStride, int rows, int n, float[] dst) {
+    if (so < 0 || rows < 0 || n < 0 || srcStride < n || rows > 0 && (long) so + (long) (rows - 1) * srcStride + n > src.length
+        || (long) rows * n > dst.length) {
+      throw new IndexOutOfBoundsException("bf16 rows out of their arrays: src " + src.length + " from " + so + ", " + rows
+          + " rows of " + n + " at stride " + srcStride + ", dst " + dst.length);
+    }
+    bf16Rows0(src, so, srcStride, rows, n, dst);
+  }
+
+  /**
+   * FP8 E4M3 rows to fp32 times their block scales (see {@code decode_fp8}): dst[j·n + k] = code src[so + j·srcStride + k]
+   * times scales[j·blocksPerRow + (lead + k) / bc], which the caller has multiplied by 2^120 ({@link RowDecoder#FP8_RESCALE}).
+   * lead (the first element's place in its block) and bc are multiples of 8. The same bits as RowDecoder's Java vectors.
+   */
+  static void fp8Rows(byte[] src, int so, int srcStride, int rows, int n, float[] scales, int blocksPerRow, int lead, int bc,
+                      float[] dst) {
+    if (so < 0 || rows < 0 || n < 0 || srcStride < n || bc < 8 || bc % 8 != 0 || lead < 0 || lead >= bc || lead % 8 != 0
+        || rows > 0 && (long) so + (long) (rows - 1) * srcStride + n > src.length || (long) rows * n > dst.length
+        || blocksPerRow < (lead + n + bc - 1) / bc || (long) rows * blocksPerRow > scales.length) {
+      throw new IndexOutOfBoundsException("fp8 rows out of their arrays: src " + src.length + " from " + so + ", " + rows
+          + " rows of " + n + " at stride " + srcStride + ", scales " + scales.length + " (" + blocksPerRow
+          + " per row, blocks of " + bc + " from " + lead + "), dst " + dst.length);
+    }
+    fp8Rows0(src, so, srcStride, rows, n, scales, blocksPerRow, lead, bc, dst);
+  }
+
   private static native boolean supported();
+
+  private static native void bf16Rows0(short[] src, int so, int srcStride, int rows, int n, float[] dst);
+
+  private static native void fp8Rows0(byte[] src, int so, int srcStride, int rows, int n, float[] scales, int blocksPerRow,
+                                      int lead, int bc, float[] dst);
 
   private static native void kernelBlock0(float[] xt, int xtOff, int tiles, int kDim, int k0, int kc, float[] wb, int groups,
                                           float[] c, int mPad, boolean first, float[] y, int rowBase, int mb, int nDim, int n0,

@@ -228,12 +228,12 @@ public final class PackedGemm {
       if (k0 % KS == 0) {
         staged = s.decoder.stage(w, n0, nn, k0, Math.min(KS, kDim - k0));
       }
-      // Decode W[n0 .., k0 .. k0 + kc) row by row. Rows past nn in the last group keep stale values: each
+      // Decode W[n0 .., k0 .. k0 + kc) (in C with the native kernel). Rows past nn in the last group keep stale values: each
       // accumulator is one weight row's own, and those rows' results are never written to y.
-      for (int j = 0; j < nn; j++) {
-        if (staged) {
-          s.decoder.decodeStaged(j, k0, kc, wb, j * kc);
-        } else {
+      if (staged) {
+        s.decoder.decodeStagedRows(nn, k0, kc, wb, nativeKernel);
+      } else {
+        for (int j = 0; j < nn; j++) {
           s.decoder.decode(w, n0 + j, k0, kc, wb, j * kc);
         }
       }

@@ -32,6 +32,8 @@ final class RowDecoder {
   private final int stageCols;
   private final short[] stagedHalves;
   private final byte[] stagedCodes;
+  /** FP8 block scales × 2^120 of the staged rows for {@link NativeCpu#fp8Rows}: row j's at j * (stageCols / L + 1). */
+  private final float[] stagedScales;
   private Linear stagedW;
   private int stagedRow0;
   private int stagedK0;
@@ -50,6 +52,7 @@ final class RowDecoder {
     this.stageCols = stageCols;
     stagedHalves = new short[stageRows * stageCols];
     stagedCodes = new byte[stageRows * stageCols];
+    stagedScales = new float[stageRows * (stageCols / L + 1)];
   }
 
   /** True when FP8 rows of w decode in registers (block columns a multiple of L, scales that cannot overflow). */
@@ -122,6 +125,35 @@ final class RowDecoder {
     } else {
       fp8Row(stagedW, stagedRow0 + j, k0, stagedCodes, so, n, dst, off);
     }
+  }
+
+  /**
+   * dst[j·n .. j·n + n) = W[row0 + j, k0 .. k0 + n) of the block {@link #stage} copied, for j &lt; rows: in {@link NativeCpu}'s
+   * decoder where nativeDecode is set (it must be available), else row by row through {@link #decodeStaged}. The same bits
+   * either way.
+   */
+  void decodeStagedRows(int rows, int k0, int n, float[] dst, boolean nativeDecode) {
+    if (!nativeDecode) {
+      for (int j = 0; j < rows; j++) {
+        decodeStaged(j, k0, n, dst, j * n);
+      }
+      return;
+    }
+    int so = k0 - stagedK0;
+    if (stagedW.dtype() == DType.BF16) {
+      NativeCpu.bf16Rows(stagedHalves, so, stagedKn, rows, n, dst);
+      return;
+    }
+    // Each row's scales for the blocks of inputs k0 .. k0 + n (the first one from lead on).
+    int bc = stagedW.blockCols();
+    int lead = k0 % bc;
+    int blocks = (lead + n + bc - 1) / bc;
+    for (int j = 0; j < rows; j++) {
+      for (int b = 0; b < blocks; b++) {
+        stagedScales[j * blocks + b] = stagedW.blockScale(stagedRow0 + j, k0 - lead + b * bc) * FP8_RESCALE;
+      }
+    }
+    NativeCpu.fp8Rows(stagedCodes, so, stagedKn, rows, n, stagedScales, blocks, lead, bc, dst);
   }
 
   /** dst[off .. off + n) = BF16 halves src[so .. so + n) widened: each half is a float's high 16 bits. */

@@ -30,19 +30,25 @@ class GemmTest {
   }
 
   Linear linear(DType dtype, int out, int in, long seed) throws IOException {
+    return linear(dtype, out, in, seed, 128, 128);
+  }
+
+  /** FP8 weights quantized in blocks of blockRows x blockCols (other dtypes ignore the block). */
+  Linear linear(DType dtype, int out, int in, long seed, int blockRows, int blockCols) throws IOException {
     float[] w = randn(out * in, seed);
     SafetensorsWriter sw = new SafetensorsWriter();
     if (dtype == DType.F8_E4M3) {
-      Fp8Blocks q = Fp8Blocks.quantize(w, out, in, 128, 128);
+      Fp8Blocks q = Fp8Blocks.quantize(w, out, in, blockRows, blockCols);
       sw.add("w", DType.F8_E4M3, new long[] {out, in}, q.codes());
       sw.addFloats("w_scale_inv", DType.F32, new long[] {q.scaleRows(), q.scaleCols()}, q.scaleInv());
     } else {
       sw.addFloats("w", dtype, new long[] {out, in}, w);
     }
-    Path f = dir.resolve(dtype + "-" + out + "x" + in + ".safetensors");
+    Path f = dir.resolve(dtype + "-" + out + "x" + in + "-" + blockCols + ".safetensors");
     sw.write(f);
     SafetensorsFile sf = SafetensorsFile.open(f);
-    return dtype == DType.F8_E4M3 ? new Linear(sf.tensor("w"), sf.tensor("w_scale_inv"), 128, 128) : new Linear(sf.tensor("w"));
+    return dtype == DType.F8_E4M3 ? new Linear(sf.tensor("w"), sf.tensor("w_scale_inv"), blockRows, blockCols)
+        : new Linear(sf.tensor("w"));
   }
 
   @Test
@@ -90,6 +96,23 @@ class GemmTest {
   }
 
   @Test
+  void fp8BlocksThatStraddleTheKBlocksDecodeAlike() throws IOException {
+    // Scale blocks of 96 inputs: K blocks of 256 start inside one (at 64 and 32 of it), and K = 1300 is staged in parts.
+    Linear w = linear(DType.F8_E4M3, 50, 1300, 11, 24, 96);
+    float[] x = randn(40 * 1300, 12);
+    float[] javaKernel = new float[40 * 50];
+    float[] nativeKernel = new float[40 * 50];
+    float[] scalar = new float[40 * 50];
+    try (Parallel p = new Parallel(2)) {
+      PackedGemm.matmul(x, 40, new Linear[] {w}, new float[][] {javaKernel}, p, 6, false);
+      PackedGemm.matmul(x, 40, new Linear[] {w}, new float[][] {nativeKernel}, p, 6, true);
+      ScalarGemm.matmul(x, 40, w, scalar, p);
+    }
+    assertArrayEquals(scalar, javaKernel, "Java decoding");
+    assertArrayEquals(scalar, nativeKernel, "native decoding where it loads");
+  }
+
+  @Test
   void theNativeKernelLoadsWhereTheBuildCarriesIt() {
     // A jar built on x86-64 Linux with a C compiler carries the library; it must then load, unless the CPU lacks AVX2.
     boolean carried = NativeCpu.class.getResource("native/libscorch_cpu.so") != null;
@@ -109,6 +132,18 @@ class GemmTest {
       assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(xt, 0, 1, 8, 4, 8, wb, 1, c, 16, true, null, 0, 0, 0, 0, 0));
       assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(xt, 0, 1, 8, 0, 8, wb, 1, c, 16, true, y, 1, 16, 6, 0, 6));
       assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(xt, 0, 1, 8, 0, 8, wb, 1, c, 16, true, y, 0, 16, 6, 1, 6));
+      // The decoders: 2 rows of 8 at stride 10 (18 raw values), scales 2 per row for blocks of 8 from lead 0.
+      short[] halves = new short[18];
+      byte[] codes = new byte[18];
+      float[] scales = new float[4];
+      float[] dst = new float[16];
+      NativeCpu.bf16Rows(halves, 0, 10, 2, 8, dst);
+      NativeCpu.fp8Rows(codes, 0, 10, 2, 8, scales, 2, 0, 8, dst);
+      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.bf16Rows(halves, 1, 10, 2, 8, dst));
+      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.bf16Rows(halves, 0, 10, 2, 9, dst));
+      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.fp8Rows(codes, 0, 10, 2, 8, scales, 3, 0, 8, dst));
+      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.fp8Rows(codes, 0, 10, 2, 8, scales, 2, 4, 8, dst));
+      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.fp8Rows(codes, 0, 10, 3, 8, scales, 1, 0, 8, dst));
     }
   }
 
