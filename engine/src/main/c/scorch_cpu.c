@@ -84,6 +84,54 @@ static void kernel_block(const float* xt, int tiles, int kDim, int k0, int kc, c
 }
 
 /*
+ * x^T of one tile, as PackedGemm.transposeTile writes it: xt[k * MR + r] = x[r * kDim + k] for the tile's rows r < rows
+ * (x points at its first row), 0 for r >= rows. 8 x 8 blocks go through registers (8 rows in, 8 inputs out); the
+ * inputs past the last multiple of 8 one by one.
+ */
+__attribute__((target("avx2,fma")))
+static void transpose_tile(const float* x, int rows, int kDim, float* xt) {
+  int k8 = kDim / 8 * 8;
+  for (int half = 0; half < MR; half += 8) {
+    const float* src[8];
+    int live[8];
+    for (int r = 0; r < 8; r++) {
+      live[r] = half + r < rows;
+      src[r] = x + (size_t)(live[r] ? half + r : 0) * kDim;
+    }
+    __m256 zero = _mm256_setzero_ps();
+    for (int k = 0; k < k8; k += 8) {
+      __m256 r0 = live[0] ? _mm256_loadu_ps(src[0] + k) : zero, r1 = live[1] ? _mm256_loadu_ps(src[1] + k) : zero;
+      __m256 r2 = live[2] ? _mm256_loadu_ps(src[2] + k) : zero, r3 = live[3] ? _mm256_loadu_ps(src[3] + k) : zero;
+      __m256 r4 = live[4] ? _mm256_loadu_ps(src[4] + k) : zero, r5 = live[5] ? _mm256_loadu_ps(src[5] + k) : zero;
+      __m256 r6 = live[6] ? _mm256_loadu_ps(src[6] + k) : zero, r7 = live[7] ? _mm256_loadu_ps(src[7] + k) : zero;
+      // Pairs, then quads, then 128-bit halves: t[j] ends up holding input k + j of the 8 rows.
+      __m256 a0 = _mm256_unpacklo_ps(r0, r1), a1 = _mm256_unpackhi_ps(r0, r1);
+      __m256 a2 = _mm256_unpacklo_ps(r2, r3), a3 = _mm256_unpackhi_ps(r2, r3);
+      __m256 a4 = _mm256_unpacklo_ps(r4, r5), a5 = _mm256_unpackhi_ps(r4, r5);
+      __m256 a6 = _mm256_unpacklo_ps(r6, r7), a7 = _mm256_unpackhi_ps(r6, r7);
+      __m256 b0 = _mm256_shuffle_ps(a0, a2, 0x44), b1 = _mm256_shuffle_ps(a0, a2, 0xee);
+      __m256 b2 = _mm256_shuffle_ps(a1, a3, 0x44), b3 = _mm256_shuffle_ps(a1, a3, 0xee);
+      __m256 b4 = _mm256_shuffle_ps(a4, a6, 0x44), b5 = _mm256_shuffle_ps(a4, a6, 0xee);
+      __m256 b6 = _mm256_shuffle_ps(a5, a7, 0x44), b7 = _mm256_shuffle_ps(a5, a7, 0xee);
+      float* d = xt + (size_t)k * MR + half;
+      _mm256_storeu_ps(d + 0 * MR, _mm256_permute2f128_ps(b0, b4, 0x20));
+      _mm256_storeu_ps(d + 1 * MR, _mm256_permute2f128_ps(b1, b5, 0x20));
+      _mm256_storeu_ps(d + 2 * MR, _mm256_permute2f128_ps(b2, b6, 0x20));
+      _mm256_storeu_ps(d + 3 * MR, _mm256_permute2f128_ps(b3, b7, 0x20));
+      _mm256_storeu_ps(d + 4 * MR, _mm256_permute2f128_ps(b0, b4, 0x31));
+      _mm256_storeu_ps(d + 5 * MR, _mm256_permute2f128_ps(b1, b5, 0x31));
+      _mm256_storeu_ps(d + 6 * MR, _mm256_permute2f128_ps(b2, b6, 0x31));
+      _mm256_storeu_ps(d + 7 * MR, _mm256_permute2f128_ps(b3, b7, 0x31));
+    }
+    for (int k = k8; k < kDim; k++) {
+      for (int r = 0; r < 8; r++) {
+        xt[(size_t)k * MR + half + r] = live[r] ? src[r][k] : 0.0f;
+      }
+    }
+  }
+}
+
+/*
  * Weight rows decoded to fp32 for kernel_block, as RowDecoder's Java vectors decode them (the same bits): rows of n
  * raw values at src + j * srcStride into dst + j * n.
  *
@@ -195,4 +243,17 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8Rows0(
   }
   if (psc) (*env)->ReleasePrimitiveArrayCritical(env, scales, psc, JNI_ABORT);
   if (ps) (*env)->ReleasePrimitiveArrayCritical(env, src, ps, JNI_ABORT);
+}
+
+/* NativeCpu.transposeTile0: bounds checked by the Java side. */
+JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_transposeTile0(
+    JNIEnv* env, jclass cls, jfloatArray x, jint xOff, jint rows, jint kDim, jfloatArray xt, jint xtOff) {
+  (void)cls;
+  float* px = (*env)->GetPrimitiveArrayCritical(env, x, NULL);
+  float* pxt = px ? (*env)->GetPrimitiveArrayCritical(env, xt, NULL) : NULL;
+  if (pxt) {
+    transpose_tile(px + xOff, rows, kDim, pxt + xtOff);
+    (*env)->ReleasePrimitiveArrayCritical(env, xt, pxt, 0);
+  }
+  if (px) (*env)->ReleasePrimitiveArrayCritical(env, x, px, JNI_ABORT);
 }

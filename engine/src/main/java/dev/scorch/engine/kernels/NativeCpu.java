@@ -118,7 +118,22 @@ public final class NativeCpu {
     fp8Rows0(src, so, srcStride, rows, n, scales, blocksPerRow, lead, bc, dst);
   }
 
+  /**
+   * xᵀ of one tile of PackedGemm (see {@code transpose_tile}): xt[xtOff + k·16 + r] = x[xOff + r·kDim + k] for r &lt; rows,
+   * 0 for rows ≤ r &lt; 16, k &lt; kDim.
+   */
+  static void transposeTile(float[] x, int xOff, int rows, int kDim, float[] xt, int xtOff) {
+    if (xOff < 0 || xtOff < 0 || kDim < 0 || rows < 0 || rows > PackedGemm.MR || (long) xOff + (long) rows * kDim > x.length
+        || (long) xtOff + (long) kDim * PackedGemm.MR > xt.length) {
+      throw new IndexOutOfBoundsException("transposed tile out of its arrays: x " + x.length + " from " + xOff + ", " + rows
+          + " rows of " + kDim + ", xt " + xt.length + " from " + xtOff);
+    }
+    transposeTile0(x, xOff, rows, kDim, xt, xtOff);
+  }
+
   private static native boolean supported();
+
+  private static native void transposeTile0(float[] x, int xOff, int rows, int kDim, float[] xt, int xtOff);
 
   private static native void bf16Rows0(short[] src, int so, int srcStride, int rows, int n, float[] dst);
 

@@ -101,8 +101,14 @@ public final class PackedGemm {
     final Linear[] w1 = new Linear[1];
     final float[][] y1 = new float[1][];
 
-    /** Pass 1, item t: the xᵀ tile t of the chunk. */
-    final IntConsumer transpose = t -> transposeTile(x, chunkBase, rows, kDim, t, xt);
+    /** Pass 1, item t: the xᵀ tile t of the chunk (in C with the native kernel). */
+    final IntConsumer transpose = t -> {
+      if (nativeKernel) {
+        NativeCpu.transposeTile(x, (chunkBase + t * MR) * kDim, Math.min(MR, rows - t * MR), kDim, xt, t * kDim * MR);
+      } else {
+        transposeTile(x, chunkBase, rows, kDim, t, xt);
+      }
+    };
 
     /** Pass 2, item task: one block's rows against one task's weight rows. */
     final IntConsumer rowTasks = task -> {

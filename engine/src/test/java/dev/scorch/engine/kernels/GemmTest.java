@@ -132,6 +132,12 @@ class GemmTest {
       assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(xt, 0, 1, 8, 4, 8, wb, 1, c, 16, true, null, 0, 0, 0, 0, 0));
       assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(xt, 0, 1, 8, 0, 8, wb, 1, c, 16, true, y, 1, 16, 6, 0, 6));
       assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(xt, 0, 1, 8, 0, 8, wb, 1, c, 16, true, y, 0, 16, 6, 1, 6));
+      // The transpose: 3 rows of 8 inputs into one 16-row tile.
+      float[] x = new float[3 * 8];
+      NativeCpu.transposeTile(x, 0, 3, 8, xt, 0);
+      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.transposeTile(x, 1, 3, 8, xt, 0));
+      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.transposeTile(x, 0, 3, 8, xt, 1));
+      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.transposeTile(x, 0, 17, 0, xt, 0));
       // The decoders: 2 rows of 8 at stride 10 (18 raw values), scales 2 per row for blocks of 8 from lead 0.
       short[] halves = new short[18];
       byte[] codes = new byte[18];
