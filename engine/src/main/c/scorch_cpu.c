@@ -104,7 +104,7 @@ static void transpose_tile(const float* x, int rows, int kDim, float* xt) {
       __m256 r2 = live[2] ? _mm256_loadu_ps(src[2] + k) : zero, r3 = live[3] ? _mm256_loadu_ps(src[3] + k) : zero;
       __m256 r4 = live[4] ? _mm256_loadu_ps(src[4] + k) : zero, r5 = live[5] ? _mm256_loadu_ps(src[5] + k) : zero;
       __m256 r6 = live[6] ? _mm256_loadu_ps(src[6] + k) : zero, r7 = live[7] ? _mm256_loadu_ps(src[7] + k) : zero;
-      // Pairs, then quads, then 128-bit halves: t[j] ends up holding input k + j of the 8 rows.
+      // Pairs, then quads, then 128-bit halves: the j-th store holds input k + j of the 8 rows.
       __m256 a0 = _mm256_unpacklo_ps(r0, r1), a1 = _mm256_unpackhi_ps(r0, r1);
       __m256 a2 = _mm256_unpacklo_ps(r2, r3), a3 = _mm256_unpackhi_ps(r2, r3);
       __m256 a4 = _mm256_unpacklo_ps(r4, r5), a5 = _mm256_unpackhi_ps(r4, r5);

@@ -10,9 +10,11 @@ import java.nio.file.StandardCopyOption;
  * The native CPU micro-kernel (engine/src/main/c/scorch_cpu.c through JNI): PackedGemm's 2 × 6 register tile over one
  * K block of a row task, compiled by a C compiler for AVX2 + FMA. Same fused multiply-adds in the same order as
  * the Java kernel, so the same bits; C2 leaves spills and scalar address work in the Java loop that the C compiler
- * does not. Beside it, the decoders of a K block's staged BF16 and FP8 weight rows, bit for bit RowDecoder's (at 16
- * rows of x a weight is decoded for 32 flops, so decoding costs as much as the tile there). Loaded once per JVM from the jar (x86-64 Linux, where the build had a C compiler) and used only where
- * the CPU has AVX2 and FMA; -Dscorch.native=false turns it off. Elsewhere PackedGemm runs its Java kernel.
+ * does not. Beside it, the rest of a call's per-element work: the decoders of a K block's staged BF16 and FP8 weight
+ * rows, bit for bit RowDecoder's (at 16 rows of x a weight is decoded for 32 flops, so decoding costs as much as the
+ * tile there), and the transpose of x into tiles. Loaded once per JVM from the jar (x86-64 Linux, where the build had
+ * a C compiler) and used only where the CPU has AVX2 and FMA; -Dscorch.native=false turns it off. Elsewhere
+ * PackedGemm runs its Java kernel.
  */
 public final class NativeCpu {
   private static final String RESOURCE = "native/libscorch_cpu.so";

@@ -32,7 +32,10 @@ final class RowDecoder {
   private final int stageCols;
   private final short[] stagedHalves;
   private final byte[] stagedCodes;
-  /** FP8 block scales × 2^120 of the staged rows for {@link NativeCpu#fp8Rows}: row j's at j * (stageCols / L + 1). */
+  /**
+   * FP8 block scales × 2^120 of the staged rows for the K block {@link NativeCpu#fp8Rows} decodes: row j's blocks at
+   * j * blocks (room for stageCols / L + 1 blocks a row).
+   */
   private final float[] stagedScales;
   private Linear stagedW;
   private int stagedRow0;
