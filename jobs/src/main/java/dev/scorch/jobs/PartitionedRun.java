@@ -133,10 +133,19 @@ public final class PartitionedRun implements AutoCloseable {
       for (int k = 0; k < spec.slices(); k++) {
         Dataset<Row> slice = spec.slices() == 1 ? input : input.where(pmod(hash(col(ScoreSchema.ID)), lit(spec.slices())).equalTo(k));
         // Internal rows in and out: no Row objects or boxed arrays per token.
-        JavaRDD<InternalRow> rows = slice.repartition(spec.partitions()).queryExecution().toRdd().toJavaRDD().mapPartitions(fn);
+        JavaRDD<InternalRow> rows = spread(slice, spec.partitions()).queryExecution().toRdd().toJavaRDD().mapPartitions(fn);
         write(classic.internalCreateDataFrame(rows.rdd(), outSchema, false), spec);
       }
     }
+  }
+
+  /**
+   * The rows in the partitions a job asked for: a round-robin shuffle, unless they already are in that many (one input
+   * file on --partitions 1, say), where the shuffle would only write and read them back. A row scores alike in any
+   * partition.
+   */
+  static Dataset<Row> spread(Dataset<Row> rows, int partitions) {
+    return rows.rdd().getNumPartitions() == partitions ? rows : rows.repartition(partitions);
   }
 
   public ModelInfo info() {
