@@ -55,16 +55,19 @@ public final class PartitionedRun implements AutoCloseable {
   private final String modelLabel;
   private final Dataset<Row> input;
   private final long skipped;
+  /** Partitions of the numbered input rows; 0 after a resume's anti-join, which adaptive execution may still re-partition. */
+  private final int inputPartitions;
   private final ModelSource source;
 
   private PartitionedRun(SparkSession spark, JobSpec spec, ModelInfo info, String modelLabel, Dataset<Row> input, long skipped,
-      ModelSource source) {
+      int inputPartitions, ModelSource source) {
     this.spark = spark;
     this.spec = spec;
     this.info = info;
     this.modelLabel = modelLabel;
     this.input = input;
     this.skipped = skipped;
+    this.inputPartitions = inputPartitions;
     this.source = source;
   }
 
@@ -106,6 +109,7 @@ public final class PartitionedRun implements AutoCloseable {
     Dataset<Row> raw = readInput(spark, spec);
     Dataset<Row> input = normalise(spark, spec, raw, extraColumns.apply(raw));
     long skipped = 0;
+    int inputPartitions = input.rdd().getNumPartitions(); // planned only: the numbered rows' RDD, no job
     if (exists && spec.resume()) {
       fs.delete(new Path(out, "_temporary"), true); // a killed run's uncommitted task files
       Dataset<Row> done = readDone(spark, spec, input.schema().apply(ScoreSchema.ID).dataType());
@@ -113,6 +117,7 @@ public final class PartitionedRun implements AutoCloseable {
         long before = input.count();
         input = input.join(done, input.col(ScoreSchema.ID).eqNullSafe(done.col("done_id")), "left_anti");
         skipped = before - input.count();
+        inputPartitions = 0;
       }
     }
 
@@ -123,7 +128,7 @@ public final class PartitionedRun implements AutoCloseable {
       case "files" -> SparkFilesSource.ship(spark.sparkContext(), spec.model(), manifest);
       default -> new SharedPathSource(spec.model().toAbsolutePath().toString(), manifest);
     };
-    return new PartitionedRun(spark, spec, info, modelLabel, input, skipped, source);
+    return new PartitionedRun(spark, spec, info, modelLabel, input, skipped, inputPartitions, source);
   }
 
   /** 5. Runs fn over every partition of every slice (internal rows in, internal rows of outSchema out) and writes. */
@@ -133,19 +138,19 @@ public final class PartitionedRun implements AutoCloseable {
       for (int k = 0; k < spec.slices(); k++) {
         Dataset<Row> slice = spec.slices() == 1 ? input : input.where(pmod(hash(col(ScoreSchema.ID)), lit(spec.slices())).equalTo(k));
         // Internal rows in and out: no Row objects or boxed arrays per token.
-        JavaRDD<InternalRow> rows = spread(slice, spec.partitions()).queryExecution().toRdd().toJavaRDD().mapPartitions(fn);
+        JavaRDD<InternalRow> rows = spread(slice, inputPartitions, spec.partitions()).queryExecution().toRdd().toJavaRDD().mapPartitions(fn);
         write(classic.internalCreateDataFrame(rows.rdd(), outSchema, false), spec);
       }
     }
   }
 
   /**
-   * The rows in the partitions a job asked for: a round-robin shuffle, unless they already are in that many (one input
-   * file on --partitions 1, say), where the shuffle would only write and read them back. A row scores alike in any
-   * partition.
+   * The rows in the partitions a job asked for: a round-robin shuffle, unless they are known to be in that many already
+   * (rowsPartitions; 0: unknown), as one input file on --partitions 1 is, where the shuffle would only write and read
+   * them back. A row scores alike in any partition.
    */
-  static Dataset<Row> spread(Dataset<Row> rows, int partitions) {
-    return rows.rdd().getNumPartitions() == partitions ? rows : rows.repartition(partitions);
+  static Dataset<Row> spread(Dataset<Row> rows, int rowsPartitions, int partitions) {
+    return rowsPartitions == partitions ? rows : rows.repartition(partitions);
   }
 
   public ModelInfo info() {
