@@ -9,11 +9,16 @@ pick_java() {
   local best="" best_v=0 j v
   for j in /usr/lib/jvm/*/bin/java; do
     [[ -x "$j" ]] || continue
-    v="$("$j" -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')"
+    v="$(java_feature "$j")"
     [[ "$v" =~ ^[0-9]+$ ]] || continue
     if (( v >= 21 && v > best_v )); then best="$j"; best_v="$v"; fi
   done
   echo "${best:-java}"
+}
+
+# The Java feature version (17, 21, 25, ...) of the java command $1; empty when it does not say.
+java_feature() {
+  "$1" -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p'
 }
 
 # Scorch's JVM flags into the array jvm_flags: the file the build writes (jobs/target/classes/scorch-jvm.flags),
