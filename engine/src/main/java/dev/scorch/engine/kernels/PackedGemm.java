@@ -13,8 +13,9 @@ import jdk.incubator.vector.VectorSpecies;
  * The register-tiled micro-kernel computes MR rows of x × NR weight rows: 2 vectors of rows times 6 broadcast
  * weights, 12 accumulators. Where {@link NativeCpu} loads (AVX2, 8-lane vectors), a task's K block runs in its C build
  * of this tile, which the C compiler schedules without the spills and scalar address work C2 leaves in the Java
- * loop; the xᵀ transpose and the staged BF16/FP8 decoding run in C there too. Otherwise the Java Vector API kernel runs; JDK 17's C2 spills its 2 × 6 tile (half the speed), so there it
- * is 2 × 4, 8 accumulators: still enough independent FMA chains for two FMA pipes of latency 4.
+ * loop; the xᵀ transpose and the staged BF16/FP8 decoding run in C there too. Otherwise the Java Vector API kernel
+ * runs; JDK 17's C2 spills its 2 × 6 tile (half the speed), so there it is 2 × 4, 8 accumulators: still enough
+ * independent FMA chains for two FMA pipes of latency 4.
  *
  * <p>Every output is one fused-multiply-add chain over k = 0 .. K-1 in order, whatever M, the tile a row
  * lands in, or the thread that runs it: a row's result is bit-identical in any batch and at any thread count,
