@@ -10,13 +10,18 @@ libblas.so.3, hence /usr/bin/python3 rather than whichever python3 is first on P
     OPENBLAS_NUM_THREADS=2 /usr/bin/python3 bin/openblas-sgemm.py [--threads 2] [--json out.json]
 
 --threads sets OPENBLAS_NUM_THREADS (and OMP/MKL equivalents) before numpy loads; default 2, or
-$OPENBLAS_NUM_THREADS when set. OPENBLAS_CORETYPE (e.g. Haswell, SkylakeX) forces OpenBLAS's kernel choice.
+$OPENBLAS_NUM_THREADS when set. OPENBLAS_CORETYPE (e.g. Haswell, SkylakeX) forces OpenBLAS's kernel choice; unset,
+--fastest-kernel first probes each kernel this CPU can run and runs the fastest (fastest_coretype), since OpenBLAS's
+own detection falls back to an old kernel on CPUs newer than its release (Debian's 0.3.21 runs Prescott, SSE3, on
+an Emerald Rapids Xeon: 40 GFLOP/s against SkylakeX's 290).
 """
 import argparse
 import ctypes
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
 
 SHAPES = [(m, k, n) for m in (16, 256, 2048) for (k, n) in ((1024, 1024), (1024, 4096), (4096, 1024))]
@@ -29,6 +34,10 @@ def parse_args():
     p.add_argument("--runs", type=int, default=5, help="minimum timed runs per shape")
     p.add_argument("--json", help="also write the results to this file")
     p.add_argument("--shape", action="append", metavar="MxKxN", help="time only this shape (repeatable; default: all of GemmBenchmark's)")
+    p.add_argument("--fastest-kernel", action="store_true",
+                   help="unless OPENBLAS_CORETYPE is set, probe OpenBLAS's kernels first and run the fastest")
+    p.add_argument("--print-fastest-kernel", action="store_true",
+                   help="only print the fastest kernel's OPENBLAS_CORETYPE (empty: OpenBLAS's own choice, or it is set)")
     return p.parse_args()
 
 
@@ -67,6 +76,56 @@ def blas_info(np):
     return info
 
 
+# OpenBLAS's x86-64 sgemm kernels worth probing, each with the CPU flags it needs (Zen runs the Haswell kernels).
+KERNELS = [
+    ("Haswell", {"avx2", "fma"}),
+    ("SkylakeX", {"avx2", "fma", "avx512f", "avx512dq", "avx512cd", "avx512bw", "avx512vl"}),
+    ("Cooperlake", {"avx2", "fma", "avx512f", "avx512dq", "avx512cd", "avx512bw", "avx512vl", "avx512_bf16"}),
+    ("SapphireRapids", {"avx2", "fma", "avx512f", "avx512dq", "avx512cd", "avx512bw", "avx512vl", "avx512_bf16",
+                        "amx_bf16"}),
+]
+PROBE_SHAPE = "2048x1024x1024"
+
+
+def cpu_flags():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def fastest_coretype(threads):
+    """OPENBLAS_CORETYPE for the fastest sgemm kernel on this CPU, and what each candidate measured.
+
+    Each candidate (OpenBLAS's own choice, then every kernel in KERNELS whose instructions the CPU has) runs this
+    script in a child process at PROBE_SHAPE for 0.4 s; one this OpenBLAS build does not know (it falls back to
+    another and says so in its core name) is left out. Returns (None, {}) when OPENBLAS_CORETYPE is already set.
+    """
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        return None, {}
+    flags = cpu_flags()
+    measured = {}
+    for want in [None] + [name for name, needs in KERNELS if needs <= flags]:
+        env = dict(os.environ)
+        env.pop("OPENBLAS_CORETYPE", None)
+        if want:
+            env["OPENBLAS_CORETYPE"] = want
+        with tempfile.NamedTemporaryFile(suffix=".json") as out:
+            done = subprocess.run([sys.executable, os.path.abspath(__file__), "--threads", str(threads), "--shape", PROBE_SHAPE,
+                                   "--min-time", "0.4", "--json", out.name], env=env, capture_output=True)
+            if done.returncode != 0:
+                continue
+            result = json.load(open(out.name))
+        core = result["blas"].get("openblas_corename")
+        if core is None or want and core.lower() != want.lower():
+            continue
+        measured[core] = max(measured.get(core, 0.0), result["results"][0]["gflops"])
+    if not measured:
+        return None, {}
+    return max(measured, key=measured.get), measured
+
+
 def bench(np, m, k, n, min_time, runs):
     """Median seconds of one x @ W.T over at least `runs` runs and `min_time` seconds, after a warm-up."""
     rng = np.random.default_rng(42)
@@ -87,12 +146,22 @@ def bench(np, m, k, n, min_time, runs):
 
 def main():
     args = parse_args()
-    # Thread counts must be set before numpy (and its BLAS) loads.
+    # Thread counts and the kernel must be set before numpy (and its BLAS) loads.
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(args.threads)
+    if args.print_fastest_kernel:
+        print(fastest_coretype(args.threads)[0] or "")
+        return
+    probes = {}
+    if args.fastest_kernel:
+        core, probes = fastest_coretype(args.threads)
+        if core:
+            os.environ["OPENBLAS_CORETYPE"] = core
     import numpy as np
 
     info = blas_info(np)
+    if probes:
+        info["kernel_probes_gflops"] = probes
     print("# numpy BLAS configuration (numpy.show_config):")
     sys.stdout.flush()
     np.show_config()

@@ -41,12 +41,19 @@ def numpy_with_threads(threads):
     """numpy, its BLAS limited to threads (the variables must be set before numpy loads), and a description of that BLAS."""
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(threads)
-    import numpy as np
-
     spec = importlib.util.spec_from_file_location("openblas_sgemm", os.path.join(ROOT, "bin", "openblas-sgemm.py"))
     openblas_sgemm = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(openblas_sgemm)
-    return np, openblas_sgemm.blas_info(np)
+    # The anchor is OpenBLAS's fastest kernel here, not the one it detects (Prescott on CPUs newer than its release).
+    core, probes = openblas_sgemm.fastest_coretype(threads)
+    if core:
+        os.environ["OPENBLAS_CORETYPE"] = core
+    import numpy as np
+
+    info = openblas_sgemm.blas_info(np)
+    if probes:
+        info["kernel_probes_gflops"] = probes
+    return np, info
 
 
 def numpy_slice(np, x, wt, y, seconds):
@@ -80,4 +87,8 @@ def cpu_model():
 def openblas_label(blas):
     """OpenBLAS's version and core, as the tables print them."""
     version = blas.get("openblas_config", "?").split(" ")[1] if "openblas_config" in blas else "?"
-    return "%s, core %s" % (version, blas.get("openblas_corename", "?"))
+    label = "%s, core %s" % (version, blas.get("openblas_corename", "?"))
+    probes = blas.get("kernel_probes_gflops")
+    if probes:
+        label += " (fastest probed: %s GFLOP/s)" % ", ".join("%s %.0f" % kv for kv in sorted(probes.items(), key=lambda kv: kv[1]))
+    return label
