@@ -1,25 +1,43 @@
 /*
- * Scorch's CPU micro-kernel in C, for PackedGemm through JNI: the same 2 x 6 register tile as the Java kernel
- * (16 rows of x in two 8-float vectors, times 6 broadcast weight rows, 12 accumulators), the same fused
- * multiply-add chain per output over k in order, so its bits are the Java kernel's. The C compiler schedules the
- * loop without the spills and the scalar address work C2 leaves in it. Beside it, the decoders that turn a K block's
- * staged BF16 or FP8 weight rows into the fp32 rows the kernel broadcasts. Built by build.sh (engine's
- * generate-resources phase) for x86-64 Linux; the kernel is compiled for AVX2 + FMA and runs only where
- * scorch_cpu_supported says the CPU has both.
+ * Scorch's CPU micro-kernels in C, for PackedGemm through JNI. Two register tiles, by the vectors the JVM uses:
+ *  - AVX2 (8-lane vectors): 16 rows of x in two vectors times 6 broadcast weight rows, 12 accumulators; the same tile
+ *    as the Java kernel.
+ *  - AVX-512 (16-lane vectors): 32 rows of x in two vectors times 12 broadcast weight rows, 24 of the 32 registers.
+ * Each is the same fused multiply-add chain per output over k in order as the Java kernel, so its bits are the Java
+ * kernel's. The C compiler schedules the loop without the spills and the scalar address work C2 leaves in it. Beside
+ * them, the transpose of x into tiles and the decoders that turn a K block's staged BF16 or FP8 weight rows into the
+ * fp32 rows the kernels broadcast. Built by build.sh (engine's generate-resources phase) for x86-64 Linux; each
+ * function is compiled for its instruction set and runs only where NativeCpu.isa (below) says the CPU has it.
  */
 #include <immintrin.h>
 #include <jni.h>
 #include <stddef.h>
 
-/* Rows of x per tile (two 8-lane vectors) and weight rows per tile, as PackedGemm's MR and NR. */
+/* Rows of x per tile (two 8-lane vectors) and weight rows per tile of the AVX2 kernel, as PackedGemm's MR and NR. */
 #define MR 16
 #define NR 6
+/* The same of the AVX-512 kernel (two 16-lane vectors). */
+#define MR512 32
+#define NR512 12
 
 /*
- * One K block of one row task: for every tile t of x^T (xt: tile t at t * kDim * MR, input k at k * MR) and every
- * group g of NR decoded weight rows (wb: row j at j * kc), c[j * mPad + t * MR + i] (+)= sum over k0 <= k < k0 + kc of
- * xt[t, k, i] * wb[j, k - k0]; first starts the sums from 0. With y (the last K block), the finished sums of the task's
- * mb rows and nn weight rows go to y[(rowBase + t * MR + i) * nDim + n0 + j] instead of c.
+ * A finished tile into y, row by row: weight row r's sum for x row i is tile[r * mr + i]; rows of x from rowBase, weight
+ * rows from column n0 of y (row stride nDim).
+ */
+static void tile_to_y(const float* tile, int mr, int rows, int cols, float* y, size_t rowBase, int nDim, int n0) {
+  for (int i = 0; i < rows; i++) {
+    float* yr = y + (rowBase + i) * nDim + n0;
+    for (int r = 0; r < cols; r++) {
+      yr[r] = tile[r * mr + i];
+    }
+  }
+}
+
+/*
+ * One K block of one row task (AVX2): for every tile t of x^T (xt: tile t at t * kDim * MR, input k at k * MR) and
+ * every group g of NR decoded weight rows (wb: row j at j * kc), c[j * mPad + t * MR + i] (+)= sum over
+ * k0 <= k < k0 + kc of xt[t, k, i] * wb[j, k - k0]; first starts the sums from 0. With y (the last K block), the
+ * finished sums of the task's mb rows and nn weight rows go to y[(rowBase + t * MR + i) * nDim + n0 + j] instead of c.
  */
 __attribute__((target("avx2,fma")))
 static void kernel_block(const float* xt, int tiles, int kDim, int k0, int kc, const float* wb, int groups, float* c,
@@ -58,7 +76,7 @@ static void kernel_block(const float* xt, int tiles, int kDim, int k0, int kc, c
         v = _mm256_broadcast_ss(w5 + k);
         a50 = _mm256_fmadd_ps(x0, v, a50); a51 = _mm256_fmadd_ps(x1, v, a51);
       }
-      // The last block goes through a tile in L1 into y, row by row: weight row r's sum for x row i at tile[r * MR + i].
+      // The last block goes through a tile in L1 into y.
       float tile[NR * MR];
       if (y) {
         c0 = tile, c1 = c0 + MR, c2 = c1 + MR, c3 = c2 + MR, c4 = c3 + MR, c5 = c4 + MR;
@@ -70,13 +88,59 @@ static void kernel_block(const float* xt, int tiles, int kDim, int k0, int kc, c
       _mm256_storeu_ps(c4, a40); _mm256_storeu_ps(c4 + 8, a41);
       _mm256_storeu_ps(c5, a50); _mm256_storeu_ps(c5 + 8, a51);
       if (y) {
-        int rows = mb - t * MR < MR ? mb - t * MR : MR;
-        int cols = nn - g * NR < NR ? nn - g * NR : NR;
-        for (int i = 0; i < rows; i++) {
-          float* yr = y + (size_t)(rowBase + t * MR + i) * nDim + n0 + g * NR;
-          for (int r = 0; r < cols; r++) {
-            yr[r] = c0[r * MR + i];
-          }
+        tile_to_y(tile, MR, mb - t * MR < MR ? mb - t * MR : MR, nn - g * NR < NR ? nn - g * NR : NR, y,
+                  (size_t)rowBase + (size_t)t * MR, nDim, n0 + g * NR);
+      }
+    }
+  }
+}
+
+/*
+ * kernel_block for AVX-512: tiles of MR512 rows of x (two 16-lane vectors) times groups of NR512 weight rows, a[r][h]
+ * the sums of weight row r for the tile's rows h * 16 .. h * 16 + 15. The same layout and arguments otherwise. The
+ * loops over r and h are unrolled whole, so the 24 accumulators live in registers (checked in the disassembly: no
+ * stack traffic in the k loop, each broadcast one vbroadcastss from the weights).
+ */
+__attribute__((target("avx512f")))
+static void kernel_block_512(const float* xt, int tiles, int kDim, int k0, int kc, const float* wb, int groups, float* c,
+                             int mPad, int first, float* y, int rowBase, int mb, int nDim, int n0, int nn) {
+  for (int t = 0; t < tiles; t++) {
+    const float* x = xt + (size_t)t * kDim * MR512 + (size_t)k0 * MR512;
+    for (int g = 0; g < groups; g++) {
+      const float* w = wb + (size_t)g * NR512 * kc;
+      float* cg = c + (size_t)g * NR512 * mPad + (size_t)t * MR512;
+      __m512 a[NR512][2];
+#pragma GCC unroll 12
+      for (int r = 0; r < NR512; r++) {
+        a[r][0] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(cg + (size_t)r * mPad);
+        a[r][1] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(cg + (size_t)r * mPad + 16);
+      }
+      for (int k = 0; k < kc; k++) {
+        __m512 x0 = _mm512_loadu_ps(x + (size_t)k * MR512);
+        __m512 x1 = _mm512_loadu_ps(x + (size_t)k * MR512 + 16);
+#pragma GCC unroll 12
+        for (int r = 0; r < NR512; r++) {
+          __m512 v = _mm512_set1_ps(w[(size_t)r * kc + k]);
+          a[r][0] = _mm512_fmadd_ps(x0, v, a[r][0]);
+          a[r][1] = _mm512_fmadd_ps(x1, v, a[r][1]);
+        }
+      }
+      if (y) {
+        // The last block goes through a tile in L1 into y.
+        float tile[NR512 * MR512];
+#pragma GCC unroll 12
+        for (int r = 0; r < NR512; r++) {
+          _mm512_storeu_ps(tile + r * MR512, a[r][0]);
+          _mm512_storeu_ps(tile + r * MR512 + 16, a[r][1]);
+        }
+        tile_to_y(tile, MR512, mb - t * MR512 < MR512 ? mb - t * MR512 : MR512,
+                  nn - g * NR512 < NR512 ? nn - g * NR512 : NR512, y, (size_t)rowBase + (size_t)t * MR512, nDim,
+                  n0 + g * NR512);
+      } else {
+#pragma GCC unroll 12
+        for (int r = 0; r < NR512; r++) {
+          _mm512_storeu_ps(cg + (size_t)r * mPad, a[r][0]);
+          _mm512_storeu_ps(cg + (size_t)r * mPad + 16, a[r][1]);
         }
       }
     }
@@ -84,14 +148,14 @@ static void kernel_block(const float* xt, int tiles, int kDim, int k0, int kc, c
 }
 
 /*
- * x^T of one tile, as PackedGemm.transposeTile writes it: xt[k * MR + r] = x[r * kDim + k] for the tile's rows r < rows
- * (x points at its first row), 0 for r >= rows. 8 x 8 blocks go through registers (8 rows in, 8 inputs out); the
- * inputs past the last multiple of 8 one by one.
+ * x^T of one tile of mr rows (a multiple of 8), as PackedGemm.transposeTile writes it: xt[k * mr + r] = x[r * kDim + k]
+ * for the tile's rows r < rows (x points at its first row), 0 for r >= rows. 8 x 8 blocks go through registers (8 rows
+ * in, 8 inputs out); the inputs past the last multiple of 8 one by one.
  */
 __attribute__((target("avx2,fma")))
-static void transpose_tile(const float* x, int rows, int kDim, float* xt) {
+static void transpose_tile(const float* x, int rows, int kDim, int mr, float* xt) {
   int k8 = kDim / 8 * 8;
-  for (int half = 0; half < MR; half += 8) {
+  for (int half = 0; half < mr; half += 8) {
     const float* src[8];
     int live[8];
     for (int r = 0; r < 8; r++) {
@@ -113,19 +177,19 @@ static void transpose_tile(const float* x, int rows, int kDim, float* xt) {
       __m256 b2 = _mm256_shuffle_ps(a1, a3, 0x44), b3 = _mm256_shuffle_ps(a1, a3, 0xee);
       __m256 b4 = _mm256_shuffle_ps(a4, a6, 0x44), b5 = _mm256_shuffle_ps(a4, a6, 0xee);
       __m256 b6 = _mm256_shuffle_ps(a5, a7, 0x44), b7 = _mm256_shuffle_ps(a5, a7, 0xee);
-      float* d = xt + (size_t)k * MR + half;
-      _mm256_storeu_ps(d + 0 * MR, _mm256_permute2f128_ps(b0, b4, 0x20));
-      _mm256_storeu_ps(d + 1 * MR, _mm256_permute2f128_ps(b1, b5, 0x20));
-      _mm256_storeu_ps(d + 2 * MR, _mm256_permute2f128_ps(b2, b6, 0x20));
-      _mm256_storeu_ps(d + 3 * MR, _mm256_permute2f128_ps(b3, b7, 0x20));
-      _mm256_storeu_ps(d + 4 * MR, _mm256_permute2f128_ps(b0, b4, 0x31));
-      _mm256_storeu_ps(d + 5 * MR, _mm256_permute2f128_ps(b1, b5, 0x31));
-      _mm256_storeu_ps(d + 6 * MR, _mm256_permute2f128_ps(b2, b6, 0x31));
-      _mm256_storeu_ps(d + 7 * MR, _mm256_permute2f128_ps(b3, b7, 0x31));
+      float* d = xt + (size_t)k * mr + half;
+      _mm256_storeu_ps(d + 0 * mr, _mm256_permute2f128_ps(b0, b4, 0x20));
+      _mm256_storeu_ps(d + 1 * mr, _mm256_permute2f128_ps(b1, b5, 0x20));
+      _mm256_storeu_ps(d + 2 * mr, _mm256_permute2f128_ps(b2, b6, 0x20));
+      _mm256_storeu_ps(d + 3 * mr, _mm256_permute2f128_ps(b3, b7, 0x20));
+      _mm256_storeu_ps(d + 4 * mr, _mm256_permute2f128_ps(b0, b4, 0x31));
+      _mm256_storeu_ps(d + 5 * mr, _mm256_permute2f128_ps(b1, b5, 0x31));
+      _mm256_storeu_ps(d + 6 * mr, _mm256_permute2f128_ps(b2, b6, 0x31));
+      _mm256_storeu_ps(d + 7 * mr, _mm256_permute2f128_ps(b3, b7, 0x31));
     }
     for (int k = k8; k < kDim; k++) {
       for (int r = 0; r < 8; r++) {
-        xt[(size_t)k * MR + half + r] = live[r] ? src[r][k] : 0.0f;
+        xt[(size_t)k * mr + half + r] = live[r] ? src[r][k] : 0.0f;
       }
     }
   }
@@ -190,17 +254,23 @@ static void decode_fp8(const unsigned char* src, int srcStride, int rows, int n,
   }
 }
 
-/* Whether this CPU runs kernel_block (compiled without AVX2 itself, so it is safe to call anywhere). */
-JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_supported(JNIEnv* env, jclass cls) {
+/*
+ * The kernels this CPU runs: 2 where it has AVX-512 F (kernel_block_512) and AVX2 + FMA (everything else), 1 with AVX2
+ * + FMA only, 0 without them. Compiled without either, so it is safe to call anywhere.
+ */
+JNIEXPORT jint JNICALL Java_dev_scorch_engine_kernels_NativeCpu_isa(JNIEnv* env, jclass cls) {
   (void)env;
   (void)cls;
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? JNI_TRUE : JNI_FALSE;
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    return 0;
+  }
+  return __builtin_cpu_supports("avx512f") ? 2 : 1;
 }
 
-/* NativeCpu.kernelBlock0: the arrays' bounds are checked by the Java side before the call. */
+/* NativeCpu.kernelBlock0, on tiles of mr rows (16: AVX2, 32: AVX-512): the arrays' bounds and mr are checked by the Java side. */
 JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_kernelBlock0(
-    JNIEnv* env, jclass cls, jfloatArray xt, jint xtOff, jint tiles, jint kDim, jint k0, jint kc, jfloatArray wb,
+    JNIEnv* env, jclass cls, jint mr, jfloatArray xt, jint xtOff, jint tiles, jint kDim, jint k0, jint kc, jfloatArray wb,
     jint groups, jfloatArray c, jint mPad, jboolean first, jfloatArray y, jint rowBase, jint mb, jint nDim, jint n0, jint nn) {
   (void)cls;
   float* pxt = (*env)->GetPrimitiveArrayCritical(env, xt, NULL);
@@ -208,7 +278,11 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_kernelBlock0(
   float* pc = pwb ? (*env)->GetPrimitiveArrayCritical(env, c, NULL) : NULL;
   float* py = pc && y ? (*env)->GetPrimitiveArrayCritical(env, y, NULL) : NULL;
   if (pc && (py || !y)) {
-    kernel_block(pxt + xtOff, tiles, kDim, k0, kc, pwb, groups, pc, mPad, first, py, rowBase, mb, nDim, n0, nn);
+    if (mr == MR512) {
+      kernel_block_512(pxt + xtOff, tiles, kDim, k0, kc, pwb, groups, pc, mPad, first, py, rowBase, mb, nDim, n0, nn);
+    } else {
+      kernel_block(pxt + xtOff, tiles, kDim, k0, kc, pwb, groups, pc, mPad, first, py, rowBase, mb, nDim, n0, nn);
+    }
   }
   /* c and y are written (mode 0 copies back where the VM gave a copy); xt and wb are only read. */
   if (py) (*env)->ReleasePrimitiveArrayCritical(env, y, py, 0);
@@ -247,12 +321,12 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8Rows0(
 
 /* NativeCpu.transposeTile0: bounds checked by the Java side. */
 JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_transposeTile0(
-    JNIEnv* env, jclass cls, jfloatArray x, jint xOff, jint rows, jint kDim, jfloatArray xt, jint xtOff) {
+    JNIEnv* env, jclass cls, jint mr, jfloatArray x, jint xOff, jint rows, jint kDim, jfloatArray xt, jint xtOff) {
   (void)cls;
   float* px = (*env)->GetPrimitiveArrayCritical(env, x, NULL);
   float* pxt = px ? (*env)->GetPrimitiveArrayCritical(env, xt, NULL) : NULL;
   if (pxt) {
-    transpose_tile(px + xOff, rows, kDim, pxt + xtOff);
+    transpose_tile(px + xOff, rows, kDim, mr, pxt + xtOff);
     (*env)->ReleasePrimitiveArrayCritical(env, xt, pxt, 0);
   }
   if (px) (*env)->ReleasePrimitiveArrayCritical(env, x, px, JNI_ABORT);

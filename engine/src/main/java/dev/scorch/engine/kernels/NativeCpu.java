@@ -7,10 +7,11 @@ import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 
 /**
- * The native CPU micro-kernel (engine/src/main/c/scorch_cpu.c through JNI): PackedGemm's 2 × 6 register tile over one
- * K block of a row task, compiled by a C compiler for AVX2 + FMA. Same fused multiply-adds in the same order as
- * the Java kernel, so the same bits; C2 leaves spills and scalar address work in the Java loop that the C compiler
- * does not. Beside it, the rest of a call's per-element work: the decoders of a K block's staged BF16 and FP8 weight
+ * The native CPU micro-kernels (engine/src/main/c/scorch_cpu.c through JNI): PackedGemm's register tile over one K
+ * block of a row task, compiled by a C compiler for AVX2 + FMA (2 × 6 tiles of 16 rows) and for AVX-512 (2 × 12 tiles
+ * of 32 rows, 24 accumulators, a tile the Java kernel cannot hold in registers). Same fused multiply-adds in the same
+ * order as the Java kernel, so the same bits; C2 leaves spills and scalar address work in the Java loop that the C
+ * compiler does not. Beside it, the rest of a call's per-element work: the decoders of a K block's staged BF16 and FP8 weight
  * rows, bit for bit RowDecoder's (at 16 rows of x a weight is decoded for 32 flops, so decoding costs as much as the
  * tile there), and the transpose of x into tiles. Loaded once per JVM from the jar (x86-64 Linux, where the build had
  * a C compiler) and used only where the CPU has AVX2 and FMA; -Dscorch.native=false turns it off. Elsewhere
@@ -20,17 +21,22 @@ public final class NativeCpu {
   private static final String RESOURCE = "native/libscorch_cpu.so";
   private static final String STATUS;
   private static final boolean AVAILABLE;
+  /** Whether the CPU also runs the AVX-512 kernel (isa() == 2). */
+  private static final boolean AVX512;
 
   static {
     String status;
     boolean ok = false;
+    boolean avx512 = false;
     try {
       status = load();
       ok = status == null;
+      avx512 = ok && isa() == 2;
     } catch (IOException | LinkageError | SecurityException e) {
       status = "not loaded: " + e;
     }
     AVAILABLE = ok;
+    AVX512 = avx512;
     STATUS = ok ? "loaded" : status;
   }
 
@@ -39,6 +45,16 @@ public final class NativeCpu {
   /** Whether PackedGemm's blocks run in the native kernel on this JVM. */
   public static boolean available() {
     return AVAILABLE;
+  }
+
+  /** Whether the AVX-512 kernel (tiles of 32 rows) runs here too. */
+  public static boolean avx512() {
+    return AVX512;
+  }
+
+  /** The weight rows per tile of the kernel on tiles of mr rows: 6 for AVX2's 16, 12 for AVX-512's 32. */
+  static int nr(int mr) {
+    return mr == 32 ? 12 : 6;
   }
 
   /** What runs, or why the native kernel does not: for bench and report headers. */
@@ -66,28 +82,33 @@ public final class NativeCpu {
       Files.copy(in, lib, StandardCopyOption.REPLACE_EXISTING);
       System.load(lib.toString());
     }
-    return supported() ? null : "this CPU lacks AVX2 or FMA";
+    return isa() > 0 ? null : "this CPU lacks AVX2 or FMA";
   }
 
   /**
-   * One K block of a row task (see {@code kernel_block} in scorch_cpu.c): for every tile t of xᵀ from xtOff and every
-   * group g of 6 decoded weight rows in wb (row j at j·kc), c[j·mPad + t·16 + i] = (first ? 0 : c[..]) + Σ_k xᵀ · w.
-   * With y (the last K block), the sums of the task's mb rows and nn weight rows go to
-   * y[(rowBase + i)·nDim + n0 + j] instead. The arrays' bounds are checked here: the C side trusts them.
+   * One K block of a row task on tiles of mr rows (see {@code kernel_block} in scorch_cpu.c; mr 16, or 32 where
+   * {@link #avx512()}): for every tile t of xᵀ from xtOff and every group g of nr(mr) decoded weight rows in wb (row j
+   * at j·kc), c[j·mPad + t·mr + i] = (first ? 0 : c[..]) + Σ_k xᵀ · w. With y (the last K block), the sums of the
+   * task's mb rows and nn weight rows go to y[(rowBase + i)·nDim + n0 + j] instead. The arrays' bounds are checked
+   * here: the C side trusts them.
    */
-  static void kernelBlock(float[] xt, int xtOff, int tiles, int kDim, int k0, int kc, float[] wb, int groups, float[] c,
-                          int mPad, boolean first, float[] y, int rowBase, int mb, int nDim, int n0, int nn) {
-    if (xtOff < 0 || k0 < 0 || kc < 0 || k0 + kc > kDim || tiles < 0 || groups < 0 || mPad < tiles * PackedGemm.MR
-        || (long) xtOff + (long) tiles * kDim * PackedGemm.MR > xt.length
-        || (long) groups * 6 * kc > wb.length || (long) groups * 6 * mPad > c.length
-        || y != null && (rowBase < 0 || mb < 0 || mb > tiles * PackedGemm.MR || n0 < 0 || nn < 0 || nn > groups * 6
+  static void kernelBlock(int mr, float[] xt, int xtOff, int tiles, int kDim, int k0, int kc, float[] wb, int groups,
+                          float[] c, int mPad, boolean first, float[] y, int rowBase, int mb, int nDim, int n0, int nn) {
+    if (mr != 16 && !(mr == 32 && AVX512)) {
+      throw new IllegalArgumentException("no native kernel on tiles of " + mr + " rows here");
+    }
+    int nr = nr(mr);
+    if (xtOff < 0 || k0 < 0 || kc < 0 || k0 + kc > kDim || tiles < 0 || groups < 0 || mPad < tiles * mr
+        || (long) xtOff + (long) tiles * kDim * mr > xt.length
+        || (long) groups * nr * kc > wb.length || (long) groups * nr * mPad > c.length
+        || y != null && (rowBase < 0 || mb < 0 || mb > tiles * mr || n0 < 0 || nn < 0 || nn > groups * nr
             || n0 + nn > nDim || (long) (rowBase + mb) * nDim > y.length)) {
       throw new IndexOutOfBoundsException("kernel block out of its arrays: xt " + xt.length + " from " + xtOff + ", "
           + tiles + " tiles x " + kDim + ", wb " + wb.length + ", " + groups + " groups x " + kc + ", c " + c.length
           + " at stride " + mPad + (y == null ? "" : ", y " + y.length + " rows " + rowBase + " + " + mb + " x " + nDim
           + " from column " + n0 + " + " + nn));
     }
-    kernelBlock0(xt, xtOff, tiles, kDim, k0, kc, wb, groups, c, mPad, first, y, rowBase, mb, nDim, n0, nn);
+    kernelBlock0(mr, xt, xtOff, tiles, kDim, k0, kc, wb, groups, c, mPad, first, y, rowBase, mb, nDim, n0, nn);
   }
 
   /**
@@ -121,28 +142,29 @@ public final class NativeCpu {
   }
 
   /**
-   * xᵀ of one tile of PackedGemm (see {@code transpose_tile}): xt[xtOff + k·16 + r] = x[xOff + r·kDim + k] for r &lt; rows,
-   * 0 for rows ≤ r &lt; 16, k &lt; kDim.
+   * xᵀ of one tile of mr rows (a positive multiple of 8; see {@code transpose_tile}): xt[xtOff + k·mr + r] =
+   * x[xOff + r·kDim + k] for r &lt; rows, 0 for rows ≤ r &lt; mr, k &lt; kDim.
    */
-  static void transposeTile(float[] x, int xOff, int rows, int kDim, float[] xt, int xtOff) {
-    if (xOff < 0 || xtOff < 0 || kDim < 0 || rows < 0 || rows > PackedGemm.MR || (long) xOff + (long) rows * kDim > x.length
-        || (long) xtOff + (long) kDim * PackedGemm.MR > xt.length) {
+  static void transposeTile(int mr, float[] x, int xOff, int rows, int kDim, float[] xt, int xtOff) {
+    if (mr <= 0 || mr % 8 != 0 || xOff < 0 || xtOff < 0 || kDim < 0 || rows < 0 || rows > mr
+        || (long) xOff + (long) rows * kDim > x.length || (long) xtOff + (long) kDim * mr > xt.length) {
       throw new IndexOutOfBoundsException("transposed tile out of its arrays: x " + x.length + " from " + xOff + ", " + rows
           + " rows of " + kDim + ", xt " + xt.length + " from " + xtOff);
     }
-    transposeTile0(x, xOff, rows, kDim, xt, xtOff);
+    transposeTile0(mr, x, xOff, rows, kDim, xt, xtOff);
   }
 
-  private static native boolean supported();
+  /** 2: AVX-512 F, AVX2 and FMA; 1: AVX2 and FMA; 0: neither (asked of the CPU in scorch_cpu.c). */
+  private static native int isa();
 
-  private static native void transposeTile0(float[] x, int xOff, int rows, int kDim, float[] xt, int xtOff);
+  private static native void transposeTile0(int mr, float[] x, int xOff, int rows, int kDim, float[] xt, int xtOff);
 
   private static native void bf16Rows0(short[] src, int so, int srcStride, int rows, int n, float[] dst);
 
   private static native void fp8Rows0(byte[] src, int so, int srcStride, int rows, int n, float[] scales, int blocksPerRow,
                                       int lead, int bc, float[] dst);
 
-  private static native void kernelBlock0(float[] xt, int xtOff, int tiles, int kDim, int k0, int kc, float[] wb, int groups,
+  private static native void kernelBlock0(int mr, float[] xt, int xtOff, int tiles, int kDim, int k0, int kc, float[] wb, int groups,
                                           float[] c, int mPad, boolean first, float[] y, int rowBase, int mb, int nDim, int n0,
                                           int nn);
 }

@@ -10,12 +10,13 @@ import jdk.incubator.vector.VectorSpecies;
  * <p>Layout: each row of x is transposed once per call into tiles of MR rows (xᵀ: for each k, MR consecutive
  * rows, so one vector load gives L rows of x). W is decoded to fp32 a block of weight rows × KC inputs at a
  * time, by whole rows (no transpose: the kernel broadcasts weights), once per block of MB rows of x.
- * The register-tiled micro-kernel computes MR rows of x × NR weight rows: 2 vectors of rows times 6 broadcast
- * weights, 12 accumulators. Where {@link NativeCpu} loads (AVX2, 8-lane vectors), a task's K block runs in its C build
- * of this tile, which the C compiler schedules without the spills and scalar address work C2 leaves in the Java
- * loop; the xᵀ transpose and the staged BF16/FP8 decoding run in C there too. Otherwise the Java Vector API kernel
- * runs; JDK 17's C2 spills its 2 × 6 tile (half the speed), so there it is 2 × 4, 8 accumulators: still enough
- * independent FMA chains for two FMA pipes of latency 4.
+ * The register-tiled micro-kernel computes MR rows of x × NR weight rows: 2 vectors of rows times NR broadcast
+ * weights. Where {@link NativeCpu} loads, a task's K block runs in its C build of the tile, which the C compiler
+ * schedules without the spills and scalar address work C2 leaves in the Java loop: 2 × 6 (12 accumulators) with
+ * AVX2's 8-lane vectors, 2 × 12 (24 of AVX-512's 32 registers) with 16-lane vectors; the xᵀ transpose and the staged
+ * BF16/FP8 decoding run in C there too. Otherwise the Java Vector API kernel runs, 2 × 6; JDK 17's C2 spills that
+ * tile (half the speed), so there it is 2 × 4, 8 accumulators: still enough independent FMA chains for two FMA pipes
+ * of latency 4.
  *
  * <p>Every output is one fused-multiply-add chain over k = 0 .. K-1 in order, whatever M, the tile a row
  * lands in, or the thread that runs it: a row's result is bit-identical in any batch and at any thread count,
@@ -26,16 +27,21 @@ public final class PackedGemm {
   static final int L = S.length();
   /** Rows of x per micro-kernel call: two vectors. */
   static final int MR = 2 * L;
-  /** Whether the K blocks run in {@link NativeCpu}'s kernel: where it loads and the tile is its 16 rows (8-lane vectors). */
-  static final boolean NATIVE = NativeCpu.available() && MR == 16;
   /**
-   * Weight rows per micro-kernel call on this JVM (broadcast one at a time): 6, or 4 for the Java kernel on JDK 17.
-   * Measured on Zen 3, 2048×1024×1024 BF16, 2 threads: JDK 25 runs the 2 × 4 tile at 0.73× the 2 × 6 one, JDK 17 at
-   * 1.28×. The native kernel is the 2 × 6 tile on any JDK.
+   * Whether the K blocks run in {@link NativeCpu}'s kernel: where it loads and has a tile of MR rows (16 with AVX2's
+   * 8-lane vectors, 32 with AVX-512's 16-lane ones).
    */
-  static final int NR = NATIVE || Runtime.version().feature() >= 21 ? 6 : 4;
+  static final boolean NATIVE = NativeCpu.available() && (MR == 16 || MR == 32 && NativeCpu.avx512());
+  /** Weight rows per tile of the native kernel for MR: 6 (AVX2) or 12 (AVX-512). */
+  static final int NATIVE_NR = NativeCpu.nr(MR);
+  /**
+   * Weight rows per micro-kernel call on this JVM (broadcast one at a time): the native kernel's NATIVE_NR; else 6, or
+   * 4 for the Java kernel on JDK 17. Measured on Zen 3, 2048×1024×1024 BF16, 2 threads: JDK 25 runs the 2 × 4 tile at
+   * 0.73× the 2 × 6 one, JDK 17 at 1.28×.
+   */
+  static final int NR = NATIVE ? NATIVE_NR : Runtime.version().feature() >= 21 ? 6 : 4;
   /** The widest tile, which sizes the scratch. */
-  private static final int MAX_NR = 6;
+  private static final int MAX_NR = 12;
   /** Inputs per decoded weight block. */
   static final int KC = 256;
   /**
@@ -43,7 +49,7 @@ public final class PackedGemm {
    * at a time, in one sequential copy where that is whole rows, then decodes them block by block from the copy.
    */
   static final int KS = 4 * KC;
-  /** Weight rows a task decodes per K block (a multiple of every tile's NR): the block stays in L2 while all of x passes. */
+  /** Weight rows a task decodes per K block (a multiple of every tile's NR, 4, 6 and 12): the block stays in L2 while all of x passes. */
   static final int NB = 48;
   /**
    * Rows of x per pass over the weights (a multiple of MR): a K block of their xᵀ (MB·KC floats, 256 KiB with
@@ -105,7 +111,7 @@ public final class PackedGemm {
     /** Pass 1, item t: the xᵀ tile t of the chunk (in C with the native kernel). */
     final IntConsumer transpose = t -> {
       if (nativeKernel) {
-        NativeCpu.transposeTile(x, (chunkBase + t * MR) * kDim, Math.min(MR, rows - t * MR), kDim, xt, t * kDim * MR);
+        NativeCpu.transposeTile(MR, x, (chunkBase + t * MR) * kDim, Math.min(MR, rows - t * MR), kDim, xt, t * kDim * MR);
       } else {
         transposeTile(x, chunkBase, rows, kDim, t, xt);
       }
@@ -161,21 +167,24 @@ public final class PackedGemm {
 
   /** {@link #matmul(float[], int, Linear[], float[][], Parallel)} with nr weight rows per micro-kernel call (4 or 6). */
   static void matmul(float[] x, int m, Linear[] w, float[][] y, Parallel par, int nr) {
-    matmul(x, m, w, y, par, nr, NATIVE);
+    matmul(x, m, w, y, par, nr, NATIVE && nr == NATIVE_NR);
   }
 
   /** The micro-kernel prefill's GEMMs run on this JVM, for bench and report headers. */
   public static String kernel() {
-    return NATIVE ? "native C 2 x 6 (JNI, AVX2)" : "Vector API 2 x " + NR + " (native: " + NativeCpu.status() + ")";
+    return NATIVE ? "native C 2 x " + NR + " (JNI, " + (MR == 32 ? "AVX-512" : "AVX2") + ")"
+        : "Vector API 2 x " + NR + " (native: " + NativeCpu.status() + ")";
   }
 
   /**
-   * As {@link #matmul(float[], int, Linear[], float[][], Parallel, int)}, the 2 × 6 tile's K blocks in {@link NativeCpu}'s
-   * kernel when nativeKernel is set (and the tile is its 16 rows), else in the Java kernel: the same bits either way.
+   * As {@link #matmul(float[], int, Linear[], float[][], Parallel, int)}, the K blocks in {@link NativeCpu}'s kernel when
+   * nativeKernel is set and it runs here (then nr must be its NATIVE_NR), else in the Java kernel (nr 4 or 6): the same
+   * bits either way.
    */
   static void matmul(float[] x, int m, Linear[] w, float[][] y, Parallel par, int nr, boolean nativeKernel) {
-    if (nr != 4 && nr != 6) {
-      throw new IllegalArgumentException("no 2 x " + nr + " micro-kernel");
+    boolean inC = nativeKernel && NATIVE;
+    if (inC ? nr != NATIVE_NR : nr != 4 && nr != 6) {
+      throw new IllegalArgumentException("no 2 x " + nr + " micro-kernel" + (inC ? " in C" : " in Java"));
     }
     Scratch s = SCRATCH.get();
     Call call = s.call;
@@ -199,7 +208,7 @@ public final class PackedGemm {
       call.w = w;
       call.y = y;
       call.nr = nr;
-      call.nativeKernel = nativeKernel && nr == 6 && NATIVE;
+      call.nativeKernel = inC;
       call.nTasks = firstTask[w.length];
       // Rows of x in chunks of CHUNK: one parallel pass transposes a chunk, one runs its (block of MB rows, weight
       // rows) tasks, blocks outermost so both threads share a block's xᵀ while it is in cache.
@@ -248,7 +257,7 @@ public final class PackedGemm {
       boolean last = k0 + kc == kDim;
       if (nativeKernel) {
         // The whole block in C: into the accumulators, and the last block's sums into y[rowBase + i, n0 + j].
-        NativeCpu.kernelBlock(xt, firstTile * kDim * MR, tiles, kDim, k0, kc, wb, groups, c, mPad, first, last ? y : null,
+        NativeCpu.kernelBlock(MR, xt, firstTile * kDim * MR, tiles, kDim, k0, kc, wb, groups, c, mPad, first, last ? y : null,
             rowBase, mb, nDim, n0, nn);
         continue;
       }

@@ -73,10 +73,10 @@ class GemmTest {
           PackedGemm.matmul(x, m, w, fast, p);
           // The micro-kernel this JVM does not pick (2 x 6 from JDK 21, 2 x 4 on 17) gives the same bits.
           PackedGemm.matmul(x, m, new Linear[] {w}, new float[][] {other}, p, PackedGemm.NR == 6 ? 4 : 6);
-          // The 2 x 6 tile in Java and, where it loads, in the native kernel.
+          // The 2 x 6 tile in Java and, where it runs, the native kernel's tile (2 x 6 with AVX2, 2 x 12 with AVX-512).
           PackedGemm.matmul(x, m, new Linear[] {w}, new float[][] {javaKernel}, p, 6, false);
-          if (NativeCpu.available()) {
-            PackedGemm.matmul(x, m, new Linear[] {w}, new float[][] {nativeKernel}, p, 6, true);
+          if (PackedGemm.NATIVE) {
+            PackedGemm.matmul(x, m, new Linear[] {w}, new float[][] {nativeKernel}, p, PackedGemm.NATIVE_NR, true);
           }
           ScalarGemm.matmul(x, m, w, scalar, p);
         }
@@ -85,7 +85,7 @@ class GemmTest {
         assertArrayEquals(scalar, fast, what + ": packed vs scalar fallback");
         assertArrayEquals(scalar, other, what + ": the other micro-kernel vs scalar fallback");
         assertArrayEquals(scalar, javaKernel, what + ": the Java 2 x 6 kernel vs scalar fallback");
-        if (NativeCpu.available()) {
+        if (PackedGemm.NATIVE) {
           assertArrayEquals(scalar, nativeKernel, what + ": the native kernel vs scalar fallback");
         }
         for (int i = 0; i < ref.length; i++) {
@@ -105,7 +105,7 @@ class GemmTest {
     float[] scalar = new float[40 * 50];
     try (Parallel p = new Parallel(2)) {
       PackedGemm.matmul(x, 40, new Linear[] {w}, new float[][] {javaKernel}, p, 6, false);
-      PackedGemm.matmul(x, 40, new Linear[] {w}, new float[][] {nativeKernel}, p, 6, true);
+      PackedGemm.matmul(x, 40, new Linear[] {w}, new float[][] {nativeKernel}, p, PackedGemm.NATIVE_NR, PackedGemm.NATIVE);
       ScalarGemm.matmul(x, 40, w, scalar, p);
     }
     assertArrayEquals(scalar, javaKernel, "Java decoding");
@@ -120,24 +120,35 @@ class GemmTest {
     if (carried && x86Linux && !"false".equals(System.getProperty("scorch.native"))) {
       assertTrue(NativeCpu.available() || NativeCpu.status().contains("lacks AVX2"), NativeCpu.status());
     }
-    if (NativeCpu.available()) {
-      float[] xt = new float[16 * 8];
-      float[] wb = new float[6 * 8];
-      float[] c = new float[6 * 16];
-      float[] y = new float[16 * 6];
-      NativeCpu.kernelBlock(xt, 0, 1, 8, 0, 8, wb, 1, c, 16, true, null, 0, 0, 0, 0, 0);
-      NativeCpu.kernelBlock(xt, 0, 1, 8, 0, 8, wb, 1, c, 16, true, y, 0, 16, 6, 0, 6);
-      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(xt, 1, 1, 8, 0, 8, wb, 1, c, 16, true, null, 0, 0, 0, 0, 0));
-      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(xt, 0, 1, 8, 0, 8, wb, 2, c, 16, true, null, 0, 0, 0, 0, 0));
-      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(xt, 0, 1, 8, 4, 8, wb, 1, c, 16, true, null, 0, 0, 0, 0, 0));
-      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(xt, 0, 1, 8, 0, 8, wb, 1, c, 16, true, y, 1, 16, 6, 0, 6));
-      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(xt, 0, 1, 8, 0, 8, wb, 1, c, 16, true, y, 0, 16, 6, 1, 6));
-      // The transpose: 3 rows of 8 inputs into one 16-row tile.
+    for (int mr : nativeTiles()) {
+      int nr = NativeCpu.nr(mr);
+      float[] xt = new float[mr * 8];
+      float[] wb = new float[nr * 8];
+      float[] c = new float[nr * mr];
+      float[] y = new float[mr * nr];
+      NativeCpu.kernelBlock(mr, xt, 0, 1, 8, 0, 8, wb, 1, c, mr, true, null, 0, 0, 0, 0, 0);
+      NativeCpu.kernelBlock(mr, xt, 0, 1, 8, 0, 8, wb, 1, c, mr, true, y, 0, mr, nr, 0, nr);
+      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(mr, xt, 1, 1, 8, 0, 8, wb, 1, c, mr, true, null, 0, 0, 0, 0, 0));
+      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(mr, xt, 0, 1, 8, 0, 8, wb, 2, c, mr, true, null, 0, 0, 0, 0, 0));
+      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(mr, xt, 0, 1, 8, 4, 8, wb, 1, c, mr, true, null, 0, 0, 0, 0, 0));
+      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(mr, xt, 0, 1, 8, 0, 8, wb, 1, c, mr, true, y, 1, mr, nr, 0, nr));
+      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.kernelBlock(mr, xt, 0, 1, 8, 0, 8, wb, 1, c, mr, true, y, 0, mr, nr, 1, nr));
+      // The transpose: 3 rows of 8 inputs into one tile.
       float[] x = new float[3 * 8];
-      NativeCpu.transposeTile(x, 0, 3, 8, xt, 0);
-      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.transposeTile(x, 1, 3, 8, xt, 0));
-      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.transposeTile(x, 0, 3, 8, xt, 1));
-      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.transposeTile(x, 0, 17, 0, xt, 0));
+      NativeCpu.transposeTile(mr, x, 0, 3, 8, xt, 0);
+      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.transposeTile(mr, x, 1, 3, 8, xt, 0));
+      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.transposeTile(mr, x, 0, 3, 8, xt, 1));
+      assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.transposeTile(mr, x, 0, mr + 1, 0, xt, 0));
+    }
+    if (NativeCpu.available()) {
+      float[] xt = new float[32 * 8];
+      float[] wb = new float[12 * 8];
+      float[] c = new float[12 * 32];
+      // No tile of 24 rows; 32 only where the CPU has AVX-512.
+      assertThrows(IllegalArgumentException.class, () -> NativeCpu.kernelBlock(24, xt, 0, 1, 8, 0, 8, wb, 1, c, 24, true, null, 0, 0, 0, 0, 0));
+      if (!NativeCpu.avx512()) {
+        assertThrows(IllegalArgumentException.class, () -> NativeCpu.kernelBlock(32, xt, 0, 1, 8, 0, 8, wb, 1, c, 32, true, null, 0, 0, 0, 0, 0));
+      }
       // The decoders: 2 rows of 8 at stride 10 (18 raw values), scales 2 per row for blocks of 8 from lead 0.
       short[] halves = new short[18];
       byte[] codes = new byte[18];
@@ -150,6 +161,59 @@ class GemmTest {
       assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.fp8Rows(codes, 0, 10, 2, 8, scales, 3, 0, 8, dst));
       assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.fp8Rows(codes, 0, 10, 2, 8, scales, 2, 4, 8, dst));
       assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.fp8Rows(codes, 0, 10, 3, 8, scales, 1, 0, 8, dst));
+    }
+  }
+
+  /** The native kernels' tile heights (rows of x) this CPU runs: 16 (AVX2), and 32 where it has AVX-512; none without. */
+  static int[] nativeTiles() {
+    return !NativeCpu.available() ? new int[0] : NativeCpu.avx512() ? new int[] {16, 32} : new int[] {16};
+  }
+
+  @Test
+  void eachNativeKernelIsOneFmaChainPerOutputInOrder() {
+    // Every tile this CPU runs, whichever one PackedGemm picks here (an AVX-512 machine checks the AVX2 kernel too),
+    // over 2 K blocks (the second adds to the first's sums) into y: each output must be the scalar FMA chain over k.
+    // 3 tiles, 2 groups; the last tile's rows and the last group's weight rows are cut short in y.
+    int kDim = 40;
+    for (int mr : nativeTiles()) {
+      int nr = NativeCpu.nr(mr);
+      int tiles = 3;
+      int groups = 2;
+      int mb = 2 * mr + 5;
+      int nn = nr + 1;
+      int nDim = nn + 3;
+      int n0 = 2;
+      int rowBase = 1;
+      float[] x = randn((rowBase + mb) * kDim, mr);
+      float[] w = randn(groups * nr * kDim, mr + 1);
+      float[] xt = new float[tiles * mr * kDim];
+      for (int t = 0; t < tiles; t++) {
+        NativeCpu.transposeTile(mr, x, (rowBase + t * mr) * kDim, Math.min(mr, mb - t * mr), kDim, xt, t * mr * kDim);
+      }
+      float[] c = new float[groups * nr * tiles * mr];
+      float[] y = new float[(rowBase + mb) * nDim];
+      int[] k0s = {0, 24};
+      for (int k0 : k0s) {
+        int kc = k0 == 0 ? 24 : kDim - 24;
+        float[] wb = new float[groups * nr * kc];
+        for (int j = 0; j < groups * nr; j++) {
+          System.arraycopy(w, j * kDim + k0, wb, j * kc, kc);
+        }
+        NativeCpu.kernelBlock(mr, xt, 0, tiles, kDim, k0, kc, wb, groups, c, tiles * mr, k0 == 0, k0 == 0 ? null : y,
+            rowBase, mb, nDim, n0, nn);
+      }
+      for (int i = 0; i < mb; i++) {
+        for (int j = 0; j < nDim; j++) {
+          float expected = 0f;
+          if (j >= n0 && j < n0 + nn) {
+            for (int k = 0; k < kDim; k++) {
+              expected = Math.fma(x[(rowBase + i) * kDim + k], w[(j - n0) * kDim + k], expected);
+            }
+          }
+          assertEquals(Float.floatToIntBits(expected), Float.floatToIntBits(y[(rowBase + i) * nDim + j]),
+              "tile of " + mr + " rows: y[" + i + ", " + j + "]");
+        }
+      }
     }
   }
 
