@@ -196,25 +196,42 @@ static void transpose_tile(const float* x, int rows, int kDim, int mr, float* xt
 }
 
 /*
- * Weight rows decoded to fp32 for kernel_block, as RowDecoder's Java vectors decode them (the same bits): rows of n
- * raw values at src + j * srcStride into dst + j * n.
+ * Weight rows decoded to fp32 for the kernels, as RowDecoder's Java vectors decode them (the same bits): rows of n raw
+ * values at src + j * srcStride into dst + j * n. Each decoder has an AVX2 build and an AVX-512 build, which takes 16
+ * inputs a step and leaves the rest of a row to the AVX2 steps.
  *
- * BF16: each half is a float's high 16 bits.
+ * BF16: each half is a float's high 16 bits. bf16_from decodes one row's inputs k .. n 8 at a time, then one by one.
  */
 __attribute__((target("avx2,fma")))
+static inline void bf16_from(const unsigned short* s, float* d, int k, int n) {
+  for (; k + 8 <= n; k += 8) {
+    __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(s + k)));
+    _mm256_storeu_ps(d + k, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+  }
+  for (; k < n; k++) {
+    unsigned int bits = (unsigned int)s[k] << 16;
+    __builtin_memcpy(d + k, &bits, 4);
+  }
+}
+
+__attribute__((target("avx2,fma")))
 static void decode_bf16(const unsigned short* src, int srcStride, int rows, int n, float* dst) {
+  for (int j = 0; j < rows; j++) {
+    bf16_from(src + (size_t)j * srcStride, dst + (size_t)j * n, 0, n);
+  }
+}
+
+__attribute__((target("avx512f,avx2,fma")))
+static void decode_bf16_512(const unsigned short* src, int srcStride, int rows, int n, float* dst) {
   for (int j = 0; j < rows; j++) {
     const unsigned short* s = src + (size_t)j * srcStride;
     float* d = dst + (size_t)j * n;
     int k = 0;
-    for (; k + 8 <= n; k += 8) {
-      __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(s + k)));
-      _mm256_storeu_ps(d + k, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+    for (; k + 16 <= n; k += 16) {
+      __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(s + k)));
+      _mm512_storeu_ps(d + k, _mm512_castsi512_ps(_mm512_slli_epi32(h, 16)));
     }
-    for (; k < n; k++) {
-      unsigned int bits = (unsigned int)s[k] << 16;
-      __builtin_memcpy(d + k, &bits, 4);
-    }
+    bf16_from(s, d, k, n);
   }
 }
 
@@ -222,37 +239,70 @@ static void decode_bf16(const unsigned short* src, int srcStride, int rows, int 
  * FP8 E4M3 times its block's scale: sign to bit 31, exponent and mantissa to bits 26..20, so the float is the code's
  * value times 2^-120 exactly (subnormals included), then one product with the scale pre-multiplied by 2^120; codes
  * 0x7f and 0xff are NaN. Row j's element k has scale scales[j * blocksPerRow + (lead + k) / bc]: lead is the first
- * element's place in its block; lead and bc are multiples of 8, so no vector straddles two blocks.
+ * element's place in its block; lead and bc are multiples of 8, so no vector straddles two blocks. fp8_from decodes
+ * one block's inputs k .. end 8 at a time, then one by one; decode_fp8 and decode_fp8_512 go block by block.
  */
+__attribute__((target("avx2,fma")))
+static inline void fp8_from(const unsigned char* s, float* d, int k, int end, float scale) {
+  const __m256i low7 = _mm256_set1_epi32(0x7f), sign = _mm256_set1_epi32(0x80), nan = _mm256_set1_epi32(0x7fc00000);
+  __m256 vscale = _mm256_set1_ps(scale);
+  for (; k + 8 <= end; k += 8) {
+    __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(s + k)));
+    __m256i mag = _mm256_and_si256(c, low7);
+    __m256i bits = _mm256_or_si256(_mm256_slli_epi32(mag, 20), _mm256_slli_epi32(_mm256_and_si256(c, sign), 24));
+    bits = _mm256_blendv_epi8(bits, nan, _mm256_cmpeq_epi32(mag, low7));
+    _mm256_storeu_ps(d + k, _mm256_mul_ps(_mm256_castsi256_ps(bits), vscale));
+  }
+  for (; k < end; k++) {
+    unsigned int c = s[k], mag = c & 0x7f;
+    unsigned int bits = mag == 0x7f ? 0x7fc00000u : mag << 20 | (c & 0x80) << 24;
+    float v;
+    __builtin_memcpy(&v, &bits, 4);
+    d[k] = v * scale;
+  }
+}
+
 __attribute__((target("avx2,fma")))
 static void decode_fp8(const unsigned char* src, int srcStride, int rows, int n, const float* scales, int blocksPerRow,
                        int lead, int bc, float* dst) {
-  const __m256i low7 = _mm256_set1_epi32(0x7f), sign = _mm256_set1_epi32(0x80), nan = _mm256_set1_epi32(0x7fc00000);
   for (int j = 0; j < rows; j++) {
     const unsigned char* s = src + (size_t)j * srcStride;
     const float* sc = scales + (size_t)j * blocksPerRow;
     float* d = dst + (size_t)j * n;
-    // Block by block: inputs k .. end share one scale.
     for (int k = 0, b = 0; k < n; b++) {
       int end = (b + 1) * bc - lead < n ? (b + 1) * bc - lead : n;
-      __m256 scale = _mm256_set1_ps(sc[b]);
-      for (; k + 8 <= end; k += 8) {
-        __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(s + k)));
-        __m256i mag = _mm256_and_si256(c, low7);
-        __m256i bits = _mm256_or_si256(_mm256_slli_epi32(mag, 20), _mm256_slli_epi32(_mm256_and_si256(c, sign), 24));
-        bits = _mm256_blendv_epi8(bits, nan, _mm256_cmpeq_epi32(mag, low7));
-        _mm256_storeu_ps(d + k, _mm256_mul_ps(_mm256_castsi256_ps(bits), scale));
-      }
-      for (; k < end; k++) {
-        unsigned int c = s[k], mag = c & 0x7f;
-        unsigned int bits = mag == 0x7f ? 0x7fc00000u : mag << 20 | (c & 0x80) << 24;
-        float v;
-        __builtin_memcpy(&v, &bits, 4);
-        d[k] = v * sc[b];
-      }
+      fp8_from(s, d, k, end, sc[b]);
+      k = end;
     }
   }
 }
+
+__attribute__((target("avx512f,avx2,fma")))
+static void decode_fp8_512(const unsigned char* src, int srcStride, int rows, int n, const float* scales,
+                           int blocksPerRow, int lead, int bc, float* dst) {
+  const __m512i low7 = _mm512_set1_epi32(0x7f), sign = _mm512_set1_epi32(0x80), nan = _mm512_set1_epi32(0x7fc00000);
+  for (int j = 0; j < rows; j++) {
+    const unsigned char* s = src + (size_t)j * srcStride;
+    const float* sc = scales + (size_t)j * blocksPerRow;
+    float* d = dst + (size_t)j * n;
+    for (int k = 0, b = 0; k < n; b++) {
+      int end = (b + 1) * bc - lead < n ? (b + 1) * bc - lead : n;
+      __m512 scale = _mm512_set1_ps(sc[b]);
+      for (; k + 16 <= end; k += 16) {
+        __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(s + k)));
+        __m512i mag = _mm512_and_si512(c, low7);
+        __m512i bits = _mm512_or_si512(_mm512_slli_epi32(mag, 20), _mm512_slli_epi32(_mm512_and_si512(c, sign), 24));
+        bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(mag, low7), nan);
+        _mm512_storeu_ps(d + k, _mm512_mul_ps(_mm512_castsi512_ps(bits), scale));
+      }
+      fp8_from(s, d, k, end, sc[b]);
+      k = end;
+    }
+  }
+}
+
+/* Whether the decoders take their AVX-512 builds: set by NativeCpu.isa, which Java calls once before anything else. */
+static int has_avx512;
 
 /*
  * The kernels this CPU runs: 2 where it has AVX-512 F (kernel_block_512) and AVX2 + FMA (everything else), 1 with AVX2
@@ -265,7 +315,8 @@ JNIEXPORT jint JNICALL Java_dev_scorch_engine_kernels_NativeCpu_isa(JNIEnv* env,
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
     return 0;
   }
-  return __builtin_cpu_supports("avx512f") ? 2 : 1;
+  has_avx512 = __builtin_cpu_supports("avx512f");
+  return has_avx512 ? 2 : 1;
 }
 
 /* NativeCpu.kernelBlock0, on tiles of mr rows (16: AVX2, 32: AVX-512): the arrays' bounds and mr are checked by the Java side. */
@@ -298,7 +349,7 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_bf16Rows0(
   unsigned short* ps = (*env)->GetPrimitiveArrayCritical(env, src, NULL);
   float* pd = ps ? (*env)->GetPrimitiveArrayCritical(env, dst, NULL) : NULL;
   if (pd) {
-    decode_bf16(ps + so, srcStride, rows, n, pd);
+    (has_avx512 ? decode_bf16_512 : decode_bf16)(ps + so, srcStride, rows, n, pd);
     (*env)->ReleasePrimitiveArrayCritical(env, dst, pd, 0);
   }
   if (ps) (*env)->ReleasePrimitiveArrayCritical(env, src, ps, JNI_ABORT);
@@ -312,7 +363,7 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8Rows0(
   float* psc = ps ? (*env)->GetPrimitiveArrayCritical(env, scales, NULL) : NULL;
   float* pd = psc ? (*env)->GetPrimitiveArrayCritical(env, dst, NULL) : NULL;
   if (pd) {
-    decode_fp8(ps + so, srcStride, rows, n, psc, blocksPerRow, lead, bc, pd);
+    (has_avx512 ? decode_fp8_512 : decode_fp8)(ps + so, srcStride, rows, n, psc, blocksPerRow, lead, bc, pd);
     (*env)->ReleasePrimitiveArrayCritical(env, dst, pd, 0);
   }
   if (psc) (*env)->ReleasePrimitiveArrayCritical(env, scales, psc, JNI_ABORT);

@@ -11,6 +11,8 @@ import dev.scorch.engine.checkpoint.SafetensorsFile;
 import dev.scorch.engine.checkpoint.SafetensorsWriter;
 import dev.scorch.engine.demo.Fp8Blocks;
 import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.file.Path;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
@@ -161,6 +163,52 @@ class GemmTest {
       assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.fp8Rows(codes, 0, 10, 2, 8, scales, 3, 0, 8, dst));
       assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.fp8Rows(codes, 0, 10, 2, 8, scales, 2, 4, 8, dst));
       assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.fp8Rows(codes, 0, 10, 3, 8, scales, 1, 0, 8, dst));
+    }
+  }
+
+  @Test
+  void nativeDecodersGiveTheJavaDecodersBitsForEveryCode() throws IOException {
+    // 5 rows of 300 inputs (past the last 16- and 8-input step: 300 = 18 x 16 + 8 + 4), each row holding every FP8 code
+    // (NaN 0x7f and 0xff, subnormals, both zeros) in its own order, FP8 scales per 2 rows x 32 inputs; BF16 rows of every
+    // kind of half (NaN, infinities, subnormals) from a seeded draw.
+    int rows = 5;
+    int k = 300;
+    byte[] codes = new byte[rows * k];
+    short[] halves = new short[rows * k];
+    Random r = new Random(5);
+    for (int j = 0; j < rows; j++) {
+      for (int i = 0; i < k; i++) {
+        codes[j * k + i] = (byte) (i * 7 + j * 31);
+        halves[j * k + i] = (short) r.nextInt(1 << 16);
+      }
+    }
+    float[] scaleInv = new float[3 * 10];
+    for (int i = 0; i < scaleInv.length; i++) {
+      scaleInv[i] = (float) Math.scalb(1.0 + i / 7.0, i % 9 - 6);
+    }
+    SafetensorsWriter sw = new SafetensorsWriter();
+    sw.add("fp8", DType.F8_E4M3, new long[] {rows, k}, codes);
+    sw.addFloats("fp8_scale_inv", DType.F32, new long[] {3, 10}, scaleInv);
+    ByteBuffer bf16 = ByteBuffer.allocate(2 * halves.length).order(ByteOrder.LITTLE_ENDIAN);
+    bf16.asShortBuffer().put(halves);
+    sw.add("bf16", DType.BF16, new long[] {rows, k}, bf16.array());
+    Path f = dir.resolve("codes.safetensors");
+    sw.write(f);
+    SafetensorsFile sf = SafetensorsFile.open(f);
+    Linear[] weights = {new Linear(sf.tensor("fp8"), sf.tensor("fp8_scale_inv"), 2, 32), new Linear(sf.tensor("bf16"))};
+    if (!NativeCpu.available()) {
+      return;
+    }
+    RowDecoder decoder = new RowDecoder(k, rows, k);
+    for (Linear w : weights) {
+      assertTrue(decoder.stage(w, 0, rows, 0, k), w.name() + " staged");
+      float[] java = new float[rows * k];
+      float[] nativeRows = new float[rows * k];
+      decoder.decodeStagedRows(rows, 0, k, java, false);
+      decoder.decodeStagedRows(rows, 0, k, nativeRows, true);
+      for (int i = 0; i < java.length; i++) {
+        assertEquals(Float.floatToIntBits(java[i]), Float.floatToIntBits(nativeRows[i]), w.name() + " at " + i);
+      }
     }
   }
 
