@@ -321,25 +321,24 @@ JNIEXPORT jint JNICALL Java_dev_scorch_engine_kernels_NativeCpu_isa(JNIEnv* env,
 
 /* NativeCpu.kernelBlock0, on tiles of mr rows (16: AVX2, 32: AVX-512): the arrays' bounds and mr are checked by the Java side. */
 JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_kernelBlock0(
-    JNIEnv* env, jclass cls, jint mr, jfloatArray xt, jint xtOff, jint tiles, jint kDim, jint k0, jint kc, jfloatArray wb,
-    jint groups, jfloatArray c, jint mPad, jboolean first, jfloatArray y, jint rowBase, jint mb, jint nDim, jint n0, jint nn) {
+    JNIEnv* env, jclass cls, jint mr, jobject xt, jint xtOff, jint tiles, jint kDim, jint k0, jint kc, jfloatArray wb,
+    jint groups, jobject c, jint mPad, jboolean first, jfloatArray y, jint rowBase, jint mb, jint nDim, jint n0, jint nn) {
   (void)cls;
-  float* pxt = (*env)->GetPrimitiveArrayCritical(env, xt, NULL);
-  float* pwb = pxt ? (*env)->GetPrimitiveArrayCritical(env, wb, NULL) : NULL;
-  float* pc = pwb ? (*env)->GetPrimitiveArrayCritical(env, c, NULL) : NULL;
-  float* py = pc && y ? (*env)->GetPrimitiveArrayCritical(env, y, NULL) : NULL;
-  if (pc && (py || !y)) {
+  /* xt and c are direct buffers (64-byte aligned, never moved); the arrays are pinned for the call. */
+  float* pxt = (*env)->GetDirectBufferAddress(env, xt);
+  float* pc = (*env)->GetDirectBufferAddress(env, c);
+  float* pwb = pxt && pc ? (*env)->GetPrimitiveArrayCritical(env, wb, NULL) : NULL;
+  float* py = pwb && y ? (*env)->GetPrimitiveArrayCritical(env, y, NULL) : NULL;
+  if (pwb && (py || !y)) {
     if (mr == MR512) {
       kernel_block_512(pxt + xtOff, tiles, kDim, k0, kc, pwb, groups, pc, mPad, first, py, rowBase, mb, nDim, n0, nn);
     } else {
       kernel_block(pxt + xtOff, tiles, kDim, k0, kc, pwb, groups, pc, mPad, first, py, rowBase, mb, nDim, n0, nn);
     }
   }
-  /* c and y are written (mode 0 copies back where the VM gave a copy); xt and wb are only read. */
+  /* y is written (mode 0 copies back where the VM gave a copy); wb is only read. */
   if (py) (*env)->ReleasePrimitiveArrayCritical(env, y, py, 0);
-  if (pc) (*env)->ReleasePrimitiveArrayCritical(env, c, pc, 0);
   if (pwb) (*env)->ReleasePrimitiveArrayCritical(env, wb, pwb, JNI_ABORT);
-  if (pxt) (*env)->ReleasePrimitiveArrayCritical(env, xt, pxt, JNI_ABORT);
 }
 
 /* NativeCpu.bf16Rows0 and fp8Rows0: bounds checked by the Java side. */
@@ -370,15 +369,14 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8Rows0(
   if (ps) (*env)->ReleasePrimitiveArrayCritical(env, src, ps, JNI_ABORT);
 }
 
-/* NativeCpu.transposeTile0: bounds checked by the Java side. */
+/* NativeCpu.transposeTile0, into the direct buffer xt: bounds checked by the Java side. */
 JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_transposeTile0(
-    JNIEnv* env, jclass cls, jint mr, jfloatArray x, jint xOff, jint rows, jint kDim, jfloatArray xt, jint xtOff) {
+    JNIEnv* env, jclass cls, jint mr, jfloatArray x, jint xOff, jint rows, jint kDim, jobject xt, jint xtOff) {
   (void)cls;
-  float* px = (*env)->GetPrimitiveArrayCritical(env, x, NULL);
-  float* pxt = px ? (*env)->GetPrimitiveArrayCritical(env, xt, NULL) : NULL;
-  if (pxt) {
+  float* pxt = (*env)->GetDirectBufferAddress(env, xt);
+  float* px = pxt ? (*env)->GetPrimitiveArrayCritical(env, x, NULL) : NULL;
+  if (px) {
     transpose_tile(px + xOff, rows, kDim, mr, pxt + xtOff);
-    (*env)->ReleasePrimitiveArrayCritical(env, xt, pxt, 0);
+    (*env)->ReleasePrimitiveArrayCritical(env, x, px, JNI_ABORT);
   }
-  if (px) (*env)->ReleasePrimitiveArrayCritical(env, x, px, JNI_ABORT);
 }

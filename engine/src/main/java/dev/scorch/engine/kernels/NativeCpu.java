@@ -2,6 +2,8 @@ package dev.scorch.engine.kernels;
 
 import java.io.IOException;
 import java.io.InputStream;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
@@ -45,6 +47,16 @@ public final class NativeCpu {
   /** Whether PackedGemm's blocks run in the native kernel on this JVM. */
   public static boolean available() {
     return AVAILABLE;
+  }
+
+  /**
+   * Room for n floats off the heap at a 64-byte-aligned address (a cache line: no vector load from it splits across
+   * two), in the CPU's byte order: the native kernel's xᵀ.
+   */
+  static ByteBuffer alignedFloats(int n) {
+    int bytes = (n * Float.BYTES + 63) / 64 * 64;
+    // Whole lines, and a line to spare for the aligned start: the slice holds them all.
+    return ByteBuffer.allocateDirect(bytes + 64).alignedSlice(64).limit(n * Float.BYTES).slice().order(ByteOrder.nativeOrder());
   }
 
   /** Whether the AVX-512 kernel (tiles of 32 rows) runs here too. */
@@ -92,19 +104,19 @@ public final class NativeCpu {
    * task's mb rows and nn weight rows go to y[(rowBase + i)·nDim + n0 + j] instead. The arrays' bounds are checked
    * here: the C side trusts them.
    */
-  static void kernelBlock(int mr, float[] xt, int xtOff, int tiles, int kDim, int k0, int kc, float[] wb, int groups,
-                          float[] c, int mPad, boolean first, float[] y, int rowBase, int mb, int nDim, int n0, int nn) {
+  static void kernelBlock(int mr, ByteBuffer xt, int xtOff, int tiles, int kDim, int k0, int kc, float[] wb, int groups,
+                          ByteBuffer c, int mPad, boolean first, float[] y, int rowBase, int mb, int nDim, int n0, int nn) {
     if (mr != 16 && !(mr == 32 && AVX512)) {
       throw new IllegalArgumentException("no native kernel on tiles of " + mr + " rows here");
     }
     int nr = nr(mr);
     if (xtOff < 0 || k0 < 0 || kc < 0 || k0 + kc > kDim || tiles < 0 || groups < 0 || mPad < tiles * mr
-        || (long) xtOff + (long) tiles * kDim * mr > xt.length
-        || (long) groups * nr * kc > wb.length || (long) groups * nr * mPad > c.length
+        || !xt.isDirect() || (long) xtOff + (long) tiles * kDim * mr > xt.capacity() / Float.BYTES
+        || (long) groups * nr * kc > wb.length || !c.isDirect() || (long) groups * nr * mPad > c.capacity() / Float.BYTES
         || y != null && (rowBase < 0 || mb < 0 || mb > tiles * mr || n0 < 0 || nn < 0 || nn > groups * nr
             || n0 + nn > nDim || (long) (rowBase + mb) * nDim > y.length)) {
-      throw new IndexOutOfBoundsException("kernel block out of its arrays: xt " + xt.length + " from " + xtOff + ", "
-          + tiles + " tiles x " + kDim + ", wb " + wb.length + ", " + groups + " groups x " + kc + ", c " + c.length
+      throw new IndexOutOfBoundsException("kernel block out of its arrays: xt " + xt.capacity() / Float.BYTES + " from " + xtOff + ", "
+          + tiles + " tiles x " + kDim + ", wb " + wb.length + ", " + groups + " groups x " + kc + ", c " + c.capacity() / Float.BYTES
           + " at stride " + mPad + (y == null ? "" : ", y " + y.length + " rows " + rowBase + " + " + mb + " x " + nDim
           + " from column " + n0 + " + " + nn));
     }
@@ -145,11 +157,12 @@ public final class NativeCpu {
    * xᵀ of one tile of mr rows (a positive multiple of 8; see {@code transpose_tile}): xt[xtOff + k·mr + r] =
    * x[xOff + r·kDim + k] for r &lt; rows, 0 for rows ≤ r &lt; mr, k &lt; kDim.
    */
-  static void transposeTile(int mr, float[] x, int xOff, int rows, int kDim, float[] xt, int xtOff) {
+  static void transposeTile(int mr, float[] x, int xOff, int rows, int kDim, ByteBuffer xt, int xtOff) {
     if (mr <= 0 || mr % 8 != 0 || xOff < 0 || xtOff < 0 || kDim < 0 || rows < 0 || rows > mr
-        || (long) xOff + (long) rows * kDim > x.length || (long) xtOff + (long) kDim * mr > xt.length) {
+        || (long) xOff + (long) rows * kDim > x.length || !xt.isDirect()
+        || (long) xtOff + (long) kDim * mr > xt.capacity() / Float.BYTES) {
       throw new IndexOutOfBoundsException("transposed tile out of its arrays: x " + x.length + " from " + xOff + ", " + rows
-          + " rows of " + kDim + ", xt " + xt.length + " from " + xtOff);
+          + " rows of " + kDim + ", xt " + xt.capacity() / Float.BYTES + " from " + xtOff);
     }
     transposeTile0(mr, x, xOff, rows, kDim, xt, xtOff);
   }
@@ -157,14 +170,14 @@ public final class NativeCpu {
   /** 2: AVX-512 F, AVX2 and FMA; 1: AVX2 and FMA; 0: neither (asked of the CPU in scorch_cpu.c). */
   private static native int isa();
 
-  private static native void transposeTile0(int mr, float[] x, int xOff, int rows, int kDim, float[] xt, int xtOff);
+  private static native void transposeTile0(int mr, float[] x, int xOff, int rows, int kDim, ByteBuffer xt, int xtOff);
 
   private static native void bf16Rows0(short[] src, int so, int srcStride, int rows, int n, float[] dst);
 
   private static native void fp8Rows0(byte[] src, int so, int srcStride, int rows, int n, float[] scales, int blocksPerRow,
                                       int lead, int bc, float[] dst);
 
-  private static native void kernelBlock0(int mr, float[] xt, int xtOff, int tiles, int kDim, int k0, int kc, float[] wb, int groups,
-                                          float[] c, int mPad, boolean first, float[] y, int rowBase, int mb, int nDim, int n0,
+  private static native void kernelBlock0(int mr, ByteBuffer xt, int xtOff, int tiles, int kDim, int k0, int kc, float[] wb, int groups,
+                                          ByteBuffer c, int mPad, boolean first, float[] y, int rowBase, int mb, int nDim, int n0,
                                           int nn);
 }

@@ -122,11 +122,15 @@ class GemmTest {
     if (carried && x86Linux && !"false".equals(System.getProperty("scorch.native"))) {
       assertTrue(NativeCpu.available() || NativeCpu.status().contains("lacks AVX2"), NativeCpu.status());
     }
+    // xᵀ's buffers hold exactly the floats asked for, whatever the allocation's place in its first line.
+    for (int n : new int[] {0, 1, 15, 16, 17, 1000}) {
+      assertEquals(n * Float.BYTES, NativeCpu.alignedFloats(n).capacity(), "floats " + n);
+    }
     for (int mr : nativeTiles()) {
       int nr = NativeCpu.nr(mr);
-      float[] xt = new float[mr * 8];
+      ByteBuffer xt = NativeCpu.alignedFloats(mr * 8);
       float[] wb = new float[nr * 8];
-      float[] c = new float[nr * mr];
+      ByteBuffer c = NativeCpu.alignedFloats(nr * mr);
       float[] y = new float[mr * nr];
       NativeCpu.kernelBlock(mr, xt, 0, 1, 8, 0, 8, wb, 1, c, mr, true, null, 0, 0, 0, 0, 0);
       NativeCpu.kernelBlock(mr, xt, 0, 1, 8, 0, 8, wb, 1, c, mr, true, y, 0, mr, nr, 0, nr);
@@ -143,9 +147,9 @@ class GemmTest {
       assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.transposeTile(mr, x, 0, mr + 1, 0, xt, 0));
     }
     if (NativeCpu.available()) {
-      float[] xt = new float[32 * 8];
+      ByteBuffer xt = NativeCpu.alignedFloats(32 * 8);
       float[] wb = new float[12 * 8];
-      float[] c = new float[12 * 32];
+      ByteBuffer c = NativeCpu.alignedFloats(12 * 32);
       // No tile of 24 rows; 32 only where the CPU has AVX-512.
       assertThrows(IllegalArgumentException.class, () -> NativeCpu.kernelBlock(24, xt, 0, 1, 8, 0, 8, wb, 1, c, 24, true, null, 0, 0, 0, 0, 0));
       if (!NativeCpu.avx512()) {
@@ -234,11 +238,11 @@ class GemmTest {
       int rowBase = 1;
       float[] x = randn((rowBase + mb) * kDim, mr);
       float[] w = randn(groups * nr * kDim, mr + 1);
-      float[] xt = new float[tiles * mr * kDim];
+      ByteBuffer xt = NativeCpu.alignedFloats(tiles * mr * kDim);
       for (int t = 0; t < tiles; t++) {
         NativeCpu.transposeTile(mr, x, (rowBase + t * mr) * kDim, Math.min(mr, mb - t * mr), kDim, xt, t * mr * kDim);
       }
-      float[] c = new float[groups * nr * tiles * mr];
+      ByteBuffer c = NativeCpu.alignedFloats(groups * nr * tiles * mr);
       float[] y = new float[(rowBase + mb) * nDim];
       int[] k0s = {0, 24};
       for (int k0 : k0s) {
