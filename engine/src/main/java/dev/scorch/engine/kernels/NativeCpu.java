@@ -13,11 +13,11 @@ import java.nio.file.StandardCopyOption;
  * block of a row task, compiled by a C compiler for AVX2 + FMA (2 × 6 tiles of 16 rows) and for AVX-512 (2 × 12 tiles
  * of 32 rows, 24 accumulators, a tile the Java kernel cannot hold in registers). Same fused multiply-adds in the same
  * order as the Java kernel, so the same bits; C2 leaves spills and scalar address work in the Java loop that the C
- * compiler does not. Beside it, the rest of a call's per-element work: the decoders of a K block's staged BF16 and FP8 weight
- * rows, bit for bit RowDecoder's (at 16 rows of x a weight is decoded for 32 flops, so decoding costs as much as the
- * tile there), and the transpose of x into tiles. Loaded once per JVM from the jar (x86-64 Linux, where the build had
- * a C compiler) and used only where the CPU has AVX2 and FMA; -Dscorch.native=false turns it off. Elsewhere
- * PackedGemm runs its Java kernel.
+ * compiler does not. Beside them, the rest of a call's per-element work: the decoders of a K block's staged BF16 and FP8
+ * weight rows (8 or 16 inputs a step), bit for bit RowDecoder's (at 16 rows of x a weight is decoded for 32 flops, so
+ * decoding costs as much as the tile there), and the transpose of x into tiles. Loaded once per JVM from the jar
+ * (x86-64 Linux, where the build had a C compiler) and used only where the CPU has AVX2 and FMA;
+ * -Dscorch.native=false turns it off. Elsewhere PackedGemm runs its Java kernel.
  */
 public final class NativeCpu {
   private static final String RESOURCE = "native/libscorch_cpu.so";
@@ -115,9 +115,9 @@ public final class NativeCpu {
         || (long) groups * nr * kc > wb.length || !c.isDirect() || (long) groups * nr * mPad > c.capacity() / Float.BYTES
         || y != null && (rowBase < 0 || mb < 0 || mb > tiles * mr || n0 < 0 || nn < 0 || nn > groups * nr
             || n0 + nn > nDim || (long) (rowBase + mb) * nDim > y.length)) {
-      throw new IndexOutOfBoundsException("kernel block out of its arrays: xt " + xt.capacity() / Float.BYTES + " from " + xtOff + ", "
-          + tiles + " tiles x " + kDim + ", wb " + wb.length + ", " + groups + " groups x " + kc + ", c " + c.capacity() / Float.BYTES
-          + " at stride " + mPad + (y == null ? "" : ", y " + y.length + " rows " + rowBase + " + " + mb + " x " + nDim
+      throw new IndexOutOfBoundsException("kernel block out of its arrays: xt " + xt.capacity() / Float.BYTES + " from "
+          + xtOff + ", " + tiles + " tiles x " + kDim + ", wb " + wb.length + ", " + groups + " groups x " + kc + ", c "
+          + c.capacity() / Float.BYTES + " at stride " + mPad + (y == null ? "" : ", y " + y.length + " rows " + rowBase + " + " + mb + " x " + nDim
           + " from column " + n0 + " + " + nn));
     }
     kernelBlock0(mr, xt, xtOff, tiles, kDim, k0, kc, wb, groups, c, mPad, first, y, rowBase, mb, nDim, n0, nn);
@@ -177,7 +177,7 @@ public final class NativeCpu {
   private static native void fp8Rows0(byte[] src, int so, int srcStride, int rows, int n, float[] scales, int blocksPerRow,
                                       int lead, int bc, float[] dst);
 
-  private static native void kernelBlock0(int mr, ByteBuffer xt, int xtOff, int tiles, int kDim, int k0, int kc, float[] wb, int groups,
-                                          ByteBuffer c, int mPad, boolean first, float[] y, int rowBase, int mb, int nDim, int n0,
-                                          int nn);
+  private static native void kernelBlock0(int mr, ByteBuffer xt, int xtOff, int tiles, int kDim, int k0, int kc, float[] wb,
+                                          int groups, ByteBuffer c, int mPad, boolean first, float[] y, int rowBase, int mb,
+                                          int nDim, int n0, int nn);
 }
