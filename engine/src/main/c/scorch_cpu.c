@@ -96,10 +96,10 @@ static void kernel_block(const float* xt, int tiles, int kDim, int k0, int kc, c
 }
 
 /*
- * kernel_block for AVX-512: tiles of MR512 rows of x (two 16-lane vectors) times groups of NR512 weight rows, a[r][h]
- * the sums of weight row r for the tile's rows h * 16 .. h * 16 + 15. The same layout and arguments otherwise. The
- * loops over r and h are unrolled whole, so the 24 accumulators live in registers (checked in the disassembly: no
- * stack traffic in the k loop, each broadcast one vbroadcastss from the weights).
+ * kernel_block for AVX-512: tiles of MR512 rows of x (two 16-lane vectors) times groups of NR512 weight rows, a[r][0]
+ * and a[r][1] the sums of weight row r for the tile's rows 0 .. 15 and 16 .. 31. The same layout and arguments
+ * otherwise. The loops over r are unrolled whole, so the 24 accumulators live in registers (checked in the
+ * disassembly: no stack traffic in the k loop, each broadcast one vbroadcastss from the weights).
  */
 __attribute__((target("avx512f")))
 static void kernel_block_512(const float* xt, int tiles, int kDim, int k0, int kc, const float* wb, int groups, float* c,
