@@ -10,7 +10,7 @@ import jdk.incubator.vector.VectorSpecies;
  *
  * <p>Layout: each row of x is transposed once per call into tiles of MR rows (xᵀ: for each k, MR consecutive
  * rows, so one vector load gives L rows of x). W is decoded to fp32 a block of weight rows × KC inputs at a
- * time, by whole rows (no transpose: the kernel broadcasts weights), once per block of MB rows of x.
+ * time, by whole rows (no transpose: the kernel broadcasts weights), once per block of MB (or MB_WIDE) rows of x.
  * The register-tiled micro-kernel computes MR rows of x × NR weight rows: 2 vectors of rows times NR broadcast
  * weights. Where {@link NativeCpu} loads, a task's K block runs in its C build of the tile, which the C compiler
  * schedules without the spills and scalar address work C2 leaves in the Java loop: 2 × 6 (12 accumulators) with
@@ -62,8 +62,16 @@ public final class PackedGemm {
    * weights and the accumulators stay in L2 (with AVX2's 48 weight rows, 464 KiB of a 512 KiB L2).
    */
   static final int MB = 256;
-  /** Rows of x transposed per parallel pass (a multiple of MB). */
+  /** Rows of x transposed per parallel pass (a multiple of MB and of MB_WIDE). */
   static final int CHUNK = 4 * MB;
+  /**
+   * Rows per block in calls of at least CHUNK rows with the AVX-512 kernel: twice MB halves the copies and decoding of
+   * the weights per flop (6–7 % of such a call at MB), while a pass still has two or more blocks for the threads to
+   * share, and a K block of their xᵀ (512 KiB) still fits the 2 MiB L2 of these CPUs. Alternating in one process on
+   * Emerald Rapids (9–11 rounds): 1.02–1.04× at M = 1024 and 2048 with K = 4096, the same at K = 1024; calls of 512 rows
+   * (one block for both threads) ran 0.95–0.98×, so shorter calls keep MB.
+   */
+  static final int MB_WIDE = MR == 32 ? 2 * MB : MB;
   /** Inputs per block of the scalar transpose into the tiles. */
   static final int COPY_ROWS = 16;
 
@@ -84,7 +92,7 @@ public final class PackedGemm {
     final RowDecoder decoder = new RowDecoder(KC, NB, KS);
     /** Accumulators between K blocks: c[j * mPad + i] for weight row j of the task and row i of x. */
     float[] c = new float[0];
-    /** The same for the native kernel, aligned off the heap like xtNative (a task's NB rows × MB rows at most). */
+    /** The same for the native kernel, aligned off the heap like xtNative (a task's NB rows × MB_WIDE rows at most). */
     ByteBuffer cNative;
     /** One finished tile on its way to y: tile[r * MR + i]. */
     final float[] tile = new float[MAX_NR * MR];
@@ -94,7 +102,7 @@ public final class PackedGemm {
     }
 
     ByteBuffer cNative() {
-      return cNative != null ? cNative : (cNative = NativeCpu.alignedFloats(NB * MB));
+      return cNative != null ? cNative : (cNative = NativeCpu.alignedFloats(NB * MB_WIDE));
     }
 
     ByteBuffer xtNative(int n) {
@@ -122,6 +130,8 @@ public final class PackedGemm {
     int[] perTask = new int[1];
     int[] firstTask = new int[2];
     int nTasks;
+    /** Rows of x per block: MB, or MB_WIDE in calls of CHUNK rows or more. */
+    int blockRows;
     // The chunk being computed: its xᵀ in xt (Java kernel) or xtNative (native kernel).
     float[] xt;
     ByteBuffer xtNative;
@@ -149,8 +159,8 @@ public final class PackedGemm {
         g++;
       }
       int n0 = (t - firstTask[g]) * perTask[g];
-      int mb = Math.min(MB, rows - b * MB);
-      rowTask(xt, xtNative, b * (MB / MR), (mb + MR - 1) / MR, chunkBase + b * MB, mb, w[g], n0, Math.min(perTask[g], w[g].out() - n0), y[g], nr,
+      int mb = Math.min(blockRows, rows - b * blockRows);
+      rowTask(xt, xtNative, b * (blockRows / MR), (mb + MR - 1) / MR, chunkBase + b * blockRows, mb, w[g], n0, Math.min(perTask[g], w[g].out() - n0), y[g], nr,
           nativeKernel);
     };
 
@@ -232,8 +242,9 @@ public final class PackedGemm {
       call.y = y;
       call.nr = nr;
       call.nativeKernel = inC;
+      call.blockRows = m >= CHUNK ? MB_WIDE : MB;
       call.nTasks = firstTask[w.length];
-      // Rows of x in chunks of CHUNK: one parallel pass transposes a chunk, one runs its (block of MB rows, weight
+      // Rows of x in chunks of CHUNK: one parallel pass transposes a chunk, one runs its (block of rows, weight
       // rows) tasks, blocks outermost so both threads share a block's xᵀ while it is in cache.
       for (int c0 = 0; c0 < m; c0 += CHUNK) {
         int rows = Math.min(CHUNK, m - c0);
@@ -248,7 +259,7 @@ public final class PackedGemm {
         call.rows = rows;
         par.forEach(tiles, call.transpose);
         // 2. Each task: one block's rows against its weight rows, K block by K block.
-        par.forEach((rows + MB - 1) / MB * call.nTasks, call.rowTasks);
+        par.forEach((rows + call.blockRows - 1) / call.blockRows * call.nTasks, call.rowTasks);
       }
     } finally {
       call.clear();
