@@ -16,6 +16,7 @@ public final class Rope {
   private final int dim;
   private final double[] invFreq;
   private final double mscale;
+  private volatile float[] table = new float[0]; // [positions, dim]: see table()
 
   public Rope(ModelConfig c) {
     this.dim = c.qkRopeHeadDim();
@@ -74,20 +75,50 @@ public final class Rope {
 
   /** cos and sin for one position: out[2i] = cos, out[2i + 1] = sin of pos × inv_freq[i], times mscale. */
   public void cosSin(int pos, float[] out) {
-    for (int i = 0; i < dim / 2; i++) {
-      double a = pos * invFreq[i];
-      out[2 * i] = (float) (Math.cos(a) * mscale);
-      out[2 * i + 1] = (float) (Math.sin(a) * mscale);
+    System.arraycopy(table(pos + 1), pos * dim, out, 0, dim);
+  }
+
+  /**
+   * {@link #cosSin} of positions [0, positions) at least, position p's at p · dim: computed once per model and grown as
+   * longer sequences come (every layer of every batch rotates with the same values). Safe to share between threads.
+   */
+  public float[] table(int positions) {
+    float[] t = table;
+    return t.length >= (long) positions * dim ? t : grow(positions);
+  }
+
+  private synchronized float[] grow(int positions) {
+    float[] t = table;
+    if (t.length >= (long) positions * dim) {
+      return t;
     }
+    // Doubling (from 1024 positions), so a long generation grows it a few times, not every step. dim > 0 here: with
+    // dim 0 every table is long enough.
+    int n = (int) Math.min(Integer.MAX_VALUE / dim, Math.max(positions, Math.max(1024L, 2L * t.length / dim)));
+    float[] grown = java.util.Arrays.copyOf(t, n * dim);
+    for (int pos = t.length / dim; pos < n; pos++) {
+      for (int i = 0; i < dim / 2; i++) {
+        double a = pos * invFreq[i];
+        grown[pos * dim + 2 * i] = (float) (Math.cos(a) * mscale);
+        grown[pos * dim + 2 * i + 1] = (float) (Math.sin(a) * mscale);
+      }
+    }
+    table = grown;
+    return grown;
   }
 
   /** Rotates x[off .. off + dim) in place with a table from {@link #cosSin}. */
   public void rotate(float[] x, int off, float[] cs) {
+    rotate(x, off, cs, 0);
+  }
+
+  /** Rotates x[off .. off + dim) in place with cos/sin at cs[csOff ..] (a row of {@link #table}). */
+  public void rotate(float[] x, int off, float[] cs, int csOff) {
     for (int i = 0; i < dim / 2; i++) {
       float x0 = x[off + 2 * i];
       float x1 = x[off + 2 * i + 1];
-      float c = cs[2 * i];
-      float s = cs[2 * i + 1];
+      float c = cs[csOff + 2 * i];
+      float s = cs[csOff + 2 * i + 1];
       x[off + 2 * i] = x0 * c - x1 * s;
       x[off + 2 * i + 1] = x1 * c + x0 * s;
     }

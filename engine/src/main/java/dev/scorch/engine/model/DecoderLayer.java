@@ -11,6 +11,8 @@ import dev.scorch.engine.runtime.Workspace;
 /** One block: input RMSNorm → MLA → residual → post-attention RMSNorm → dense MLP or MoE → residual. */
 final class DecoderLayer {
   private static final Workspace.Key NORMED = new Workspace.Key("layer.normed"); // [T, hidden]
+  private static final Workspace.Key NORM = new Workspace.Key("layer.norm"); // the RmsNorm.Rows items
+  private static final Workspace.Key RESIDUAL = new Workspace.Key("layer.residual"); // the AddRows items
   private final int hidden;
   private final double eps;
   private final float[] inputLayernorm; // [hidden]
@@ -53,20 +55,17 @@ final class DecoderLayer {
     int t = batch.numTokens();
     int n = t * hidden;
     float[] h = ws.floats(NORMED, n);
-    RmsNorm.apply(x, t, hidden, inputLayernorm, eps, h);
+    // Norms and residual adds row by row over the engine's threads.
+    RmsNorm.Rows norm = ws.object(NORM, RmsNorm.Rows::new);
+    norm.apply(mm.ops(), x, t, hidden, inputLayernorm, eps, h);
     selfAttn.forward(h, batch, rope, mm, caches, ws, h); // h: the normed input, then attention's output
-    for (int i = 0; i < n; i++) {
-      x[i] += h[i];
-    }
-    RmsNorm.apply(x, t, hidden, postAttentionLayernorm, eps, h);
+    norm.addThenApply(mm.ops(), x, h, t, hidden, postAttentionLayernorm, eps, h); // x += attention; h = its norm
     float[] m = h; // the dense MLP's output replaces its input; the MoE's is its own buffer (h is its scratch)
     if (moe != null) {
       m = moe.forward(h, t, mm, routes, ws);
     } else {
       mlp.forward(h, t, mm, ws, h);
     }
-    for (int i = 0; i < n; i++) {
-      x[i] += m[i];
-    }
+    ws.object(RESIDUAL, AddRows::new).run(mm.ops(), t, x, m, null, null, hidden); // x += m
   }
 }

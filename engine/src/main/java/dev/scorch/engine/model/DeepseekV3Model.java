@@ -18,6 +18,7 @@ import java.nio.file.Path;
  */
 public final class DeepseekV3Model {
   private static final Workspace.Key HIDDEN = new Workspace.Key("model.hidden"); // [T, hidden]: the residual stream
+  private static final Workspace.Key FINAL_NORM = new Workspace.Key("model.final_norm"); // the RmsNorm.Rows items
   private static final Workspace.Key LOGITS = new Workspace.Key("model.decode_logits"); // [B, vocab]
   private static final Workspace.Key DECODE_BATCH = new Workspace.Key("model.decode_batch"); // a step's one token per sequence
 
@@ -210,7 +211,7 @@ public final class DeepseekV3Model {
       moeIndex += layer.isMoe() ? 1 : 0;
       layer.forward(x, batch, rope, mm, r, caches, ws);
     }
-    RmsNorm.apply(x, t, hidden, norm, config.rmsNormEps(), x);
+    ws.object(FINAL_NORM, RmsNorm.Rows::new).apply(ops, x, t, hidden, norm, config.rmsNormEps(), x);
     return x;
   }
 

@@ -27,6 +27,7 @@ final class DenseMlp {
   private static final Workspace.Key SELF_X = new Workspace.Key("mlp.self_x");
   private static final Workspace.Key SELF_ROWS = new Workspace.Key("mlp.self_rows");
   private static final Workspace.Key SWIGLU = new Workspace.Key("mlp.swiglu"); // the SwiGlu items
+  private static final Workspace.Key COPY_ROWS = new Workspace.Key("mlp.copy_rows"); // the CopyRows items
 
   private final Linear gateProj; // [intermediate, hidden]
   private final Linear upProj; // [intermediate, hidden]
@@ -70,11 +71,12 @@ final class DenseMlp {
     int in = gateProj.in();
     float[] xc = ws.floats(CHUNK_X, ROW_CHUNK * in);
     float[] yc = ws.floats(CHUNK_OUT, ROW_CHUNK * hidden);
+    CopyRows copy = ws.object(COPY_ROWS, CopyRows::new);
     for (int r0 = 0; r0 < rows; r0 += ROW_CHUNK) {
       int n = Math.min(ROW_CHUNK, rows - r0);
-      System.arraycopy(x, r0 * in, xc, 0, n * in);
+      copy.copy(mm.ops(), x, r0, n, xc, 0, in);
       forwardRows(xc, n, mm.range(r0, r0 + n), ws, yc);
-      System.arraycopy(yc, 0, out, r0 * hidden, n * hidden);
+      copy.copy(mm.ops(), yc, 0, n, out, r0, hidden);
     }
   }
 

@@ -25,7 +25,8 @@ final class MlaAttention {
   private static final Workspace.Key X_PROJECTIONS = new Workspace.Key("attn.x_projections");
   private static final Workspace.Key LATENT = new Workspace.Key("attn.latent"); // [T, kv_lora_rank]
   private static final Workspace.Key K_PE = new Workspace.Key("attn.k_pe"); // [T, qk_rope]
-  private static final Workspace.Key COS_SIN = new Workspace.Key("attn.cos_sin"); // [qk_rope]
+  private static final Workspace.Key NORM = new Workspace.Key("attn.norm"); // the RmsNorm.Rows items
+  private static final Workspace.Key ROTATE = new Workspace.Key("attn.rotate"); // the RotateRows items
   // Fresh sequences' keys and values are expanded from their latents in groups of whole sequences of up to this many
   // rows: 256 = PackedGemm.MB, the rows kv_b_proj runs per decode of its weights, so longer groups only add memory.
   static final int KV_GROUP_ROWS = 256;
@@ -120,29 +121,20 @@ final class MlaAttention {
     mm.apply(x, t, xProjections, proj);
     float[] kvA = proj[1];
     float[] q;
+    RmsNorm.Rows norm = ws.object(NORM, RmsNorm.Rows::new); // norms row by row over the engine's threads
     if (qLoraRank > 0) {
       float[] qA = proj[0];
-      RmsNorm.apply(qA, t, qLoraRank, qALayernorm, ModelConfig.LORA_NORM_EPS, qA);
+      norm.apply(ops, qA, t, qLoraRank, qALayernorm, ModelConfig.LORA_NORM_EPS, qA);
       q = ws.floats(Q, t * qWidth);
       mm.apply(qA, t, qBProj, q);
     } else {
       q = proj[0];
     }
     float[] latent = ws.floats(LATENT, t * kvLoraRank); // [T, kv_lora_rank]
-    RmsNorm.apply(kvA, t, kvAWidth, 0, kvLoraRank, kvALayernorm, ModelConfig.LORA_NORM_EPS, latent);
+    norm.apply(ops, kvA, t, kvAWidth, 0, kvLoraRank, kvALayernorm, ModelConfig.LORA_NORM_EPS, latent);
     float[] kPe = ws.floats(K_PE, t * qkRope); // [T, qk_rope]: one rotary key head shared by all heads
-    for (int i = 0; i < t; i++) {
-      System.arraycopy(kvA, i * kvAWidth + kvLoraRank, kPe, i * qkRope, qkRope);
-    }
-    // RoPE on q_pe (every head) and k_pe at each token's position.
-    float[] cs = ws.floats(COS_SIN, qkRope);
-    for (int i = 0; i < t; i++) {
-      rope.cosSin(batch.positions()[i], cs);
-      for (int h = 0; h < heads; h++) {
-        rope.rotate(q, (i * heads + h) * qHead + qkNope, cs);
-      }
-      rope.rotate(kPe, i * qkRope, cs);
-    }
+    // RoPE on q_pe (every head) and k_pe at each token's position, token by token over the engine's threads.
+    ws.object(ROTATE, RotateRows::new).run(this, ops, rope, batch.positions(), t, q, kvA, kPe);
     float[] attn = ws.zeros(HEADS_OUT, t * heads * vHead); // [T, heads, v_head]
     int[] freshStart = batch.seqStart();
     int[] freshLen = batch.seqLen();
@@ -212,6 +204,53 @@ final class MlaAttention {
         System.arraycopy(freshLen, g0, len, 0, g1 - g0);
       }
       ops.attention(kept.inputs(g0, q, kv, kPe, heads, qkNope, qkRope, vHead, start, len, softmaxScale, row0), attn);
+    }
+  }
+
+  /**
+   * Item i: k_pe of token i out of kv_a's output, then q_pe of every head and k_pe rotated at the token's position. One per
+   * workspace, set per use (no lambda per layer).
+   */
+  private static final class RotateRows implements IntConsumer {
+    private MlaAttention a;
+    private Rope rope;
+    private float[] cs; // the rope's table, position p's cos/sin at p · qk_rope
+    private int[] positions;
+    private float[] q;
+    private float[] kvA;
+    private float[] kPe;
+
+    void run(MlaAttention a, Ops ops, Rope rope, int[] positions, int t, float[] q, float[] kvA, float[] kPe) {
+      int last = 0;
+      for (int i = 0; i < t; i++) {
+        last = Math.max(last, positions[i]);
+      }
+      this.a = a;
+      this.rope = rope;
+      this.cs = rope.table(last + 1);
+      this.positions = positions;
+      this.q = q;
+      this.kvA = kvA;
+      this.kPe = kPe;
+      try {
+        ops.forEachRow(t, this);
+      } finally {
+        this.a = null;
+        this.rope = null;
+        this.cs = this.q = this.kvA = this.kPe = null;
+        this.positions = null;
+      }
+    }
+
+    @Override
+    public void accept(int i) {
+      int qkRope = a.qkRope;
+      int csOff = positions[i] * qkRope;
+      System.arraycopy(kvA, i * (a.kvLoraRank + qkRope) + a.kvLoraRank, kPe, i * qkRope, qkRope);
+      for (int h = 0; h < a.heads; h++) {
+        rope.rotate(q, (i * a.heads + h) * a.qHead + a.qkNope, cs, csOff);
+      }
+      rope.rotate(kPe, i * qkRope, cs, csOff);
     }
   }
 

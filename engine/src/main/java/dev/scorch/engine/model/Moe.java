@@ -3,7 +3,6 @@ package dev.scorch.engine.model;
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.runtime.Workspace;
-import java.util.function.IntConsumer;
 
 /**
  * DeepseekV3MoE: routed experts weighted by the router, plus the shared experts on the same input. Tokens
@@ -24,6 +23,7 @@ final class Moe {
   private static final Workspace.Key GROUP_INPUTS = new Workspace.Key("moe.group_inputs");
   private static final Workspace.Key GROUP_N = new Workspace.Key("moe.group_n");
   private static final Workspace.Key ADD_ROWS = new Workspace.Key("moe.add_rows"); // the AddRows items
+  private static final Workspace.Key COPY_ROWS = new Workspace.Key("moe.copy_rows"); // the CopyRows items
 
   private final MoeRouter gate;
   private final DenseMlp[] experts;
@@ -73,6 +73,7 @@ final class Moe {
     int[] rows = ws.ints(ROWS, maxCount);
     float[] rowWeight = ws.floats(ROW_WEIGHT, maxCount);
     AddRows add = ws.object(ADD_ROWS, AddRows::new);
+    CopyRows copy = ws.object(COPY_ROWS, CopyRows::new);
     float[] xe = ws.floats(XE, maxCount * hidden); // [tokens of e, hidden]
     for (int e = 0; e < experts.length; e++) {
       if (count[e] == 0) {
@@ -87,20 +88,14 @@ final class Moe {
           }
         }
       }
-      for (int j = 0; j < n; j++) {
-        System.arraycopy(x, rows[j] * hidden, xe, j * hidden, hidden);
-      }
+      copy.gather(mm.ops(), x, rows, n, xe, hidden);
       experts[e].forward(xe, n, mm.rows(rows, n), ws, xe); // xe: e's tokens, then its output
       // Each token of e is a different row of y: rows spread over the engine's threads.
-      add.set(y, xe, rows, rowWeight, hidden);
-      mm.ops().forEachRow(n, add);
-      add.clear();
+      add.run(mm.ops(), n, y, xe, rows, rowWeight, hidden);
     }
     if (sharedExperts != null) {
       sharedExperts.forward(x, t, mm, ws, x); // x: the layer's normed input, then the shared experts' output
-      add.set(y, x, null, null, hidden);
-      mm.ops().forEachRow(t, add);
-      add.clear();
+      add.run(mm.ops(), t, y, x, null, null, hidden);
     }
     return y;
   }
@@ -164,45 +159,5 @@ final class Moe {
       }
     }
     return y;
-  }
-
-  /**
-   * Item j: y[rows[j]] += weight[j] · src[j] over hidden (rows and weight null: y[j] += src[j]). One per workspace,
-   * set per use, so that summing an expert's rows makes no lambda.
-   */
-  private static final class AddRows implements IntConsumer {
-    private float[] y;
-    private float[] src;
-    private int[] rows;
-    private float[] weight;
-    private int hidden;
-
-    void set(float[] y, float[] src, int[] rows, float[] weight, int hidden) {
-      this.y = y;
-      this.src = src;
-      this.rows = rows;
-      this.weight = weight;
-      this.hidden = hidden;
-    }
-
-    void clear() {
-      set(null, null, null, null, 0);
-    }
-
-    @Override
-    public void accept(int j) {
-      int yo = (rows == null ? j : rows[j]) * hidden;
-      int so = j * hidden;
-      if (weight == null) {
-        for (int d = 0; d < hidden; d++) {
-          y[yo + d] += src[so + d];
-        }
-      } else {
-        float wj = weight[j];
-        for (int d = 0; d < hidden; d++) {
-          y[yo + d] += wj * src[so + d];
-        }
-      }
-    }
   }
 }

@@ -1,0 +1,54 @@
+package dev.scorch.engine.kernels;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+
+import java.util.Random;
+import org.junit.jupiter.api.Test;
+
+class RmsNormTest {
+  private static float[] random(int n, long seed) {
+    Random rnd = new Random(seed);
+    float[] a = new float[n];
+    for (int i = 0; i < n; i++) {
+      a[i] = (float) (rnd.nextGaussian() * (1 + i % 7));
+    }
+    return a;
+  }
+
+  @Test
+  void rowsOverThreadsGiveTheSerialBits() {
+    int rows = 37;
+    int stride = 300;
+    int offset = 11;
+    int dim = 256;
+    float[] x = random(rows * stride, 1);
+    float[] w = random(dim, 2);
+    float[] serial = new float[rows * dim];
+    RmsNorm.apply(x, rows, stride, offset, dim, w, 1e-6, serial);
+    try (CpuOps ops = new CpuOps(2)) {
+      float[] parallel = new float[rows * dim];
+      new RmsNorm.Rows().apply(ops, x, rows, stride, offset, dim, w, 1e-6, parallel);
+      assertArrayEquals(serial, parallel);
+    }
+  }
+
+  @Test
+  void addThenApplyIsTheResidualAddThenTheNormEvenWritingOverItsInput() {
+    int rows = 29;
+    int dim = 192;
+    float[] x = random(rows * dim, 3);
+    float[] add = random(rows * dim, 4);
+    float[] w = random(dim, 5);
+    float[] wantX = x.clone();
+    for (int i = 0; i < wantX.length; i++) {
+      wantX[i] += add[i];
+    }
+    float[] want = new float[rows * dim];
+    RmsNorm.apply(wantX, rows, dim, w, 1e-5, want);
+    try (CpuOps ops = new CpuOps(2)) {
+      new RmsNorm.Rows().addThenApply(ops, x, add, rows, dim, w, 1e-5, add); // out is add, as DecoderLayer passes it
+      assertArrayEquals(wantX, x);
+      assertArrayEquals(want, add);
+    }
+  }
+}
