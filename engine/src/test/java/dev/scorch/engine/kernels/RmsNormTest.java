@@ -33,6 +33,20 @@ class RmsNormTest {
   }
 
   @Test
+  void rowsInPlaceGiveTheSerialBits() {
+    int rows = 21;
+    int dim = 160;
+    float[] x = random(rows * dim, 6);
+    float[] w = random(dim, 7);
+    float[] serial = new float[rows * dim];
+    RmsNorm.apply(x, rows, dim, w, 1e-6, serial);
+    try (CpuOps ops = new CpuOps(2)) {
+      new RmsNorm.Rows().apply(ops, x, rows, dim, w, 1e-6, x); // the final norm's call: out is x
+      assertArrayEquals(serial, x);
+    }
+  }
+
+  @Test
   void addThenApplyIsTheResidualAddThenTheNormEvenWritingOverItsInput() {
     int rows = 29;
     int dim = 192;
