@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Compiles Scorch's CPU micro-kernel (scorch_cpu.c, JNI) into a shared library the engine jar carries, for x86-64
-# Linux. Run by Maven (engine's generate-resources phase) with the output folder and the JDK whose include/ has
-# jni.h. Without a C compiler, or on another platform, the jar is built without it and PackedGemm runs its Java
-# Vector API kernel (the same bits, slower).
+# Compiles Scorch's CPU micro-kernels (scorch_cpu.c and scorch_attention.c, JNI) into a shared library the engine jar
+# carries, for x86-64 Linux. Run by Maven (engine's generate-resources phase) with the output folder and the JDK whose
+# include/ has jni.h. Without a C compiler, or on another platform, the jar is built without it and PackedGemm and the
+# attention run their Java Vector API code (the same bits, slower).
 set -euo pipefail
-src="$(cd "$(dirname "$0")" && pwd)/scorch_cpu.c"
+here="$(cd "$(dirname "$0")" && pwd)"
+src="$here/scorch_cpu.c"
+attention="$here/scorch_attention.c"
 out_dir="$1"
 java_home="$2"
 out="$out_dir/libscorch_cpu.so"
@@ -21,10 +23,12 @@ if [[ -z "$cc" || "$cc" == none || ! -f "$java_home/include/jni.h" ]]; then
   exit 0
 fi
 mkdir -p "$out_dir"
-if [[ -f "$out" && "$out" -nt "$src" && "$out" -nt "$0" ]]; then
+if [[ -f "$out" && "$out" -nt "$src" && "$out" -nt "$attention" && "$out" -nt "$0" ]]; then
   echo "[scorch] native CPU kernel up to date: $out"
   exit 0
 fi
-# No -ffast-math: every FMA stays in the Java kernel's order. The kernel itself carries target("avx2,fma").
-"$cc" -O3 -std=c11 -fPIC -shared -Wall -Werror -I"$java_home/include" -I"$java_home/include/linux" -o "$out" "$src"
+# No -ffast-math and no contraction: every FMA stays in the Java kernels' order, and no multiply and add are fused that
+# Java keeps apart. Each function carries its own target("avx2,fma") or target("avx512f").
+"$cc" -O3 -std=c11 -ffp-contract=off -fPIC -shared -Wall -Werror -I"$java_home/include" -I"$java_home/include/linux" \
+  -o "$out" "$src" "$attention"
 echo "[scorch] native CPU kernel built with $("$cc" --version | head -1): $out"

@@ -149,7 +149,11 @@ public final class CpuOps implements Ops {
 
     @Override
     public void accept(int item) {
-      VecMath.attendHead(in, item / in.heads(), item % in.heads(), out);
+      if (NativeAttention.supports(in)) {
+        NativeAttention.attendHead(in, item / in.heads(), item % in.heads(), out); // the same bits, in C
+      } else {
+        VecMath.attendHead(in, item / in.heads(), item % in.heads(), out);
+      }
     }
   }
 
