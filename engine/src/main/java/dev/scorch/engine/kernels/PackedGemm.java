@@ -144,19 +144,20 @@ public final class PackedGemm {
     final Linear[] w1 = new Linear[1];
     final float[][] y1 = new float[1][];
 
-    /** Pass 1, item t: the xᵀ tile t of the chunk (in C with the native kernel). */
-    final IntConsumer transpose = t -> {
+    /** The first block of the chunk whose tiles and tasks the two shared passes hand out (the blocks before it are owned). */
+    int firstShared;
+
+    /** The xᵀ tile t of the chunk (in C with the native kernel). */
+    void transposeTile(int t) {
       if (nativeKernel) {
         NativeCpu.transposeTile(MR, x, (chunkBase + t * MR) * kDim, Math.min(MR, rows - t * MR), kDim, xtNative, t * kDim * MR);
       } else {
-        transposeTile(x, chunkBase, rows, kDim, t, xt);
+        PackedGemm.transposeTile(x, chunkBase, rows, kDim, t, xt);
       }
-    };
+    }
 
-    /** Pass 2, item task: one block's rows against one task's weight rows. */
-    final IntConsumer rowTasks = task -> {
-      int b = task / nTasks;
-      int t = task % nTasks;
+    /** Task t of block b: the block's rows against the task's weight rows, K block by K block. */
+    void blockTask(int b, int t) {
       int g = 0;
       while (firstTask[g + 1] <= t) {
         g++;
@@ -169,7 +170,25 @@ public final class PackedGemm {
       int mb = Math.min(blockRows, rows - b * blockRows);
       rowTask(xt, xtNative, b * (blockRows / MR), (mb + MR - 1) / MR, chunkBase + b * blockRows, mb, w[g], n0, n1 - n0, y[g], nr,
           nativeKernel);
+    }
+
+    /** Owned pass, item b: block b's tiles transposed, then all its tasks, on one thread. */
+    final IntConsumer ownedBlocks = b -> {
+      int t0 = b * (blockRows / MR);
+      int t1 = Math.min((rows + MR - 1) / MR, t0 + blockRows / MR);
+      for (int t = t0; t < t1; t++) {
+        transposeTile(t);
+      }
+      for (int t = 0; t < nTasks; t++) {
+        blockTask(b, t);
+      }
     };
+
+    /** Shared pass 1, item t: tile t of the shared blocks. */
+    final IntConsumer transpose = t -> transposeTile(firstShared * (blockRows / MR) + t);
+
+    /** Shared pass 2, item task: one shared block's rows against one task's weight rows. */
+    final IntConsumer rowTasks = task -> blockTask(firstShared + task / nTasks, task % nTasks);
 
     void plan(int groups) {
       if (groupsOf.length < groups) {
@@ -242,8 +261,8 @@ public final class PackedGemm {
         int nDim = w[g].out();
         // Tasks of at most NB rows, at least two per thread where the groups allow. A call of one block makes a whole
         // number per thread, so that its one pass splits evenly: 1,024 weight rows in tasks of 96 were 11 tasks, 6
-        // against 5 on two threads (1.04-1.06x at 192-256 x 256 x 1024, an expert's down_proj). Longer calls have
-        // several blocks' tasks in a pass, which even out as they are handed out.
+        // against 5 on two threads (1.04-1.06x at 192-256 x 256 x 1024, an expert's down_proj). In longer calls a
+        // thread takes whole blocks (below), and more tasks would only re-read the block's xᵀ more often.
         int groups = (nDim + nr - 1) / nr;
         int tasks = Math.max((groups + NB / nr - 1) / (NB / nr), Math.min(groups, 2 * par.threads()));
         if (m <= MB) {
@@ -260,12 +279,15 @@ public final class PackedGemm {
       call.nativeKernel = inC;
       call.blockRows = m >= CHUNK ? MB_WIDE : MB;
       call.nTasks = firstTask[w.length];
-      // Rows of x in chunks of CHUNK: one parallel pass transposes a chunk, one runs its (block of rows, weight
-      // rows) tasks, blocks outermost so both threads share a block's xᵀ while it is in cache.
+      // Rows of x in chunks of CHUNK, cut into blocks of blockRows. A block's tiles are best transposed by the thread
+      // that computes with them: reading xᵀ lines that the other core has just written (modified in its L2) ran the
+      // M = 2048 shapes 1.07-1.08x slower than transposing them itself. So where a chunk has a block per thread (or a
+      // multiple), each block is one item, its tiles and then all its tasks; the blocks left over (a call of one block,
+      // or of three) share out their tiles in one pass and their (block, weight rows) tasks in a second.
       for (int c0 = 0; c0 < m; c0 += CHUNK) {
         int rows = Math.min(CHUNK, m - c0);
         int tiles = (rows + MR - 1) / MR;
-        // 1. xᵀ: tile t holds x[c0 + t·MR + r, k] at t·K·MR + k·MR + r (rows past the chunk are zero).
+        // xᵀ: tile t holds x[c0 + t·MR + r, k] at t·K·MR + k·MR + r (rows past the chunk are zero).
         if (call.nativeKernel) {
           call.xtNative = s.xtNative(tiles * MR * kDim);
         } else {
@@ -273,9 +295,16 @@ public final class PackedGemm {
         }
         call.chunkBase = c0;
         call.rows = rows;
-        par.forEach(tiles, call.transpose);
-        // 2. Each task: one block's rows against its weight rows, K block by K block.
-        par.forEach((rows + call.blockRows - 1) / call.blockRows * call.nTasks, call.rowTasks);
+        int blocks = (rows + call.blockRows - 1) / call.blockRows;
+        int owned = blocks / par.threads() * par.threads();
+        if (owned > 0) {
+          par.forEach(owned, call.ownedBlocks);
+        }
+        if (owned < blocks) {
+          call.firstShared = owned;
+          par.forEach(tiles - owned * (call.blockRows / MR), call.transpose);
+          par.forEach((blocks - owned) * call.nTasks, call.rowTasks);
+        }
       }
     } finally {
       call.clear();
