@@ -65,11 +65,10 @@ public final class PackedGemm {
   /** Rows of x transposed per parallel pass (a multiple of MB and of MB_WIDE). */
   static final int CHUNK = 4 * MB;
   /**
-   * Rows per block in calls of at least CHUNK rows with the AVX-512 kernel: twice MB halves the copies and decoding of
-   * the weights per flop (6–7 % of such a call at MB), while a pass still has two or more blocks for the threads to
-   * share, and a K block of their xᵀ (512 KiB) still fits the 2 MiB L2 of these CPUs. Alternating in one process on
-   * Emerald Rapids (9–11 rounds): 1.02–1.04× at M = 1024 and 2048 with K = 4096, the same at K = 1024; calls of 512 rows
-   * (one block for both threads) ran 0.95–0.98×, so shorter calls keep MB.
+   * Rows per block of a whole chunk with the AVX-512 kernel, and the most in any block: twice MB halves the copies and
+   * decoding of the weights per flop (6–7 % of such a call at MB), and a K block of their xᵀ (512 KiB) still fits the
+   * 2 MiB L2 of these CPUs. Alternating in one process on Emerald Rapids (9–11 rounds): 1.02–1.04× at M = 1024 and 2048
+   * with K = 4096, the same at K = 1024 (measured when the threads still shared each block's tasks).
    */
   static final int MB_WIDE = MR == 32 ? 2 * MB : MB;
   /** Inputs per block of the scalar transpose into the tiles. */
@@ -133,7 +132,7 @@ public final class PackedGemm {
     int[] groupsOf = new int[1];
     int[] firstTask = new int[2];
     int nTasks;
-    /** Rows of x per block: MB, or MB_WIDE in calls of CHUNK rows or more. */
+    /** Rows of x per block in the chunk being computed (a multiple of MR, at most MB_WIDE). */
     int blockRows;
     // The chunk being computed: its xᵀ in xt (Java kernel) or xtNative (native kernel).
     float[] xt;
@@ -261,8 +260,8 @@ public final class PackedGemm {
         int nDim = w[g].out();
         // Tasks of at most NB rows, at least two per thread where the groups allow. A call of one block makes a whole
         // number per thread, so that its one pass splits evenly: 1,024 weight rows in tasks of 96 were 11 tasks, 6
-        // against 5 on two threads (1.04-1.06x at 192-256 x 256 x 1024, an expert's down_proj). In longer calls a
-        // thread takes whole blocks (below), and more tasks would only re-read the block's xᵀ more often.
+        // against 5 on two threads (1.04-1.06x at 192-256 x 256 x 1024, an expert's down_proj, when its block was
+        // shared). Where a thread owns a block (below) it runs all its tasks, and more tasks only re-read its xᵀ.
         int groups = (nDim + nr - 1) / nr;
         int tasks = Math.max((groups + NB / nr - 1) / (NB / nr), Math.min(groups, 2 * par.threads()));
         if (m <= MB) {
@@ -277,13 +276,22 @@ public final class PackedGemm {
       call.y = y;
       call.nr = nr;
       call.nativeKernel = inC;
-      call.blockRows = m >= CHUNK ? MB_WIDE : MB;
       call.nTasks = firstTask[w.length];
-      // Rows of x in chunks of CHUNK, cut into blocks of blockRows. A block's tiles are best transposed by the thread
-      // that computes with them: reading xᵀ lines that the other core has just written (modified in its L2) ran the
-      // M = 2048 shapes 1.07-1.08x slower than transposing them itself. So where a chunk has a block per thread (or a
-      // multiple), each block is one item, its tiles and then all its tasks; the blocks left over (a call of one block,
-      // or of three) share out their tiles in one pass and their (block, weight rows) tasks in a second.
+      int weightRows = 0; // of all the weights: the rows every block decodes
+      for (Linear wg : w) {
+        weightRows += wg.out();
+      }
+      // Rows of x in chunks of CHUNK, cut into blocks. A block's tiles are best transposed by the thread that computes
+      // with them: reading xᵀ lines that the other core has just written (modified in its L2) ran the M = 2048 shapes
+      // 1.07-1.08x slower than transposing them itself. So blocks are owned where that splits the work evenly: one item
+      // per block, its tiles and then all its tasks.
+      //  - A whole chunk: blocks of MB_WIDE (or MB) rows, a whole number of them per thread.
+      //  - A shorter chunk (a call under CHUNK rows, or the last chunk) with no more weight rows than 4 × its rows: its
+      //    tiles in one block per thread, each thread decoding every weight for its own rows. With many more weight rows
+      //    than x rows that second decoding costs more than the other core's lines (256 x 1024 x 1024: 1.05x owned;
+      //    x 32768 (the LM head): 0.95x; 128 x 1024 x 4096: 0.92x).
+      // Otherwise, and for the tiles left over, the blocks are shared: one pass transposes their tiles, a second hands
+      // out their (block, weight rows) tasks.
       for (int c0 = 0; c0 < m; c0 += CHUNK) {
         int rows = Math.min(CHUNK, m - c0);
         int tiles = (rows + MR - 1) / MR;
@@ -295,8 +303,19 @@ public final class PackedGemm {
         }
         call.chunkBase = c0;
         call.rows = rows;
+        int threads = par.threads();
+        int owned;
+        if (rows == CHUNK) {
+          call.blockRows = MB_WIDE;
+          owned = CHUNK / MB_WIDE / threads * threads;
+        } else if (threads > 1 && tiles >= threads && weightRows <= 4 * rows) {
+          call.blockRows = Math.min(MB_WIDE, tiles / threads * MR);
+          owned = tiles / (call.blockRows / MR) / threads * threads;
+        } else {
+          call.blockRows = MB;
+          owned = 0;
+        }
         int blocks = (rows + call.blockRows - 1) / call.blockRows;
-        int owned = blocks / par.threads() * par.threads();
         if (owned > 0) {
           par.forEach(owned, call.ownedBlocks);
         }

@@ -58,6 +58,10 @@ public final class EnginePairs {
             gemm = new GemmFixture(Integer.parseInt(cmd[1]), Integer.parseInt(cmd[2]), Integer.parseInt(cmd[3]), DType.valueOf(cmd[4]));
             out.println("ok");
           }
+          case "prop" -> {
+            System.setProperty(cmd[1], cmd[2]);
+            out.println("ok");
+          }
           case "time" -> out.println(time(ops, gemm, Double.parseDouble(cmd[1])));
           case "prefill" -> {
             prefill = new Prefill(DeepseekV3Model.load(Path.of(cmd[1])), ops, Integer.parseInt(cmd[2]), Integer.parseInt(cmd[3]));

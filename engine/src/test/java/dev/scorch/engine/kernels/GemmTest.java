@@ -57,10 +57,10 @@ class GemmTest {
   void packedEqualsScalarBitwiseAndReferenceClosely() throws IOException {
     // Shapes with tails everywhere: M not a multiple of the tile, N not of the weight group, K not of the K
     // block; M past one block of rows and past one transposed chunk; K past one staged block (rows staged in parts).
-    // With two threads: 1100 rows are a chunk of two blocks, one per thread, then a block the threads share; 700 rows
-    // are three blocks of 256, two owned and one shared.
+    // With two threads: 1100 rows are a chunk of two blocks, one per thread, then a chunk of three tiles, two owned and
+    // one shared; 700 rows are two owned blocks; 300 rows against 1300 weight rows are two shared blocks.
     int[][] shapes = {{1, 1, 1}, {3, 17, 5}, {7, 33, 300}, {13, 100, 513}, {64, 130, 260}, {1100, 13, 300}, {700, 29, 70},
-        {5, 20, 1300}};
+        {300, 1300, 20}, {5, 20, 1300}};
     for (DType dtype : new DType[] {DType.F32, DType.BF16, DType.F8_E4M3}) {
       for (int[] s : shapes) {
         int m = s[0];
