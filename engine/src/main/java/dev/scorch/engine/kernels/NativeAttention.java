@@ -11,8 +11,12 @@ import java.nio.ByteBuffer;
  * Java code does.
  */
 final class NativeAttention {
-  /** Where it runs: the native library with its AVX-512 code (-Dscorch.native=false turns both off). */
-  static final boolean AVAILABLE = NativeCpu.available() && NativeCpu.avx512();
+  /**
+   * Where it runs: the native library with its AVX-512 code. -Dscorch.native=false turns off all native code,
+   * -Dscorch.native.attention=false this alone.
+   */
+  static final boolean AVAILABLE = NativeCpu.available() && NativeCpu.avx512()
+      && !"false".equals(System.getProperty("scorch.native.attention"));
   private static final int LANES = 16;
   private static final int KEY_BLOCK = 32;
   private static final int QUERY_TILE = 8;
