@@ -28,6 +28,8 @@ import java.util.List;
  *   time SECONDS               →  MEDIAN_CALL_SECONDS CALLS   (matmul calls for about SECONDS, at least 3)
  *   prefill MODEL BATCH SEQ    →  ok MODEL_FLOPS              (BATCH random sequences of SEQ tokens, as bench scores them)
  *   run                        →  SECONDS HEAP_BYTES          (one prefill, scored into a kept BatchScores)
+ *   prop KEY VALUE             →  ok                          (a system property: A/B runs of a setting the code
+ *                                                                 under test reads per call, alternating in one JVM)
  *   quit
  * </pre>
  * Run through bin/jmh --main dev.scorch.engine.bench.EnginePairs THREADS (the JMH class path, Scorch's JVM flags).

@@ -1,6 +1,7 @@
 package dev.scorch.engine.model;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.scorch.engine.checkpoint.Checkpoint;
 import dev.scorch.engine.config.ModelConfig;
@@ -16,7 +17,7 @@ import org.junit.jupiter.api.Test;
 class DenseMlpTest {
 
   /**
-   * A batch longer than {@link DenseMlp#ROW_CHUNK} runs in chunks of rows; every output row keeps the bits it has
+   * A batch longer than {@link DenseMlp#chunkRows} runs in chunks of rows; every output row keeps the bits it has
    * when its chunk is run alone, and a workspace reused for a shorter batch afterwards changes nothing; an output
    * written over its input has the same bits.
    */
@@ -26,7 +27,10 @@ class DenseMlpTest {
     ModelConfig config = ModelConfig.read(dir.resolve("config.json"));
     DenseMlp mlp = new DenseMlp(new ModelWeights(Checkpoint.open(dir), config), WeightLayout.layer(0) + "mlp.");
     int hidden = config.hiddenSize();
-    int rows = DenseMlp.ROW_CHUNK * 2 + 37;
+    int chunk = mlp.chunkRows();
+    // The tiny model's intermediate (320) takes CHUNK_FLOATS / 320 rows a chunk: more than ROW_CHUNK.
+    assertTrue(chunk > DenseMlp.ROW_CHUNK && chunk * config.intermediateSize() <= DenseMlp.CHUNK_FLOATS, chunk + " rows");
+    int rows = chunk * 2 + 37;
     float[] x = new float[rows * hidden];
     SplittableRandom rnd = new SplittableRandom(3);
     for (int i = 0; i < x.length; i++) {
@@ -37,7 +41,7 @@ class DenseMlpTest {
       float[] all = new float[rows * hidden];
       mlp.forward(x, rows, Matmuls.prefill(ops), ws, all);
       // Short batches (no chunking) over windows that straddle the chunk borders.
-      for (int from : new int[] {0, DenseMlp.ROW_CHUNK - 5, 2 * DenseMlp.ROW_CHUNK - 1}) {
+      for (int from : new int[] {0, chunk - 5, 2 * chunk - 1}) {
         int n = Math.min(40, rows - from);
         float[] part = new float[n * hidden];
         mlp.forward(Arrays.copyOfRange(x, from * hidden, (from + n) * hidden), n, Matmuls.prefill(ops), ws, part);
