@@ -1,6 +1,6 @@
 package dev.scorch.engine.kernels;
 
-import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -11,6 +11,7 @@ import dev.scorch.engine.demo.DemoModelWriter;
 import dev.scorch.engine.demo.DemoPreset;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -52,14 +53,10 @@ class RopeTest {
     for (int pos : new int[] {0, 1, 7, 1023, 1024, 1500, 2047, 2048, 5000, 70_000, 3}) {
       rope.cosSin(pos, cs);
       float[] want = expected(c, pos);
-      for (int d = 0; d < dim; d++) {
-        assertEquals(Float.floatToIntBits(want[d]), Float.floatToIntBits(cs[d]), "pos " + pos + " dim " + d);
-      }
+      assertArrayEquals(want, cs, "pos " + pos); // float arrays: equal bits
       float[] table = rope.table(pos + 1);
       assertTrue(table.length >= (pos + 1) * dim);
-      for (int d = 0; d < dim; d++) {
-        assertEquals(Float.floatToIntBits(want[d]), Float.floatToIntBits(table[pos * dim + d]), "table pos " + pos);
-      }
+      assertArrayEquals(want, Arrays.copyOfRange(table, pos * dim, (pos + 1) * dim), "table pos " + pos);
     }
     assertSame(rope.table(10), rope.table(70_001), "a long enough table is not rebuilt");
   }
@@ -80,9 +77,7 @@ class RopeTest {
       rope.cosSin(pos, cs);
       rope.rotate(a, 3, cs);
       rope.rotate(b, 3, rope.table(pos + 1), pos * dim);
-      for (int i = 0; i < a.length; i++) {
-        assertEquals(Float.floatToIntBits(a[i]), Float.floatToIntBits(b[i]), "pos " + pos + " element " + i);
-      }
+      assertArrayEquals(a, b, "pos " + pos);
     }
   }
 
@@ -100,10 +95,7 @@ class RopeTest {
           float[] cs = new float[dim];
           for (int pos = seed; pos < 20_000; pos += 97 + seed) {
             rope.cosSin(pos, cs);
-            float[] want = expected(c, pos);
-            for (int d = 0; d < dim; d++) {
-              assertEquals(Float.floatToIntBits(want[d]), Float.floatToIntBits(cs[d]), "pos " + pos);
-            }
+            assertArrayEquals(expected(c, pos), cs, "pos " + pos);
           }
           return null;
         }));
