@@ -369,6 +369,32 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8Rows0(
   if (ps) (*env)->ReleasePrimitiveArrayCritical(env, src, ps, JNI_ABORT);
 }
 
+/* NativeCpu.bf16RowsMapped0 and fp8RowsMapped0: the raw values read in place from a mapping of the checkpoint. */
+JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_bf16RowsMapped0(
+    JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint srcStride, jint rows, jint n, jfloatArray dst) {
+  (void)cls;
+  const char* pm = (*env)->GetDirectBufferAddress(env, map);
+  float* pd = pm ? (*env)->GetPrimitiveArrayCritical(env, dst, NULL) : NULL;
+  if (pd) {
+    (has_avx512 ? decode_bf16_512 : decode_bf16)((const unsigned short*)(pm + byteOffset), srcStride, rows, n, pd);
+    (*env)->ReleasePrimitiveArrayCritical(env, dst, pd, 0);
+  }
+}
+
+JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8RowsMapped0(
+    JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint srcStride, jint rows, jint n, jfloatArray scales,
+    jint blocksPerRow, jint lead, jint bc, jfloatArray dst) {
+  (void)cls;
+  const unsigned char* pm = (*env)->GetDirectBufferAddress(env, map);
+  float* psc = pm ? (*env)->GetPrimitiveArrayCritical(env, scales, NULL) : NULL;
+  float* pd = psc ? (*env)->GetPrimitiveArrayCritical(env, dst, NULL) : NULL;
+  if (pd) {
+    (has_avx512 ? decode_fp8_512 : decode_fp8)(pm + byteOffset, srcStride, rows, n, psc, blocksPerRow, lead, bc, pd);
+    (*env)->ReleasePrimitiveArrayCritical(env, dst, pd, 0);
+  }
+  if (psc) (*env)->ReleasePrimitiveArrayCritical(env, scales, psc, JNI_ABORT);
+}
+
 /* NativeCpu.transposeTile0, into the direct buffer xt: bounds checked by the Java side. */
 JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_transposeTile0(
     JNIEnv* env, jclass cls, jint mr, jfloatArray x, jint xOff, jint rows, jint kDim, jobject xt, jint xtOff) {

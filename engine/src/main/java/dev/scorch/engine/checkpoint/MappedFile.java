@@ -142,11 +142,29 @@ public final class MappedFile {
   }
 
   /** The chunk holding [offset, offset + length) whole, bound-checked. */
-  private int chunkOf(long offset, int length) {
+  /**
+   * The mapping that holds bytes [offset, offset + length) whole, for native code that reads them in place; null where
+   * the range crosses a mapping border (longer than the overlap). {@link #mappingStart} is where it starts in the file.
+   */
+  public MappedByteBuffer mapping(long offset, int length) {
+    int i = chunkIndex(offset, length);
+    return offset - i * chunk + length > maps[i].capacity() ? null : maps[i];
+  }
+
+  /** The file offset of the first byte of {@link #mapping}'s buffer for the same range. */
+  public long mappingStart(long offset, int length) {
+    return chunkIndex(offset, length) * chunk;
+  }
+
+  private int chunkIndex(long offset, int length) {
     if (offset < 0 || length < 0 || offset + length > size) {
       throw new IndexOutOfBoundsException(path + ": range [" + offset + ", " + (offset + length) + ") outside file of " + size + " bytes");
     }
-    int i = (int) Math.min(offset / chunk, maps.length - 1);
+    return (int) Math.min(offset / chunk, maps.length - 1);
+  }
+
+  private int chunkOf(long offset, int length) {
+    int i = chunkIndex(offset, length);
     if (offset - i * chunk + length > maps[i].capacity()) {
       throw new IllegalArgumentException(path + ": range of " + length + " bytes crosses a mapping border; read it in pieces of at most " + overlap);
     }

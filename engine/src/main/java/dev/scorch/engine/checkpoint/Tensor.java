@@ -57,6 +57,20 @@ public final class Tensor {
     file.getBytes(dataOffset(byteOffset, n), dst, off, n);
   }
 
+  /**
+   * The mapping holding this tensor's data bytes [byteOffset, byteOffset + length) whole, for native code reading them in
+   * place (at {@link #mappedAt}); null where they cross a mapping border.
+   */
+  public java.nio.MappedByteBuffer mapping(long byteOffset, int length) {
+    return file.mapping(dataOffset(byteOffset, length), length);
+  }
+
+  /** Where byte byteOffset of the data lies in {@link #mapping}'s buffer for the same range. */
+  public long mappedAt(long byteOffset, int length) {
+    long at = dataOffset(byteOffset, length);
+    return at - file.mappingStart(at, length);
+  }
+
   /** Copies n little-endian 16-bit values from byteOffset into dst[0 .. n); false (nothing read) where the file offset is odd. */
   public boolean rawShorts(long byteOffset, short[] dst, int n) {
     return rawShorts(byteOffset, dst, 0, n);

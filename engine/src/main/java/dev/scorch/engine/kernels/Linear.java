@@ -119,6 +119,21 @@ public final class Linear {
     weight.rawBytes((long) row * in + k, dst, off, n);
   }
 
+  /**
+   * BF16 or FP8: the mapping holding the raw values of W[row, k] and the n - 1 elements after it (rows run on into the
+   * next), for decoders that read them in place at {@link #rawMappedAt}; null where they cross a mapping border.
+   */
+  public java.nio.MappedByteBuffer rawMapping(int row, int k, int n) {
+    int e = weight.dtype().bytes();
+    return weight.mapping(e * ((long) row * in + k), e * n);
+  }
+
+  /** The byte of {@link #rawMapping}'s buffer where W[row, k] lies. */
+  public long rawMappedAt(int row, int k, int n) {
+    int e = weight.dtype().bytes();
+    return weight.mappedAt(e * ((long) row * in + k), e * n);
+  }
+
   /** FP8: input columns per scale block (0 for other dtypes). */
   public int blockCols() {
     return blockCols;

@@ -154,6 +154,32 @@ public final class NativeCpu {
   }
 
   /**
+   * {@link #bf16Rows} reading the raw halves in place: row j's at byte byteOffset + 2·j·srcStride of map (a mapping of
+   * the checkpoint; byteOffset even).
+   */
+  static void bf16RowsMapped(java.nio.MappedByteBuffer map, long byteOffset, int srcStride, int rows, int n, float[] dst) {
+    if (byteOffset < 0 || byteOffset % 2 != 0 || rows < 0 || n < 0 || srcStride < n || !map.isDirect()
+        || rows > 0 && byteOffset + 2L * ((long) (rows - 1) * srcStride + n) > map.capacity() || (long) rows * n > dst.length) {
+      throw new IndexOutOfBoundsException("bf16 rows out of their mapping: " + map.capacity() + " bytes from " + byteOffset
+          + ", " + rows + " rows of " + n + " at stride " + srcStride + ", dst " + dst.length);
+    }
+    bf16RowsMapped0(map, byteOffset, srcStride, rows, n, dst);
+  }
+
+  /** {@link #fp8Rows} reading the codes in place: row j's at byte byteOffset + j·srcStride of map. */
+  static void fp8RowsMapped(java.nio.MappedByteBuffer map, long byteOffset, int srcStride, int rows, int n, float[] scales,
+                            int blocksPerRow, int lead, int bc, float[] dst) {
+    if (byteOffset < 0 || rows < 0 || n < 0 || srcStride < n || bc < 8 || bc % 8 != 0 || lead < 0 || lead >= bc
+        || lead % 8 != 0 || !map.isDirect() || rows > 0 && byteOffset + (long) (rows - 1) * srcStride + n > map.capacity()
+        || (long) rows * n > dst.length || blocksPerRow < (lead + n + bc - 1) / bc || (long) rows * blocksPerRow > scales.length) {
+      throw new IndexOutOfBoundsException("fp8 rows out of their mapping: " + map.capacity() + " bytes from " + byteOffset
+          + ", " + rows + " rows of " + n + " at stride " + srcStride + ", scales " + scales.length + " (" + blocksPerRow
+          + " per row, blocks of " + bc + " from " + lead + "), dst " + dst.length);
+    }
+    fp8RowsMapped0(map, byteOffset, srcStride, rows, n, scales, blocksPerRow, lead, bc, dst);
+  }
+
+  /**
    * xᵀ of one tile of mr rows (a positive multiple of 8; see {@code transpose_tile}): xt[xtOff + k·mr + r] =
    * x[xOff + r·kDim + k] for r &lt; rows, 0 for rows ≤ r &lt; mr, k &lt; kDim.
    */
@@ -176,6 +202,11 @@ public final class NativeCpu {
 
   private static native void fp8Rows0(byte[] src, int so, int srcStride, int rows, int n, float[] scales, int blocksPerRow,
                                       int lead, int bc, float[] dst);
+
+  private static native void bf16RowsMapped0(java.nio.ByteBuffer map, long byteOffset, int srcStride, int rows, int n, float[] dst);
+
+  private static native void fp8RowsMapped0(java.nio.ByteBuffer map, long byteOffset, int srcStride, int rows, int n,
+                                            float[] scales, int blocksPerRow, int lead, int bc, float[] dst);
 
   private static native void kernelBlock0(int mr, ByteBuffer xt, int xtOff, int tiles, int kDim, int k0, int kc, float[] wb,
                                           int groups, ByteBuffer c, int mPad, boolean first, float[] y, int rowBase, int mb,

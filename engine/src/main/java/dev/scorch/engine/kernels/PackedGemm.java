@@ -348,7 +348,7 @@ public final class PackedGemm {
     for (int k0 = 0; k0 < kDim; k0 += KC) {
       int kc = Math.min(KC, kDim - k0);
       if (k0 % KS == 0) {
-        staged = s.decoder.stage(w, n0, nn, k0, Math.min(KS, kDim - k0));
+        staged = s.decoder.stage(w, n0, nn, k0, Math.min(KS, kDim - k0), nativeKernel); // in place for the C decoders
       }
       // Decode W[n0 .., k0 .. k0 + kc) (in C with the native kernel). Rows past nn in the last group keep stale values: each
       // accumulator is one weight row's own, and those rows' results are never written to y.

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.scorch.engine.checkpoint.DType;
 import dev.scorch.engine.checkpoint.NumberFormats;
@@ -346,5 +347,28 @@ class GemmTest {
     }
     Linear f32 = linear(DType.F32, 4, 8, 1);
     assertTrue(!new RowDecoder(8, 4, 8).stage(f32, 0, 4, 0, 8), "F32 rows are not staged: they decode through Linear.row");
+  }
+
+  /** Blocks the native decoders read in place in the mapping give the bits of blocks copied out of it first. */
+  @Test
+  void blocksStagedInPlaceDecodeLikeCopiedOnes() throws IOException {
+    assumeTrue(NativeCpu.available(), "the native decoders: " + NativeCpu.status());
+    for (DType dtype : new DType[] {DType.BF16, DType.F8_E4M3}) {
+      Linear w = linear(dtype, 30, 1300, 6);
+      RowDecoder inPlace = new RowDecoder(300, 12, 1300);
+      RowDecoder copied = new RowDecoder(300, 12, 1300);
+      for (int[] b : new int[][] {{0, 12, 0, 1300}, {17, 12, 1024, 276}, {3, 5, 256, 512}, {29, 1, 0, 1300}}) {
+        assertTrue(inPlace.stage(w, b[0], b[1], b[2], b[3], true) && inPlace.stagedInPlace(), dtype + " stays in place");
+        assertTrue(copied.stage(w, b[0], b[1], b[2], b[3], false) && !copied.stagedInPlace(), dtype + " is copied");
+        for (int k0 = b[2]; k0 < b[2] + b[3]; k0 += 256) {
+          int n = Math.min(256, b[2] + b[3] - k0);
+          float[] want = new float[b[1] * n];
+          float[] got = new float[b[1] * n];
+          copied.decodeStagedRows(b[1], k0, n, want, true);
+          inPlace.decodeStagedRows(b[1], k0, n, got, true);
+          assertArrayEquals(want, got, dtype + " rows " + b[0] + " + " + b[1] + " from input " + k0);
+        }
+      }
+    }
   }
 }
