@@ -89,13 +89,20 @@ public final class CpuOps implements Ops {
 
   @Override
   public double logSumExp(float[] x, int off, int n) {
-    return simd ? VecMath.logSumExp(x, off, n) : Ops.super.logSumExp(x, off, n);
+    if (!simd) {
+      return Ops.super.logSumExp(x, off, n);
+    }
+    return NativeVecMath.AVAILABLE ? NativeVecMath.logSumExp(x, off, n) : VecMath.logSumExp(x, off, n); // the same bits
   }
 
   @Override
   public void siluMul(float[] g, float[] u, int off, int n) {
     if (simd) {
-      VecMath.siluMul(g, u, off, n);
+      if (NativeVecMath.AVAILABLE) {
+        NativeVecMath.siluMul(g, u, off, n); // the same bits
+      } else {
+        VecMath.siluMul(g, u, off, n);
+      }
     } else {
       Ops.super.siluMul(g, u, off, n);
     }
