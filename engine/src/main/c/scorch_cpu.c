@@ -341,17 +341,38 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_kernelBlock0(
   if (pwb) (*env)->ReleasePrimitiveArrayCritical(env, wb, pwb, JNI_ABORT);
 }
 
-/* NativeCpu.bf16Rows0 and fp8Rows0: bounds checked by the Java side. */
+/*
+ * The decoders' JNI side: dst (and the FP8 scales) pinned around one decode of rows from src, wherever src lies (a pinned
+ * staging array, or a mapping of the checkpoint read in place).
+ */
+static void bf16_rows_into(JNIEnv* env, const unsigned short* src, jint srcStride, jint rows, jint n, jfloatArray dst) {
+  float* pd = (*env)->GetPrimitiveArrayCritical(env, dst, NULL);
+  if (pd) {
+    (has_avx512 ? decode_bf16_512 : decode_bf16)(src, srcStride, rows, n, pd);
+    (*env)->ReleasePrimitiveArrayCritical(env, dst, pd, 0);
+  }
+}
+
+static void fp8_rows_into(JNIEnv* env, const unsigned char* src, jint srcStride, jint rows, jint n, jfloatArray scales,
+                          jint blocksPerRow, jint lead, jint bc, jfloatArray dst) {
+  float* psc = (*env)->GetPrimitiveArrayCritical(env, scales, NULL);
+  float* pd = psc ? (*env)->GetPrimitiveArrayCritical(env, dst, NULL) : NULL;
+  if (pd) {
+    (has_avx512 ? decode_fp8_512 : decode_fp8)(src, srcStride, rows, n, psc, blocksPerRow, lead, bc, pd);
+    (*env)->ReleasePrimitiveArrayCritical(env, dst, pd, 0);
+  }
+  if (psc) (*env)->ReleasePrimitiveArrayCritical(env, scales, psc, JNI_ABORT);
+}
+
+/* NativeCpu.bf16Rows0 and fp8Rows0, from staging arrays: bounds checked by the Java side. */
 JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_bf16Rows0(
     JNIEnv* env, jclass cls, jshortArray src, jint so, jint srcStride, jint rows, jint n, jfloatArray dst) {
   (void)cls;
   unsigned short* ps = (*env)->GetPrimitiveArrayCritical(env, src, NULL);
-  float* pd = ps ? (*env)->GetPrimitiveArrayCritical(env, dst, NULL) : NULL;
-  if (pd) {
-    (has_avx512 ? decode_bf16_512 : decode_bf16)(ps + so, srcStride, rows, n, pd);
-    (*env)->ReleasePrimitiveArrayCritical(env, dst, pd, 0);
+  if (ps) {
+    bf16_rows_into(env, ps + so, srcStride, rows, n, dst);
+    (*env)->ReleasePrimitiveArrayCritical(env, src, ps, JNI_ABORT);
   }
-  if (ps) (*env)->ReleasePrimitiveArrayCritical(env, src, ps, JNI_ABORT);
 }
 
 JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8Rows0(
@@ -359,14 +380,10 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8Rows0(
     jint blocksPerRow, jint lead, jint bc, jfloatArray dst) {
   (void)cls;
   unsigned char* ps = (*env)->GetPrimitiveArrayCritical(env, src, NULL);
-  float* psc = ps ? (*env)->GetPrimitiveArrayCritical(env, scales, NULL) : NULL;
-  float* pd = psc ? (*env)->GetPrimitiveArrayCritical(env, dst, NULL) : NULL;
-  if (pd) {
-    (has_avx512 ? decode_fp8_512 : decode_fp8)(ps + so, srcStride, rows, n, psc, blocksPerRow, lead, bc, pd);
-    (*env)->ReleasePrimitiveArrayCritical(env, dst, pd, 0);
+  if (ps) {
+    fp8_rows_into(env, ps + so, srcStride, rows, n, scales, blocksPerRow, lead, bc, dst);
+    (*env)->ReleasePrimitiveArrayCritical(env, src, ps, JNI_ABORT);
   }
-  if (psc) (*env)->ReleasePrimitiveArrayCritical(env, scales, psc, JNI_ABORT);
-  if (ps) (*env)->ReleasePrimitiveArrayCritical(env, src, ps, JNI_ABORT);
 }
 
 /* NativeCpu.bf16RowsMapped0 and fp8RowsMapped0: the raw values read in place from a mapping of the checkpoint. */
@@ -374,11 +391,7 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_bf16RowsMapped0(
     JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint srcStride, jint rows, jint n, jfloatArray dst) {
   (void)cls;
   const char* pm = (*env)->GetDirectBufferAddress(env, map);
-  float* pd = pm ? (*env)->GetPrimitiveArrayCritical(env, dst, NULL) : NULL;
-  if (pd) {
-    (has_avx512 ? decode_bf16_512 : decode_bf16)((const unsigned short*)(pm + byteOffset), srcStride, rows, n, pd);
-    (*env)->ReleasePrimitiveArrayCritical(env, dst, pd, 0);
-  }
+  if (pm) bf16_rows_into(env, (const unsigned short*)(pm + byteOffset), srcStride, rows, n, dst);
 }
 
 JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8RowsMapped0(
@@ -386,13 +399,7 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8RowsMapped0(
     jint blocksPerRow, jint lead, jint bc, jfloatArray dst) {
   (void)cls;
   const unsigned char* pm = (*env)->GetDirectBufferAddress(env, map);
-  float* psc = pm ? (*env)->GetPrimitiveArrayCritical(env, scales, NULL) : NULL;
-  float* pd = psc ? (*env)->GetPrimitiveArrayCritical(env, dst, NULL) : NULL;
-  if (pd) {
-    (has_avx512 ? decode_fp8_512 : decode_fp8)(pm + byteOffset, srcStride, rows, n, psc, blocksPerRow, lead, bc, pd);
-    (*env)->ReleasePrimitiveArrayCritical(env, dst, pd, 0);
-  }
-  if (psc) (*env)->ReleasePrimitiveArrayCritical(env, scales, psc, JNI_ABORT);
+  if (pm) fp8_rows_into(env, pm + byteOffset, srcStride, rows, n, scales, blocksPerRow, lead, bc, dst);
 }
 
 /* NativeCpu.transposeTile0, into the direct buffer xt: bounds checked by the Java side. */
