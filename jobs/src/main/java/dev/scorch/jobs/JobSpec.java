@@ -1,5 +1,6 @@
 package dev.scorch.jobs;
 
+import dev.scorch.jobs.output.WriteMode;
 import java.nio.file.Path;
 import java.util.Locale;
 
@@ -37,9 +38,11 @@ public interface JobSpec {
 
   int slices();
 
-  boolean overwrite();
+  /** What the run may do with an existing output (--overwrite, --force-overwrite, --resume). */
+  WriteMode write();
 
-  boolean resume();
+  /** The job's name, recorded in the output's marker: score or generate. */
+  String job();
 
   /** The input's Spark format: the explicit input format, else from the path's extension. */
   default String resolvedInputFormat() {

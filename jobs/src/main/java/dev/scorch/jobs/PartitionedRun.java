@@ -1,23 +1,25 @@
 package dev.scorch.jobs;
 
-import dev.scorch.engine.backend.BackendChoice;
-import dev.scorch.engine.backend.BackendMode;
-import dev.scorch.engine.gpu.cuda.Cuda;
 import static org.apache.spark.sql.functions.col;
-import static org.apache.spark.sql.functions.from_json;
 import static org.apache.spark.sql.functions.hash;
 import static org.apache.spark.sql.functions.lit;
 import static org.apache.spark.sql.functions.pmod;
 
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.scorch.engine.backend.BackendChoice;
+import dev.scorch.engine.backend.BackendMode;
 import dev.scorch.engine.checkpoint.ModelManifest;
+import dev.scorch.engine.gpu.cuda.Cuda;
 import dev.scorch.engine.model.ModelInfo;
+import dev.scorch.jobs.output.OutputFolder;
+import dev.scorch.jobs.output.PathGuard;
 import dev.scorch.udfs.model.BroadcastSource;
 import dev.scorch.udfs.model.ModelSource;
 import dev.scorch.udfs.model.SharedPathSource;
 import dev.scorch.udfs.model.SparkFilesSource;
 import dev.scorch.udfs.score.ScoreSchema;
 import java.io.IOException;
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Iterator;
 import java.util.List;
@@ -30,23 +32,20 @@ import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.SaveMode;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.types.ArrayType;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
-import org.apache.spark.sql.types.Metadata;
-import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
 /**
- * The skeleton the score and generate jobs share. {@link #prepare} validates the checkpoint and the output folder
- * before any task runs, reads and normalises the input (id, token_ids, prompt, the job's own columns, _source),
- * drops rows a resumed run already wrote, and ships the weights once per executor. {@link #run} then runs the
- * job's partition function slice by slice: each slice is one Spark job committed on its own, so a killed run
- * loses at most the slice in flight and --resume picks up from there.
+ * The skeleton the score and generate jobs share. {@link #prepare} validates the checkpoint, reads and checks the input
+ * (id, token_ids, prompt, the job's own columns, _input_error, _source: see {@link JobInput}), then opens the output
+ * ({@link OutputFolder}: a new run writes beside the old output and replaces it only when it commits), drops the rows a
+ * resumed run already wrote, and ships the weights once per executor. {@link #run} then runs the job's partition
+ * function slice by slice: each slice is one Spark job committed on its own, so a killed run loses at most the slice in
+ * flight and --resume picks up from there.
  */
 public final class PartitionedRun implements AutoCloseable {
   private final SparkSession spark;
@@ -55,20 +54,22 @@ public final class PartitionedRun implements AutoCloseable {
   private final String modelLabel;
   private final Dataset<Row> input;
   private final long skipped;
-  /** Partitions of the numbered input rows; 0 after a resume's anti-join, which adaptive execution may still re-partition. */
-  private final int inputPartitions;
+  /** Whether the input rows already fill the partitions asked for evenly (never after a resume's anti-join). */
+  private final boolean balanced;
   private final ModelSource source;
+  private final OutputFolder folder;
 
   private PartitionedRun(SparkSession spark, JobSpec spec, ModelInfo info, String modelLabel, Dataset<Row> input, long skipped,
-      int inputPartitions, ModelSource source) {
+      boolean balanced, ModelSource source, OutputFolder folder) {
     this.spark = spark;
     this.spec = spec;
     this.info = info;
     this.modelLabel = modelLabel;
     this.input = input;
     this.skipped = skipped;
-    this.inputPartitions = inputPartitions;
+    this.balanced = balanced;
     this.source = source;
+    this.folder = folder;
   }
 
   /**
@@ -83,7 +84,8 @@ public final class PartitionedRun implements AutoCloseable {
 
   /**
    * Steps 1 to 4 of a job. {@code extraColumns} gives the job's own input columns (named as the partition function
-   * reads them) from the raw input.
+   * reads them) from the raw input. The output is touched only after the checkpoint and the input have been read
+   * and checked, and never where it could reach a user's own files.
    */
   public static PartitionedRun prepare(SparkSession spark, JobSpec spec, Function<Dataset<Row>, List<Column>> extraColumns)
       throws IOException {
@@ -93,31 +95,27 @@ public final class PartitionedRun implements AutoCloseable {
     ModelManifest manifest = ModelManifest.of(spec.model());
     String modelLabel = manifest.name() + "@" + manifest.shortHash();
 
-    // 2. Check the output folder: refuse to overwrite unless asked; resume keeps what is there.
+    // 2. The output: never the input, the model, the root, home or working folder, nor anything Scorch did not write;
+    //    a new run goes to a partial folder swapped in when it commits. Nothing is written yet.
     FileSystem fs = new Path(spec.output()).getFileSystem(spark.sparkContext().hadoopConfiguration());
-    Path out = new Path(spec.output());
-    boolean exists = fs.exists(out);
-    if (exists && !spec.overwrite() && !spec.resume()) {
-      throw new IllegalArgumentException("--output " + spec.output() + " exists; add --overwrite to replace it or --resume to finish it");
-    }
-    if (exists && spec.overwrite()) {
-      fs.delete(out, true);
-      exists = false;
-    }
+    new PathGuard(fs).input("the input", spec.input()).input("the model folder", spec.model()).check("--output", spec.output());
+    ObjectNode describe = new ObjectMapper().createObjectNode().put("model", modelLabel).put("input", spec.input());
+    OutputFolder folder = OutputFolder.open(fs, spec.output(), spec.job(), spec.write(), describe);
 
-    // 3. Read and normalise the input; on resume, drop the ids already written.
-    Dataset<Row> raw = readInput(spark, spec);
-    Dataset<Row> input = normalise(spark, spec, raw, extraColumns.apply(raw));
+    // 3. Read, check and number the input (every row's locator FILE:ROW); then make the output's folder ready and, on
+    //    resume, drop the rows already written.
+    JobInput in = JobInput.read(spark, spec, extraColumns);
+    folder.start();
+    Dataset<Row> input = in.rows;
     long skipped = 0;
-    int inputPartitions = input.rdd().getNumPartitions(); // planned only: the numbered rows' RDD, no job
-    if (exists && spec.resume()) {
-      fs.delete(new Path(out, "_temporary"), true); // a killed run's uncommitted task files
-      Dataset<Row> done = readDone(spark, spec, input.schema().apply(ScoreSchema.ID).dataType());
+    boolean balanced = balanced(in.partitionRows, spec.partitions());
+    if (folder.resumesRows()) {
+      Dataset<Row> done = readDone(spark, spec, folder.target());
       if (done != null) {
-        long before = input.count();
-        input = input.join(done, input.col(ScoreSchema.ID).eqNullSafe(done.col("done_id")), "left_anti");
-        skipped = before - input.count();
-        inputPartitions = 0;
+        requireSameInput(done, input, folder.target());
+        input = input.join(done, input.col(ScoreSchema.SOURCE).equalTo(done.col("done_source")), "left_anti");
+        skipped = in.count() - input.count();
+        balanced = false;
       }
     }
 
@@ -128,29 +126,56 @@ public final class PartitionedRun implements AutoCloseable {
       case "files" -> SparkFilesSource.ship(spark.sparkContext(), spec.model(), manifest);
       default -> new SharedPathSource(spec.model().toAbsolutePath().toString(), manifest);
     };
-    return new PartitionedRun(spark, spec, info, modelLabel, input, skipped, inputPartitions, source);
+    return new PartitionedRun(spark, spec, info, modelLabel, input, skipped, balanced, source, folder);
   }
 
-  /** 5. Runs fn over every partition of every slice (internal rows in, internal rows of outSchema out) and writes. */
-  public void run(FlatMapFunction<Iterator<InternalRow>, InternalRow> fn, StructType outSchema) {
+  /**
+   * 5. Runs fn over every partition of every slice (internal rows in, internal rows of outSchema out), writes each slice,
+   * and puts the finished output in place. A failure leaves the previous output as it was and says where the rows
+   * written so far are.
+   */
+  public void run(FlatMapFunction<Iterator<InternalRow>, InternalRow> fn, StructType outSchema) throws IOException {
     var classic = (org.apache.spark.sql.classic.SparkSession) spark;
     try (ProgressLine progress = ProgressLine.start(spark, input::count)) {
       for (int k = 0; k < spec.slices(); k++) {
-        Dataset<Row> slice = spec.slices() == 1 ? input : input.where(pmod(hash(col(ScoreSchema.ID)), lit(spec.slices())).equalTo(k));
+        Dataset<Row> slice = spec.slices() == 1 ? input : input.where(pmod(hash(col(ScoreSchema.SOURCE)), lit(spec.slices())).equalTo(k));
         // Internal rows in and out: no Row objects or boxed arrays per token.
-        JavaRDD<InternalRow> rows = spread(slice, inputPartitions, spec.partitions()).queryExecution().toRdd().toJavaRDD().mapPartitions(fn);
-        write(classic.internalCreateDataFrame(rows.rdd(), outSchema, false), spec);
+        JavaRDD<InternalRow> rows = spread(slice, balanced, spec.partitions())
+            .queryExecution().toRdd().toJavaRDD().mapPartitions(fn);
+        write(classic.internalCreateDataFrame(rows.rdd(), outSchema, false), spec, folder.target());
       }
+      folder.commit();
+    } catch (RuntimeException | IOException e) {
+      System.err.println("scorch " + spec.job() + ": " + folder.afterFailure());
+      throw e;
     }
   }
 
   /**
-   * The rows in the partitions a job asked for: a round-robin shuffle, unless they are known to be in that many already
-   * (rowsPartitions; 0: unknown), as one input file on --partitions 1 is, where the shuffle would only write and read
-   * them back. A row scores alike in any partition.
+   * The rows in the partitions a job asked for: as they are when they already fill that many partitions evenly (one
+   * input file read as --partitions 1 asks, where a shuffle would only write and read them back), else a round-robin
+   * shuffle. A row scores alike in any partition.
    */
-  static Dataset<Row> spread(Dataset<Row> rows, int rowsPartitions, int partitions) {
-    return rowsPartitions == partitions ? rows : rows.repartition(partitions);
+  static Dataset<Row> spread(Dataset<Row> rows, boolean balanced, int partitions) {
+    return balanced && rows.rdd().getNumPartitions() == partitions ? rows : rows.repartition(partitions);
+  }
+
+  /**
+   * Whether rows already fill {@code partitions} partitions evenly: that many, none holding more than 10 % (and one row)
+   * over an even share. Spark splits files by bytes, so one file can land as 18,556 + 1,444 rows in two partitions.
+   */
+  static boolean balanced(long[] partitionRows, int partitions) {
+    if (partitionRows.length != partitions) {
+      return false;
+    }
+    long total = 0;
+    long max = 0;
+    for (long n : partitionRows) {
+      total += n;
+      max = Math.max(max, n);
+    }
+    double even = (double) total / partitions;
+    return max <= even * 1.1 + 1;
   }
 
   public ModelInfo info() {
@@ -187,102 +212,42 @@ public final class PartitionedRun implements AutoCloseable {
     }
   }
 
-  static Dataset<Row> readInput(SparkSession spark, JobSpec spec) {
-    String fmt = spec.resolvedInputFormat();
-    var reader = spark.read().format(fmt);
-    if (fmt.equals("csv")) {
-      reader = reader.option("header", "true");
-    }
+  /** The locators already in an output folder (null when it holds no rows yet). */
+  static Dataset<Row> readDone(SparkSession spark, JobSpec spec, Path target) {
+    Dataset<Row> done;
     try {
-      return reader.load(spec.input());
-    } catch (Exception e) {
-      throw new IllegalArgumentException("--input " + spec.input() + ": cannot read as " + fmt + ": " + e.getMessage(), e);
-    }
-  }
-
-  /**
-   * Renames the user's columns to id, token_ids (array&lt;bigint&gt;), prompt, then the extra columns, then _source
-   * (file:row), and names each row file:row when the input has no id column.
-   */
-  static Dataset<Row> normalise(SparkSession spark, JobSpec spec, Dataset<Row> raw, List<Column> extra) {
-    List<String> cols = Arrays.asList(raw.columns());
-    boolean hasIds = cols.contains(spec.tokenIdsColumn());
-    boolean hasText = cols.contains(spec.textColumn());
-    boolean hasMessages = spec.messagesColumn() != null && cols.contains(spec.messagesColumn());
-    if (!hasIds && !hasText && !hasMessages) {
-      throw new IllegalArgumentException("--input " + spec.input() + " has neither a '" + spec.tokenIdsColumn() + "' nor a '"
-          + spec.textColumn() + "' column" + (spec.messagesColumn() == null ? "" : " nor a '" + spec.messagesColumn() + "' column")
-          + " (columns: " + cols + "); see --token-ids-column and --text-column");
-    }
-    Column tokenIds = lit(null).cast(new ArrayType(DataTypes.LongType, true));
-    if (hasIds) {
-      DataType t = raw.schema().apply(spec.tokenIdsColumn()).dataType();
-      if (t instanceof ArrayType a && isInteger(a.elementType())) {
-        tokenIds = col(spec.tokenIdsColumn()).cast(new ArrayType(DataTypes.LongType, true));
-      } else if (t.equals(DataTypes.StringType)) {
-        tokenIds = from_json(col(spec.tokenIdsColumn()), new ArrayType(DataTypes.LongType, true)); // CSV: "[1, 2, 3]"
-      } else {
-        throw new IllegalArgumentException("--input column '" + spec.tokenIdsColumn() + "' has type " + t.simpleString()
-            + "; expected array<int> (or a JSON array string in CSV)");
-      }
-    }
-    Column prompt = hasText ? col(spec.textColumn()).cast(DataTypes.StringType) : lit(null).cast(DataTypes.StringType);
-    boolean generateIds = !cols.contains(spec.idColumn());
-    List<Column> select = new ArrayList<>();
-    select.add(generateIds ? lit(null).cast(DataTypes.StringType).as(ScoreSchema.ID) : col(spec.idColumn()).as(ScoreSchema.ID));
-    select.add(tokenIds.as(ScoreSchema.TOKEN_IDS));
-    select.add(prompt.as(ScoreSchema.PROMPT));
-    select.addAll(extra);
-    select.add(org.apache.spark.sql.functions.input_file_name().as(ScoreSchema.SOURCE));
-    Dataset<Row> staged = raw.select(select.toArray(new Column[0]));
-    // Number rows in input order (zipWithIndex: stable for the same files), then name each by file and position.
-    int last = select.size() - 1;
-    JavaRDD<Row> numbered = staged.javaRDD().zipWithIndex().map(t -> {
-      Row r = t._1();
-      Object[] v = new Object[r.length()];
-      for (int i = 0; i < v.length; i++) {
-        v[i] = r.get(i);
-      }
-      String fileName = r.getString(last) == null ? "" : r.getString(last).replaceAll(".*/", "");
-      v[last] = fileName + ":" + t._2();
-      if (generateIds) {
-        v[0] = v[last];
-      }
-      return RowFactory.create(v);
-    });
-    StructType schema = staged.schema();
-    if (generateIds) {
-      schema = new StructType(schema.fields().clone());
-      schema.fields()[0] = new StructField(ScoreSchema.ID, DataTypes.StringType, true, Metadata.empty());
-    }
-    return spark.createDataFrame(numbered, schema);
-  }
-
-  static boolean isInteger(DataType t) {
-    return t.equals(DataTypes.IntegerType) || t.equals(DataTypes.LongType) || t.equals(DataTypes.ShortType) || t.equals(DataTypes.ByteType);
-  }
-
-  /** The ids already in an output folder (null when it holds no data yet). */
-  static Dataset<Row> readDone(SparkSession spark, JobSpec spec, DataType idType) {
-    try {
-      Dataset<Row> done = spec.outputFormat().equals("parquet") ? spark.read().parquet(spec.output())
-          : spark.read().schema(new StructType(new StructField[] {new StructField(ScoreSchema.ID, idType, true, Metadata.empty())}))
-              .json(spec.output());
-      return done.select(col(ScoreSchema.ID).cast(idType).as("done_id")).distinct();
+      done = spec.outputFormat().equals("parquet") ? spark.read().parquet(target.toString())
+          : spark.read().schema(new StructType().add(ScoreSchema.SOURCE_ROW, DataTypes.StringType)).json(target.toString());
     } catch (Exception e) {
       if (String.valueOf(e.getMessage()).contains("Unable to infer schema") || String.valueOf(e.getMessage()).contains("PATH_NOT_FOUND")) {
         return null;
       }
       throw e;
     }
+    if (!Arrays.asList(done.columns()).contains(ScoreSchema.SOURCE_ROW)
+        || !done.where(col(ScoreSchema.SOURCE_ROW).isNull()).isEmpty()) {
+      throw new IllegalArgumentException("--resume: " + target + " has rows without " + ScoreSchema.SOURCE_ROW
+          + " (written by an earlier Scorch), so the rows done cannot be told apart; rerun with --overwrite");
+    }
+    return done.select(col(ScoreSchema.SOURCE_ROW).as("done_source")).distinct();
   }
 
-  static void write(Dataset<Row> rows, JobSpec spec) {
+  /** A resume must read the input the run started with: every row written must come from a row of it. */
+  private static void requireSameInput(Dataset<Row> done, Dataset<Row> input, Path target) {
+    Dataset<Row> foreign = done.join(input, done.col("done_source").equalTo(input.col(ScoreSchema.SOURCE)), "left_anti");
+    List<Row> some = foreign.limit(3).collectAsList();
+    if (!some.isEmpty()) {
+      throw new IllegalArgumentException("--resume: " + target + " holds rows of input rows that --input does not have (e.g. "
+          + some.stream().map(r -> r.getString(0)).toList() + "); resume with the input the run started with, or rerun with --overwrite");
+    }
+  }
+
+  static void write(Dataset<Row> rows, JobSpec spec, Path target) {
     var w = rows.write().mode(SaveMode.Append);
     if (spec.outputFormat().equals("parquet")) {
-      w.parquet(spec.output());
+      w.parquet(target.toString());
     } else {
-      w.json(spec.output());
+      w.json(target.toString());
     }
   }
 }

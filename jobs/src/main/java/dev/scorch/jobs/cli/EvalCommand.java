@@ -58,9 +58,6 @@ public final class EvalCommand implements Callable<Integer> {
   @Override
   public Integer call() throws Exception {
     String id = runId != null ? runId : EvalJob.defaultRunId(Instant.now());
-    if (!id.matches("[A-Za-z0-9_.:-]+")) {
-      throw new IllegalArgumentException("--run-id " + id + ": use letters, digits, '_', '.', ':', '-'");
-    }
     SparkSession session = spark.session("scorch eval");
     try {
       EvalSpec spec = new EvalSpec(DemoModel.resolve(model), suite, output, id, compareTo, spark.partitions(session),

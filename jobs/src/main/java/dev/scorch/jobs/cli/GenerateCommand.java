@@ -104,7 +104,7 @@ public final class GenerateCommand implements Callable<Integer> {
       GenerateSpec spec = new GenerateSpec(
           job.modelDir(), job.input, job.inputFormat, job.output, job.outputFormat(), job.partitions(spark),
           job.idColumn, job.tokenIdsColumn, job.textColumn, messagesColumn,
-          job.weights(spark), job.threads(spark), job.slices(), job.overwrite, job.resume,
+          job.weights(spark), job.threads(spark), job.slices(), job.write(),
           maxNewTokens != null ? Integer.valueOf(job.positive("max-new-tokens", maxNewTokens, 256)) : optionalInt("max-new-tokens"),
           job.decimal("temperature", temperature, null),
           topK != null ? topK : optionalInt("top-k"),

@@ -3,6 +3,7 @@ package dev.scorch.jobs.cli;
 import dev.scorch.engine.backend.BackendMode;
 import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.jobs.DemoModel;
+import dev.scorch.jobs.output.WriteMode;
 import dev.scorch.udfs.score.ScoreOptions;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -69,10 +70,15 @@ public final class JobOptions extends SparkOptions {
       + ScoreOptions.DEFAULT_GPU_PRECISION + ".")
   String gpuPrecision;
 
-  @Option(names = "--overwrite", description = "Replace an existing output folder.")
+  @Option(names = "--overwrite", description = "Replace an existing Scorch output folder (the new run is swapped in only when it"
+      + " succeeds). Refused for a folder that holds anything Scorch did not write.")
   boolean overwrite;
 
-  @Option(names = "--resume", description = "Finish an interrupted run: only rows not yet in the output.")
+  @Option(names = "--force-overwrite", description = "With --overwrite: replace the output folder even when it holds files Scorch did"
+      + " not write. Never the input, the model, the root, the home or the working folder.")
+  boolean forceOverwrite;
+
+  @Option(names = "--resume", description = "Finish an interrupted run: only input rows not yet in the output.")
   boolean resume;
 
   Path modelDir() {
@@ -91,6 +97,10 @@ public final class JobOptions extends SparkOptions {
     } catch (IllegalArgumentException e) {
       throw new IllegalArgumentException("--" + e.getMessage(), e);
     }
+  }
+
+  WriteMode write() {
+    return WriteMode.of(overwrite, forceOverwrite, resume);
   }
 
   int slices() {

@@ -63,7 +63,7 @@ public final class ScoreCommand implements Callable<Integer> {
           job.atLeastZero("top-k", topK, 0),
           LogitsMode.valueOf(job.choice("logits", logits, "none", "none", "last", "all").toUpperCase(Locale.ROOT)),
           job.idColumn, job.tokenIdsColumn, job.textColumn, continuationColumn,
-          job.weights(spark), job.threads(spark), job.slices(), job.overwrite, job.resume, job.backend(), job.gpuPrecision());
+          job.weights(spark), job.threads(spark), job.slices(), job.write(), job.backend(), job.gpuPrecision());
       ScoreSummary s = ScoreJob.run(spark, spec);
       System.out.println(s.line());
       return 0;

@@ -5,7 +5,11 @@ import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.tokenizer.Tokenizer;
 import dev.scorch.engine.tokenizer.Tokenizers;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.scorch.jobs.ScorchCli;
+import dev.scorch.jobs.output.OutputFolder;
+import dev.scorch.jobs.output.PathGuard;
+import dev.scorch.jobs.output.WriteMode;
 import dev.scorch.jobs.generate.GenerateJob;
 import dev.scorch.jobs.generate.GenerateSpec;
 import dev.scorch.jobs.score.ScoreJob;
@@ -19,6 +23,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.regex.Pattern;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.Row;
@@ -43,12 +48,23 @@ public final class EvalJob {
     System.exit(ScorchCli.run("eval", args));
   }
 
+  /** What an eval output folder holds besides Scorch's marker. */
+  private static final Pattern OUTPUT_NAMES = Pattern.compile("runs|history|_scorch\\.json|\\._scorch\\.json\\.crc");
+
+  /** A run id names a folder under runs/: letters, digits, '_', '.', '-', starting with a letter or digit (no "..", no '/'). */
+  static void requireRunId(String id) {
+    if (id == null || !id.matches("[A-Za-z0-9][A-Za-z0-9_.-]*")) {
+      throw new IllegalArgumentException("--run-id " + id + ": use letters, digits, '_', '.' and '-', starting with a letter or digit");
+    }
+  }
+
   /** A run id from the time: 20261129T223000Z. */
   public static String defaultRunId(Instant now) {
     return DateTimeFormatter.ofPattern("yyyyMMdd'T'HHmmss'Z'").withZone(java.time.ZoneOffset.UTC).format(now);
   }
 
   public static EvalReport run(SparkSession spark, EvalSpec spec) throws IOException {
+    requireRunId(spec.runId());
     long t0 = System.nanoTime();
     Instant started = Instant.now().truncatedTo(ChronoUnit.SECONDS);
     // 1. The suite and the data, read and checked on the driver; text is tokenised here with the model's tokenizer.
@@ -62,10 +78,19 @@ public final class EvalJob {
         case GENERATE_MATCH -> new GenerateMatchTask(EvalData.load(spark, t, tokenizer, "prompt", "reference"));
       });
     }
-    String runDir = spec.output().replaceAll("/+$", "") + "/runs/" + spec.runId();
+    // The output holds runs/ and history/ and nothing of the user's; a run (a rerun of an id too) is written beside
+    // runs/RUN_ID and swapped in when it is complete.
+    FileSystem fs = new Path(spec.output()).getFileSystem(spark.sparkContext().hadoopConfiguration());
+    PathGuard guard = new PathGuard(fs).input("the model folder", spec.model()).input("the suite", spec.suite());
+    for (EvalSuite.Task t : suite.tasks()) {
+      guard.input("the data of task " + t.name(), t.data());
+    }
+    guard.check("--output", spec.output());
+    OutputFolder.claim(fs, spec.output(), "eval", OUTPUT_NAMES);
+    OutputFolder run = OutputFolder.open(fs, spec.output().replaceAll("/+$", "") + "/runs/" + spec.runId(), "eval",
+        WriteMode.OVERWRITE_ANY, new ObjectMapper().createObjectNode().put("run_id", spec.runId()).put("suite", suite.name())).start();
+    String runDir = run.target().toString();
     String work = runDir + "/_work";
-    FileSystem fs = new Path(runDir).getFileSystem(spark.sparkContext().hadoopConfiguration());
-    fs.delete(new Path(runDir), true); // a rerun of this id starts clean
 
     // 2. One score job and one generate job for all tasks.
     Map<String, TaskRun.Scored> scored = score(spark, spec, tasks, work);
@@ -89,6 +114,7 @@ public final class EvalJob {
       }
     }
     fs.delete(new Path(work), true);
+    run.commit();
     History.write(spark, spec.output(), entries);
 
     // 4. The comparison with a base run.
@@ -115,7 +141,7 @@ public final class EvalJob {
     spark.createDataFrame(rows, schema).write().mode(SaveMode.Overwrite).parquet(work + "/score-input");
     ScoreJob.run(spark, new ScoreSpec(spec.model(), work + "/score-input", "parquet", work + "/scores", "parquet", spec.partitions(),
         spec.maxBatchTokens(), 256, 1024L << 20, 0, LogitsMode.NONE, "id", "token_ids", "prompt", "continuation", spec.weights(),
-        spec.threads(), 1, true, false, BackendMode.CPU, ScoreOptions.defaultGpuPrecision())); // eval stays on CPU for now
+        spec.threads(), 1, WriteMode.OVERWRITE, BackendMode.CPU, ScoreOptions.defaultGpuPrecision())); // eval stays on CPU for now
     for (Row r : spark.read().parquet(work + "/scores").select("id", "token_logprobs", "error").collectAsList()) {
       double[] lps = null;
       if (!r.isNullAt(1)) {
@@ -147,7 +173,7 @@ public final class EvalJob {
     spark.createDataFrame(rows, schema).write().mode(SaveMode.Overwrite).parquet(work + "/generate-input");
     // Greedy: temperature 0 whatever generation_config.json says; EOS still ends a completion.
     GenerateJob.run(spark, new GenerateSpec(spec.model(), work + "/generate-input", "parquet", work + "/completions", "parquet",
-        spec.partitions(), "id", "token_ids", "prompt", "messages", spec.weights(), spec.threads(), 1, true, false, null, 0.0, 0, 1.0,
+        spec.partitions(), "id", "token_ids", "prompt", "messages", spec.weights(), spec.threads(), 1, WriteMode.OVERWRITE, null, 0.0, 0, 1.0,
         0, 1, 0, 0, 0, List.of(), List.of(), false, 1, false, 0, 2048L << 20, spec.maxBatchTokens(), 32, BackendMode.CPU,
         GemmPrecision.BF16X3));
     for (Row r : spark.read().parquet(work + "/completions").select("id", "completion", "finish_reason", "error").collectAsList()) {

@@ -3,6 +3,7 @@ package dev.scorch.jobs.generate;
 import dev.scorch.engine.backend.BackendMode;
 import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.jobs.JobSpec;
+import dev.scorch.jobs.output.WriteMode;
 import java.nio.file.Path;
 import java.util.List;
 
@@ -30,8 +31,7 @@ public record GenerateSpec(
     String weights,
     int threads,
     int slices,
-    boolean overwrite,
-    boolean resume,
+    WriteMode write,
     Integer maxNewTokens,
     Double temperature,
     Integer topK,
@@ -56,5 +56,10 @@ public record GenerateSpec(
   public GenerateSpec {
     stop = List.copyOf(stop);
     stopTokenIds = List.copyOf(stopTokenIds);
+  }
+
+  @Override
+  public String job() {
+    return "generate";
   }
 }

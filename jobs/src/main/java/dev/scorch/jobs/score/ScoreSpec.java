@@ -4,6 +4,7 @@ import dev.scorch.engine.backend.BackendMode;
 import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.jobs.JobSpec;
+import dev.scorch.jobs.output.WriteMode;
 import java.nio.file.Path;
 
 /**
@@ -31,7 +32,12 @@ public record ScoreSpec(
     String weights,
     int threads,
     int slices,
-    boolean overwrite,
-    boolean resume,
+    WriteMode write,
     BackendMode backend,
-    GemmPrecision gpuPrecision) implements JobSpec {}
+    GemmPrecision gpuPrecision) implements JobSpec {
+
+  @Override
+  public String job() {
+    return "score";
+  }
+}

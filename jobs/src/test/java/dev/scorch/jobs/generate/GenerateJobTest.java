@@ -20,6 +20,7 @@ import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.sampling.SamplingParams;
 import dev.scorch.engine.tokenizer.Tokenizer;
 import dev.scorch.engine.tokenizer.Tokenizers;
+import dev.scorch.jobs.output.WriteMode;
 import dev.scorch.jobs.score.SparkTests;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -77,7 +78,7 @@ class GenerateJobTest {
 
     GenerateSpec build() {
       return new GenerateSpec(model, input, null, output, outputFormat, partitions, "id", "token_ids", "prompt", "messages",
-          "shared-path", threads, 1, false, resume, maxNewTokens, temperature, topK, topP, 0, 1, 0, 0, seed, stop, List.of(), ignoreEos,
+          "shared-path", threads, 1, resume ? WriteMode.RESUME : WriteMode.NEW, maxNewTokens, temperature, topK, topP, 0, 1, 0, 0, seed, stop, List.of(), ignoreEos,
           n, logprobs, topLogprobs, 256L << 20, maxBatchTokens, maxBatchSeqs, BackendMode.AUTO, GemmPrecision.BF16X3);
     }
 

@@ -82,7 +82,7 @@ class NotebooksTest {
     Path input = SparkTests.writeJsonl(dir.resolve("in/docs.jsonl"), lines);
     Path out = dir.resolve("scores");
     ScoreSummary s = ScoreJob.run(spark, new ScoreSpec(model, input.toString(), null, out.toString(), "parquet", 2, 4096, 256, 256L << 20, 0,
-        LogitsMode.NONE, "id", "token_ids", "prompt", "continuation", "shared-path", 1, 1, false, false,
+        LogitsMode.NONE, "id", "token_ids", "prompt", "continuation", "shared-path", 1, 1, dev.scorch.jobs.output.WriteMode.NEW,
         dev.scorch.engine.backend.BackendMode.AUTO, dev.scorch.udfs.score.ScoreOptions.defaultGpuPrecision()));
     assertTrue(s.line().contains("13 rows (2 errors"), s.line());
     return out;

@@ -23,8 +23,9 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * A run killed after some slices were committed is finished by --resume: the CLI runs in its own JVM and
- * is killed (SIGKILL) as soon as a slice's part files appear; a resumed run in this JVM scores the rest.
- * The result holds every input id exactly once, with the scores of a clean run.
+ * is killed (SIGKILL) as soon as a slice's part files appear in its partial folder, where a run writes until it
+ * commits; a resumed run in this JVM scores the rest and puts the output in place. The result holds every input id
+ * exactly once, with the scores of a clean run.
  */
 @Timeout(300)
 class ScoreJobResumeTest {
@@ -64,6 +65,7 @@ class ScoreJobResumeTest {
     }
     Path in = SparkTests.writeJsonl(tmp.resolve("in/prompts.jsonl"), rows);
     Path out = tmp.resolve("out");
+    Path partial = tmp.resolve("_out.scorch-partial"); // where a run writes until it commits
 
     List<String> cmd = new ArrayList<>();
     cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
@@ -83,7 +85,7 @@ class ScoreJobResumeTest {
     Thread watcher = new Thread(() -> {
       try {
         while (p.isAlive()) {
-          if (!committedParts(out).isEmpty()) {
+          if (!committedParts(partial).isEmpty()) {
             p.destroyForcibly();
             killed.set(true);
             System.out.printf("resume test: first slice committed after %.1f s%n", (System.nanoTime() - t0) / 1e9);
@@ -111,7 +113,7 @@ class ScoreJobResumeTest {
         throw new AssertionError("no slice committed within 150 s; CLI output:\n" + tail(log));
       }
       watcher.join(10_000);
-      committedRowsAtKill = lines(committedParts(out));
+      committedRowsAtKill = lines(committedParts(killed.get() ? partial : out));
       if (killed.get()) {
         outcome = "killed mid-run with " + committedRowsAtKill + " of " + ROWS + " rows committed";
       } else {

@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.scorch.engine.backend.BackendMode;
 import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.scoring.LogitsMode;
+import dev.scorch.jobs.output.WriteMode;
 import dev.scorch.udfs.score.ScoreOptions;
 import java.io.IOException;
 import java.io.InputStream;
@@ -199,8 +200,7 @@ public final class SparkTests {
     String weights = "shared-path";
     int threads = 1;
     int slices = 1;
-    boolean overwrite;
-    boolean resume;
+    WriteMode write = WriteMode.NEW;
     BackendMode backend = BackendMode.AUTO;
     GemmPrecision gpuPrecision = ScoreOptions.defaultGpuPrecision();
 
@@ -261,12 +261,22 @@ public final class SparkTests {
     }
 
     Spec overwrite(boolean v) {
-      overwrite = v;
+      write = v ? WriteMode.OVERWRITE : WriteMode.NEW;
       return this;
     }
 
     Spec resume(boolean v) {
-      resume = v;
+      write = v ? WriteMode.RESUME : WriteMode.NEW;
+      return this;
+    }
+
+    Spec write(WriteMode v) {
+      write = v;
+      return this;
+    }
+
+    Spec inputFormat(String v) {
+      inputFormat = v;
       return this;
     }
 
@@ -277,7 +287,7 @@ public final class SparkTests {
 
     ScoreSpec build() {
       return new ScoreSpec(model, input, inputFormat, output, outputFormat, partitions, maxBatchTokens, windowRows, arrowMemoryBytes, topK, logits,
-          "id", "token_ids", "prompt", "continuation", weights, threads, slices, overwrite, resume, backend, gpuPrecision);
+          "id", "token_ids", "prompt", "continuation", weights, threads, slices, write, backend, gpuPrecision);
     }
 
     ScoreSummary run() {

@@ -74,7 +74,7 @@ public final class GeneratePartition implements FlatMapFunction<Iterator<Interna
   }
 
   /** What travels with a request through the engine: the row's id and its prompt length. */
-  private record RowTag(Object id, int promptTokens) {}
+  private record RowTag(Object id, UTF8String source, int promptTokens) {}
 
   @Override
   public Iterator<InternalRow> call(Iterator<InternalRow> input) {
@@ -159,6 +159,7 @@ public final class GeneratePartition implements FlatMapFunction<Iterator<Interna
     private final int prompt = inputSchema.fieldIndex(ScoreSchema.PROMPT);
     private final int messages = inputSchema.fieldIndex(GenerateSchema.MESSAGES);
     private final int where = inputSchema.fieldIndex(ScoreSchema.SOURCE);
+    private final int inputError = inputSchema.fieldIndex(ScoreSchema.INPUT_ERROR);
     private final int[] param = new int[RowParam.values().length];
 
     Rows(DeepseekV3Model model, Tokenizer tokenizer, Generator generator) {
@@ -172,14 +173,20 @@ public final class GeneratePartition implements FlatMapFunction<Iterator<Interna
 
     /** The row's request, or null after adding its error rows to out. */
     Generator.Tagged<RowTag> request(InternalRow row, Deque<InternalRow> out) {
-      Object rowId = row.isNullAt(id) ? null : InternalRow.copyValue(row.get(id, idType)); // the input row's buffer is reused
+      // Copies: the input row's buffer is reused.
+      Object rowId = row.isNullAt(id) ? null : InternalRow.copyValue(row.get(id, idType));
+      UTF8String source = row.getUTF8String(where).copy();
+      if (!row.isNullAt(inputError)) {
+        failed(rowId, source, null, row.getUTF8String(inputError) + " (input row " + source + ")", out);
+        return null;
+      }
       if (rowId == null) {
-        failed(null, null, "id is null (input row " + row.getUTF8String(where) + ")", out);
+        failed(null, source, null, "id is null (input row " + source + ")", out);
         return null;
       }
       Object ids = promptIds(row);
       if (ids instanceof String err) {
-        failed(rowId, null, err, out);
+        failed(rowId, source, null, err, out);
         return null;
       }
       int[] promptIds = (int[]) ids;
@@ -188,15 +195,15 @@ public final class GeneratePartition implements FlatMapFunction<Iterator<Interna
         req = new GenerationRequest(promptIds, sampling(row), intParam(row, RowParam.MAX_NEW_TOKENS, options.maxNewTokens()),
             new HashSet<>(options.stopTokenIds()), stopStrings(row), options.n(), options.topLogprobs());
       } catch (IllegalArgumentException e) {
-        failed(rowId, promptIds.length, e.getMessage(), out);
+        failed(rowId, source, promptIds.length, e.getMessage(), out);
         return null;
       }
       String problem = generator.check(req);
       if (problem != null) {
-        failed(rowId, promptIds.length, problem, out);
+        failed(rowId, source, promptIds.length, problem, out);
         return null;
       }
-      return new Generator.Tagged<>(new RowTag(rowId, promptIds.length), req);
+      return new Generator.Tagged<>(new RowTag(rowId, source, promptIds.length), req);
     }
 
     /** token_ids, else the chat messages through the chat template, else the prompt text: an int[] or the problem. */
@@ -288,9 +295,9 @@ public final class GeneratePartition implements FlatMapFunction<Iterator<Interna
     }
 
     /** n error rows (one per sample) for a row that cannot run. */
-    private void failed(Object rowId, Integer promptTokens, String error, Deque<InternalRow> out) {
+    private void failed(Object rowId, UTF8String source, Integer promptTokens, String error, Deque<InternalRow> out) {
       for (int s = 0; s < options.n(); s++) {
-        out.add(row(rowId, s, null, null, "error", promptTokens, null, null, null, error));
+        out.add(row(rowId, source, s, null, null, "error", promptTokens, null, null, null, error));
       }
       count(1, 0, 1);
     }
@@ -301,7 +308,7 @@ public final class GeneratePartition implements FlatMapFunction<Iterator<Interna
       for (Completion c : f.completions()) {
         int[] ids = c.tokenIds();
         tokens += ids.length;
-        out.add(row(f.tag().id(), c.sample(), c.text() == null ? null : UTF8String.fromString(c.text()),
+        out.add(row(f.tag().id(), f.tag().source(), c.sample(), c.text() == null ? null : UTF8String.fromString(c.text()),
             UnsafeArrayData.fromPrimitiveArray(ids), c.finishReason().name().toLowerCase(java.util.Locale.ROOT), f.tag().promptTokens(),
             ids.length, options.logprobs() ? UnsafeArrayData.fromPrimitiveArray(c.logprobs()) : null, topLogprobs(c), null));
       }
@@ -323,7 +330,7 @@ public final class GeneratePartition implements FlatMapFunction<Iterator<Interna
       return new GenericArrayData(steps);
     }
 
-    private UnsafeRow row(Object rowId, int sample, UTF8String completion, ArrayData ids, String finish, Integer promptTokens,
+    private UnsafeRow row(Object rowId, UTF8String source, int sample, UTF8String completion, ArrayData ids, String finish, Integer promptTokens,
         Integer completionTokens, ArrayData logprobs, ArrayData top, String error) {
       List<Object> v = new ArrayList<>(outputSchema.size());
       v.add(rowId);
@@ -341,6 +348,7 @@ public final class GeneratePartition implements FlatMapFunction<Iterator<Interna
       }
       v.add(error == null ? null : UTF8String.fromString(error));
       v.add(label);
+      v.add(source);
       return toUnsafe.apply(new GenericInternalRow(v.toArray())).copy();
     }
 

@@ -12,7 +12,7 @@ import org.apache.spark.sql.types.StructType;
  *
  * <p>Output, one row per input row and sample: id, sample, completion, completion_token_ids, finish_reason
  * (stop | length | eos | error), num_prompt_tokens, num_completion_tokens, [token_logprobs], [top_logprobs],
- * error, model.
+ * error, model, source_row.
  */
 public final class GenerateSchema {
   public static final String MESSAGES = "messages";
@@ -59,6 +59,7 @@ public final class GenerateSchema {
     if (o.topLogprobs() > 0) {
       s = s.add("top_logprobs", new ArrayType(new ArrayType(ScoreSchema.TOP_ENTRY, false), false), true);
     }
-    return s.add("error", DataTypes.StringType, true).add("model", DataTypes.StringType, false);
+    return s.add("error", DataTypes.StringType, true).add("model", DataTypes.StringType, false)
+        .add(ScoreSchema.SOURCE_ROW, DataTypes.StringType, false);
   }
 }

@@ -41,6 +41,7 @@ final class ArrowScoreOutput implements AutoCloseable {
   private final ListVector logits; // null with --logits none
   private final VarCharVector error;
   private final VarCharVector modelCol;
+  private final VarCharVector sourceRow;
 
   ArrowScoreOutput(StructType schema, BufferAllocator allocator, String modelLabel) {
     root = VectorSchemaRoot.create(ArrowUtils.toArrowSchema(schema, "UTC", true, false), allocator);
@@ -56,6 +57,7 @@ final class ArrowScoreOutput implements AutoCloseable {
     logits = (ListVector) root.getVector("logits");
     error = (VarCharVector) root.getVector("error");
     modelCol = (VarCharVector) root.getVector("model");
+    sourceRow = (VarCharVector) root.getVector(ScoreSchema.SOURCE_ROW);
   }
 
   /** Starts a new window (the previous window's rows must have been copied out). */
@@ -154,6 +156,11 @@ final class ArrowScoreOutput implements AutoCloseable {
       perRow.endValue(rOff + r, vocab);
     }
     logits.endValue(i, rows);
+  }
+
+  /** Row i's source_row: the input's locator at row j. */
+  void source(int i, VarCharVector inputSource, int j) {
+    sourceRow.copyFromSafe(j, i, inputSource);
   }
 
   /** Row i: the id and an error; every score column null. */

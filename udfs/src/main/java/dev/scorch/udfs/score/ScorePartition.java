@@ -183,6 +183,7 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
       VarCharVector prompt = (VarCharVector) in.getVector(ScoreSchema.PROMPT);
       VarCharVector continuation = (VarCharVector) in.getVector(ScoreSchema.CONTINUATION);
       VarCharVector where = (VarCharVector) in.getVector(ScoreSchema.SOURCE);
+      VarCharVector inputError = (VarCharVector) in.getVector(ScoreSchema.INPUT_ERROR);
 
       // Check every row; keep the good ones' tokens by row index.
       String[] errors = new String[n];
@@ -190,7 +191,9 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
       int[] scoreFrom = new int[n]; // first scored token: 1, or the prompt's length for a continuation
       List<Integer> good = new ArrayList<>();
       for (int i = 0; i < n; i++) {
-        if (ids.isNull(i)) {
+        if (!inputError.isNull(i)) {
+          errors[i] = inputError.getObject(i) + " (input row " + where.getObject(i) + ")";
+        } else if (ids.isNull(i)) {
           errors[i] = "id is null (input row " + where.getObject(i) + ")";
         } else if (tokenIds.isNull(i) && !prompt.isNull(i)) {
           errors[i] = tokenizeText(prompt, continuation, i, tokens, scoreFrom);
@@ -242,6 +245,7 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
         } else {
           out.scored(i, ids, i, tokens[i], kept.get(batchOf[i]), seqOf[i]);
         }
+        out.source(i, where, i);
       }
       metrics.rows().add(n);
       metrics.errors().add(n - good.size());

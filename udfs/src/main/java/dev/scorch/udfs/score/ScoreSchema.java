@@ -11,15 +11,19 @@ import org.apache.spark.sql.types.StructType;
  * Column names of the normalised input the partition function reads, and the output schema it writes.
  *
  * <p>Output: id (the input's type), num_tokens, token_ids, token_logprobs (first token and prompt tokens
- * null), sum_logprob, mean_logprob, perplexity, [top_logprobs], [logits], error, model.
+ * null), sum_logprob, mean_logprob, perplexity, [top_logprobs], [logits], error, model, source_row.
  */
 public final class ScoreSchema {
   public static final String ID = "id";
   public static final String TOKEN_IDS = "token_ids";
   public static final String PROMPT = "prompt";
   public static final String CONTINUATION = "continuation";
-  /** Where a row came from (file:row), for error messages. */
+  /** Where a row came from: FILE:ROW, its file below the input folder and its place in that file (0-based). */
   public static final String SOURCE = "_source";
+  /** Why a row cannot run, found while reading it (a malformed record, token_ids not an array of integers); null if none. */
+  public static final String INPUT_ERROR = "_input_error";
+  /** The output column that carries the input row's SOURCE: unique per input row, what --resume keys on. */
+  public static final String SOURCE_ROW = "source_row";
 
   public static final StructType TOP_ENTRY = new StructType()
       .add("token_id", DataTypes.IntegerType, false)
@@ -34,6 +38,7 @@ public final class ScoreSchema {
         .add(TOKEN_IDS, new ArrayType(DataTypes.LongType, true), true)
         .add(PROMPT, DataTypes.StringType, true)
         .add(CONTINUATION, DataTypes.StringType, true)
+        .add(INPUT_ERROR, DataTypes.StringType, true)
         .add(SOURCE, DataTypes.StringType, true);
   }
 
@@ -52,7 +57,7 @@ public final class ScoreSchema {
     if (o.logits() != LogitsMode.NONE) {
       s = s.add("logits", new ArrayType(new ArrayType(DataTypes.FloatType, false), false), true);
     }
-    return s.add("error", DataTypes.StringType, true).add("model", DataTypes.StringType, false);
+    return s.add("error", DataTypes.StringType, true).add("model", DataTypes.StringType, false).add(SOURCE_ROW, DataTypes.StringType, false);
   }
 
   static int indexOf(StructType s, String name) {
