@@ -3,6 +3,7 @@ package dev.scorch.jobs.cli;
 import dev.scorch.engine.demo.DemoModelWriter;
 import dev.scorch.engine.demo.DemoPreset;
 import dev.scorch.engine.model.ModelInfo;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -25,7 +26,10 @@ import picocli.CommandLine.Option;
         "  bin/scorch make-demo-model --out models/demo-noqlora --no-q-lora"
     })
 public final class MakeDemoModelCommand implements Callable<Integer> {
-  @Option(names = "--out", required = true, description = "Folder to write (created if absent).")
+  /** Left in every folder this command wrote: the only non-empty folder it writes again. */
+  static final String MARKER = ".scorch-demo-model";
+
+  @Option(names = "--out", required = true, description = "Folder to write: absent, empty, or one this command wrote before.")
   Path out;
 
   @Option(names = "--preset", defaultValue = "tiny", description = "tiny (fast tests) or small (the benchmark model). Default: ${DEFAULT-VALUE}.")
@@ -44,11 +48,22 @@ public final class MakeDemoModelCommand implements Callable<Integer> {
   public Integer call() throws Exception {
     DemoPreset p = DemoPreset.named(preset);
     long t0 = System.nanoTime();
+    if (Files.isRegularFile(out) || Files.isDirectory(out) && !Files.exists(out.resolve(MARKER)) && !isEmpty(out)) {
+      throw new IllegalArgumentException("--out " + out + " exists and was not written by make-demo-model (no " + MARKER
+          + "); it would overwrite its config.json, tokenizer and shards: choose a new folder");
+    }
     new DemoModelWriter(p, fp8, !noQLora, seed).write(out);
+    Files.writeString(out.resolve(MARKER), p.name() + " seed " + seed + "\n");
     ModelInfo info = ModelInfo.of(out);
     System.out.printf("wrote %s: preset %s%s%s, %,d parameters (%,d active), %,d bytes in %d shards, %.1f s%n",
         out, p.name(), fp8 ? ", fp8" : "", noQLora ? ", no q_lora" : "", info.parameters(), info.activeParameters(),
         info.bytesOnDisk(), info.shards(), (System.nanoTime() - t0) / 1e9);
     return 0;
+  }
+
+  private static boolean isEmpty(Path dir) throws java.io.IOException {
+    try (var s = Files.list(dir)) {
+      return s.findAny().isEmpty();
+    }
   }
 }

@@ -202,6 +202,17 @@ class OutputSafetyTest {
     assertEquals("not tokenize output\n", Files.readString(notes));
   }
 
+  @Test
+  void makeDemoModelWritesOnlyNewOrItsOwnFolders() throws IOException {
+    Path real = Files.createDirectories(tmp.resolve("real-checkpoint"));
+    Files.writeString(real.resolve("config.json"), "{\"the\": \"real one\"}");
+    refused(cli("make-demo-model", "--out", real.toString()), "was not written by make-demo-model");
+    assertEquals("{\"the\": \"real one\"}", Files.readString(real.resolve("config.json")));
+    Path demo = tmp.resolve("demo-again");
+    assertEquals(0, cli("make-demo-model", "--out", demo.toString()).exit());
+    assertEquals(0, cli("make-demo-model", "--out", demo.toString(), "--seed", "3").exit(), "its own folder is written again");
+  }
+
   /** Where a run into out keeps its partial rows. */
   static final class OutputFolderPaths {
     static Path partial(Path out) {
