@@ -54,9 +54,12 @@ public final class NativeCpu {
    * two), in the CPU's byte order: the native kernel's xᵀ.
    */
   static ByteBuffer alignedFloats(int n) {
-    int bytes = (n * Float.BYTES + 63) / 64 * 64;
+    long bytes = ((long) n * Float.BYTES + 63) / 64 * 64;
+    if (n < 0 || bytes + 64 > Integer.MAX_VALUE) {
+      throw new IllegalArgumentException(n + " floats do not fit one direct buffer");
+    }
     // Whole lines, and a line to spare for the aligned start: the slice holds them all.
-    return ByteBuffer.allocateDirect(bytes + 64).alignedSlice(64).limit(n * Float.BYTES).slice().order(ByteOrder.nativeOrder());
+    return ByteBuffer.allocateDirect((int) bytes + 64).alignedSlice(64).limit(n * Float.BYTES).slice().order(ByteOrder.nativeOrder());
   }
 
   /** Whether the AVX-512 kernel (tiles of 32 rows) runs here too. */
@@ -109,18 +112,28 @@ public final class NativeCpu {
     if (mr != 16 && !(mr == 32 && AVX512)) {
       throw new IllegalArgumentException("no native kernel on tiles of " + mr + " rows here");
     }
-    int nr = nr(mr);
-    if (xtOff < 0 || k0 < 0 || kc < 0 || k0 + kc > kDim || tiles < 0 || groups < 0 || mPad < tiles * mr
-        || !xt.isDirect() || (long) xtOff + (long) tiles * kDim * mr > xt.capacity() / Float.BYTES
-        || (long) groups * nr * kc > wb.length || !c.isDirect() || (long) groups * nr * mPad > c.capacity() / Float.BYTES
-        || y != null && (rowBase < 0 || mb < 0 || mb > tiles * mr || n0 < 0 || nn < 0 || nn > groups * nr
-            || n0 + nn > nDim || (long) (rowBase + mb) * nDim > y.length)) {
-      throw new IndexOutOfBoundsException("kernel block out of its arrays: xt " + xt.capacity() / Float.BYTES + " from "
-          + xtOff + ", " + tiles + " tiles x " + kDim + ", wb " + wb.length + ", " + groups + " groups x " + kc + ", c "
-          + c.capacity() / Float.BYTES + " at stride " + mPad + (y == null ? "" : ", y " + y.length + " rows " + rowBase + " + " + mb + " x " + nDim
-          + " from column " + n0 + " + " + nn));
-    }
+    checkKernelBlock(mr, xt.isDirect(), xt.capacity() / Float.BYTES, xtOff, tiles, kDim, k0, kc, wb.length, groups, c.isDirect(),
+        c.capacity() / Float.BYTES, mPad, y == null ? -1 : y.length, rowBase, mb, nDim, n0, nn);
     kernelBlock0(mr, xt, xtOff, tiles, kDim, k0, kc, wb, groups, c, mPad, first, y, rowBase, mb, nDim, n0, nn);
+  }
+
+  /** kernelBlock's bounds, on the arrays' lengths in floats (yLength -1: no y); throws where a block would leave them. */
+  static void checkKernelBlock(int mr, boolean xtDirect, long xtFloats, int xtOff, int tiles, int kDim, int k0, int kc, int wbLength,
+                               int groups, boolean cDirect, long cFloats, int mPad, int yLength, int rowBase, int mb, int nDim, int n0,
+                               int nn) {
+    int nr = nr(mr);
+    boolean y = yLength >= 0;
+    // In long throughout: an int sum or product of valid-looking arguments can wrap to a small one that passes.
+    if (xtOff < 0 || k0 < 0 || kc < 0 || (long) k0 + kc > kDim || tiles < 0 || groups < 0 || mPad < (long) tiles * mr
+        || !xtDirect || (long) xtOff + (long) tiles * kDim * mr > xtFloats
+        || (long) groups * nr * kc > wbLength || !cDirect || (long) groups * nr * mPad > cFloats
+        || y && (rowBase < 0 || mb < 0 || mb > (long) tiles * mr || n0 < 0 || nn < 0 || nn > (long) groups * nr
+            || (long) n0 + nn > nDim || ((long) rowBase + mb) * nDim > yLength)) {
+      throw new IndexOutOfBoundsException("kernel block out of its arrays: xt " + xtFloats + " from " + xtOff + ", " + tiles
+          + " tiles x " + kDim + ", wb " + wbLength + ", " + groups + " groups x " + kc + " from k " + k0 + ", c " + cFloats
+          + " at stride " + mPad + (y ? ", y " + yLength + " rows " + rowBase + " + " + mb + " x " + nDim + " from column " + n0
+          + " + " + nn : ""));
+    }
   }
 
   /**
@@ -145,12 +158,17 @@ public final class NativeCpu {
                       float[] dst) {
     if (so < 0 || rows < 0 || n < 0 || srcStride < n || bc < 8 || bc % 8 != 0 || lead < 0 || lead >= bc || lead % 8 != 0
         || rows > 0 && (long) so + (long) (rows - 1) * srcStride + n > src.length || (long) rows * n > dst.length
-        || blocksPerRow < (lead + n + bc - 1) / bc || (long) rows * blocksPerRow > scales.length) {
+        || !scalesCover(blocksPerRow, lead, n, bc) || (long) rows * blocksPerRow > scales.length) {
       throw new IndexOutOfBoundsException("fp8 rows out of their arrays: src " + src.length + " from " + so + ", " + rows
           + " rows of " + n + " at stride " + srcStride + ", scales " + scales.length + " (" + blocksPerRow
           + " per row, blocks of " + bc + " from " + lead + "), dst " + dst.length);
     }
     fp8Rows0(src, so, srcStride, rows, n, scales, blocksPerRow, lead, bc, dst);
+  }
+
+  /** Whether blocksPerRow scales cover a row of n inputs from place lead in blocks of bc (bc positive). */
+  static boolean scalesCover(int blocksPerRow, int lead, int n, int bc) {
+    return blocksPerRow >= ((long) lead + n + bc - 1) / bc;
   }
 
   /**
@@ -171,7 +189,7 @@ public final class NativeCpu {
                             int blocksPerRow, int lead, int bc, float[] dst) {
     if (byteOffset < 0 || rows < 0 || n < 0 || srcStride < n || bc < 8 || bc % 8 != 0 || lead < 0 || lead >= bc
         || lead % 8 != 0 || !map.isDirect() || rows > 0 && byteOffset + (long) (rows - 1) * srcStride + n > map.capacity()
-        || (long) rows * n > dst.length || blocksPerRow < (lead + n + bc - 1) / bc || (long) rows * blocksPerRow > scales.length) {
+        || (long) rows * n > dst.length || !scalesCover(blocksPerRow, lead, n, bc) || (long) rows * blocksPerRow > scales.length) {
       throw new IndexOutOfBoundsException("fp8 rows out of their mapping: " + map.capacity() + " bytes from " + byteOffset
           + ", " + rows + " rows of " + n + " at stride " + srcStride + ", scales " + scales.length + " (" + blocksPerRow
           + " per row, blocks of " + bc + " from " + lead + "), dst " + dst.length);

@@ -1,0 +1,71 @@
+package dev.scorch.engine.kernels;
+
+import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import org.junit.jupiter.api.Test;
+
+/**
+ * NativeCpu's bound checks (the C side trusts them) on arguments whose int sums and products overflow: each must be
+ * refused, not wrapped to a small or negative number that passes. The checks are called directly, so nothing reaches
+ * the native code whatever they say.
+ */
+class NativeCpuBoundsTest {
+  private static final int MAX = Integer.MAX_VALUE;
+
+  /** A kernel block that fits: 2 tiles of 16 rows, K 64 in one block, 2 groups of 6 weight rows, y of 32 x 12. */
+  private static void block(int xtOff, int tiles, int kDim, int k0, int kc, int groups, int mPad, int yLength, int rowBase, int mb,
+                            int nDim, int n0, int nn) {
+    NativeCpu.checkKernelBlock(16, true, 2L * 64 * 16, xtOff, tiles, kDim, k0, kc, 2 * 6 * 64, groups, true, 2L * 6 * 32, mPad,
+        yLength, rowBase, mb, nDim, n0, nn);
+  }
+
+  @Test
+  void aBlockThatFitsPasses() {
+    assertDoesNotThrow(() -> block(0, 2, 64, 0, 64, 2, 32, 32 * 12, 0, 32, 12, 0, 12));
+    assertDoesNotThrow(() -> block(0, 2, 64, 0, 64, 2, 32, -1, 0, 0, 0, 0, 0));
+  }
+
+  @Test
+  void overflowingKBlockIsRefused() {
+    // k0 + kc wraps negative, below kDim.
+    assertThrows(IndexOutOfBoundsException.class, () -> block(0, 2, 64, MAX - 10, 64, 2, 32, -1, 0, 0, 0, 0, 0));
+  }
+
+  @Test
+  void overflowingTileRowsAreRefused() {
+    // tiles * 16 wraps to 0, so any mPad passes it; the xt check alone does not catch it when kDim is 0.
+    int tiles = 1 << 28;
+    assertThrows(IndexOutOfBoundsException.class, () -> block(0, tiles, 0, 0, 0, 0, 32, -1, 0, 0, 0, 0, 0));
+  }
+
+  @Test
+  void overflowingYRowsAreRefused() {
+    // rowBase + mb wraps negative: (long) of the wrapped sum times nDim is below y's length.
+    assertThrows(IndexOutOfBoundsException.class, () -> block(0, 2, 64, 0, 64, 2, 32, 32 * 12, MAX - 4, 32, 12, 0, 12));
+  }
+
+  @Test
+  void overflowingYColumnsAreRefused() {
+    // n0 + nn wraps negative, below nDim.
+    assertThrows(IndexOutOfBoundsException.class, () -> block(0, 2, 64, 0, 64, 2, 32, 32 * 12, 0, 32, 12, MAX - 4, 12));
+  }
+
+  @Test
+  void fp8ScalesCoverage() {
+    assertTrue(NativeCpu.scalesCover(2, 0, 256, 128));
+    assertFalse(NativeCpu.scalesCover(2, 8, 256, 128));
+    // lead + n + bc - 1 wraps negative: the quotient is negative, so any blocksPerRow would pass.
+    assertFalse(NativeCpu.scalesCover(1, 120, MAX - 100, 128));
+    assertFalse(NativeCpu.scalesCover(0, 0, MAX, 1 << 30));
+  }
+
+  @Test
+  void alignedBufferTooLargeForOneBufferIsRefused() {
+    // n * 4 wraps negative in int arithmetic.
+    assertThrows(IllegalArgumentException.class, () -> NativeCpu.alignedFloats(1 << 30));
+    assertTrue(NativeCpu.alignedFloats(100).capacity() == 400);
+  }
+}
