@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "scorch_exp.h"
+#include "scorch_jni.h"
 
 #define L 16        /* lanes */
 #define KBLOCK 32   /* keys per block of kT: two vectors */
@@ -229,8 +230,11 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeAttention_attendHead
     JNIEnv* env, jclass cls, jfloatArray q, jfloatArray kv, jfloatArray kPe, jint heads, jint qkNope, jint qkRope,
     jint vHead, jint base, jint len, jint kvRow0, jfloat scale, jint h, jfloatArray out, jobject scratch) {
   (void)cls;
-  float* ps = (*env)->GetDirectBufferAddress(env, scratch);
-  float* pq = ps ? (*env)->GetPrimitiveArrayCritical(env, q, NULL) : NULL;
+  float* ps = scorch_address(env, scratch, "scratch is not a direct buffer");
+  if (!ps) {
+    return;
+  }
+  float* pq = (*env)->GetPrimitiveArrayCritical(env, q, NULL);
   float* pkv = pq ? (*env)->GetPrimitiveArrayCritical(env, kv, NULL) : NULL;
   float* ppe = pkv ? (*env)->GetPrimitiveArrayCritical(env, kPe, NULL) : NULL;
   float* po = ppe ? (*env)->GetPrimitiveArrayCritical(env, out, NULL) : NULL;
@@ -241,4 +245,7 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeAttention_attendHead
   if (ppe) (*env)->ReleasePrimitiveArrayCritical(env, kPe, ppe, JNI_ABORT);
   if (pkv) (*env)->ReleasePrimitiveArrayCritical(env, kv, pkv, JNI_ABORT);
   if (pq) (*env)->ReleasePrimitiveArrayCritical(env, q, pq, JNI_ABORT);
+  if (!po) {
+    scorch_unpinned(env, !pq ? "cannot pin q" : !pkv ? "cannot pin kv" : !ppe ? "cannot pin k_pe" : "cannot pin out");
+  }
 }

@@ -13,6 +13,8 @@
 #include <jni.h>
 #include <stddef.h>
 
+#include "scorch_jni.h"
+
 /* Rows of x per tile (two 8-lane vectors) and weight rows per tile of the AVX2 kernel, as PackedGemm's MR and NR. */
 #define MR 16
 #define NR 6
@@ -325,11 +327,15 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_kernelBlock0(
     jint groups, jobject c, jint mPad, jboolean first, jfloatArray y, jint rowBase, jint mb, jint nDim, jint n0, jint nn) {
   (void)cls;
   /* xt and c are direct buffers (64-byte aligned, never moved); the arrays are pinned for the call. */
-  float* pxt = (*env)->GetDirectBufferAddress(env, xt);
-  float* pc = (*env)->GetDirectBufferAddress(env, c);
-  float* pwb = pxt && pc ? (*env)->GetPrimitiveArrayCritical(env, wb, NULL) : NULL;
+  float* pxt = scorch_address(env, xt, "xt is not a direct buffer");
+  float* pc = pxt ? scorch_address(env, c, "c is not a direct buffer") : NULL;
+  if (!pc) {
+    return;
+  }
+  float* pwb = (*env)->GetPrimitiveArrayCritical(env, wb, NULL);
   float* py = pwb && y ? (*env)->GetPrimitiveArrayCritical(env, y, NULL) : NULL;
-  if (pwb && (py || !y)) {
+  int pinned = pwb && (py || !y);
+  if (pinned) {
     if (mr == MR512) {
       kernel_block_512(pxt + xtOff, tiles, kDim, k0, kc, pwb, groups, pc, mPad, first, py, rowBase, mb, nDim, n0, nn);
     } else {
@@ -339,22 +345,28 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_kernelBlock0(
   /* y is written (mode 0 copies back where the VM gave a copy); wb is only read. */
   if (py) (*env)->ReleasePrimitiveArrayCritical(env, y, py, 0);
   if (pwb) (*env)->ReleasePrimitiveArrayCritical(env, wb, pwb, JNI_ABORT);
+  if (!pinned) {
+    scorch_unpinned(env, pwb ? "cannot pin y" : "cannot pin wb");
+  }
 }
 
 /*
  * The decoders' JNI side: dst (and the FP8 scales) pinned around one decode of rows from src, wherever src lies (a pinned
- * staging array, or a mapping of the checkpoint read in place).
+ * staging array, or a mapping of the checkpoint read in place). They return NULL, or what they could not pin: the caller
+ * throws once it has released its own pins.
  */
-static void bf16_rows_into(JNIEnv* env, const unsigned short* src, jint srcStride, jint rows, jint n, jfloatArray dst) {
+static const char* bf16_rows_into(JNIEnv* env, const unsigned short* src, jint srcStride, jint rows, jint n, jfloatArray dst) {
   float* pd = (*env)->GetPrimitiveArrayCritical(env, dst, NULL);
-  if (pd) {
-    (has_avx512 ? decode_bf16_512 : decode_bf16)(src, srcStride, rows, n, pd);
-    (*env)->ReleasePrimitiveArrayCritical(env, dst, pd, 0);
+  if (!pd) {
+    return "cannot pin dst";
   }
+  (has_avx512 ? decode_bf16_512 : decode_bf16)(src, srcStride, rows, n, pd);
+  (*env)->ReleasePrimitiveArrayCritical(env, dst, pd, 0);
+  return NULL;
 }
 
-static void fp8_rows_into(JNIEnv* env, const unsigned char* src, jint srcStride, jint rows, jint n, jfloatArray scales,
-                          jint blocksPerRow, jint lead, jint bc, jfloatArray dst) {
+static const char* fp8_rows_into(JNIEnv* env, const unsigned char* src, jint srcStride, jint rows, jint n, jfloatArray scales,
+                                 jint blocksPerRow, jint lead, jint bc, jfloatArray dst) {
   float* psc = (*env)->GetPrimitiveArrayCritical(env, scales, NULL);
   float* pd = psc ? (*env)->GetPrimitiveArrayCritical(env, dst, NULL) : NULL;
   if (pd) {
@@ -362,6 +374,7 @@ static void fp8_rows_into(JNIEnv* env, const unsigned char* src, jint srcStride,
     (*env)->ReleasePrimitiveArrayCritical(env, dst, pd, 0);
   }
   if (psc) (*env)->ReleasePrimitiveArrayCritical(env, scales, psc, JNI_ABORT);
+  return pd ? NULL : psc ? "cannot pin dst" : "cannot pin scales";
 }
 
 /* NativeCpu.bf16Rows0 and fp8Rows0, from staging arrays: bounds checked by the Java side. */
@@ -369,10 +382,12 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_bf16Rows0(
     JNIEnv* env, jclass cls, jshortArray src, jint so, jint srcStride, jint rows, jint n, jfloatArray dst) {
   (void)cls;
   unsigned short* ps = (*env)->GetPrimitiveArrayCritical(env, src, NULL);
+  const char* failed = "cannot pin src";
   if (ps) {
-    bf16_rows_into(env, ps + so, srcStride, rows, n, dst);
+    failed = bf16_rows_into(env, ps + so, srcStride, rows, n, dst);
     (*env)->ReleasePrimitiveArrayCritical(env, src, ps, JNI_ABORT);
   }
+  if (failed) scorch_unpinned(env, failed);
 }
 
 JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8Rows0(
@@ -380,36 +395,45 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8Rows0(
     jint blocksPerRow, jint lead, jint bc, jfloatArray dst) {
   (void)cls;
   unsigned char* ps = (*env)->GetPrimitiveArrayCritical(env, src, NULL);
+  const char* failed = "cannot pin src";
   if (ps) {
-    fp8_rows_into(env, ps + so, srcStride, rows, n, scales, blocksPerRow, lead, bc, dst);
+    failed = fp8_rows_into(env, ps + so, srcStride, rows, n, scales, blocksPerRow, lead, bc, dst);
     (*env)->ReleasePrimitiveArrayCritical(env, src, ps, JNI_ABORT);
   }
+  if (failed) scorch_unpinned(env, failed);
 }
 
 /* NativeCpu.bf16RowsMapped0 and fp8RowsMapped0: the raw values read in place from a mapping of the checkpoint. */
 JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_bf16RowsMapped0(
     JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint srcStride, jint rows, jint n, jfloatArray dst) {
   (void)cls;
-  const char* pm = (*env)->GetDirectBufferAddress(env, map);
-  if (pm) bf16_rows_into(env, (const unsigned short*)(pm + byteOffset), srcStride, rows, n, dst);
+  const char* pm = scorch_address(env, map, "the mapping is not a direct buffer");
+  const char* failed = pm ? bf16_rows_into(env, (const unsigned short*)(pm + byteOffset), srcStride, rows, n, dst) : NULL;
+  if (failed) scorch_unpinned(env, failed);
 }
 
 JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8RowsMapped0(
     JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint srcStride, jint rows, jint n, jfloatArray scales,
     jint blocksPerRow, jint lead, jint bc, jfloatArray dst) {
   (void)cls;
-  const unsigned char* pm = (*env)->GetDirectBufferAddress(env, map);
-  if (pm) fp8_rows_into(env, pm + byteOffset, srcStride, rows, n, scales, blocksPerRow, lead, bc, dst);
+  const unsigned char* pm = scorch_address(env, map, "the mapping is not a direct buffer");
+  const char* failed = pm ? fp8_rows_into(env, pm + byteOffset, srcStride, rows, n, scales, blocksPerRow, lead, bc, dst) : NULL;
+  if (failed) scorch_unpinned(env, failed);
 }
 
 /* NativeCpu.transposeTile0, into the direct buffer xt: bounds checked by the Java side. */
 JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_transposeTile0(
     JNIEnv* env, jclass cls, jint mr, jfloatArray x, jint xOff, jint rows, jint kDim, jobject xt, jint xtOff) {
   (void)cls;
-  float* pxt = (*env)->GetDirectBufferAddress(env, xt);
-  float* px = pxt ? (*env)->GetPrimitiveArrayCritical(env, x, NULL) : NULL;
-  if (px) {
-    transpose_tile(px + xOff, rows, kDim, mr, pxt + xtOff);
-    (*env)->ReleasePrimitiveArrayCritical(env, x, px, JNI_ABORT);
+  float* pxt = scorch_address(env, xt, "xt is not a direct buffer");
+  if (!pxt) {
+    return;
   }
+  float* px = (*env)->GetPrimitiveArrayCritical(env, x, NULL);
+  if (!px) {
+    scorch_unpinned(env, "cannot pin x");
+    return;
+  }
+  transpose_tile(px + xOff, rows, kDim, mr, pxt + xtOff);
+  (*env)->ReleasePrimitiveArrayCritical(env, x, px, JNI_ABORT);
 }

@@ -8,6 +8,7 @@
 #include <math.h>
 
 #include "scorch_exp.h"
+#include "scorch_jni.h"
 
 /*
  * VecMath.logSumExp's max and sum over x[0 .. n): the max of all (exact in any order), then e^(x - max) summed lane-wise
@@ -84,7 +85,10 @@ JNIEXPORT jint JNICALL Java_dev_scorch_engine_kernels_NativeVecMath_logSumExp0(
   (void)cls;
   double r[2];
   float* px = (*env)->GetPrimitiveArrayCritical(env, x, NULL);
-  if (!px) return 0;
+  if (!px) {
+    scorch_unpinned(env, "cannot pin x");
+    return 0;
+  }
   int ok = log_sum_exp(px + off, n, r);
   (*env)->ReleasePrimitiveArrayCritical(env, x, px, JNI_ABORT);
   if (ok) (*env)->SetDoubleArrayRegion(env, out, 0, 2, r);
@@ -102,4 +106,7 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeVecMath_siluMul0(
     (*env)->ReleasePrimitiveArrayCritical(env, u, pu, JNI_ABORT);
   }
   if (pg) (*env)->ReleasePrimitiveArrayCritical(env, g, pg, 0);
+  if (!pu) {
+    scorch_unpinned(env, pg ? "cannot pin u" : "cannot pin g");
+  }
 }
