@@ -6,7 +6,6 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 
 /**
  * The native CPU micro-kernels (engine/src/main/c/scorch_cpu.c through JNI): PackedGemm's register tile over one K
@@ -16,8 +15,9 @@ import java.nio.file.StandardCopyOption;
  * compiler does not. Beside them, the rest of a call's per-element work: the decoders of a K block's staged BF16 and FP8
  * weight rows (8 or 16 inputs a step), bit for bit RowDecoder's (at 16 rows of x a weight is decoded for 32 flops, so
  * decoding costs as much as the tile there), and the transpose of x into tiles. Loaded once per JVM from the jar
- * (x86-64 Linux, where the build had a C compiler) and used only where the CPU has AVX2 and FMA;
- * -Dscorch.native=false turns it off. Elsewhere PackedGemm runs its Java kernel.
+ * (x86-64 Linux, where the build had a C compiler) through a file kept per content in the user's cache
+ * ({@link NativeLibraryFile}), and used only where the CPU has AVX2 and FMA; -Dscorch.native=false turns it off.
+ * Elsewhere PackedGemm runs its Java kernel.
  */
 public final class NativeCpu {
   private static final String RESOURCE = "native/libscorch_cpu.so";
@@ -87,15 +87,19 @@ public final class NativeCpu {
     if (!os.startsWith("Linux") || !(arch.equals("amd64") || arch.equals("x86_64"))) {
       return "no native kernel for " + os + " " + arch;
     }
+    byte[] bytes;
     try (InputStream in = NativeCpu.class.getResourceAsStream(RESOURCE)) {
       if (in == null) {
         return "not in this build (it had no C compiler)";
       }
-      // System.load needs a file: one per JVM, removed at exit.
-      Path lib = Files.createTempFile("scorch_cpu", ".so");
-      lib.toFile().deleteOnExit();
-      Files.copy(in, lib, StandardCopyOption.REPLACE_EXISTING);
-      System.load(lib.toString());
+      bytes = in.readAllBytes();
+    }
+    Path lib = NativeLibraryFile.cached(bytes, NativeLibraryFile.defaultDir(), "libscorch_cpu");
+    System.load(lib.toString());
+    try {
+      NativeLibraryFile.removeOldTempCopies(Path.of(System.getProperty("java.io.tmpdir")), Files.getOwner(lib));
+    } catch (IOException e) {
+      // best effort: what is left is only disk space
     }
     return isa() > 0 ? null : "this CPU lacks AVX2 or FMA";
   }
