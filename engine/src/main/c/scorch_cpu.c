@@ -9,9 +9,14 @@
  * fp32 rows the kernels broadcast. Built by build.sh (engine's generate-resources phase) for x86-64 Linux; each
  * function is compiled for its instruction set and runs only where NativeCpu.isa (below) says the CPU has it.
  */
+#define _GNU_SOURCE /* sigaction, sigsetjmp and ucontext_t beside -std=c11 */
 #include <immintrin.h>
 #include <jni.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stddef.h>
+#include <string.h>
+#include <ucontext.h>
 
 #include "scorch_jni.h"
 
@@ -321,6 +326,62 @@ JNIEXPORT jint JNICALL Java_dev_scorch_engine_kernels_NativeCpu_isa(JNIEnv* env,
   return has_avx512 ? 2 : 1;
 }
 
+/*
+ * Reads of a checkpoint's mapping in place. A file truncated under its mapping (a copy re-synced while a job runs) turns
+ * the next read of a page past its new end into SIGBUS, which in native code the JVM takes for a crash of its own. While
+ * a decoder reads a mapping its thread's guard is set, and on_sigbus jumps out of the decoder: the call reports the
+ * fault and NativeCpu throws, naming the shard. Every other SIGBUS goes on to the handler installed before, the JVM's
+ * (which turns a fault of its own reads of a mapped buffer into an InternalError), as if we were not there.
+ */
+struct mapped_read_guard {
+  sigjmp_buf jump;
+  sigset_t mask; /* the thread's signal mask when it faulted, restored after the jump (the handler's adds to it) */
+};
+
+/* Initial-exec: the handler reads it without the lazy allocation a dlopened library's TLS may otherwise take. */
+static __thread struct mapped_read_guard* volatile guard __attribute__((tls_model("initial-exec")));
+static struct sigaction previous_sigbus;
+static int sigbus_guarded;
+
+static void on_sigbus(int sig, siginfo_t* info, void* context) {
+  struct mapped_read_guard* g = guard;
+  if (g) {
+    guard = NULL;
+    g->mask = ((ucontext_t*)context)->uc_sigmask;
+    siglongjmp(g->jump, 1);
+  }
+  if (previous_sigbus.sa_flags & SA_SIGINFO) {
+    previous_sigbus.sa_sigaction(sig, info, context);
+  } else if (previous_sigbus.sa_handler == SIG_DFL || previous_sigbus.sa_handler == SIG_IGN) {
+    /* The default action: back to it, and the faulting read, done again, ends the process as it would have. */
+    sigaction(SIGBUS, &previous_sigbus, NULL);
+  } else {
+    previous_sigbus.sa_handler(sig);
+  }
+}
+
+/* Installs on_sigbus in front of the JVM's handler, once, as the library loads. */
+JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM* vm, void* reserved) {
+  (void)vm;
+  (void)reserved;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  if (sigaction(SIGBUS, NULL, &previous_sigbus) == 0) {
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_mask = previous_sigbus.sa_mask;
+    sa.sa_flags = SA_SIGINFO | (previous_sigbus.sa_flags & (SA_ONSTACK | SA_RESTART));
+    sigbus_guarded = sigaction(SIGBUS, &sa, NULL) == 0;
+  }
+  return JNI_VERSION_1_8;
+}
+
+/* Whether the decoders may read mappings in place: 1 where on_sigbus is installed. */
+JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_mappedReadsGuarded0(JNIEnv* env, jclass cls) {
+  (void)env;
+  (void)cls;
+  return sigbus_guarded ? JNI_TRUE : JNI_FALSE;
+}
+
 /* NativeCpu.kernelBlock0, on tiles of mr rows (16: AVX2, 32: AVX-512): the arrays' bounds and mr are checked by the Java side. */
 JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_kernelBlock0(
     JNIEnv* env, jclass cls, jint mr, jobject xt, jint xtOff, jint tiles, jint kDim, jint k0, jint kc, jfloatArray wb,
@@ -351,9 +412,8 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_kernelBlock0(
 }
 
 /*
- * The decoders' JNI side: dst (and the FP8 scales) pinned around one decode of rows from src, wherever src lies (a pinned
- * staging array, or a mapping of the checkpoint read in place). They return NULL, or what they could not pin: the caller
- * throws once it has released its own pins.
+ * The staging decoders' JNI side: dst (and the FP8 scales) pinned around one decode of rows from src, a pinned staging
+ * array. They return NULL, or what they could not pin: the caller throws once it has released its own pins.
  */
 static const char* bf16_rows_into(JNIEnv* env, const unsigned short* src, jint srcStride, jint rows, jint n, jfloatArray dst) {
   float* pd = (*env)->GetPrimitiveArrayCritical(env, dst, NULL);
@@ -403,22 +463,69 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8Rows0(
   if (failed) scorch_unpinned(env, failed);
 }
 
-/* NativeCpu.bf16RowsMapped0 and fp8RowsMapped0: the raw values read in place from a mapping of the checkpoint. */
-JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_bf16RowsMapped0(
+/*
+ * NativeCpu.bf16RowsMapped0 and fp8RowsMapped0: the raw values read in place from a mapping of the checkpoint, under the
+ * thread's SIGBUS guard. JNI_TRUE when read; JNI_FALSE where a page of the mapping could not be read (the file shrank),
+ * dst then partly written.
+ */
+JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_bf16RowsMapped0(
     JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint srcStride, jint rows, jint n, jfloatArray dst) {
   (void)cls;
   const char* pm = scorch_address(env, map, "the mapping is not a direct buffer");
-  const char* failed = pm ? bf16_rows_into(env, (const unsigned short*)(pm + byteOffset), srcStride, rows, n, dst) : NULL;
-  if (failed) scorch_unpinned(env, failed);
+  if (!pm) {
+    return JNI_FALSE;
+  }
+  float* pd = (*env)->GetPrimitiveArrayCritical(env, dst, NULL);
+  if (!pd) {
+    scorch_unpinned(env, "cannot pin dst");
+    return JNI_FALSE;
+  }
+  struct mapped_read_guard g;
+  jboolean read = JNI_TRUE;
+  if (sigsetjmp(g.jump, 0) == 0) {
+    guard = &g;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the guard is set before the first read, cleared after the last */
+    (has_avx512 ? decode_bf16_512 : decode_bf16)((const unsigned short*)(pm + byteOffset), srcStride, rows, n, pd);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    guard = NULL;
+  } else {
+    pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
+    read = JNI_FALSE;
+  }
+  (*env)->ReleasePrimitiveArrayCritical(env, dst, pd, 0);
+  return read;
 }
 
-JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8RowsMapped0(
+JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8RowsMapped0(
     JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint srcStride, jint rows, jint n, jfloatArray scales,
     jint blocksPerRow, jint lead, jint bc, jfloatArray dst) {
   (void)cls;
   const unsigned char* pm = scorch_address(env, map, "the mapping is not a direct buffer");
-  const char* failed = pm ? fp8_rows_into(env, pm + byteOffset, srcStride, rows, n, scales, blocksPerRow, lead, bc, dst) : NULL;
-  if (failed) scorch_unpinned(env, failed);
+  if (!pm) {
+    return JNI_FALSE;
+  }
+  float* psc = (*env)->GetPrimitiveArrayCritical(env, scales, NULL);
+  float* pd = psc ? (*env)->GetPrimitiveArrayCritical(env, dst, NULL) : NULL;
+  jboolean read = JNI_FALSE;
+  if (pd) {
+    struct mapped_read_guard g;
+    if (sigsetjmp(g.jump, 0) == 0) {
+      guard = &g;
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      (has_avx512 ? decode_fp8_512 : decode_fp8)(pm + byteOffset, srcStride, rows, n, psc, blocksPerRow, lead, bc, pd);
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      guard = NULL;
+      read = JNI_TRUE;
+    } else {
+      pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
+    }
+    (*env)->ReleasePrimitiveArrayCritical(env, dst, pd, 0);
+  }
+  if (psc) (*env)->ReleasePrimitiveArrayCritical(env, scales, psc, JNI_ABORT);
+  if (!pd) {
+    scorch_unpinned(env, psc ? "cannot pin dst" : "cannot pin scales");
+  }
+  return read;
 }
 
 /* NativeCpu.transposeTile0, into the direct buffer xt: bounds checked by the Java side. */

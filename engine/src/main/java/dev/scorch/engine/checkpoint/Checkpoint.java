@@ -151,6 +151,20 @@ public final class Checkpoint {
     return sf.tensor(name);
   }
 
+  /**
+   * What a read of the mapped weights that faulted means (the JVM's InternalError for a Java read of a mapping): where a
+   * shard has shrunk since it was mapped, a {@link CheckpointException} naming it; else the fault as it came.
+   */
+  public RuntimeException readFault(InternalError fault) {
+    for (SafetensorsFile sf : shards) {
+      MappedFile m = sf.mappedOrNull();
+      if (m != null && m.shrunk()) {
+        return m.changedOnDisk("a read of the model's weights faulted", fault);
+      }
+    }
+    throw fault;
+  }
+
   public long bytesOnDisk() {
     long n = 0;
     for (SafetensorsFile sf : shards) {

@@ -8,6 +8,7 @@ import java.nio.IntBuffer;
 import java.nio.MappedByteBuffer;
 import java.nio.ShortBuffer;
 import java.nio.channels.FileChannel;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 
@@ -15,6 +16,10 @@ import java.nio.file.StandardOpenOption;
  * A read-only memory map of a whole file of any size. A MappedByteBuffer holds at most 2 GiB, so the file
  * is mapped in chunks that overlap by {@code overlap} bytes: any range no longer than the overlap lies
  * whole inside one chunk and comes back as one little-endian slice. Nothing is copied onto the heap.
+ *
+ * <p>A file that shrinks while mapped (truncated, or rewritten in place, while a job runs) has no pages past its new
+ * end: a read there faults. The JVM turns the fault of a Java read into an InternalError, which the bulk reads here,
+ * and {@link #readFault} for readers elsewhere, turn into a {@link CheckpointException} naming the file.
  */
 public final class MappedFile {
   public static final long DEFAULT_CHUNK = 1L << 30;
@@ -89,6 +94,45 @@ public final class MappedFile {
     return maps[i].slice((int) (offset - i * chunk), length).order(ByteOrder.LITTLE_ENDIAN);
   }
 
+  /** Whether the file at this path is now shorter than it was when mapped, so reads past its new end fault. */
+  public boolean shrunk() {
+    try {
+      return Files.size(path) < size;
+    } catch (IOException e) {
+      return true; // gone: whatever was mapped is no longer backed by it
+    }
+  }
+
+  /**
+   * The error for a read of [offset, offset + length) of this mapping that faulted (what: the reader, for the message;
+   * may be null), naming the file and its sizes then and now.
+   */
+  public CheckpointException readFault(long offset, long length, String what, Throwable cause) {
+    return changedOnDisk("cannot read bytes [" + offset + ", " + (offset + length) + ")" + (what == null ? "" : " (" + what + ")")
+        + " of the mapped file", cause);
+  }
+
+  /** The error for a fault of this mapping: what happened, then the file (named) and its sizes then and now. */
+  public CheckpointException changedOnDisk(String what, Throwable cause) {
+    String now;
+    try {
+      now = Files.size(path) + " bytes";
+    } catch (IOException e) {
+      now = "unreadable (" + e.getMessage() + ")";
+    }
+    return new CheckpointException(path + ": " + what + ": the file is now " + now + ", " + size + " when it was mapped; it"
+        + " changed on disk while in use (truncated or rewritten in place; replace a model's files by renaming new ones into"
+        + " place)", cause);
+  }
+
+  /** A Java read's fault: {@link #readFault} where the file has shrunk, else the InternalError as it came. */
+  private CheckpointException javaReadFault(long offset, long length, InternalError fault) {
+    if (!shrunk()) {
+      throw fault;
+    }
+    return readFault(offset, length, null, fault);
+  }
+
   /** Copies the n bytes at offset into dst[0 .. n) (the range as {@link #slice} takes it), allocating nothing. */
   public void getBytes(long offset, byte[] dst, int n) {
     getBytes(offset, dst, 0, n);
@@ -97,7 +141,11 @@ public final class MappedFile {
   /** As {@link #getBytes(long, byte[], int)} into dst[off .. off + n). */
   public void getBytes(long offset, byte[] dst, int off, int n) {
     int i = chunkOf(offset, n);
-    maps[i].get((int) (offset - i * chunk), dst, off, n);
+    try {
+      maps[i].get((int) (offset - i * chunk), dst, off, n);
+    } catch (InternalError e) {
+      throw javaReadFault(offset, n, e);
+    }
   }
 
   /**
@@ -115,7 +163,11 @@ public final class MappedFile {
     if ((rel & 1) != 0) {
       return false;
     }
-    shorts[i].get((int) (rel >> 1), dst, off, n);
+    try {
+      shorts[i].get((int) (rel >> 1), dst, off, n);
+    } catch (InternalError e) {
+      throw javaReadFault(offset, 2L * n, e);
+    }
     return true;
   }
 
@@ -126,7 +178,11 @@ public final class MappedFile {
     if ((rel & 3) != 0) {
       return false;
     }
-    ints[i].get((int) (rel >> 2), dst, 0, n);
+    try {
+      ints[i].get((int) (rel >> 2), dst, 0, n);
+    } catch (InternalError e) {
+      throw javaReadFault(offset, 4L * n, e);
+    }
     return true;
   }
 
@@ -137,7 +193,11 @@ public final class MappedFile {
     if ((rel & 3) != 0) {
       return false;
     }
-    floats[i].get((int) (rel >> 2), dst, off, n);
+    try {
+      floats[i].get((int) (rel >> 2), dst, off, n);
+    } catch (InternalError e) {
+      throw javaReadFault(offset, 4L * n, e);
+    }
     return true;
   }
 

@@ -196,6 +196,11 @@ public final class SafetensorsFile {
     return mapped;
   }
 
+  /** The mapping where the file has been mapped, else null. */
+  public synchronized MappedFile mappedOrNull() {
+    return mapped;
+  }
+
   public Tensor tensor(String name) {
     TensorInfo info = tensors.get(name);
     if (info == null) {

@@ -65,6 +65,14 @@ public final class Tensor {
     return file.mapping(dataOffset(byteOffset, length), length);
   }
 
+  /**
+   * The error for a read of this tensor's data bytes [byteOffset, byteOffset + length) that could not be read in place
+   * (by reader, for the message): the file shrank under its mapping. Names the file and the tensor.
+   */
+  public CheckpointException readFault(long byteOffset, long length, String reader) {
+    return file.readFault(info.begin() + byteOffset, length, "tensor '" + info.name() + "', read by " + reader, null);
+  }
+
   /** Where byte byteOffset of the data lies in {@link #mapping}'s buffer for the same range. */
   public long mappedAt(long byteOffset, int length) {
     long at = dataOffset(byteOffset, length);
@@ -105,7 +113,14 @@ public final class Tensor {
       int k = Math.min(n, perPiece);
       long at = info.begin() + start * esize;
       if (!decodeDirect(at, dst, off, k)) {
-        decode(dtype(), file.slice(at, k * esize), dst, off, k);
+        try {
+          decode(dtype(), file.slice(at, k * esize), dst, off, k);
+        } catch (InternalError e) {
+          if (!file.shrunk()) {
+            throw e;
+          }
+          throw file.readFault(at, (long) k * esize, "tensor '" + info.name() + "'", e);
+        }
       }
       start += k;
       off += k;

@@ -128,6 +128,12 @@ public final class Linear {
     return weight.mapping(e * ((long) row * in + k), e * n);
   }
 
+  /** The error for raw values of W[row, k] and the n - 1 after it that the native decoder could not read in place. */
+  public RuntimeException rawMappingFault(int row, int k, long n) {
+    int e = weight.dtype().bytes();
+    return weight.readFault(e * ((long) row * in + k), e * n, "the native decoder, in place");
+  }
+
   /** The byte of {@link #rawMapping}'s buffer where W[row, k] lies. */
   public long rawMappedAt(int row, int k, int n) {
     int e = weight.dtype().bytes();

@@ -25,20 +25,24 @@ public final class NativeCpu {
   private static final boolean AVAILABLE;
   /** Whether the CPU also runs the AVX-512 kernel (isa() == 2). */
   private static final boolean AVX512;
+  private static final boolean MAPPED_READS_GUARDED;
 
   static {
     String status;
     boolean ok = false;
     boolean avx512 = false;
+    boolean guarded = false;
     try {
       status = load();
       ok = status == null;
       avx512 = ok && isa() == 2;
+      guarded = ok && mappedReadsGuarded0();
     } catch (IOException | LinkageError | SecurityException e) {
       status = "not loaded: " + e;
     }
     AVAILABLE = ok;
     AVX512 = avx512;
+    MAPPED_READS_GUARDED = guarded;
     STATUS = ok ? "loaded" : status;
   }
 
@@ -176,20 +180,29 @@ public final class NativeCpu {
   }
 
   /**
-   * {@link #bf16Rows} reading the raw halves in place: row j's at byte byteOffset + 2·j·srcStride of map (a mapping of
-   * the checkpoint; byteOffset even).
+   * Whether the mapped decoders may read a checkpoint's mapping in place: the library's SIGBUS guard is installed, so a
+   * page the file no longer has (truncated while mapped) makes them return false instead of crashing the JVM.
    */
-  static void bf16RowsMapped(java.nio.MappedByteBuffer map, long byteOffset, int srcStride, int rows, int n, float[] dst) {
+  static boolean mappedReadsGuarded() {
+    return MAPPED_READS_GUARDED;
+  }
+
+  /**
+   * {@link #bf16Rows} reading the raw halves in place: row j's at byte byteOffset + 2·j·srcStride of map (a mapping of
+   * the checkpoint; byteOffset even). False where a page of the range could not be read (the file shrank under its
+   * mapping; dst then holds part of the rows): the caller throws naming the file.
+   */
+  static boolean bf16RowsMapped(java.nio.MappedByteBuffer map, long byteOffset, int srcStride, int rows, int n, float[] dst) {
     if (byteOffset < 0 || byteOffset % 2 != 0 || rows < 0 || n < 0 || srcStride < n || !map.isDirect()
         || rows > 0 && byteOffset + 2L * ((long) (rows - 1) * srcStride + n) > map.capacity() || (long) rows * n > dst.length) {
       throw new IndexOutOfBoundsException("bf16 rows out of their mapping: " + map.capacity() + " bytes from " + byteOffset
           + ", " + rows + " rows of " + n + " at stride " + srcStride + ", dst " + dst.length);
     }
-    bf16RowsMapped0(map, byteOffset, srcStride, rows, n, dst);
+    return bf16RowsMapped0(map, byteOffset, srcStride, rows, n, dst);
   }
 
-  /** {@link #fp8Rows} reading the codes in place: row j's at byte byteOffset + j·srcStride of map. */
-  static void fp8RowsMapped(java.nio.MappedByteBuffer map, long byteOffset, int srcStride, int rows, int n, float[] scales,
+  /** {@link #fp8Rows} reading the codes in place: row j's at byte byteOffset + j·srcStride of map. False as {@link #bf16RowsMapped}. */
+  static boolean fp8RowsMapped(java.nio.MappedByteBuffer map, long byteOffset, int srcStride, int rows, int n, float[] scales,
                             int blocksPerRow, int lead, int bc, float[] dst) {
     if (byteOffset < 0 || rows < 0 || n < 0 || srcStride < n || bc < 8 || bc % 8 != 0 || lead < 0 || lead >= bc
         || lead % 8 != 0 || !map.isDirect() || rows > 0 && byteOffset + (long) (rows - 1) * srcStride + n > map.capacity()
@@ -198,7 +211,7 @@ public final class NativeCpu {
           + ", " + rows + " rows of " + n + " at stride " + srcStride + ", scales " + scales.length + " (" + blocksPerRow
           + " per row, blocks of " + bc + " from " + lead + "), dst " + dst.length);
     }
-    fp8RowsMapped0(map, byteOffset, srcStride, rows, n, scales, blocksPerRow, lead, bc, dst);
+    return fp8RowsMapped0(map, byteOffset, srcStride, rows, n, scales, blocksPerRow, lead, bc, dst);
   }
 
   /**
@@ -225,9 +238,11 @@ public final class NativeCpu {
   private static native void fp8Rows0(byte[] src, int so, int srcStride, int rows, int n, float[] scales, int blocksPerRow,
                                       int lead, int bc, float[] dst);
 
-  private static native void bf16RowsMapped0(java.nio.ByteBuffer map, long byteOffset, int srcStride, int rows, int n, float[] dst);
+  private static native boolean mappedReadsGuarded0();
 
-  private static native void fp8RowsMapped0(java.nio.ByteBuffer map, long byteOffset, int srcStride, int rows, int n,
+  private static native boolean bf16RowsMapped0(java.nio.ByteBuffer map, long byteOffset, int srcStride, int rows, int n, float[] dst);
+
+  private static native boolean fp8RowsMapped0(java.nio.ByteBuffer map, long byteOffset, int srcStride, int rows, int n,
                                             float[] scales, int blocksPerRow, int lead, int bc, float[] dst);
 
   private static native void kernelBlock0(int mr, ByteBuffer xt, int xtOff, int tiles, int kDim, int k0, int kc, float[] wb,

@@ -91,10 +91,10 @@ final class RowDecoder {
   }
 
   /**
-   * As above; with inPlace (for {@link NativeCpu}'s decoders, which read the mapping) the block is not copied where it
-   * lies whole in one mapping: {@link #decodeStagedRows} then decodes it straight from the checkpoint's pages, which
-   * saves a pass over the weights (1.013x and 1.016x at 2048 x 1024 x 1024 and 2048 x 4096 x 1024, medians of 21
-   * alternating rounds on a noisy machine).
+   * As above; with inPlace (for {@link NativeCpu}'s decoders, which read the mapping, and report a file that shrank
+   * under it rather than crash) the block is not copied where it lies whole in one mapping: {@link #decodeStagedRows}
+   * then decodes it straight from the checkpoint's pages, which saves a pass over the weights (1.013x and 1.016x at
+   * 2048 x 1024 x 1024 and 2048 x 4096 x 1024, medians of 21 alternating rounds on a noisy machine).
    */
   boolean stage(Linear w, int row0, int rows, int k0, int kn, boolean inPlace) {
     if (rows > stageRows || kn > stageCols) {
@@ -103,7 +103,7 @@ final class RowDecoder {
     stagedW = null;
     stagedMapping = null;
     boolean bf16 = w.dtype() == DType.BF16 && H != null;
-    if (inPlace && rows > 0 && (bf16 || fp8InRegisters(w) && k0 % L == 0)) {
+    if (inPlace && NativeCpu.mappedReadsGuarded() && rows > 0 && (bf16 || fp8InRegisters(w) && k0 % L == 0)) {
       int n = (rows - 1) * w.in() + kn;
       java.nio.MappedByteBuffer m = w.rawMapping(row0, k0, n);
       long at = m == null ? 0 : w.rawMappedAt(row0, k0, n);
@@ -185,7 +185,9 @@ final class RowDecoder {
     int so = k0 - stagedK0;
     if (stagedW.dtype() == DType.BF16) {
       if (stagedMapping != null) {
-        NativeCpu.bf16RowsMapped(stagedMapping, stagedMappedAt + 2L * so, stagedRowStride, rows, n, dst);
+        if (!NativeCpu.bf16RowsMapped(stagedMapping, stagedMappedAt + 2L * so, stagedRowStride, rows, n, dst)) {
+          throw stagedW.rawMappingFault(stagedRow0, k0, (long) (rows - 1) * stagedRowStride + n);
+        }
       } else {
         NativeCpu.bf16Rows(stagedHalves, so, stagedKn, rows, n, dst);
       }
@@ -201,7 +203,9 @@ final class RowDecoder {
       }
     }
     if (stagedMapping != null) {
-      NativeCpu.fp8RowsMapped(stagedMapping, stagedMappedAt + so, stagedRowStride, rows, n, stagedScales, blocks, lead, bc, dst);
+      if (!NativeCpu.fp8RowsMapped(stagedMapping, stagedMappedAt + so, stagedRowStride, rows, n, stagedScales, blocks, lead, bc, dst)) {
+        throw stagedW.rawMappingFault(stagedRow0, k0, (long) (rows - 1) * stagedRowStride + n);
+      }
     } else {
       NativeCpu.fp8Rows(stagedCodes, so, stagedKn, rows, n, stagedScales, blocks, lead, bc, dst);
     }

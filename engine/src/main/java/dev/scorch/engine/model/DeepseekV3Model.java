@@ -14,7 +14,9 @@ import java.nio.file.Path;
 
 /**
  * DeepseekV3ForCausalLM (Kimi K2, DeepSeek-V3/R1): embed_tokens → num_hidden_layers decoder layers → norm →
- * lm_head, logits in fp32. Weights stay memory-mapped in their checkpoint dtype.
+ * lm_head, logits in fp32. Weights stay memory-mapped in their checkpoint dtype; a shard that shrinks under its mapping
+ * fails the pass with a {@link dev.scorch.engine.checkpoint.CheckpointException} naming it (the JVM's InternalError for
+ * a read past its new end, caught at each entry point here).
  */
 public final class DeepseekV3Model {
   private static final Workspace.Key HIDDEN = new Workspace.Key("model.hidden"); // [T, hidden]: the residual stream
@@ -23,6 +25,7 @@ public final class DeepseekV3Model {
   private static final Workspace.Key DECODE_BATCH = new Workspace.Key("model.decode_batch"); // a step's one token per sequence
 
   private final ModelConfig config;
+  private final Checkpoint checkpoint; // its mappings hold the weights: a fault reading them names the shard
   private final Linear embedTokens; // [vocab, hidden]; rows are looked up, never multiplied
   private final DecoderLayer[] layers;
   private final float[] norm; // [hidden]
@@ -31,6 +34,7 @@ public final class DeepseekV3Model {
 
   public DeepseekV3Model(ModelWeights w) {
     config = w.config();
+    checkpoint = w.checkpoint();
     embedTokens = w.linear("model.embed_tokens.weight");
     layers = new DecoderLayer[config.numHiddenLayers()];
     for (int i = 0; i < layers.length; i++) {
@@ -78,7 +82,11 @@ public final class DeepseekV3Model {
    * [T, hidden]), valid until ws's next pass.
    */
   public float[] forward(PackedBatch batch, Ops ops, int[][] routes, Workspace ws) {
-    return forward(batch, ops, routes, null, ws);
+    try {
+      return forward(batch, ops, routes, null, ws);
+    } catch (InternalError e) {
+      throw checkpoint.readFault(e);
+    }
   }
 
   /**
@@ -95,7 +103,11 @@ public final class DeepseekV3Model {
 
   /** As {@link #prefill(PackedBatch, KvCache[], Ops)} with every activation in ws: the result (at least [T, hidden]) is ws's. */
   public float[] prefill(PackedBatch batch, KvCache[] caches, Ops ops, Workspace ws) {
-    return prefill(batch, caches, ops, null, ws);
+    try {
+      return prefill(batch, caches, ops, null, ws);
+    } catch (InternalError e) {
+      throw checkpoint.readFault(e);
+    }
   }
 
   private float[] prefill(PackedBatch batch, KvCache[] caches, Ops ops, int[][] routes, Workspace ws) {
@@ -142,10 +154,14 @@ public final class DeepseekV3Model {
       batch.seqLen()[s] = 1;
     }
     Matmuls mm = Matmuls.of(ops, batch, caches); // before the caches advance
-    float[] hidden = prefill(batch, caches, ops, routes, ws);
-    float[] out = ws.exactFloats(LOGITS, b * config.vocabSize());
-    mm.apply(hidden, b, lmHead, out);
-    return out;
+    try {
+      float[] hidden = prefill(batch, caches, ops, routes, ws);
+      float[] out = ws.exactFloats(LOGITS, b * config.vocabSize());
+      mm.apply(hidden, b, lmHead, out);
+      return out;
+    } catch (InternalError e) {
+      throw checkpoint.readFault(e);
+    }
   }
 
   /** A decode step's batch, kept in the workspace and refilled step after step while B stays the same. */
@@ -217,7 +233,11 @@ public final class DeepseekV3Model {
 
   /** logits[rows, vocab] = lm_head(hidden rows), fp32, as scoring and prefill compute them ({@link Ops#matmul}). */
   public void logits(float[] hiddenRows, int rows, Ops ops, float[] out) {
-    ops.matmul(hiddenRows, rows, lmHead, out);
+    try {
+      ops.matmul(hiddenRows, rows, lmHead, out);
+    } catch (InternalError e) {
+      throw checkpoint.readFault(e);
+    }
   }
 
   /**
@@ -225,6 +245,10 @@ public final class DeepseekV3Model {
    * {@link Ops#matmulDecode}, the logits {@link #decode} returns for such rows.
    */
   public void decodeLogits(float[] hiddenRows, int rows, Ops ops, float[] out) {
-    ops.matmulDecode(hiddenRows, rows, lmHead, out);
+    try {
+      ops.matmulDecode(hiddenRows, rows, lmHead, out);
+    } catch (InternalError e) {
+      throw checkpoint.readFault(e);
+    }
   }
 }

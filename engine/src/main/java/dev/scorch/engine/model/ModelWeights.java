@@ -27,6 +27,10 @@ public final class ModelWeights {
     return config;
   }
 
+  public Checkpoint checkpoint() {
+    return ckpt;
+  }
+
   public Tensor tensor(String name) {
     return ckpt.tensor(name);
   }

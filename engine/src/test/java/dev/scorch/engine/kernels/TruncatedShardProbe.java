@@ -1,0 +1,93 @@
+package dev.scorch.engine.kernels;
+
+import dev.scorch.engine.checkpoint.Checkpoint;
+import dev.scorch.engine.checkpoint.MappedFile;
+import dev.scorch.engine.checkpoint.SafetensorsFile;
+import dev.scorch.engine.demo.DemoModelWriter;
+import dev.scorch.engine.demo.DemoPreset;
+import dev.scorch.engine.model.DeepseekV3Model;
+import dev.scorch.engine.scoring.LogitsMode;
+import dev.scorch.engine.scoring.ScoreRequest;
+import dev.scorch.engine.scoring.Scorer;
+import dev.scorch.engine.scoring.SequenceScore;
+import java.io.RandomAccessFile;
+import java.nio.MappedByteBuffer;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+
+/**
+ * A child JVM for {@link TruncatedShardTest}: files cut short under their mappings, read by the native decoders and by a
+ * model's scoring. Prints key=value lines; a crash (SIGBUS in native code) ends it with 134 before "done".
+ */
+public final class TruncatedShardProbe {
+  private TruncatedShardProbe() {}
+
+  private static void cut(Path f, long size) throws Exception {
+    try (RandomAccessFile r = new RandomAccessFile(f.toFile(), "rw")) {
+      r.setLength(size);
+    }
+  }
+
+  private static String outcome(Runnable r) {
+    try {
+      r.run();
+      return "ok";
+    } catch (Throwable t) {
+      return t.getClass().getName() + ": " + t.getMessage();
+    }
+  }
+
+  public static void main(String[] args) throws Exception {
+    Path dir = Path.of(args[0]);
+    boolean fp8 = args.length > 1 && args[1].equals("fp8");
+    System.out.println("native=" + NativeCpu.status() + " guarded=" + NativeCpu.mappedReadsGuarded());
+
+    // The decoders straight on a mapping whose file lost all but its first page.
+    if (NativeCpu.available() && NativeCpu.mappedReadsGuarded()) {
+      Path f = dir.resolve("cut.bin");
+      Files.write(f, new byte[1 << 20]);
+      MappedByteBuffer map = MappedFile.map(f).mapping(0, 1 << 20);
+      cut(f, 4096);
+      float[] dst = new float[64 * 256];
+      float[] scales = new float[64 * 2];
+      System.out.println("bf16-in-first-page=" + NativeCpu.bf16RowsMapped(map, 0, 256, 4, 256, dst));
+      System.out.println("bf16-past-end=" + NativeCpu.bf16RowsMapped(map, 65536, 256, 64, 256, dst));
+      System.out.println("fp8-past-end=" + NativeCpu.fp8RowsMapped(map, 65536, 256, 64, 256, scales, 2, 0, 128, dst));
+      System.out.println("bf16-past-end-again=" + NativeCpu.bf16RowsMapped(map, 131072, 256, 64, 256, dst));
+    }
+
+    // A model scoring a batch, then the same batch after its last shard lost its second half.
+    Path model = dir.resolve("model");
+    new DemoModelWriter(DemoPreset.TINY, fp8, true, 7).write(model);
+    DeepseekV3Model m = DeepseekV3Model.load(model);
+    List<ScoreRequest> reqs = new ArrayList<>();
+    Random r = new Random(3);
+    for (int s = 0; s < 3; s++) {
+      int[] tokens = new int[48];
+      for (int i = 0; i < tokens.length; i++) {
+        tokens[i] = r.nextInt(DemoPreset.TINY.vocabSize());
+      }
+      reqs.add(new ScoreRequest(tokens, 1, 0, LogitsMode.NONE));
+    }
+    try (CpuOps ops = new CpuOps(2)) {
+      Scorer scorer = new Scorer(m, ops);
+      System.out.println("first=" + outcome(() -> {
+        SequenceScore s = scorer.score(reqs, (int[][]) null).get(0);
+        if (!Double.isFinite(s.sumLogprob())) {
+          throw new IllegalStateException("sum " + s.sumLogprob());
+        }
+      }));
+      List<SafetensorsFile> shards = Checkpoint.open(model).shards();
+      Path last = shards.get(shards.size() - 1).path();
+      System.out.println("cut=" + last.getFileName());
+      cut(last, Files.size(last) / 2);
+      System.out.println("second=" + outcome(() -> scorer.score(reqs, (int[][]) null)));
+    }
+    System.out.println("done");
+    System.out.flush();
+    System.exit(0);
+  }
+}

@@ -1,0 +1,77 @@
+package dev.scorch.engine.kernels;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.scorch.engine.testing.ChildJvm;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * A shard truncated under its mapping while a model is in use (a copy re-synced while a job runs): the next batch fails
+ * with a CheckpointException naming the shard, in a JVM that lives on, not SIGBUS in native code (a JVM crash, exit
+ * 134) or the JVM's anonymous InternalError (which Spark takes for a fatal error and kills the executor for).
+ * Each case runs in a child JVM ({@link TruncatedShardProbe}), so a crash fails the test and nothing else.
+ *
+ * <p>With the native kernels (x86-64 Linux with AVX2 and FMA, the library built) the faulting reads are the C
+ * decoders' reads in place, and the decoders are also driven straight on a cut mapping; where the native library is not
+ * loaded, both children take the Java path and the native assertions are skipped (the output says which ran).
+ */
+class TruncatedShardTest {
+  @TempDir
+  Path tmp;
+
+  private static String value(String output, String key) {
+    Matcher m = Pattern.compile("(?m)^" + Pattern.quote(key) + "=(.*)$").matcher(output);
+    return m.find() ? m.group(1) : null;
+  }
+
+  private String run(String name, List<String> jvmArgs, String... args) throws Exception {
+    Path dir = tmp.resolve(name);
+    java.nio.file.Files.createDirectories(dir);
+    String[] all = new String[args.length + 1];
+    all[0] = dir.toString();
+    System.arraycopy(args, 0, all, 1, args.length);
+    ChildJvm.Result r = ChildJvm.run(TruncatedShardProbe.class, jvmArgs, Map.of(), 180, all);
+    System.out.println("--- " + name + " ---\n" + r.output());
+    assertEquals(0, r.exitCode(), name + " ended with " + r.exitCode() + ":\n" + r.output());
+    assertTrue(r.output().contains("\ndone"), r.output());
+    return r.output();
+  }
+
+  private static void assertNamesTheShard(String out) {
+    String cut = value(out, "cut");
+    assertEquals("ok", value(out, "first"), out);
+    String second = value(out, "second");
+    assertTrue(second.startsWith("dev.scorch.engine.checkpoint.CheckpointException: "), second);
+    assertTrue(second.contains(cut + ": "), "names the shard " + cut + ": " + second);
+    assertTrue(second.contains("changed on disk while in use"), second);
+  }
+
+  @Test
+  void nativeDecodersReportACutMappingAndTheModelNamesTheShard() throws Exception {
+    for (String dtype : new String[] {"bf16", "fp8"}) {
+      String out = run("native-" + dtype, List.of(), dtype);
+      assertNamesTheShard(out);
+      if (out.contains("native=loaded guarded=true")) {
+        assertEquals("true", value(out, "bf16-in-first-page"), out);
+        assertEquals("false", value(out, "bf16-past-end"), out);
+        assertEquals("false", value(out, "fp8-past-end"), out);
+        assertEquals("false", value(out, "bf16-past-end-again"), "a second fault is caught as the first: " + out);
+        assertTrue(value(out, "second").contains("read by the native decoder, in place"), "the fault was the C decoder's: " + out);
+      }
+    }
+  }
+
+  @Test
+  void javaReadsOfACutShardNameIt() throws Exception {
+    String out = run("java", List.of("-Dscorch.native=false"), "bf16");
+    assertTrue(out.contains("native=off"), out);
+    assertNamesTheShard(out);
+  }
+}
