@@ -131,6 +131,11 @@ public final class Checkpoint {
     return byTensor.keySet();
   }
 
+  /** The tensors the index (or the shards' headers) names. */
+  public int tensorCount() {
+    return byTensor.size();
+  }
+
   public boolean has(String name) {
     return byTensor.containsKey(name);
   }

@@ -13,6 +13,14 @@ public final class CheckpointValidator {
   private CheckpointValidator() {}
 
   public static ValidationReport validate(ModelConfig config, Checkpoint ckpt) {
+    // Counts first: a config may declare more tensors than any file holds, and listing them costs memory in proportion.
+    long declared = WeightLayout.count(config);
+    if (declared > ckpt.tensorCount()) {
+      return new ValidationReport(List.of(ckpt.dir().resolve("config.json") + ": num_hidden_layers " + config.numHiddenLayers()
+          + " (with n_routed_experts " + config.nRoutedExperts() + ") declares " + declared + " tensors; the checkpoint holds "
+          + ckpt.tensorCount() + " (named by its index or shard headers), so config.json does not describe these weights"),
+          List.of(), List.of());
+    }
     List<String> errors = new ArrayList<>();
     Set<String> expected = new HashSet<>();
     QuantizationConfig q = config.quantization();

@@ -4,7 +4,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 
-/** generation_config.json: special ids and the checkpoint's default sampling settings (null when unset). */
+/** generation_config.json: special ids and the checkpoint's default sampling settings (null when unset), range-checked. */
 public record GenerationConfig(
     Integer bosTokenId,
     List<Integer> eosTokenIds,
@@ -28,13 +28,17 @@ public record GenerationConfig(
   }
 
   static GenerationConfig parse(JsonFields f) {
+    List<Integer> eos = f.intOrIntList("eos_token_id");
+    for (int id : eos) {
+      f.checkInt("eos_token_id", id, 0, Integer.MAX_VALUE);
+    }
     return new GenerationConfig(
-        f.nullableInt("bos_token_id"),
-        List.copyOf(f.intOrIntList("eos_token_id")),
+        f.has("bos_token_id") ? f.intIn("bos_token_id", 0, Integer.MAX_VALUE) : null,
+        List.copyOf(eos),
         f.optBool("do_sample", false),
-        f.nullableDouble("temperature"),
-        f.nullableDouble("top_p"),
-        f.nullableInt("top_k"),
-        f.nullableInt("max_new_tokens"));
+        f.has("temperature") ? f.doubleIn("temperature", 0, Double.MAX_VALUE) : null,
+        f.has("top_p") ? f.doubleIn("top_p", 0, 1) : null,
+        f.has("top_k") ? f.intIn("top_k", 0, Integer.MAX_VALUE) : null,
+        f.has("max_new_tokens") ? f.intIn("max_new_tokens", 1, Integer.MAX_VALUE) : null);
   }
 }

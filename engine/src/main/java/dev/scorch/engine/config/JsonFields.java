@@ -89,6 +89,44 @@ final class JsonFields {
     return has(field) ? requiredInt(field) : null;
   }
 
+  /** A required integer in [min, max]. */
+  int intIn(String field, int min, int max) {
+    return checkInt(field, requiredInt(field), min, max);
+  }
+
+  /** An optional integer in [min, max] (dflt when absent or null). */
+  int optIntIn(String field, int dflt, int min, int max) {
+    return has(field) ? intIn(field, min, max) : dflt;
+  }
+
+  int checkInt(String field, int v, int min, int max) {
+    if (v < min || v > max) {
+      throw error(field, "must be an integer in [" + min + ", " + max + "], got " + v);
+    }
+    return v;
+  }
+
+  /** A required finite number in [min, max]; (min, max] where minOpen, [min, max) where maxOpen. */
+  double doubleIn(String field, double min, boolean minOpen, double max, boolean maxOpen) {
+    double v = requiredDouble(field);
+    boolean low = minOpen ? v > min : v >= min;
+    boolean high = maxOpen ? v < max : v <= max;
+    if (!Double.isFinite(v) || !low || !high) {
+      throw error(field, "must be a finite number in " + (minOpen ? "(" : "[") + min + ", " + max + (maxOpen ? ")" : "]") + ", got " + v);
+    }
+    return v;
+  }
+
+  /** A required finite number in [min, max]. */
+  double doubleIn(String field, double min, double max) {
+    return doubleIn(field, min, false, max, false);
+  }
+
+  /** An optional {@link #doubleIn(String, double, boolean, double, boolean)} (dflt when absent or null). */
+  double optDoubleIn(String field, double dflt, double min, boolean minOpen, double max, boolean maxOpen) {
+    return has(field) ? doubleIn(field, min, minOpen, max, maxOpen) : dflt;
+  }
+
   double requiredDouble(String field) {
     JsonNode n = required(field);
     if (!n.isNumber()) {
@@ -147,11 +185,11 @@ final class JsonFields {
       return out;
     }
     JsonNode n = root.get(field);
-    if (n.isIntegralNumber()) {
+    if (n.isIntegralNumber() && n.canConvertToInt()) {
       out.add(n.asInt());
     } else if (n.isArray()) {
       for (JsonNode x : n) {
-        if (!x.isIntegralNumber()) {
+        if (!x.isIntegralNumber() || !x.canConvertToInt()) {
           throw error(field, "must be an integer or a list of integers");
         }
         out.add(x.asInt());

@@ -7,7 +7,8 @@ import java.util.Set;
 /**
  * config.json of a {@code DeepseekV3ForCausalLM} checkpoint (DeepSeek-V3/R1, Kimi K2, Moonlight): every
  * field the forward pass reads, named as in the file. Optional fields take the Hugging Face
- * DeepseekV3Config defaults; a missing required field or an unsupported value fails naming the field.
+ * DeepseekV3Config defaults; a missing required field, an unsupported value or one outside its range (sizes capped by
+ * the MAX_ constants, every real number finite and bounded) fails naming the file and the field.
  */
 public record ModelConfig(
     String modelType,
@@ -53,6 +54,22 @@ public record ModelConfig(
   /** q_a_layernorm and kv_a_layernorm use this eps whatever rms_norm_eps says (the reference code hard-codes it). */
   public static final double LORA_NORM_EPS = 1e-6;
 
+  // The largest sizes a config may declare: far above every checkpoint of the family (Kimi K2: 61 layers, 384 experts,
+  // vocab 163840, hidden 7168, 64 heads; DeepSeek-V3: 128 heads, 163840 positions), and low enough that what the driver
+  // and the executors size by them before reading any weight (the expected-tensor list, RoPE tables) stays bounded.
+  public static final int MAX_LAYERS = 1024;
+  public static final int MAX_EXPERTS = 4096;
+  public static final int MAX_SHARED_EXPERTS = 64;
+  public static final int MAX_VOCAB = 1 << 21;
+  public static final int MAX_HIDDEN = 1 << 16;
+  public static final int MAX_INTERMEDIATE = 1 << 18;
+  public static final int MAX_HEADS = 1024;
+  public static final int MAX_HEAD_DIM = 1024;
+  public static final int MAX_LORA_RANK = 1 << 16;
+  public static final int MAX_POSITIONS = 1 << 22;
+  /** Tensors a config may declare, counted as num_hidden_layers × (16 + 3 n_routed_experts): Kimi K2's count 71,248. */
+  public static final long MAX_TENSORS = 1 << 20;
+
   public static ModelConfig read(Path configJson) {
     return parse(JsonFields.read(configJson));
   }
@@ -81,13 +98,19 @@ public record ModelConfig(
     if (!topkMethod.equals("noaux_tc")) {
       throw f.error("topk_method", "is " + topkMethod + "; only noaux_tc is supported");
     }
-    int heads = f.positiveInt("num_attention_heads");
-    int nRouted = f.optInt("n_routed_experts", 0);
+    int vocab = f.intIn("vocab_size", 1, MAX_VOCAB);
+    int heads = f.intIn("num_attention_heads", 1, MAX_HEADS);
+    int numLayers = f.intIn("num_hidden_layers", 1, MAX_LAYERS);
+    int nRouted = f.optIntIn("n_routed_experts", 0, 0, MAX_EXPERTS);
+    if ((long) numLayers * (16 + 3L * nRouted) > MAX_TENSORS) {
+      throw f.error(nRouted > 0 ? "n_routed_experts" : "num_hidden_layers", "is " + (nRouted > 0 ? nRouted : numLayers)
+          + ": num_hidden_layers " + numLayers + " x n_routed_experts " + nRouted + " declare up to "
+          + (long) numLayers * (16 + 3L * nRouted) + " tensors, more than the " + MAX_TENSORS + " Scorch reads");
+    }
     int nGroup = f.optInt("n_group", 1);
     int topkGroup = f.optInt("topk_group", 1);
-    int topK = nRouted > 0 ? f.positiveInt("num_experts_per_tok") : f.optInt("num_experts_per_tok", 0);
-    int numLayers = f.positiveInt("num_hidden_layers");
-    int firstDense = f.optInt("first_k_dense_replace", 0);
+    int topK = nRouted > 0 ? f.intIn("num_experts_per_tok", 1, nRouted) : f.optIntIn("num_experts_per_tok", 0, 0, MAX_EXPERTS);
+    int firstDense = f.optIntIn("first_k_dense_replace", 0, 0, numLayers);
     if (nRouted > 0) {
       if (nGroup <= 0 || nRouted % nGroup != 0) {
         throw f.error("n_group", "must divide n_routed_experts " + nRouted + ", got " + nGroup);
@@ -100,8 +123,30 @@ public record ModelConfig(
       }
     }
     Integer qLora = f.present("q_lora_rank") ? f.nullableInt("q_lora_rank") : Integer.valueOf(1536);
-    if (qLora != null && qLora <= 0) {
-      throw f.error("q_lora_rank", "must be positive or null, got " + qLora);
+    if (qLora != null) {
+      f.checkInt("q_lora_rank", qLora, 1, MAX_LORA_RANK);
+    }
+    boolean moeAnywhere = nRouted > 0;
+    int inter = firstDense > 0 || !moeAnywhere ? f.intIn("intermediate_size", 1, MAX_INTERMEDIATE)
+        : f.optIntIn("intermediate_size", 0, 0, MAX_INTERMEDIATE);
+    int moeInter = moeAnywhere ? f.intIn("moe_intermediate_size", 1, MAX_INTERMEDIATE) : f.optIntIn("moe_intermediate_size", 0, 0, MAX_INTERMEDIATE);
+    int nShared = f.optIntIn("n_shared_experts", 0, 0, MAX_SHARED_EXPERTS);
+    if ((long) moeInter * nShared > MAX_INTERMEDIATE) {
+      throw f.error("n_shared_experts", "is " + nShared + ": the fused shared experts' width moe_intermediate_size " + moeInter
+          + " x " + nShared + " exceeds " + MAX_INTERMEDIATE);
+    }
+    int qkRope = f.intIn("qk_rope_head_dim", 1, MAX_HEAD_DIM);
+    if (qkRope % 2 != 0) {
+      throw f.error("qk_rope_head_dim", "must be even (RoPE rotates pairs of dims), got " + qkRope);
+    }
+    int maxPositions = f.intIn("max_position_embeddings", 1, MAX_POSITIONS);
+    Integer bos = f.nullableInt("bos_token_id");
+    if (bos != null) {
+      f.checkInt("bos_token_id", bos, 0, vocab - 1);
+    }
+    List<Integer> eos = f.intOrIntList("eos_token_id");
+    for (int id : eos) {
+      f.checkInt("eos_token_id", id, 0, vocab - 1);
     }
     JsonFields rope = f.object("rope_scaling");
     JsonFields quant = f.object("quantization_config");
@@ -112,38 +157,38 @@ public record ModelConfig(
     return new ModelConfig(
         modelType,
         List.copyOf(arch),
-        f.positiveInt("vocab_size"),
-        f.positiveInt("hidden_size"),
-        firstDense > 0 || nRouted == 0 ? f.positiveInt("intermediate_size") : f.optInt("intermediate_size", 0),
-        nRouted > 0 ? f.positiveInt("moe_intermediate_size") : f.optInt("moe_intermediate_size", 0),
+        vocab,
+        f.intIn("hidden_size", 1, MAX_HIDDEN),
+        inter,
+        moeInter,
         numLayers,
         heads,
-        f.optInt("num_key_value_heads", heads),
-        f.optInt("n_shared_experts", 0),
+        f.optIntIn("num_key_value_heads", heads, 1, MAX_HEADS),
+        nShared,
         nRouted,
-        f.optDouble("routed_scaling_factor", 1.0),
-        f.positiveInt("kv_lora_rank"),
+        f.optDoubleIn("routed_scaling_factor", 1.0, 0, true, 1000, false),
+        f.intIn("kv_lora_rank", 1, MAX_LORA_RANK),
         qLora,
-        f.positiveInt("qk_rope_head_dim"),
-        f.positiveInt("v_head_dim"),
-        f.positiveInt("qk_nope_head_dim"),
+        qkRope,
+        f.intIn("v_head_dim", 1, MAX_HEAD_DIM),
+        f.intIn("qk_nope_head_dim", 1, MAX_HEAD_DIM),
         topkMethod,
         nGroup,
         topkGroup,
         topK,
-        Math.max(1, f.optInt("moe_layer_freq", 1)),
+        f.optIntIn("moe_layer_freq", 1, 1, MAX_LAYERS),
         firstDense,
         f.optBool("norm_topk_prob", false),
         scoring,
         act,
-        f.positiveInt("max_position_embeddings"),
-        f.requiredDouble("rms_norm_eps"),
-        f.optDouble("rope_theta", 10000),
+        maxPositions,
+        f.doubleIn("rms_norm_eps", 0, true, 1, true),
+        f.optDoubleIn("rope_theta", 10000, 1, false, 1e12, false),
         rope == null ? null : RopeScaling.parse(rope),
         tie,
-        f.nullableInt("bos_token_id"),
-        List.copyOf(f.intOrIntList("eos_token_id")),
-        f.optInt("num_nextn_predict_layers", 0),
+        bos,
+        List.copyOf(eos),
+        f.optIntIn("num_nextn_predict_layers", 0, 0, MAX_LAYERS),
         f.optString("torch_dtype", "bfloat16"),
         quant == null ? null : QuantizationConfig.parse(quant));
   }

@@ -21,15 +21,14 @@ public record RopeScaling(
     if (!type.equals("yarn")) {
       throw f.error("type", "is \"" + type + "\"; only \"yarn\" rope scaling is supported");
     }
-    double factor = f.requiredDouble("factor");
-    if (factor < 1) {
-      throw f.error("factor", "must be >= 1, got " + factor);
-    }
-    return new RopeScaling(type, factor,
-        f.optInt("original_max_position_embeddings", 4096),
-        f.optDouble("beta_fast", 32),
-        f.optDouble("beta_slow", 1),
-        f.optDouble("mscale", 1),
-        f.optDouble("mscale_all_dim", 0));
+    // Bounds far from the real files' (factor 32 or 40, betas 32 or 1, mscales 1) that keep inv_freq and the softmax
+    // scale finite: a zero beta makes the correction range infinite, a huge mscale overflows the scale squared.
+    return new RopeScaling(type,
+        f.doubleIn("factor", 1, 10_000),
+        f.optIntIn("original_max_position_embeddings", 4096, 1, ModelConfig.MAX_POSITIONS),
+        f.optDoubleIn("beta_fast", 32, 0, true, 10_000, false),
+        f.optDoubleIn("beta_slow", 1, 0, true, 10_000, false),
+        f.optDoubleIn("mscale", 1, 0, false, 1000, false),
+        f.optDoubleIn("mscale_all_dim", 0, 0, false, 1000, false));
   }
 }

@@ -34,7 +34,8 @@ public record ModelInfo(
     Checkpoint ckpt = Checkpoint.open(dir);
     ValidationReport report = CheckpointValidator.validate(config, ckpt);
     Map<DType, Long> byDtype = new TreeMap<>();
-    for (WeightLayout.Spec s : WeightLayout.of(config)) {
+    // The layout is listed only where the checkpoint can hold it (the validator's first check).
+    for (WeightLayout.Spec s : WeightLayout.count(config) > ckpt.tensorCount() ? List.<WeightLayout.Spec>of() : WeightLayout.of(config)) {
       if (ckpt.has(s.name())) {
         TensorInfo t = ckpt.info(s.name());
         byDtype.merge(t.dtype(), t.numel(), Long::sum);

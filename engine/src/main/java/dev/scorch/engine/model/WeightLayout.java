@@ -105,22 +105,64 @@ public final class WeightLayout {
     return false;
   }
 
+  /**
+   * How many tensors {@link #of} lists for c, counted without listing them: a checkpoint must hold at least as many, so
+   * the validator compares the two before it makes the list (a config can declare far more than any file holds).
+   */
+  public static long count(ModelConfig c) {
+    long n = 3; // embed_tokens, norm, lm_head
+    for (int i = 0; i < c.numHiddenLayers(); i++) {
+      n += 2 + (c.hasQLora() ? 3 : 1) + 4; // the two norms, q, kv_a, kv_a_layernorm, kv_b, o
+      n += c.isMoeLayer(i) ? 2 + 3L * c.nRoutedExperts() + (c.nSharedExperts() > 0 ? 3 : 0) : 3;
+    }
+    return n;
+  }
+
   /** All parameters the forward pass uses (embedding and lm_head included; FP8 scales and ignored tensors not). */
   public static long parameters(ModelConfig c) {
-    return of(c).stream().mapToLong(Spec::numel).sum();
+    long n = 0;
+    for (int i = 0; i < c.numHiddenLayers(); i++) {
+      n += layerParameters(c, i) + routedParameters(c, i);
+    }
+    return n + outerParameters(c);
   }
 
   /** Parameters one token touches: all but the routed experts it is not sent to (num_experts_per_tok of n_routed_experts). */
   public static long activeParameters(ModelConfig c) {
-    long total = 0;
+    long total = outerParameters(c);
     long routed = 0;
-    for (Spec s : of(c)) {
-      if (s.routedExpert()) {
-        routed += s.numel();
-      } else {
-        total += s.numel();
-      }
+    for (int i = 0; i < c.numHiddenLayers(); i++) {
+      total += layerParameters(c, i);
+      routed += routedParameters(c, i);
     }
     return c.nRoutedExperts() == 0 ? total : total + routed / c.nRoutedExperts() * c.numExpertsPerTok();
+  }
+
+  // Sums of the shapes {@link #of} lists, computed without listing them.
+
+  /** embed_tokens, the final norm and lm_head. */
+  private static long outerParameters(ModelConfig c) {
+    return 2L * c.vocabSize() * c.hiddenSize() + c.hiddenSize();
+  }
+
+  /** Block i's tensors but its routed experts'. */
+  private static long layerParameters(ModelConfig c, int i) {
+    long hidden = c.hiddenSize();
+    long heads = c.numAttentionHeads();
+    long qOut = heads * c.qHeadDim();
+    long n = 2 * hidden; // input_layernorm, post_attention_layernorm
+    n += c.hasQLora() ? (long) c.qLoraRank() * hidden + c.qLoraRank() + qOut * c.qLoraRank() : qOut * hidden;
+    n += (long) (c.kvLoraRank() + c.qkRopeHeadDim()) * hidden + c.kvLoraRank();
+    n += heads * (c.qkNopeHeadDim() + c.vHeadDim()) * c.kvLoraRank() + hidden * heads * c.vHeadDim();
+    if (!c.isMoeLayer(i)) {
+      return n + 3 * hidden * c.intermediateSize();
+    }
+    n += (long) c.nRoutedExperts() * hidden + c.nRoutedExperts(); // gate weight and e_score_correction_bias
+    return n + (c.nSharedExperts() > 0 ? 3 * hidden * c.moeIntermediateSize() * c.nSharedExperts() : 0);
+  }
+
+  /** Block i's routed experts. */
+  private static long routedParameters(ModelConfig c, int i) {
+    return c.isMoeLayer(i) ? 3L * c.nRoutedExperts() * c.moeIntermediateSize() * c.hiddenSize() : 0;
   }
 }

@@ -198,4 +198,31 @@ class CheckpointValidatorTest {
     assertFalse(r.valid());
     assertTrue(r.errors().stream().allMatch(e -> e.contains("quantization_config")), r.errors().get(0));
   }
+
+  /**
+   * A config that declares far more tensors than the checkpoint holds (within the config caps: 1000 layers of the tiny
+   * model's 8 experts) is refused on the counts, in one error, before the list of expected tensors is made; inspect's
+   * ModelInfo and a model load fail the same way, well within a generous limit.
+   */
+  @Test
+  void declaredTensorsBeyondTheCheckpointAreRefusedOnTheCount() throws Exception {
+    Path dir = demo(false);
+    Path cfg = dir.resolve("config.json");
+    ObjectNode root = (ObjectNode) JSON.readTree(cfg.toFile());
+    root.put("num_hidden_layers", 1000);
+    JSON.writeValue(cfg.toFile(), root);
+    int held = Checkpoint.open(dir).tensorCount();
+    ValidationReport r = org.junit.jupiter.api.Assertions.assertTimeoutPreemptively(java.time.Duration.ofSeconds(30), () -> validate(dir));
+    assertEquals(1, r.errors().size(), r.errors().size() + " errors, first " + r.errors().get(0));
+    String e = r.errors().get(0);
+    assertTrue(e.startsWith(cfg + ": num_hidden_layers 1000"), e);
+    assertTrue(e.contains("declares " + dev.scorch.engine.model.WeightLayout.count(ModelConfig.read(cfg)) + " tensors"), e);
+    assertTrue(e.contains("holds " + held), e);
+    org.junit.jupiter.api.Assertions.assertTimeoutPreemptively(java.time.Duration.ofSeconds(30), () -> {
+      dev.scorch.engine.model.ModelInfo info = dev.scorch.engine.model.ModelInfo.of(dir);
+      assertEquals(List.of(e), info.validation().errors());
+      CheckpointException thrown = assertThrows(CheckpointException.class, () -> dev.scorch.engine.model.DeepseekV3Model.load(dir));
+      assertTrue(thrown.getMessage().contains(e), thrown.getMessage());
+    });
+  }
 }
