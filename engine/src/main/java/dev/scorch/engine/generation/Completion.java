@@ -11,9 +11,11 @@ package dev.scorch.engine.generation;
  * @param text         the decoded text (special tokens skipped), cut before a stop string; null without a tokenizer
  * @param finishReason why it ended
  * @param sample       which of the request's n samples this is
+ * @param error        why it could not go on (finishReason ERROR: the model's logits were not finite), else null; what
+ *                     was generated before is no result then
  */
 public record Completion(int[] tokenIds, float[] logprobs, int[][] topIds, float[][] topLogprobs, String text,
-    FinishReason finishReason, int sample) {
+    FinishReason finishReason, int sample, String error) {
 
   public enum FinishReason {
     /** A stop string was produced. */
@@ -21,6 +23,8 @@ public record Completion(int[] tokenIds, float[] logprobs, int[][] topIds, float
     /** max_new_tokens was reached. */
     LENGTH,
     /** A stop token id (EOS) was produced. */
-    EOS
+    EOS,
+    /** The next token could not be chosen: see {@link Completion#error}. */
+    ERROR
   }
 }

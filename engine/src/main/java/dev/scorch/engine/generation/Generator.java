@@ -153,6 +153,7 @@ public final class Generator {
     int generated;
     DecodingModel.Cache cache;
     Completion.FinishReason finish;
+    String error; // with finish ERROR
     int next = -1; // the token to feed at the next decode step
 
     Seq(Group<?> group, int sample) {
@@ -172,12 +173,12 @@ public final class Generator {
     }
 
     Completion completion() {
-      if (text != null && finish != Completion.FinishReason.STOP) {
+      if (text != null && finish != Completion.FinishReason.STOP && finish != Completion.FinishReason.ERROR) {
         text.append(decoder.finish());
       }
       return new Completion(Arrays.copyOf(out, generated), Arrays.copyOf(lps, generated),
           topIds == null ? null : Arrays.copyOf(topIds, generated), topLps == null ? null : Arrays.copyOf(topLps, generated),
-          text == null ? null : text.toString(), finish, sample);
+          text == null ? null : text.toString(), finish, sample, error);
     }
   }
 
@@ -329,16 +330,24 @@ public final class Generator {
     }
   }
 
-  /** Samples sequence q's next token from logits[off ..], records it, and decides whether q is done. */
+  /**
+   * Samples sequence q's next token from logits[off ..], records it, and decides whether q is done. Logits with a NaN or
+   * an infinity (the checkpoint's weights or config values) end q with an error: any token drawn from them is garbage.
+   */
   private void choose(Seq q, float[] logits, int off) {
     int vocab = model.config().vocabSize();
     int step = q.generated;
+    double logZ = LogSoftmax.logSumExp(logits, off, vocab); // NaN or infinite when any logit is NaN or +Inf
+    if (!Double.isFinite(logZ)) {
+      q.finish = Completion.FinishReason.ERROR;
+      q.error = "non-finite logits at generated token " + step + ": the checkpoint's weights or config produce NaN/Inf";
+      return;
+    }
     int t = Sampler.sample(logits, off, vocab, q.req.params(), q.req.prompt(), q.out, step, q.sample, step);
     if (q.req.stopTokenIds().contains(t)) {
       q.finish = Completion.FinishReason.EOS;
       return;
     }
-    double logZ = LogSoftmax.logSumExp(logits, off, vocab);
     q.out[step] = t;
     q.lps[step] = (float) (logits[off + t] - logZ);
     if (q.topIds != null) {

@@ -302,17 +302,23 @@ public final class GeneratePartition implements FlatMapFunction<Iterator<Interna
       count(1, 0, 1);
     }
 
-    /** A finished request's n rows. */
+    /** A finished request's n rows: a sample that ended in an error (non-finite logits) is an error row. */
     void emit(Generator.Finished<RowTag> f, Deque<InternalRow> out) {
       long tokens = 0;
+      long errors = 0;
       for (Completion c : f.completions()) {
+        if (c.finishReason() == Completion.FinishReason.ERROR) {
+          out.add(row(f.tag().id(), f.tag().source(), c.sample(), null, null, "error", f.tag().promptTokens(), null, null, null, c.error()));
+          errors++;
+          continue;
+        }
         int[] ids = c.tokenIds();
         tokens += ids.length;
         out.add(row(f.tag().id(), f.tag().source(), c.sample(), c.text() == null ? null : UTF8String.fromString(c.text()),
             UnsafeArrayData.fromPrimitiveArray(ids), c.finishReason().name().toLowerCase(java.util.Locale.ROOT), f.tag().promptTokens(),
             ids.length, options.logprobs() ? UnsafeArrayData.fromPrimitiveArray(c.logprobs()) : null, topLogprobs(c), null));
       }
-      count(1, tokens, 0);
+      count(1, tokens, errors > 0 ? 1 : 0);
     }
 
     private ArrayData topLogprobs(Completion c) {

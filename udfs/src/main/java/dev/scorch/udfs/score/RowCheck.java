@@ -1,9 +1,14 @@
 package dev.scorch.udfs.score;
 
+import dev.scorch.engine.scoring.BatchScores;
+import dev.scorch.engine.scoring.LogitsMode;
 import org.apache.arrow.vector.BigIntVector;
 import org.apache.arrow.vector.complex.ListVector;
 
-/** Validation of one input row's token ids, read straight from its Arrow list: an int[] to score, or the problem. */
+/**
+ * Validation of one input row's token ids, read straight from its Arrow list: an int[] to score, or the problem; and of
+ * its scores, which must all be finite.
+ */
 public final class RowCheck {
   private RowCheck() {}
 
@@ -66,6 +71,46 @@ public final class RowCheck {
     for (int k = 0; k < ids.length; k++) {
       if (ids[k] < 0 || ids[k] >= vocab) {
         return outOfVocabulary(ids[k], k, vocab);
+      }
+    }
+    return null;
+  }
+
+  /** Why scores are not returned for a row whose model produced NaN or infinity. */
+  static final String NON_FINITE = ": the checkpoint's weights or config produce NaN/Inf";
+
+  /**
+   * The first score of sequence seq that is not finite (its log-probs at scored positions, their top-k alternatives,
+   * the logits rows it keeps), named by kind and token position; null when all are finite. NaN or infinity there is
+   * the model's fault (NaN/Inf weights, or config values that overflow), never a result.
+   */
+  static String scores(BatchScores s, int seq, LogitsMode logits) {
+    float[] lp = s.tokenLogprobs();
+    int t0 = s.tokenStart(seq);
+    int n = s.length(seq);
+    for (int k = 0; k < n; k++) {
+      if (s.isScored(seq, k) && !Float.isFinite(lp[t0 + k])) {
+        return "non-finite log-probs at token " + k + NON_FINITE;
+      }
+    }
+    int topK = s.topK(seq);
+    for (int k = 0; k < n && topK > 0; k++) {
+      if (s.isScored(seq, k)) {
+        int o = s.topOffset(seq, k);
+        for (int j = 0; j < topK; j++) {
+          if (!Float.isFinite(s.topLogprobs()[o + j])) {
+            return "non-finite top-k log-probs at token " + k + NON_FINITE;
+          }
+        }
+      }
+    }
+    int rows = s.logitsRows(seq);
+    for (int r = 0; r < rows; r++) {
+      int o = s.logitsOffset(seq, r);
+      for (int v = 0; v < s.vocab(); v++) {
+        if (!Float.isFinite(s.logits()[o + v])) {
+          return "non-finite logits at token " + (logits == LogitsMode.LAST ? n - 1 : r) + NON_FINITE;
+        }
       }
     }
     return null;

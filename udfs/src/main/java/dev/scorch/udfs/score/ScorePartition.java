@@ -44,7 +44,8 @@ import org.slf4j.LoggerFactory;
  * the window's rows are written into Arrow vectors (off-heap, from a per-task allocator capped at
  * {@code arrowMemoryBytes}); token ids are checked in place (a bad row becomes an error row); good rows are
  * sorted by length and cut into token-budget batches for the engine; results go into Arrow output
- * vectors that Spark reads as a columnar batch. Every input row yields exactly one output row.
+ * vectors that Spark reads as a columnar batch, but for a row whose scores are not all finite (NaN or Inf weights or
+ * config values), which becomes an error row. Every input row yields exactly one output row.
  *
  * <p>Each task picks its backend ({@link BackendChoice#choose}: the options' mode, the task's GPU addresses, CUDA's
  * availability) and logs it once. On the CPU it scores with the executor's shared model and thread pool; on CUDA
@@ -237,23 +238,28 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
         metrics.tokens().add(batchTokens);
       }
 
-      // One output row per input row, in input order.
+      // One output row per input row, in input order; a row whose scores are not all finite becomes an error row.
       out.reset();
+      int failed = 0;
       for (int i = 0; i < n; i++) {
-        if (errors[i] != null) {
-          out.failed(i, ids, i, errors[i]);
-        } else {
+        if (errors[i] == null) {
+          errors[i] = RowCheck.scores(kept.get(batchOf[i]), seqOf[i], options.logits());
+        }
+        if (errors[i] == null) {
           out.scored(i, ids, i, tokens[i], kept.get(batchOf[i]), seqOf[i]);
+        } else {
+          out.failed(i, ids, i, errors[i]);
+          failed++;
         }
         out.source(i, where, i);
       }
       metrics.rows().add(n);
-      metrics.errors().add(n - good.size());
+      metrics.errors().add(failed);
       long windowTokens = 0;
       for (int i : good) {
         windowTokens += tokens[i].length;
       }
-      LocalProgress.add(n, windowTokens, n - good.size());
+      LocalProgress.add(n, windowTokens, failed);
       ColumnarBatch batch = out.finish(n);
       List<InternalRow> rows = new ArrayList<>(n);
       for (Iterator<InternalRow> it = out.rows(batch, outputSchema); it.hasNext(); ) {

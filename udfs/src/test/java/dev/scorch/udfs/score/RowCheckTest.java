@@ -4,6 +4,9 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 
+import dev.scorch.engine.scoring.BatchScores;
+import dev.scorch.engine.scoring.LogitsMode;
+import dev.scorch.engine.scoring.ScoreRequest;
 import java.util.Arrays;
 import java.util.List;
 import org.apache.arrow.memory.BufferAllocator;
@@ -112,5 +115,35 @@ class RowCheckTest {
     assertEquals("token id 9999 at position 0 is outside the vocabulary [0, 512)", check(0));
     assertEquals("token id at position 0 is null", check(1));
     assertEquals("9 tokens exceed the model's max_position_embeddings 8", check(2), "length is checked before ids");
+  }
+
+  /** Scores of one 3-token sequence (top 2, all logits rows, vocab 4) with position p's row, lse and target logit as given. */
+  private static BatchScores scored(float[][] rows, double[] lse) {
+    BatchScores s = new BatchScores();
+    ScoreRequest r = new ScoreRequest(new int[] {1, 2, 3}, 1, 2, LogitsMode.ALL);
+    s.reset(List.of(r), 4);
+    for (int p = 0; p < 3; p++) {
+      int target = s.target(0, p);
+      s.accept(0, p, lse[p], 0, target >= 0 ? rows[p][target] : Float.NaN, rows[p], 0);
+    }
+    return s;
+  }
+
+  @Test
+  void nonFiniteScoresAreNamedByKindAndToken() {
+    float[] fine = {0f, 1f, 2f, 3f};
+    double lse = 3.44;
+    assertEquals(null, RowCheck.scores(scored(new float[][] {fine, fine, fine}, new double[] {lse, lse, lse}), 0, LogitsMode.ALL));
+    // A NaN log-sum-exp at position 1: the log-prob of token 2 is NaN.
+    assertEquals("non-finite log-probs at token 2" + RowCheck.NON_FINITE,
+        RowCheck.scores(scored(new float[][] {fine, fine, fine}, new double[] {lse, Double.NaN, lse}), 0, LogitsMode.ALL));
+    // An infinite logit that is not the target: the log-prob is finite, the top-k's first alternative is not.
+    float[] inf = {0f, 1f, 2f, Float.POSITIVE_INFINITY};
+    assertEquals("non-finite top-k log-probs at token 1" + RowCheck.NON_FINITE,
+        RowCheck.scores(scored(new float[][] {inf, fine, fine}, new double[] {lse, lse, lse}), 0, LogitsMode.ALL));
+    // The last position predicts nothing: only its logits row holds the NaN.
+    float[] nan = {0f, Float.NaN, 2f, 3f};
+    assertEquals("non-finite logits at token 2" + RowCheck.NON_FINITE,
+        RowCheck.scores(scored(new float[][] {fine, fine, nan}, new double[] {lse, lse, lse}), 0, LogitsMode.ALL));
   }
 }
