@@ -16,23 +16,20 @@ import java.util.List;
 import java.util.zip.CRC32C;
 
 /**
- * What identifies a checkpoint folder for shipping and caching: every file a model load reads (configs,
- * index, shards, tokenizer files), each with its size and CRC32C, and a content hash over all of them. The
- * driver makes it once; executors verify the files they map against it, and cache loaded models by its hash.
+ * What identifies a checkpoint folder for shipping and caching: every file a model load reads (the shards and
+ * {@link ModelFiles#METADATA}: configs, index, tokenizer files and chat template), each with its size and CRC32C, and a
+ * content hash over all of them. The driver makes it once; executors verify the files they map against it, and cache
+ * loaded models by its hash.
  */
 public record ModelManifest(String name, List<FileEntry> files, String contentHash) implements Serializable {
 
   /** One file of the folder, by its name relative to the folder. */
   public record FileEntry(String name, long size, long crc32c) implements Serializable {}
 
-  /** Checkpoint metadata files shipped beside the shards when present. */
-  static final List<String> METADATA = List.of("config.json", "generation_config.json", Checkpoint.INDEX,
-      "tokenizer.json", "tokenizer_config.json", "tiktoken.model", "special_tokens_map.json");
-
   public static ModelManifest of(Path dir) {
     Checkpoint ckpt = Checkpoint.open(dir);
     List<Path> paths = new ArrayList<>();
-    for (String m : METADATA) {
+    for (String m : ModelFiles.METADATA) {
       if (Files.isRegularFile(dir.resolve(m))) {
         paths.add(dir.resolve(m));
       }

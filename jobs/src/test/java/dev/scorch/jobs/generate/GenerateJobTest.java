@@ -69,6 +69,7 @@ class GenerateJobTest {
     int topLogprobs;
     int maxBatchTokens = 4096;
     int maxBatchSeqs = 32;
+    String weights = "shared-path";
 
     Spec(Path model, Path input, Path output) {
       this.model = model;
@@ -78,7 +79,7 @@ class GenerateJobTest {
 
     GenerateSpec build() {
       return new GenerateSpec(model, input, null, output, outputFormat, partitions, "id", "token_ids", "prompt", "messages",
-          "shared-path", threads, 1, resume ? WriteMode.RESUME : WriteMode.NEW, maxNewTokens, temperature, topK, topP, 0, 1, 0, 0, seed, stop, List.of(), ignoreEos,
+          weights, threads, 1, resume ? WriteMode.RESUME : WriteMode.NEW, maxNewTokens, temperature, topK, topP, 0, 1, 0, 0, seed, stop, List.of(), ignoreEos,
           n, logprobs, topLogprobs, 256L << 20, maxBatchTokens, maxBatchSeqs, BackendMode.AUTO, GemmPrecision.BF16X3);
     }
 
