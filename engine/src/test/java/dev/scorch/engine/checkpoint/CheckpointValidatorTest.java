@@ -225,4 +225,19 @@ class CheckpointValidatorTest {
       assertTrue(thrown.getMessage().contains(e), thrown.getMessage());
     });
   }
+
+  /** num_hidden_layers 10^9 (it built the expected-tensor list until the driver ran out of memory): refused as read. */
+  @Test
+  void aBillionLayersFailAtOnceNamingTheField() throws Exception {
+    Path dir = demo(false);
+    Path cfg = dir.resolve("config.json");
+    ObjectNode root = (ObjectNode) JSON.readTree(cfg.toFile());
+    root.put("num_hidden_layers", 1_000_000_000);
+    JSON.writeValue(cfg.toFile(), root);
+    org.junit.jupiter.api.Assertions.assertTimeoutPreemptively(java.time.Duration.ofSeconds(30), () -> {
+      var e = assertThrows(dev.scorch.engine.config.ConfigException.class, () -> dev.scorch.engine.model.ModelInfo.of(dir));
+      assertEquals(cfg + ": field 'num_hidden_layers' must be an integer in [1, 1024], got 1000000000", e.getMessage());
+      assertThrows(dev.scorch.engine.config.ConfigException.class, () -> dev.scorch.engine.model.DeepseekV3Model.load(dir));
+    });
+  }
 }
