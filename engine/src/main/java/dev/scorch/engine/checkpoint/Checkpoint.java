@@ -157,6 +157,19 @@ public final class Checkpoint {
   }
 
   /**
+   * Throws a {@link CheckpointException} naming the first mapped shard that has shrunk since it was mapped (truncated or
+   * rewritten in place): reading its weights would fault. One fstat per mapped shard, allocating nothing.
+   */
+  public void checkMapped() {
+    for (int i = 0; i < shards.size(); i++) {
+      MappedFile m = shards.get(i).mappedOrNull();
+      if (m != null && m.shrunk()) {
+        throw m.changedOnDisk("its mapped weights can no longer be read", null);
+      }
+    }
+  }
+
+  /**
    * What a read of the mapped weights that faulted means (the JVM's InternalError for a Java read of a mapping): where a
    * shard has shrunk since it was mapped, a {@link CheckpointException} naming it; else the fault as it came.
    */

@@ -1,6 +1,7 @@
 package dev.scorch.engine.checkpoint;
 
 import java.io.IOException;
+import java.io.RandomAccessFile;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
@@ -8,9 +9,7 @@ import java.nio.IntBuffer;
 import java.nio.MappedByteBuffer;
 import java.nio.ShortBuffer;
 import java.nio.channels.FileChannel;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardOpenOption;
 
 /**
  * A read-only memory map of a whole file of any size. A MappedByteBuffer holds at most 2 GiB, so the file
@@ -26,6 +25,8 @@ public final class MappedFile {
   public static final int DEFAULT_OVERLAP = 64 << 20;
 
   private final Path path;
+  /** The file as mapped, kept open: its length is the mapped file's (fstat), even where the path now names another. */
+  private final RandomAccessFile file;
   private final long size;
   private final long chunk;
   private final int overlap;
@@ -44,7 +45,10 @@ public final class MappedFile {
     if (chunk <= 0 || overlap < 0 || chunk + overlap > Integer.MAX_VALUE) {
       throw new IllegalArgumentException("chunk " + chunk + " + overlap " + overlap + " must fit one mapping");
     }
-    try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ)) {
+    RandomAccessFile file = null;
+    try {
+      file = new RandomAccessFile(path.toFile(), "r");
+      FileChannel ch = file.getChannel();
       long size = ch.size();
       int n = (int) Math.max(1, (size + chunk - 1) / chunk);
       MappedByteBuffer[] maps = new MappedByteBuffer[n];
@@ -53,14 +57,26 @@ public final class MappedFile {
         long len = Math.min(size - start, chunk + overlap);
         maps[i] = ch.map(FileChannel.MapMode.READ_ONLY, start, Math.max(0, len));
       }
-      return new MappedFile(path, size, chunk, overlap, maps);
+      return new MappedFile(path, file, size, chunk, overlap, maps);
     } catch (IOException e) {
+      closeQuietly(file);
       throw new CheckpointException(path + ": cannot map file: " + e.getMessage(), e);
     }
   }
 
-  private MappedFile(Path path, long size, long chunk, int overlap, MappedByteBuffer[] maps) {
+  private static void closeQuietly(RandomAccessFile f) {
+    try {
+      if (f != null) {
+        f.close();
+      }
+    } catch (IOException ignored) {
+      // it was not usable anyway
+    }
+  }
+
+  private MappedFile(Path path, RandomAccessFile file, long size, long chunk, int overlap, MappedByteBuffer[] maps) {
     this.path = path;
+    this.file = file;
     this.size = size;
     this.chunk = chunk;
     this.overlap = overlap;
@@ -94,12 +110,21 @@ public final class MappedFile {
     return maps[i].slice((int) (offset - i * chunk), length).order(ByteOrder.LITTLE_ENDIAN);
   }
 
-  /** Whether the file at this path is now shorter than it was when mapped, so reads past its new end fault. */
+  /**
+   * Whether the mapped file is now shorter than it was when mapped, so that reads past its new end fault. One fstat of
+   * the open file, allocating nothing: cheap enough before every forward pass. A file replaced by renaming another onto
+   * its path has not shrunk: the mapping keeps the old one's pages.
+   */
   public boolean shrunk() {
+    return length() < size;
+  }
+
+  /** The mapped file's length now; -1 where it cannot be had. */
+  private long length() {
     try {
-      return Files.size(path) < size;
+      return file.length();
     } catch (IOException e) {
-      return true; // gone: whatever was mapped is no longer backed by it
+      return -1;
     }
   }
 
@@ -114,12 +139,8 @@ public final class MappedFile {
 
   /** The error for a fault of this mapping: what happened, then the file (named) and its sizes then and now. */
   public CheckpointException changedOnDisk(String what, Throwable cause) {
-    String now;
-    try {
-      now = Files.size(path) + " bytes";
-    } catch (IOException e) {
-      now = "unreadable (" + e.getMessage() + ")";
-    }
+    long length = length();
+    String now = length < 0 ? "of unknown length" : length + " bytes";
     return new CheckpointException(path + ": " + what + ": the file is now " + now + ", " + size + " when it was mapped; it"
         + " changed on disk while in use (truncated or rewritten in place; replace a model's files by renaming new ones into"
         + " place)", cause);

@@ -204,6 +204,7 @@ public final class DeepseekV3Model {
   }
 
   private float[] forward(PackedBatch batch, Ops ops, int[][] routes, KvCache[] caches, Workspace ws) {
+    checkpoint.checkMapped(); // a shard cut short since the last pass fails here, named, before any read of it faults
     int t = batch.numTokens();
     int hidden = config.hiddenSize();
     float[] x = ws.floats(HIDDEN, t * hidden); // [T, hidden]
@@ -244,6 +245,16 @@ public final class DeepseekV3Model {
    * logits[rows, vocab] = lm_head(hidden rows) for decode rows (tokens that extended a non-empty KV cache):
    * {@link Ops#matmulDecode}, the logits {@link #decode} returns for such rows.
    */
+  /**
+   * What an InternalError caught around a use of this model's weights means: the JVM's fault of a Java read of a shard
+   * that shrank under its mapping, which it may deliver a little after the read, so callers that go on working with the
+   * results (the scorer's log-softmax) catch it too. A {@link dev.scorch.engine.checkpoint.CheckpointException} naming
+   * the shard where one has shrunk; else the error as it came.
+   */
+  public RuntimeException readFault(InternalError e) {
+    return checkpoint.readFault(e);
+  }
+
   public void decodeLogits(float[] hiddenRows, int rows, Ops ops, float[] out) {
     try {
       ops.matmulDecode(hiddenRows, rows, lmHead, out);

@@ -66,6 +66,8 @@ public final class Scorer implements BatchScorer {
     }
     try {
       score(requests, routes, ws, into);
+    } catch (InternalError e) {
+      throw model.readFault(e);
     } finally {
       idle.set(ws);
     }

@@ -36,13 +36,17 @@ public final class TruncatedShardProbe {
       r.run();
       return "ok";
     } catch (Throwable t) {
+      if (!(t instanceof dev.scorch.engine.checkpoint.CheckpointException)) {
+        t.printStackTrace(System.out); // where an unexpected error came from, for the test's report
+      }
       return t.getClass().getName() + ": " + t.getMessage();
     }
   }
 
   public static void main(String[] args) throws Exception {
     Path dir = Path.of(args[0]);
-    boolean fp8 = args.length > 1 && args[1].equals("fp8");
+    boolean fp8 = args[1].equals("fp8");
+    boolean during = args[2].equals("during");
     System.out.println("native=" + NativeCpu.status() + " guarded=" + NativeCpu.mappedReadsGuarded());
 
     // The decoders straight on a mapping whose file lost all but its first page.
@@ -59,7 +63,9 @@ public final class TruncatedShardProbe {
       System.out.println("bf16-past-end-again=" + NativeCpu.bf16RowsMapped(map, 131072, 256, 64, 256, dst));
     }
 
-    // A model scoring a batch, then the same batch after its last shard lost its second half.
+    // A model scoring a batch, then the same batch with its last shard cut to half: between the two batches (the
+    // pass's first check finds it), or during the second, just before its first matmul with a weight of that shard (its
+    // reads fault: in the native decoders where they run).
     Path model = dir.resolve("model");
     new DemoModelWriter(DemoPreset.TINY, fp8, true, 7).write(model);
     DeepseekV3Model m = DeepseekV3Model.load(model);
@@ -72,7 +78,18 @@ public final class TruncatedShardProbe {
       }
       reqs.add(new ScoreRequest(tokens, 1, 0, LogitsMode.NONE));
     }
-    try (CpuOps ops = new CpuOps(2)) {
+    Checkpoint ckpt = Checkpoint.open(model);
+    List<SafetensorsFile> shards = ckpt.shards();
+    Path last = shards.get(shards.size() - 1).path();
+    Runnable cutLast = () -> {
+      try {
+        cut(last, Files.size(last) / 2);
+      } catch (Exception e) {
+        throw new IllegalStateException(e);
+      }
+    };
+    try (CpuOps cpu = new CpuOps(2)) {
+      CuttingOps ops = new CuttingOps(cpu, w -> ckpt.info(w.name()).file().equals(last), cutLast);
       Scorer scorer = new Scorer(m, ops);
       System.out.println("first=" + outcome(() -> {
         SequenceScore s = scorer.score(reqs, (int[][]) null).get(0);
@@ -80,14 +97,94 @@ public final class TruncatedShardProbe {
           throw new IllegalStateException("sum " + s.sumLogprob());
         }
       }));
-      List<SafetensorsFile> shards = Checkpoint.open(model).shards();
-      Path last = shards.get(shards.size() - 1).path();
       System.out.println("cut=" + last.getFileName());
-      cut(last, Files.size(last) / 2);
+      if (during) {
+        ops.armed = true;
+      } else {
+        cutLast.run();
+      }
       System.out.println("second=" + outcome(() -> scorer.score(reqs, (int[][]) null)));
     }
     System.out.println("done");
     System.out.flush();
     System.exit(0);
+  }
+
+  /** CpuOps that cuts the shard (once armed) just before the first matmul with a weight that lies in it. */
+  static final class CuttingOps implements Ops {
+    private final CpuOps inner;
+    private final java.util.function.Predicate<Linear> inShard;
+    private final Runnable cut;
+    volatile boolean armed;
+
+    CuttingOps(CpuOps inner, java.util.function.Predicate<Linear> inShard, Runnable cut) {
+      this.inner = inner;
+      this.inShard = inShard;
+      this.cut = cut;
+    }
+
+    private void before(Linear... ws) {
+      if (armed) {
+        for (Linear w : ws) {
+          if (inShard.test(w)) {
+            armed = false;
+            cut.run();
+            return;
+          }
+        }
+      }
+    }
+
+    @Override
+    public void matmul(float[] x, int m, Linear w, float[] y) {
+      before(w);
+      inner.matmul(x, m, w, y);
+    }
+
+    @Override
+    public void matmul(float[] x, int m, Linear[] w, float[][] y) {
+      before(w);
+      inner.matmul(x, m, w, y);
+    }
+
+    @Override
+    public void matmulDecode(float[] x, int m, Linear w, float[] y) {
+      before(w);
+      inner.matmulDecode(x, m, w, y);
+    }
+
+    @Override
+    public void matmulDecode(float[][] x, int[] m, Linear[] w, float[][] y) {
+      before(w);
+      inner.matmulDecode(x, m, w, y);
+    }
+
+    @Override
+    public void attention(MlaInputs in, float[] out) {
+      inner.attention(in, out);
+    }
+
+    @Override
+    public double logSumExp(float[] x, int off, int n) {
+      return inner.logSumExp(x, off, n);
+    }
+
+    @Override
+    public void siluMul(float[] g, float[] u, int off, int n) {
+      inner.siluMul(g, u, off, n);
+    }
+
+    @Override
+    public void forEachRow(int n, java.util.function.IntConsumer body) {
+      inner.forEachRow(n, body);
+    }
+
+    @Override
+    public int threads() {
+      return inner.threads();
+    }
+
+    @Override
+    public void close() {}
   }
 }

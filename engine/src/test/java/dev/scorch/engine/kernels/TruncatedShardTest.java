@@ -53,10 +53,11 @@ class TruncatedShardTest {
     assertTrue(second.contains("changed on disk while in use"), second);
   }
 
+  /** Cut during a batch, just before its first matmul with a weight of the shard: the reads that fault are the C decoders'. */
   @Test
   void nativeDecodersReportACutMappingAndTheModelNamesTheShard() throws Exception {
     for (String dtype : new String[] {"bf16", "fp8"}) {
-      String out = run("native-" + dtype, List.of(), dtype);
+      String out = run("native-" + dtype, List.of(), dtype, "during");
       assertNamesTheShard(out);
       if (out.contains("native=loaded guarded=true")) {
         assertEquals("true", value(out, "bf16-in-first-page"), out);
@@ -68,10 +69,18 @@ class TruncatedShardTest {
     }
   }
 
+  /**
+   * Cut between two batches: the next pass's check of the shards' sizes names it before anything reads it, with or
+   * without the native kernels. (A Java read of a cut mapping during a pass faults into the JVM's InternalError, which it
+   * delivers some time after the read; the engine's entry points turn it into the same CheckpointException where it
+   * surfaces in them, which is not certain, so it is not asserted here.)
+   */
   @Test
-  void javaReadsOfACutShardNameIt() throws Exception {
-    String out = run("java", List.of("-Dscorch.native=false"), "bf16");
+  void aShardCutBetweenBatchesIsNamedByTheNextPass() throws Exception {
+    String out = run("java", List.of("-Dscorch.native=false"), "bf16", "between");
     assertTrue(out.contains("native=off"), out);
     assertNamesTheShard(out);
+    assertTrue(value(out, "second").contains("its mapped weights can no longer be read"), out);
+    assertNamesTheShard(run("native-between", List.of(), "bf16", "between"));
   }
 }
