@@ -2,6 +2,9 @@ package dev.scorch.engine.tokenizer;
 
 import com.hubspot.jinjava.Jinjava;
 import com.hubspot.jinjava.JinjavaConfig;
+import com.hubspot.jinjava.el.JinjavaInterpreterResolver;
+import com.hubspot.jinjava.el.JinjavaProcessors;
+import com.hubspot.jinjava.interpret.Context;
 import com.hubspot.jinjava.interpret.JinjavaInterpreter;
 import com.hubspot.jinjava.interpret.RenderResult;
 import com.hubspot.jinjava.interpret.TemplateError;
@@ -15,6 +18,8 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
 
 /**
  * A model's Jinja chat template (tokenizer_config.json {@code chat_template}), rendered with Jinjava the way
@@ -23,6 +28,13 @@ import java.util.Objects;
  * functions {@code raise_exception(msg)} and {@code strftime_now(format)}, and a {@code tojson} filter that
  * writes like Python's {@code json.dumps} (", " and ": " separators, non-ASCII kept, {@code indent=N}), as
  * transformers' own tojson does.
+ *
+ * <p>A template comes from a checkpoint and is untrusted: each render runs in a sandbox ({@link RenderGuard}
+ * on a worker thread, {@link TemplateSandbox} for calls) held to {@link Limits}, and whatever goes wrong,
+ * a stack overflow, a runaway loop, a string or list grown past its limit, surfaces as a
+ * {@link ChatTemplateException} for that render. A template cannot read anything (include, import, from and
+ * extends are refused), and the text it is given is never itself rendered (Jinjava's nested interpretation
+ * is off, as Jinja2 has none).
  *
  * <p>Thread-safe: rendering keeps no state between calls.
  */
@@ -41,23 +53,72 @@ public final class ChatTemplate {
     }
   }
 
+  /**
+   * What one render may use: CPU time, bytes allocated (garbage included: the bound on how much memory it
+   * can hold), characters in any string it makes (the output included), items in any list or map, and
+   * how deep brackets may nest in an expression (Jinjava's parser takes time superlinear in that and
+   * cannot be stopped). {@link #DEFAULT} leaves real templates far from every limit: DeepSeek-V3's renders
+   * a chat in well under a millisecond, allocating about 150 KB (and 450 MB for a chat of 100 system
+   * messages of 10,000 characters, which it joins one by one); a cold JVM's first render takes about a
+   * second.
+   */
+  record Limits(long timeNanos, long maxAllocatedBytes, long maxStringChars, int maxItems, int maxBracketDepth) {
+    static final Limits DEFAULT = new Limits(TimeUnit.SECONDS.toNanos(5),
+        Math.min(1L << 30, Runtime.getRuntime().maxMemory() / 4), 64L << 20, 1_000_000, 100);
+
+    String timeDescription() {
+      return timeNanos % 1_000_000_000L == 0
+          ? timeNanos / 1_000_000_000L + " s"
+          : TimeUnit.NANOSECONDS.toMillis(timeNanos) + " ms";
+    }
+  }
+
+  /** Tags that read other templates (through the resource locator, which refuses anyway). */
+  private static final Set<String> REFUSED_TAGS = Set.of("include", "import", "from", "extends");
+  /** Filters that parse text given at render time: a template (render) or YAML/JSON documents. */
+  private static final Set<String> REFUSED_FILTERS = Set.of("render", "fromyaml", "fromjson");
+
   private final String template;
   private final String bosToken;
   private final String eosToken;
+  private final Limits limits;
   private final Jinjava jinjava;
+  private final String refused; // why every render fails without trying, or null
 
   /** @param bosToken value of {@code bos_token} in the template (null renders as empty), likewise eosToken */
   public ChatTemplate(String template, String bosToken, String eosToken) {
+    this(template, bosToken, eosToken, Limits.DEFAULT);
+  }
+
+  ChatTemplate(String template, String bosToken, String eosToken, Limits limits) {
     this.template = Objects.requireNonNull(template, "template");
     this.bosToken = bosToken;
     this.eosToken = eosToken;
+    this.limits = limits;
+    int depth = bracketDepth(template);
+    refused = depth > limits.maxBracketDepth()
+        ? "chat template nests brackets " + depth + " deep, over the limit of " + limits.maxBracketDepth()
+        : null;
     JinjavaConfig config =
         JinjavaConfig.newBuilder()
             .withTrimBlocks(true)
             .withLstripBlocks(true)
-            .withMaxOutputSize(64L << 20)
+            .withNestedInterpretationEnabled(false)
+            .withMaxOutputSize(limits.maxStringChars())
+            .withMaxStringLength(limits.maxStringChars())
+            .withMaxListSize(limits.maxItems())
+            .withMaxMapSize(limits.maxItems())
+            .withRangeLimit(limits.maxItems())
+            .withDisabled(Map.of(Context.Library.TAG, REFUSED_TAGS, Context.Library.FILTER, REFUSED_FILTERS))
+            .withElResolver(new TemplateSandbox(JinjavaInterpreterResolver.DEFAULT_RESOLVER_READ_ONLY, limits))
+            .withProcessors(JinjavaProcessors.newBuilder()
+                .withNodePreProcessor((node, interpreter) -> RenderGuard.check())
+                .build())
             .build();
     jinjava = new Jinjava(config);
+    jinjava.setResourceLocator((name, encoding, interpreter) -> {
+      throw RenderGuard.refuse("chat template may not read other templates or files (it asked for " + quote(name) + ")");
+    });
     jinjava
         .getGlobalContext()
         .registerFunction(
@@ -95,17 +156,108 @@ public final class ChatTemplate {
     vars.put("add_generation_prompt", addGenerationPrompt);
     vars.putIfAbsent("bos_token", bosToken == null ? "" : bosToken);
     vars.putIfAbsent("eos_token", eosToken == null ? "" : eosToken);
+    if (refused != null) {
+      throw new ChatTemplateException(refused);
+    }
+    return RenderGuard.run(() -> renderNow(vars), limits);
+  }
+
+  /** One render on the calling (worker) thread; a fatal template error becomes the exception. */
+  private String renderNow(Map<String, Object> vars) {
     RenderResult result = jinjava.renderForResult(template, vars);
     for (TemplateError e : result.getErrors()) {
       if (e.getSeverity() == TemplateError.ErrorType.FATAL) {
+        if (e.getReason() == TemplateError.ErrorReason.DISABLED) {
+          throw new ChatTemplateException("chat template may not use " + disabledName(e)
+              + ": a chat template can neither read other templates or files nor render text as a template");
+        }
         String raised = raisedMessage(e);
         throw new ChatTemplateException(
             raised != null
-                ? "chat template raised: " + raised
-                : "chat template failed at line " + e.getLineno() + ": " + e.getMessage());
+                ? "chat template raised: " + shorten(raised)
+                : "chat template failed at line " + e.getLineno() + ": " + shorten(detail(e)));
       }
     }
     return result.getOutput();
+  }
+
+  /** Jinjava's message, with the root cause's where the message is only "Error rendering tag" or the like. */
+  private static String detail(TemplateError e) {
+    String m = String.valueOf(e.getMessage());
+    Throwable root = e.getException();
+    while (root != null && root.getCause() != null && root.getCause() != root) {
+      root = root.getCause();
+    }
+    // Parse errors (ELException) repeat the message; limits (CollectionTooBigException...) add to it.
+    String cause = root == null || root instanceof jinjava.javax.el.ELException ? null : root.getMessage();
+    return cause == null || m.contains(cause) ? m : m + " (" + cause + ")";
+  }
+
+  /** The tag or filter a DISABLED error names ("'include' is disabled in this context"). */
+  private static String disabledName(TemplateError e) {
+    String m = String.valueOf(e.getMessage());
+    int a = m.indexOf('\'');
+    int b = a < 0 ? -1 : m.indexOf('\'', a + 1);
+    String name = b < 0 ? m : m.substring(a + 1, b);
+    return e.getItem() == TemplateError.ErrorItem.TAG ? "{% " + name + " %}" : "the " + name + " filter";
+  }
+
+  /** Jinjava's messages quote the failing expression, which may be huge; a row's error stays readable. */
+  private static String shorten(String s) {
+    return s == null || s.length() <= 500 ? s : s.substring(0, 500) + "... (" + s.length() + " characters)";
+  }
+
+  private static String quote(String s) {
+    return s == null ? "null" : "'" + shorten(s) + "'";
+  }
+
+  /**
+   * The deepest nesting of ( [ { inside the template's {{ }} and {% %} blocks, string literals and
+   * comments skipped. An over-estimate where the template is malformed, which only matters past the limit.
+   */
+  static int bracketDepth(String t) {
+    int max = 0;
+    int n = t.length();
+    int i = 0;
+    while (i + 1 < n) {
+      int open = t.indexOf('{', i);
+      if (open < 0 || open + 1 >= n) {
+        break;
+      }
+      char kind = t.charAt(open + 1);
+      if (kind == '#') {
+        int end = t.indexOf("#}", open + 2);
+        i = end < 0 ? n : end + 2;
+        continue;
+      }
+      if (kind != '{' && kind != '%') {
+        i = open + 1;
+        continue;
+      }
+      int depth = 0;
+      char quote = 0;
+      int j = open + 2;
+      for (; j < n; j++) {
+        char c = t.charAt(j);
+        if (quote != 0) {
+          if (c == '\\') {
+            j++;
+          } else if (c == quote) {
+            quote = 0;
+          }
+        } else if (c == '\'' || c == '"') {
+          quote = c;
+        } else if (c == '(' || c == '[' || c == '{') {
+          max = Math.max(max, ++depth);
+        } else if (depth == 0 && j + 1 < n && t.charAt(j + 1) == '}' && c == (kind == '{' ? '}' : '%')) {
+          break;
+        } else if (c == ')' || c == ']' || c == '}') {
+          depth = Math.max(depth - 1, 0);
+        }
+      }
+      i = j + 2;
+    }
+    return max;
   }
 
   /** The message of a raise_exception call behind a Jinjava error, or null. */
@@ -154,10 +306,14 @@ public final class ChatTemplate {
     return sb.toString();
   }
 
-  /** The template could not be rendered, or it called raise_exception. */
+  /** The template could not be rendered, or it called raise_exception, or it went past a limit. */
   public static final class ChatTemplateException extends RuntimeException {
     public ChatTemplateException(String message) {
       super(message);
+    }
+
+    public ChatTemplateException(String message, Throwable cause) {
+      super(message, cause);
     }
   }
 
