@@ -5,7 +5,6 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.text.Normalizer;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -48,7 +47,7 @@ public final class HfTokenizer implements Tokenizer {
   private final boolean[] special;
   private final BytePairEncoder bpe;
   private final boolean ignoreMerges;
-  private final UnaryOperator<String> normalizer; // null: none
+  private final Normalizer normalizer; // null: none
   private final AddedTokenMatcher rawTokens; // normalized=false
   private final AddedTokenMatcher normalizedTokens; // normalized=true
   private final List<PreStep> preSteps;
@@ -136,33 +135,46 @@ public final class HfTokenizer implements Tokenizer {
     }
     tokenToId = new HashMap<>(vocab.size() * 2);
     int maxId = -1;
+    String maxIdField = null; // where the largest id comes from, for the error when it is out of bounds
     for (var it = vocab.fields(); it.hasNext(); ) {
       var e = it.next();
-      if (!e.getValue().canConvertToInt() || e.getValue().asInt() < 0) {
-        throw fail("model.vocab[\"" + e.getKey() + "\"]", "is not a token id");
-      }
-      int id = e.getValue().asInt();
+      String field = "model.vocab[\"" + e.getKey() + "\"]";
+      int id = tokenId(e.getValue(), field);
       tokenToId.put(e.getKey(), id);
-      maxId = Math.max(maxId, id);
+      if (id > maxId) {
+        maxId = id;
+        maxIdField = field;
+      }
     }
 
     // Added tokens: tokenizer.json's list, then tokenizer_config.json's added_tokens_decoder for ids not seen.
     Map<Integer, AddedToken> added = new HashMap<>();
     JsonNode addedJson = root.path("added_tokens");
+    Map<Integer, String> addedField = new HashMap<>();
     for (int i = 0; i < addedJson.size(); i++) {
       JsonNode t = addedJson.get(i);
-      if (!t.path("id").canConvertToInt()) {
-        throw fail("added_tokens[" + i + "].id", "is missing or not an integer");
-      }
-      AddedToken a = TokenizerConfig.addedToken(t, t.get("id").asInt(), source, "added_tokens[" + i + "]");
+      String field = "added_tokens[" + i + "]";
+      AddedToken a = TokenizerConfig.addedToken(t, tokenId(t.path("id"), field + ".id"), source, field);
       added.put(a.id(), a);
+      addedField.put(a.id(), field + ".id");
     }
     for (AddedToken a : config.addedTokens()) {
-      added.putIfAbsent(a.id(), a);
+      if (added.putIfAbsent(a.id(), a) == null) {
+        addedField.put(a.id(), "added_tokens_decoder[\"" + a.id() + "\"] of " + config.source());
+      }
     }
     for (AddedToken a : added.values()) {
       tokenToId.put(a.content(), a.id());
-      maxId = Math.max(maxId, a.id());
+      if (a.id() > maxId) {
+        maxId = a.id();
+        maxIdField = addedField.get(a.id());
+      }
+    }
+    // The id tables are sized by the largest id: bound it by the number of tokens the files hold.
+    int bound = Tokenizers.idBound(tokenToId.size());
+    if (maxId >= bound) {
+      throw fail(maxIdField, "is " + maxId + ", but the file has only " + tokenToId.size()
+          + " tokens (ids must be below " + bound + ")");
     }
     idToToken = new String[maxId + 1];
     for (var e : tokenToId.entrySet()) {
@@ -244,7 +256,7 @@ public final class HfTokenizer implements Tokenizer {
       int start = p.start();
       int end = p.end();
       if (normalizer != null) {
-        s = normalizer.apply(s.substring(start, end));
+        s = normalizer.apply(s.substring(start, end), (long) NORMALIZED_GROWTH * (end - start) + NORMALIZED_SLACK);
         start = 0;
         end = s.length();
       }
@@ -358,6 +370,23 @@ public final class HfTokenizer implements Tokenizer {
     return new TokenizerException(source + ": field " + field + " " + what);
   }
 
+  /** A token id field: a non-negative integer. */
+  private int tokenId(JsonNode n, String field) {
+    if (!n.isIntegralNumber() || !n.canConvertToInt() || n.asInt() < 0) {
+      throw fail(field, (n.isMissingNode() ? "is missing" : "is " + n) + ", not a token id (an integer from 0)");
+    }
+    return n.asInt();
+  }
+
+  /** An id a post-processor adds: one of the vocabulary's. */
+  private int vocabId(JsonNode n, String field) {
+    int id = tokenId(n, field);
+    if (id >= idToToken.length) {
+      throw fail(field, "is " + id + ", outside the vocabulary of " + idToToken.length + " ids");
+    }
+    return id;
+  }
+
   private int[] byteIds(JsonNode model) {
     Integer unk = model.path("unk_token").isTextual() ? tokenToId.get(model.get("unk_token").asText()) : null;
     int[] ids = new int[256];
@@ -403,17 +432,31 @@ public final class HfTokenizer implements Tokenizer {
     return map;
   }
 
-  private UnaryOperator<String> normalizer(JsonNode n, String field) {
+  /**
+   * How long a normalized text may grow: NFKC alone can make a character 18, so 32 times the text plus a
+   * little for Prepend leaves every real normalizer far from it, while a Replace of one character by a
+   * megabyte is stopped before it allocates.
+   */
+  static final int NORMALIZED_GROWTH = 32;
+
+  static final int NORMALIZED_SLACK = 4096;
+
+  /** One normalizer: the normalized text, or a TokenizerException when it would pass {@code maxChars}. */
+  interface Normalizer {
+    String apply(String s, long maxChars);
+  }
+
+  private Normalizer normalizer(JsonNode n, String field) {
     if (n.isMissingNode() || n.isNull()) {
       return null;
     }
     String type = n.path("type").asText();
     switch (type) {
       case "Sequence": {
-        List<UnaryOperator<String>> parts = new ArrayList<>();
+        List<Normalizer> parts = new ArrayList<>();
         JsonNode list = n.path("normalizers");
         for (int i = 0; i < list.size(); i++) {
-          UnaryOperator<String> p = normalizer(list.get(i), field + ".normalizers[" + i + "]");
+          Normalizer p = normalizer(list.get(i), field + ".normalizers[" + i + "]");
           if (p != null) {
             parts.add(p);
           }
@@ -421,44 +464,97 @@ public final class HfTokenizer implements Tokenizer {
         if (parts.isEmpty()) {
           return null;
         }
-        return s -> {
-          for (UnaryOperator<String> p : parts) {
-            s = p.apply(s);
+        return (s, max) -> {
+          for (Normalizer p : parts) {
+            s = p.apply(s, max);
           }
           return s;
         };
       }
       case "NFC":
-        return s -> Normalizer.normalize(s, Normalizer.Form.NFC);
+        return bounded(field, s -> java.text.Normalizer.normalize(s, java.text.Normalizer.Form.NFC));
       case "NFD":
-        return s -> Normalizer.normalize(s, Normalizer.Form.NFD);
+        return bounded(field, s -> java.text.Normalizer.normalize(s, java.text.Normalizer.Form.NFD));
       case "NFKC":
-        return s -> Normalizer.normalize(s, Normalizer.Form.NFKC);
+        return bounded(field, s -> java.text.Normalizer.normalize(s, java.text.Normalizer.Form.NFKC));
       case "NFKD":
-        return s -> Normalizer.normalize(s, Normalizer.Form.NFKD);
+        return bounded(field, s -> java.text.Normalizer.normalize(s, java.text.Normalizer.Form.NFKD));
       case "Lowercase":
-        return s -> s.toLowerCase(Locale.ROOT);
+        return bounded(field, s -> s.toLowerCase(Locale.ROOT));
       case "Prepend": {
         String pre = n.path("prepend").asText();
-        return s -> s.isEmpty() ? s : pre + s;
+        return (s, max) -> {
+          if (s.isEmpty()) {
+            return s;
+          }
+          checkGrowth(field, s.length(), (long) pre.length() + s.length(), max);
+          return pre + s;
+        };
       }
       case "Replace": {
         String content = n.path("content").asText();
         JsonNode pat = n.path("pattern");
         if (pat.path("String").isTextual()) {
           String lit = pat.get("String").asText();
-          return s -> s.replace(lit, content);
+          if (lit.isEmpty()) {
+            throw fail(field + ".pattern.String", "is empty");
+          }
+          return (s, max) -> {
+            if (content.length() > lit.length()) {
+              long count = 0;
+              for (int at = s.indexOf(lit); at >= 0; at = s.indexOf(lit, at + lit.length())) {
+                count++;
+              }
+              checkGrowth(field, s.length(), s.length() + count * (content.length() - lit.length()), max);
+            }
+            return s.replace(lit, content);
+          };
         }
         if (pat.path("Regex").isTextual()) {
           Pattern p = Regexes.compile(pat.get("Regex").asText());
-          String repl = Matcher.quoteReplacement(content);
-          return s -> p.matcher(s).replaceAll(repl);
+          String where = source + ": field " + field + ".pattern";
+          return (s, max) -> replaceAll(s, p, content, max, where, field);
         }
         throw fail(field + ".pattern", "must be {\"String\": ...} or {\"Regex\": ...}");
       }
       default:
         throw fail(field + ".type", "is " + Regexes.quote(type) + ", which is not supported");
     }
+  }
+
+  /** A normalizer whose output is at most a small multiple of its input, checked after it runs. */
+  private Normalizer bounded(String field, UnaryOperator<String> f) {
+    return (s, max) -> {
+      String out = f.apply(s);
+      checkGrowth(field, s.length(), out.length(), max);
+      return out;
+    };
+  }
+
+  private void checkGrowth(String field, int in, long out, long max) {
+    if (out > max) {
+      throw fail(field, "would make a text of " + in + " characters longer than the " + max + " it may grow to");
+    }
+  }
+
+  /** Matcher.replaceAll with a literal replacement, stopped before the result passes {@code max}. */
+  private String replaceAll(String s, Pattern p, String content, long max, String where, String field) {
+    Matcher m = p.matcher(Regexes.bounded(s, 0, s.length()));
+    StringBuilder sb = null;
+    int last = 0;
+    try {
+      while (m.find()) {
+        if (sb == null) {
+          sb = new StringBuilder(s.length() + 16);
+        }
+        sb.append(s, last, m.start()).append(content);
+        last = m.end();
+        checkGrowth(field, s.length(), (long) sb.length() + s.length() - last, max);
+      }
+    } catch (Regexes.TooManySteps | StackOverflowError e) {
+      throw Regexes.stopped(where, p, s.length(), e);
+    }
+    return sb == null ? s : sb.append(s, last, s.length()).toString();
   }
 
   /** Adds the steps of a pre-tokenizer; returns whether it contains a ByteLevel step. */
@@ -487,7 +583,7 @@ public final class HfTokenizer implements Tokenizer {
           throw fail(field + ".pattern", "must be {\"Regex\": ...} or {\"String\": ...}");
         }
         Behavior b = Behavior.parse(n.path("behavior").asText(), () -> fail(field + ".behavior", "is unknown"));
-        steps.add(new SplitStep(p, b, n.path("invert").asBoolean(false)));
+        steps.add(new SplitStep(p, b, n.path("invert").asBoolean(false), source + ": field " + field + ".pattern"));
         return false;
       }
       case "ByteLevel": {
@@ -498,13 +594,13 @@ public final class HfTokenizer implements Tokenizer {
           prefixSpace[0] = true;
         }
         if (n.path("use_regex").asBoolean(true)) {
-          steps.add(new SplitStep(Regexes.compile(Regexes.GPT2), Behavior.ISOLATED, false));
+          steps.add(new SplitStep(Regexes.compile(Regexes.GPT2), Behavior.ISOLATED, false, source + ": field " + field));
         }
         return true; // the byte mapping itself happens in BPE, which works on UTF-8 bytes
       }
       case "Digits": {
         Pattern p = Regexes.compile(n.path("individual_digits").asBoolean(false) ? "\\p{N}" : "\\p{N}+");
-        steps.add(new SplitStep(p, Behavior.ISOLATED, false));
+        steps.add(new SplitStep(p, Behavior.ISOLATED, false, source + ": field " + field));
         return false;
       }
       default:
@@ -561,8 +657,9 @@ public final class HfTokenizer implements Tokenizer {
             if (!ids.isArray() || ids.isEmpty()) {
               throw fail(field + ".special_tokens[\"" + name + "\"].ids", "is missing");
             }
-            for (JsonNode id : ids) {
-              (seenSequence ? suffix : prefix).add(id.asInt());
+            for (int k = 0; k < ids.size(); k++) {
+              String where = field + ".special_tokens[\"" + name + "\"].ids[" + k + "]";
+              (seenSequence ? suffix : prefix).add(vocabId(ids.get(k), where));
             }
           } else {
             throw fail(field + ".single[" + i + "]", "is neither Sequence nor SpecialToken");
@@ -572,8 +669,8 @@ public final class HfTokenizer implements Tokenizer {
       }
       case "RobertaProcessing":
       case "BertProcessing":
-        prefix.add(n.path("cls").path(1).asInt());
-        suffix.add(n.path("sep").path(1).asInt());
+        prefix.add(vocabId(n.path("cls").path(1), field + ".cls[1]"));
+        suffix.add(vocabId(n.path("sep").path(1), field + ".sep[1]"));
         return;
       default:
         throw fail(field + ".type", "is " + Regexes.quote(type) + ", which is not supported");
@@ -631,21 +728,29 @@ public final class HfTokenizer implements Tokenizer {
     private final Pattern pattern;
     private final Behavior behavior;
     private final boolean invert;
+    private final String where; // the file and field, for errors
     private final ThreadLocal<Matcher> matcher;
 
-    SplitStep(Pattern pattern, Behavior behavior, boolean invert) {
+    SplitStep(Pattern pattern, Behavior behavior, boolean invert, String where) {
       this.pattern = pattern;
       this.behavior = behavior;
       this.invert = invert;
+      this.where = where;
       this.matcher = ThreadLocal.withInitial(() -> pattern.matcher(""));
     }
 
+    /**
+     * @throws TokenizerException for this text when the file's regex backtracks without bound or
+     *     overflows the stack on it (see {@link Regexes#bounded})
+     */
     @Override
     public void split(String text, int start, int end, IntList out) {
-      Matcher m = matcher.get().reset(text);
+      Matcher m = matcher.get().reset(Regexes.bounded(text, start, end));
       try {
         m.region(start, end);
         split(m, start, end, out);
+      } catch (Regexes.TooManySteps | StackOverflowError e) {
+        throw Regexes.stopped(where, pattern, end - start, e);
       } finally {
         m.reset(""); // the thread-local matcher must not keep the text alive
       }

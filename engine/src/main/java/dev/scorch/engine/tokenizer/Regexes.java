@@ -77,6 +77,79 @@ final class Regexes {
     return "Is" + name;
   }
 
+  /**
+   * Steps (character reads) a pattern may take per character of the text it runs on, on top of
+   * {@link #BASE_STEPS}: the patterns of real tokenizers read each character a few times (the alternatives
+   * of GPT-2's pattern, a lookahead); a pattern that backtracks without bound ({@code ((a+)*)+b} reads
+   * 2^n times) is stopped within milliseconds.
+   */
+  static final int STEPS_PER_CHAR = 1000;
+
+  static final int BASE_STEPS = 1_000_000;
+
+  /**
+   * {@code text} for a Matcher to run on over {@code [start, end)}, counting the characters it reads:
+   * java.util.regex cannot be interrupted, but it reads the text only through charAt.
+   */
+  static CharSequence bounded(String text, int start, int end) {
+    return new CountingText(text, BASE_STEPS + (long) STEPS_PER_CHAR * Math.max(0, end - start));
+  }
+
+  /**
+   * The error for a regex that was stopped on a piece of text: by the step budget of {@link #bounded} or
+   * by the stack (java.util.regex recurses once per repetition of a group, so {@code (a|aa)+$} on 5,000
+   * characters overflows it). The caller's thread is fine afterwards: the regex holds no shared state.
+   */
+  static TokenizerException stopped(String where, Pattern pattern, int chars, Throwable why) {
+    String what = why instanceof StackOverflowError
+        ? "overflowed the stack"
+        : "backtracked past " + STEPS_PER_CHAR + " steps a character";
+    return new TokenizerException(
+        where + ": regex " + quote(pattern.pattern()) + " " + what + " on a text of " + chars + " characters", why);
+  }
+
+  /** Thrown by {@link CountingText} when the budget is spent; no stack trace, it only unwinds. */
+  static final class TooManySteps extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    TooManySteps() {
+      super(null, null, false, false);
+    }
+  }
+
+  private static final class CountingText implements CharSequence {
+    private final String s;
+    private long left;
+
+    CountingText(String s, long steps) {
+      this.s = s;
+      this.left = steps;
+    }
+
+    @Override
+    public char charAt(int index) {
+      if (--left < 0) {
+        throw new TooManySteps();
+      }
+      return s.charAt(index);
+    }
+
+    @Override
+    public int length() {
+      return s.length();
+    }
+
+    @Override
+    public CharSequence subSequence(int start, int end) {
+      return s.subSequence(start, end);
+    }
+
+    @Override
+    public String toString() {
+      return s;
+    }
+  }
+
   static String quote(String s) {
     return "'" + s.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t") + "'";
   }

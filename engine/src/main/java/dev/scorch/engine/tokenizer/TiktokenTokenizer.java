@@ -99,6 +99,7 @@ public final class TiktokenTokenizer implements Tokenizer {
     String text = new String(modelFile, StandardCharsets.UTF_8);
     int lineNo = 0;
     int maxRank = -1;
+    int maxRankLine = 0;
     for (String line : text.split("\n")) {
       lineNo++;
       line = line.strip();
@@ -123,7 +124,10 @@ public final class TiktokenTokenizer implements Tokenizer {
       if (ranks.put(new String(bytes, StandardCharsets.ISO_8859_1), rank) != null) {
         throw new TokenizerException(source + ": line " + lineNo + " repeats a token");
       }
-      maxRank = Math.max(maxRank, rank);
+      if (rank > maxRank) {
+        maxRank = rank;
+        maxRankLine = lineNo;
+      }
     }
     if (ranks.isEmpty()) {
       throw new TokenizerException(source + ": no tokens");
@@ -140,8 +144,18 @@ public final class TiktokenTokenizer implements Tokenizer {
         specials.putIfAbsent(id, "<|reserved_token_" + id + "|>");
       }
     }
+    // The id tables are sized by the largest id: bound it by the number of tokens the files hold.
+    int bound = Tokenizers.idBound(ranks.size() + specials.size());
+    if (maxRank >= bound) {
+      throw new TokenizerException(source + ": line " + maxRankLine + " has rank " + maxRank + ", but the file has only "
+          + ranks.size() + " tokens (ranks must be below " + bound + ")");
+    }
     int maxId = maxRank;
     for (int id : specials.keySet()) {
+      if (id >= bound) {
+        throw new TokenizerException(config.source() + ": field added_tokens_decoder[\"" + id + "\"] is a token id past the "
+            + (ranks.size() + specials.size()) + " tokens of the tokenizer (ids must be below " + bound + ")");
+      }
       maxId = Math.max(maxId, id);
     }
     idToBytes = new byte[maxId + 1][];
@@ -227,20 +241,27 @@ public final class TiktokenTokenizer implements Tokenizer {
     List<AddedTokenMatcher.Piece> pieces = new ArrayList<>();
     specialMatcher.split(text, 0, text.length(), pieces);
     Matcher m = matcher.get();
-    for (AddedTokenMatcher.Piece p : pieces) {
-      if (p.token() != null) {
-        out.add(p.token().id());
-        continue;
-      }
-      m.reset(p.text());
-      m.region(p.start(), p.end());
-      while (m.find()) {
-        if (m.end() > m.start()) {
-          bpe.encode(p.text().substring(m.start(), m.end()), out);
+    try {
+      for (AddedTokenMatcher.Piece p : pieces) {
+        if (p.token() != null) {
+          out.add(p.token().id());
+          continue;
+        }
+        m.reset(Regexes.bounded(p.text(), p.start(), p.end()));
+        m.region(p.start(), p.end());
+        try {
+          while (m.find()) {
+            if (m.end() > m.start()) {
+              bpe.encode(p.text().substring(m.start(), m.end()), out);
+            }
+          }
+        } catch (Regexes.TooManySteps | StackOverflowError e) {
+          throw Regexes.stopped(source + ": the split pattern", pattern, p.end() - p.start(), e);
         }
       }
+    } finally {
+      m.reset(""); // the thread-local matcher must not keep the text alive
     }
-    m.reset(""); // the thread-local matcher must not keep the text alive
     if (addSpecialTokens) {
       out.addAll(suffix);
     }

@@ -115,7 +115,10 @@ record TokenizerConfig(
       try {
         id = Integer.parseInt(e.getKey());
       } catch (NumberFormatException ex) {
-        throw new TokenizerException(source + ": field " + where + ": key is not a token id");
+        id = -1;
+      }
+      if (id < 0) {
+        throw new TokenizerException(source + ": field " + where + ": key is not a token id (an integer from 0)");
       }
       out.add(addedToken(e.getValue(), id, source, where));
     }

@@ -49,4 +49,13 @@ public final class Tokenizers {
     }
     return Optional.of(new TiktokenTokenizer(tiktoken.toString(), model, cfg, TiktokenTokenizer.KIMI_PATTERN));
   }
+
+  /**
+   * How large an id a tokenizer holding {@code tokens} tokens may use: id tables are arrays of the largest
+   * id + 1, so a file saying 2,000,000,000 must not make them. Twice the count, or 65,536 more, leaves room
+   * for the gaps real files have (reserved ranges, ids padded to a multiple of 64 or 128).
+   */
+  static int idBound(int tokens) {
+    return (int) Math.min(Integer.MAX_VALUE - 8L, Math.max(2L * tokens, tokens + 65_536L));
+  }
 }

@@ -1,6 +1,7 @@
 package dev.scorch.jobs.eval;
 
 import dev.scorch.engine.tokenizer.Tokenizer;
+import dev.scorch.engine.tokenizer.TokenizerException;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
@@ -75,7 +76,11 @@ final class EvalData {
       if (tokenizer == null) {
         throw new IllegalArgumentException(role + " is text and this model has no tokenizer (give token ids)");
       }
-      return tokenizer.encode(s, addSpecial);
+      try {
+        return tokenizer.encode(s, addSpecial);
+      } catch (TokenizerException e) { // a text the tokenizer's rules cannot handle fails its row only
+        throw new IllegalArgumentException(role + " cannot be tokenized: " + e.getMessage(), e);
+      }
     }
     if (v instanceof scala.collection.Seq<?> seq) {
       int[] ids = new int[seq.size()];

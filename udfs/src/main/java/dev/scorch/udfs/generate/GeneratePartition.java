@@ -11,6 +11,7 @@ import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.sampling.SamplingParams;
 import dev.scorch.engine.tokenizer.ChatTemplate;
 import dev.scorch.engine.tokenizer.Tokenizer;
+import dev.scorch.engine.tokenizer.TokenizerException;
 import dev.scorch.udfs.backend.TaskGpus;
 import dev.scorch.udfs.generate.GenerateSchema.RowParam;
 import dev.scorch.udfs.model.ExecutorModelCache;
@@ -244,7 +245,11 @@ public final class GeneratePartition implements FlatMapFunction<Iterator<Interna
           if (text.isEmpty()) {
             return "prompt is empty";
           }
-          encoded = tokenizer.encode(text, true);
+          try { // a text the tokenizer's rules cannot handle (a regex that runs away on it) fails its row only
+            encoded = tokenizer.encode(text, true);
+          } catch (TokenizerException e) {
+            return "cannot tokenize the prompt: " + e.getMessage();
+          }
         }
         if (encoded.length == 0) {
           return "prompt has no tokens";

@@ -12,6 +12,7 @@ import dev.scorch.engine.scoring.BatchScores;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;
 import dev.scorch.engine.tokenizer.Tokenizer;
+import dev.scorch.engine.tokenizer.TokenizerException;
 import dev.scorch.udfs.backend.TaskGpus;
 import dev.scorch.udfs.model.ExecutorModelCache;
 import dev.scorch.udfs.model.LoadedModel;
@@ -280,11 +281,19 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
       if (tokenizer == null) {
         return "text input needs a tokenizer and this model folder has none (give token_ids instead)";
       }
-      int[] promptIds = tokenizer.encode(p, true);
+      int[] promptIds;
+      int[] cont = null;
+      try { // a text the tokenizer's rules cannot handle (a regex that runs away on it) fails its row only
+        promptIds = tokenizer.encode(p, true);
+        if (!continuation.isNull(i)) {
+          cont = tokenizer.encode(new String(continuation.get(i), java.nio.charset.StandardCharsets.UTF_8), false);
+        }
+      } catch (TokenizerException e) {
+        return "cannot tokenize the text: " + e.getMessage();
+      }
       int[] all = promptIds;
       int from = 1;
-      if (!continuation.isNull(i)) {
-        int[] cont = tokenizer.encode(new String(continuation.get(i), java.nio.charset.StandardCharsets.UTF_8), false);
+      if (cont != null) {
         if (cont.length == 0) {
           return "continuation is empty";
         }
