@@ -167,6 +167,9 @@ public final class ChatTemplate {
     RenderResult result = jinjava.renderForResult(template, vars);
     for (TemplateError e : result.getErrors()) {
       if (e.getSeverity() == TemplateError.ErrorType.FATAL) {
+        if (causedBy(e.getException(), StackOverflowError.class)) { // caught inside Jinjava (a macro call)
+          throw new ChatTemplateException(RenderGuard.STACK_OVERFLOW);
+        }
         if (e.getReason() == TemplateError.ErrorReason.DISABLED) {
           throw new ChatTemplateException("chat template may not use " + disabledName(e)
               + ": a chat template can neither read other templates or files nor render text as a template");
@@ -179,6 +182,15 @@ public final class ChatTemplate {
       }
     }
     return result.getOutput();
+  }
+
+  private static boolean causedBy(Throwable t, Class<? extends Throwable> type) {
+    for (int depth = 0; t != null && depth < 100; t = t.getCause(), depth++) {
+      if (type.isInstance(t)) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /** Jinjava's message, with the root cause's where the message is only "Error rendering tag" or the like. */
@@ -204,7 +216,11 @@ public final class ChatTemplate {
 
   /** Jinjava's messages quote the failing expression, which may be huge; a row's error stays readable. */
   private static String shorten(String s) {
-    return s == null || s.length() <= 500 ? s : s.substring(0, 500) + "... (" + s.length() + " characters)";
+    if (s == null) {
+      return null;
+    }
+    s = s.strip().replace('\n', ' ');
+    return s.length() <= 500 ? s : s.substring(0, 500) + "... (" + s.length() + " characters)";
   }
 
   private static String quote(String s) {

@@ -37,6 +37,8 @@ final class RenderGuard {
    * render that has stopped checking, before it gives up on it.
    */
   private static final int WALL_FACTOR = 4;
+  static final String STACK_OVERFLOW =
+      "chat template overflowed the " + (STACK_BYTES >> 20) + " MiB render stack: it nests or recurses too deeply";
   /** Renders that never came back; beyond this many, new renders are refused. */
   static final int MAX_ABANDONED = 4;
   /** Checks between two looks at the clock and the allocation counter (each costs tens of ns). */
@@ -144,8 +146,7 @@ final class RenderGuard {
         throw new ChatTemplateException(aborted); // whatever Jinjava made of the abort on its way out
       }
       if (t instanceof StackOverflowError) {
-        throw new ChatTemplateException("chat template overflowed the " + (STACK_BYTES >> 20)
-            + " MiB render stack: it nests or recurses too deeply");
+        throw new ChatTemplateException(STACK_OVERFLOW);
       }
       if (t instanceof ChatTemplateException c) {
         throw c;

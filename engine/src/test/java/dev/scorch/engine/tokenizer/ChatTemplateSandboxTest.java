@@ -57,6 +57,15 @@ class ChatTemplateSandboxTest {
     assertEquals("chat template overflowed the 4 MiB render stack: it nests or recurses too deeply", m);
     m = failure(nested("{% for x in [1] %}", "x", "{% endfor %}", 20_000));
     assertEquals("chat template overflowed the 4 MiB render stack: it nests or recurses too deeply", m);
+    // A chain of macro calls overflows while rendering, inside a call Jinjava catches errors of.
+    StringBuilder chain = new StringBuilder();
+    for (int i = 0; i < 5000; i++) {
+      chain.append("{% macro m").append(i).append("() %}").append(i < 4999 ? "{{ m" + (i + 1) + "() }}" : "end")
+          .append("{% endmacro %}");
+    }
+    assertEquals("chat template overflowed the 4 MiB render stack: it nests or recurses too deeply",
+        failure(chain + "{{ m0() }}"));
+    assertEquals("end", new ChatTemplate(chain + "{{ m4990() }}", null, null).render(HI, true));
   }
 
   @Test

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -22,6 +23,7 @@ import java.net.URISyntaxException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.zip.GZIPInputStream;
@@ -360,6 +362,69 @@ class ScorchFunctionsTest {
     // The main session still renders DeepSeek's template.
     assertEquals(expected.get("chats").get(0).get("rendered").asText(),
         spark.sql("SELECT scorch_chat(array(named_struct('role', 'user', 'content', 'What is 2+2?')))").first().getString(0));
+  }
+
+  /** A copy of the DeepSeek-V3 tokenizer folder with {@code template} as its chat template. */
+  static Path withTemplate(String name, String template) throws IOException {
+    Path dir = Files.createDirectories(tmp.resolve(name));
+    Files.copy(resource(RES + "tokenizer.json.gz"), dir.resolve("tokenizer.json.gz"));
+    ObjectMapper om = new ObjectMapper();
+    ObjectNode cfg = (ObjectNode) om.readTree(resource(RES + "tokenizer_config.json").toFile());
+    cfg.put("chat_template", template);
+    om.writeValue(dir.resolve("tokenizer_config.json").toFile(), cfg);
+    return dir;
+  }
+
+  static String chatOf(String content) {
+    return "SELECT scorch_chat(array(named_struct('role', 'user', 'content', '" + content + "')))";
+  }
+
+  /**
+   * A checkpoint's template that overflows the stack or loops for ever fails its query with what it hit, in
+   * bounded time, and the executor lives on (issue 24, item 6-7: a StackOverflowError in a task made Spark
+   * exit the JVM with code 50; three nested range(1000) took 26 s a row). Rows the template renders still
+   * render.
+   */
+  @Test
+  void aHostileTemplateFailsItsQueryNotTheExecutor() throws IOException {
+    // Overflows while parsing, whatever the row: 100,000 nested ifs.
+    String deep = "{% if true %}".repeat(100_000) + "x" + "{% endif %}".repeat(100_000);
+    // Overflows or loops for some rows only: a chain of 5,000 macros, three nested loops of 1,000.
+    StringBuilder chain = new StringBuilder();
+    for (int i = 0; i < 5000; i++) {
+      chain.append("{% macro m").append(i).append("() %}").append(i < 4999 ? "{{ m" + (i + 1) + "() }}" : "")
+          .append("{% endmacro %}");
+    }
+    String byRow = chain + "{% for m in messages %}{% if m['content'] == 'deep' %}{{ m0() }}{% endif %}"
+        + "{% if m['content'] == 'loop' %}{% for a in range(1000) %}{% for b in range(1000) %}{% for c in range(1000) %}"
+        + "{% endfor %}{% endfor %}{% endfor %}{% endif %}{{ '<' + m['role'] + '>' + m['content'] }}{% endfor %}";
+    SparkSession other = spark.newSession();
+    TokenizerShipment deepShipment = ScorchFunctions.register(other, withTemplate("deep-template", deep));
+    try {
+      String m = assertTimeoutPreemptively(Duration.ofMinutes(2), () -> failure(other, chatOf("hi")));
+      assertTrue(m.contains("scorch_chat: chat template overflowed the 4 MiB render stack: it nests or recurses too deeply"), m);
+    } finally {
+      ExecutorTokenizerCache.evict(deepShipment.contentHash());
+      deepShipment.destroy();
+    }
+    TokenizerShipment s = ScorchFunctions.register(other, withTemplate("by-row-template", byRow));
+    try {
+      assertEquals("<user>hi", other.sql(chatOf("hi")).first().getString(0));
+      String m = assertTimeoutPreemptively(Duration.ofMinutes(2), () -> failure(other, chatOf("deep")));
+      assertTrue(m.contains("scorch_chat: chat template overflowed the 4 MiB render stack"), m);
+      m = assertTimeoutPreemptively(Duration.ofMinutes(2), () -> failure(other, chatOf("loop")));
+      // The loop runs into whichever limit comes first: 5 s of CPU or the allocation budget.
+      assertTrue(m.contains("scorch_chat: chat template exceeded the 5 s render time limit")
+          || m.contains("scorch_chat: chat template allocated more than"), m);
+      List<Row> rows = other.sql("SELECT c, scorch_chat(array(named_struct('role', 'user', 'content', c))) "
+          + "FROM VALUES ('a'), ('b'), ('c'), ('d') AS t(c) ORDER BY c").collectAsList();
+      assertEquals(List.of("<user>a", "<user>b", "<user>c", "<user>d"), rows.stream().map(r -> r.getString(1)).toList());
+    } finally {
+      ExecutorTokenizerCache.evict(s.contentHash());
+      s.destroy();
+    }
+    assertTrue(!spark.sparkContext().isStopped());
+    assertEquals(expected.get("chats").get(0).get("rendered").asText(), spark.sql(chatOf("What is 2+2?")).first().getString(0));
   }
 
   /** The messages of the exception chain a failing query throws, joined. */
