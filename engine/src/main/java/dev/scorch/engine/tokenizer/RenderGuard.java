@@ -196,11 +196,12 @@ final class RenderGuard {
     static final int RUNNING = 0;
     static final int DONE = 1;
     static final int ABANDONED = 2;
+    private static final long NOT_READ = Long.MIN_VALUE;
+    /** Renders shorter than this never read the thread's CPU clock (see check()). */
+    private static final long CPU_BASELINE_AFTER_NANOS = 1_000_000;
 
     private final ChatTemplate.Limits limits;
     private final long startNanos = System.nanoTime();
-    private static final long NOT_READ = Long.MIN_VALUE;
-    private static final long CPU_BASELINE_AFTER_NANOS = 1_000_000;
     private long cpuAtStart = NOT_READ;
     private long allocatedAtStart;
     private int ticks;
@@ -251,7 +252,6 @@ final class RenderGuard {
     String timeMessage() {
       return "chat template exceeded the " + limits.timeDescription() + " render time limit";
     }
-
 
     /** Stops the render at its next check; the first reason given wins. */
     synchronized void abort(String why) {

@@ -52,8 +52,11 @@ final class TemplateSandbox extends ELResolver {
   public Object invoke(ELContext context, Object base, Object method, Class<?>[] paramTypes, Object[] params) {
     RenderGuard.check();
     String name = String.valueOf(method);
-    if (base instanceof Filter f && name.equals("filter") && params != null && params.length == 4) {
-      checkFilter(f.getName(), params[0], (Object[]) params[2], (Map<?, ?>) params[3]);
+    if (base instanceof Filter f && name.equals("filter")) { // (value, interpreter, args, kwargs)
+      Object value = params != null && params.length > 0 ? params[0] : null;
+      Object[] args = params != null && params.length > 2 && params[2] instanceof Object[] a ? a : new Object[0];
+      Map<?, ?> kwargs = params != null && params.length > 3 && params[3] instanceof Map<?, ?> m ? m : Map.of();
+      checkFilter(f.getName(), value, args, kwargs);
     } else if (REFUSED_METHODS.contains(name)) {
       throw refuse("chat template may not call the method " + name + "()");
     } else if (base instanceof String s && params != null) {

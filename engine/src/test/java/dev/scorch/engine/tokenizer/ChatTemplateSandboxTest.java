@@ -220,6 +220,7 @@ class ChatTemplateSandboxTest {
   void messageTextIsNeverRenderedAsATemplate() {
     // Jinjava re-rendered output holding {{ }} (nested interpretation): a row's text ran as template code.
     ChatTemplate t = new ChatTemplate("{% for m in messages %}{{ m.content }}{% endfor %}", null, null);
+    assertEquals("{{ 7*7 }}", t.render(List.of(new ChatTemplate.Message("user", "{{ 7*7 }}")), false)); // was 49
     assertEquals("{{ 7*7 }} {% include 'x' %}",
         t.render(List.of(new ChatTemplate.Message("user", "{{ 7*7 }} {% include 'x' %}")), false));
     assertEquals("chat template may not use the render filter: a chat template can neither read other templates or"
