@@ -73,8 +73,6 @@ public final class ChatTemplate {
     }
   }
 
-  /** Tags that read other templates (through the resource locator, which refuses anyway). */
-  private static final Set<String> REFUSED_TAGS = Set.of("include", "import", "from", "extends");
   /** Filters that parse text given at render time: a template (render) or YAML/JSON documents. */
   private static final Set<String> REFUSED_FILTERS = Set.of("render", "fromyaml", "fromjson");
 
@@ -109,13 +107,16 @@ public final class ChatTemplate {
             .withMaxListSize(limits.maxItems())
             .withMaxMapSize(limits.maxItems())
             .withRangeLimit(limits.maxItems())
-            .withDisabled(Map.of(Context.Library.TAG, REFUSED_TAGS, Context.Library.FILTER, REFUSED_FILTERS))
+            .withDisabled(Map.of(Context.Library.FILTER, REFUSED_FILTERS))
             .withElResolver(new TemplateSandbox(JinjavaInterpreterResolver.DEFAULT_RESOLVER_READ_ONLY, limits))
             .withProcessors(JinjavaProcessors.newBuilder()
                 .withNodePreProcessor((node, interpreter) -> RenderGuard.check())
                 .build())
             .build();
     jinjava = new Jinjava(config);
+    // include, import, from and extends read through the locator. Refused when they run, not when parsed:
+    // Jinja2 in transformers (no loader) fails the same way, so a template that has one in a branch it never
+    // takes renders as it does there.
     jinjava.setResourceLocator((name, encoding, interpreter) -> {
       throw RenderGuard.refuse("chat template may not read other templates or files (it asked for " + quote(name) + ")");
     });
