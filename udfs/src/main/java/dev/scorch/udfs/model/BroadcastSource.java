@@ -14,8 +14,8 @@ import org.apache.spark.broadcast.Broadcast;
 
 /**
  * The driver ships every file of the checkpoint as Spark broadcast blocks of {@link #CHUNK} bytes (far
- * under Spark's 2 GiB block limit); each executor fetches them once, writes them into its model cache
- * folder, verifies them against the manifest, and memory-maps them from there.
+ * under Spark's 2 GiB block limit); each executor fetches them once, writes them into its host's model cache
+ * folder ({@link ModelCache}), verifies them against the manifest, and memory-maps them from there.
  */
 public final class BroadcastSource implements ModelSource {
   public static final int CHUNK = 32 << 20;
@@ -58,24 +58,15 @@ public final class BroadcastSource implements ModelSource {
 
   @Override
   public Path materialize(Path cacheRoot) {
-    Path dir = cacheRoot.resolve(manifest.contentHash());
-    if (Files.isRegularFile(dir.resolve(LocalModelFolder.COMPLETE))) {
-      return dir;
-    }
-    try {
-      Path tmp = LocalModelFolder.fresh(cacheRoot, manifest);
+    return LocalModelFolder.assemble(cacheRoot, manifest, tmp -> {
       for (int i = 0; i < manifest.files().size(); i++) {
-        Path f = tmp.resolve(manifest.files().get(i).name());
-        try (OutputStream out = Files.newOutputStream(f)) {
+        try (OutputStream out = Files.newOutputStream(tmp.resolve(manifest.files().get(i).name()))) {
           for (Broadcast<byte[]> c : chunks.get(i)) {
             out.write(c.value());
           }
         }
       }
-      return LocalModelFolder.publish(tmp, dir, manifest);
-    } catch (IOException e) {
-      throw new CheckpointException(dir + ": cannot assemble the broadcast model: " + e.getMessage(), e);
-    }
+    });
   }
 
   /** Frees the broadcast blocks on the driver and executors once the job is done. */

@@ -11,10 +11,13 @@ import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.tokenizer.Tokenizers;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.IntFunction;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.network.util.JavaUtils;
 
 /**
  * One loaded model per executor JVM and content hash, shared by every task and stage that runs there:
@@ -34,10 +37,43 @@ public final class ExecutorModelCache {
 
   private ExecutorModelCache() {}
 
-  /** This JVM's model cache folder: $SCORCH_MODEL_CACHE, else scorch-model-cache under java.io.tmpdir. */
+  /**
+   * Spark setting naming the folder where executors keep copies of shipped weights (--weights broadcast, and shared-path
+   * from a remote file system). Executors read the application's settings, so it reaches them from the job config or
+   * --conf. Give an absolute path on a local disk with room for the model; it wins over {@link #DIR_ENV}.
+   */
+  public static final String DIR_CONF = "spark.scorch.modelCache.dir";
+  /** Environment variable naming the model cache folder (e.g. set in a Worker's or a pod's environment). */
+  public static final String DIR_ENV = "SCORCH_MODEL_CACHE";
+  /**
+   * Spark setting: how long a copy no running application uses stays for the next one to reuse (a Spark duration:
+   * 30min, 1h, 0 removes it at the exit of its last user). Copies are also removed, least recently used first, when a
+   * new copy needs their room.
+   */
+  public static final String MAX_UNUSED_AGE_CONF = "spark.scorch.modelCache.maxUnusedAge";
+  static final String MAX_UNUSED_AGE_DEFAULT = "1h";
+
+  /**
+   * This JVM's model cache folder: the application's {@value #DIR_CONF}, else $SCORCH_MODEL_CACHE, else
+   * scorch-model-cache under java.io.tmpdir.
+   */
   public static Path cacheRoot() {
-    String env = System.getenv("SCORCH_MODEL_CACHE");
-    return env != null && !env.isEmpty() ? Path.of(env) : Path.of(System.getProperty("java.io.tmpdir"), "scorch-model-cache");
+    SparkEnv env = SparkEnv.get();
+    String dir = env == null ? null : env.conf().get(DIR_CONF, null);
+    if (dir == null || dir.isEmpty()) {
+      dir = System.getenv(DIR_ENV);
+    }
+    return dir != null && !dir.isEmpty() ? Path.of(dir) : Path.of(System.getProperty("java.io.tmpdir"), "scorch-model-cache");
+  }
+
+  /** The application's {@value #MAX_UNUSED_AGE_CONF} (default {@value #MAX_UNUSED_AGE_DEFAULT}). */
+  static Duration maxUnusedAge() {
+    SparkEnv env = SparkEnv.get();
+    long s = env == null ? JavaUtils.timeStringAsSec(MAX_UNUSED_AGE_DEFAULT) : env.conf().getTimeAsSeconds(MAX_UNUSED_AGE_CONF, MAX_UNUSED_AGE_DEFAULT);
+    if (s < 0) {
+      throw new IllegalArgumentException(MAX_UNUSED_AGE_CONF + " must not be negative, got " + env.conf().get(MAX_UNUSED_AGE_CONF));
+    }
+    return Duration.ofSeconds(s);
   }
 
   /** The model (and tokenizer) of this source, loaded by the first task that asks and shared with every later one. */

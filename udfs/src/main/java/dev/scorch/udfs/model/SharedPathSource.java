@@ -1,8 +1,6 @@
 package dev.scorch.udfs.model;
 
-import dev.scorch.engine.checkpoint.CheckpointException;
 import dev.scorch.engine.checkpoint.ModelManifest;
-import java.io.IOException;
 import java.io.InputStream;
 import java.net.URI;
 import java.nio.file.Files;
@@ -31,12 +29,7 @@ public record SharedPathSource(String uri, ModelManifest manifest) implements Mo
       manifest.verify(dir);
       return dir;
     }
-    Path dir = cacheRoot.resolve(manifest.contentHash());
-    if (Files.isRegularFile(dir.resolve(LocalModelFolder.COMPLETE))) {
-      return dir;
-    }
-    try {
-      Path tmp = LocalModelFolder.fresh(cacheRoot, manifest);
+    return LocalModelFolder.assemble(cacheRoot, manifest, tmp -> {
       FileSystem fs = FileSystem.get(u, new Configuration());
       for (ModelManifest.FileEntry e : manifest.files()) {
         org.apache.hadoop.fs.Path src = new org.apache.hadoop.fs.Path(uri.endsWith("/") ? uri + e.name() : uri + "/" + e.name());
@@ -44,9 +37,6 @@ public record SharedPathSource(String uri, ModelManifest manifest) implements Mo
           Files.copy(in, tmp.resolve(e.name()), StandardCopyOption.REPLACE_EXISTING);
         }
       }
-      return LocalModelFolder.publish(tmp, dir, manifest);
-    } catch (IOException e) {
-      throw new CheckpointException(uri + ": cannot copy the model to " + dir + ": " + e.getMessage(), e);
-    }
+    });
   }
 }

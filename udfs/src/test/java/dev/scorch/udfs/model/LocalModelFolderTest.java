@@ -33,8 +33,8 @@ class LocalModelFolderTest {
 
   /** A filled temporary folder, as BroadcastSource or SharedPathSource leave it before publishing. */
   static Path assembled(Path cacheRoot) throws IOException {
-    Path t = LocalModelFolder.fresh(cacheRoot, manifest);
-    assertTrue(t.getFileName().toString().startsWith(manifest.shortHash() + ".partial-"), t.toString());
+    Path t = LocalModelFolder.fresh(ModelCache.of(cacheRoot), manifest);
+    assertTrue(t.getFileName().toString().startsWith(manifest.contentHash() + ".partial-"), t.toString());
     for (ModelManifest.FileEntry e : manifest.files()) {
       Files.copy(model.resolve(e.name()), t.resolve(e.name()));
     }
