@@ -1,6 +1,11 @@
 package dev.scorch.jobs.cli;
 
 import dev.scorch.jobs.JobConfig;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -46,6 +51,14 @@ public class SparkOptions {
 
   /** A session from --conf, --spark-conf and --master (local[*] when nothing names one). */
   SparkSession session(String appName) {
+    SparkConf sc = conf(appName);
+    // A session that already runs in this JVM (a notebook's, a test's) is used and left running.
+    ownsSession = SparkSession.getActiveSession().isEmpty() && SparkSession.getDefaultSession().isEmpty();
+    return SparkSession.builder().config(sc).getOrCreate();
+  }
+
+  /** The settings session() starts Spark with; on a cluster master, with what the executors need from {@link #forCluster}. */
+  SparkConf conf(String appName) {
     SparkConf sc = new SparkConf();
     config().spark().forEach(sc::set);
     for (String kv : sparkConf) {
@@ -60,11 +73,67 @@ public class SparkOptions {
     } else if (!sc.contains("spark.master")) {
       sc.setMaster("local[*]");
     }
-    // A session that already runs in this JVM (a notebook's, a test's) is used and left running.
-    ownsSession = SparkSession.getActiveSession().isEmpty() && SparkSession.getDefaultSession().isEmpty();
     sc.setIfMissing("spark.app.name", appName);
     sc.setIfMissing("spark.ui.showConsoleProgress", "false");
-    return SparkSession.builder().config(sc).getOrCreate();
+    String m = sc.get("spark.master");
+    if (!m.equals("local") && !m.startsWith("local[")) {
+      forCluster(sc, jobsJar(), jvmFlags());
+    }
+    return sc;
+  }
+
+  /**
+   * What executors in JVMs of their own need (a cluster master, or local-cluster): the jar with the jobs' classes in
+   * spark.jars, as spark-submit puts its application jar there (without it every task fails deserialising its
+   * function: ClassCastException ... SerializedLambda ... MapPartitionsRDD.f); and Scorch's JVM flags as
+   * spark.executor.extraJavaOptions when nothing sets that key. A value that is set is kept as it is (it may be the
+   * cluster's own), with a warning when it lacks the Vector API module the engine's kernels use.
+   *
+   * @param jar the jobs jar, or null when the classes do not come from a jar (run from a build's classes folder: then
+   *     spark-submit or spark.jars must ship them)
+   */
+  static void forCluster(SparkConf sc, Path jar, List<String> flags) {
+    if (jar != null) {
+      String jars = sc.get("spark.jars", "");
+      boolean listed = false;
+      for (String j : jars.split(",")) {
+        String name = j.trim().replaceAll(".*/", "");
+        listed |= name.equals(jar.getFileName().toString());
+      }
+      if (!listed) {
+        sc.set("spark.jars", jars.isBlank() ? jar.toString() : jars + "," + jar);
+      }
+    }
+    String opts = sc.get("spark.executor.extraJavaOptions", null);
+    if (opts == null) {
+      sc.set("spark.executor.extraJavaOptions", String.join(" ", flags));
+    } else if (!opts.contains("jdk.incubator.vector")) {
+      System.err.println("scorch: spark.executor.extraJavaOptions has no --add-modules=jdk.incubator.vector: executors run the"
+          + " engine's kernels without the Vector API (slower); see docs/deploy.md");
+    }
+  }
+
+  /** Scorch's JVM flags: scorch-jvm.flags, which the build writes from the parent pom into the jobs jar. */
+  static List<String> jvmFlags() {
+    try (InputStream in = SparkOptions.class.getResourceAsStream("/scorch-jvm.flags")) {
+      if (in == null) {
+        throw new IllegalStateException("scorch-jvm.flags is not on the class path (a jobs jar built by mvn package has it)");
+      }
+      return List.of(new String(in.readAllBytes(), StandardCharsets.UTF_8).trim().split("\\s+"));
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  /** The jar this class was loaded from (bin/scorch's or spark-submit's jobs jar); null when it is not a jar. */
+  static Path jobsJar() {
+    try {
+      var src = SparkOptions.class.getProtectionDomain().getCodeSource();
+      Path p = src == null ? null : Path.of(src.getLocation().toURI());
+      return p != null && Files.isRegularFile(p) && p.toString().endsWith(".jar") ? p : null;
+    } catch (java.net.URISyntaxException | IllegalArgumentException | SecurityException e) {
+      return null;
+    }
   }
 
   /** Stops the session {@link #session} made; one it found running stays up. */
