@@ -33,9 +33,9 @@ class ConfFilesTest {
       assertTrue(dir == null || Path.of(dir).isAbsolute(), f + ": spark.scorch.modelCache.dir must be absolute: " + dir);
       String age = c.spark().get("spark.scorch.modelCache.maxUnusedAge");
       assertTrue(age == null || JavaUtils.timeStringAsSec(age) >= 0, f + ": " + age);
-      // Scorch's executor flags are set by the CLI; a conf that sets the key would replace the cluster's own (docs/deploy.md).
+      // Scorch's executor flags are set by the CLI; a conf that sets the key replaces them (and the cluster's own).
       assertFalse(c.spark().containsKey("spark.executor.extraJavaOptions") && !c.spark().get("spark.executor.extraJavaOptions")
-          .contains("jdk.incubator.vector"), f + ": spark.executor.extraJavaOptions without Scorch's flags");
+          .contains("-XX:+UseCountedLoopSafepoints"), f + ": spark.executor.extraJavaOptions without Scorch's flags");
     }
   }
 }

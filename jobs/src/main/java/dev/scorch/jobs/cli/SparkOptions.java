@@ -86,8 +86,9 @@ public class SparkOptions {
    * What executors in JVMs of their own need (a cluster master, or local-cluster): the jar with the jobs' classes in
    * spark.jars, as spark-submit puts its application jar there (without it every task fails deserialising its
    * function: ClassCastException ... SerializedLambda ... MapPartitionsRDD.f); and Scorch's JVM flags as
-   * spark.executor.extraJavaOptions when nothing sets that key. A value that is set is kept as it is (it may be the
-   * cluster's own), with a warning when it lacks the Vector API module the engine's kernels use.
+   * spark.executor.extraJavaOptions when nothing sets that key (Spark adds its own module options, the Vector API's
+   * included; Scorch's add the JIT settings the engine is tuned with). A value that is set, maybe the cluster's own, is
+   * kept as it is.
    *
    * @param jar the jobs jar, or null when the classes do not come from a jar (run from a build's classes folder: then
    *     spark-submit or spark.jars must ship them)
@@ -104,13 +105,7 @@ public class SparkOptions {
         sc.set("spark.jars", jars.isBlank() ? jar.toString() : jars + "," + jar);
       }
     }
-    String opts = sc.get("spark.executor.extraJavaOptions", null);
-    if (opts == null) {
-      sc.set("spark.executor.extraJavaOptions", String.join(" ", flags));
-    } else if (!opts.contains("jdk.incubator.vector")) {
-      System.err.println("scorch: spark.executor.extraJavaOptions has no --add-modules=jdk.incubator.vector: executors run the"
-          + " engine's kernels without the Vector API (slower); see docs/deploy.md");
-    }
+    sc.setIfMissing("spark.executor.extraJavaOptions", String.join(" ", flags));
   }
 
   /** Scorch's JVM flags: scorch-jvm.flags, which the build writes from the parent pom into the jobs jar. */
