@@ -491,7 +491,9 @@ class StandaloneClusterFaultTest {
     run.injected();
     assertEquals(0, run.await(), run.name + ": see " + run.log);
     long n = assertSameAsLocal(run, localScores);
-    assertTrue(run.allTasks().stream().anyMatch(t -> t.index() == victim.index() && t.attempt() > 0 && t.status().equals("SUCCESS"))
+    // Re-run as a second attempt, or in a resubmitted stage (its rows are all there, checked above; the driver may stop
+    // before the last snapshot shows the attempt finished).
+    assertTrue(run.allTasks().stream().anyMatch(t -> t.index() == victim.index() && t.attempt() > 0)
         || run.stages.stream().anyMatch(s -> s.attemptId() > 0), run.name + ": the killed task never re-ran: " + run.allTasks());
     // The executors assembled the model from the job's files in their application folders, not in the model cache.
     try (Stream<Path> s = Files.walk(dir.resolve("worker-0")); Stream<Path> t = Files.walk(dir.resolve("worker-1"))) {
