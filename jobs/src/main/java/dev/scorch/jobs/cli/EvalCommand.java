@@ -29,7 +29,7 @@ import picocli.CommandLine.Option;
         "Examples:",
         "  bin/scorch eval --model demo --suite conf/evals/demo-suite.yaml --output out/evals",
         "  bin/scorch eval --model /data/ckpt-0412 --suite conf/evals/demo-suite.yaml --output hdfs:///evals/demo \\",
-        "      --run-id ckpt-0412 --compare-to ckpt-0405 --master yarn --conf conf/gpu-cluster.conf",
+        "      --run-id ckpt-0412 --compare-to ckpt-0405 --master spark://head:7077 --conf conf/standalone.conf",
         "",
         "On a cluster: spark-submit --class dev.scorch.jobs.eval.EvalJob jobs/target/scorch-jobs.jar <same options>",
         "Nightly: conf/eval-nightly.sh (a cron line is in its header)."

@@ -31,7 +31,7 @@ import picocli.CommandLine.Option;
         "Examples:",
         "  bin/scorch generate --model demo --input conf/examples/prompts.jsonl --output out/completions --output-format jsonl",
         "  bin/scorch generate --model /data/Kimi-K2 --input s3a://bucket/chats.parquet --output s3a://bucket/completions \\",
-        "      --master yarn --conf conf/gpu-cluster.conf --temperature 0.7 --top-p 0.95 --seed 7 --n 4 --max-new-tokens 512",
+        "      --master spark://head:7077 --conf conf/standalone.conf --temperature 0.7 --top-p 0.95 --seed 7 --n 4 --max-new-tokens 512",
         "  bin/scorch generate --model demo --input in.jsonl --output out --stop '\\n\\n' --logprobs --top-logprobs 5 --resume",
         "",
         "On a cluster: spark-submit --class dev.scorch.jobs.generate.GenerateJob jobs/target/scorch-jobs.jar <same options>"

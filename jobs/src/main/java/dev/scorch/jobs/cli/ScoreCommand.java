@@ -25,7 +25,7 @@ import picocli.CommandLine.Option;
         "Examples:",
         "  bin/scorch score --model demo --input conf/examples/prompts.jsonl --output out/scores",
         "  bin/scorch score --model /data/Kimi-K2 --input s3a://bucket/prompts.parquet --output s3a://bucket/scores \\",
-        "      --master yarn --conf conf/gpu-cluster.conf --partitions 512 --top-k 5",
+        "      --master spark://head:7077 --conf conf/standalone.conf --partitions 512 --top-k 5",
         "  bin/scorch score --model demo --input in.csv --output out.jsonl --output-format jsonl --logits last --resume",
         "",
         "On a cluster: spark-submit --class dev.scorch.jobs.score.ScoreJob jobs/target/scorch-jobs.jar <same options>"
