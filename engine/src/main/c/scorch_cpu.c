@@ -5,7 +5,7 @@
  *  - AVX-512 (16-lane vectors): 32 rows of x in two vectors times 12 broadcast weight rows, 24 of the 32 registers.
  * Each is the same fused multiply-add chain per output over k in order as the Java kernel, so its bits are the Java
  * kernel's. The C compiler schedules the loop without the spills and the scalar address work C2 leaves in it. Beside
- * them, the transpose of x into tiles and the decoders that turn a K block's staged BF16 or FP8 weight rows into the
+ * them, the transpose of x into tiles and the decoders that turn a K block's staged BF16, FP8 or INT4 weight rows into the
  * fp32 rows the kernels broadcast. Built by build.sh (engine's generate-resources phase) for x86-64 Linux; each
  * function is compiled for its instruction set and runs only where NativeCpu.isa (below) says the CPU has it.
  */
@@ -308,6 +308,83 @@ static void decode_fp8_512(const unsigned char* src, int srcStride, int rows, in
   }
 }
 
+/*
+ * INT4 (compressed-tensors pack-quantized): element k of a row is nibble k % 8 of the row's little-endian 32-bit word
+ * k / 8, stored as q + 8, and is q times its group's scale, scales[j * scalesPerRow + (lead + k) / group] for row j
+ * (lead: the first element's place in its group). The word xor 0x88888888 holds each q as a signed nibble, which a left
+ * shift to bits 28..31 and an arithmetic shift right by 28 sign-extend; the int converts to fp32 exactly and one product
+ * with the scale rounds as Linear.row's q * scale does. Vectors start on a word (k % 8 == 0) and stay inside a group; the
+ * rest of a group goes one by one. src is read a word at a time (no alignment needed): row j's words at
+ * src + 4 * j * srcStride, the row's (n + 7) / 8 words and no more.
+ */
+static inline float int4_at(const unsigned char* s, int k) {
+  unsigned int w;
+  __builtin_memcpy(&w, s + 4 * (size_t)(k >> 3), 4);
+  return (float)((int)((w >> (4 * (k & 7))) & 0xf) - 8);
+}
+
+__attribute__((target("avx2,fma")))
+static inline void int4_from(const unsigned char* s, float* d, int k, int end, float scale) {
+  const __m256i shifts = _mm256_setr_epi32(28, 24, 20, 16, 12, 8, 4, 0);
+  __m256 vscale = _mm256_set1_ps(scale);
+  for (; k + 8 <= end && (k & 7) == 0; k += 8) {
+    unsigned int w;
+    __builtin_memcpy(&w, s + 4 * (size_t)(k >> 3), 4);
+    __m256i q = _mm256_srai_epi32(_mm256_sllv_epi32(_mm256_set1_epi32((int)(w ^ 0x88888888u)), shifts), 28);
+    _mm256_storeu_ps(d + k, _mm256_mul_ps(_mm256_cvtepi32_ps(q), vscale));
+  }
+  for (; k < end; k++) {
+    d[k] = int4_at(s, k) * scale;
+  }
+}
+
+/* The end of the group that element k of a row (from place lead in its group) lies in, at most n. */
+static inline int int4_group_end(int k, int lead, int group, int n) {
+  long long end = ((long long)(lead + (long long)k) / group + 1) * group - lead;
+  return end < n ? (int)end : n;
+}
+
+__attribute__((target("avx2,fma")))
+static void decode_int4(const unsigned char* src, int srcStride, int rows, int n, const float* scales, int scalesPerRow,
+                        int lead, int group, float* dst) {
+  for (int j = 0; j < rows; j++) {
+    const unsigned char* s = src + 4 * (size_t)j * srcStride;
+    const float* sc = scales + (size_t)j * scalesPerRow;
+    float* d = dst + (size_t)j * n;
+    for (int k = 0, b = 0; k < n; b++) {
+      int end = int4_group_end(k, lead, group, n);
+      int4_from(s, d, k, end, sc[b]);
+      k = end;
+    }
+  }
+}
+
+/* 16 inputs a step from two words: lanes 0..7 take the first, 8..15 the second. */
+__attribute__((target("avx512f,avx2,fma")))
+static void decode_int4_512(const unsigned char* src, int srcStride, int rows, int n, const float* scales, int scalesPerRow,
+                            int lead, int group, float* dst) {
+  const __m512i words = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  const __m512i shifts = _mm512_setr_epi32(28, 24, 20, 16, 12, 8, 4, 0, 28, 24, 20, 16, 12, 8, 4, 0);
+  const __m128i offset = _mm_set1_epi32((int)0x88888888u);
+  for (int j = 0; j < rows; j++) {
+    const unsigned char* s = src + 4 * (size_t)j * srcStride;
+    const float* sc = scales + (size_t)j * scalesPerRow;
+    float* d = dst + (size_t)j * n;
+    for (int k = 0, b = 0; k < n; b++) {
+      int end = int4_group_end(k, lead, group, n);
+      __m512 scale = _mm512_set1_ps(sc[b]);
+      for (; k + 16 <= end && (k & 7) == 0; k += 16) {
+        __m128i two = _mm_xor_si128(_mm_loadl_epi64((const __m128i*)(s + 4 * (size_t)(k >> 3))), offset);
+        __m512i q = _mm512_permutexvar_epi32(words, _mm512_castsi128_si512(two));
+        q = _mm512_srai_epi32(_mm512_sllv_epi32(q, shifts), 28);
+        _mm512_storeu_ps(d + k, _mm512_mul_ps(_mm512_cvtepi32_ps(q), scale));
+      }
+      int4_from(s, d, k, end, sc[b]);
+      k = end;
+    }
+  }
+}
+
 /* Whether the decoders take their AVX-512 builds: set by NativeCpu.isa, which Java calls once before anything else. */
 static int has_avx512;
 
@@ -513,6 +590,63 @@ JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8RowsMappe
       guard = &g;
       __atomic_signal_fence(__ATOMIC_SEQ_CST);
       (has_avx512 ? decode_fp8_512 : decode_fp8)(pm + byteOffset, srcStride, rows, n, psc, blocksPerRow, lead, bc, pd);
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      guard = NULL;
+      read = JNI_TRUE;
+    } else {
+      pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
+    }
+    (*env)->ReleasePrimitiveArrayCritical(env, dst, pd, 0);
+  }
+  if (psc) (*env)->ReleasePrimitiveArrayCritical(env, scales, psc, JNI_ABORT);
+  if (!pd) {
+    scorch_unpinned(env, psc ? "cannot pin dst" : "cannot pin scales");
+  }
+  return read;
+}
+
+/*
+ * NativeCpu.int4Rows0, from a staging array (bounds checked by the Java side); avx512 picks the AVX-512 build where the CPU
+ * has it (false: the AVX2 build, for tests on such CPUs).
+ */
+JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_int4Rows0(
+    JNIEnv* env, jclass cls, jintArray src, jint so, jint srcStride, jint rows, jint n, jfloatArray scales, jint scaleOff,
+    jint scalesPerRow, jint lead, jint group, jfloatArray dst, jboolean avx512) {
+  (void)cls;
+  unsigned char* ps = (*env)->GetPrimitiveArrayCritical(env, src, NULL);
+  float* psc = ps ? (*env)->GetPrimitiveArrayCritical(env, scales, NULL) : NULL;
+  float* pd = psc ? (*env)->GetPrimitiveArrayCritical(env, dst, NULL) : NULL;
+  if (pd) {
+    (avx512 && has_avx512 ? decode_int4_512 : decode_int4)(ps + 4 * (size_t)so, srcStride, rows, n, psc + scaleOff, scalesPerRow,
+                                                           lead, group, pd);
+    (*env)->ReleasePrimitiveArrayCritical(env, dst, pd, 0);
+  }
+  if (psc) (*env)->ReleasePrimitiveArrayCritical(env, scales, psc, JNI_ABORT);
+  if (ps) (*env)->ReleasePrimitiveArrayCritical(env, src, ps, JNI_ABORT);
+  if (!pd) {
+    scorch_unpinned(env, !ps ? "cannot pin src" : !psc ? "cannot pin scales" : "cannot pin dst");
+  }
+}
+
+/* NativeCpu.int4RowsMapped0: the packed words read in place from a mapping of the checkpoint, as bf16RowsMapped0. */
+JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_int4RowsMapped0(
+    JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint srcStride, jint rows, jint n, jfloatArray scales,
+    jint scaleOff, jint scalesPerRow, jint lead, jint group, jfloatArray dst) {
+  (void)cls;
+  const unsigned char* pm = scorch_address(env, map, "the mapping is not a direct buffer");
+  if (!pm) {
+    return JNI_FALSE;
+  }
+  float* psc = (*env)->GetPrimitiveArrayCritical(env, scales, NULL);
+  float* pd = psc ? (*env)->GetPrimitiveArrayCritical(env, dst, NULL) : NULL;
+  jboolean read = JNI_FALSE;
+  if (pd) {
+    struct mapped_read_guard g;
+    if (sigsetjmp(g.jump, 0) == 0) {
+      guard = &g;
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      (has_avx512 ? decode_int4_512 : decode_int4)(pm + byteOffset, srcStride, rows, n, psc + scaleOff, scalesPerRow, lead, group,
+                                                   pd);
       __atomic_signal_fence(__ATOMIC_SEQ_CST);
       guard = NULL;
       read = JNI_TRUE;

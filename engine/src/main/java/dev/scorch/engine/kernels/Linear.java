@@ -202,6 +202,24 @@ public final class Linear {
     return weight.rawInts(4L * ((long) row * wordsPerRow() + w0), dst, n);
   }
 
+  /**
+   * INT4: the mapping holding the packed words [row, w0] and the n - 1 after it (rows run on into the next), for the
+   * native decoders that read them in place at {@link #packedMappedAt}; null where they cross a mapping border.
+   */
+  public java.nio.MappedByteBuffer packedMapping(int row, int w0, int n) {
+    return weight.mapping(4L * ((long) row * wordsPerRow() + w0), 4 * n);
+  }
+
+  /** INT4: the byte of {@link #packedMapping}'s buffer where word [row, w0] lies. */
+  public long packedMappedAt(int row, int w0, int n) {
+    return weight.mappedAt(4L * ((long) row * wordsPerRow() + w0), 4 * n);
+  }
+
+  /** INT4: the error for packed words [row, w0] and the n - 1 after it that the native decoder could not read in place. */
+  public RuntimeException packedMappingFault(int row, int w0, long n) {
+    return weight.readFault(4L * ((long) row * wordsPerRow() + w0), 4 * n, "the native decoder, in place");
+  }
+
   /** INT4: the group scales [row, g0 .. g0 + n) in fp32 into dst[off ..]. */
   public void groupScales(int row, int g0, float[] dst, int off, int n) {
     groupScale.toFloat((long) row * groupScales() + g0, dst, off, n);

@@ -12,7 +12,7 @@ import java.nio.file.Path;
  * block of a row task, compiled by a C compiler for AVX2 + FMA (2 × 6 tiles of 16 rows) and for AVX-512 (2 × 12 tiles
  * of 32 rows, 24 accumulators, a tile the Java kernel cannot hold in registers). Same fused multiply-adds in the same
  * order as the Java kernel, so the same bits; C2 leaves spills and scalar address work in the Java loop that the C
- * compiler does not. Beside them, the rest of a call's per-element work: the decoders of a K block's staged BF16 and FP8
+ * compiler does not. Beside them, the rest of a call's per-element work: the decoders of a K block's staged BF16, FP8 and INT4
  * weight rows (8 or 16 inputs a step), bit for bit RowDecoder's (at 16 rows of x a weight is decoded for 32 flops, so
  * decoding costs as much as the tile there), and the transpose of x into tiles. Loaded once per JVM from the jar
  * (x86-64 Linux, where the build had a C compiler) through a file kept per content in the user's cache
@@ -180,6 +180,47 @@ public final class NativeCpu {
   }
 
   /**
+   * INT4 rows to fp32 (see {@code decode_int4}): dst[j·n + k] = (nibble k % 8 of word src[so + j·srcStride + k / 8]) - 8,
+   * times scales[scaleOff + j·scalesPerRow + (lead + k) / group], for j &lt; rows and k &lt; n; lead is the first element's
+   * place in its group. Each row's first element is the low nibble of its first word. The same bits as RowDecoder's Java
+   * vectors.
+   */
+  static void int4Rows(int[] src, int so, int srcStride, int rows, int n, float[] scales, int scaleOff, int scalesPerRow, int lead,
+                       int group, float[] dst) {
+    int4Rows(src, so, srcStride, rows, n, scales, scaleOff, scalesPerRow, lead, group, dst, AVX512);
+  }
+
+  /** As above, in the AVX-512 build only where avx512 is set (and the CPU has it): false runs the AVX2 build, for tests. */
+  static void int4Rows(int[] src, int so, int srcStride, int rows, int n, float[] scales, int scaleOff, int scalesPerRow, int lead,
+                       int group, float[] dst, boolean avx512) {
+    long words = int4Words(n);
+    if (so < 0 || rows < 0 || n < 0 || srcStride < words || rows > 0 && so + (long) (rows - 1) * srcStride + words > src.length
+        || (long) rows * n > dst.length || !int4ScalesFit(scales.length, scaleOff, scalesPerRow, rows, lead, n, group)) {
+      throw new IndexOutOfBoundsException("int4 rows out of their arrays: src " + src.length + " from " + so + ", " + rows
+          + " rows of " + n + " at stride " + srcStride + " words, scales " + scales.length + " from " + scaleOff + " ("
+          + scalesPerRow + " per row, groups of " + group + " from " + lead + "), dst " + dst.length);
+    }
+    int4Rows0(src, so, srcStride, rows, n, scales, scaleOff, scalesPerRow, lead, group, dst, avx512);
+  }
+
+  /** The packed words a row of n INT4 inputs from a word's first nibble takes. */
+  static long int4Words(int n) {
+    return ((long) n + 7) / 8;
+  }
+
+  /**
+   * Whether scales[scaleOff + j·scalesPerRow + (lead + k) / group] lies in an array of scalesLength for every j &lt; rows
+   * and k &lt; n, with 0 ≤ lead &lt; group.
+   */
+  static boolean int4ScalesFit(int scalesLength, int scaleOff, int scalesPerRow, int rows, int lead, int n, int group) {
+    if (group < 1 || lead < 0 || lead >= group || scaleOff < 0 || rows < 0 || n < 0) {
+      return false;
+    }
+    long need = n == 0 ? 0 : ((long) lead + n + group - 1) / group;
+    return scalesPerRow >= need && (rows == 0 || scaleOff + (long) (rows - 1) * scalesPerRow + need <= scalesLength);
+  }
+
+  /**
    * Whether the mapped decoders may read a checkpoint's mapping in place: the library's SIGBUS guard is installed, so a
    * page the file no longer has (truncated while mapped) makes them return false instead of crashing the JVM.
    */
@@ -215,6 +256,23 @@ public final class NativeCpu {
   }
 
   /**
+   * {@link #int4Rows} reading the packed words in place: row j's at byte byteOffset + 4·j·srcStride of map (a mapping of the
+   * checkpoint). False as {@link #bf16RowsMapped}.
+   */
+  static boolean int4RowsMapped(java.nio.MappedByteBuffer map, long byteOffset, int srcStride, int rows, int n, float[] scales,
+                                int scaleOff, int scalesPerRow, int lead, int group, float[] dst) {
+    long words = int4Words(n);
+    if (byteOffset < 0 || rows < 0 || n < 0 || srcStride < words || !map.isDirect()
+        || rows > 0 && byteOffset + 4 * ((long) (rows - 1) * srcStride + words) > map.capacity() || (long) rows * n > dst.length
+        || !int4ScalesFit(scales.length, scaleOff, scalesPerRow, rows, lead, n, group)) {
+      throw new IndexOutOfBoundsException("int4 rows out of their mapping: " + map.capacity() + " bytes from " + byteOffset
+          + ", " + rows + " rows of " + n + " at stride " + srcStride + " words, scales " + scales.length + " from " + scaleOff
+          + " (" + scalesPerRow + " per row, groups of " + group + " from " + lead + "), dst " + dst.length);
+    }
+    return int4RowsMapped0(map, byteOffset, srcStride, rows, n, scales, scaleOff, scalesPerRow, lead, group, dst);
+  }
+
+  /**
    * xᵀ of one tile of mr rows (a positive multiple of 8; see {@code transpose_tile}): xt[xtOff + k·mr + r] =
    * x[xOff + r·kDim + k] for r &lt; rows, 0 for rows ≤ r &lt; mr, k &lt; kDim.
    */
@@ -244,6 +302,12 @@ public final class NativeCpu {
 
   private static native boolean fp8RowsMapped0(java.nio.ByteBuffer map, long byteOffset, int srcStride, int rows, int n,
                                             float[] scales, int blocksPerRow, int lead, int bc, float[] dst);
+
+  private static native void int4Rows0(int[] src, int so, int srcStride, int rows, int n, float[] scales, int scaleOff,
+                                       int scalesPerRow, int lead, int group, float[] dst, boolean avx512);
+
+  private static native boolean int4RowsMapped0(java.nio.ByteBuffer map, long byteOffset, int srcStride, int rows, int n,
+                                                float[] scales, int scaleOff, int scalesPerRow, int lead, int group, float[] dst);
 
   private static native void kernelBlock0(int mr, ByteBuffer xt, int xtOff, int tiles, int kDim, int k0, int kc, float[] wb,
                                           int groups, ByteBuffer c, int mPad, boolean first, float[] y, int rowBase, int mb,

@@ -15,7 +15,7 @@ import jdk.incubator.vector.VectorSpecies;
  * weights. Where {@link NativeCpu} loads, a task's K block runs in its C build of the tile, which the C compiler
  * schedules without the spills and scalar address work C2 leaves in the Java loop: 2 × 6 (12 accumulators) with
  * AVX2's 8-lane vectors, 2 × 12 (24 of AVX-512's 32 registers) with 16-lane vectors; the xᵀ transpose and the staged
- * BF16/FP8 decoding run in C there too. Otherwise the Java Vector API kernel runs, 2 × 6; JDK 17's C2 spills that
+ * BF16/FP8/INT4 decoding run in C there too. Otherwise the Java Vector API kernel runs, 2 × 6; JDK 17's C2 spills that
  * tile (half the speed), so there it is 2 × 4, 8 accumulators: still enough independent FMA chains for two FMA pipes
  * of latency 4.
  *

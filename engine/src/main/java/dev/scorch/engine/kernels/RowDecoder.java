@@ -8,11 +8,12 @@ import jdk.incubator.vector.IntVector;
 import jdk.incubator.vector.ShortVector;
 import jdk.incubator.vector.VectorOperators;
 import jdk.incubator.vector.VectorShape;
+import jdk.incubator.vector.VectorShuffle;
 import jdk.incubator.vector.VectorSpecies;
 
 /**
- * Weight row segments decoded to fp32 in vector registers: the raw BF16 halves or FP8 codes are bulk-copied out of
- * the mapping, then widened L at a time. The values are bit for bit those of {@link Linear#row} (which decodes
+ * Weight row segments decoded to fp32 in vector registers: the raw BF16 halves, FP8 codes or INT4 words are bulk-copied
+ * out of the mapping, then widened L at a time. The values are bit for bit those of {@link Linear#row} (which decodes
  * element by element), at a fraction of its cost; other dtypes go through {@link Linear#row}.
  */
 final class RowDecoder {
@@ -24,9 +25,20 @@ final class RowDecoder {
   static final VectorSpecies<Byte> B = L >= 8 ? VectorSpecies.of(byte.class, VectorShape.forBitSize(8 * L)) : null;
   /** E4M3 bits moved into an fp32 exponent are 2^120 too small: 2^(e - 127) instead of 2^(e - 7). */
   static final float FP8_RESCALE = 0x1p120f;
+  /**
+   * INT4 in vectors of L ≥ 8 lanes from L / 8 packed words: lane i takes word i / 8 (INT4_WORDS), shifted left by
+   * 28 - 4·(i % 8) (INT4_SHIFTS) to put its nibble in bits 28..31; null where vectors are narrower.
+   */
+  static final VectorShuffle<Integer> INT4_WORDS = L >= 8 ? VectorShuffle.fromOp(I, i -> i / 8) : null;
+  static final IntVector INT4_SHIFTS = L >= 8 ? IntVector.zero(I).addIndex(1).lanewise(VectorOperators.AND, 7)
+      .lanewise(VectorOperators.MUL, -4).add(28) : null;
+  /** Words read past the last one a vector of INT4 inputs needs (L of them are loaded for L / 8): buffers leave room. */
+  static final int INT4_SLACK = L;
 
   private final short[] halves;
   private final byte[] codes;
+  private final int[] words;
+  private float[] scales = new float[0];
   // The staged block: raw values of W[stagedRow0 + j, stagedK0 + k] at j * stagedKn + k.
   private final int stageRows;
   private final int stageCols;
@@ -37,6 +49,14 @@ final class RowDecoder {
    * j * blocks (room for stageCols / L + 1 blocks a row).
    */
   private final float[] stagedScales;
+  // INT4: the staged words (row j's at j * stagedWords, the first holding input stagedK0 - stagedK0 % 8) and group
+  // scales (row j's at j * stagedGroups, the first of group stagedG0), and one row's words on their way to the stage.
+  private final int[] stagedInts;
+  private final int[] rowWords;
+  private float[] stagedGroupScales = new float[0];
+  private int stagedWords;
+  private int stagedG0;
+  private int stagedGroups;
   private Linear stagedW;
   private int stagedRow0;
   private int stagedK0;
@@ -56,11 +76,23 @@ final class RowDecoder {
   RowDecoder(int maxLen, int stageRows, int stageCols) {
     halves = new short[maxLen];
     codes = new byte[maxLen];
+    words = new int[maxLen / 8 + 2 + INT4_SLACK];
     this.stageRows = stageRows;
     this.stageCols = stageCols;
     stagedHalves = new short[stageRows * stageCols];
     stagedCodes = new byte[stageRows * stageCols];
     stagedScales = new float[stageRows * (stageCols / L + 1)];
+    stagedInts = new int[stageRows * (stageCols / 8 + 2) + INT4_SLACK];
+    rowWords = new int[stageCols / 8 + 2];
+  }
+
+  /** True when INT4 rows of w decode in vectors here (L ≥ 8: a vector starts on a word). */
+  static boolean int4InRegisters(Linear w) {
+    return w.format() == Linear.Format.INT4_GROUP && INT4_WORDS != null;
+  }
+
+  private float[] scales(int n) {
+    return scales.length >= n ? scales : (scales = new float[n]);
   }
 
   /** True when FP8 rows of w decode in registers (block columns a multiple of L, scales that cannot overflow). */
@@ -75,9 +107,19 @@ final class RowDecoder {
     } else if (fp8InRegisters(w) && k0 % L == 0) {
       w.rawCodes(row, k0, codes, n);
       fp8Row(w, row, k0, codes, 0, n, dst, off);
+    } else if (int4InRegisters(w) && n > 0 && n <= halves.length && w.rawWords(row, k0 / 8, words, int4Words(k0, n))) {
+      int group = w.groupSize();
+      int groups = (k0 + n - 1) / group - k0 / group + 1;
+      w.groupScales(row, k0 / group, scales(groups), 0, groups);
+      int4Row(words, 0, k0 % 8, scales, 0, k0 % group, group, n, dst, off);
     } else {
       w.row(row, k0, n, dst, off);
     }
+  }
+
+  /** The packed words that inputs k0 .. k0 + n of a row lie in (n &gt; 0). */
+  private static int int4Words(int k0, int n) {
+    return (k0 + n - 1) / 8 - k0 / 8 + 1;
   }
 
   /**
@@ -102,6 +144,9 @@ final class RowDecoder {
     }
     stagedW = null;
     stagedMapping = null;
+    if (int4InRegisters(w)) {
+      return stageInt4(w, row0, rows, k0, kn, inPlace);
+    }
     boolean bf16 = w.dtype() == DType.BF16 && H != null;
     if (inPlace && NativeCpu.mappedReadsGuarded() && rows > 0 && (bf16 || fp8InRegisters(w) && k0 % L == 0)) {
       int n = (rows - 1) * w.in() + kn;
@@ -149,6 +194,63 @@ final class RowDecoder {
     return true;
   }
 
+  /**
+   * {@link #stage} for INT4: the block's group scales decoded (they are 1/8 of its bytes at BF16 and groups of 32), and its
+   * packed words copied, or left in place where k0 is a word's first input.
+   */
+  private boolean stageInt4(Linear w, int row0, int rows, int k0, int kn, boolean inPlace) {
+    if (rows == 0 || kn == 0) {
+      return false;
+    }
+    boolean whole = k0 == 0 && kn == w.in();
+    int group = w.groupSize();
+    int g0 = k0 / group;
+    int groups = (k0 + kn - 1) / group - g0 + 1;
+    if (stagedGroupScales.length < rows * groups) {
+      stagedGroupScales = new float[rows * groups];
+    }
+    if (whole) {
+      w.groupScales(row0, 0, stagedGroupScales, 0, rows * groups);
+    } else {
+      for (int j = 0; j < rows; j++) {
+        w.groupScales(row0 + j, g0, stagedGroupScales, j * groups, groups);
+      }
+    }
+    int w0 = k0 / 8;
+    int nw = int4Words(k0, kn);
+    if (inPlace && NativeCpu.mappedReadsGuarded() && k0 % 8 == 0) {
+      int n = (rows - 1) * w.wordsPerRow() + nw;
+      java.nio.MappedByteBuffer m = w.packedMapping(row0, w0, n);
+      if (m != null) {
+        stagedMapping = m;
+        stagedMappedAt = w.packedMappedAt(row0, w0, n);
+        stagedRowStride = w.wordsPerRow();
+      }
+    }
+    if (stagedMapping == null) {
+      if (whole) {
+        if (!w.rawWords(row0, 0, stagedInts, rows * nw)) {
+          return false;
+        }
+      } else {
+        for (int j = 0; j < rows; j++) {
+          if (!w.rawWords(row0 + j, w0, rowWords, nw)) {
+            return false;
+          }
+          System.arraycopy(rowWords, 0, stagedInts, j * nw, nw);
+        }
+      }
+    }
+    stagedWords = nw;
+    stagedG0 = g0;
+    stagedGroups = groups;
+    stagedW = w;
+    stagedRow0 = row0;
+    stagedK0 = k0;
+    stagedKn = kn;
+    return true;
+  }
+
   /** Whether the block {@link #stage} took stays in place in the mapping (not copied). */
   boolean stagedInPlace() {
     return stagedMapping != null;
@@ -161,6 +263,13 @@ final class RowDecoder {
   void decodeStaged(int j, int k0, int n, float[] dst, int off) {
     if (stagedMapping != null) {
       throw new IllegalStateException("a block staged in place decodes through decodeStagedRows with the native decoders");
+    }
+    if (stagedW.format() == Linear.Format.INT4_GROUP) {
+      int e = k0 - stagedK0 + stagedK0 % 8; // input k0's place in the staged row's words
+      int group = stagedW.groupSize();
+      int4Row(stagedInts, j * stagedWords + e / 8, e % 8, stagedGroupScales, j * stagedGroups + k0 / group - stagedG0, k0 % group,
+          group, n, dst, off);
+      return;
     }
     int so = j * stagedKn + (k0 - stagedK0);
     if (stagedW.dtype() == DType.BF16) {
@@ -180,6 +289,10 @@ final class RowDecoder {
       for (int j = 0; j < rows; j++) {
         decodeStaged(j, k0, n, dst, j * n);
       }
+      return;
+    }
+    if (stagedW.format() == Linear.Format.INT4_GROUP) {
+      int4StagedRows(rows, k0, n, dst);
       return;
     }
     int so = k0 - stagedK0;
@@ -209,6 +322,60 @@ final class RowDecoder {
     } else {
       NativeCpu.fp8Rows(stagedCodes, so, stagedKn, rows, n, stagedScales, blocks, lead, bc, dst);
     }
+  }
+
+  /** decodeStagedRows of an INT4 block in the native decoder (in Java where k0 is not a word's first input of a copied block). */
+  private void int4StagedRows(int rows, int k0, int n, float[] dst) {
+    int e = k0 - stagedK0 + stagedK0 % 8;
+    int group = stagedW.groupSize();
+    int scaleOff = k0 / group - stagedG0;
+    if (stagedMapping != null) {
+      if (e % 8 != 0) {
+        throw new IllegalArgumentException("INT4 rows staged in place decode from a word's first input, not " + k0);
+      }
+      if (!NativeCpu.int4RowsMapped(stagedMapping, stagedMappedAt + 4L * (e / 8), stagedRowStride, rows, n, stagedGroupScales, scaleOff,
+          stagedGroups, k0 % group, group, dst)) {
+        throw stagedW.packedMappingFault(stagedRow0, stagedK0 / 8 + e / 8, (long) (rows - 1) * stagedRowStride + int4Words(k0, n));
+      }
+    } else if (e % 8 == 0) {
+      NativeCpu.int4Rows(stagedInts, e / 8, stagedWords, rows, n, stagedGroupScales, scaleOff, stagedGroups, k0 % group, group, dst);
+    } else {
+      for (int j = 0; j < rows; j++) {
+        decodeStaged(j, k0, n, dst, j * n);
+      }
+    }
+  }
+
+  /**
+   * dst[off .. off + n) = INT4 inputs 0 .. n of a row segment: input k is nibble (first + k) % 8 of src[wo + (first + k) / 8],
+   * less 8, times sc[so + (lead + k) / group] (lead: input 0's place in its group); src holds {@link #INT4_SLACK} words
+   * past the last one read. Vectors start on a word and stay inside a group, the rest of a group goes one by one: each
+   * value is the one product Linear.row makes.
+   */
+  static void int4Row(int[] src, int wo, int first, float[] sc, int so, int lead, int group, int n, float[] dst, int off) {
+    for (int k = 0; k < n; ) {
+      int end = (int) Math.min(n, ((long) (lead + k) / group + 1) * group - lead);
+      float scale = sc[so + (lead + k) / group];
+      FloatVector vs = FloatVector.broadcast(F, scale);
+      for (; k + L <= end && ((first + k) & 7) == 0; k += L) {
+        int4(src, wo + (first + k) / 8, vs).intoArray(dst, off + k);
+      }
+      for (; k < end; k++) {
+        int e = first + k;
+        dst[off + k] = (((src[wo + e / 8] >>> (4 * (e & 7))) & 0xF) - 8) * scale;
+      }
+    }
+  }
+
+  /**
+   * L INT4 inputs from the L / 8 packed words at src[w] (L words are loaded) times scale: each word xor 0x88888888 holds
+   * q = nibble - 8 as a signed nibble, which the shifts sign-extend; the int converts exactly, and the one product rounds as
+   * Linear.row's does.
+   */
+  static FloatVector int4(int[] src, int w, FloatVector scale) {
+    IntVector v = IntVector.fromArray(I, src, w).rearrange(INT4_WORDS).lanewise(VectorOperators.XOR, 0x88888888)
+        .lanewise(VectorOperators.LSHL, INT4_SHIFTS).lanewise(VectorOperators.ASHR, 28);
+    return ((FloatVector) v.convert(VectorOperators.I2F, 0)).mul(scale);
   }
 
   /** dst[off .. off + n) = BF16 halves src[so .. so + n) widened: each half is a float's high 16 bits. */

@@ -20,9 +20,10 @@ import jdk.incubator.vector.VectorSpecies;
  * depends on the vector width L of the machine, and differs from {@link PackedGemm}'s plain FMA chain in
  * rounding only: decode steps use this kernel whatever their batch size, prefill uses PackedGemm.
  *
- * <p>Weights: BF16 (even K) and FP8 E4M3 with block scales (block columns a multiple of L) are decoded in
- * registers; F32, F16 and other shapes are decoded row by row through {@link Linear#row} (slower, same bits
- * rules).
+ * <p>Weights: BF16 (even K), FP8 E4M3 with block scales (block columns a multiple of L) and INT4 groups (group size a
+ * multiple of L) are decoded in registers; F32, F16 and other shapes are decoded row by row through {@link Linear#row}
+ * (slower, same bits rules). FP8 and INT4 take the generic path's order exactly (only BF16's lanes pair inputs), so their
+ * bits are those of their rows decoded by {@link Linear#row}, then the generic path.
  */
 public final class RowDotGemm {
   static final VectorSpecies<Float> F = FloatVector.SPECIES_PREFERRED;
@@ -41,6 +42,7 @@ public final class RowDotGemm {
   private enum Path {
     BF16,
     FP8,
+    INT4,
     GENERIC
   }
 
@@ -80,6 +82,7 @@ public final class RowDotGemm {
       switch (paths[i]) {
         case BF16 -> bf16Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, s);
         case FP8 -> fp8Rows(gx[i], gm[i], gw[i], gy[i], r0, r1, s);
+        case INT4 -> int4Rows(gx[i], gm[i], gw[i], gy[i], r0, r1, s);
         default -> genericRows(gx[i], gm[i], gw[i], gy[i], r0, r1, s);
       }
     }
@@ -116,6 +119,9 @@ public final class RowDotGemm {
     }
     if (RowDecoder.fp8InRegisters(w)) {
       return Path.FP8;
+    }
+    if (RowDecoder.int4InRegisters(w) && w.groupSize() % L == 0) {
+      return Path.INT4;
     }
     return Path.GENERIC;
   }
@@ -522,6 +528,165 @@ public final class RowDotGemm {
     y0 += n;
     y[y0] = fp8Finish(ln, 6 * L, w, row, wb, wOff, x, x3, kv);
     y[y0 + 1] = fp8Finish(ln, 7 * L, w, row + 1, wb, w1Off, x, x3, kv);
+  }
+
+  // ---------------------------------------------------------------------------------------------------- INT4
+
+  private static void int4Rows(float[] x, int m, Linear w, float[] y, int r0, int r1, Scratch s) {
+    int wpr = w.wordsPerRow();
+    int gpr = w.groupScales();
+    int[] wb = s.ints(NR * wpr + RowDecoder.INT4_SLACK);
+    float[] sc = s.floats(NR * gpr);
+    for (int r = r0; r < r1; r += NR) {
+      int nr = Math.min(NR, r1 - r);
+      if (!w.rawWords(r, 0, wb, nr * wpr)) {
+        genericRows(x, m, w, y, r, r + nr, s); // a mapping that is not 4-byte aligned: the same bits through Linear.row
+        continue;
+      }
+      w.groupScales(r, 0, sc, 0, nr * gpr);
+      if (nr == NR) {
+        int i = 0;
+        for (; i + MR <= m; i += MR) {
+          int4Block2x4(x, i, w, wb, 0, sc, 0, y, r, s);
+          int4Block2x4(x, i, w, wb, 2 * wpr, sc, 2 * gpr, y, r + 2, s);
+        }
+        for (; i < m; i++) {
+          int4Block4x1(x, i, w, wb, sc, y, r, s);
+        }
+      } else {
+        for (int j = 0; j < nr; j++) {
+          for (int i = 0; i < m; i++) {
+            int4Block1x1(x, i, w, wb, j * wpr, sc, j * gpr, y, r + j, s);
+          }
+        }
+      }
+    }
+  }
+
+  /** Finishes one INT4 output: lanes in a fixed tree, then the K tail by scalar FMAs of q × group scale. */
+  private static float int4Finish(float[] lanes, int lo, Linear w, int[] wb, int wOff, float[] sc, int sOff, float[] x, int xOff, int kv) {
+    float sum = Lanes.foldTree(lanes, lo, L);
+    int group = w.groupSize();
+    for (int k = kv; k < w.in(); k++) {
+      float wk = (((wb[wOff + k / 8] >>> (4 * (k & 7))) & 0xF) - 8) * sc[sOff + k / group];
+      sum = Math.fma(x[xOff + k], wk, sum);
+    }
+    return sum;
+  }
+
+  private static void int4Block1x1(float[] x, int i, Linear w, int[] wb, int wOff, float[] sc, int sOff, float[] y, int row, Scratch s) {
+    int kDim = w.in();
+    int kv = kDim / L * L;
+    int group = w.groupSize();
+    int xo = i * kDim;
+    FloatVector a = FloatVector.zero(F);
+    for (int k0 = 0; k0 < kv; k0 += group) {
+      int kEnd = Math.min(kv, k0 + group);
+      FloatVector s0 = FloatVector.broadcast(F, sc[sOff + k0 / group]);
+      for (int k = k0; k < kEnd; k += L) {
+        a = RowDecoder.int4(wb, wOff + k / 8, s0).fma(FloatVector.fromArray(F, x, xo + k), a);
+      }
+    }
+    a.intoArray(s.lanes, 0);
+    y[i * w.out() + row] = int4Finish(s.lanes, 0, w, wb, wOff, sc, sOff, x, xo, kv);
+  }
+
+  private static void int4Block4x1(float[] x, int i, Linear w, int[] wb, float[] sc, float[] y, int row, Scratch s) {
+    int kDim = w.in();
+    int kv = kDim / L * L;
+    int group = w.groupSize();
+    int wpr = w.wordsPerRow();
+    int gpr = w.groupScales();
+    int xo = i * kDim;
+    FloatVector a0 = FloatVector.zero(F);
+    FloatVector a1 = a0;
+    FloatVector a2 = a0;
+    FloatVector a3 = a0;
+    for (int k0 = 0; k0 < kv; k0 += group) {
+      int kEnd = Math.min(kv, k0 + group);
+      int g = k0 / group;
+      FloatVector s0 = FloatVector.broadcast(F, sc[g]);
+      FloatVector s1 = FloatVector.broadcast(F, sc[gpr + g]);
+      FloatVector s2 = FloatVector.broadcast(F, sc[2 * gpr + g]);
+      FloatVector s3 = FloatVector.broadcast(F, sc[3 * gpr + g]);
+      for (int k = k0; k < kEnd; k += L) {
+        FloatVector v = FloatVector.fromArray(F, x, xo + k);
+        int wk = k / 8;
+        a0 = RowDecoder.int4(wb, wk, s0).fma(v, a0);
+        a1 = RowDecoder.int4(wb, wpr + wk, s1).fma(v, a1);
+        a2 = RowDecoder.int4(wb, 2 * wpr + wk, s2).fma(v, a2);
+        a3 = RowDecoder.int4(wb, 3 * wpr + wk, s3).fma(v, a3);
+      }
+    }
+    int yo = i * w.out() + row;
+    a0.intoArray(s.lanes, 0);
+    a1.intoArray(s.lanes, L);
+    a2.intoArray(s.lanes, 2 * L);
+    a3.intoArray(s.lanes, 3 * L);
+    y[yo] = int4Finish(s.lanes, 0, w, wb, 0, sc, 0, x, xo, kv);
+    y[yo + 1] = int4Finish(s.lanes, L, w, wb, wpr, sc, gpr, x, xo, kv);
+    y[yo + 2] = int4Finish(s.lanes, 2 * L, w, wb, 2 * wpr, sc, 2 * gpr, x, xo, kv);
+    y[yo + 3] = int4Finish(s.lanes, 3 * L, w, wb, 3 * wpr, sc, 3 * gpr, x, xo, kv);
+  }
+
+  /** Two weight rows (wOff, wOff + words per row in wb; their scales from sOff in sc) × four rows of x, as {@link #bf16Block2x4}. */
+  private static void int4Block2x4(float[] x, int i, Linear w, int[] wb, int wOff, float[] sc, int sOff, float[] y, int row, Scratch s) {
+    int kDim = w.in();
+    int kv = kDim / L * L;
+    int group = w.groupSize();
+    int wpr = w.wordsPerRow();
+    int gpr = w.groupScales();
+    int x0 = i * kDim;
+    int x1 = x0 + kDim;
+    int x2 = x1 + kDim;
+    int x3 = x2 + kDim;
+    int w1Off = wOff + wpr;
+    FloatVector z = FloatVector.zero(F);
+    FloatVector a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z;
+    for (int k0 = 0; k0 < kv; k0 += group) {
+      int kEnd = Math.min(kv, k0 + group);
+      FloatVector s0 = FloatVector.broadcast(F, sc[sOff + k0 / group]);
+      FloatVector s1 = FloatVector.broadcast(F, sc[sOff + gpr + k0 / group]);
+      for (int k = k0; k < kEnd; k += L) {
+        FloatVector w0 = RowDecoder.int4(wb, wOff + k / 8, s0);
+        FloatVector w1 = RowDecoder.int4(wb, w1Off + k / 8, s1);
+        FloatVector v = FloatVector.fromArray(F, x, x0 + k);
+        a00 = w0.fma(v, a00);
+        a01 = w1.fma(v, a01);
+        v = FloatVector.fromArray(F, x, x1 + k);
+        a10 = w0.fma(v, a10);
+        a11 = w1.fma(v, a11);
+        v = FloatVector.fromArray(F, x, x2 + k);
+        a20 = w0.fma(v, a20);
+        a21 = w1.fma(v, a21);
+        v = FloatVector.fromArray(F, x, x3 + k);
+        a30 = w0.fma(v, a30);
+        a31 = w1.fma(v, a31);
+      }
+    }
+    int n = w.out();
+    float[] ln = s.lanes;
+    int y0 = i * n + row;
+    a00.intoArray(ln, 0);
+    a01.intoArray(ln, L);
+    a10.intoArray(ln, 2 * L);
+    a11.intoArray(ln, 3 * L);
+    a20.intoArray(ln, 4 * L);
+    a21.intoArray(ln, 5 * L);
+    a30.intoArray(ln, 6 * L);
+    a31.intoArray(ln, 7 * L);
+    int s1Off = sOff + gpr;
+    y[y0] = int4Finish(ln, 0, w, wb, wOff, sc, sOff, x, x0, kv);
+    y[y0 + 1] = int4Finish(ln, L, w, wb, w1Off, sc, s1Off, x, x0, kv);
+    y0 += n;
+    y[y0] = int4Finish(ln, 2 * L, w, wb, wOff, sc, sOff, x, x1, kv);
+    y[y0 + 1] = int4Finish(ln, 3 * L, w, wb, w1Off, sc, s1Off, x, x1, kv);
+    y0 += n;
+    y[y0] = int4Finish(ln, 4 * L, w, wb, wOff, sc, sOff, x, x2, kv);
+    y[y0 + 1] = int4Finish(ln, 5 * L, w, wb, w1Off, sc, s1Off, x, x2, kv);
+    y0 += n;
+    y[y0] = int4Finish(ln, 6 * L, w, wb, wOff, sc, sOff, x, x3, kv);
+    y[y0 + 1] = int4Finish(ln, 7 * L, w, wb, w1Off, sc, s1Off, x, x3, kv);
   }
 
   // ------------------------------------------------------------------------------------------------- generic

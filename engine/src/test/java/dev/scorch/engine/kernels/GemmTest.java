@@ -33,11 +33,17 @@ class GemmTest {
   }
 
   Linear linear(DType dtype, int out, int in, long seed) throws IOException {
-    return linear(dtype, out, in, seed, 128, 128);
+    return linear(dtype, out, in, seed, 128, dtype == DType.I32 ? 32 : 128);
   }
 
-  /** FP8 weights quantized in blocks of blockRows x blockCols (other dtypes ignore the block). */
+  /**
+   * FP8 weights quantized in blocks of blockRows x blockCols; I32 stands for INT4 (compressed-tensors' packed words) in
+   * groups of blockCols inputs; other dtypes ignore the block.
+   */
   Linear linear(DType dtype, int out, int in, long seed, int blockRows, int blockCols) throws IOException {
+    if (dtype == DType.I32) {
+      return Int4Weights.random(dir, out, in, blockCols, seed);
+    }
     float[] w = randn(out * in, seed);
     SafetensorsWriter sw = new SafetensorsWriter();
     if (dtype == DType.F8_E4M3) {
@@ -62,7 +68,7 @@ class GemmTest {
     // one shared; 700 rows are two owned blocks; 300 rows against 1300 weight rows are two shared blocks.
     int[][] shapes = {{1, 1, 1}, {3, 17, 5}, {7, 33, 300}, {13, 100, 513}, {64, 130, 260}, {1100, 13, 300}, {700, 29, 70},
         {300, 1300, 20}, {5, 20, 1300}};
-    for (DType dtype : new DType[] {DType.F32, DType.BF16, DType.F8_E4M3}) {
+    for (DType dtype : new DType[] {DType.F32, DType.BF16, DType.F8_E4M3, DType.I32}) {
       for (int[] s : shapes) {
         int m = s[0];
         int n = s[1];
@@ -111,11 +117,38 @@ class GemmTest {
     float[] scalar = new float[40 * 50];
     try (Parallel p = new Parallel(2)) {
       PackedGemm.matmul(x, 40, new Linear[] {w}, new float[][] {javaKernel}, p, 6, false);
-      PackedGemm.matmul(x, 40, new Linear[] {w}, new float[][] {nativeKernel}, p, PackedGemm.NATIVE_NR, PackedGemm.NATIVE);
+      PackedGemm.matmul(x, 40, new Linear[] {w}, new float[][] {nativeKernel}, p,
+          PackedGemm.NATIVE ? PackedGemm.NATIVE_NR : 6, PackedGemm.NATIVE);
       ScalarGemm.matmul(x, 40, w, scalar, p);
     }
     assertArrayEquals(scalar, javaKernel, "Java decoding");
     assertArrayEquals(scalar, nativeKernel, "native decoding where it loads");
+  }
+
+  @Test
+  void int4GroupsThatStraddleTheKBlocksDecodeAlike() throws IOException {
+    // Groups of 128 and of 24 (a K block of 256 starts 16 inputs into a group, and a group starts inside a vector), K = 1300
+    // staged in parts and not a multiple of 8 (the last word is partial).
+    for (int group : new int[] {128, 24}) {
+      Linear w = linear(DType.I32, 50, 1300, 11, 0, group);
+      float[] x = randn(40 * 1300, 12);
+      float[] javaKernel = new float[40 * 50];
+      float[] nativeKernel = new float[40 * 50];
+      float[] scalar = new float[40 * 50];
+      float[] ref = new float[40 * 50];
+      try (Parallel p = new Parallel(2)) {
+        PackedGemm.matmul(x, 40, new Linear[] {w}, new float[][] {javaKernel}, p, 6, false);
+        PackedGemm.matmul(x, 40, new Linear[] {w}, new float[][] {nativeKernel}, p,
+          PackedGemm.NATIVE ? PackedGemm.NATIVE_NR : 6, PackedGemm.NATIVE);
+        ScalarGemm.matmul(x, 40, w, scalar, p);
+      }
+      PackedGemm.reference(x, 40, w, ref);
+      assertArrayEquals(scalar, javaKernel, "Java decoding, groups of " + group);
+      assertArrayEquals(scalar, nativeKernel, "native decoding where it loads, groups of " + group);
+      for (int i = 0; i < ref.length; i++) {
+        assertEquals(ref[i], scalar[i], 1e-4 * Math.sqrt(1300) + 1e-5 * Math.abs(ref[i]), "groups of " + group + " at " + i);
+      }
+    }
   }
 
   @Test
@@ -277,31 +310,38 @@ class GemmTest {
   void weightsSharingAnInputGiveTheBitsOfTheirOwnCalls() throws IOException {
     Linear a = linear(DType.BF16, 40, 300, 1);
     Linear b = linear(DType.F8_E4M3, 77, 300, 2);
+    Linear c = linear(DType.I32, 50, 300, 4); // an INT4 expert's gate_proj beside its up_proj
     float[] x = randn(300 * 300, 3);
     float[] ya = new float[300 * 40];
     float[] yb = new float[300 * 77];
+    float[] yc = new float[300 * 50];
     float[] aloneA = new float[300 * 40];
     float[] aloneB = new float[300 * 77];
+    float[] aloneC = new float[300 * 50];
     try (Parallel p = new Parallel(2)) {
-      PackedGemm.matmul(x, 300, new Linear[] {a, b}, new float[][] {ya, yb}, p);
+      PackedGemm.matmul(x, 300, new Linear[] {a, b, c}, new float[][] {ya, yb, yc}, p);
       PackedGemm.matmul(x, 300, a, aloneA, p);
       PackedGemm.matmul(x, 300, b, aloneB, p);
+      PackedGemm.matmul(x, 300, c, aloneC, p);
     }
     assertArrayEquals(aloneA, ya, "first weight");
     assertArrayEquals(aloneB, yb, "second weight");
+    assertArrayEquals(aloneC, yc, "third weight (INT4)");
   }
 
   @Test
   void aRowGivesTheSameBitsAloneOrInsideABatch() throws IOException {
-    Linear w = linear(DType.BF16, 70, 600, 5);
-    float[] x = randn(9 * 600, 9);
-    float[] all = new float[9 * 70];
-    float[] one = new float[70];
-    try (Parallel p2 = new Parallel(2); Parallel p1 = new Parallel(1)) {
-      PackedGemm.matmul(x, 9, w, all, p2);
-      for (int row = 0; row < 9; row++) {
-        PackedGemm.matmul(java.util.Arrays.copyOfRange(x, row * 600, (row + 1) * 600), 1, w, one, p1);
-        assertArrayEquals(one, java.util.Arrays.copyOfRange(all, row * 70, (row + 1) * 70), "row " + row);
+    for (DType dtype : new DType[] {DType.BF16, DType.I32}) {
+      Linear w = linear(dtype, 70, 600, 5);
+      float[] x = randn(9 * 600, 9);
+      float[] all = new float[9 * 70];
+      float[] one = new float[70];
+      try (Parallel p2 = new Parallel(2); Parallel p1 = new Parallel(1)) {
+        PackedGemm.matmul(x, 9, w, all, p2);
+        for (int row = 0; row < 9; row++) {
+          PackedGemm.matmul(java.util.Arrays.copyOfRange(x, row * 600, (row + 1) * 600), 1, w, one, p1);
+          assertArrayEquals(one, java.util.Arrays.copyOfRange(all, row * 70, (row + 1) * 70), dtype + " row " + row);
+        }
       }
     }
   }
@@ -326,13 +366,16 @@ class GemmTest {
   /** Staged blocks decode to the bits of row by row decoding: whole rows in one copy, parts of rows, a block inside them. */
   @Test
   void stagedBlocksDecodeLikeRows() throws IOException {
-    for (DType dtype : new DType[] {DType.BF16, DType.F8_E4M3}) {
+    for (DType dtype : new DType[] {DType.BF16, DType.F8_E4M3, DType.I32}) {
       Linear w = linear(dtype, 30, 1300, 5);
       RowDecoder staging = new RowDecoder(300, 12, 1300);
       RowDecoder plain = new RowDecoder(300);
       // {first row, rows, first input, inputs}: whole rows; a part at the end; a part in the middle.
       for (int[] b : new int[][] {{0, 12, 0, 1300}, {17, 12, 1024, 276}, {3, 5, 256, 512}}) {
-        assertTrue(staging.stage(w, b[0], b[1], b[2], b[3]), dtype + " stages");
+        assertEquals(staged(w), staging.stage(w, b[0], b[1], b[2], b[3]), dtype + " stages where its vectors decode");
+        if (!staged(w)) {
+          continue;
+        }
         for (int j = 0; j < b[1]; j++) {
           for (int k0 = b[2]; k0 < b[2] + b[3]; k0 += 256) {
             int n = Math.min(256, b[2] + b[3] - k0);
@@ -349,12 +392,20 @@ class GemmTest {
     assertTrue(!new RowDecoder(8, 4, 8).stage(f32, 0, 4, 0, 8), "F32 rows are not staged: they decode through Linear.row");
   }
 
+  /** Whether RowDecoder stages blocks of w (with the vector widths of this JVM: 128-bit vectors do not take FP8 or INT4). */
+  static boolean staged(Linear w) {
+    return w.dtype() == DType.BF16 && RowDecoder.H != null || RowDecoder.fp8InRegisters(w) || RowDecoder.int4InRegisters(w);
+  }
+
   /** Blocks the native decoders read in place in the mapping give the bits of blocks copied out of it first. */
   @Test
   void blocksStagedInPlaceDecodeLikeCopiedOnes() throws IOException {
     assumeTrue(NativeCpu.available(), "the native decoders: " + NativeCpu.status());
-    for (DType dtype : new DType[] {DType.BF16, DType.F8_E4M3}) {
+    for (DType dtype : new DType[] {DType.BF16, DType.F8_E4M3, DType.I32}) {
       Linear w = linear(dtype, 30, 1300, 6);
+      if (!staged(w)) {
+        continue;
+      }
       RowDecoder inPlace = new RowDecoder(300, 12, 1300);
       RowDecoder copied = new RowDecoder(300, 12, 1300);
       for (int[] b : new int[][] {{0, 12, 0, 1300}, {17, 12, 1024, 276}, {3, 5, 256, 512}, {29, 1, 0, 1300}}) {

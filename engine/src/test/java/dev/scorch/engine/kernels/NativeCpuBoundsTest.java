@@ -1,6 +1,7 @@
 package dev.scorch.engine.kernels;
 
 import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -60,6 +61,44 @@ class NativeCpuBoundsTest {
     // lead + n + bc - 1 wraps negative: the quotient is negative, so any blocksPerRow would pass.
     assertFalse(NativeCpu.scalesCover(1, 120, MAX - 100, 128));
     assertFalse(NativeCpu.scalesCover(0, 0, MAX, 1 << 30));
+  }
+
+  @Test
+  void int4ScalesCoverage() {
+    // 2 rows of 64 inputs from place 16 of groups of 32: 3 scales a row.
+    assertTrue(NativeCpu.int4ScalesFit(6, 0, 3, 2, 16, 64, 32));
+    assertTrue(NativeCpu.int4ScalesFit(7, 1, 3, 2, 16, 64, 32));
+    assertFalse(NativeCpu.int4ScalesFit(6, 1, 3, 2, 16, 64, 32), "the last row's last scale past the array");
+    assertFalse(NativeCpu.int4ScalesFit(6, 0, 2, 2, 16, 64, 32), "rows' scales overlap");
+    assertFalse(NativeCpu.int4ScalesFit(6, 0, 3, 2, 32, 64, 32), "lead outside its group");
+    assertFalse(NativeCpu.int4ScalesFit(6, 0, 3, 2, -1, 64, 32));
+    assertFalse(NativeCpu.int4ScalesFit(6, -1, 3, 2, 0, 64, 32));
+    assertFalse(NativeCpu.int4ScalesFit(6, 0, 3, 2, 0, 64, 0), "no group");
+    // lead + n + group - 1 wraps negative in int: the quotient would be negative and pass any scalesPerRow.
+    assertFalse(NativeCpu.int4ScalesFit(MAX, 0, 1, 1, 120, MAX - 100, 128));
+    // scaleOff + (rows - 1) * scalesPerRow wraps negative in int.
+    assertFalse(NativeCpu.int4ScalesFit(100, 10, 1 << 30, 3, 0, 1, 1 << 30));
+    assertEquals(1, NativeCpu.int4Words(1));
+    assertEquals((MAX + 7L) / 8, NativeCpu.int4Words(MAX), "n + 7 does not wrap");
+  }
+
+  @Test
+  void int4RowsOutOfTheirArraysAreRefused() {
+    // Refused before the native call, so these run (and pass) without the library too. 2 rows of 20 inputs (3 words) at
+    // stride 4 words: 7 words; scales 1 a row in groups of 32.
+    int[] src = new int[7];
+    float[] scales = new float[2];
+    float[] dst = new float[40];
+    assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.int4Rows(src, 1, 4, 2, 20, scales, 0, 1, 0, 32, dst), "src from 1");
+    assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.int4Rows(src, 0, 2, 2, 20, scales, 0, 1, 0, 32, dst), "stride under a row's words");
+    assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.int4Rows(src, 0, 4, 2, 20, scales, 1, 1, 0, 32, dst), "scales from 1");
+    assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.int4Rows(src, 0, 4, 2, 20, scales, 0, 1, 16, 32, dst), "a second group");
+    assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.int4Rows(src, 0, 4, 2, 20, scales, 0, 1, 0, 32, new float[39]), "dst");
+    // so + (rows - 1) * srcStride wraps negative in int.
+    assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.int4Rows(src, 5, MAX / 2 + 1, 3, 1, new float[3], 0, 1, 0, 1, dst));
+    if (NativeCpu.available()) {
+      assertDoesNotThrow(() -> NativeCpu.int4Rows(src, 0, 4, 2, 20, scales, 0, 1, 0, 32, dst));
+    }
   }
 
   @Test

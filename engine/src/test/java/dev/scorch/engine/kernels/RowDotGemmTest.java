@@ -21,7 +21,11 @@ class RowDotGemmTest {
     return linear(dtype, out, in, seed, 128);
   }
 
+  /** I32 stands for INT4 (compressed-tensors' packed words) in groups of 32 inputs, or of block where it is not 128. */
   Linear linear(DType dtype, int out, int in, long seed, int block) throws IOException {
+    if (dtype == DType.I32) {
+      return Int4Weights.random(dir, out, in, block == 128 ? 32 : block, seed);
+    }
     float[] w = GemmTest.randn(out * in, seed);
     SafetensorsWriter sw = new SafetensorsWriter();
     if (dtype == DType.F8_E4M3) {
@@ -47,7 +51,7 @@ class RowDotGemmTest {
   void matchesTheReferenceForEveryWeightPath() throws IOException {
     // M around the 4-row block, N not a multiple of the 4-row weight block, K with tails and partial FP8 blocks.
     int[][] shapes = {{1, 1, 1}, {1, 5, 7}, {3, 17, 34}, {4, 8, 192}, {7, 33, 320}, {9, 130, 513}, {32, 64, 1024}, {5, 66, 2816}};
-    for (DType dtype : new DType[] {DType.BF16, DType.F8_E4M3, DType.F32}) {
+    for (DType dtype : new DType[] {DType.BF16, DType.F8_E4M3, DType.F32, DType.I32}) {
       for (int[] s : shapes) {
         int m = s[0];
         int n = s[1];
@@ -82,7 +86,7 @@ class RowDotGemmTest {
   /** Each output row's bits are the same at M = 1, 7 and 32, in any position in the batch, on 1, 2 or 3 threads. */
   @Test
   void aRowGivesTheSameBitsWhateverTheBatchAndThreads() throws IOException {
-    for (DType dtype : new DType[] {DType.BF16, DType.F8_E4M3, DType.F32}) {
+    for (DType dtype : new DType[] {DType.BF16, DType.F8_E4M3, DType.F32, DType.I32}) {
       // N large enough to be split into several tasks (N·K >= 2 · MIN_TASK_WEIGHTS), with a tail of 2 rows.
       int n = 258;
       int k = 1056;
@@ -114,8 +118,9 @@ class RowDotGemmTest {
   /** A group of matmuls in one pass gives each member the bits it gets alone. */
   @Test
   void groupedMatmulsGiveTheBitsOfSingleOnes() throws IOException {
-    Linear[] w = {linear(DType.BF16, 256, 1024, 1), linear(DType.F8_E4M3, 130, 320, 2), linear(DType.F32, 7, 33, 3), linear(DType.BF16, 66, 256, 4)};
-    int[] m = {1, 5, 2, 0};
+    Linear[] w = {linear(DType.BF16, 256, 1024, 1), linear(DType.F8_E4M3, 130, 320, 2), linear(DType.F32, 7, 33, 3), linear(DType.BF16, 66, 256, 4),
+        linear(DType.I32, 258, 1056, 5)};
+    int[] m = {1, 5, 2, 0, 3};
     float[][] x = new float[w.length][];
     float[][] y = new float[w.length][];
     for (int g = 0; g < w.length; g++) {
@@ -128,6 +133,47 @@ class RowDotGemmTest {
         float[] alone = new float[m[g] * w[g].out()];
         RowDotGemm.matmul(x[g], m[g], w[g], alone, p);
         assertArrayEquals(alone, y[g], "member " + g);
+      }
+    }
+  }
+
+  /**
+   * INT4 rows take the kernel's documented order, computed here over rows decoded by Linear.row: per output one L-lane
+   * accumulator of FMAs (lane i over k = i, i + L, .. below K rounded down to L), the lanes in the fixed tree, then the K
+   * tail by scalar FMAs. Groups of 32 and 128 decode in registers; 24 is not a multiple of L and takes the generic path.
+   * M from 1 to 9 and N = 7 reach every register block (2 x 4, 4 x 1, and the 1 x 1 of a last partial weight block).
+   */
+  @Test
+  void int4OutputsAreTheDocumentedFmaOrderOverTheReferenceRows() throws IOException {
+    int l = RowDotGemm.L;
+    for (int[] s : new int[][] {{7, 1000, 32}, {7, 300, 128}, {5, 33, 32}, {7, 120, 24}}) {
+      int n = s[0];
+      int k = s[1];
+      Linear w = linear(DType.I32, n, k, 40L + k, s[2]);
+      int kv = k / l * l;
+      float[] row = new float[k];
+      float[] lanes = new float[l];
+      for (int m = 1; m <= 9; m++) {
+        float[] x = GemmTest.randn(m * k, m);
+        float[] y = new float[m * n];
+        try (Parallel p = new Parallel(2)) {
+          RowDotGemm.matmul(x, m, w, y, p);
+        }
+        for (int r = 0; r < n; r++) {
+          w.row(r, 0, k, row, 0);
+          for (int i = 0; i < m; i++) {
+            java.util.Arrays.fill(lanes, 0f);
+            for (int kk = 0; kk < kv; kk++) {
+              lanes[kk % l] = Math.fma(row[kk], x[i * k + kk], lanes[kk % l]);
+            }
+            float sum = Lanes.foldTree(lanes, 0, l);
+            for (int kk = kv; kk < k; kk++) {
+              sum = Math.fma(x[i * k + kk], row[kk], sum);
+            }
+            assertEquals(Float.floatToIntBits(sum), Float.floatToIntBits(y[i * n + r]),
+                "groups of " + s[2] + ", " + n + "x" + k + ", m = " + m + ": y[" + i + ", " + r + "]");
+          }
+        }
       }
     }
   }

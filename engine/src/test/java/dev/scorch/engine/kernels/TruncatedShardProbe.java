@@ -60,6 +60,8 @@ public final class TruncatedShardProbe {
       System.out.println("bf16-in-first-page=" + NativeCpu.bf16RowsMapped(map, 0, 256, 4, 256, dst));
       System.out.println("bf16-past-end=" + NativeCpu.bf16RowsMapped(map, 65536, 256, 64, 256, dst));
       System.out.println("fp8-past-end=" + NativeCpu.fp8RowsMapped(map, 65536, 256, 64, 256, scales, 2, 0, 128, dst));
+      float[] groupScales = new float[64 * 8];
+      System.out.println("int4-past-end=" + NativeCpu.int4RowsMapped(map, 65536, 32, 64, 256, groupScales, 0, 8, 0, 32, dst));
       System.out.println("bf16-past-end-again=" + NativeCpu.bf16RowsMapped(map, 131072, 256, 64, 256, dst));
     }
 

@@ -63,6 +63,7 @@ class TruncatedShardTest {
         assertEquals("true", value(out, "bf16-in-first-page"), out);
         assertEquals("false", value(out, "bf16-past-end"), out);
         assertEquals("false", value(out, "fp8-past-end"), out);
+        assertEquals("false", value(out, "int4-past-end"), out);
         assertEquals("false", value(out, "bf16-past-end-again"), "a second fault is caught as the first: " + out);
         assertTrue(value(out, "second").contains("read by the native decoder, in place"), "the fault was the C decoder's: " + out);
       }
