@@ -350,7 +350,8 @@ final class RowDecoder {
    * dst[off .. off + n) = INT4 inputs 0 .. n of a row segment: input k is nibble (first + k) % 8 of src[wo + (first + k) / 8],
    * less 8, times sc[so + (lead + k) / group] (lead: input 0's place in its group); src holds {@link #INT4_SLACK} words
    * past the last one read. Vectors start on a word and stay inside a group, the rest of a group goes one by one: each
-   * value is the one product Linear.row makes.
+   * value is the one product Linear.row makes. (The vector step is written out here: a helper taking vectors, where C2
+   * does not inline it, boxes them.)
    */
   static void int4Row(int[] src, int wo, int first, float[] sc, int so, int lead, int group, int n, float[] dst, int off) {
     for (int k = 0; k < n; ) {
@@ -358,24 +359,17 @@ final class RowDecoder {
       float scale = sc[so + (lead + k) / group];
       FloatVector vs = FloatVector.broadcast(F, scale);
       for (; k + L <= end && ((first + k) & 7) == 0; k += L) {
-        int4(src, wo + (first + k) / 8, vs).intoArray(dst, off + k);
+        // L inputs from the L / 8 words at wo + (first + k) / 8 (L words are loaded): each word xor 0x88888888 holds q as a
+        // signed nibble, which the shifts sign-extend; the int converts exactly, and the one product rounds as Linear.row's.
+        IntVector q = IntVector.fromArray(I, src, wo + (first + k) / 8).rearrange(INT4_WORDS).lanewise(VectorOperators.XOR, 0x88888888)
+            .lanewise(VectorOperators.LSHL, INT4_SHIFTS).lanewise(VectorOperators.ASHR, 28);
+        ((FloatVector) q.convert(VectorOperators.I2F, 0)).mul(vs).intoArray(dst, off + k);
       }
       for (; k < end; k++) {
         int e = first + k;
         dst[off + k] = (((src[wo + e / 8] >>> (4 * (e & 7))) & 0xF) - 8) * scale;
       }
     }
-  }
-
-  /**
-   * L INT4 inputs from the L / 8 packed words at src[w] (L words are loaded) times scale: each word xor 0x88888888 holds
-   * q = nibble - 8 as a signed nibble, which the shifts sign-extend; the int converts exactly, and the one product rounds as
-   * Linear.row's does.
-   */
-  static FloatVector int4(int[] src, int w, FloatVector scale) {
-    IntVector v = IntVector.fromArray(I, src, w).rearrange(INT4_WORDS).lanewise(VectorOperators.XOR, 0x88888888)
-        .lanewise(VectorOperators.LSHL, INT4_SHIFTS).lanewise(VectorOperators.ASHR, 28);
-    return ((FloatVector) v.convert(VectorOperators.I2F, 0)).mul(scale);
   }
 
   /** dst[off .. off + n) = BF16 halves src[so .. so + n) widened: each half is a float's high 16 bits. */

@@ -21,9 +21,10 @@ import jdk.incubator.vector.VectorSpecies;
  * rounding only: decode steps use this kernel whatever their batch size, prefill uses PackedGemm.
  *
  * <p>Weights: BF16 (even K), FP8 E4M3 with block scales (block columns a multiple of L) and INT4 groups (group size a
- * multiple of L) are decoded in registers; F32, F16 and other shapes are decoded row by row through {@link Linear#row}
- * (slower, same bits rules). FP8 and INT4 take the generic path's order exactly (only BF16's lanes pair inputs), so their
- * bits are those of their rows decoded by {@link Linear#row}, then the generic path.
+ * multiple of 8) are decoded in registers; F32, F16 and other shapes are decoded row by row through {@link Linear#row}
+ * (slower, same bits rules). INT4's lanes take whole words: lane i of step j takes the eight inputs of word jL + i, k =
+ * 8(jL + i) + p for p = 0 .. 7 in order, each as one FMA; the K tail past the last whole vector of words goes by scalar
+ * FMAs.
  */
 public final class RowDotGemm {
   static final VectorSpecies<Float> F = FloatVector.SPECIES_PREFERRED;
@@ -82,7 +83,7 @@ public final class RowDotGemm {
       switch (paths[i]) {
         case BF16 -> bf16Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, s);
         case FP8 -> fp8Rows(gx[i], gm[i], gw[i], gy[i], r0, r1, s);
-        case INT4 -> int4Rows(gx[i], gm[i], gw[i], gy[i], r0, r1, s);
+        case INT4 -> int4Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, s);
         default -> genericRows(gx[i], gm[i], gw[i], gy[i], r0, r1, s);
       }
     }
@@ -120,7 +121,7 @@ public final class RowDotGemm {
     if (RowDecoder.fp8InRegisters(w)) {
       return Path.FP8;
     }
-    if (RowDecoder.int4InRegisters(w) && w.groupSize() % L == 0) {
+    if (w.format() == Linear.Format.INT4_GROUP && w.groupSize() % 8 == 0) {
       return Path.INT4;
     }
     return Path.GENERIC;
@@ -176,6 +177,23 @@ public final class RowDotGemm {
           for (int k = 0; k < half; k++) {
             split[o + k] = x[i][o + 2 * k];
             split[o + half + k] = x[i][o + 2 * k + 1];
+          }
+        }
+        xs[i] = split;
+      } else if (paths[i] == Path.INT4) {
+        // INT4 words are decoded phase by phase (input 8v + p of word v), so x is split by phase once: row r holds
+        // x[r, 8v + p] at r * K + p * (K / 8) + v for the K / 8 whole words (the inputs past them are read from x).
+        float[] split = caller.xsGroup[i];
+        if (split == null || split.length < m[i] * kDim) {
+          caller.xsGroup[i] = split = new float[m[i] * kDim];
+        }
+        int kw = kDim / 8;
+        for (int r = 0; r < m[i]; r++) {
+          int o = r * kDim;
+          for (int v = 0; v < kw; v++) {
+            for (int p = 0; p < 8; p++) {
+              split[o + p * kw + v] = x[i][o + 8 * v + p];
+            }
           }
         }
         xs[i] = split;
@@ -532,90 +550,110 @@ public final class RowDotGemm {
 
   // ---------------------------------------------------------------------------------------------------- INT4
 
-  private static void int4Rows(float[] x, int m, Linear w, float[] y, int r0, int r1, Scratch s) {
+  /**
+   * INT4 rows, L packed words a step: lane i takes word j + i whole, and its eight inputs (phase p = 0 .. 7, element
+   * 8(j + i) + p) one after another, each shifted out of the one loaded vector, against x split by phase (see
+   * matmulGroup), so no lane ever waits on a shuffle. A lane's words can lie in different groups (4 words make a group
+   * of 32): the scales are spread to one per word first (sw), 1/8 of the inputs. Phase p of a word xor 0x88888888 is q,
+   * sign-extended by a shift left to bits 28..31 and an arithmetic one back; the int converts exactly, and the one product
+   * with the scale rounds as Linear.row's. (Written out in each block: a helper taking vectors, where C2 does not inline
+   * it, boxes them.)
+   */
+  private static void int4Rows(float[] xs, float[] x, int m, Linear w, float[] y, int r0, int r1, Scratch s) {
     int wpr = w.wordsPerRow();
     int gpr = w.groupScales();
-    int[] wb = s.ints(NR * wpr + RowDecoder.INT4_SLACK);
-    float[] sc = s.floats(NR * gpr);
+    int group = w.groupSize();
+    int[] wb = s.ints(NR * wpr);
+    float[] buf = s.floats(NR * (gpr + wpr));
     for (int r = r0; r < r1; r += NR) {
       int nr = Math.min(NR, r1 - r);
       if (!w.rawWords(r, 0, wb, nr * wpr)) {
-        genericRows(x, m, w, y, r, r + nr, s); // a mapping that is not 4-byte aligned: the same bits through Linear.row
+        // A mapping that is not 4-byte aligned: rows through Linear.row in the generic order (the same for every call with
+        // this weight, so the bits still do not depend on M, blocking or threads).
+        genericRows(x, m, w, y, r, r + nr, s);
+        buf = s.floats(NR * (gpr + wpr));
         continue;
       }
-      w.groupScales(r, 0, sc, 0, nr * gpr);
+      // Group scales at NR * wpr + j * gpr, spread to one per word at j * wpr.
+      int so = NR * wpr;
+      w.groupScales(r, 0, buf, so, nr * gpr);
+      int wordsPerGroup = group / 8;
+      for (int j = 0; j < nr; j++) {
+        for (int g = 0; g < gpr; g++) {
+          java.util.Arrays.fill(buf, j * wpr + g * wordsPerGroup, j * wpr + Math.min(wpr, (g + 1) * wordsPerGroup), buf[so + j * gpr + g]);
+        }
+      }
       if (nr == NR) {
         int i = 0;
         for (; i + MR <= m; i += MR) {
-          int4Block2x4(x, i, w, wb, 0, sc, 0, y, r, s);
-          int4Block2x4(x, i, w, wb, 2 * wpr, sc, 2 * gpr, y, r + 2, s);
+          int4Block2x4(xs, x, i, w, wb, 0, buf, y, r, s);
+          int4Block2x4(xs, x, i, w, wb, 2 * wpr, buf, y, r + 2, s);
         }
         for (; i < m; i++) {
-          int4Block4x1(x, i, w, wb, sc, y, r, s);
+          int4Block4x1(xs, x, i, w, wb, buf, y, r, s);
         }
       } else {
         for (int j = 0; j < nr; j++) {
           for (int i = 0; i < m; i++) {
-            int4Block1x1(x, i, w, wb, j * wpr, sc, j * gpr, y, r + j, s);
+            int4Block1x1(xs, x, i, w, wb, j * wpr, buf, y, r + j, s);
           }
         }
       }
     }
   }
 
-  /** Finishes one INT4 output: lanes in a fixed tree, then the K tail by scalar FMAs of q × group scale. */
-  private static float int4Finish(float[] lanes, int lo, Linear w, int[] wb, int wOff, float[] sc, int sOff, float[] x, int xOff, int kv) {
+  /** Finishes one INT4 output: lanes in a fixed tree, then k = 8·kvw .. K-1 by scalar FMAs of q × word scale, in order. */
+  private static float int4Finish(float[] lanes, int lo, Linear w, int[] wb, int wOff, float[] sw, float[] x, int xOff, int kvw) {
     float sum = Lanes.foldTree(lanes, lo, L);
-    int group = w.groupSize();
-    for (int k = kv; k < w.in(); k++) {
-      float wk = (((wb[wOff + k / 8] >>> (4 * (k & 7))) & 0xF) - 8) * sc[sOff + k / group];
+    for (int k = 8 * kvw; k < w.in(); k++) {
+      float wk = (((wb[wOff + k / 8] >>> (4 * (k & 7))) & 0xF) - 8) * sw[wOff + k / 8];
       sum = Math.fma(x[xOff + k], wk, sum);
     }
     return sum;
   }
 
-  private static void int4Block1x1(float[] x, int i, Linear w, int[] wb, int wOff, float[] sc, int sOff, float[] y, int row, Scratch s) {
+  private static void int4Block1x1(float[] xs, float[] x, int i, Linear w, int[] wb, int wOff, float[] sw, float[] y, int row, Scratch s) {
     int kDim = w.in();
-    int kv = kDim / L * L;
-    int group = w.groupSize();
+    int kw = kDim / 8;
+    int kvw = kw / L * L; // words taken by whole vectors
     int xo = i * kDim;
     FloatVector a = FloatVector.zero(F);
-    for (int k0 = 0; k0 < kv; k0 += group) {
-      int kEnd = Math.min(kv, k0 + group);
-      FloatVector s0 = FloatVector.broadcast(F, sc[sOff + k0 / group]);
-      for (int k = k0; k < kEnd; k += L) {
-        a = RowDecoder.int4(wb, wOff + k / 8, s0).fma(FloatVector.fromArray(F, x, xo + k), a);
+    for (int j = 0; j < kvw; j += L) {
+      IntVector p = IntVector.fromArray(I, wb, wOff + j).lanewise(VectorOperators.XOR, 0x88888888);
+      FloatVector sc = FloatVector.fromArray(F, sw, wOff + j);
+      for (int ph = 0; ph < 8; ph++) {
+        a = ((FloatVector) p.lanewise(VectorOperators.LSHL, 28 - 4 * ph).lanewise(VectorOperators.ASHR, 28).convert(VectorOperators.I2F, 0)).mul(sc).fma(FloatVector.fromArray(F, xs, xo + ph * kw + j), a);
       }
     }
     a.intoArray(s.lanes, 0);
-    y[i * w.out() + row] = int4Finish(s.lanes, 0, w, wb, wOff, sc, sOff, x, xo, kv);
+    y[i * w.out() + row] = int4Finish(s.lanes, 0, w, wb, wOff, sw, x, xo, kvw);
   }
 
-  private static void int4Block4x1(float[] x, int i, Linear w, int[] wb, float[] sc, float[] y, int row, Scratch s) {
+  private static void int4Block4x1(float[] xs, float[] x, int i, Linear w, int[] wb, float[] sw, float[] y, int row, Scratch s) {
     int kDim = w.in();
-    int kv = kDim / L * L;
-    int group = w.groupSize();
+    int kw = kDim / 8;
+    int kvw = kw / L * L;
     int wpr = w.wordsPerRow();
-    int gpr = w.groupScales();
     int xo = i * kDim;
     FloatVector a0 = FloatVector.zero(F);
     FloatVector a1 = a0;
     FloatVector a2 = a0;
     FloatVector a3 = a0;
-    for (int k0 = 0; k0 < kv; k0 += group) {
-      int kEnd = Math.min(kv, k0 + group);
-      int g = k0 / group;
-      FloatVector s0 = FloatVector.broadcast(F, sc[g]);
-      FloatVector s1 = FloatVector.broadcast(F, sc[gpr + g]);
-      FloatVector s2 = FloatVector.broadcast(F, sc[2 * gpr + g]);
-      FloatVector s3 = FloatVector.broadcast(F, sc[3 * gpr + g]);
-      for (int k = k0; k < kEnd; k += L) {
-        FloatVector v = FloatVector.fromArray(F, x, xo + k);
-        int wk = k / 8;
-        a0 = RowDecoder.int4(wb, wk, s0).fma(v, a0);
-        a1 = RowDecoder.int4(wb, wpr + wk, s1).fma(v, a1);
-        a2 = RowDecoder.int4(wb, 2 * wpr + wk, s2).fma(v, a2);
-        a3 = RowDecoder.int4(wb, 3 * wpr + wk, s3).fma(v, a3);
+    for (int j = 0; j < kvw; j += L) {
+      IntVector p0 = IntVector.fromArray(I, wb, j).lanewise(VectorOperators.XOR, 0x88888888);
+      IntVector p1 = IntVector.fromArray(I, wb, wpr + j).lanewise(VectorOperators.XOR, 0x88888888);
+      IntVector p2 = IntVector.fromArray(I, wb, 2 * wpr + j).lanewise(VectorOperators.XOR, 0x88888888);
+      IntVector p3 = IntVector.fromArray(I, wb, 3 * wpr + j).lanewise(VectorOperators.XOR, 0x88888888);
+      FloatVector s0 = FloatVector.fromArray(F, sw, j);
+      FloatVector s1 = FloatVector.fromArray(F, sw, wpr + j);
+      FloatVector s2 = FloatVector.fromArray(F, sw, 2 * wpr + j);
+      FloatVector s3 = FloatVector.fromArray(F, sw, 3 * wpr + j);
+      for (int ph = 0; ph < 8; ph++) {
+        FloatVector v = FloatVector.fromArray(F, xs, xo + ph * kw + j);
+        a0 = ((FloatVector) p0.lanewise(VectorOperators.LSHL, 28 - 4 * ph).lanewise(VectorOperators.ASHR, 28).convert(VectorOperators.I2F, 0)).mul(s0).fma(v, a0);
+        a1 = ((FloatVector) p1.lanewise(VectorOperators.LSHL, 28 - 4 * ph).lanewise(VectorOperators.ASHR, 28).convert(VectorOperators.I2F, 0)).mul(s1).fma(v, a1);
+        a2 = ((FloatVector) p2.lanewise(VectorOperators.LSHL, 28 - 4 * ph).lanewise(VectorOperators.ASHR, 28).convert(VectorOperators.I2F, 0)).mul(s2).fma(v, a2);
+        a3 = ((FloatVector) p3.lanewise(VectorOperators.LSHL, 28 - 4 * ph).lanewise(VectorOperators.ASHR, 28).convert(VectorOperators.I2F, 0)).mul(s3).fma(v, a3);
       }
     }
     int yo = i * w.out() + row;
@@ -623,43 +661,43 @@ public final class RowDotGemm {
     a1.intoArray(s.lanes, L);
     a2.intoArray(s.lanes, 2 * L);
     a3.intoArray(s.lanes, 3 * L);
-    y[yo] = int4Finish(s.lanes, 0, w, wb, 0, sc, 0, x, xo, kv);
-    y[yo + 1] = int4Finish(s.lanes, L, w, wb, wpr, sc, gpr, x, xo, kv);
-    y[yo + 2] = int4Finish(s.lanes, 2 * L, w, wb, 2 * wpr, sc, 2 * gpr, x, xo, kv);
-    y[yo + 3] = int4Finish(s.lanes, 3 * L, w, wb, 3 * wpr, sc, 3 * gpr, x, xo, kv);
+    y[yo] = int4Finish(s.lanes, 0, w, wb, 0, sw, x, xo, kvw);
+    y[yo + 1] = int4Finish(s.lanes, L, w, wb, wpr, sw, x, xo, kvw);
+    y[yo + 2] = int4Finish(s.lanes, 2 * L, w, wb, 2 * wpr, sw, x, xo, kvw);
+    y[yo + 3] = int4Finish(s.lanes, 3 * L, w, wb, 3 * wpr, sw, x, xo, kvw);
   }
 
-  /** Two weight rows (wOff, wOff + words per row in wb; their scales from sOff in sc) × four rows of x, as {@link #bf16Block2x4}. */
-  private static void int4Block2x4(float[] x, int i, Linear w, int[] wb, int wOff, float[] sc, int sOff, float[] y, int row, Scratch s) {
+  /** Two weight rows (wOff, wOff + words per row in wb and in sw) × four rows of x, as {@link #bf16Block2x4}. */
+  private static void int4Block2x4(float[] xs, float[] x, int i, Linear w, int[] wb, int wOff, float[] sw, float[] y, int row, Scratch s) {
     int kDim = w.in();
-    int kv = kDim / L * L;
-    int group = w.groupSize();
-    int wpr = w.wordsPerRow();
-    int gpr = w.groupScales();
+    int kw = kDim / 8;
+    int kvw = kw / L * L;
     int x0 = i * kDim;
     int x1 = x0 + kDim;
     int x2 = x1 + kDim;
     int x3 = x2 + kDim;
-    int w1Off = wOff + wpr;
+    int w1Off = wOff + w.wordsPerRow();
     FloatVector z = FloatVector.zero(F);
     FloatVector a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z;
-    for (int k0 = 0; k0 < kv; k0 += group) {
-      int kEnd = Math.min(kv, k0 + group);
-      FloatVector s0 = FloatVector.broadcast(F, sc[sOff + k0 / group]);
-      FloatVector s1 = FloatVector.broadcast(F, sc[sOff + gpr + k0 / group]);
-      for (int k = k0; k < kEnd; k += L) {
-        FloatVector w0 = RowDecoder.int4(wb, wOff + k / 8, s0);
-        FloatVector w1 = RowDecoder.int4(wb, w1Off + k / 8, s1);
-        FloatVector v = FloatVector.fromArray(F, x, x0 + k);
+    for (int j = 0; j < kvw; j += L) {
+      IntVector p0 = IntVector.fromArray(I, wb, wOff + j).lanewise(VectorOperators.XOR, 0x88888888);
+      IntVector p1 = IntVector.fromArray(I, wb, w1Off + j).lanewise(VectorOperators.XOR, 0x88888888);
+      FloatVector s0 = FloatVector.fromArray(F, sw, wOff + j);
+      FloatVector s1 = FloatVector.fromArray(F, sw, w1Off + j);
+      for (int ph = 0; ph < 8; ph++) {
+        FloatVector w0 = ((FloatVector) p0.lanewise(VectorOperators.LSHL, 28 - 4 * ph).lanewise(VectorOperators.ASHR, 28).convert(VectorOperators.I2F, 0)).mul(s0);
+        FloatVector w1 = ((FloatVector) p1.lanewise(VectorOperators.LSHL, 28 - 4 * ph).lanewise(VectorOperators.ASHR, 28).convert(VectorOperators.I2F, 0)).mul(s1);
+        int xp = ph * kw + j;
+        FloatVector v = FloatVector.fromArray(F, xs, x0 + xp);
         a00 = w0.fma(v, a00);
         a01 = w1.fma(v, a01);
-        v = FloatVector.fromArray(F, x, x1 + k);
+        v = FloatVector.fromArray(F, xs, x1 + xp);
         a10 = w0.fma(v, a10);
         a11 = w1.fma(v, a11);
-        v = FloatVector.fromArray(F, x, x2 + k);
+        v = FloatVector.fromArray(F, xs, x2 + xp);
         a20 = w0.fma(v, a20);
         a21 = w1.fma(v, a21);
-        v = FloatVector.fromArray(F, x, x3 + k);
+        v = FloatVector.fromArray(F, xs, x3 + xp);
         a30 = w0.fma(v, a30);
         a31 = w1.fma(v, a31);
       }
@@ -675,18 +713,17 @@ public final class RowDotGemm {
     a21.intoArray(ln, 5 * L);
     a30.intoArray(ln, 6 * L);
     a31.intoArray(ln, 7 * L);
-    int s1Off = sOff + gpr;
-    y[y0] = int4Finish(ln, 0, w, wb, wOff, sc, sOff, x, x0, kv);
-    y[y0 + 1] = int4Finish(ln, L, w, wb, w1Off, sc, s1Off, x, x0, kv);
+    y[y0] = int4Finish(ln, 0, w, wb, wOff, sw, x, x0, kvw);
+    y[y0 + 1] = int4Finish(ln, L, w, wb, w1Off, sw, x, x0, kvw);
     y0 += n;
-    y[y0] = int4Finish(ln, 2 * L, w, wb, wOff, sc, sOff, x, x1, kv);
-    y[y0 + 1] = int4Finish(ln, 3 * L, w, wb, w1Off, sc, s1Off, x, x1, kv);
+    y[y0] = int4Finish(ln, 2 * L, w, wb, wOff, sw, x, x1, kvw);
+    y[y0 + 1] = int4Finish(ln, 3 * L, w, wb, w1Off, sw, x, x1, kvw);
     y0 += n;
-    y[y0] = int4Finish(ln, 4 * L, w, wb, wOff, sc, sOff, x, x2, kv);
-    y[y0 + 1] = int4Finish(ln, 5 * L, w, wb, w1Off, sc, s1Off, x, x2, kv);
+    y[y0] = int4Finish(ln, 4 * L, w, wb, wOff, sw, x, x2, kvw);
+    y[y0 + 1] = int4Finish(ln, 5 * L, w, wb, w1Off, sw, x, x2, kvw);
     y0 += n;
-    y[y0] = int4Finish(ln, 6 * L, w, wb, wOff, sc, sOff, x, x3, kv);
-    y[y0 + 1] = int4Finish(ln, 7 * L, w, wb, w1Off, sc, s1Off, x, x3, kv);
+    y[y0] = int4Finish(ln, 6 * L, w, wb, wOff, sw, x, x3, kvw);
+    y[y0 + 1] = int4Finish(ln, 7 * L, w, wb, w1Off, sw, x, x3, kvw);
   }
 
   // ------------------------------------------------------------------------------------------------- generic

@@ -4,6 +4,7 @@ import dev.scorch.engine.checkpoint.DType;
 import dev.scorch.engine.checkpoint.SafetensorsFile;
 import dev.scorch.engine.checkpoint.SafetensorsWriter;
 import dev.scorch.engine.demo.Fp8Blocks;
+import dev.scorch.engine.demo.Int4Groups;
 import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.kernels.PackedGemm;
 import dev.scorch.engine.kernels.Parallel;
@@ -51,7 +52,7 @@ public class DecodeGemmBenchmark {
   @Param({"1024x4096"})
   public String shape;
 
-  /** BF16 or F8_E4M3 (128x128 block scales). */
+  /** BF16, F8_E4M3 (128x128 block scales) or I32 (INT4 in groups of 32 with BF16 scales). */
   @Param({"BF16"})
   public String dtype;
 
@@ -83,6 +84,11 @@ public class DecodeGemmBenchmark {
         Fp8Blocks q = Fp8Blocks.quantize(wv, n, k, 128, 128);
         sw.add("w" + c + ".weight", DType.F8_E4M3, new long[] {n, k}, q.codes());
         sw.addFloats("w" + c + ".weight_scale_inv", DType.F32, new long[] {q.scaleRows(), q.scaleCols()}, q.scaleInv());
+      } else if (dt == DType.I32) {
+        Int4Groups q = Int4Groups.quantize(wv, n, k, GemmFixture.INT4_GROUP);
+        sw.add("w" + c + ".weight_packed", DType.I32, new long[] {n, (k + 7) / 8}, q.packedBytes());
+        sw.addFloats("w" + c + ".weight_scale", DType.BF16, new long[] {n, (k + GemmFixture.INT4_GROUP - 1) / GemmFixture.INT4_GROUP},
+            q.scales());
       } else {
         sw.addFloats("w" + c + ".weight", dt, new long[] {n, k}, wv);
       }
@@ -95,6 +101,8 @@ public class DecodeGemmBenchmark {
     for (int c = 0; c < copies; c++) {
       ws[c] = dt == DType.F8_E4M3
           ? new Linear(file.tensor("w" + c + ".weight"), file.tensor("w" + c + ".weight_scale_inv"), 128, 128)
+          : dt == DType.I32 ? Linear.int4("w" + c + ".weight", file.tensor("w" + c + ".weight_packed"), file.tensor("w" + c + ".weight_scale"), n,
+              k, GemmFixture.INT4_GROUP)
           : new Linear(file.tensor("w" + c + ".weight"));
     }
     x = GemmFixture.gaussian(rnd, m * k, 1.0);

@@ -35,7 +35,7 @@ public class GemmBenchmark {
   @Param({"1024x1024", "1024x4096", "4096x1024"})
   public String shape;
 
-  /** Weight dtype in the file: BF16, F8_E4M3 (block-scaled) or F32. */
+  /** Weight dtype in the file: BF16, F8_E4M3 (block-scaled), F32, or I32 (INT4 groups of 32, BF16 scales). */
   @Param({"BF16", "F8_E4M3", "F32"})
   public String dtype;
 

@@ -139,18 +139,20 @@ class RowDotGemmTest {
 
   /**
    * INT4 rows take the kernel's documented order, computed here over rows decoded by Linear.row: per output one L-lane
-   * accumulator of FMAs (lane i over k = i, i + L, .. below K rounded down to L), the lanes in the fixed tree, then the K
-   * tail by scalar FMAs. Groups of 32 and 128 decode in registers; 24 is not a multiple of L and takes the generic path.
+   * accumulator of FMAs, lane i of step j over the eight inputs of word jL + i in order (k = 8(jL + i) + p), for the words
+   * below K / 8 rounded down to L; the lanes in the fixed tree; then the K tail by scalar FMAs in order. Groups of 8, 32 and
+   * 128 decode in registers; 24 (not a multiple of a word) takes the generic path, lane i over k = i, i + L, ...
    * M from 1 to 9 and N = 7 reach every register block (2 x 4, 4 x 1, and the 1 x 1 of a last partial weight block).
    */
   @Test
   void int4OutputsAreTheDocumentedFmaOrderOverTheReferenceRows() throws IOException {
     int l = RowDotGemm.L;
-    for (int[] s : new int[][] {{7, 1000, 32}, {7, 300, 128}, {5, 33, 32}, {7, 120, 24}}) {
+    for (int[] s : new int[][] {{7, 1000, 32}, {7, 300, 128}, {5, 33, 32}, {6, 264, 8}, {7, 120, 24}}) {
       int n = s[0];
       int k = s[1];
+      boolean words = s[2] % 8 == 0;
       Linear w = linear(DType.I32, n, k, 40L + k, s[2]);
-      int kv = k / l * l;
+      int kv = words ? k / 8 / l * l * 8 : k / l * l; // inputs the lanes take
       float[] row = new float[k];
       float[] lanes = new float[l];
       for (int m = 1; m <= 9; m++) {
@@ -164,7 +166,8 @@ class RowDotGemmTest {
           for (int i = 0; i < m; i++) {
             java.util.Arrays.fill(lanes, 0f);
             for (int kk = 0; kk < kv; kk++) {
-              lanes[kk % l] = Math.fma(row[kk], x[i * k + kk], lanes[kk % l]);
+              int lane = words ? kk / 8 % l : kk % l; // in k order, each lane's inputs come in its own order too
+              lanes[lane] = Math.fma(row[kk], x[i * k + kk], lanes[lane]);
             }
             float sum = Lanes.foldTree(lanes, 0, l);
             for (int kk = kv; kk < k; kk++) {
