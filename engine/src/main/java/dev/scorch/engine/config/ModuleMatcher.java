@@ -12,25 +12,44 @@ import java.util.regex.PatternSyntaxException;
  * and {@code _match_class} do: an entry {@code re:P} matches where Python's {@code re.match(P, name)} does (anchored at
  * the start, not at the end), any other entry where it equals the name, and {@code Linear} also matches every
  * {@code nn.Linear} module by its class. Patterns come from an untrusted file: each match runs on a step budget, so a
- * pattern that backtracks without end fails naming the entry instead of hanging.
- *
- * @param source the file (and object) the list comes from, for messages
- * @param field the config field the entries come from ({@code ignore}, {@code config_groups.group_0.targets})
- * @param entries as written in config.json
- * @param patterns entry i compiled where it is a {@code re:} entry, else null
+ * pattern that backtracks without end fails naming the entry instead of hanging, and so do many patterns that each
+ * backtrack a long way (a budget for all the matches of one list).
  */
-public record ModuleMatcher(String source, String field, List<String> entries, List<Pattern> patterns) {
+public final class ModuleMatcher {
   public static final String LINEAR_CLASS = "Linear";
   /** Longest pattern accepted, far beyond real lists' (Kimi's longest: 38 characters). */
   static final int MAX_PATTERN = 1000;
-  /** Entries accepted in one list (real lists: 4 to 10). */
-  static final int MAX_ENTRIES = 4096;
+  /** Entries accepted in one list (real lists: 1 to 10). */
+  static final int MAX_ENTRIES = 1024;
   /** Characters one match may read before it is taken for runaway backtracking (a real one reads a few hundred). */
   static final long MATCH_BUDGET = 1_000_000;
+  /**
+   * Characters all the matches of one list may read: Kimi K2's 71,000 modules against a list of 10 patterns read about
+   * 5·10⁸ (a few hundred a match); 20 times that is some seconds.
+   */
+  static final long LIST_BUDGET = 10_000_000_000L;
 
-  public ModuleMatcher {
-    entries = List.copyOf(entries);
-    patterns = java.util.Collections.unmodifiableList(new ArrayList<>(patterns));
+  private final String source;
+  private final String field;
+  private final List<String> entries;
+  private final List<Pattern> patterns; // entry i compiled where it is a re: entry, else null
+  private final java.util.concurrent.atomic.AtomicLong spent = new java.util.concurrent.atomic.AtomicLong();
+
+  ModuleMatcher(String source, String field, List<String> entries, List<Pattern> patterns) {
+    this.source = source;
+    this.field = field;
+    this.entries = List.copyOf(entries);
+    this.patterns = java.util.Collections.unmodifiableList(new ArrayList<>(patterns));
+  }
+
+  /** The entries as written in config.json. */
+  public List<String> entries() {
+    return entries;
+  }
+
+  /** The config field they come from ({@code ignore}, {@code config_groups.group_0.targets}). */
+  public String field() {
+    return field;
   }
 
   static ModuleMatcher parse(JsonFields f, String field, String label) {
@@ -78,12 +97,18 @@ public record ModuleMatcher(String source, String field, List<String> entries, L
   }
 
   private boolean lookingAt(Pattern p, String name, String entry) {
-    Matcher m = p.matcher(new Budgeted(name, new long[] {MATCH_BUDGET}));
+    long[] left = {MATCH_BUDGET};
+    Matcher m = p.matcher(new Budgeted(name, left));
     try {
       return m.lookingAt();
     } catch (Budgeted.Exhausted ex) {
       throw new ConfigException(source + ": field '" + field + "' entry \"" + entry + "\" takes more than " + MATCH_BUDGET
           + " steps to match the module name '" + name + "' (a pattern that backtracks without end)");
+    } finally {
+      if (spent.addAndGet(MATCH_BUDGET - Math.max(0, left[0])) > LIST_BUDGET) {
+        throw new ConfigException(source + ": field '" + field + "': its patterns took more than " + LIST_BUDGET
+            + " steps to match the model's module names (patterns that backtrack a long way)");
+      }
     }
   }
 
