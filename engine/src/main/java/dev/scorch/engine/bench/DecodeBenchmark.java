@@ -2,6 +2,7 @@ package dev.scorch.engine.bench;
 
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
+import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.model.WeightLayout;
 import dev.scorch.engine.runtime.KvCache;
 import dev.scorch.engine.runtime.Workspace;
@@ -12,6 +13,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.SplittableRandom;
+import java.util.function.ToLongFunction;
 
 /**
  * Times greedy decoding with the MLA latent cache: prompts of {@code prompt} random tokens are prefilled,
@@ -20,16 +22,18 @@ import java.util.SplittableRandom;
  * allocate per token, over all runs and in the median run (each run's caches take their whole storage before its prefill, as
  * a pooled cache would).
  *
- * <p>Weight bytes per step: every parameter but the embedding (looked up, not read whole) in its file dtype
- * — attention, dense MLPs, shared experts, routers, lm_head — except kv_b_proj, which the absorbed attention
- * reads as its fp32 copy (4 bytes), plus the routed experts the step's tokens actually hit, averaged over the
- * timed steps: top_k per MoE layer at batch 1, up to all experts as the batch grows.
+ * <p>Weight bytes per step: every tensor but the embedding (looked up, not read whole) as the checkpoint stores it
+ * ({@link #checkpointBytes}: BF16 values, FP8 codes and their scales, INT4 packed words and their group scales) —
+ * attention, dense MLPs, shared experts, routers, norms, lm_head — except kv_b_proj, which the absorbed attention reads
+ * as its fp32 copy (4 bytes a parameter), plus the routed experts the step's tokens actually hit, averaged over the timed
+ * steps: top_k per MoE layer at batch 1, up to all experts as the batch grows. The routed experts' share is reported
+ * on its own ({@link Result#expertBytesPerStep}): the part that INT4 shrinks.
  */
 public final class DecodeBenchmark {
 
   public record Result(int batch, int prompt, int steps, int threads, double medianTokensPerSec, double minTokensPerSec,
-      double maxTokensPerSec, double medianStepSeconds, long weightBytesPerStep, long cacheBytesPerToken, long peakRssBytes,
-      double heapBytesPerToken, double heapBytesPerTokenMedianRun) {
+      double maxTokensPerSec, double medianStepSeconds, long weightBytesPerStep, long expertBytesPerStep, long cacheBytesPerToken,
+      long peakRssBytes, double heapBytesPerToken, double heapBytesPerTokenMedianRun) {
 
     /** Weight bytes read per second at the median step time (batch 1: the memory-bandwidth use). */
     public double weightBytesPerSecond() {
@@ -52,8 +56,20 @@ public final class DecodeBenchmark {
     return hit;
   }
 
+  /** The bytes one pass over each tensor reads as the model's checkpoint stores it (see the class comment). */
+  public static ToLongFunction<WeightLayout.Spec> checkpointBytes(ModelWeights weights) {
+    return spec -> spec.linearClass() ? weights.linear(spec.name()).weightBytes() : weights.tensor(spec.name()).info().byteSize();
+  }
+
+  /** {@link #run(DeepseekV3Model, Ops, int, int, int, int, int, long, ToLongFunction)} with every tensor bytesPerParameter a value. */
   public static Result run(DeepseekV3Model model, Ops ops, int batch, int prompt, int steps, int warmup, int runs, long seed,
       long bytesPerParameter) {
+    return run(model, ops, batch, prompt, steps, warmup, runs, seed, spec -> spec.numel() * bytesPerParameter);
+  }
+
+  /** Times the decode steps; bytesOf gives the bytes a pass over a tensor reads ({@link #checkpointBytes}). */
+  public static Result run(DeepseekV3Model model, Ops ops, int batch, int prompt, int steps, int warmup, int runs, long seed,
+      ToLongFunction<WeightLayout.Spec> bytesOf) {
     SplittableRandom rnd = new SplittableRandom(seed);
     long expertsHit = 0; // distinct (MoE layer, expert) pairs over the timed steps
     double[] secs = new double[runs];
@@ -105,7 +121,7 @@ public final class DecodeBenchmark {
       if (spec.kind() == WeightLayout.Kind.EMBEDDING) {
         continue;
       }
-      long bytes = spec.numel() * (spec.name().endsWith("kv_b_proj.weight") ? 4 : bytesPerParameter);
+      long bytes = spec.name().endsWith("kv_b_proj.weight") ? spec.numel() * 4 : bytesOf.applyAsLong(spec);
       if (!spec.routedExpert()) {
         weightBytes += bytes;
       } else if (spec.name().contains(".experts.0.")) {
@@ -113,9 +129,11 @@ public final class DecodeBenchmark {
       }
     }
     expertBytes /= Math.max(1, model.numMoeLayers());
-    weightBytes += Math.round((double) expertsHit / ((double) runs * steps) * expertBytes);
+    long expertBytesPerStep = Math.round((double) expertsHit / ((double) runs * steps) * expertBytes);
+    weightBytes += expertBytesPerStep;
     return new Result(batch, prompt, steps, ops.threads(), tokens / median, tokens / secs[runs - 1], tokens / secs[0],
-        median / steps, weightBytes, KvCache.bytesPerToken(model.config()), ProcessMemory.peakRssBytes(), heapBytes / (tokens * runs),
+        median / steps, weightBytes, expertBytesPerStep, KvCache.bytesPerToken(model.config()), ProcessMemory.peakRssBytes(),
+        heapBytes / (tokens * runs),
         HeapAllocation.medianRun(runHeap) / tokens);
   }
 }

@@ -5,8 +5,11 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.scorch.engine.bench.DecodeBenchmark;
 import dev.scorch.engine.bench.PrefillBenchmark;
 import dev.scorch.engine.kernels.CpuOps;
+import dev.scorch.engine.checkpoint.Checkpoint;
 import dev.scorch.engine.kernels.PackedGemm;
+import dev.scorch.engine.kernels.RowDotGemm;
 import dev.scorch.engine.model.DeepseekV3Model;
+import dev.scorch.engine.model.ModelWeights;
 import java.nio.file.Path;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -57,6 +60,10 @@ public final class BenchCommand implements Callable<Integer> {
   @Option(names = "--seed", defaultValue = "0", description = "Seed of the random token ids. Default: ${DEFAULT-VALUE}.")
   long seed;
 
+  /** The loaded model's weight format and shard bytes, for the JSON lines. */
+  private String quantization;
+  private long bytesOnDisk;
+
   @Override
   public Integer call() throws Exception {
     if (!mode.equals("prefill") && !mode.equals("decode")) {
@@ -67,6 +74,8 @@ public final class BenchCommand implements Callable<Integer> {
     }
     int n = threads == null ? Runtime.getRuntime().availableProcessors() : threads;
     DeepseekV3Model m = DeepseekV3Model.load(model);
+    quantization = m.config().isInt4() ? "int4" : m.config().isFp8() ? "fp8" : "none";
+    bytesOnDisk = Checkpoint.open(model).bytesOnDisk();
     if (mode.equals("decode")) {
       return decode(m, n);
     }
@@ -104,19 +113,23 @@ public final class BenchCommand implements Callable<Integer> {
     j.put("batch", batch);
     j.put("threads", threads);
     j.put("java", Runtime.version().feature());
+    j.put("quantization", quantization);
+    j.put("bytes_on_disk", bytesOnDisk);
     return j;
   }
 
   private int decode(DeepseekV3Model m, int n) throws Exception {
-    long bytesPerParameter = m.config().isFp8() ? 1 : 2; // linear weights in F8_E4M3, else BF16
+    // Weight bytes as the checkpoint stores each tensor (BF16, FP8 codes and scales, INT4 words and group scales).
+    ModelWeights weights = ModelWeights.open(model);
     try (CpuOps ops = new CpuOps(n)) {
-      DecodeBenchmark.Result r = DecodeBenchmark.run(m, ops, batch, seq, steps, warmup, runs, seed, bytesPerParameter);
-      System.out.printf("decode batch %d after %d-token prompts, %d steps, %d threads, java %s: %.1f tokens/s median (min %.1f, max %.1f);"
-              + " %.2f ms per step; %.2f GB/s of weights (%,d bytes per step); cache %,d bytes per token;"
+      DecodeBenchmark.Result r = DecodeBenchmark.run(m, ops, batch, seq, steps, warmup, runs, seed, DecodeBenchmark.checkpointBytes(weights));
+      System.out.printf("decode batch %d after %d-token prompts, %d steps, %d threads (%s), java %s: %.1f tokens/s median (min %.1f, max %.1f);"
+              + " %.2f ms per step; %.2f GB/s of weights (%,d bytes per step, %,d of them routed experts); cache %,d bytes per token;"
               + " %,.1f heap bytes allocated per token (median run %,.1f); peak RSS %.0f MiB%n",
-          batch, seq, steps, n, Runtime.version().feature(), r.medianTokensPerSec(), r.minTokensPerSec(), r.maxTokensPerSec(),
-          r.medianStepSeconds() * 1e3, r.weightBytesPerSecond() / 1e9, r.weightBytesPerStep(), r.cacheBytesPerToken(),
-          r.heapBytesPerToken(), r.heapBytesPerTokenMedianRun(), r.peakRssBytes() / 1048576.0);
+          batch, seq, steps, n, ops.simd() ? RowDotGemm.kernel() : "scalar", Runtime.version().feature(), r.medianTokensPerSec(),
+          r.minTokensPerSec(), r.maxTokensPerSec(), r.medianStepSeconds() * 1e3, r.weightBytesPerSecond() / 1e9, r.weightBytesPerStep(),
+          r.expertBytesPerStep(), r.cacheBytesPerToken(), r.heapBytesPerToken(), r.heapBytesPerTokenMedianRun(),
+          r.peakRssBytes() / 1048576.0);
       ObjectNode j = header(n);
       j.put("prompt", seq);
       j.put("steps", steps);
@@ -124,7 +137,9 @@ public final class BenchCommand implements Callable<Integer> {
       j.put("tokens_per_s_min", r.minTokensPerSec());
       j.put("tokens_per_s_max", r.maxTokensPerSec());
       j.put("step_seconds_median", r.medianStepSeconds());
+      j.put("decode_kernel", ops.simd() ? RowDotGemm.kernel() : "scalar");
       j.put("weight_bytes_per_step", r.weightBytesPerStep());
+      j.put("expert_bytes_per_step", r.expertBytesPerStep());
       j.put("weight_bytes_per_s", r.weightBytesPerSecond());
       j.put("cache_bytes_per_token", r.cacheBytesPerToken());
       j.put("heap_bytes_per_token", r.heapBytesPerToken());
