@@ -107,7 +107,8 @@ final class RowDecoder {
     } else if (fp8InRegisters(w) && k0 % L == 0) {
       w.rawCodes(row, k0, codes, n);
       fp8Row(w, row, k0, codes, 0, n, dst, off);
-    } else if (int4InRegisters(w) && n > 0 && n <= halves.length && w.rawWords(row, k0 / 8, words, int4Words(k0, n))) {
+    } else if (int4InRegisters(w) && n > 0 && n <= halves.length /* maxLen: words holds them */
+        && w.rawWords(row, k0 / 8, words, int4Words(k0, n))) {
       int group = w.groupSize();
       int groups = (k0 + n - 1) / group - k0 / group + 1;
       w.groupScales(row, k0 / group, scales(groups), 0, groups);
@@ -123,7 +124,7 @@ final class RowDecoder {
   }
 
   /**
-   * Copies the raw BF16 halves or FP8 codes of W[row0 .. row0 + rows, k0 .. k0 + kn) out of the mapping, in one
+   * Copies the raw BF16 halves, FP8 codes or INT4 words of W[row0 .. row0 + rows, k0 .. k0 + kn) out of the mapping, in one
    * sequential copy where the block is whole rows: weights the hardware streams in, where segment by segment reads
    * (rows lie in.length apart) wait on memory segment after segment. Returns whether {@link #decodeStaged} serves the
    * block; where it does not (other dtypes, an odd mapping), the caller decodes through {@link #decode}.
@@ -218,12 +219,12 @@ final class RowDecoder {
     }
     int w0 = k0 / 8;
     int nw = int4Words(k0, kn);
-    if (inPlace && NativeCpu.mappedReadsGuarded() && k0 % 8 == 0) {
-      int n = (rows - 1) * w.wordsPerRow() + nw;
-      java.nio.MappedByteBuffer m = w.packedMapping(row0, w0, n);
+    long inMapping = (long) (rows - 1) * w.wordsPerRow() + nw; // words from the first to the last one the block reads
+    if (inPlace && NativeCpu.mappedReadsGuarded() && k0 % 8 == 0 && inMapping <= Integer.MAX_VALUE / 4) {
+      java.nio.MappedByteBuffer m = w.packedMapping(row0, w0, (int) inMapping);
       if (m != null) {
         stagedMapping = m;
-        stagedMappedAt = w.packedMappedAt(row0, w0, n);
+        stagedMappedAt = w.packedMappedAt(row0, w0, (int) inMapping);
         stagedRowStride = w.wordsPerRow();
       }
     }
