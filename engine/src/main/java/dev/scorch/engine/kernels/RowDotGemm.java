@@ -584,8 +584,13 @@ public final class RowDotGemm {
       w.groupScales(r, 0, buf, so, nr * gpr);
       int wordsPerGroup = group / 8;
       for (int j = 0; j < nr; j++) {
-        for (int g = 0; g < gpr; g++) {
-          java.util.Arrays.fill(buf, j * wpr + g * wordsPerGroup, j * wpr + Math.min(wpr, (g + 1) * wordsPerGroup), buf[so + j * gpr + g]);
+        int g = so + j * gpr;
+        for (int v = 0, left = wordsPerGroup; v < wpr; v++) {
+          buf[j * wpr + v] = buf[g];
+          if (--left == 0) {
+            g++;
+            left = wordsPerGroup;
+          }
         }
       }
       if (nr == NR) {
