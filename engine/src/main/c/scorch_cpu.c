@@ -413,6 +413,7 @@ JNIEXPORT jint JNICALL Java_dev_scorch_engine_kernels_NativeCpu_isa(JNIEnv* env,
 struct mapped_read_guard {
   sigjmp_buf jump;
   sigset_t mask; /* the thread's signal mask when it faulted, restored after the jump (the handler's adds to it) */
+  const void* volatile addr; /* the address that faulted (for a decoder that reads two mappings: which one) */
 };
 
 /* Initial-exec: the handler reads it without the lazy allocation a dlopened library's TLS may otherwise take. */
@@ -425,6 +426,7 @@ static void on_sigbus(int sig, siginfo_t* info, void* context) {
   if (g) {
     guard = NULL;
     g->mask = ((ucontext_t*)context)->uc_sigmask;
+    g->addr = info->si_addr;
     siglongjmp(g->jump, 1);
   }
   if (previous_sigbus.sa_flags & SA_SIGINFO) {
@@ -628,38 +630,84 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_int4Rows0(
   }
 }
 
-/* NativeCpu.int4RowsMapped0: the packed words read in place from a mapping of the checkpoint, as bf16RowsMapped0. */
-JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_int4RowsMapped0(
-    JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint srcStride, jint rows, jint n, jfloatArray scales,
-    jint scaleOff, jint scalesPerRow, jint lead, jint group, jfloatArray dst) {
+/*
+ * Raw group scales to fp32, as Java's Tensor.toFloat decodes them (the same values; NaNs stay NaN): type 0 F32, 1 BF16,
+ * 2 F16. Row j's need scales from s + size * j * stride into out + j * need.
+ */
+static void scales_from(const unsigned char* s, int type, int stride, int rows, int need, float* out) {
+  size_t size = type == 0 ? 4 : 2;
+  for (int j = 0; j < rows; j++) {
+    const unsigned char* r = s + size * (size_t)j * stride;
+    for (int b = 0; b < need; b++) {
+      unsigned int bits;
+      if (type == 0) {
+        __builtin_memcpy(&bits, r + 4 * (size_t)b, 4);
+      } else {
+        unsigned short h;
+        __builtin_memcpy(&h, r + 2 * (size_t)b, 2);
+        if (type == 1) {
+          bits = (unsigned int)h << 16;
+        } else {
+          unsigned int sign = (unsigned int)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+          if (exp == 0x1f) {
+            bits = sign | 0x7f800000u | man << 13;
+          } else if (exp == 0) {
+            float v = (float)man * 0x1p-24f; /* subnormal or zero: exact */
+            __builtin_memcpy(&bits, &v, 4);
+            bits |= sign;
+          } else {
+            bits = sign | (exp + 112) << 23 | man << 13;
+          }
+        }
+      }
+      __builtin_memcpy(out + (size_t)j * need + b, &bits, 4);
+    }
+  }
+}
+
+/*
+ * NativeCpu.int4RowsMapped0: the packed words and their group scales both read in place from mappings of the checkpoint,
+ * under the thread's SIGBUS guard: the scales decoded into scratch (need a row), then the words against them. 0 when
+ * read; where a page could not be read (the file shrank), 1 if it was the words', 2 if the scales' (dst then partly
+ * written).
+ */
+JNIEXPORT jint JNICALL Java_dev_scorch_engine_kernels_NativeCpu_int4RowsMapped0(
+    JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint srcStride, jint rows, jint n, jobject scaleMap,
+    jlong scaleByteOffset, jint scaleType, jint scalesPerRow, jint need, jint lead, jint group, jfloatArray scratch,
+    jfloatArray dst) {
   (void)cls;
   const unsigned char* pm = scorch_address(env, map, "the mapping is not a direct buffer");
-  if (!pm) {
-    return JNI_FALSE;
+  const unsigned char* psm = pm ? scorch_address(env, scaleMap, "the scales' mapping is not a direct buffer") : NULL;
+  if (!psm) {
+    return 0;
   }
-  float* psc = (*env)->GetPrimitiveArrayCritical(env, scales, NULL);
+  const unsigned char* scales = psm + scaleByteOffset;
+  size_t scaleBytes = (scaleType == 0 ? 4 : 2) * ((size_t)(rows > 0 ? rows - 1 : 0) * scalesPerRow + need);
+  float* psc = (*env)->GetPrimitiveArrayCritical(env, scratch, NULL);
   float* pd = psc ? (*env)->GetPrimitiveArrayCritical(env, dst, NULL) : NULL;
-  jboolean read = JNI_FALSE;
+  jint fault = 0;
   if (pd) {
     struct mapped_read_guard g;
+    g.addr = NULL;
     if (sigsetjmp(g.jump, 0) == 0) {
       guard = &g;
       __atomic_signal_fence(__ATOMIC_SEQ_CST);
-      (has_avx512 ? decode_int4_512 : decode_int4)(pm + byteOffset, srcStride, rows, n, psc + scaleOff, scalesPerRow, lead, group,
-                                                   pd);
+      scales_from(scales, scaleType, scalesPerRow, rows, need, psc);
+      (has_avx512 ? decode_int4_512 : decode_int4)(pm + byteOffset, srcStride, rows, n, psc, need, lead, group, pd);
       __atomic_signal_fence(__ATOMIC_SEQ_CST);
       guard = NULL;
-      read = JNI_TRUE;
     } else {
       pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
+      const unsigned char* at = g.addr;
+      fault = rows > 0 && at >= scales && at < scales + scaleBytes ? 2 : 1;
     }
     (*env)->ReleasePrimitiveArrayCritical(env, dst, pd, 0);
   }
-  if (psc) (*env)->ReleasePrimitiveArrayCritical(env, scales, psc, JNI_ABORT);
+  if (psc) (*env)->ReleasePrimitiveArrayCritical(env, scratch, psc, 0);
   if (!pd) {
-    scorch_unpinned(env, psc ? "cannot pin dst" : "cannot pin scales");
+    scorch_unpinned(env, psc ? "cannot pin dst" : "cannot pin scratch");
   }
-  return read;
+  return fault;
 }
 
 /* NativeCpu.transposeTile0, into the direct buffer xt: bounds checked by the Java side. */

@@ -220,6 +220,27 @@ public final class Linear {
     return weight.readFault(4L * ((long) row * wordsPerRow() + w0), 4 * n, "the native decoder, in place");
   }
 
+  /**
+   * INT4: the mapping holding the group scales [row, g0] and the n - 1 after it (rows run on into the next), for the native
+   * decoders that read them in place at {@link #groupScaleMappedAt}; null where they cross a mapping border.
+   */
+  public java.nio.MappedByteBuffer groupScaleMapping(int row, int g0, int n) {
+    int e = groupScale.dtype().bytes();
+    return groupScale.mapping(e * ((long) row * groupScales() + g0), e * n);
+  }
+
+  /** INT4: the byte of {@link #groupScaleMapping}'s buffer where scale [row, g0] lies. */
+  public long groupScaleMappedAt(int row, int g0, int n) {
+    int e = groupScale.dtype().bytes();
+    return groupScale.mappedAt(e * ((long) row * groupScales() + g0), e * n);
+  }
+
+  /** INT4: the error for group scales [row, g0] and the n - 1 after it that the native decoder could not read in place. */
+  public RuntimeException groupScaleMappingFault(int row, int g0, long n) {
+    int e = groupScale.dtype().bytes();
+    return groupScale.readFault(e * ((long) row * groupScales() + g0), e * n, "the native decoder, in place");
+  }
+
   /** INT4: the group scales [row, g0 .. g0 + n) in fp32 into dst[off ..]. */
   public void groupScales(int row, int g0, float[] dst, int off, int n) {
     groupScale.toFloat((long) row * groupScales() + g0, dst, off, n);

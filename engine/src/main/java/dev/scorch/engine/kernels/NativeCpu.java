@@ -1,5 +1,6 @@
 package dev.scorch.engine.kernels;
 
+import dev.scorch.engine.checkpoint.DType;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.ByteBuffer;
@@ -255,21 +256,42 @@ public final class NativeCpu {
     return fp8RowsMapped0(map, byteOffset, srcStride, rows, n, scales, blocksPerRow, lead, bc, dst);
   }
 
+  /** The raw scale dtypes the native INT4 decoder reads in place: its code for scaleType, -1 for others. */
+  static int scaleTypeCode(DType scaleType) {
+    return switch (scaleType) {
+      case F32 -> 0;
+      case BF16 -> 1;
+      case F16 -> 2;
+      default -> -1;
+    };
+  }
+
   /**
-   * {@link #int4Rows} reading the packed words in place: row j's at byte byteOffset + 4·j·srcStride of map (a mapping of the
-   * checkpoint). False as {@link #bf16RowsMapped}.
+   * {@link #int4Rows} reading both the packed words and the group scales in place, under the SIGBUS guard: row j's words
+   * at byte byteOffset + 4·j·srcStride of map, its scales (scaleType: BF16, F16 or F32) at byte scaleByteOffset +
+   * size·j·scalesPerRow of scaleMap, the first for input 0 (from place lead in its group). The scales are decoded into
+   * scratch (rows × ceil((lead + n) / group) floats) first. 0 when read; where a page could not be read (the file shrank
+   * under its mapping; dst then holds part of the rows), 1 if it was the words', 2 if the scales': the caller throws
+   * naming the file.
    */
-  static boolean int4RowsMapped(java.nio.MappedByteBuffer map, long byteOffset, int srcStride, int rows, int n, float[] scales,
-                                int scaleOff, int scalesPerRow, int lead, int group, float[] dst) {
+  static int int4RowsMapped(java.nio.MappedByteBuffer map, long byteOffset, int srcStride, int rows, int n,
+                            java.nio.MappedByteBuffer scaleMap, long scaleByteOffset, DType scaleType, int scalesPerRow, int lead,
+                            int group, float[] scratch, float[] dst) {
     long words = int4Words(n);
+    int type = scaleTypeCode(scaleType);
+    long need = group < 1 || n == 0 ? 0 : ((long) lead + n + group - 1) / group;
     if (byteOffset < 0 || rows < 0 || n < 0 || srcStride < words || !map.isDirect()
         || rows > 0 && byteOffset + 4 * ((long) (rows - 1) * srcStride + words) > map.capacity() || (long) rows * n > dst.length
-        || !int4ScalesFit(scales.length, scaleOff, scalesPerRow, rows, lead, n, group)) {
-      throw new IndexOutOfBoundsException("int4 rows out of their mapping: " + map.capacity() + " bytes from " + byteOffset
-          + ", " + rows + " rows of " + n + " at stride " + srcStride + " words, scales " + scales.length + " from " + scaleOff
-          + " (" + scalesPerRow + " per row, groups of " + group + " from " + lead + "), dst " + dst.length);
+        || type < 0 || group < 1 || lead < 0 || lead >= group || scalesPerRow < need || scaleByteOffset < 0 || !scaleMap.isDirect()
+        || rows > 0 && scaleByteOffset + scaleType.bytes() * ((long) (rows - 1) * scalesPerRow + need) > scaleMap.capacity()
+        || (long) rows * need > scratch.length) {
+      throw new IndexOutOfBoundsException("int4 rows out of their mappings: " + map.capacity() + " bytes from " + byteOffset
+          + ", " + rows + " rows of " + n + " at stride " + srcStride + " words; scales " + scaleType + " " + scaleMap.capacity()
+          + " bytes from " + scaleByteOffset + " (" + scalesPerRow + " per row, groups of " + group + " from " + lead + "), scratch "
+          + scratch.length + ", dst " + dst.length);
     }
-    return int4RowsMapped0(map, byteOffset, srcStride, rows, n, scales, scaleOff, scalesPerRow, lead, group, dst);
+    return int4RowsMapped0(map, byteOffset, srcStride, rows, n, scaleMap, scaleByteOffset, type, scalesPerRow, (int) need, lead,
+        group, scratch, dst);
   }
 
   /**
@@ -306,8 +328,9 @@ public final class NativeCpu {
   private static native void int4Rows0(int[] src, int so, int srcStride, int rows, int n, float[] scales, int scaleOff,
                                        int scalesPerRow, int lead, int group, float[] dst, boolean avx512);
 
-  private static native boolean int4RowsMapped0(java.nio.ByteBuffer map, long byteOffset, int srcStride, int rows, int n,
-                                                float[] scales, int scaleOff, int scalesPerRow, int lead, int group, float[] dst);
+  private static native int int4RowsMapped0(java.nio.ByteBuffer map, long byteOffset, int srcStride, int rows, int n,
+                                            java.nio.ByteBuffer scaleMap, long scaleByteOffset, int scaleType, int scalesPerRow, int need,
+                                            int lead, int group, float[] scratch, float[] dst);
 
   private static native void kernelBlock0(int mr, ByteBuffer xt, int xtOff, int tiles, int kDim, int k0, int kc, float[] wb,
                                           int groups, ByteBuffer c, int mPad, boolean first, float[] y, int rowBase, int mb,

@@ -64,6 +64,9 @@ final class RowDecoder {
   // A block staged in place: the mapping holding it (null when copied), the byte of W[stagedRow0, stagedK0] in it, and
   // the elements from one row to the next (in_features).
   private java.nio.MappedByteBuffer stagedMapping;
+  // INT4 staged in place: the mapping of its group scales, and the byte of scale [stagedRow0, stagedG0] in it.
+  private java.nio.MappedByteBuffer stagedScaleMapping;
+  private long stagedScaleMappedAt;
   private long stagedMappedAt;
   private int stagedRowStride;
 
@@ -145,6 +148,7 @@ final class RowDecoder {
     }
     stagedW = null;
     stagedMapping = null;
+    stagedScaleMapping = null;
     if (int4InRegisters(w)) {
       return stageInt4(w, row0, rows, k0, kn, inPlace);
     }
@@ -196,8 +200,9 @@ final class RowDecoder {
   }
 
   /**
-   * {@link #stage} for INT4: the block's group scales decoded (they are 1/8 of its bytes at BF16 and groups of 32), and its
-   * packed words copied, or left in place where k0 is a word's first input.
+   * {@link #stage} for INT4: the block's packed words and group scales left in place for the native decoder (which reads
+   * both under its SIGBUS guard) where k0 is a word's first input and each lies in one mapping; else the words copied and
+   * the scales decoded (1/8 of the words' bytes at BF16 and groups of 32).
    */
   private boolean stageInt4(Linear w, int row0, int rows, int k0, int kn, boolean inPlace) {
     if (rows == 0 || kn == 0) {
@@ -210,25 +215,31 @@ final class RowDecoder {
     if (stagedGroupScales.length < rows * groups) {
       stagedGroupScales = new float[rows * groups];
     }
-    if (whole) {
-      w.groupScales(row0, 0, stagedGroupScales, 0, rows * groups);
-    } else {
-      for (int j = 0; j < rows; j++) {
-        w.groupScales(row0 + j, g0, stagedGroupScales, j * groups, groups);
-      }
-    }
     int w0 = k0 / 8;
     int nw = int4Words(k0, kn);
-    long inMapping = (long) (rows - 1) * w.wordsPerRow() + nw; // words from the first to the last one the block reads
-    if (inPlace && NativeCpu.mappedReadsGuarded() && k0 % 8 == 0 && inMapping <= Integer.MAX_VALUE / 4) {
-      java.nio.MappedByteBuffer m = w.packedMapping(row0, w0, (int) inMapping);
-      if (m != null) {
+    // In place, both the words and the scales: from the first to the last one the block reads, each in one mapping.
+    long wordsSpan = (long) (rows - 1) * w.wordsPerRow() + nw;
+    long scalesSpan = (long) (rows - 1) * w.groupScales() + groups;
+    if (inPlace && NativeCpu.mappedReadsGuarded() && k0 % 8 == 0 && wordsSpan <= Integer.MAX_VALUE / 4
+        && scalesSpan <= Integer.MAX_VALUE / 4 && NativeCpu.scaleTypeCode(w.scaleTensor().dtype()) >= 0) {
+      java.nio.MappedByteBuffer m = w.packedMapping(row0, w0, (int) wordsSpan);
+      java.nio.MappedByteBuffer sm = m == null ? null : w.groupScaleMapping(row0, g0, (int) scalesSpan);
+      if (sm != null) {
         stagedMapping = m;
-        stagedMappedAt = w.packedMappedAt(row0, w0, (int) inMapping);
+        stagedMappedAt = w.packedMappedAt(row0, w0, (int) wordsSpan);
         stagedRowStride = w.wordsPerRow();
+        stagedScaleMapping = sm;
+        stagedScaleMappedAt = w.groupScaleMappedAt(row0, g0, (int) scalesSpan);
       }
     }
     if (stagedMapping == null) {
+      if (whole) {
+        w.groupScales(row0, 0, stagedGroupScales, 0, rows * groups);
+      } else {
+        for (int j = 0; j < rows; j++) {
+          w.groupScales(row0 + j, g0, stagedGroupScales, j * groups, groups);
+        }
+      }
       if (whole) {
         if (!w.rawWords(row0, 0, stagedInts, rows * nw)) {
           return false;
@@ -334,9 +345,15 @@ final class RowDecoder {
       if (e % 8 != 0) {
         throw new IllegalArgumentException("INT4 rows staged in place decode from a word's first input, not " + k0);
       }
-      if (!NativeCpu.int4RowsMapped(stagedMapping, stagedMappedAt + 4L * (e / 8), stagedRowStride, rows, n, stagedGroupScales, scaleOff,
-          stagedGroups, k0 % group, group, dst)) {
+      DType scaleType = stagedW.scaleTensor().dtype();
+      int fault = NativeCpu.int4RowsMapped(stagedMapping, stagedMappedAt + 4L * (e / 8), stagedRowStride, rows, n, stagedScaleMapping,
+          stagedScaleMappedAt + (long) scaleType.bytes() * scaleOff, scaleType, stagedW.groupScales(), k0 % group, group, stagedGroupScales,
+          dst);
+      if (fault == 1) {
         throw stagedW.packedMappingFault(stagedRow0, stagedK0 / 8 + e / 8, (long) (rows - 1) * stagedRowStride + int4Words(k0, n));
+      } else if (fault == 2) {
+        throw stagedW.groupScaleMappingFault(stagedRow0, k0 / group,
+            (long) (rows - 1) * stagedW.groupScales() + (k0 % group + n + group - 1) / group);
       }
     } else if (e % 8 == 0) {
       NativeCpu.int4Rows(stagedInts, e / 8, stagedWords, rows, n, stagedGroupScales, scaleOff, stagedGroups, k0 % group, group, dst);

@@ -102,6 +102,36 @@ class NativeCpuBoundsTest {
   }
 
   @Test
+  void int4RowsInPlaceOutOfTheirMappingsAreRefused(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir) throws Exception {
+    // A 4 KiB mapping: 2 rows of 64 inputs (8 words) at stride 8 words from byte 0, BF16 scales (2 a row) from byte 64.
+    java.nio.file.Path f = dir.resolve("w.bin");
+    java.nio.file.Files.write(f, new byte[4096]);
+    java.nio.MappedByteBuffer map;
+    try (java.nio.channels.FileChannel ch = java.nio.channels.FileChannel.open(f)) {
+      map = ch.map(java.nio.channels.FileChannel.MapMode.READ_ONLY, 0, 4096);
+    }
+    float[] scratch = new float[4];
+    float[] dst = new float[128];
+    dev.scorch.engine.checkpoint.DType bf16 = dev.scorch.engine.checkpoint.DType.BF16;
+    assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.int4RowsMapped(map, 4096 - 63, 8, 2, 64, map, 64, bf16, 2, 0, 32,
+        scratch, dst), "words past the mapping");
+    assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.int4RowsMapped(map, 0, 8, 2, 64, map, 4096 - 7, bf16, 2, 0, 32,
+        scratch, dst), "scales past the mapping");
+    assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.int4RowsMapped(map, 0, 8, 2, 64, map, 64, bf16, 2, 0, 32,
+        new float[3], dst), "scratch for 3 scales");
+    assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.int4RowsMapped(map, 0, 8, 2, 64, map, 64, bf16, 1, 0, 32,
+        scratch, dst), "rows' scales overlap");
+    assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.int4RowsMapped(map, 0, 8, 2, 64, map, 64,
+        dev.scorch.engine.checkpoint.DType.I32, 2, 0, 32, scratch, dst), "I32 scales");
+    // byteOffset + 4 * (rows - 1) * stride wraps in int arithmetic.
+    assertThrows(IndexOutOfBoundsException.class, () -> NativeCpu.int4RowsMapped(map, 0, MAX / 2, 3, 1, map, 64, bf16, 1, 0, 1,
+        scratch, dst));
+    if (NativeCpu.available()) {
+      assertEquals(0, NativeCpu.int4RowsMapped(map, 0, 8, 2, 64, map, 64, bf16, 2, 0, 32, scratch, dst));
+    }
+  }
+
+  @Test
   void alignedBufferTooLargeForOneBufferIsRefused() {
     // n * 4 wraps negative in int arithmetic.
     assertThrows(IllegalArgumentException.class, () -> NativeCpu.alignedFloats(1 << 30));

@@ -1,6 +1,7 @@
 package dev.scorch.engine.kernels;
 
 import dev.scorch.engine.checkpoint.Checkpoint;
+import dev.scorch.engine.checkpoint.DType;
 import dev.scorch.engine.checkpoint.MappedFile;
 import dev.scorch.engine.checkpoint.SafetensorsFile;
 import dev.scorch.engine.demo.DemoModelWriter;
@@ -45,7 +46,7 @@ public final class TruncatedShardProbe {
 
   public static void main(String[] args) throws Exception {
     Path dir = Path.of(args[0]);
-    boolean fp8 = args[1].equals("fp8");
+    DemoModelWriter.Weights weights = DemoModelWriter.Weights.valueOf(args[1].toUpperCase(java.util.Locale.ROOT));
     boolean during = args[2].equals("during");
     System.out.println("native=" + NativeCpu.status() + " guarded=" + NativeCpu.mappedReadsGuarded());
 
@@ -60,8 +61,13 @@ public final class TruncatedShardProbe {
       System.out.println("bf16-in-first-page=" + NativeCpu.bf16RowsMapped(map, 0, 256, 4, 256, dst));
       System.out.println("bf16-past-end=" + NativeCpu.bf16RowsMapped(map, 65536, 256, 64, 256, dst));
       System.out.println("fp8-past-end=" + NativeCpu.fp8RowsMapped(map, 65536, 256, 64, 256, scales, 2, 0, 128, dst));
-      float[] groupScales = new float[64 * 8];
-      System.out.println("int4-past-end=" + NativeCpu.int4RowsMapped(map, 65536, 32, 64, 256, groupScales, 0, 8, 0, 32, dst));
+      // INT4: 64 rows of 256 inputs (32 words, 8 BF16 scales a row); words past the end with scales in the first page,
+      // then the other way round: the decoder says which it could not read.
+      float[] scratch = new float[64 * 8];
+      System.out.println("int4-words-past-end=" + NativeCpu.int4RowsMapped(map, 65536, 32, 64, 256, map, 0, DType.BF16, 8, 0, 32,
+          scratch, dst));
+      System.out.println("int4-scales-past-end=" + NativeCpu.int4RowsMapped(map, 0, 32, 4, 256, map, 65536, DType.BF16, 8, 0, 32,
+          scratch, dst));
       System.out.println("bf16-past-end-again=" + NativeCpu.bf16RowsMapped(map, 131072, 256, 64, 256, dst));
     }
 
@@ -69,7 +75,7 @@ public final class TruncatedShardProbe {
     // pass's first check finds it), or during the second, just before its first matmul with a weight of that shard (its
     // reads fault: in the native decoders where they run).
     Path model = dir.resolve("model");
-    new DemoModelWriter(DemoPreset.TINY, fp8, true, 7).write(model);
+    new DemoModelWriter(DemoPreset.TINY, weights, true, false, 7).write(model);
     DeepseekV3Model m = DeepseekV3Model.load(model);
     List<ScoreRequest> reqs = new ArrayList<>();
     Random r = new Random(3);
@@ -83,15 +89,28 @@ public final class TruncatedShardProbe {
     Checkpoint ckpt = Checkpoint.open(model);
     List<SafetensorsFile> shards = ckpt.shards();
     Path last = shards.get(shards.size() - 1).path();
-    Runnable cutLast = () -> {
+    // BF16 and FP8: the last shard cut to half, before the first matmul with a weight in it. INT4: the shard of the first
+    // INT4 weight a batch multiplies by, cut at the page its packed words start in (so that its words are what faults).
+    boolean int4 = weights == DemoModelWriter.Weights.INT4;
+    java.util.function.Predicate<Linear> target = int4 ? w -> w.format() == Linear.Format.INT4_GROUP
+        : w -> ckpt.info(w.name()).file().equals(last);
+    java.util.function.Consumer<Linear> cutOne = w -> {
       try {
-        cut(last, Files.size(last) / 2);
+        if (int4) {
+          dev.scorch.engine.checkpoint.TensorInfo packed = ckpt.info(w.name() + "_packed");
+          Path f = model.resolve(packed.file());
+          System.out.println("cut=" + f.getFileName());
+          cut(f, packed.begin() / 4096 * 4096);
+        } else {
+          System.out.println("cut=" + last.getFileName());
+          cut(last, Files.size(last) / 2);
+        }
       } catch (Exception e) {
         throw new IllegalStateException(e);
       }
     };
     try (CpuOps cpu = new CpuOps(2)) {
-      CuttingOps ops = new CuttingOps(cpu, w -> ckpt.info(w.name()).file().equals(last), cutLast);
+      CuttingOps ops = new CuttingOps(cpu, target, cutOne);
       Scorer scorer = new Scorer(m, ops);
       System.out.println("first=" + outcome(() -> {
         SequenceScore s = scorer.score(reqs, (int[][]) null).get(0);
@@ -99,11 +118,10 @@ public final class TruncatedShardProbe {
           throw new IllegalStateException("sum " + s.sumLogprob());
         }
       }));
-      System.out.println("cut=" + last.getFileName());
       if (during) {
         ops.armed = true;
       } else {
-        cutLast.run();
+        cutOne.accept(null);
       }
       System.out.println("second=" + outcome(() -> scorer.score(reqs, (int[][]) null)));
     }
@@ -112,14 +130,14 @@ public final class TruncatedShardProbe {
     System.exit(0);
   }
 
-  /** CpuOps that cuts the shard (once armed) just before the first matmul with a weight that lies in it. */
+  /** CpuOps that cuts a shard (once armed) just before the first matmul with a weight the predicate picks. */
   static final class CuttingOps implements Ops {
     private final CpuOps inner;
     private final java.util.function.Predicate<Linear> inShard;
-    private final Runnable cut;
+    private final java.util.function.Consumer<Linear> cut;
     volatile boolean armed;
 
-    CuttingOps(CpuOps inner, java.util.function.Predicate<Linear> inShard, Runnable cut) {
+    CuttingOps(CpuOps inner, java.util.function.Predicate<Linear> inShard, java.util.function.Consumer<Linear> cut) {
       this.inner = inner;
       this.inShard = inShard;
       this.cut = cut;
@@ -130,7 +148,8 @@ public final class TruncatedShardProbe {
         for (Linear w : ws) {
           if (inShard.test(w)) {
             armed = false;
-            cut.run();
+            System.out.println("cut-before=" + w.name() + " " + w.format());
+            cut.accept(w);
             return;
           }
         }

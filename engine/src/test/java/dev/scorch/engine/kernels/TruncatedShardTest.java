@@ -56,14 +56,19 @@ class TruncatedShardTest {
   /** Cut during a batch, just before its first matmul with a weight of the shard: the reads that fault are the C decoders'. */
   @Test
   void nativeDecodersReportACutMappingAndTheModelNamesTheShard() throws Exception {
-    for (String dtype : new String[] {"bf16", "fp8"}) {
+    for (String dtype : new String[] {"bf16", "fp8", "int4"}) {
       String out = run("native-" + dtype, List.of(), dtype, "during");
       assertNamesTheShard(out);
+      if (dtype.equals("int4")) {
+        // The tiny INT4 demo's last shard holds routed experts: the first weight of it a batch reads is one.
+        assertTrue(value(out, "cut-before").endsWith(" INT4_GROUP"), out);
+      }
       if (out.contains("native=loaded guarded=true")) {
         assertEquals("true", value(out, "bf16-in-first-page"), out);
         assertEquals("false", value(out, "bf16-past-end"), out);
         assertEquals("false", value(out, "fp8-past-end"), out);
-        assertEquals("false", value(out, "int4-past-end"), out);
+        assertEquals("1", value(out, "int4-words-past-end"), "the INT4 decoder's words: " + out);
+        assertEquals("2", value(out, "int4-scales-past-end"), "the INT4 decoder's scales: " + out);
         assertEquals("false", value(out, "bf16-past-end-again"), "a second fault is caught as the first: " + out);
         assertTrue(value(out, "second").contains("read by the native decoder, in place"), "the fault was the C decoder's: " + out);
       }
