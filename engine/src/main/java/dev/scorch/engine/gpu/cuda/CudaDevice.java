@@ -332,7 +332,8 @@ public final class CudaDevice implements Device {
     PackedInt4.Plan plan = w.plan(precision);
     int tileRows = PackedInt4.tileRows(n, k);
     long tileElems = (long) tileRows * k;
-    long need = plan.scratchBytes(tileElems);
+    long loAt = (tileElems * 2 + 255) / 256 * 256; // lo after hi, 256-byte aligned for the tensor-core GEMMs
+    long need = plan.loParts() > 0 ? loAt + tileElems * 2 : plan.scratchBytes(tileElems);
     if (int4ScratchBytes < need) {
       if (int4Scratch != null) {
         Cuda.check(cudaFree(int4Scratch), "cudaFree");
@@ -342,7 +343,7 @@ public final class CudaDevice implements Device {
       int4ScratchBytes = need;
     }
     DevicePointer tile = new DevicePointer(int4Scratch.address());
-    DevicePointer lo = new DevicePointer(int4Scratch.address() + tileElems * 2);
+    DevicePointer lo = new DevicePointer(int4Scratch.address() + loAt);
     DevicePointer[] parts = plan.fp32() ? null : split(x, (long) m * k, plan.hiParts());
     int scaleBf16 = w.scales().kind() == Buf.Kind.BF16 ? 1 : 0;
     for (int r0 = 0; r0 < n; r0 += tileRows) {

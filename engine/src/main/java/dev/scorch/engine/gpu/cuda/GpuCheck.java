@@ -14,6 +14,7 @@ import dev.scorch.engine.gpu.GpuKvCache;
 import dev.scorch.engine.gpu.GpuModel;
 import dev.scorch.engine.gpu.GpuScorer;
 import dev.scorch.engine.gpu.HostDevice;
+import dev.scorch.engine.gpu.Int4Equivalence;
 import dev.scorch.engine.gpu.KernelTwins;
 import dev.scorch.engine.gpu.ProfilingDevice;
 import dev.scorch.engine.kernels.CpuOps;
@@ -67,6 +68,12 @@ public final class GpuCheck {
       for (Map.Entry<String, Double> e : KernelTwins.compare(dev, new HostDevice()).entrySet()) {
         System.out.printf("  kernel %-20s max |cuda - host| %.3g%n", e.getKey(), e.getValue());
         twins.put(e.getKey(), e.getValue());
+      }
+      // 0b. INT4 weights kept packed vs the same weights dequantised and uploaded, and vs fp64, per precision.
+      ObjectNode int4 = out.putObject("int4_gemm_max_abs_diff");
+      for (Map.Entry<String, Double> e : Int4Equivalence.measure(dev).entrySet()) {
+        System.out.printf("  INT4 %-40s %.3g%n", e.getKey(), e.getValue());
+        int4.put(e.getKey(), e.getValue());
       }
     } catch (RuntimeException e) {
       e.printStackTrace(System.out);
