@@ -134,6 +134,20 @@ public final class Tensor {
     return out;
   }
 
+  /** An integer tensor's (I32 or I64) values, exactly; for small tensors such as compressed-tensors' weight_shape. */
+  public long[] toLongArray() {
+    if (dtype() != DType.I32 && dtype() != DType.I64) {
+      throw new CheckpointException(info.file() + ": tensor '" + info.name() + "' is " + dtype() + ", not an integer tensor");
+    }
+    long[] out = new long[Math.toIntExact(numel())];
+    int esize = dtype().bytes();
+    for (int i = 0; i < out.length; i++) {
+      ByteBuffer b = bytes((long) i * esize, esize).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+      out[i] = esize == 4 ? b.getInt(b.position()) : b.getLong(b.position());
+    }
+    return out;
+  }
+
   public float getFloat(long index) {
     float[] one = new float[1];
     toFloat(index, one, 0, 1);

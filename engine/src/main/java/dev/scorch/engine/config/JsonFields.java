@@ -203,4 +203,41 @@ final class JsonFields {
   List<Integer> intList(String field) {
     return intOrIntList(field);
   }
+
+  /** A list of strings, every entry a JSON string (empty when absent or null). */
+  List<String> strictStringList(String field) {
+    List<String> out = new ArrayList<>();
+    if (!has(field)) {
+      return out;
+    }
+    JsonNode n = root.get(field);
+    if (!n.isArray()) {
+      throw error(field, "must be a list of strings, got " + n);
+    }
+    for (JsonNode x : n) {
+      if (!x.isTextual()) {
+        throw error(field, "must be a list of strings, got the entry " + x);
+      }
+      out.add(x.asText());
+    }
+    return out;
+  }
+
+  /** The names of the fields of this object, in file order. */
+  List<String> fieldNames() {
+    List<String> out = new ArrayList<>();
+    root.fieldNames().forEachRemaining(out::add);
+    return out;
+  }
+
+  /** A field's JSON text, for messages that quote what the file says. */
+  String text(String field) {
+    JsonNode n = root.get(field);
+    return n == null ? "absent" : n.toString();
+  }
+
+  /** Where these fields come from (the file, and the objects inside it), for messages. */
+  String source() {
+    return source;
+  }
 }

@@ -9,6 +9,14 @@ import java.util.Set;
  * field the forward pass reads, named as in the file. Optional fields take the Hugging Face
  * DeepseekV3Config defaults; a missing required field, an unsupported value or one outside its range (sizes capped by
  * the MAX_ constants, every real number finite and bounded) fails naming the file and the field.
+ *
+ * <p>A {@code KimiK25ForConditionalGeneration} folder (Kimi K2.5, K2.6: {@code model_type kimi_k25}) wraps the same text
+ * model with a vision tower: its fields are read from {@code text_config}, its weights are the checkpoint's under
+ * {@link #weightPrefix} ({@code language_model.}), and its quantization_config is the top level's, else text_config's.
+ * Scorch runs the text model only; the rest of the engine sees DeepSeek-V3 names.
+ *
+ * @param architecture the checkpoint's architecture: {@link #ARCHITECTURE} or {@link #K25_ARCHITECTURE}
+ * @param weightPrefix what the checkpoint puts before each DeepSeek-V3 tensor name ("" or "language_model.")
  */
 public record ModelConfig(
     String modelType,
@@ -46,10 +54,19 @@ public record ModelConfig(
     List<Integer> eosTokenIds,
     int numNextnPredictLayers,
     String torchDtype,
-    QuantizationConfig quantization) {
+    QuantizationConfig quantization,
+    String architecture,
+    String weightPrefix) {
 
   public static final String ARCHITECTURE = "DeepseekV3ForCausalLM";
   public static final Set<String> MODEL_TYPES = Set.of("deepseek_v3", "kimi_k2");
+  /** Kimi K2.5 / K2.6's multimodal wrapper around a DeepSeek-V3 text model. */
+  public static final String K25_ARCHITECTURE = "KimiK25ForConditionalGeneration";
+  public static final String K25_MODEL_TYPE = "kimi_k25";
+  /** Where K2.5's text weights lie in its checkpoint (language_model.model.layers..., language_model.lm_head). */
+  public static final String K25_WEIGHT_PREFIX = "language_model.";
+  /** The wrapper's other top-level weights, which Scorch ignores (K2.5 scores and generates text only). */
+  public static final List<String> K25_IGNORED_PREFIXES = List.of("vision_tower.", "mm_projector.");
 
   /** q_a_layernorm and kv_a_layernorm use this eps whatever rms_norm_eps says (the reference code hard-codes it). */
   public static final double LORA_NORM_EPS = 1e-6;
@@ -74,13 +91,40 @@ public record ModelConfig(
     return parse(JsonFields.read(configJson));
   }
 
-  static ModelConfig parse(JsonFields f) {
-    List<String> arch = f.stringList("architectures");
-    String modelType = f.optString("model_type", null);
-    if (!arch.contains(ARCHITECTURE)) {
-      throw f.error("architectures", "is " + arch + "; Scorch runs " + ARCHITECTURE);
+  static ModelConfig parse(JsonFields top) {
+    List<String> topArch = top.stringList("architectures");
+    String topType = top.optString("model_type", null);
+    if (topArch.contains(K25_ARCHITECTURE) || K25_MODEL_TYPE.equals(topType)) {
+      if (!topArch.contains(K25_ARCHITECTURE) || !K25_MODEL_TYPE.equals(topType)) {
+        throw top.error(topArch.contains(K25_ARCHITECTURE) ? "model_type" : "architectures", "is "
+            + (topArch.contains(K25_ARCHITECTURE) ? topType : topArch) + "; a " + K25_ARCHITECTURE + " checkpoint has model_type "
+            + K25_MODEL_TYPE);
+      }
+      if (top.optBool("tie_word_embeddings", false)) {
+        throw top.error("tie_word_embeddings", "is true; this family has an untied lm_head");
+      }
+      JsonFields text = top.object("text_config");
+      if (text == null) {
+        throw top.error("text_config", "is required: a " + K25_ARCHITECTURE + " checkpoint's text model is read from it");
+      }
+      JsonFields quant = top.object("quantization_config");
+      return parse(text, quant != null ? quant : text.object("quantization_config"), K25_ARCHITECTURE, K25_MODEL_TYPE,
+          K25_WEIGHT_PREFIX);
     }
-    if (modelType == null || !MODEL_TYPES.contains(modelType)) {
+    return parse(top, top.object("quantization_config"), ARCHITECTURE, null, "");
+  }
+
+  /**
+   * The text model's fields in f; for a wrapper (wrapperType not null) f is its text_config, whose architectures and
+   * model_type may be absent.
+   */
+  private static ModelConfig parse(JsonFields f, JsonFields quant, String architecture, String wrapperType, String prefix) {
+    List<String> arch = f.stringList("architectures");
+    String modelType = f.optString("model_type", wrapperType);
+    if (!arch.contains(ARCHITECTURE) && !(wrapperType != null && arch.isEmpty())) {
+      throw f.error("architectures", "is " + arch + "; Scorch runs " + ARCHITECTURE + (wrapperType == null ? "" : " text models"));
+    }
+    if (modelType == null || !MODEL_TYPES.contains(modelType) && !modelType.equals(wrapperType)) {
       throw f.error("model_type", "is " + modelType + "; expected one of " + MODEL_TYPES);
     }
     String scoring = f.optString("scoring_func", "sigmoid");
@@ -149,7 +193,6 @@ public record ModelConfig(
       f.checkInt("eos_token_id", id, 0, vocab - 1);
     }
     JsonFields rope = f.object("rope_scaling");
-    JsonFields quant = f.object("quantization_config");
     boolean tie = f.optBool("tie_word_embeddings", false);
     if (tie) {
       throw f.error("tie_word_embeddings", "is true; this family has an untied lm_head");
@@ -190,7 +233,9 @@ public record ModelConfig(
         List.copyOf(eos),
         f.optIntIn("num_nextn_predict_layers", 0, 0, MAX_LAYERS),
         f.optString("torch_dtype", "bfloat16"),
-        quant == null ? null : QuantizationConfig.parse(quant));
+        quant == null ? null : QuantizationConfig.parse(quant),
+        architecture,
+        prefix);
   }
 
   public boolean hasQLora() {
@@ -207,7 +252,23 @@ public record ModelConfig(
     return nRoutedExperts > 0 && layer >= firstKDenseReplace && layer % moeLayerFreq == 0;
   }
 
+  /** Whether linear weights may be F8_E4M3 with block scales (DeepSeek's fp8, or compressed-tensors' FP8 blocks). */
   public boolean isFp8() {
-    return quantization != null;
+    return quantization != null && quantization.scheme() == QuantizationConfig.Scheme.FP8_BLOCK;
+  }
+
+  /** Whether config.json declares compressed-tensors INT4 groups (pack-quantized). */
+  public boolean isInt4() {
+    return quantization != null && quantization.scheme() == QuantizationConfig.Scheme.INT4_GROUP;
+  }
+
+  /** Whether this is K2.5's multimodal wrapper (text weights under {@link #weightPrefix}). */
+  public boolean isWrapped() {
+    return !weightPrefix.isEmpty();
+  }
+
+  /** The checkpoint's name for the text model's tensor {@code name} (its DeepSeek-V3 name). */
+  public String checkpointName(String name) {
+    return weightPrefix.isEmpty() ? name : weightPrefix + name;
   }
 }

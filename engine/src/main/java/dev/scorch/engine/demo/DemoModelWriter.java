@@ -2,14 +2,18 @@ package dev.scorch.engine.demo;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
+import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.scorch.engine.checkpoint.Checkpoint;
 import dev.scorch.engine.checkpoint.DType;
 import dev.scorch.engine.checkpoint.SafetensorsWriter;
 import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.config.QuantizationConfig;
 import dev.scorch.engine.model.WeightLayout;
 import dev.scorch.engine.tokenizer.BpeTrainer;
 import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -19,29 +23,55 @@ import java.util.TreeMap;
 
 /**
  * Writes a deterministic random-weight checkpoint in the Hugging Face layout of the real Kimi K2 files:
- * config.json (real key set), BF16 (or FP8 E4M3 + 128x128 weight_scale_inv) shards with
- * model.safetensors.index.json, generation_config.json, and a small learned BPE tokenizer. Each tensor's values depend only on the seed and
- * its name, so sharding never changes them.
+ * config.json (real key set), shards with model.safetensors.index.json, generation_config.json, and a small learned BPE
+ * tokenizer. Weights: BF16; or DeepSeek's FP8 (F8_E4M3 + 128x128 weight_scale_inv); or Kimi-K2-Thinking's INT4 (routed
+ * experts in compressed-tensors pack-quantized groups of 32: weight_packed I32, weight_scale BF16, weight_shape I64, the
+ * rest BF16, under the quantization_config and ignore list Kimi publishes); or FP8 blocks in compressed-tensors
+ * (float-quantized, weight + weight_scale, as llm-compressor's FP8_BLOCK exports of K2 are). Which linears are
+ * quantized is what the written quantization_config says. With wrapK25 the same text model is wrapped as Kimi K2.5
+ * publishes it: {@code KimiK25ForConditionalGeneration}, its config under text_config, its tensors under
+ * {@code language_model.}, and a few small vision_tower / mm_projector tensors (random, never read) beside them. Each
+ * tensor's values depend only on the seed and its text-model name, so sharding and wrapping never change them.
  */
 public final class DemoModelWriter {
   public static final int FP8_BLOCK = 128;
+  /** Kimi-K2-Thinking's INT4 group size. */
+  public static final int INT4_GROUP = 32;
   private static final ObjectMapper JSON = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
 
+  /** How the linear weights are stored. */
+  public enum Weights {
+    BF16,
+    /** DeepSeek's quant_method fp8: every linear F8_E4M3 with weight_scale_inv per 128x128 block. */
+    FP8,
+    /** compressed-tensors pack-quantized INT4, group 32, routed experts only (Kimi-K2-Thinking's ignore list). */
+    INT4,
+    /** compressed-tensors float-quantized FP8, 128x128 blocks, weight_scale (llm-compressor's FP8_BLOCK scheme). */
+    FP8_CT
+  }
+
   private final DemoPreset preset;
-  private final boolean fp8;
+  private final Weights weights;
   private final boolean qLora;
+  private final boolean wrapK25;
   private final long seed;
 
   public DemoModelWriter(DemoPreset preset, boolean fp8, boolean qLora, long seed) {
+    this(preset, fp8 ? Weights.FP8 : Weights.BF16, qLora, false, seed);
+  }
+
+  public DemoModelWriter(DemoPreset preset, Weights weights, boolean qLora, boolean wrapK25, long seed) {
     this.preset = preset;
-    this.fp8 = fp8;
+    this.weights = weights;
     this.qLora = qLora;
+    this.wrapK25 = wrapK25;
     this.seed = seed;
   }
 
+  /** Writes the folder; returns its config.json as Scorch reads it (the text model's, for a wrapper). */
   public ModelConfig write(Path dir) throws IOException {
     Files.createDirectories(dir);
-    ObjectNode cfg = configJson();
+    ObjectNode cfg = wrapK25 ? wrapperJson(configJson()) : configJson();
     JSON.writeValue(dir.resolve("config.json").toFile(), cfg);
     JSON.writeValue(dir.resolve("generation_config.json").toFile(), generationConfigJson());
     ModelConfig config = ModelConfig.read(dir.resolve("config.json"));
@@ -62,6 +92,9 @@ public final class DemoModelWriter {
         withBuffers.add(new WeightLayout.Spec(s.name().replace("kv_a_layernorm.weight", "rotary_emb.inv_freq"),
             new long[] {config.qkRopeHeadDim() / 2}, WeightLayout.Kind.NORM, s.layer()));
       }
+    }
+    if (wrapK25) {
+      withBuffers.addAll(visionSpecs(config));
     }
     TreeMap<String, Integer> shardOf = new TreeMap<>();
     long total = 0;
@@ -108,23 +141,41 @@ public final class DemoModelWriter {
     return String.format("model-%05d-of-%05d.safetensors", i, n);
   }
 
-  /** Adds one tensor (and its FP8 scales); returns the bytes added. */
+  /**
+   * The wrapper's vision tower and projector, a few small random tensors named as K2.5's (vision_tower.*, mm_projector.*):
+   * Scorch must ignore them. Layer -2 marks them (they are written under their own names, never the text prefix).
+   */
+  private static List<WeightLayout.Spec> visionSpecs(ModelConfig c) {
+    int vt = 32;
+    return List.of(
+        new WeightLayout.Spec("vision_tower.patch_embed.proj.weight", new long[] {vt, 3, 14, 14}, WeightLayout.Kind.LINEAR, -2),
+        new WeightLayout.Spec("vision_tower.encoder.blocks.0.wqkv.weight", new long[] {3 * vt, vt}, WeightLayout.Kind.LINEAR, -2),
+        new WeightLayout.Spec("vision_tower.encoder.blocks.0.wo.weight", new long[] {vt, vt}, WeightLayout.Kind.LINEAR, -2),
+        new WeightLayout.Spec("vision_tower.encoder.final_layernorm.weight", new long[] {vt}, WeightLayout.Kind.NORM, -2),
+        new WeightLayout.Spec("mm_projector.pre_norm.weight", new long[] {vt}, WeightLayout.Kind.NORM, -2),
+        new WeightLayout.Spec("mm_projector.proj.0.weight", new long[] {4L * vt, 4L * vt}, WeightLayout.Kind.LINEAR, -2),
+        new WeightLayout.Spec("mm_projector.proj.2.weight", new long[] {c.hiddenSize(), 4L * vt}, WeightLayout.Kind.LINEAR, -2));
+  }
+
+  /** Adds one tensor (and its FP8 scales, or its INT4 triple); returns the bytes added. */
   private long addTensor(SafetensorsWriter w, WeightLayout.Spec s, ModelConfig config) {
     SplittableRandom rnd = new SplittableRandom(seed * 0x9E3779B97F4A7C15L ^ s.name().hashCode() * 0xC2B2AE3D27D4EB4FL);
     float[] v = new float[Math.toIntExact(s.numel())];
     long[] shape = s.shape();
+    boolean vision = s.layer() == -2;
+    String name = vision ? s.name() : config.checkpointName(s.name());
     if (s.name().endsWith("rotary_emb.inv_freq")) {
       int half = v.length;
       for (int i = 0; i < half; i++) {
         v[i] = (float) (1.0 / Math.pow(config.ropeTheta(), 2.0 * i / (2 * half)));
       }
-      w.addFloats(s.name(), DType.BF16, shape, v);
+      w.addFloats(name, DType.BF16, shape, v);
       return v.length * 2L;
     }
     double std = switch (s.kind()) {
       case EMBEDDING -> 1.0;
       case NORM -> 0.1;
-      case LINEAR, ROUTER -> 1.0 / Math.sqrt(shape[1]);
+      case LINEAR, ROUTER -> 1.0 / Math.sqrt(shape[shape.length - 1]);
       case ROUTER_BIAS -> 0.05;
       case LM_HEAD -> 2.5 / Math.sqrt(shape[1]);
     };
@@ -133,16 +184,35 @@ public final class DemoModelWriter {
       v[i] = (float) (mean + std * rnd.nextGaussian());
     }
     if (s.kind() == WeightLayout.Kind.ROUTER_BIAS) {
-      w.addFloats(s.name(), DType.F32, shape, v);
+      w.addFloats(name, DType.F32, shape, v);
       return v.length * 4L;
     }
-    if (fp8 && s.kind() == WeightLayout.Kind.LINEAR) {
-      Fp8Blocks q = Fp8Blocks.quantize(v, (int) shape[0], (int) shape[1], FP8_BLOCK, FP8_BLOCK);
-      w.add(s.name(), DType.F8_E4M3, shape, q.codes());
-      w.addFloats(s.scaleName(), DType.F32, new long[] {q.scaleRows(), q.scaleCols()}, q.scaleInv());
-      return v.length + q.scaleInv().length * 4L;
+    QuantizationConfig q = config.quantization();
+    boolean ctQuantized = !vision && q != null && q.quantizes(config.checkpointName(s.module()), s.linearClass());
+    int rows = (int) shape[0];
+    int cols = shape.length == 2 ? (int) shape[1] : 0;
+    if (weights == Weights.FP8 && s.kind() == WeightLayout.Kind.LINEAR && !vision) {
+      Fp8Blocks b = Fp8Blocks.quantize(v, rows, cols, FP8_BLOCK, FP8_BLOCK);
+      w.add(name, DType.F8_E4M3, shape, b.codes());
+      w.addFloats(name + "_scale_inv", DType.F32, new long[] {b.scaleRows(), b.scaleCols()}, b.scaleInv());
+      return v.length + b.scaleInv().length * 4L;
     }
-    w.addFloats(s.name(), DType.BF16, shape, v);
+    if (weights == Weights.FP8_CT && ctQuantized) {
+      Fp8Blocks b = Fp8Blocks.quantize(v, rows, cols, FP8_BLOCK, FP8_BLOCK);
+      w.add(name, DType.F8_E4M3, shape, b.codes());
+      w.addFloats(name + WeightLayout.SCALE, DType.BF16, new long[] {b.scaleRows(), b.scaleCols()}, b.scaleInv());
+      return v.length + b.scaleInv().length * 2L;
+    }
+    if (weights == Weights.INT4 && ctQuantized) {
+      Int4Groups g = Int4Groups.quantize(v, rows, cols, INT4_GROUP);
+      byte[] packed = g.packedBytes();
+      w.add(name + WeightLayout.PACKED, DType.I32, new long[] {rows, (cols + 7) / 8}, packed);
+      w.addFloats(name + WeightLayout.SCALE, DType.BF16, new long[] {rows, (cols + INT4_GROUP - 1) / INT4_GROUP}, g.scales());
+      ByteBuffer dims = ByteBuffer.allocate(16).order(ByteOrder.LITTLE_ENDIAN).putLong(rows).putLong(cols);
+      w.add(name + WeightLayout.SHAPE, DType.I64, new long[] {2}, dims.array());
+      return packed.length + g.scales().length * 2L + 16;
+    }
+    w.addFloats(name, DType.BF16, shape, v);
     return v.length * 2L;
   }
 
@@ -186,12 +256,17 @@ public final class DemoModelWriter {
     }
     c.put("qk_nope_head_dim", p.qkNopeHeadDim());
     c.put("qk_rope_head_dim", p.qkRopeHeadDim());
-    if (fp8) {
-      ObjectNode q = c.putObject("quantization_config");
-      q.put("activation_scheme", "dynamic");
-      q.put("fmt", "e4m3");
-      q.put("quant_method", "fp8");
-      q.putArray("weight_block_size").add(FP8_BLOCK).add(FP8_BLOCK);
+    switch (weights) {
+      case FP8 -> {
+        ObjectNode q = c.putObject("quantization_config");
+        q.put("activation_scheme", "dynamic");
+        q.put("fmt", "e4m3");
+        q.put("quant_method", "fp8");
+        q.putArray("weight_block_size").add(FP8_BLOCK).add(FP8_BLOCK);
+      }
+      case INT4 -> c.set("quantization_config", int4QuantizationConfig());
+      case FP8_CT -> c.set("quantization_config", fp8CtQuantizationConfig());
+      case BF16 -> { }
     }
     c.put("rms_norm_eps", 1e-6);
     c.put("rope_theta", 50000.0);
@@ -214,6 +289,127 @@ public final class DemoModelWriter {
     c.put("use_cache", true);
     c.put("v_head_dim", p.vHeadDim());
     c.put("vocab_size", p.vocabSize());
+    return c;
+  }
+
+  /**
+   * Kimi-K2-Thinking's quantization_config as published (a transcription of its config.json; K2.5 nests the same under
+   * text_config with lm_head, vision_tower and mm_projector in its ignore list, written here for wrapK25).
+   */
+  private ObjectNode int4QuantizationConfig() {
+    ObjectNode q = JSON.createObjectNode();
+    ObjectNode g = q.putObject("config_groups").putObject("group_0");
+    g.putNull("input_activations");
+    g.putNull("output_activations");
+    g.putArray("targets").add("Linear");
+    ObjectNode wt = g.putObject("weights");
+    wt.putNull("actorder");
+    wt.putNull("block_structure");
+    wt.put("dynamic", false);
+    wt.put("group_size", INT4_GROUP);
+    wt.put("num_bits", 4);
+    wt.put("observer", "minmax");
+    wt.putObject("observer_kwargs");
+    wt.put("strategy", "group");
+    wt.put("symmetric", true);
+    wt.put("type", "int");
+    q.put("format", QuantizationConfig.PACK_QUANTIZED);
+    ArrayNode ignore = q.putArray("ignore");
+    if (wrapK25) {
+      ignore.add("re:.*self_attn.*").add("re:.*shared_experts.*").add("re:.*mlp\\.(gate|up|gate_up|down)_proj.*")
+          .add("re:.*lm_head.*").add("re:vision_tower.*").add("re:mm_projector.*");
+    } else {
+      ignore.add("lm_head").add("re:.*self_attn.*").add("re:.*shared_experts.*").add("re:.*mlp\\.(gate|up|gate_up|down)_proj.*");
+    }
+    q.putNull("kv_cache_scheme");
+    q.put("quant_method", QuantizationConfig.COMPRESSED_TENSORS);
+    q.put("quantization_status", "compressed");
+    return q;
+  }
+
+  /**
+   * llm-compressor's FP8_BLOCK scheme (128x128 weight blocks, dynamic per-group FP8 activations) with the ignore list of
+   * its Kimi-K2-Thinking example (for wrapK25: of RedHatAI's Kimi-K2.6-FP8-BLOCK script).
+   */
+  private ObjectNode fp8CtQuantizationConfig() {
+    ObjectNode q = JSON.createObjectNode();
+    ObjectNode g = q.putObject("config_groups").putObject("group_0");
+    g.put("format", QuantizationConfig.FLOAT_QUANTIZED);
+    ObjectNode in = g.putObject("input_activations");
+    in.putNull("actorder");
+    in.putNull("block_structure");
+    in.put("dynamic", true);
+    in.put("group_size", FP8_BLOCK);
+    in.put("num_bits", 8);
+    in.putNull("observer");
+    in.putObject("observer_kwargs");
+    in.put("strategy", "group");
+    in.put("symmetric", true);
+    in.put("type", "float");
+    g.putNull("output_activations");
+    g.putArray("targets").add("Linear");
+    ObjectNode wt = g.putObject("weights");
+    wt.putNull("actorder");
+    wt.putArray("block_structure").add(FP8_BLOCK).add(FP8_BLOCK);
+    wt.put("dynamic", false);
+    wt.putNull("group_size");
+    wt.put("num_bits", 8);
+    wt.put("observer", "static_minmax");
+    wt.putObject("observer_kwargs");
+    wt.put("strategy", "block");
+    wt.put("symmetric", true);
+    wt.put("type", "float");
+    q.put("format", QuantizationConfig.FLOAT_QUANTIZED);
+    ArrayNode ignore = q.putArray("ignore");
+    if (wrapK25) {
+      ignore.add("re:.*mlp.gate$").add("re:.*lm_head").add("re:.*kv_a_proj_with_mqa$").add("re:.*q_a_proj$")
+          .add("re:.*vision_tower.*").add("re:.*embed_tokens$").add("re:.*norm$").add("re:.*mm_projector.*").add("re:.*vision.*");
+    } else {
+      ignore.add("re:.*gate$").add("lm_head").add("re:.*kv_a_proj_with_mqa$").add("re:.*q_a_proj$").add("model.embed_tokens");
+    }
+    q.putNull("kv_cache_scheme");
+    q.put("quant_method", QuantizationConfig.COMPRESSED_TENSORS);
+    q.put("quantization_status", "compressed");
+    return q;
+  }
+
+  /**
+   * K2.5's config.json around the text model's: KimiK25ForConditionalGeneration, the text config (and its
+   * quantization_config) under text_config, a vision_config Scorch never reads (small made-up sizes).
+   */
+  private ObjectNode wrapperJson(ObjectNode text) {
+    DemoPreset p = preset;
+    ObjectNode c = JSON.createObjectNode();
+    c.putArray("architectures").add(ModelConfig.K25_ARCHITECTURE);
+    ObjectNode autoMap = c.putObject("auto_map");
+    autoMap.put("AutoConfig", "configuration_kimi_k25.KimiK25Config");
+    autoMap.put("AutoModel", "modeling_kimi_k25.KimiK25ForConditionalGeneration");
+    autoMap.put("AutoModelForCausalLM", "modeling_kimi_k25.KimiK25ForConditionalGeneration");
+    c.put("bos_token_id", p.vocabSize() - 2);
+    c.put("eos_token_id", p.vocabSize() - 1);
+    c.put("ignore_index", -100);
+    c.put("media_placeholder_token_id", p.vocabSize() - 3);
+    c.put("model_type", ModelConfig.K25_MODEL_TYPE);
+    c.put("pad_token_id", 0);
+    text.remove("auto_map");
+    text.remove("architectures");
+    c.set("text_config", text);
+    c.put("tie_word_embeddings", false);
+    c.put("transformers_version", "4.57.1");
+    c.put("use_unified_vision_chunk", true);
+    c.put("video_placeholder", "<|kimi_k25_video_placeholder|>");
+    ObjectNode v = c.putObject("vision_config");
+    v.put("init_pos_emb_height", 64);
+    v.put("init_pos_emb_width", 64);
+    v.put("merge_kernel_size", 2);
+    v.put("mm_hidden_size", 32);
+    v.put("mm_projector_type", "patchmerger");
+    v.put("patch_size", 14);
+    v.put("text_hidden_size", p.hiddenSize());
+    v.put("vt_hidden_size", 32);
+    v.put("vt_intermediate_size", 64);
+    v.put("vt_num_attention_heads", 2);
+    v.put("vt_num_hidden_layers", 1);
     return c;
   }
 

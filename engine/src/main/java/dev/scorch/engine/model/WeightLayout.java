@@ -22,9 +22,31 @@ public final class WeightLayout {
       return n;
     }
 
-    /** For a LINEAR [out, in] weight: the name of its FP8 block-scale tensor. */
+    /** For a LINEAR [out, in] weight: the name of its FP8 block-scale tensor (DeepSeek's weight_scale_inv). */
     public String scaleName() {
       return name + "_scale_inv";
+    }
+
+    /** The module this tensor is a parameter of (its name without ".weight"), as compressed-tensors matches it. */
+    public String module() {
+      return name.endsWith(".weight") ? name.substring(0, name.length() - ".weight".length()) : name;
+    }
+
+    /** Whether the module is an nn.Linear in the reference code (compressed-tensors' {@code Linear} target). */
+    public boolean linearClass() {
+      return kind == Kind.LINEAR || kind == Kind.LM_HEAD;
+    }
+
+    /** What inspect groups it under: embedding, attention, dense MLP, router, routed experts, shared experts, lm_head; null for norms and the router bias. */
+    public String group() {
+      return switch (kind) {
+        case EMBEDDING -> "embedding";
+        case LM_HEAD -> "lm_head";
+        case ROUTER -> "router";
+        case NORM, ROUTER_BIAS -> null;
+        case LINEAR -> name.contains(".self_attn.") ? "attention" : routedExpert() ? "routed experts"
+            : name.contains(".mlp.shared_experts.") ? "shared experts" : "dense MLP";
+      };
     }
 
     /** Whether this tensor belongs to one routed expert (counted once per chosen expert in active parameters). */
@@ -85,6 +107,11 @@ public final class WeightLayout {
     out.add(new Spec(prefix + "up_proj.weight", new long[] {inter, hidden}, Kind.LINEAR, layer));
     out.add(new Spec(prefix + "down_proj.weight", new long[] {hidden, inter}, Kind.LINEAR, layer));
   }
+
+  /** compressed-tensors' INT4 triple: X.weight is stored as X.weight_packed, X.weight_scale and X.weight_shape. */
+  public static final String PACKED = "_packed";
+  public static final String SCALE = "_scale";
+  public static final String SHAPE = "_shape";
 
   /** Tensors a checkpoint may carry that the model ignores: Kimi's rotary inv_freq buffers and DeepSeek-V3's MTP layers. */
   public static boolean ignored(String name, ModelConfig c) {

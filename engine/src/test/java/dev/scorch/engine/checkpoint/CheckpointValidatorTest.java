@@ -36,7 +36,7 @@ class CheckpointValidatorTest {
   }
 
   /** Rewrites the shard holding {@code tensor} after {@code edit} changes its entries, and updates the index to match. */
-  private static void editShardOf(Path dir, String tensor, Consumer<List<Entry>> edit) throws Exception {
+  static void editShardOf(Path dir, String tensor, Consumer<List<Entry>> edit) throws Exception {
     Path indexFile = dir.resolve(Checkpoint.INDEX);
     ObjectNode index = (ObjectNode) JSON.readTree(indexFile.toFile());
     ObjectNode map = (ObjectNode) index.get("weight_map");
@@ -72,11 +72,11 @@ class CheckpointValidatorTest {
     JSON.writeValue(indexFile.toFile(), index);
   }
 
-  private static ValidationReport validate(Path dir) {
+  static ValidationReport validate(Path dir) {
     return CheckpointValidator.validate(ModelConfig.read(dir.resolve("config.json")), Checkpoint.open(dir));
   }
 
-  private static void replace(List<Entry> entries, String name, java.util.function.UnaryOperator<Entry> f) {
+  static void replace(List<Entry> entries, String name, java.util.function.UnaryOperator<Entry> f) {
     for (int i = 0; i < entries.size(); i++) {
       if (entries.get(i).name().equals(name)) {
         entries.set(i, f.apply(entries.get(i)));

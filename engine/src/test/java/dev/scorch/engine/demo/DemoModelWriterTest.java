@@ -241,6 +241,155 @@ class DemoModelWriterTest {
     assertEquals(List.of(), report.unexpected());
   }
 
+  private Path write(String name, DemoModelWriter.Weights weights, boolean wrap, long seed) throws Exception {
+    Path dir = tmp.resolve(name);
+    new DemoModelWriter(DemoPreset.TINY, weights, true, wrap, seed).write(dir);
+    return dir;
+  }
+
+  /**
+   * --int4: Kimi-K2-Thinking's quantization_config as published, the routed experts (and only they) as the INT4 triple
+   * whose decoding is the BF16 demo's weights to within a quantisation step, deterministic like the other presets.
+   */
+  @Test
+  void int4VariantPacksTheRoutedExpertsOnly() throws Exception {
+    Path dir = write("int4", DemoModelWriter.Weights.INT4, false, 7);
+    Path bf16Dir = write("bf16", false, true, 7);
+    JsonNode q = JSON.readTree(dir.resolve("config.json").toFile()).get("quantization_config");
+    assertEquals("compressed-tensors", q.get("quant_method").asText());
+    assertEquals("pack-quantized", q.get("format").asText());
+    assertEquals("compressed", q.get("quantization_status").asText());
+    assertEquals("[\"lm_head\",\"re:.*self_attn.*\",\"re:.*shared_experts.*\",\"re:.*mlp\\\\.(gate|up|gate_up|down)_proj.*\"]",
+        q.get("ignore").toString());
+    JsonNode w = q.get("config_groups").get("group_0").get("weights");
+    assertEquals(4, w.get("num_bits").asInt());
+    assertEquals(32, w.get("group_size").asInt());
+    assertEquals("group", w.get("strategy").asText());
+    assertTrue(w.get("symmetric").asBoolean());
+    assertEquals("[\"Linear\"]", q.get("config_groups").get("group_0").get("targets").toString());
+
+    ModelConfig config = ModelConfig.read(dir.resolve("config.json"));
+    assertTrue(config.isInt4());
+    assertFalse(config.isFp8());
+    Checkpoint ckpt = Checkpoint.open(dir);
+    Checkpoint bf16 = Checkpoint.open(bf16Dir);
+    ValidationReport report = CheckpointValidator.validate(config, ckpt);
+    assertTrue(report.valid(), report.errors().toString());
+    assertEquals(List.of(), report.unexpected());
+    int experts = 0;
+    for (WeightLayout.Spec s : WeightLayout.of(config)) {
+      if (s.routedExpert()) {
+        experts++;
+        assertFalse(ckpt.has(s.name()), s.name());
+        assertEquals(DType.I32, ckpt.info(s.name() + "_packed").dtype());
+        assertArrayEquals(new long[] {s.shape()[0], s.shape()[1] / 8}, ckpt.info(s.name() + "_packed").shape());
+        assertEquals(DType.BF16, ckpt.info(s.name() + "_scale").dtype());
+        assertArrayEquals(new long[] {s.shape()[0], s.shape()[1] / 32}, ckpt.info(s.name() + "_scale").shape());
+        assertEquals(DType.I64, ckpt.info(s.name() + "_shape").dtype());
+        assertArrayEquals(s.shape(), ckpt.tensor(s.name() + "_shape").toLongArray());
+      } else {
+        assertFalse(ckpt.has(s.name() + "_packed"), s.name());
+        assertArrayEquals(bf16.tensor(s.name()).toFloatArray(), ckpt.tensor(s.name()).toFloatArray(), s.name());
+      }
+    }
+    assertEquals(2 * 8 * 3, experts); // two MoE layers of 8 experts
+    // The routed experts decode, nibble by nibble, to the BF16 demo's weights within half a quantisation step (and the
+    // BF16 rounding of the reference).
+    String e = "model.layers.2.mlp.experts.5.down_proj.weight"; // [192, 96]: three groups a row
+    Tensor packed = ckpt.tensor(e + "_packed");
+    float[] scales = ckpt.tensor(e + "_scale").toFloatArray();
+    float[] ref = bf16.tensor(e).toFloatArray();
+    int rows = 192;
+    int cols = 96;
+    for (int r = 0; r < rows; r++) {
+      for (int c = 0; c < cols; c++) {
+        java.nio.ByteBuffer word = packed.bytes(4L * (r * (cols / 8) + c / 8), 4).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        int q4 = ((word.getInt(0) >>> (4 * (c % 8))) & 0xF) - 8;
+        float scale = scales[r * (cols / 32) + c / 32];
+        float x = ref[r * cols + c];
+        assertTrue(Math.abs(q4 * scale - x) <= 0.5 * scale + Math.abs(x) * 0x1p-8, e + "[" + r + "][" + c + "]: " + q4 + " x " + scale + " vs " + x);
+      }
+    }
+    Path again = write("int4-again", DemoModelWriter.Weights.INT4, false, 7);
+    for (String f : files(dir)) {
+      assertArrayEquals(Files.readAllBytes(dir.resolve(f)), Files.readAllBytes(again.resolve(f)), f);
+    }
+  }
+
+  /**
+   * --wrap k25: K2.5's layout around the same tensors, byte for byte: config under text_config with the quantization_config
+   * nested, every text tensor under language_model., vision_tower.* and mm_projector.* beside them and ignored.
+   */
+  @Test
+  void k25WrapperHoldsTheSameTextTensorsUnderItsPrefix() throws Exception {
+    Path plain = write("int4", DemoModelWriter.Weights.INT4, false, 3);
+    Path wrapped = write("int4-k25", DemoModelWriter.Weights.INT4, true, 3);
+    JsonNode root = JSON.readTree(wrapped.resolve("config.json").toFile());
+    assertEquals("[\"KimiK25ForConditionalGeneration\"]", root.get("architectures").toString());
+    assertEquals("kimi_k25", root.get("model_type").asText());
+    assertFalse(root.has("quantization_config"));
+    assertEquals("compressed-tensors", root.get("text_config").get("quantization_config").get("quant_method").asText());
+    assertEquals(DemoPreset.TINY.hiddenSize(), root.get("text_config").get("hidden_size").asInt());
+
+    ModelConfig config = ModelConfig.read(wrapped.resolve("config.json"));
+    assertEquals("language_model.", config.weightPrefix());
+    assertEquals("KimiK25ForConditionalGeneration", config.architecture());
+    assertTrue(config.isInt4());
+    Checkpoint a = Checkpoint.open(plain);
+    Checkpoint b = Checkpoint.open(wrapped);
+    int text = 0;
+    for (String n : a.names()) {
+      text++;
+      TensorInfo x = a.info(n);
+      TensorInfo y = b.info("language_model." + n);
+      assertEquals(x.dtype(), y.dtype(), n);
+      assertArrayEquals(x.shape(), y.shape(), n);
+      assertEquals(a.tensor(n).bytes(0, (int) x.byteSize()), b.tensor("language_model." + n).bytes(0, (int) y.byteSize()), n);
+    }
+    List<String> vision = new ArrayList<>();
+    b.names().forEach(n -> {
+      if (!n.startsWith("language_model.")) {
+        vision.add(n);
+      }
+    });
+    assertEquals(text + vision.size(), b.tensorCount());
+    assertEquals(7, vision.size(), vision.toString());
+    assertTrue(vision.stream().allMatch(n -> n.startsWith("vision_tower.") || n.startsWith("mm_projector.")), vision.toString());
+    ValidationReport report = CheckpointValidator.validate(config, b);
+    assertTrue(report.valid(), report.errors().toString());
+    assertEquals(List.of(), report.unexpected());
+    assertTrue(report.ignored().containsAll(vision), report.ignored().toString());
+    assertEquals(vision.size() + DemoPreset.TINY.numHiddenLayers(), report.ignored().size(), report.ignored().toString());
+  }
+
+  /** --fp8-ct: compressed-tensors FP8 blocks with weight_scale, every linear but the ignore list's (gate, q_a_proj, kv_a_proj_with_mqa, lm_head). */
+  @Test
+  void fp8CtVariantQuantisesTheLinearsItsIgnoreListLeaves() throws Exception {
+    Path dir = write("fp8ct", DemoModelWriter.Weights.FP8_CT, false, 7);
+    Path bf16Dir = write("bf16", false, true, 7);
+    ModelConfig config = ModelConfig.read(dir.resolve("config.json"));
+    assertTrue(config.isFp8());
+    assertEquals("compressed-tensors", config.quantization().quantMethod());
+    Checkpoint ckpt = Checkpoint.open(dir);
+    Checkpoint bf16 = Checkpoint.open(bf16Dir);
+    ValidationReport report = CheckpointValidator.validate(config, ckpt);
+    assertTrue(report.valid(), report.errors().toString());
+    assertEquals(List.of(), report.unexpected());
+    List<String> plain = new ArrayList<>();
+    for (WeightLayout.Spec s : WeightLayout.of(config)) {
+      if (ckpt.info(s.name()).dtype() == DType.F8_E4M3) {
+        assertFalse(ckpt.has(s.name() + "_scale_inv"));
+        assertArrayEquals(new long[] {(s.shape()[0] + 127) / 128, (s.shape()[1] + 127) / 128}, ckpt.info(s.name() + "_scale").shape());
+      } else if (s.linearClass()) {
+        plain.add(s.module().replaceAll("\\.[0-9]+\\.", ".N."));
+      }
+    }
+    assertEquals(List.of("model.layers.N.self_attn.q_a_proj", "model.layers.N.self_attn.kv_a_proj_with_mqa", "lm_head"),
+        plain.stream().distinct().toList());
+    String name = "model.layers.1.self_attn.kv_b_proj.weight";
+    assertCloseToBf16(ckpt.tensor(name), ckpt.tensor(name + "_scale"), bf16.tensor(name));
+  }
+
   @Test
   void presetsByName() {
     assertEquals(DemoPreset.TINY, DemoPreset.named("tiny"));

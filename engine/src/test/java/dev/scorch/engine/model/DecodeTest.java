@@ -126,6 +126,11 @@ class DecodeTest {
   }
 
   @Test
+  void decodeMatchesRecomputationInt4() {
+    decodeMatchesRecomputation(DemoModels.tinyInt4());
+  }
+
+  @Test
   void decodeMatchesRecomputationWithoutQLora() {
     decodeMatchesRecomputation(DemoModels.tinyNoQLora());
   }
@@ -159,7 +164,17 @@ class DecodeTest {
    */
   @Test
   void batchedDecodeEqualsAloneBitwise() {
-    DeepseekV3Model m = DeepseekV3Model.load(DemoModels.tinyBf16());
+    batchedDecodeEqualsAloneBitwise(DemoModels.tinyBf16());
+  }
+
+  /** As for BF16, with the routed experts in compressed-tensors INT4 groups. */
+  @Test
+  void batchedDecodeEqualsAloneBitwiseInt4() {
+    batchedDecodeEqualsAloneBitwise(DemoModels.tinyInt4());
+  }
+
+  static void batchedDecodeEqualsAloneBitwise(Path dir) {
+    DeepseekV3Model m = DeepseekV3Model.load(dir);
     int vocab = m.vocabSize();
     List<int[]> prompts = InvarianceTest.prompts(vocab, 9, 1, 7, 66, 30);
     int steps = 8;

@@ -59,7 +59,18 @@ class InvarianceTest {
 
   @Test
   void batchMatesOrderAndThreadsDoNotChangeBits() {
-    DeepseekV3Model m = DeepseekV3Model.load(DemoModels.tinyBf16());
+    batchMatesOrderAndThreadsDoNotChangeBits(DemoModels.tinyBf16());
+  }
+
+  /** As for BF16, with the routed experts in compressed-tensors INT4 groups (and wrapped as K2.5). */
+  @Test
+  void batchMatesOrderAndThreadsDoNotChangeBitsInt4() {
+    batchMatesOrderAndThreadsDoNotChangeBits(DemoModels.tinyInt4());
+    batchMatesOrderAndThreadsDoNotChangeBits(DemoModels.tinyInt4K25());
+  }
+
+  static void batchMatesOrderAndThreadsDoNotChangeBits(Path dir) {
+    DeepseekV3Model m = DeepseekV3Model.load(dir);
     // 543 rows: attention expands keys and values in groups of whole sequences (MlaAttention.KV_GROUP_ROWS), here
     // the first five, then the 300-token one, which is longer than a group; reversed, the other way round.
     List<int[]> seqs = prompts(m.vocabSize(), 7, 1, 5, 37, 70, 130, 300);
@@ -89,7 +100,7 @@ class InvarianceTest {
    */
   @Test
   void aReusedScorerGivesTheBitsOfAFreshOne() {
-    for (Path dir : List.of(DemoModels.tinyBf16(), DemoModels.tinyNoQLora())) {
+    for (Path dir : List.of(DemoModels.tinyBf16(), DemoModels.tinyNoQLora(), DemoModels.tinyInt4())) {
       DeepseekV3Model m = DeepseekV3Model.load(dir);
       List<int[]> seqs = prompts(m.vocabSize(), 5, 90, 3, 41, 17);
       try (Ops ops = new CpuOps(2)) {
@@ -195,6 +206,16 @@ class InvarianceTest {
   @Test
   void fastAgreesWithReferenceFp8() {
     fastAgreesWithReference(DemoModels.tinyFp8());
+  }
+
+  @Test
+  void fastAgreesWithReferenceInt4() {
+    fastAgreesWithReference(DemoModels.tinyInt4());
+  }
+
+  @Test
+  void fastAgreesWithReferenceFp8CompressedTensors() {
+    fastAgreesWithReference(DemoModels.tinyFp8Ct());
   }
 
   /** Same seed, FP8 vs BF16: the FP8 model is a close but not identical quantisation of the same weights. */

@@ -3,6 +3,7 @@ package dev.scorch.jobs.cli;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.config.QuantizationConfig;
 import dev.scorch.engine.config.RopeScaling;
 import dev.scorch.engine.model.ModelInfo;
 import java.io.PrintStream;
@@ -15,9 +16,10 @@ import picocli.CommandLine.Option;
     name = "inspect",
     mixinStandardHelpOptions = true,
     description = {
-        "Describes and validates a checkpoint folder: architecture, total and active parameters,",
-        "dtypes, bytes on disk, dense/MoE layers, experts, rope scaling, tokenizer, validation.",
-        "Exits 1 when the checkpoint is not valid."
+        "Describes and validates a checkpoint folder: architecture (and a K2.5 wrapper's text model),",
+        "total and active parameters (quantized weights counted unpacked), how each tensor group is stored",
+        "(BF16, FP8 blocks, INT4 groups), bytes on disk, dense/MoE layers, experts, rope scaling, tokenizer,",
+        "validation. Exits 1 when the checkpoint is not valid."
     },
     footer = {"", "Examples:", "  bin/scorch inspect --model models/demo-tiny", "  bin/scorch inspect --model /data/Kimi-K2-Instruct --json"})
 public final class InspectCommand implements Callable<Integer> {
@@ -42,13 +44,39 @@ public final class InspectCommand implements Callable<Integer> {
     ModelConfig c = info.config();
     ObjectNode o = new ObjectMapper().createObjectNode();
     o.put("model", info.dir().toString());
-    o.put("architecture", ModelConfig.ARCHITECTURE);
+    o.put("architecture", c.architecture());
     o.put("model_type", c.modelType());
+    if (c.isWrapped()) {
+      o.put("text_model", ModelConfig.ARCHITECTURE);
+      o.put("weight_prefix", c.weightPrefix());
+      o.put("multimodal_ignored_tensors", info.multimodalIgnored());
+    }
+    QuantizationConfig q = c.quantization();
+    if (q == null) {
+      o.putNull("quantization");
+    } else {
+      ObjectNode qn = o.putObject("quantization");
+      qn.put("quant_method", q.quantMethod());
+      qn.put("format", q.format());
+      qn.put("scheme", q.scheme().name());
+      qn.put("description", q.describe());
+      if (q.scheme() == QuantizationConfig.Scheme.INT4_GROUP) {
+        qn.put("group_size", q.groupSize());
+      } else {
+        qn.putArray("block").add(q.blockRows()).add(q.blockCols());
+      }
+      if (q.ignore() != null) {
+        q.ignore().entries().forEach(qn.putArray("ignore")::add);
+        q.targets().entries().forEach(qn.putArray("targets")::add);
+      }
+    }
+    ObjectNode storage = o.putObject("storage_by_group");
+    info.storageByGroup().forEach((k, v) -> v.forEach(storage.withArray(k)::add));
     o.put("parameters", info.parameters());
     o.put("active_parameters", info.activeParameters());
     o.put("dtype", info.mainDtype());
     ObjectNode byDtype = o.putObject("parameters_by_dtype");
-    info.parametersByDtype().forEach((k, v) -> byDtype.put(k.headerName(), v));
+    info.parametersByDtype().forEach(byDtype::put);
     o.put("bytes_on_disk", info.bytesOnDisk());
     o.put("shards", info.shards());
     o.put("num_hidden_layers", c.numHiddenLayers());
@@ -90,8 +118,16 @@ public final class InspectCommand implements Callable<Integer> {
   static void print(ModelInfo info, PrintStream out) {
     ModelConfig c = info.config();
     out.printf("model          %s%n", info.dir());
-    out.printf("architecture   %s (model_type %s)%n", ModelConfig.ARCHITECTURE, c.modelType());
-    out.printf("parameters     %,d total, %,d active per token%n", info.parameters(), info.activeParameters());
+    if (c.isWrapped()) {
+      out.printf("architecture   %s (model_type %s)%n", c.architecture(), ModelConfig.K25_MODEL_TYPE);
+      out.printf("wrapper        text model %s of %s, weights under %s; %s ignored: %d tensors%n", ModelConfig.ARCHITECTURE,
+          c.architecture(), c.weightPrefix(), String.join(", ", ModelConfig.K25_IGNORED_PREFIXES.stream().map(p -> p + "*").toList()),
+          info.multimodalIgnored());
+    } else {
+      out.printf("architecture   %s (model_type %s)%n", ModelConfig.ARCHITECTURE, c.modelType());
+    }
+    out.printf("parameters     %,d total, %,d active per token (quantized weights counted unpacked)%n", info.parameters(),
+        info.activeParameters());
     out.printf("dtypes         %s%n", info.parametersByDtype());
     out.printf("on disk        %,d bytes in %d shard(s)%n", info.bytesOnDisk(), info.shards());
     out.printf("layers         %d (%d dense, %d MoE), hidden %d, vocab %d%n", c.numHiddenLayers(), info.denseLayers(), info.moeLayers(),
@@ -105,8 +141,10 @@ public final class InspectCommand implements Callable<Integer> {
     out.printf("rope           theta %.0f, %s%n", c.ropeTheta(),
         r == null ? "no scaling" : String.format("yarn factor %.1f over %d original positions (max %d)", r.factor(),
             r.originalMaxPositionEmbeddings(), c.maxPositionEmbeddings()));
-    out.printf("quantization   %s%n", c.quantization() == null ? "none" : c.quantization().fmt() + " blocks "
-        + c.quantization().blockRows() + "x" + c.quantization().blockCols());
+    QuantizationConfig q = c.quantization();
+    out.printf("quantization   %s%n", q == null ? "none" : q.describe() + (q.activationScheme().equals("dynamic")
+        ? "; dynamic activation quantization not emulated (activations fp32)" : ""));
+    out.printf("storage        %s%n", info.storageSummary());
     out.printf("tokenizer      %s%n", info.tokenizer() == null ? "none found" : info.tokenizer());
     if (info.validation().valid()) {
       out.printf("validation     OK (%d ignored tensors, %d unexpected)%n", info.validation().ignored().size(),

@@ -106,6 +106,26 @@ class ScoreJobFailuresTest {
     assertFalse(Files.exists(out), "no output folder for a failed run");
   }
 
+  /** A quantization format Scorch does not run (here MXFP4 in compressed-tensors) is refused on the driver, named. */
+  @Test
+  void unsupportedQuantizationFormatIsRefusedOnTheDriver() throws Exception {
+    Path model = tmp.resolve("mxfp4");
+    new dev.scorch.engine.demo.DemoModelWriter(dev.scorch.engine.demo.DemoPreset.TINY, dev.scorch.engine.demo.DemoModelWriter.Weights.INT4,
+        true, false, 3).write(model);
+    Path cfg = model.resolve("config.json");
+    com.fasterxml.jackson.databind.ObjectMapper json = new com.fasterxml.jackson.databind.ObjectMapper();
+    com.fasterxml.jackson.databind.node.ObjectNode root = (com.fasterxml.jackson.databind.node.ObjectNode) json.readTree(cfg.toFile());
+    ((com.fasterxml.jackson.databind.node.ObjectNode) root.get("quantization_config")).put("format", "mxfp4-pack-quantized");
+    json.writeValue(cfg.toFile(), root);
+    Path out = tmp.resolve("scores");
+    RuntimeException e = assertThrows(RuntimeException.class, () -> SparkTests.spec(model, goodInput(), out).run());
+    for (String s : List.of(cfg.toString(), "'format'", "mxfp4-pack-quantized", "pack-quantized", "float-quantized")) {
+      assertTrue(e.getMessage().contains(s), "should name " + s + ": " + e.getMessage());
+    }
+    assertNothingRan();
+    assertFalse(Files.exists(out), "no output folder for a failed run");
+  }
+
   @Test
   void inputWithoutTokenIdsOrTextIsRejected() {
     Path in = SparkTests.writeJsonl(tmp.resolve("other.jsonl"), List.of("{\"id\":1,\"text\":\"hello\",\"ids\":[1,2]}"));
