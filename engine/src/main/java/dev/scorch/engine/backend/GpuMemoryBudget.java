@@ -1,6 +1,7 @@
 package dev.scorch.engine.backend;
 
 import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.config.QuantizationConfig;
 import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.gpu.GpuKvCache;
 import dev.scorch.engine.gpu.PackedInt4;
@@ -107,13 +108,24 @@ public record GpuMemoryBudget(
     return of(c, precision, batchesGroups, int4GroupSizes(c));
   }
 
-  /** Which linear weights of config's checkpoint are INT4 groups, by name: their group size, else 0. */
+  /**
+   * Which linear weights of config's checkpoint are INT4 groups, by name: their group size, else 0. They are the
+   * modules config.json's compressed-tensors pack-quantized group quantizes (the validator holds the checkpoint to it).
+   */
   static ToIntFunction<String> int4GroupSizes(ModelConfig c) {
-    return name -> 0;
+    if (!c.isInt4()) {
+      return name -> 0;
+    }
+    QuantizationConfig q = c.quantization();
+    return name -> {
+      String module = name.endsWith(".weight") ? name.substring(0, name.length() - ".weight".length()) : name;
+      return q.quantizes(c.checkpointName(module), true) ? q.groupSize() : 0;
+    };
   }
 
   /**
-   * As {@link #of(ModelConfig, GemmPrecision, boolean)} for a checkpoint whose INT4 linear weights int4GroupSize names:
+   * As {@link #of(ModelConfig, GemmPrecision, boolean)} for a checkpoint whose INT4 linear weights int4GroupSize names
+   * (config.json's quantization_config says which for {@link #of(ModelConfig, GemmPrecision, boolean)}):
    * the group size of a weight by its name (X.weight), 0 for weights that are not INT4.
    */
   public static GpuMemoryBudget of(ModelConfig c, GemmPrecision precision, boolean batchesGroups, ToIntFunction<String> int4GroupSize) {

@@ -13,6 +13,7 @@ import dev.scorch.engine.gpu.HostDevice;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
+import dev.scorch.engine.testing.DemoModels;
 import dev.scorch.engine.testing.TestModels;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -188,10 +189,32 @@ class GpuMemoryBudgetTest {
    */
   @Test
   void scratchOfRealPassesStaysWithinTheBudget() {
-    GemmPrecision p = GemmPrecision.BF16;
+    scratchStaysWithinTheBudget(weights(), GemmPrecision.BF16);
+  }
+
+  /**
+   * The INT4 demo (routed experts in INT4 groups, as config.json's quantization_config says): the budget counts them
+   * packed, as HostDevice holds them, and its scratch includes the dequantised tile of the largest (an expert's
+   * gate_up, 2 x 96 rows x 192).
+   */
+  @Test
+  void int4ExpertsOfTheDemoAsConfigJsonDeclaresThem() {
+    ModelWeights w = ModelWeights.open(DemoModels.tinyInt4());
+    for (GemmPrecision p : new GemmPrecision[] {GemmPrecision.BF16, GemmPrecision.BF16X3}) {
+      GpuMemoryBudget b = GpuMemoryBudget.of(w.config(), p, false);
+      assertEquals(192 * 192 * (p == GemmPrecision.BF16 ? 2 : 4), b.dequantScratchBytes(), p.name());
+      HostDevice dev = new HostDevice();
+      try (GpuModel m = GpuModel.load(w, dev, p)) {
+        assertEquals(b.weightBytes(), m.weightBytes(), p.name());
+      }
+      scratchStaysWithinTheBudget(w, p);
+    }
+  }
+
+  static void scratchStaysWithinTheBudget(ModelWeights w, GemmPrecision p) {
     HostDevice dev = new HostDevice();
-    GpuMemoryBudget b = GpuMemoryBudget.of(CONFIG, p, dev.batchesGroups());
-    try (GpuModel m = GpuModel.load(weights(), dev, p)) {
+    GpuMemoryBudget b = GpuMemoryBudget.of(w.config(), p, dev.batchesGroups());
+    try (GpuModel m = GpuModel.load(w, dev, p)) {
       GpuScorer scorer = new GpuScorer(m);
       Random r = new Random(7);
       long held = dev.totalBytes() - dev.freeBytes();
@@ -200,7 +223,7 @@ class GpuMemoryBudgetTest {
         for (int s = 0; s < tokens / 50; s++) {
           int[] ids = new int[50];
           for (int i = 0; i < ids.length; i++) {
-            ids[i] = r.nextInt(CONFIG.vocabSize());
+            ids[i] = r.nextInt(w.config().vocabSize());
           }
           reqs.add(new ScoreRequest(ids, 1, 0, LogitsMode.NONE));
         }
