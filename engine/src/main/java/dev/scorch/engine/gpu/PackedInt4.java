@@ -139,12 +139,17 @@ public record PackedInt4(Buf packed, Buf scales, int rows, int cols, int groupSi
     int in = stacked[0].in();
     int words = wordsPerRow(in);
     int groups = groupsPerRow(in, stacked[0].groupSize());
-    int rows = 0;
+    long rowsLong = 0;
     for (Linear l : stacked) {
-      rows = Math.addExact(rows, l.out());
+      rowsLong += l.out();
     }
-    int[] packed = new int[Math.multiplyExact(rows, words)];
-    float[] scales = new float[Math.multiplyExact(rows, groups)];
+    if (rowsLong * words > Integer.MAX_VALUE - 8 || rowsLong * groups > Integer.MAX_VALUE - 8) {
+      throw new IllegalArgumentException("INT4 weight " + stacked[0].name() + " (" + stacked.length + " stacked): " + rowsLong + " rows of "
+          + words + " words are more than one upload holds");
+    }
+    int rows = (int) rowsLong;
+    int[] packed = new int[rows * words];
+    float[] scales = new float[rows * groups];
     int at = 0;
     for (Linear l : stacked) {
       int[] w = packedWords(l);
