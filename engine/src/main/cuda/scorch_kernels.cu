@@ -358,3 +358,41 @@ extern "C" __global__ void gather_rows_bf16(const __nv_bfloat16* table, const in
   float* d = out + (long)blockIdx.x * width;
   for (int c = threadIdx.x; c < width; c += blockDim.x) d[c] = __bfloat162float(s[c]);
 }
+
+// INT4 group-quantised weights (compressed-tensors pack-quantized) dequantised for a GEMM, one tile of weight rows at a
+// time: elements [0, n) of the tile are W[row0 + i / k, i % k] with W[r, c] = q * scale[r, c / group_size], q = nibble
+// c % 8 of packed word [r, c / 8] minus 8 (in [-8, 7]), the fp32 product as the CPU's Linear.row computes it. scales
+// are BF16 (scale_bf16 = 1) or fp32. Twins: HostDevice.int4Dequant.
+__device__ __forceinline__ float int4_weight(const int* packed, const void* scales, int scale_bf16, int words, int groups,
+                                             int group_size, int k, long row0, long i) {
+  long r = row0 + i / k;
+  int c = (int)(i % k);
+  unsigned word = (unsigned)packed[r * words + (c >> 3)];
+  int q = (int)((word >> (4 * (c & 7))) & 15u) - 8;
+  long g = r * groups + c / group_size;
+  float s = scale_bf16 ? __bfloat162float(((const __nv_bfloat16*)scales)[g]) : ((const float*)scales)[g];
+  return __fmul_rn((float)q, s);
+}
+
+// The tile in fp32 (the fp32 GEMM's weights).
+extern "C" __global__ void int4_dequant_f32(const int* packed, const void* scales, int scale_bf16, int words, int groups,
+                                            int group_size, int k, long row0, long n, float* out) {
+  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
+    out[i] = int4_weight(packed, scales, scale_bf16, words, groups, group_size, k, row0, i);
+}
+
+// The tile as BF16 parts: hi = bf16(W), and when want_lo, lo = bf16(W - hi) (0 where hi is not finite), so that
+// hi + lo = W exactly when the scale has at most 13 significant bits (W then has at most 16).
+extern "C" __global__ void int4_dequant_bf16(const int* packed, const void* scales, int scale_bf16, int words, int groups,
+                                             int group_size, int k, long row0, long n, __nv_bfloat16* hi,
+                                             __nv_bfloat16* lo, int want_lo) {
+  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+    float w = int4_weight(packed, scales, scale_bf16, words, groups, group_size, k, row0, i);
+    __nv_bfloat16 h = __float2bfloat16_rn(w);
+    hi[i] = h;
+    if (want_lo) {
+      float hf = __bfloat162float(h);
+      lo[i] = isfinite(hf) ? __float2bfloat16_rn(__fsub_rn(w, hf)) : __float2bfloat16_rn(0.f);
+    }
+  }
+}

@@ -1,10 +1,15 @@
 package dev.scorch.engine.backend;
 
 import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.config.QuantizationConfig;
 import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.gpu.GpuKvCache;
+import dev.scorch.engine.gpu.PackedInt4;
 import dev.scorch.engine.model.WeightLayout;
+import java.util.HashMap;
 import java.util.Locale;
+import java.util.Map;
+import java.util.function.ToIntFunction;
 
 /**
  * GPU memory of one scoring {@code GpuModel}, counted from the code that allocates it, so a task can size its
@@ -12,7 +17,11 @@ import java.util.Locale;
  *
  * <p><b>Weights</b>: every tensor of {@link WeightLayout} as {@code GpuModel.load} uploads it: linears, lm_head and
  * the token embedding table [vocab, hidden] in the precision's dtype ({@link GemmPrecision#weightBytes}); the MoE
- * router gate always fp32; norms and the router bias fp32.
+ * router gate always fp32; norms and the router bias fp32. INT4 linears (a checkpoint's compressed-tensors groups;
+ * the routed experts of Kimi K2) stay packed ({@code PackedInt4}): 4 bits a weight in int32 words, ceil(in / 8) a
+ * row, plus one scale per group, counted as BF16 (2 bytes: published checkpoints' scales; F16 or F32 scales that are
+ * not BF16 values are held in fp32, 2 bytes more each). A stacked pair (gate_proj with up_proj, q_a_proj with
+ * kv_a_proj_with_mqa) stays packed only when both are INT4 of one group size, else both are decoded.
  *
  * <p><b>Scratch</b> of one scoring forward ({@code GpuModel.forward} then {@code GpuScorer}'s logits, no KV cache):
  * <ul>
@@ -29,6 +38,8 @@ import java.util.Locale;
  *   <li>CUDA's BF16 GEMM input scratch: the precision's BF16 parts ({@link GemmPrecision#inputParts}) of the largest
  *       GEMM input [rows, k], grown by doubling (so up to twice that); and the batched GEMMs' pointer arrays.</li>
  * </ul>
+ * <p><b>INT4 dequantisation scratch</b>: one GEMM tile of the largest INT4 weight (stacked), at most
+ * {@code PackedInt4.TILE_ELEMS} weights, 4 bytes a weight (fp32, or BF16 hi and lo), 2 in BF16 mode.
  * <p><b>Reserve</b>: the CUDA context and cuBLAS workspaces, which no allocation of ours shows ({@link #DEFAULT_RESERVE_BYTES}).
  *
  * <p>KV caches are not used when scoring; {@link #kvBytesPerToken} is there for generation.
@@ -43,6 +54,7 @@ import java.util.Locale;
  * @param arenaTakes              arena takes held at the peak, a logits chunk's excepted (each may waste up to 64 elements)
  * @param fixedBytes              the arenas' first blocks, the cos/sin table's largest size, batched GEMM pointer arrays
  * @param logitsChunkRows         logits rows GpuScorer computes per chunk (5 more arena takes per chunk)
+ * @param dequantScratchBytes     the INT4 dequantisation scratch (0 without INT4 weights)
  */
 public record GpuMemoryBudget(
     GemmPrecision precision,
@@ -54,7 +66,11 @@ public record GpuMemoryBudget(
     long gemmInputBytesPerToken,
     long arenaTakes,
     long fixedBytes,
-    int logitsChunkRows) {
+    int logitsChunkRows,
+    long dequantScratchBytes) {
+
+  /** Device bytes of one INT4 group scale (BF16, as published checkpoints store them). */
+  static final long INT4_SCALE_BYTES = 2;
 
   /** CUDA context, cuBLAS handle and workspaces, and allocator slack: memory the engine uses but never allocates itself. */
   public static final long DEFAULT_RESERVE_BYTES = 512L << 20;
@@ -89,14 +105,60 @@ public record GpuMemoryBudget(
    * (token, expert) pairs.
    */
   public static GpuMemoryBudget of(ModelConfig c, GemmPrecision precision, boolean batchesGroups) {
+    return of(c, precision, batchesGroups, int4GroupSizes(c));
+  }
+
+  /**
+   * Which linear weights of config's checkpoint are INT4 groups, by name: their group size, else 0. They are the
+   * modules config.json's compressed-tensors pack-quantized group quantizes (the validator holds the checkpoint to it).
+   */
+  static ToIntFunction<String> int4GroupSizes(ModelConfig c) {
+    if (!c.isInt4()) {
+      return name -> 0;
+    }
+    QuantizationConfig q = c.quantization();
+    return name -> {
+      String module = name.endsWith(".weight") ? name.substring(0, name.length() - ".weight".length()) : name;
+      return q.quantizes(c.checkpointName(module), true) ? q.groupSize() : 0;
+    };
+  }
+
+  /**
+   * As {@link #of(ModelConfig, GemmPrecision, boolean)} for a checkpoint whose INT4 linear weights int4GroupSize names
+   * (config.json's quantization_config says which for {@link #of(ModelConfig, GemmPrecision, boolean)}):
+   * the group size of a weight by its name (X.weight), 0 for weights that are not INT4.
+   */
+  public static GpuMemoryBudget of(ModelConfig c, GemmPrecision precision, boolean batchesGroups, ToIntFunction<String> int4GroupSize) {
     // Weights, tensor by tensor, as GpuModel uploads them (stacked projections hold the same elements).
     long weights = 0;
     long embedding = 0;
+    long dequantTile = 0;
+    Map<String, WeightLayout.Spec> byName = new HashMap<>();
     for (WeightLayout.Spec s : WeightLayout.of(c)) {
-      long bytes = s.numel() * switch (s.kind()) {
-        case EMBEDDING, LINEAR, LM_HEAD -> precision.weightBytes();
-        case ROUTER, NORM, ROUTER_BIAS -> Float.BYTES; // the gate is uploaded in fp32; vectors are fp32
-      };
+      byName.put(s.name(), s);
+    }
+    for (WeightLayout.Spec s : WeightLayout.of(c)) {
+      int group = s.kind() == WeightLayout.Kind.LINEAR || s.kind() == WeightLayout.Kind.LM_HEAD ? int4GroupSize.applyAsInt(s.name()) : 0;
+      String partner = stackPartner(s.name(), byName.keySet());
+      long stackRows = s.shape()[0];
+      if (group > 0 && partner != null) {
+        stackRows += byName.get(partner).shape()[0];
+        if (int4GroupSize.applyAsInt(partner) != group) {
+          group = 0; // a stack that is not all INT4 of one group size is decoded whole
+        }
+      }
+      long bytes;
+      if (group > 0) {
+        long out = s.shape()[0];
+        long in = s.shape()[1];
+        bytes = out * ((in + 7) / 8) * Integer.BYTES + out * ((in + group - 1) / group) * INT4_SCALE_BYTES;
+        dequantTile = Math.max(dequantTile, Math.min(stackRows, PackedInt4.tileRows((int) Math.min(Integer.MAX_VALUE, stackRows), in)) * in);
+      } else {
+        bytes = s.numel() * switch (s.kind()) {
+          case EMBEDDING, LINEAR, LM_HEAD -> precision.weightBytes();
+          case ROUTER, NORM, ROUTER_BIAS -> Float.BYTES; // the gate is uploaded in fp32; vectors are fp32
+        };
+      }
       weights += bytes;
       if (s.kind() == WeightLayout.Kind.EMBEDDING) {
         embedding = bytes;
@@ -165,8 +227,26 @@ public record GpuMemoryBudget(
     long cosSin = (long) Math.max(COS_SIN_MIN_POSITIONS, 2L * c.maxPositionEmbeddings()) * c.qkRopeHeadDim() * F;
     long fixed = (ARENA_FIRST_FLOATS + ARENA_FIRST_INTS) * F + cosSin + batchedPointers;
     int chunkRows = Math.max(1, LOGITS_CHUNK_FLOATS / c.vocabSize());
+    long dequantScratch = dequantTile * (precision == GemmPrecision.BF16 ? 2 : 4); // BF16: hi only; else fp32, or hi and lo
     return new GpuMemoryBudget(precision, weights, embedding, GpuKvCache.bytesPerToken(c.numHiddenLayers(), c.kvLoraRank(),
-        c.qkRopeHeadDim()), arenaPerToken, logitsPerRow, gemmInput, takes, fixed, chunkRows);
+        c.qkRopeHeadDim()), arenaPerToken, logitsPerRow, gemmInput, takes, fixed, chunkRows, dequantScratch);
+  }
+
+  /** The weight among names that a GPU model stacks name with into one GEMM (GpuMlp, GpuAttention), or null. */
+  static String stackPartner(String name, java.util.Set<String> names) {
+    String[][] pairs = {{"gate_proj.weight", "up_proj.weight"}, {"q_a_proj.weight", "kv_a_proj_with_mqa.weight"},
+        {"q_proj.weight", "kv_a_proj_with_mqa.weight"}};
+    for (String[] p : pairs) {
+      for (int i = 0; i < 2; i++) {
+        if (name.endsWith("." + p[i])) {
+          String partner = name.substring(0, name.length() - p[i].length()) + p[1 - i];
+          if (names.contains(partner)) {
+            return partner;
+          }
+        }
+      }
+    }
+    return null;
   }
 
   /** Device bytes of scratch for scoring batches of up to maxBatchTokens tokens (see the class comment). */
@@ -174,7 +254,7 @@ public record GpuMemoryBudget(
     long t = Math.max(0, maxBatchTokens);
     long chunkRows = Math.min(t, logitsChunkRows); // one logits chunk at a time: each goes back once read
     long arena = t * arenaBytesPerToken + chunkRows * logitsBytesPerRow + (arenaTakes + 5) * ARENA_ALIGN * F;
-    return ARENA_GROWTH * arena + t * gemmInputBytesPerToken + fixedBytes;
+    return ARENA_GROWTH * arena + t * gemmInputBytesPerToken + fixedBytes + dequantScratchBytes;
   }
 
   /** KV cache bytes of this many cached tokens (generation; scoring keeps none). */

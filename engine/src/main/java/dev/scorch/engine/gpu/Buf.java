@@ -10,7 +10,12 @@ public final class Buf {
   public enum Kind {
     F32(4),
     I32(4),
-    BF16(2);
+    BF16(2),
+    /**
+     * An INT4 group-quantised weight kept packed ({@link PackedInt4}: packed words and group scales, each a buffer of
+     * its own); made by {@link Device#int4Weight}, never by alloc, and only multiplied. Its length counts weights.
+     */
+    INT4(0);
 
     final int bytes;
 
@@ -54,11 +59,14 @@ public final class Buf {
   }
 
   public long bytes() {
-    return length * kind.bytes;
+    return storage instanceof PackedInt4 p ? p.bytes() : length * kind.bytes;
   }
 
   /** Elements [from, from + n) of this range. */
   public Buf slice(long from, long n) {
+    if (kind == Kind.INT4) {
+      throw new IllegalArgumentException("an INT4 weight is not sliced");
+    }
     if (from < 0 || n < 0 || from + n > length) {
       throw new IndexOutOfBoundsException("slice [" + from + ", " + (from + n) + ") of a buffer of " + length + " elements");
     }

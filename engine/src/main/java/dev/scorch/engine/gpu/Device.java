@@ -36,9 +36,34 @@ public interface Device extends AutoCloseable {
 
   /**
    * Linear weights [out, in] stacked along out (one GEMM computes all of them: q_a_proj with kv_a_proj_with_mqa,
-   * gate_proj with up_proj), in the precision's dtype (FP8 block scales applied, then rounded). All share in.
+   * gate_proj with up_proj). All share in. INT4 weights of one group size stay packed ({@link PackedInt4}, the same
+   * whatever the precision: the GEMM decides how it multiplies them); others as {@link #denseWeight}.
    */
-  Buf weight(GemmPrecision precision, Linear... stacked);
+  default Buf weight(GemmPrecision precision, Linear... stacked) {
+    return PackedInt4.packable(stacked) ? PackedInt4.upload(this, stacked) : denseWeight(precision, stacked);
+  }
+
+  /**
+   * Linear weights stacked along out as {@link #weight}, decoded into the precision's dtype (FP8 block scales and INT4
+   * group scales applied, then rounded): tables that are gathered rather than multiplied, and weights kept in fp32.
+   */
+  Buf denseWeight(GemmPrecision precision, Linear... stacked);
+
+  /**
+   * An INT4 weight [rows, cols] kept packed (a {@link Buf.Kind#INT4} buffer over a {@link PackedInt4}): packed words
+   * [rows, ceil(cols / 8)] as compressed-tensors stores them, scales [rows, ceil(cols / groupSize)] in fp32 (held in
+   * BF16 when every one is a BF16 value).
+   */
+  default Buf int4Weight(int[] packed, float[] scales, int rows, int cols, int groupSize) {
+    if (rows <= 0 || cols <= 0 || groupSize <= 0 || packed.length != (long) rows * PackedInt4.wordsPerRow(cols)
+        || scales.length != (long) rows * PackedInt4.groupsPerRow(cols, groupSize)) {
+      throw new IllegalArgumentException("INT4 weight [" + rows + ", " + cols + "] in groups of " + groupSize + ": " + packed.length
+          + " packed words and " + scales.length + " scales");
+    }
+    Buf p = upload(packed);
+    Buf s = PackedInt4.allBf16(scales) ? weight(scales, GemmPrecision.BF16) : upload(scales);
+    return new Buf(new PackedInt4(p, s, rows, cols, groupSize, PackedInt4.allSplitExact(scales)), Buf.Kind.INT4, 0, (long) rows * cols);
+  }
 
   /** A weight given as fp32 values, in the precision's dtype (small matrices and tests). */
   Buf weight(float[] w, GemmPrecision precision);
@@ -60,7 +85,8 @@ public interface Device extends AutoCloseable {
   /**
    * y[m, n] = x[m, k] · wᵀ, w [n, k] from {@link #weight}, fp32 accumulate. An fp32 w multiplies fp32 x; a BF16 w
    * multiplies x split into the precision's BF16 parts (x ≈ p0 + p1 + p2, {@link GemmPrecision#inputParts}), one
-   * GEMM per part, summed in fp32.
+   * GEMM per part, summed in fp32; an INT4 w is dequantised a tile at a time and multiplied as {@link PackedInt4}
+   * says for the precision.
    */
   void gemm(Buf x, int m, int k, Buf w, int n, Buf y, GemmPrecision precision);
 

@@ -18,7 +18,7 @@ final class DeviceWeights {
     this.precision = precision;
   }
 
-  /** A linear weight [out, in] in the precision's dtype. */
+  /** A linear weight [out, in] in the precision's dtype, or packed when it is INT4 ({@link Device#weight}). */
   Buf linear(String name) {
     return own(dev.weight(precision, w.linear(name)));
   }
@@ -32,9 +32,14 @@ final class DeviceWeights {
     return own(dev.weight(precision, ls));
   }
 
-  /** A linear weight kept in fp32 whatever the precision (the MoE router gate). */
+  /** A table whose rows are looked up (the token embedding), in the precision's dtype whatever the checkpoint's. */
+  Buf table(String name) {
+    return own(dev.denseWeight(precision, w.linear(name)));
+  }
+
+  /** A linear weight kept in fp32 whatever the precision and the checkpoint's dtype (the MoE router gate). */
   Buf fp32(String name) {
-    return own(dev.weight(GemmPrecision.FP32, w.linear(name)));
+    return own(dev.denseWeight(GemmPrecision.FP32, w.linear(name)));
   }
 
   /** A norm weight or bias, fp32. */

@@ -42,7 +42,7 @@ public final class GpuModel implements AutoCloseable {
     this.precision = precision;
     long before = dev.freeBytes();
     weights = new DeviceWeights(w, dev, precision);
-    embedTokens = weights.linear("model.embed_tokens.weight");
+    embedTokens = weights.table("model.embed_tokens.weight");
     layers = new Layer[config.numHiddenLayers()];
     for (int i = 0; i < layers.length; i++) {
       String p = WeightLayout.layer(i);

@@ -11,6 +11,7 @@ import dev.scorch.engine.scoring.LogSoftmax;
  */
 public final class HostDevice implements Device {
   private long allocated;
+  private long int4ScratchBytes;
 
   @Override
   public String describe() {
@@ -29,6 +30,9 @@ public final class HostDevice implements Device {
 
   @Override
   public Buf alloc(Buf.Kind kind, long n) {
+    if (kind == Buf.Kind.INT4) {
+      throw new IllegalArgumentException("INT4 weights come from int4Weight, not alloc");
+    }
     int len = Math.toIntExact(n);
     allocated += n * kind.bytes();
     Object storage = kind == Buf.Kind.I32 ? new int[len] : new float[len];
@@ -70,7 +74,7 @@ public final class HostDevice implements Device {
   }
 
   @Override
-  public Buf weight(GemmPrecision precision, Linear... stacked) {
+  public Buf denseWeight(GemmPrecision precision, Linear... stacked) {
     int n = 0;
     for (Linear w : stacked) {
       n += w.out() * w.in();
@@ -103,6 +107,10 @@ public final class HostDevice implements Device {
 
   @Override
   public void gemm(Buf x, int m, int k, Buf w, int n, Buf y, GemmPrecision precision) {
+    if (w.kind() == Buf.Kind.INT4) {
+      int4Gemm(x, m, k, (PackedInt4) w.storage(), n, y, precision);
+      return;
+    }
     float[] xs = floats(x.need(Buf.Kind.F32, (long) m * k, "gemm x"));
     float[] ws = floats(w);
     float[] ys = floats(y.need(Buf.Kind.F32, (long) m * n, "gemm y"));
@@ -133,6 +141,91 @@ public final class HostDevice implements Device {
           acc += sum;
         }
         ys[off(y) + i * n + j] = acc;
+      }
+    }
+  }
+
+  /**
+   * The INT4 GEMM as CUDA runs it ({@link PackedInt4}): per tile of weight rows, the int4_dequant kernel's weights
+   * (fp32, or BF16 hi and lo), then the plan's GEMMs, each a sequential fp32 sum over k as {@link #gemm}'s, added into
+   * y in order.
+   */
+  private void int4Gemm(Buf x, int m, int k, PackedInt4 w, int n, Buf y, GemmPrecision precision) {
+    w.check(n, k);
+    float[] xs = floats(x.need(Buf.Kind.F32, (long) m * k, "gemm x"));
+    float[] ys = floats(y.need(Buf.Kind.F32, (long) m * n, "gemm y"));
+    PackedInt4.Plan plan = w.plan(precision);
+    int tileRows = PackedInt4.tileRows(n, k);
+    long scratch = plan.scratchBytes((long) tileRows * k);
+    if (scratch > int4ScratchBytes) { // as CUDA's dequantisation scratch, which only grows
+      allocated += scratch - int4ScratchBytes;
+      int4ScratchBytes = scratch;
+    }
+    float[] hi = new float[tileRows * k]; // fp32 weights in an fp32 plan
+    float[] lo = plan.loParts() > 0 ? new float[tileRows * k] : null;
+    int parts = Math.max(1, plan.hiParts());
+    float[][] part = new float[parts][k];
+    for (int r0 = 0; r0 < n; r0 += tileRows) {
+      int nb = Math.min(tileRows, n - r0);
+      int4Dequant(w, r0, nb, plan.fp32(), hi, lo);
+      for (int i = 0; i < m; i++) {
+        for (int c = 0; c < k; c++) {
+          float r = xs[off(x) + i * k + c];
+          if (plan.fp32()) {
+            part[0][c] = r;
+          }
+          for (int p = 0; p < plan.hiParts(); p++) {
+            part[p][c] = bf16(r);
+            r -= part[p][c];
+          }
+        }
+        for (int j = 0; j < nb; j++) {
+          float acc = 0f;
+          for (int p = 0; p < parts; p++) {
+            acc += dot(part[p], hi, j * k, k);
+          }
+          for (int p = 0; p < plan.loParts(); p++) {
+            acc += dot(part[p], lo, j * k, k);
+          }
+          ys[off(y) + i * n + r0 + j] = acc;
+        }
+      }
+    }
+  }
+
+  private static float dot(float[] a, float[] b, int bo, int k) {
+    float sum = 0f;
+    for (int c = 0; c < k; c++) {
+      sum += a[c] * b[bo + c];
+    }
+    return sum;
+  }
+
+  /**
+   * The int4_dequant kernels' twin: rows [row0, row0 + rows) of w, W = q · scale in fp32, into out (fp32), or its BF16
+   * parts hi = bf16(W) into out and lo = bf16(W - hi) into lo when lo is not null.
+   */
+  static void int4Dequant(PackedInt4 w, int row0, int rows, boolean fp32, float[] out, float[] lo) {
+    int[] packed = ints(w.packed());
+    float[] scales = floats(w.scales());
+    int words = w.wordsPerRow();
+    int groups = w.groupsPerRow();
+    int k = w.cols();
+    for (int r = 0; r < rows; r++) {
+      int po = off(w.packed()) + (row0 + r) * words;
+      int so = off(w.scales()) + (row0 + r) * groups;
+      for (int c = 0; c < k; c++) {
+        int q = ((packed[po + c / 8] >>> (4 * (c % 8))) & 0xF) - 8;
+        float v = q * scales[so + c / w.groupSize()];
+        if (fp32) {
+          out[r * k + c] = v;
+        } else {
+          float h = bf16(v);
+          out[r * k + c] = h;
+          if (lo != null) {
+            lo[r * k + c] = PackedInt4.lo(v, h);
+          }
+        }
       }
     }
   }

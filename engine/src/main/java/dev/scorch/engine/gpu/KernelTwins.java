@@ -1,5 +1,6 @@
 package dev.scorch.engine.gpu;
 
+import dev.scorch.engine.demo.Int4Groups;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.SplittableRandom;
@@ -27,6 +28,25 @@ public final class KernelTwins {
         return y;
       }, m * n));
     }
+    // INT4 weights kept packed (k = 300: a partial last word and group of 32), BF16 scales, in every precision; then
+    // F32 scales that are not BF16 values (BF16X3 runs the fp32 GEMM on them).
+    Int4Groups q4 = Int4Groups.quantize(w, n, k, 32);
+    for (GemmPrecision p : GemmPrecision.values()) {
+      out.put("gemm INT4 " + p, diff(a, b, dev -> {
+        Buf y = dev.alloc(Buf.Kind.F32, (long) m * n);
+        dev.gemm(dev.upload(x), m, k, dev.int4Weight(q4.packed(), q4.scales(), n, k, 32), n, y, p);
+        return y;
+      }, m * n));
+    }
+    float[] f32Scales = q4.scales().clone();
+    for (int i = 0; i < f32Scales.length; i++) {
+      f32Scales[i] *= 1.0001f;
+    }
+    out.put("gemm INT4 F32 scales BF16X3", diff(a, b, dev -> {
+      Buf y = dev.alloc(Buf.Kind.F32, (long) m * n);
+      dev.gemm(dev.upload(x), m, k, dev.int4Weight(q4.packed(), f32Scales, n, k, 32), n, y, GemmPrecision.BF16X3);
+      return y;
+    }, m * n));
     float[] norm = random(rnd, k);
     out.put("rmsNorm", diff(a, b, dev -> {
       Buf o = dev.alloc(Buf.Kind.F32, (long) m * 200);
@@ -109,6 +129,26 @@ public final class KernelTwins {
           return rowsOut;
         }, 26 * n));
       }
+    }
+    // INT4 experts: the packed layout's groups, each expert's weight dequantised before its GEMM.
+    Int4Groups[] g4 = {Int4Groups.quantize(gw[0], n, k, 32), Int4Groups.quantize(gw[1], n, k, 32), Int4Groups.quantize(gw[2], n, k, 32)};
+    int[] packedStart = layouts[0];
+    int[] packedValid = new int[26];
+    for (int i = 0; i < 26; i++) {
+      packedValid[i] = i;
+    }
+    for (GemmPrecision p : new GemmPrecision[] {GemmPrecision.BF16X3, GemmPrecision.FP32}) {
+      out.put("gemmGrouped INT4 " + p, diff(a, b, dev -> {
+        Buf y = dev.alloc(Buf.Kind.F32, (long) m * n);
+        Buf[] ws = new Buf[3];
+        for (int g = 0; g < 3; g++) {
+          ws[g] = dev.int4Weight(g4[g].packed(), g4[g].scales(), n, k, 32);
+        }
+        dev.gemmGrouped(dev.upload(x), packedStart, gRows, 3, k, ws, n, y, p);
+        Buf rowsOut = dev.alloc(Buf.Kind.F32, 26L * n);
+        dev.gatherRows(y, dev.upload(packedValid), 26, n, rowsOut);
+        return rowsOut;
+      }, 26 * n));
     }
     int[] slot = new int[12 * 3];
     float[] sw = random(rnd, 12 * 3);

@@ -98,6 +98,16 @@ public final class ProfilingDevice implements Device {
   }
 
   @Override
+  public Buf denseWeight(GemmPrecision precision, Linear... stacked) {
+    return dev.denseWeight(precision, stacked);
+  }
+
+  @Override
+  public Buf int4Weight(int[] packed, float[] scales, int rows, int cols, int groupSize) {
+    return dev.int4Weight(packed, scales, rows, cols, groupSize);
+  }
+
+  @Override
   public Buf weight(float[] w, GemmPrecision precision) {
     return dev.weight(w, precision);
   }

@@ -13,6 +13,7 @@ import dev.scorch.engine.gpu.HostDevice;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
+import dev.scorch.engine.testing.DemoModels;
 import dev.scorch.engine.testing.TestModels;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -92,6 +93,37 @@ class GpuMemoryBudgetTest {
     assertEquals(509_312 + 20_820_928 + (512L << 20), perExpert.totalBytes(1000));
   }
 
+  /**
+   * Routed experts in INT4 groups of 32 (as Kimi K2's): packed words and BF16 scales instead of the precision's dtype,
+   * and one dequantised GEMM tile of scratch. Per expert: gate and up [32, 64] each 32 x 8 words x 4 + 32 x 2 scales x 2
+   * = 1152 bytes, down [64, 32] 64 x 4 x 4 + 64 x 1 x 2 = 1152: 3456, x 8 experts x 2 layers = 55,296 bytes, where BF16
+   * took 16 x 3 x 32 x 64 x 2 = 196,608. The largest tile is an expert's gate_up, 64 x 64 weights.
+   */
+  @Test
+  void int4ExpertsArePackedWordsAndScalesPlusOneTileOfScratch() {
+    java.util.function.ToIntFunction<String> experts = name -> name.contains(".experts.") ? 32 : 0;
+    GpuMemoryBudget bf16 = GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16, false, experts);
+    assertEquals(509_312 - 196_608 + 55_296, bf16.weightBytes());
+    assertEquals(64 * 64 * 2, bf16.dequantScratchBytes()); // BF16: hi only
+    GpuMemoryBudget x3 = GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16X3, false, experts);
+    assertEquals(509_312 - 196_608 + 55_296, x3.weightBytes()); // packed whatever the precision
+    assertEquals(64 * 64 * 4, x3.dequantScratchBytes()); // hi and lo
+    GpuMemoryBudget fp32 = GpuMemoryBudget.of(CONFIG, GemmPrecision.FP32, false, experts);
+    assertEquals(1_012_096 - 2 * 196_608 + 55_296, fp32.weightBytes());
+    assertEquals(64 * 64 * 4, fp32.dequantScratchBytes());
+    GpuMemoryBudget plain = GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16X3, false);
+    assertEquals(0, plain.dequantScratchBytes());
+    assertEquals(plain.activationBytes(100) + 64 * 64 * 4, x3.activationBytes(100));
+
+    // A stack that is not all INT4 of one group size is decoded whole: only down_proj stays packed.
+    java.util.function.ToIntFunction<String> gateOnly = name -> name.contains(".experts.") && !name.endsWith("up_proj.weight") ? 32 : 0;
+    java.util.function.ToIntFunction<String> twoGroups = name -> name.contains(".experts.") ? name.endsWith("up_proj.weight") ? 16 : 32 : 0;
+    long downOnly = 509_312 - 16 * 32 * 64 * 2 + 16 * 1152;
+    assertEquals(downOnly, GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16, false, gateOnly).weightBytes());
+    assertEquals(downOnly, GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16, false, twoGroups).weightBytes());
+    assertEquals(64 * 32 * 2, GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16, false, twoGroups).dequantScratchBytes());
+  }
+
   @Test
   void theLargestBatchThatFitsIsTheLastTokenCountWhoseTotalFits() {
     GpuMemoryBudget b = GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16);
@@ -157,10 +189,32 @@ class GpuMemoryBudgetTest {
    */
   @Test
   void scratchOfRealPassesStaysWithinTheBudget() {
-    GemmPrecision p = GemmPrecision.BF16;
+    scratchStaysWithinTheBudget(weights(), GemmPrecision.BF16);
+  }
+
+  /**
+   * The INT4 demo (routed experts in INT4 groups, as config.json's quantization_config says): the budget counts them
+   * packed, as HostDevice holds them, and its scratch includes the dequantised tile of the largest (an expert's
+   * gate_up, 2 x 96 rows x 192).
+   */
+  @Test
+  void int4ExpertsOfTheDemoAsConfigJsonDeclaresThem() {
+    ModelWeights w = ModelWeights.open(DemoModels.tinyInt4());
+    for (GemmPrecision p : new GemmPrecision[] {GemmPrecision.BF16, GemmPrecision.BF16X3}) {
+      GpuMemoryBudget b = GpuMemoryBudget.of(w.config(), p, false);
+      assertEquals(192 * 192 * (p == GemmPrecision.BF16 ? 2 : 4), b.dequantScratchBytes(), p.name());
+      HostDevice dev = new HostDevice();
+      try (GpuModel m = GpuModel.load(w, dev, p)) {
+        assertEquals(b.weightBytes(), m.weightBytes(), p.name());
+      }
+      scratchStaysWithinTheBudget(w, p);
+    }
+  }
+
+  static void scratchStaysWithinTheBudget(ModelWeights w, GemmPrecision p) {
     HostDevice dev = new HostDevice();
-    GpuMemoryBudget b = GpuMemoryBudget.of(CONFIG, p, dev.batchesGroups());
-    try (GpuModel m = GpuModel.load(weights(), dev, p)) {
+    GpuMemoryBudget b = GpuMemoryBudget.of(w.config(), p, dev.batchesGroups());
+    try (GpuModel m = GpuModel.load(w, dev, p)) {
       GpuScorer scorer = new GpuScorer(m);
       Random r = new Random(7);
       long held = dev.totalBytes() - dev.freeBytes();
@@ -169,7 +223,7 @@ class GpuMemoryBudgetTest {
         for (int s = 0; s < tokens / 50; s++) {
           int[] ids = new int[50];
           for (int i = 0; i < ids.length; i++) {
-            ids[i] = r.nextInt(CONFIG.vocabSize());
+            ids[i] = r.nextInt(w.config().vocabSize());
           }
           reqs.add(new ScoreRequest(ids, 1, 0, LogitsMode.NONE));
         }

@@ -26,6 +26,7 @@ import dev.scorch.engine.checkpoint.NumberFormats;
 import dev.scorch.engine.gpu.Buf;
 import dev.scorch.engine.gpu.Device;
 import dev.scorch.engine.gpu.GemmPrecision;
+import dev.scorch.engine.gpu.PackedInt4;
 import dev.scorch.engine.gpu.RouterShape;
 import dev.scorch.engine.kernels.Linear;
 import org.bytedeco.cuda.cublas.cublasContext;
@@ -64,6 +65,8 @@ public final class CudaDevice implements Device {
   private final FloatPointer one = new FloatPointer(1f);
   private final FloatPointer zero = new FloatPointer(0f);
   private Pointer bf16Scratch; // GEMM inputs rounded to BF16
+  private Pointer int4Scratch; // INT4 weights dequantised, one GEMM tile
+  private long int4ScratchBytes;
   private Pointer ptrDev; // grouped GEMM pointer arrays
   private long ptrDevElems;
   private String groupedStatus;
@@ -128,6 +131,9 @@ public final class CudaDevice implements Device {
 
   @Override
   public Buf alloc(Buf.Kind kind, long n) {
+    if (kind == Buf.Kind.INT4) {
+      throw new IllegalArgumentException("INT4 weights come from int4Weight, not alloc");
+    }
     bind();
     long bytes = Math.max(1, n) * kind.bytes();
     Pointer p = new Pointer();
@@ -138,6 +144,11 @@ public final class CudaDevice implements Device {
 
   @Override
   public void free(Buf b) {
+    if (b.storage() instanceof PackedInt4 p) {
+      free(p.packed());
+      free(p.scales());
+      return;
+    }
     bind();
     if (b.offset() != 0) {
       throw new IllegalArgumentException("free takes a whole allocation, not a slice");
@@ -224,9 +235,9 @@ public final class CudaDevice implements Device {
     return new ShortPointer(Math.max(n, 2 * p.capacity()));
   }
 
-  /** Decodes the weight a block of rows at a time (FP8 scales applied) and uploads it in the precision's dtype. */
+  /** Decodes the weight a block of rows at a time (FP8 or INT4 scales applied) and uploads it in the precision's dtype. */
   @Override
-  public Buf weight(GemmPrecision precision, Linear... stacked) {
+  public Buf denseWeight(GemmPrecision precision, Linear... stacked) {
     long total = 0;
     for (Linear w : stacked) {
       total += (long) w.out() * w.in();
@@ -291,6 +302,10 @@ public final class CudaDevice implements Device {
     }
     x.need(Buf.Kind.F32, (long) m * k, "gemm x");
     y.need(Buf.Kind.F32, (long) m * n, "gemm y");
+    if (w.storage() instanceof PackedInt4 p) {
+      int4Gemm(x, m, k, p, n, y, precision);
+      return;
+    }
     w.need(w.kind(), (long) n * k, "gemm w");
     bind();
     // Row-major y[m, n] = x[m, k] · w[n, k]ᵀ is column-major yᵀ[n, m] = w[k, n]ᵀ · xᵀ[k, m].
@@ -305,6 +320,57 @@ public final class CudaDevice implements Device {
       Cuda.checkBlas(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, one, ptr(w), CUDA_R_32F, k, ptr(x), CUDA_R_32F, k, zero,
           ptr(y), CUDA_R_32F, n, CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT), "cublasGemmEx FP32 " + m + "x" + k + "x" + n);
     }
+  }
+
+  /**
+   * The INT4 GEMM ({@link PackedInt4}): per tile of weight rows, int4_dequant_f32 or int4_dequant_bf16 into the
+   * dequantisation scratch, then the plan's cuBLAS GEMMs into that tile's columns of y (ldc n), the first with beta 0.
+   */
+  private void int4Gemm(Buf x, int m, int k, PackedInt4 w, int n, Buf y, GemmPrecision precision) {
+    w.check(n, k);
+    bind();
+    PackedInt4.Plan plan = w.plan(precision);
+    int tileRows = PackedInt4.tileRows(n, k);
+    long tileElems = (long) tileRows * k;
+    long loAt = (tileElems * 2 + 255) / 256 * 256; // lo after hi, 256-byte aligned for the tensor-core GEMMs
+    long need = plan.loParts() > 0 ? loAt + tileElems * 2 : plan.scratchBytes(tileElems);
+    if (int4ScratchBytes < need) {
+      if (int4Scratch != null) {
+        Cuda.check(cudaFree(int4Scratch), "cudaFree");
+      }
+      int4Scratch = new Pointer();
+      Cuda.check(cudaMalloc(int4Scratch, need), "cudaMalloc(INT4 dequantisation scratch, " + need + " bytes)");
+      int4ScratchBytes = need;
+    }
+    DevicePointer tile = new DevicePointer(int4Scratch.address());
+    DevicePointer lo = new DevicePointer(int4Scratch.address() + loAt);
+    DevicePointer[] parts = plan.fp32() ? null : split(x, (long) m * k, plan.hiParts());
+    int scaleBf16 = w.scales().kind() == Buf.Kind.BF16 ? 1 : 0;
+    for (int r0 = 0; r0 < n; r0 += tileRows) {
+      int nb = Math.min(tileRows, n - r0);
+      long elems = (long) nb * k;
+      DevicePointer yTile = new DevicePointer(ptr(y).address() + 4L * r0);
+      if (plan.fp32()) {
+        kernels.launch("int4_dequant_f32", grid(elems), 1, BLOCK, 0, w.packed(), w.scales(), scaleBf16, w.wordsPerRow(), w.groupsPerRow(),
+            w.groupSize(), k, (long) r0, elems, tile);
+        Cuda.checkBlas(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, nb, m, k, one, tile, CUDA_R_32F, k, ptr(x), CUDA_R_32F, k, zero,
+            yTile, CUDA_R_32F, n, CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT), "cublasGemmEx INT4 FP32 " + m + "x" + k + "x" + nb);
+        continue;
+      }
+      kernels.launch("int4_dequant_bf16", grid(elems), 1, BLOCK, 0, w.packed(), w.scales(), scaleBf16, w.wordsPerRow(), w.groupsPerRow(),
+          w.groupSize(), k, (long) r0, elems, tile, lo, plan.loParts() > 0 ? 1 : 0);
+      for (int i = 0; i < plan.hiParts() + plan.loParts(); i++) {
+        DevicePointer a = i < plan.hiParts() ? tile : lo;
+        DevicePointer b = parts[i < plan.hiParts() ? i : i - plan.hiParts()];
+        Cuda.checkBlas(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, nb, m, k, one, a, CUDA_R_16BF, k, b, CUDA_R_16BF, k, i == 0 ? zero : one,
+            yTile, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), "cublasGemmEx INT4 BF16 " + m + "x" + k + "x" + nb);
+      }
+    }
+  }
+
+  /** Bytes of the INT4 dequantisation scratch now (it only grows, to the largest tile a GEMM has needed). */
+  public long int4ScratchBytes() {
+    return int4ScratchBytes;
   }
 
   /** x's first elems values split into parts BF16 arrays (scratch, valid until the next GEMM). */
@@ -513,6 +579,9 @@ public final class CudaDevice implements Device {
     }
     if (ptrDev != null) {
       cudaFree(ptrDev);
+    }
+    if (int4Scratch != null) {
+      cudaFree(int4Scratch);
     }
     kernels.close();
     one.close();

@@ -8,12 +8,14 @@ import dev.scorch.engine.bench.PrefillBenchmark;
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.demo.DemoModelWriter;
 import dev.scorch.engine.demo.DemoPreset;
+import dev.scorch.engine.gpu.Device;
 import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.gpu.GpuConformance;
 import dev.scorch.engine.gpu.GpuKvCache;
 import dev.scorch.engine.gpu.GpuModel;
 import dev.scorch.engine.gpu.GpuScorer;
 import dev.scorch.engine.gpu.HostDevice;
+import dev.scorch.engine.gpu.Int4Equivalence;
 import dev.scorch.engine.gpu.KernelTwins;
 import dev.scorch.engine.gpu.ProfilingDevice;
 import dev.scorch.engine.kernels.CpuOps;
@@ -34,7 +36,9 @@ import java.util.Map;
 
 /**
  * The device check (bin/gpu-check runs it on a GPU machine): the CUDA path against the golden file and the CPU
- * engine, then prefill and decode speed on the {@code small} demo model.
+ * engine, then prefill and decode speed on the {@code small} demo model; then INT4 (routed experts kept packed): the
+ * tiny INT4 demo against the CPU engine in every precision, and the small INT4 demo's scores and speed (written beside
+ * SMALL_DIR as SMALL_DIR-int4).
  *
  * <pre>GpuCheck CONFORMANCE_DIR SMALL_DIR OUT_JSON [cpu-threads]</pre>
  * CONFORMANCE_DIR holds model/ and golden.json; SMALL_DIR is written (demo preset small, seed 0) when it holds no
@@ -68,6 +72,12 @@ public final class GpuCheck {
         System.out.printf("  kernel %-20s max |cuda - host| %.3g%n", e.getKey(), e.getValue());
         twins.put(e.getKey(), e.getValue());
       }
+      // 0b. INT4 weights kept packed vs the same weights dequantised and uploaded, and vs fp64, per precision.
+      ObjectNode int4 = out.putObject("int4_gemm_max_abs_diff");
+      for (Map.Entry<String, Double> e : Int4Equivalence.measure(dev).entrySet()) {
+        System.out.printf("  INT4 %-40s %.3g%n", e.getKey(), e.getValue());
+        int4.put(e.getKey(), e.getValue());
+      }
     } catch (RuntimeException e) {
       e.printStackTrace(System.out);
       out.put("kernel_twins", "FAILED: " + e);
@@ -90,32 +100,75 @@ public final class GpuCheck {
       flush(out, outJson);
     }
 
+    // 1b. INT4 (the Kimi-K2-Thinking-style demo: routed experts in compressed-tensors INT4 groups of 32, kept packed on
+    // the GPU): the tiny demo against the CPU engine in every precision.
+    Path tinyInt4 = Files.createTempDirectory("scorch-tiny-int4");
+    write(new DemoModelWriter(DemoPreset.TINY, DemoModelWriter.Weights.INT4, true, false, 1234), tinyInt4);
+    modelVsCpu(tinyInt4, cpuThreads, List.of(GemmPrecision.values()), false, out.putObject("tiny_int4"), null, out, outJson);
+
     // 2. The small model: GPU vs CPU scores, then speed.
     if (!Files.isRegularFile(small.resolve("config.json"))) {
-      long t0 = System.nanoTime();
-      new DemoModelWriter(DemoPreset.SMALL, false, true, 0).write(small);
-      System.out.printf("wrote the small demo model in %.1f s%n", (System.nanoTime() - t0) / 1e9);
+      write(new DemoModelWriter(DemoPreset.SMALL, false, true, 0), small);
     }
     ModelWeights sw = ModelWeights.open(small);
+    String only = System.getenv("GPU_CHECK_PRECISIONS"); // e.g. BF16X3,FP32; default: BF16X3, BF16, FP32
+    List<GemmPrecision> precisions = only == null || only.isBlank() ? List.of(GemmPrecision.BF16X3, GemmPrecision.BF16, GemmPrecision.FP32)
+        : Arrays.stream(only.split(",")).map(String::trim).map(GemmPrecision::parse).toList();
+    modelVsCpu(small, cpuThreads, precisions, true, out.putObject("small"), outJson.resolveSibling("small_prompts.json"), out, outJson);
+    profile(sw, out.putObject("profile_BF16X3"));
+    flush(out, outJson);
+
+    // 3. The small INT4 demo's scores and speed (GPU_CHECK_INT4_PRECISIONS, default BF16X3 and FP32; "none" skips it).
+    String int4Only = System.getenv("GPU_CHECK_INT4_PRECISIONS");
+    if (!"none".equals(int4Only)) {
+      Path smallInt4 = Path.of(small + "-int4");
+      if (!Files.isRegularFile(smallInt4.resolve("config.json"))) {
+        write(new DemoModelWriter(DemoPreset.SMALL, DemoModelWriter.Weights.INT4, true, false, 0), smallInt4);
+      }
+      List<GemmPrecision> int4Precisions = int4Only == null || int4Only.isBlank() ? List.of(GemmPrecision.BF16X3, GemmPrecision.FP32)
+          : Arrays.stream(int4Only.split(",")).map(String::trim).map(GemmPrecision::parse).toList();
+      modelVsCpu(smallInt4, cpuThreads, int4Precisions, true, out.putObject("small_int4"), null, out, outJson);
+    }
+  }
+
+  private static void write(DemoModelWriter writer, Path dir) throws java.io.IOException {
+    long t0 = System.nanoTime();
+    writer.write(dir);
+    System.out.printf("wrote the demo model %s in %.1f s%n", dir, (System.nanoTime() - t0) / 1e9);
+  }
+
+  /**
+   * The model in dir on the GPU in each precision against the CPU engine's scores of 4 random 200-token prompts (log-probs,
+   * argmax, expert sets), its weight bytes, and with speed its prefill and decode rates; each precision into its own
+   * object of into, flushed to outJson as it goes. prompts, when not null, receives the prompts and CPU log-probs.
+   */
+  private static void modelVsCpu(Path dir, int cpuThreads, List<GemmPrecision> precisions, boolean speed, ObjectNode into, Path prompts,
+      ObjectNode out, Path outJson) throws java.io.IOException {
+    modelVsCpu(dir, cpuThreads, precisions, speed, into, prompts, out, outJson, () -> new CudaDevice(0));
+  }
+
+  /** As above on the devices devices makes (a test runs it on HostDevice). */
+  static void modelVsCpu(Path dir, int cpuThreads, List<GemmPrecision> precisions, boolean speed, ObjectNode into, Path prompts,
+      ObjectNode out, Path outJson, java.util.function.Supplier<Device> devices) throws java.io.IOException {
+    ModelWeights sw = ModelWeights.open(dir);
     ModelConfig c = sw.config();
     List<ScoreRequest> cmp = PrefillBenchmark.randomRequests(c.vocabSize(), 4, 200, 11);
     List<SequenceScore> cpuScores;
-    DeepseekV3Model cpuModel = DeepseekV3Model.load(small);
+    DeepseekV3Model cpuModel = DeepseekV3Model.load(dir);
     int[][] cpuRoutes = new int[cpuModel.numMoeLayers()][];
     try (CpuOps ops = new CpuOps(cpuThreads)) {
       long t0 = System.nanoTime();
       cpuScores = new Scorer(cpuModel, ops).score(cmp, cpuRoutes);
-      System.out.printf("CPU (%d threads) scored 4 x 200 tokens in %.2f s%n", cpuThreads, (System.nanoTime() - t0) / 1e9);
+      System.out.printf("%s: CPU (%d threads) scored 4 x 200 tokens in %.2f s%n", dir.getFileName(), cpuThreads, (System.nanoTime() - t0) / 1e9);
     }
-    writePrompts(cmp, cpuScores, outJson.resolveSibling("small_prompts.json"));
-    ObjectNode speed = out.putObject("small");
-    speed.put("active_parameters", WeightLayout.activeParameters(c));
-    String only = System.getenv("GPU_CHECK_PRECISIONS"); // e.g. BF16X3,FP32; default: BF16X3, BF16, FP32
-    List<GemmPrecision> precisions = only == null || only.isBlank() ? List.of(GemmPrecision.BF16X3, GemmPrecision.BF16, GemmPrecision.FP32)
-        : Arrays.stream(only.split(",")).map(String::trim).map(GemmPrecision::parse).toList();
+    if (prompts != null) {
+      writePrompts(cmp, cpuScores, prompts);
+    }
+    into.put("active_parameters", WeightLayout.activeParameters(c));
+    into.put("quantization", c.quantization() == null ? "none" : c.quantization().describe());
     for (GemmPrecision p : precisions) {
-      ObjectNode s = speed.putObject(p.name());
-      try (GpuModel m = GpuModel.load(sw, new CudaDevice(0), p)) {
+      ObjectNode s = into.putObject(p.name());
+      try (GpuModel m = GpuModel.load(sw, devices.get(), p)) {
         GpuScorer scorer = new GpuScorer(m);
         int[][] gpuRoutes = new int[cpuRoutes.length][];
         List<SequenceScore> gpu = scorer.score(cmp, gpuRoutes);
@@ -137,30 +190,38 @@ public final class GpuCheck {
           d = Math.max(d, GpuConformance.maxDiff(cpuScores.get(i).tokenLogprobs(), gpu.get(i).tokenLogprobs()));
           argmaxDiff += Arrays.equals(cpuScores.get(i).argmax(), gpu.get(i).argmax()) ? 0 : 1;
         }
+        double batchDiff = 0;
+        for (int i = 0; i < cmp.size(); i++) {
+          batchDiff = Math.max(batchDiff, GpuConformance.maxDiff(scorer.score(List.of(cmp.get(i))).get(0).tokenLogprobs(),
+              gpu.get(i).tokenLogprobs()));
+        }
         s.put("max_abs_dlogprob_vs_cpu", d);
         s.put("sequences_with_argmax_diff_vs_cpu", argmaxDiff);
+        s.put("max_abs_dlogprob_batched_vs_alone", batchDiff);
         s.put("weight_bytes", m.weightBytes());
         if (m.device() instanceof CudaDevice cd) {
           s.put("grouped_gemm", cd.groupedStatus());
+          s.put("int4_dequant_scratch_bytes", cd.int4ScratchBytes());
           System.out.println("  grouped GEMMs: " + cd.groupedStatus());
         }
-        System.out.printf("small %s: weights %.1f MiB on the GPU; vs CPU max |dlogprob| %.3g, sequences with an argmax difference %d/%d, "
-            + "(token, layer) expert sets differing %d/%d%n", p, m.weightBytes() / 1048576.0, d, argmaxDiff, cmp.size(), routeDiff,
-            cpuRoutes.length * cpuRoutes[0].length / topK);
-        prefill(scorer, c, 8, 256, s);
-        prefill(scorer, c, 1, 1024, s);
-        prefill(scorer, c, 32, 512, s);
-        decode(m, c, 1, 128, 128, s);
-        decode(m, c, 16, 128, 64, s);
+        System.out.printf("%s %s: weights %.1f MiB on the GPU; vs CPU max |dlogprob| %.3g, sequences with an argmax difference %d/%d, "
+            + "(token, layer) expert sets differing %d/%d; batched vs alone %.3g%n", dir.getFileName(), p, m.weightBytes() / 1048576.0, d,
+            argmaxDiff, cmp.size(), routeDiff, cpuRoutes.length * cpuRoutes[0].length / topK, batchDiff);
+        if (speed) {
+          prefill(scorer, c, 8, 256, s);
+          prefill(scorer, c, 1, 1024, s);
+          prefill(scorer, c, 32, 512, s);
+          decode(m, c, 1, 128, 128, s);
+          decode(m, c, 16, 128, 64, s);
+        }
       } catch (RuntimeException e) {
         e.printStackTrace(System.out);
         s.put("error", e.toString());
       }
       flush(out, outJson);
     }
-    profile(sw, out.putObject("profile_BF16X3"));
-    flush(out, outJson);
   }
+
 
   /** Where one 8 x 256 scoring prefill and one batch-1 decode step spend their time, per device operation. */
   private static void profile(ModelWeights sw, ObjectNode into) {
