@@ -1,8 +1,8 @@
 package dev.scorch.engine.config;
 
+import dev.scorch.engine.runtime.CountingText;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.regex.PatternSyntaxException;
 
@@ -97,58 +97,17 @@ public final class ModuleMatcher {
   }
 
   private boolean lookingAt(Pattern p, String name, String entry) {
-    long[] left = {MATCH_BUDGET};
-    Matcher m = p.matcher(new Budgeted(name, left));
+    CountingText text = new CountingText(name, MATCH_BUDGET);
     try {
-      return m.lookingAt();
-    } catch (Budgeted.Exhausted ex) {
+      return p.matcher(text).lookingAt();
+    } catch (CountingText.TooManySteps ex) {
       throw new ConfigException(source + ": field '" + field + "' entry \"" + entry + "\" takes more than " + MATCH_BUDGET
           + " steps to match the module name '" + name + "' (a pattern that backtracks without end)");
     } finally {
-      if (spent.addAndGet(MATCH_BUDGET - Math.max(0, left[0])) > LIST_BUDGET) {
+      if (spent.addAndGet(MATCH_BUDGET - Math.max(0, text.left())) > LIST_BUDGET) {
         throw new ConfigException(source + ": field '" + field + "': its patterns took more than " + LIST_BUDGET
             + " steps to match the model's module names (patterns that backtrack a long way)");
       }
-    }
-  }
-
-  /** A name that counts the characters the matcher reads and stops it past the budget. */
-  private static final class Budgeted implements CharSequence {
-    static final class Exhausted extends RuntimeException {
-      Exhausted() {
-        super(null, null, false, false);
-      }
-    }
-
-    private final String s;
-    private final long[] left;
-
-    Budgeted(String s, long[] left) {
-      this.s = s;
-      this.left = left;
-    }
-
-    @Override
-    public char charAt(int index) {
-      if (--left[0] < 0) {
-        throw new Exhausted();
-      }
-      return s.charAt(index);
-    }
-
-    @Override
-    public int length() {
-      return s.length();
-    }
-
-    @Override
-    public CharSequence subSequence(int start, int end) {
-      return new Budgeted(s.substring(start, end), left);
-    }
-
-    @Override
-    public String toString() {
-      return s;
     }
   }
 }

@@ -1,6 +1,7 @@
 package dev.scorch.engine.tokenizer;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import dev.scorch.engine.runtime.CountingText;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.file.Files;
@@ -551,7 +552,7 @@ public final class HfTokenizer implements Tokenizer {
         last = m.end();
         checkGrowth(field, s.length(), (long) sb.length() + s.length() - last, max);
       }
-    } catch (Regexes.TooManySteps | StackOverflowError e) {
+    } catch (CountingText.TooManySteps | StackOverflowError e) {
       throw Regexes.stopped(where, p, s.length(), e);
     }
     return sb == null ? s : sb.append(s, last, s.length()).toString();
@@ -749,7 +750,7 @@ public final class HfTokenizer implements Tokenizer {
       try {
         m.region(start, end);
         split(m, start, end, out);
-      } catch (Regexes.TooManySteps | StackOverflowError e) {
+      } catch (CountingText.TooManySteps | StackOverflowError e) {
         throw Regexes.stopped(where, pattern, end - start, e);
       } finally {
         m.reset(""); // the thread-local matcher must not keep the text alive

@@ -1,5 +1,6 @@
 package dev.scorch.engine.tokenizer;
 
+import dev.scorch.engine.runtime.CountingText;
 import java.util.regex.Pattern;
 import java.util.regex.PatternSyntaxException;
 
@@ -106,48 +107,6 @@ final class Regexes {
         : "backtracked past " + STEPS_PER_CHAR + " steps a character";
     return new TokenizerException(
         where + ": regex " + quote(pattern.pattern()) + " " + what + " on a text of " + chars + " characters", why);
-  }
-
-  /** Thrown by {@link CountingText} when the budget is spent; no stack trace, it only unwinds. */
-  static final class TooManySteps extends RuntimeException {
-    private static final long serialVersionUID = 1L;
-
-    TooManySteps() {
-      super(null, null, false, false);
-    }
-  }
-
-  private static final class CountingText implements CharSequence {
-    private final String s;
-    private long left;
-
-    CountingText(String s, long steps) {
-      this.s = s;
-      this.left = steps;
-    }
-
-    @Override
-    public char charAt(int index) {
-      if (--left < 0) {
-        throw new TooManySteps();
-      }
-      return s.charAt(index);
-    }
-
-    @Override
-    public int length() {
-      return s.length();
-    }
-
-    @Override
-    public CharSequence subSequence(int start, int end) {
-      return s.subSequence(start, end);
-    }
-
-    @Override
-    public String toString() {
-      return s;
-    }
   }
 
   static String quote(String s) {

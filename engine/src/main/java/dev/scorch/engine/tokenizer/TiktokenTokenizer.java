@@ -1,5 +1,6 @@
 package dev.scorch.engine.tokenizer;
 
+import dev.scorch.engine.runtime.CountingText;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -255,7 +256,7 @@ public final class TiktokenTokenizer implements Tokenizer {
               bpe.encode(p.text().substring(m.start(), m.end()), out);
             }
           }
-        } catch (Regexes.TooManySteps | StackOverflowError e) {
+        } catch (CountingText.TooManySteps | StackOverflowError e) {
           throw Regexes.stopped(source + ": the split pattern", pattern, p.end() - p.start(), e);
         }
       }
