@@ -52,14 +52,9 @@ class Int4DecoderTest {
     int groups = in / group;
     int out = 65536 / groups;
     int words = in / 8;
-    int[] packed = new int[out * words];
+    int[] packed = Int4Weights.everyNibble(out, in);
     int[] bits = new int[out * groups];
     float[] scales = new float[bits.length];
-    for (int r = 0; r < out; r++) {
-      for (int j = 0; j < in; j++) {
-        packed[r * words + j / 8] |= ((j + r) % 16) << (4 * (j % 8));
-      }
-    }
     for (int p = 0; p < bits.length; p++) {
       bits[p] = p;
       scales[p] = Int4Weights.scale(p, DType.BF16);

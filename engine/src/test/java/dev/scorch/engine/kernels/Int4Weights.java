@@ -56,6 +56,18 @@ final class Int4Weights {
     return Linear.int4("w.weight", sf.tensor("w.weight_packed"), sf.tensor("w.weight_scale"), out, in, group);
   }
 
+  /** Packed words [out, ceil(in / 8)] where row r holds nibble (r + j) % 16 at input j: every nibble at every place of a word. */
+  static int[] everyNibble(int out, int in) {
+    int words = (in + 7) / 8;
+    int[] packed = new int[out * words];
+    for (int r = 0; r < out; r++) {
+      for (int j = 0; j < in; j++) {
+        packed[r * words + j / 8] |= ((r + j) % 16) << (4 * (j % 8));
+      }
+    }
+    return packed;
+  }
+
   /** The value of a raw scale pattern of scaleType. */
   static float scale(int bits, DType scaleType) {
     return switch (scaleType) {

@@ -6,7 +6,6 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import dev.scorch.engine.checkpoint.DType;
 import dev.scorch.engine.checkpoint.SafetensorsFile;
-import dev.scorch.engine.checkpoint.SafetensorsWriter;
 import dev.scorch.engine.demo.Int4Groups;
 import java.io.IOException;
 import java.nio.file.Path;
@@ -19,15 +18,8 @@ class LinearInt4Test {
   @TempDir Path dir;
 
   Linear write(int out, int in, int groupSize, int[] packed, float[] scales, DType scaleType) throws IOException {
-    SafetensorsWriter sw = new SafetensorsWriter();
-    java.nio.ByteBuffer b = java.nio.ByteBuffer.allocate(packed.length * 4).order(java.nio.ByteOrder.LITTLE_ENDIAN);
-    b.asIntBuffer().put(packed);
-    sw.add("w.weight_packed", DType.I32, new long[] {out, (in + 7) / 8}, b.array());
-    sw.addFloats("w.weight_scale", scaleType, new long[] {out, (in + groupSize - 1) / groupSize}, scales);
-    Path f = dir.resolve(out + "x" + in + "-" + groupSize + scaleType + ".safetensors");
-    sw.write(f);
-    SafetensorsFile sf = SafetensorsFile.open(f);
-    return Linear.int4("w.weight", sf.tensor("w.weight_packed"), sf.tensor("w.weight_scale"), out, in, groupSize);
+    return Int4Weights.write(dir.resolve(out + "x" + in + "-" + groupSize + scaleType + ".safetensors"), out, in, groupSize, packed, scales,
+        scaleType);
   }
 
   @Test
@@ -38,12 +30,9 @@ class LinearInt4Test {
     int groupSize = 32;
     int words = (in + 7) / 8;
     int groups = (in + groupSize - 1) / groupSize;
-    int[] packed = new int[out * words];
+    int[] packed = Int4Weights.everyNibble(out, in);
     float[] scales = new float[out * groups];
     for (int r = 0; r < out; r++) {
-      for (int j = 0; j < in; j++) {
-        packed[r * words + j / 8] |= ((r + j) % 16) << (4 * (j % 8));
-      }
       for (int g = 0; g < groups; g++) {
         scales[r * groups + g] = (g % 2 == 0 ? 1 : -1) * 0.0078125f * (1 + r + 3 * g); // BF16-exact
       }
