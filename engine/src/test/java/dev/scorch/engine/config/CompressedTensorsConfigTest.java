@@ -34,8 +34,8 @@ class CompressedTensorsConfigTest {
   @TempDir Path tmp;
 
   /**
-   * Kimi-K2-Thinking's quantization_config as its config.json publishes it (transcribed; see the README's "Checkpoint
-   * formats" for where it was checked).
+   * Kimi-K2-Thinking's quantization_config as its config.json publishes it (transcribed; see docs/checkpoints.md,
+   * "Checkpoint formats", for where it was checked).
    */
   static ObjectNode kimiThinkingQuantization() throws Exception {
     return (ObjectNode) JSON.readTree("""
