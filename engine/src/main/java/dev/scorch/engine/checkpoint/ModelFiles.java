@@ -15,7 +15,10 @@ public final class ModelFiles {
   public static final String CONFIG = "config.json";
   public static final String GENERATION_CONFIG = "generation_config.json";
 
-  /** Every file a tokenizer of the folder is built from, where present. */
+  /**
+   * Every file a tokenizer of the folder is built from, where present: Tokenizers.PRIMARY_FILES and EXTRA_FILES, in the
+   * manifest's order (fixed: the model's content hash is taken over the files in this order).
+   */
   public static final List<String> TOKENIZER = List.of("tokenizer.json", "tokenizer.json.gz", "tiktoken.model",
       "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json");
 

@@ -6,6 +6,7 @@ import dev.scorch.engine.checkpoint.TensorInfo;
 import dev.scorch.engine.checkpoint.ValidationReport;
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.config.QuantizationConfig;
+import dev.scorch.engine.tokenizer.Tokenizers;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -40,8 +41,6 @@ public record ModelInfo(
     ValidationReport validation,
     int multimodalIgnored) {
 
-  /** Tokenizer files a checkpoint folder may ship, in the order Scorch prefers them. */
-  public static final List<String> TOKENIZER_FILES = List.of("tokenizer.json", "tiktoken.model");
   public static final String INT4 = "INT4";
 
   public static ModelInfo of(Path dir) {
@@ -87,7 +86,7 @@ public record ModelInfo(
     for (String n : report.ignored()) {
       multimodal += ModelConfig.K25_IGNORED_PREFIXES.stream().anyMatch(n::startsWith) ? 1 : 0;
     }
-    String tokenizer = TOKENIZER_FILES.stream().filter(f -> Files.isRegularFile(dir.resolve(f))).findFirst().orElse(null);
+    String tokenizer = Tokenizers.PRIMARY_FILES.stream().filter(f -> Files.isRegularFile(dir.resolve(f))).findFirst().orElse(null);
     return new ModelInfo(dir, config, WeightLayout.parameters(config), WeightLayout.activeParameters(config), byDtype,
         groupsByStorage, ckpt.bytesOnDisk(), ckpt.shards().size(), config.numHiddenLayers() - moe, moe, tokenizer, report, multimodal);
   }

@@ -4,11 +4,18 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Optional;
 
 /** Finds and loads the tokenizer of a model folder. */
 public final class Tokenizers {
   private Tokenizers() {}
+
+  /** The tokenizer proper, in the order {@link #load} looks for it: the first of these a folder holds is read. */
+  public static final List<String> PRIMARY_FILES = List.of("tokenizer.json", "tokenizer.json.gz", "tiktoken.model");
+
+  /** The files beside it: read by {@link #load} where present (special_tokens_map.json only by Hugging Face tools). */
+  public static final List<String> EXTRA_FILES = List.of("tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja");
 
   /**
    * The tokenizer of {@code modelDir}: tokenizer.json (Hugging Face, also accepted gzipped as

@@ -8,6 +8,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.scorch.engine.demo.DemoModelWriter;
 import dev.scorch.engine.demo.DemoPreset;
+import dev.scorch.engine.model.ModelInfo;
 import dev.scorch.engine.tokenizer.ChatTemplate;
 import dev.scorch.engine.tokenizer.Tokenizer;
 import dev.scorch.engine.tokenizer.Tokenizers;
@@ -16,7 +17,9 @@ import java.io.OutputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 import java.util.zip.GZIPOutputStream;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -63,6 +66,14 @@ class ModelManifestTest {
   }
 
   @Test
+  void theManifestListsExactlyTheFilesATokenizerIsBuiltFrom() {
+    Set<String> tokenizer = new HashSet<>(Tokenizers.PRIMARY_FILES);
+    tokenizer.addAll(Tokenizers.EXTRA_FILES);
+    assertEquals(tokenizer, new HashSet<>(ModelFiles.TOKENIZER));
+    assertEquals(ModelFiles.TOKENIZER.size(), tokenizer.size());
+  }
+
+  @Test
   void chatTemplateFileIsListedAndHashed() throws IOException {
     Path a = withJinja("jinja-a", JINJA);
     Path b = withJinja("jinja-b", JINJA.replace("[assistant]", "[bot]"));
@@ -85,6 +96,7 @@ class ModelManifestTest {
     assertTrue(names(m).containsAll(List.of("config.json", "generation_config.json", Checkpoint.INDEX, "tokenizer.json.gz",
         "tokenizer_config.json", "chat_template.jinja")), names(m).toString());
     assertTrue(!names(m).contains("README.md"), names(m).toString());
+    assertEquals("tokenizer.json.gz", ModelInfo.of(src).tokenizer(), "inspect names the tokenizer the load reads");
 
     // What a shipped copy holds: the manifest's files and nothing else.
     Path shipped = Files.createDirectories(tmp.resolve("shipped"));

@@ -1,6 +1,7 @@
 package dev.scorch.udfs.sql;
 
 import dev.scorch.engine.tokenizer.TokenizerException;
+import dev.scorch.engine.tokenizer.Tokenizers;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.io.Serializable;
@@ -34,9 +35,9 @@ public final class TokenizerShipment implements Serializable {
    * tiktoken.model that exists; that is the one {@code Tokenizers.load} reads), then whichever of the
    * others exist.
    */
-  static final List<String> PRIMARY = List.of("tokenizer.json", "tokenizer.json.gz", "tiktoken.model");
+  static final List<String> PRIMARY = Tokenizers.PRIMARY_FILES;
 
-  static final List<String> EXTRA = List.of("tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja");
+  static final List<String> EXTRA = Tokenizers.EXTRA_FILES;
 
   private final String contentHash;
   private final String origin;
