@@ -19,22 +19,14 @@ public final class CpuOps implements Ops {
   private final Parallel par;
   private final boolean simd;
 
+  /** The Vector API and native kernels where {@link KernelSelection} picks them (the Vector API has 4+ lanes), else scalar. */
   public CpuOps(int threads) {
-    this(threads, vectorApiUsable());
+    this(threads, KernelSelection.current().simd());
   }
 
   public CpuOps(int threads, boolean simd) {
     this.par = new Parallel(threads);
     this.simd = simd;
-  }
-
-  /** True when jdk.incubator.vector is present and its preferred float species has 4+ lanes. */
-  public static boolean vectorApiUsable() {
-    try {
-      return FloatVector.SPECIES_PREFERRED.length() >= 4;
-    } catch (Throwable t) {
-      return false;
-    }
   }
 
   public boolean simd() {

@@ -12,11 +12,10 @@ import java.nio.ByteBuffer;
  */
 final class NativeAttention {
   /**
-   * Where it runs: the native library with its AVX-512 code. -Dscorch.native=false turns off all native code,
-   * -Dscorch.native.attention=false this alone.
+   * Where it runs: the native library with its AVX-512 code, as {@link KernelSelection} picks it. -Dscorch.native=false
+   * turns off all native code, -Dscorch.native.attention=false this alone.
    */
-  static final boolean AVAILABLE = NativeCpu.available() && NativeCpu.avx512()
-      && !"false".equals(System.getProperty("scorch.native.attention"));
+  static final boolean AVAILABLE = KernelSelection.current().attention().impl() == KernelSelection.Impl.NATIVE;
   private static final int LANES = 16;
   private static final int KEY_BLOCK = 32;
   private static final int QUERY_TILE = 8;

@@ -17,39 +17,22 @@ import java.nio.file.Path;
  * weight rows (8 or 16 inputs a step), bit for bit RowDecoder's (at 16 rows of x a weight is decoded for 32 flops, so
  * decoding costs as much as the tile there), and the transpose of x into tiles. Loaded once per JVM from the jar
  * (x86-64 Linux, where the build had a C compiler) through a file kept per content in the user's cache
- * ({@link NativeLibraryFile}), and used only where the CPU has AVX2 and FMA; -Dscorch.native=false turns it off.
- * Elsewhere PackedGemm runs its Java kernel.
+ * ({@link NativeLibraryFile}), and used only where the CPU has AVX2 and FMA; -Dscorch.native=false turns it off. Which
+ * kernels run where it loads is {@link KernelSelection}'s choice; elsewhere PackedGemm runs its Java kernel.
  */
 public final class NativeCpu {
   private static final String RESOURCE = "native/libscorch_cpu.so";
-  private static final String STATUS;
-  private static final boolean AVAILABLE;
+  /** How loading went, for {@link KernelSelection}. */
+  private static final KernelSelection.Library LIBRARY = loadOnce();
+  private static final boolean AVAILABLE = LIBRARY.whyNotUsable() == null;
+  private static final String STATUS = AVAILABLE ? "loaded" : LIBRARY.whyNotUsable();
   /** Whether the CPU also runs the AVX-512 kernel (isa() == 2). */
-  private static final boolean AVX512;
-  private static final boolean MAPPED_READS_GUARDED;
-
-  static {
-    String status;
-    boolean ok = false;
-    boolean avx512 = false;
-    boolean guarded = false;
-    try {
-      status = load();
-      ok = status == null;
-      avx512 = ok && isa() == 2;
-      guarded = ok && mappedReadsGuarded0();
-    } catch (IOException | LinkageError | SecurityException e) {
-      status = "not loaded: " + e;
-    }
-    AVAILABLE = ok;
-    AVX512 = avx512;
-    MAPPED_READS_GUARDED = guarded;
-    STATUS = ok ? "loaded" : status;
-  }
+  private static final boolean AVX512 = AVAILABLE && LIBRARY.isa() == 2;
+  private static final boolean MAPPED_READS_GUARDED = AVAILABLE && guarded();
 
   private NativeCpu() {}
 
-  /** Whether PackedGemm's blocks run in the native kernel on this JVM. */
+  /** Whether the library loaded and its kernels run on this CPU (it has AVX2 and FMA). */
   public static boolean available() {
     return AVAILABLE;
   }
@@ -82,20 +65,30 @@ public final class NativeCpu {
     return STATUS;
   }
 
-  /** Null when loaded and supported; else why not. */
-  private static String load() throws IOException {
-    if ("false".equals(System.getProperty("scorch.native"))) {
-      return "off (-Dscorch.native=false)";
+  /** How loading the library went in this JVM. */
+  static KernelSelection.Library library() {
+    return LIBRARY;
+  }
+
+  /** Loads the library unless {@link KernelSelection#libraryRefusal} refuses it here. */
+  private static KernelSelection.Library loadOnce() {
+    String refused = KernelSelection.libraryRefusal(System.getProperty(KernelSelection.NATIVE), System.getProperty("os.name", ""),
+        System.getProperty("os.arch", ""));
+    if (refused != null) {
+      return KernelSelection.Library.notLoaded("off (" + refused + ")");
     }
-    String os = System.getProperty("os.name", "");
-    String arch = System.getProperty("os.arch", "");
-    if (!os.startsWith("Linux") || !(arch.equals("amd64") || arch.equals("x86_64"))) {
-      return "no native kernel for " + os + " " + arch;
+    try {
+      return load();
+    } catch (IOException | LinkageError | SecurityException e) {
+      return KernelSelection.Library.notLoaded("not loaded: " + e);
     }
+  }
+
+  private static KernelSelection.Library load() throws IOException {
     byte[] bytes;
     try (InputStream in = NativeCpu.class.getResourceAsStream(RESOURCE)) {
       if (in == null) {
-        return "not in this build (it had no C compiler)";
+        return KernelSelection.Library.notLoaded("not in this build (it had no C compiler)");
       }
       bytes = in.readAllBytes();
     }
@@ -106,7 +99,16 @@ public final class NativeCpu {
     } catch (IOException e) {
       // best effort: what is left is only disk space
     }
-    return isa() > 0 ? null : "this CPU lacks AVX2 or FMA";
+    return KernelSelection.Library.loaded(isa());
+  }
+
+  /** The library's SIGBUS guard (false where asking fails: the decoders then copy the weights out first). */
+  private static boolean guarded() {
+    try {
+      return mappedReadsGuarded0();
+    } catch (LinkageError e) {
+      return false;
+    }
   }
 
   /**

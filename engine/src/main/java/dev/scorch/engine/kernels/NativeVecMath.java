@@ -5,11 +5,10 @@ package dev.scorch.engine.kernels;
  * {@link NativeCpu}'s library): the same operations in the same order as the Java code on 16-lane vectors, so the same
  * bits. On JDK 17 the Java code leaves Vector API objects on the heap (about 570 bytes a prefill token); the C code
  * allocates nothing on any JDK. Runs where the native library loaded and the CPU has AVX-512;
- * -Dscorch.native.vecmath=false turns it off alone.
+ * -Dscorch.native.vecmath=false turns it off alone ({@link KernelSelection} picks).
  */
 final class NativeVecMath {
-  static final boolean AVAILABLE = NativeCpu.available() && NativeCpu.avx512()
-      && !"false".equals(System.getProperty("scorch.native.vecmath"));
+  static final boolean AVAILABLE = KernelSelection.current().vectorMath().impl() == KernelSelection.Impl.NATIVE;
 
   /** The max and the sum of e^(x - max) of a row: out[0], out[1] (one per thread: no array per call). */
   private static final ThreadLocal<double[]> OUT = ThreadLocal.withInitial(() -> new double[2]);

@@ -30,17 +30,16 @@ public final class PackedGemm {
   static final int MR = 2 * L;
   /**
    * Whether the K blocks run in {@link NativeCpu}'s kernel: where it loads and has a tile of MR rows (16 with AVX2's
-   * 8-lane vectors, 32 with AVX-512's 16-lane ones).
+   * 8-lane vectors, 32 with AVX-512's 16-lane ones). {@link KernelSelection} decides.
    */
-  static final boolean NATIVE = NativeCpu.available() && (MR == 16 || MR == 32 && NativeCpu.avx512());
+  static final boolean NATIVE = KernelSelection.current().prefillGemm().impl() == KernelSelection.Impl.NATIVE;
   /** Weight rows per tile of the native kernel for MR: 6 (AVX2) or 12 (AVX-512). */
   static final int NATIVE_NR = NativeCpu.nr(MR);
   /**
    * Weight rows per micro-kernel call on this JVM (broadcast one at a time): the native kernel's NATIVE_NR; else 6, or
-   * 4 for the Java kernel on JDK 17. Measured on Zen 3, 2048×1024×1024 BF16, 2 threads: JDK 25 runs the 2 × 4 tile at
-   * 0.73× the 2 × 6 one, JDK 17 at 1.28×.
+   * 4 for the Java kernel on JDK 17 ({@link KernelSelection} decides and says why).
    */
-  static final int NR = NATIVE ? NATIVE_NR : Runtime.version().feature() >= 21 ? 6 : 4;
+  static final int NR = KernelSelection.current().gemmNr();
   /** The widest tile, which sizes the scratch. */
   private static final int MAX_NR = 12;
   /** Inputs per decoded weight block. */
@@ -226,12 +225,6 @@ public final class PackedGemm {
   /** {@link #matmul(float[], int, Linear[], float[][], Parallel)} with nr weight rows per micro-kernel call (4 or 6). */
   static void matmul(float[] x, int m, Linear[] w, float[][] y, Parallel par, int nr) {
     matmul(x, m, w, y, par, nr, NATIVE && nr == NATIVE_NR);
-  }
-
-  /** The micro-kernel prefill's GEMMs run on this JVM, for bench and report headers. */
-  public static String kernel() {
-    return NATIVE ? "native C 2 x " + NR + " (JNI, " + (MR == 32 ? "AVX-512" : "AVX2") + ")"
-        : "Vector API 2 x " + NR + " (native: " + NativeCpu.status() + ")";
   }
 
   /**

@@ -20,17 +20,25 @@ final class RowDecoder {
   static final VectorSpecies<Float> F = FloatVector.SPECIES_PREFERRED;
   static final VectorSpecies<Integer> I = VectorSpecies.of(int.class, F.vectorShape());
   static final int L = F.length();
+  /**
+   * Which dtypes decode in vectors here ({@link KernelSelection}: L ≥ 4 for BF16, 8 for FP8 and INT4). Where the native
+   * decoders are picked these still serve the blocks those do not take.
+   */
+  private static final KernelSelection KERNELS = KernelSelection.current();
   /** L halves and L bytes, for BF16 and FP8 widened to L ints; null where no such shape exists. */
-  static final VectorSpecies<Short> H = L >= 4 ? VectorSpecies.of(short.class, VectorShape.forBitSize(16 * L)) : null;
-  static final VectorSpecies<Byte> B = L >= 8 ? VectorSpecies.of(byte.class, VectorShape.forBitSize(8 * L)) : null;
+  static final VectorSpecies<Short> H = KERNELS.bf16Decoder().impl() != KernelSelection.Impl.SCALAR
+      ? VectorSpecies.of(short.class, VectorShape.forBitSize(16 * L)) : null;
+  static final VectorSpecies<Byte> B = KERNELS.fp8Decoder().impl() != KernelSelection.Impl.SCALAR
+      ? VectorSpecies.of(byte.class, VectorShape.forBitSize(8 * L)) : null;
   /** E4M3 bits moved into an fp32 exponent are 2^120 too small: 2^(e - 127) instead of 2^(e - 7). */
   static final float FP8_RESCALE = 0x1p120f;
   /**
    * INT4 in vectors of L ≥ 8 lanes from L / 8 packed words: lane i takes word i / 8 (INT4_WORDS), shifted left by
    * 28 - 4·(i % 8) (INT4_SHIFTS) to put its nibble in bits 28..31; null where vectors are narrower.
    */
-  static final VectorShuffle<Integer> INT4_WORDS = L >= 8 ? VectorShuffle.fromOp(I, i -> i / 8) : null;
-  static final IntVector INT4_SHIFTS = L >= 8 ? IntVector.zero(I).addIndex(1).lanewise(VectorOperators.AND, 7)
+  static final VectorShuffle<Integer> INT4_WORDS = KERNELS.int4Decoder().impl() != KernelSelection.Impl.SCALAR
+      ? VectorShuffle.fromOp(I, i -> i / 8) : null;
+  static final IntVector INT4_SHIFTS = INT4_WORDS != null ? IntVector.zero(I).addIndex(1).lanewise(VectorOperators.AND, 7)
       .lanewise(VectorOperators.MUL, -4).add(28) : null;
   /** Words read past the last one a vector of INT4 inputs needs (L of them are loaded for L / 8): buffers leave room. */
   static final int INT4_SLACK = L;

@@ -127,11 +127,6 @@ public final class RowDotGemm {
     return Path.GENERIC;
   }
 
-  /** The decode kernel on this JVM, for bench and report headers. */
-  public static String kernel() {
-    return "Vector API row-dot, " + L + " fp32 lanes (" + F.vectorBitSize() + "-bit)";
-  }
-
   public static void matmul(float[] x, int m, Linear w, float[] y, Parallel par) {
     Scratch s = SCRATCH.get();
     s.x1[0] = x;

@@ -2,7 +2,7 @@ package dev.scorch.engine.bench;
 
 import dev.scorch.engine.checkpoint.DType;
 import dev.scorch.engine.kernels.CpuOps;
-import dev.scorch.engine.kernels.PackedGemm;
+import dev.scorch.engine.kernels.KernelSelection;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.runtime.HeapAllocation;
 import dev.scorch.engine.scoring.BatchScores;
@@ -52,7 +52,7 @@ public final class EnginePairs {
         String[] cmd = line.trim().split("\\s+");
         switch (cmd[0]) {
           case "info" -> out.println(System.getProperty("java.vm.name") + " " + System.getProperty("java.vm.version") + ", GEMM "
-              + PackedGemm.kernel());
+              + KernelSelection.current().prefillGemm());
           case "shape" -> {
             if (gemm != null) {
               gemm.close();

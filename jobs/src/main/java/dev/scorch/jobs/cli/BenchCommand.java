@@ -6,8 +6,7 @@ import dev.scorch.engine.bench.DecodeBenchmark;
 import dev.scorch.engine.bench.PrefillBenchmark;
 import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.checkpoint.Checkpoint;
-import dev.scorch.engine.kernels.PackedGemm;
-import dev.scorch.engine.kernels.RowDotGemm;
+import dev.scorch.engine.kernels.KernelSelection;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.model.ModelWeights;
 import java.nio.file.Path;
@@ -20,8 +19,8 @@ import picocli.CommandLine.Option;
     mixinStandardHelpOptions = true,
     description = {
         "Benchmarks the engine on one machine, without Spark: warm-up, then timed runs of batched",
-        "prefill scoring on random token ids. Prints tokens/s (median, min, max), model GFLOP/s,",
-        "peak RSS, and one JSON line with the same figures."
+        "prefill scoring on random token ids. Prints which kernels run and why, tokens/s (median, min,",
+        "max), model GFLOP/s, peak RSS, and one JSON line with the same figures."
     },
     footer = {
         "",
@@ -79,17 +78,19 @@ public final class BenchCommand implements Callable<Integer> {
     if (mode.equals("decode")) {
       return decode(m, n);
     }
+    KernelSelection kernels = KernelSelection.current();
+    System.out.println("kernels: " + kernels.describe());
     try (CpuOps ops = new CpuOps(n)) {
       PrefillBenchmark.Result r = PrefillBenchmark.run(m, ops, batch, seq, warmup, runs, seed);
       System.out.printf("prefill %d x %d, %d threads (%s), java %s: %.1f tokens/s median (min %.1f, max %.1f) over %d runs;"
               + " %.1f model GFLOP/s; %,.1f heap bytes allocated per token (median run %,.1f); activation workspace %.1f MiB;"
               + " peak RSS %.0f MiB%n",
-          batch, seq, n, ops.simd() ? "GEMM " + PackedGemm.kernel() : "scalar", Runtime.version().feature(), r.medianTokensPerSec(),
+          batch, seq, n, "GEMM " + kernels.prefillGemm().kernel(), Runtime.version().feature(), r.medianTokensPerSec(),
           r.minTokensPerSec(), r.maxTokensPerSec(), runs, r.modelGflopPerSec(), r.heapBytesPerToken(), r.heapBytesPerTokenMedianRun(), r.workspaceBytes() / 1048576.0, r.peakRssBytes() / 1048576.0);
       ObjectNode j = header(n);
       j.put("seq", seq);
       j.put("simd", ops.simd());
-      j.put("gemm_kernel", ops.simd() ? PackedGemm.kernel() : "scalar");
+      j.put("gemm_kernel", kernels.prefillGemm().toString());
       j.put("runs", runs);
       j.put("tokens_per_s_median", r.medianTokensPerSec());
       j.put("tokens_per_s_min", r.minTokensPerSec());
@@ -100,6 +101,7 @@ public final class BenchCommand implements Callable<Integer> {
       j.put("heap_bytes_per_token_median_run", r.heapBytesPerTokenMedianRun());
       j.put("workspace_bytes", r.workspaceBytes());
       j.put("peak_rss_bytes", r.peakRssBytes());
+      j.set("kernels", kernels.toJson());
       System.out.println(new ObjectMapper().writeValueAsString(j));
     }
     return 0;
@@ -121,12 +123,14 @@ public final class BenchCommand implements Callable<Integer> {
   private int decode(DeepseekV3Model m, int n) throws Exception {
     // Weight bytes as the checkpoint stores each tensor (BF16, FP8 codes and scales, INT4 words and group scales).
     ModelWeights weights = ModelWeights.open(model);
+    KernelSelection kernels = KernelSelection.current();
+    System.out.println("kernels: " + kernels.describe());
     try (CpuOps ops = new CpuOps(n)) {
       DecodeBenchmark.Result r = DecodeBenchmark.run(m, ops, batch, seq, steps, warmup, runs, seed, DecodeBenchmark.checkpointBytes(weights));
       System.out.printf("decode batch %d after %d-token prompts, %d steps, %d threads (%s), java %s: %.1f tokens/s median (min %.1f, max %.1f);"
               + " %.2f ms per step; %.2f GB/s of weights (%,d bytes per step, %,d of them routed experts); cache %,d bytes per token;"
               + " %,.1f heap bytes allocated per token (median run %,.1f); peak RSS %.0f MiB%n",
-          batch, seq, steps, n, ops.simd() ? RowDotGemm.kernel() : "scalar", Runtime.version().feature(), r.medianTokensPerSec(),
+          batch, seq, steps, n, kernels.decodeGemm().kernel(), Runtime.version().feature(), r.medianTokensPerSec(),
           r.minTokensPerSec(), r.maxTokensPerSec(), r.medianStepSeconds() * 1e3, r.weightBytesPerSecond() / 1e9, r.weightBytesPerStep(),
           r.expertBytesPerStep(), r.cacheBytesPerToken(), r.heapBytesPerToken(), r.heapBytesPerTokenMedianRun(),
           r.peakRssBytes() / 1048576.0);
@@ -137,7 +141,7 @@ public final class BenchCommand implements Callable<Integer> {
       j.put("tokens_per_s_min", r.minTokensPerSec());
       j.put("tokens_per_s_max", r.maxTokensPerSec());
       j.put("step_seconds_median", r.medianStepSeconds());
-      j.put("decode_kernel", ops.simd() ? RowDotGemm.kernel() : "scalar");
+      j.put("decode_kernel", kernels.decodeGemm().toString());
       j.put("weight_bytes_per_step", r.weightBytesPerStep());
       j.put("expert_bytes_per_step", r.expertBytesPerStep());
       j.put("weight_bytes_per_s", r.weightBytesPerSecond());
@@ -145,6 +149,7 @@ public final class BenchCommand implements Callable<Integer> {
       j.put("heap_bytes_per_token", r.heapBytesPerToken());
       j.put("heap_bytes_per_token_median_run", r.heapBytesPerTokenMedianRun());
       j.put("peak_rss_bytes", r.peakRssBytes());
+      j.set("kernels", kernels.toJson());
       System.out.println(new ObjectMapper().writeValueAsString(j));
     }
     return 0;

@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.config.QuantizationConfig;
 import dev.scorch.engine.config.RopeScaling;
+import dev.scorch.engine.kernels.KernelSelection;
 import dev.scorch.engine.model.ModelInfo;
 import java.io.PrintStream;
 import java.nio.file.Path;
@@ -19,7 +20,8 @@ import picocli.CommandLine.Option;
         "Describes and validates a checkpoint folder: architecture (and a K2.5 wrapper's text model),",
         "total and active parameters (quantized weights counted unpacked), how each tensor group is stored",
         "(BF16, FP8 blocks, INT4 groups), bytes on disk, dense/MoE layers, experts, rope scaling, tokenizer,",
-        "validation. Exits 1 when the checkpoint is not valid."
+        "validation, and which kernels this machine's JVM would run it with. Exits 1 when the checkpoint is",
+        "not valid."
     },
     footer = {"", "Examples:", "  bin/scorch inspect --model models/demo-tiny", "  bin/scorch inspect --model /data/Kimi-K2-Instruct --json"})
 public final class InspectCommand implements Callable<Integer> {
@@ -112,6 +114,7 @@ public final class InspectCommand implements Callable<Integer> {
     info.validation().errors().forEach(o.withArray("errors")::add);
     o.put("ignored_tensors", info.validation().ignored().size());
     info.validation().unexpected().forEach(o.withArray("unexpected_tensors")::add);
+    o.set("kernels", KernelSelection.current().toJson());
     return o;
   }
 
@@ -153,5 +156,8 @@ public final class InspectCommand implements Callable<Integer> {
       out.printf("validation     FAILED, %d errors:%n", info.validation().errors().size());
       info.validation().errors().forEach(e -> out.println("  " + e));
     }
+    KernelSelection k = KernelSelection.current();
+    out.printf("kernels        prefill GEMM %s; decode %s; attention %s; native library %s%n", k.prefillGemm().kernel(),
+        k.decodeGemm().kernel(), k.attention().kernel(), k.nativeLibrary());
   }
 }

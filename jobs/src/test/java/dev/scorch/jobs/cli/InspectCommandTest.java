@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.fasterxml.jackson.databind.JsonNode;
 import dev.scorch.engine.demo.DemoModelWriter;
 import dev.scorch.engine.demo.DemoPreset;
+import dev.scorch.engine.kernels.KernelSelection;
 import dev.scorch.engine.model.ModelInfo;
 import dev.scorch.engine.model.WeightLayout;
 import java.io.ByteArrayOutputStream;
@@ -16,7 +17,10 @@ import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-/** inspect on quantized and wrapped checkpoints: storage per tensor group, the K2.5 wrapper, unpacked parameter counts. */
+/**
+ * inspect on quantized and wrapped checkpoints: storage per tensor group, the K2.5 wrapper, unpacked parameter counts; and
+ * the kernels this JVM runs.
+ */
 class InspectCommandTest {
   @TempDir Path tmp;
 
@@ -82,5 +86,30 @@ class InspectCommandTest {
     assertTrue(out.contains("storage        attention (part), dense MLP, routed experts, shared experts: FP8 E4M3 128x128 blocks "
         + "(compressed-tensors float-quantized); embedding, attention (part), router, lm_head: BF16"), out);
     assertTrue(out.contains("dynamic activation quantization not emulated"), out);
+  }
+
+  @Test
+  void jsonAndTextNameTheKernelsThisJvmRuns() throws Exception {
+    ModelInfo info = ModelInfo.of(demo("kernels", DemoModelWriter.Weights.BF16, false));
+    KernelSelection k = KernelSelection.current();
+    JsonNode kernels = InspectCommand.toJson(info).get("kernels");
+    for (String name : new String[] {"prefill_gemm", "decode_gemm", "bf16_decoder", "fp8_decoder", "int4_decoder", "attention",
+        "vector_math", "cuda_experts"}) {
+      JsonNode c = kernels.get(name);
+      assertTrue(c.get("impl").asText().matches("native|vector|scalar|cuda"), name + ": " + c);
+      assertFalse(c.get("kernel").asText().isEmpty(), name + ": " + c);
+      assertFalse(c.get("reason").asText().isEmpty(), name + ": " + c);
+    }
+    assertEquals(k.prefillGemm().kernel(), kernels.get("prefill_gemm").get("kernel").asText());
+    assertEquals(k.prefillGemm().reason(), kernels.get("prefill_gemm").get("reason").asText());
+    assertEquals(k.prefillGemm().impl().name().toLowerCase(java.util.Locale.ROOT), kernels.get("prefill_gemm").get("impl").asText());
+    assertEquals(k.attention().kernel(), kernels.get("attention").get("kernel").asText());
+    assertEquals(k.gemmNr(), kernels.get("gemm_nr").asInt());
+    assertEquals(k.nativeLibrary(), kernels.get("native_library").asText());
+    assertEquals(Runtime.version().feature(), kernels.get("inputs").get("jdk").asInt());
+    assertEquals(k.inputs().lanes(), kernels.get("inputs").get("vector_lanes").asInt());
+    assertEquals(System.getProperty("os.arch"), kernels.get("inputs").get("arch").asText());
+    assertTrue(text(info).contains("kernels        prefill GEMM " + k.prefillGemm().kernel() + "; decode " + k.decodeGemm().kernel()
+        + "; attention " + k.attention().kernel() + "; native library " + k.nativeLibrary() + "\n"), text(info));
   }
 }

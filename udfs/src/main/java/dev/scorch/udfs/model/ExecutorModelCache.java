@@ -6,6 +6,7 @@ import dev.scorch.engine.gpu.GpuModel;
 import dev.scorch.engine.gpu.GpuScorer;
 import dev.scorch.engine.gpu.cuda.CudaDevice;
 import dev.scorch.engine.kernels.CpuOps;
+import dev.scorch.engine.kernels.KernelSelection;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.model.ModelWeights;
@@ -14,10 +15,13 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.IntFunction;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.network.util.JavaUtils;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * One loaded model per executor JVM and content hash, shared by every task and stage that runs there:
@@ -27,6 +31,9 @@ import org.apache.spark.network.util.JavaUtils;
  * turns: one stream, one scratch arena per model).
  */
 public final class ExecutorModelCache {
+  private static final Logger LOG = LoggerFactory.getLogger(ExecutorModelCache.class);
+  /** Whether this JVM has logged its kernel selection (once, with its first model). */
+  private static final AtomicBoolean KERNELS_LOGGED = new AtomicBoolean();
   private static final Map<String, LoadedModel> MODELS = new ConcurrentHashMap<>();
   private static final Map<Integer, Ops> OPS = new ConcurrentHashMap<>();
   private static final AtomicInteger LOADS = new AtomicInteger();
@@ -78,6 +85,9 @@ public final class ExecutorModelCache {
 
   /** The model (and tokenizer) of this source, loaded by the first task that asks and shared with every later one. */
   public static LoadedModel load(ModelSource source) {
+    if (KERNELS_LOGGED.compareAndSet(false, true)) {
+      LOG.info("scorch kernels: {}", KernelSelection.current().describe());
+    }
     return MODELS.computeIfAbsent(source.manifest().contentHash(), h -> {
       Path dir = source.materialize(cacheRoot());
       LoadedModel m = new LoadedModel(DeepseekV3Model.load(dir), Tokenizers.load(dir), dir);

@@ -28,6 +28,7 @@ import dev.scorch.engine.gpu.Device;
 import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.gpu.PackedInt4;
 import dev.scorch.engine.gpu.RouterShape;
+import dev.scorch.engine.kernels.KernelSelection;
 import dev.scorch.engine.kernels.Linear;
 import org.bytedeco.cuda.cublas.cublasContext;
 import org.bytedeco.cuda.cudart.cudaDeviceProp;
@@ -48,12 +49,8 @@ import org.bytedeco.javacpp.SizeTPointer;
  */
 public final class CudaDevice implements Device {
   private static final int BLOCK = 256; // log_softmax_stats and the block reductions assume it
-  /**
-   * Experts as cuBLAS batched GEMMs (-Dscorch.cuda.batched-experts=true). Off by default: that path has not yet
-   * passed the device check (its first try faulted on a pointer-array argument, since fixed but not re-run), while
-   * one GEMM per expert has.
-   */
-  static final boolean BATCHED_EXPERTS = Boolean.getBoolean("scorch.cuda.batched-experts");
+  /** Experts as cuBLAS batched GEMMs (-Dscorch.cuda.batched-experts=true; {@link KernelSelection} says why not by default). */
+  static final boolean BATCHED_EXPERTS = KernelSelection.current().cudaBatchedExperts();
   private static final int ATTN_THREADS = 128; // as scorch_kernels.cu's ATTN_THREADS, ATTN_MAX_QK, ATTN_MAX_V
   private static final int ATTN_MAX_QK = 192;
   private static final int ATTN_MAX_V = 128;
