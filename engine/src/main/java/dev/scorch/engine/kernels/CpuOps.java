@@ -29,6 +29,7 @@ public final class CpuOps implements Ops {
     this.simd = simd;
   }
 
+  @Override
   public boolean simd() {
     return simd;
   }

@@ -73,6 +73,14 @@ public interface Ops extends AutoCloseable {
     }
   }
 
+  /**
+   * Whether this backend's vector kernels run; false: the plain loops, the reference. Code beside the kernels with a
+   * vector and a plain form of its own (the absorbed attention of {@code LatentAttention}) follows it.
+   */
+  default boolean simd() {
+    return false;
+  }
+
   /** Engine threads this backend runs on. */
   int threads();
 

@@ -1,7 +1,6 @@
 package dev.scorch.engine.model;
 
 import dev.scorch.engine.config.ModelConfig;
-import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.kernels.LatentAttention;
 import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.kernels.MlaInputs;
@@ -298,20 +297,14 @@ final class MlaAttention {
    * Absorbed attention of the listed sequences' new tokens (rows of batch) over their caches, which already
    * hold this layer's entries for the new tokens. Per head h and query i at position p:
    * q_latent = W_UK_hᵀ q_nope; score_j = (q_latent · c_j + q_pe · k_pe_j) · scale for j <= p; softmax in fp32;
-   * o_latent = Σ p_j c_j; out_h = W_UV_h o_latent ({@link LatentAttention}: vectorised on a SIMD CpuOps, plain
+   * o_latent = Σ p_j c_j; out_h = W_UV_h o_latent ({@link LatentAttention}: vectorised where {@link Ops#simd}, plain
    * loops otherwise). One work item per (sequence, head), every sum in a fixed order.
    */
   private void absorbed(float[] q, PackedBatch batch, KvCache[] caches, int[] seqs, Ops ops, float[] attn, Workspace ws) {
     AbsorbedItems items = ws.object(ABSORBED, AbsorbedItems::new);
-    items.set(this, q, batch, caches, seqs, ops instanceof CpuOps cpu && cpu.simd(), attn);
+    items.set(this, q, batch, caches, seqs, ops.simd(), attn);
     try {
-      if (ops instanceof CpuOps cpu) {
-        cpu.parallel().forEach(seqs.length * heads, items);
-      } else {
-        for (int item = 0; item < seqs.length * heads; item++) {
-          items.accept(item);
-        }
-      }
+      ops.forEachRow(seqs.length * heads, items);
     } finally {
       items.set(null, null, null, null, null, false, null);
     }
