@@ -52,8 +52,7 @@ public final class PackedGemm {
   /**
    * Weight rows a task decodes per K block (a multiple of every tile's NR, 4, 6 and 12): the block stays in L2 while all
    * of x passes. Each K block of xᵀ a task reads (from L3 once x is past L2's size) serves 2·NB flops per float, so
-   * the AVX-512 kernel's tasks take 96 rows: its CPUs have 1–2 MiB of L2, and on an Emerald Rapids Xeon 96 against 48
-   * (with MB 256 against 512) ran the M = 2048 BF16 shapes 1.05–1.10× as fast (alternating in one process, 9 rounds).
+   * the AVX-512 kernel's tasks take 96 rows: its CPUs have 1–2 MiB of L2 to hold them.
    */
   static final int NB = MR == 32 ? 96 : 48;
   /**
@@ -65,9 +64,7 @@ public final class PackedGemm {
   static final int CHUNK = 4 * MB;
   /**
    * Rows per block of a whole chunk with the AVX-512 kernel, and the most in any block: twice MB halves the copies and
-   * decoding of the weights per flop (6–7 % of such a call at MB), and a K block of their xᵀ (512 KiB) still fits the
-   * 2 MiB L2 of these CPUs. Alternating in one process on Emerald Rapids (9–11 rounds): 1.02–1.04× at M = 1024 and 2048
-   * with K = 4096, the same at K = 1024 (measured when the threads still shared each block's tasks).
+   * decoding of the weights per flop, and a K block of their xᵀ (512 KiB) still fits the 2 MiB L2 of these CPUs.
    */
   static final int MB_WIDE = MR == 32 ? 2 * MB : MB;
   /** Inputs per block of the scalar transpose into the tiles. */
@@ -82,7 +79,7 @@ public final class PackedGemm {
     /**
      * xᵀ tiles for the native kernel: off the heap, at a 64-byte-aligned address that never moves, so that none of its
      * vector loads splits across two cache lines (a Java array's elements start 16 bytes past an 8-byte-aligned
-     * header: every 64-byte load from one would; measured 1.06–1.07× for the AVX-512 kernel with aligned xᵀ).
+     * header: every 64-byte load from one would).
      */
     ByteBuffer xtNative = NativeCpu.alignedFloats(0);
     /** Decoded weights: NB rows × KC. */
@@ -252,9 +249,9 @@ public final class PackedGemm {
         }
         int nDim = w[g].out();
         // Tasks of at most NB rows, at least two per thread where the groups allow. A call of one block makes a whole
-        // number per thread, so that its one pass splits evenly: 1,024 weight rows in tasks of 96 were 11 tasks, 6
-        // against 5 on two threads (1.04-1.06x at 192-256 x 256 x 1024, an expert's down_proj, when its block was
-        // shared). Where a thread owns a block (below) it runs all its tasks, and more tasks only re-read its xᵀ.
+        // number per thread, so that its one pass splits evenly (1,024 weight rows in tasks of 96 would be 11 tasks, 6
+        // against 5 on two threads). Where a thread owns a block (below) it runs all its tasks, and more tasks only
+        // re-read its xᵀ.
         int groups = (nDim + nr - 1) / nr;
         int tasks = Math.max((groups + NB / nr - 1) / (NB / nr), Math.min(groups, 2 * par.threads()));
         if (m <= MB) {
@@ -275,14 +272,13 @@ public final class PackedGemm {
         weightRows += wg.out();
       }
       // Rows of x in chunks of CHUNK, cut into blocks. A block's tiles are best transposed by the thread that computes
-      // with them: reading xᵀ lines that the other core has just written (modified in its L2) ran the M = 2048 shapes
-      // 1.07-1.08x slower than transposing them itself. So blocks are owned where that splits the work evenly: one item
-      // per block, its tiles and then all its tasks.
+      // with them: reading xᵀ lines that the other core has just written (modified in its L2) is slower than
+      // transposing them itself. So blocks are owned where that splits the work evenly: one item per block, its tiles
+      // and then all its tasks.
       //  - A whole chunk: blocks of MB_WIDE (or MB) rows, a whole number of them per thread.
       //  - A shorter chunk (a call under CHUNK rows, or the last chunk) with no more weight rows than 4 × its rows: its
       //    tiles in one block per thread, each thread decoding every weight for its own rows. With many more weight rows
-      //    than x rows that second decoding costs more than the other core's lines (256 x 1024 x 1024: 1.05x owned;
-      //    x 32768 (the LM head): 0.95x; 128 x 1024 x 4096: 0.92x).
+      //    than x rows that second decoding costs more than the other core's lines.
       // Otherwise, and for the tiles left over, the blocks are shared: one pass transposes their tiles, a second hands
       // out their (block, weight rows) tasks.
       for (int c0 = 0; c0 < m; c0 += CHUNK) {

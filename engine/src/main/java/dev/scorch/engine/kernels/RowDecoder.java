@@ -147,8 +147,7 @@ final class RowDecoder {
   /**
    * As above; with inPlace (for {@link NativeCpu}'s decoders, which read the mapping, and report a file that shrank
    * under it rather than crash) the block is not copied where it lies whole in one mapping: {@link #decodeStagedRows}
-   * then decodes it straight from the checkpoint's pages, which saves a pass over the weights (1.013x and 1.016x at
-   * 2048 x 1024 x 1024 and 2048 x 4096 x 1024, medians of 21 alternating rounds on a noisy machine).
+   * then decodes it straight from the checkpoint's pages, which saves a pass over the weights.
    */
   boolean stage(Linear w, int row0, int rows, int k0, int kn, boolean inPlace) {
     if (rows > stageRows || kn > stageCols) {

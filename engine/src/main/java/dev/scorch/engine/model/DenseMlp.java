@@ -13,8 +13,8 @@ final class DenseMlp {
   // Rows per pass through the MLP (chunkRows): the [rows, intermediate] gate and up buffers hold at most CHUNK_FLOATS
   // each however long the batch, and at least ROW_CHUNK rows (= PackedGemm.MB; Kimi's dense layer, intermediate
   // 18432, and the small model's, 2816, take 256). An MLP as narrow as an expert (256) takes a 2,048-token batch in
-  // one pass: GEMMs of 2,048 rows, which run in wider blocks, and no copies in and out of chunks (1.03x on prefill
-  // 8 x 256, alternating in one process). Each output row's bits do not depend on its chunk.
+  // one pass: GEMMs of 2,048 rows, which run in wider blocks, and no copies in and out of chunks. Each output row's
+  // bits do not depend on its chunk.
   static final int ROW_CHUNK = 256;
   static final int CHUNK_FLOATS = 1 << 19;
   private static final Workspace.Key GROUP_GATE_UP = new Workspace.Key("mlp.group_gate_up"); // per MLP: [rows, intermediate] × 2
