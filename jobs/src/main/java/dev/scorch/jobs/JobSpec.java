@@ -6,64 +6,67 @@ import java.util.Locale;
 
 /** What every row-per-row job (score, generate) takes: the model, the input and its columns, the output, how to run. */
 public interface JobSpec {
-  Path model();
+    Path model();
 
-  String input();
+    String input();
 
-  /** parquet, jsonl or csv; null: from the input's extension. */
-  String inputFormat();
+    /** parquet, jsonl or csv; null: from the input's extension. */
+    String inputFormat();
 
-  String output();
+    String output();
 
-  /** parquet or jsonl. */
-  String outputFormat();
+    /** parquet or jsonl. */
+    String outputFormat();
 
-  int partitions();
+    int partitions();
 
-  String idColumn();
+    String idColumn();
 
-  String tokenIdsColumn();
+    String tokenIdsColumn();
 
-  String textColumn();
+    String textColumn();
 
-  /** A column of chat messages that can stand in for token_ids and text (null: none). */
-  default String messagesColumn() {
-    return null;
-  }
-
-  /** broadcast, shared-path or files. */
-  String weights();
-
-  int threads();
-
-  int slices();
-
-  /** What the run may do with an existing output (--overwrite, --force-overwrite, --resume). */
-  WriteMode write();
-
-  /** The job's name, recorded in the output's marker: score or generate. */
-  String job();
-
-  /** The input's Spark format: the explicit input format, else from the path's extension. */
-  default String resolvedInputFormat() {
-    if (inputFormat() != null) {
-      return switch (inputFormat().toLowerCase(Locale.ROOT)) {
-        case "parquet" -> "parquet";
-        case "json", "jsonl", "ndjson" -> "json";
-        case "csv" -> "csv";
-        default -> throw new IllegalArgumentException("--input-format " + inputFormat() + ": expected parquet, jsonl or csv");
-      };
+    /** A column of chat messages that can stand in for token_ids and text (null: none). */
+    default String messagesColumn() {
+        return null;
     }
-    String p = input().toLowerCase(Locale.ROOT).replaceAll("/+$", "");
-    if (p.endsWith(".parquet")) {
-      return "parquet";
+
+    /** broadcast, shared-path or files. */
+    String weights();
+
+    int threads();
+
+    int slices();
+
+    /** What the run may do with an existing output (--overwrite, --force-overwrite, --resume). */
+    WriteMode write();
+
+    /** The job's name, recorded in the output's marker: score or generate. */
+    String job();
+
+    /** The input's Spark format: the explicit input format, else from the path's extension. */
+    default String resolvedInputFormat() {
+        if (inputFormat() != null) {
+            return switch (inputFormat().toLowerCase(Locale.ROOT)) {
+                case "parquet" -> "parquet";
+                case "json", "jsonl", "ndjson" -> "json";
+                case "csv" -> "csv";
+                default ->
+                    throw new IllegalArgumentException(
+                            "--input-format " + inputFormat() + ": expected parquet, jsonl or csv");
+            };
+        }
+        String p = input().toLowerCase(Locale.ROOT).replaceAll("/+$", "");
+        if (p.endsWith(".parquet")) {
+            return "parquet";
+        }
+        if (p.endsWith(".jsonl") || p.endsWith(".json") || p.endsWith(".ndjson")) {
+            return "json";
+        }
+        if (p.endsWith(".csv")) {
+            return "csv";
+        }
+        throw new IllegalArgumentException("--input " + input()
+                + ": cannot tell the format from the extension; give --input-format parquet|jsonl|csv");
     }
-    if (p.endsWith(".jsonl") || p.endsWith(".json") || p.endsWith(".ndjson")) {
-      return "json";
-    }
-    if (p.endsWith(".csv")) {
-      return "csv";
-    }
-    throw new IllegalArgumentException("--input " + input() + ": cannot tell the format from the extension; give --input-format parquet|jsonl|csv");
-  }
 }

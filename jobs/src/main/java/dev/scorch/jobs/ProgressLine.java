@@ -13,52 +13,59 @@ import org.apache.spark.sql.SparkSession;
  * piped, and the line would cost a counting pass over the input that nobody sees.
  */
 public final class ProgressLine implements AutoCloseable {
-  private final Thread thread;
+    private final Thread thread;
 
-  private ProgressLine(Thread thread) {
-    this.thread = thread;
-  }
-
-  /** totalRows is asked for only when the line is shown (counting the input costs a pass over it). */
-  public static ProgressLine start(SparkSession spark, java.util.function.LongSupplier totalRows) {
-    if (!shown(spark.sparkContext().master(), System.getProperty("scorch.progress"), System.console() != null)) {
-      return new ProgressLine(null);
+    private ProgressLine(Thread thread) {
+        this.thread = thread;
     }
-    long total = totalRows.getAsLong();
-    long t0 = System.nanoTime();
-    long rows0 = LocalProgress.rows();
-    long tokens0 = LocalProgress.tokens();
-    long errors0 = LocalProgress.errors();
-    Thread t = new Thread(() -> {
-      try {
-        while (!Thread.currentThread().isInterrupted()) {
-          Thread.sleep(1000);
-          double secs = (System.nanoTime() - t0) / 1e9;
-          long rows = LocalProgress.rows() - rows0;
-          long eta = rows == 0 ? -1 : Math.round(secs * (total - rows) / rows);
-          System.err.printf("\rscorch: %,d / %,d rows, %,d errors, %.1f tokens/s, ETA %s   ", rows, total, LocalProgress.errors() - errors0,
-              (LocalProgress.tokens() - tokens0) / secs, eta < 0 ? "?" : String.format("%d:%02d", eta / 60, eta % 60));
+
+    /** totalRows is asked for only when the line is shown (counting the input costs a pass over it). */
+    public static ProgressLine start(SparkSession spark, java.util.function.LongSupplier totalRows) {
+        if (!shown(spark.sparkContext().master(), System.getProperty("scorch.progress"), System.console() != null)) {
+            return new ProgressLine(null);
         }
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-      }
-    }, "scorch-progress");
-    t.setDaemon(true);
-    t.start();
-    return new ProgressLine(t);
-  }
-
-  /** Whether the line is shown: in local mode, on a terminal (the scorch.progress property when set, else a console). */
-  static boolean shown(String master, String progressProperty, boolean console) {
-    boolean terminal = progressProperty != null ? Boolean.parseBoolean(progressProperty) : console;
-    return master.startsWith("local") && terminal;
-  }
-
-  @Override
-  public void close() {
-    if (thread != null) {
-      thread.interrupt();
-      System.err.println();
+        long total = totalRows.getAsLong();
+        long t0 = System.nanoTime();
+        long rows0 = LocalProgress.rows();
+        long tokens0 = LocalProgress.tokens();
+        long errors0 = LocalProgress.errors();
+        Thread t = new Thread(
+                () -> {
+                    try {
+                        while (!Thread.currentThread().isInterrupted()) {
+                            Thread.sleep(1000);
+                            double secs = (System.nanoTime() - t0) / 1e9;
+                            long rows = LocalProgress.rows() - rows0;
+                            long eta = rows == 0 ? -1 : Math.round(secs * (total - rows) / rows);
+                            System.err.printf(
+                                    "\rscorch: %,d / %,d rows, %,d errors, %.1f tokens/s, ETA %s   ",
+                                    rows,
+                                    total,
+                                    LocalProgress.errors() - errors0,
+                                    (LocalProgress.tokens() - tokens0) / secs,
+                                    eta < 0 ? "?" : String.format("%d:%02d", eta / 60, eta % 60));
+                        }
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                },
+                "scorch-progress");
+        t.setDaemon(true);
+        t.start();
+        return new ProgressLine(t);
     }
-  }
+
+    /** Whether the line is shown: in local mode, on a terminal (the scorch.progress property when set, else a console). */
+    static boolean shown(String master, String progressProperty, boolean console) {
+        boolean terminal = progressProperty != null ? Boolean.parseBoolean(progressProperty) : console;
+        return master.startsWith("local") && terminal;
+    }
+
+    @Override
+    public void close() {
+        if (thread != null) {
+            thread.interrupt();
+            System.err.println();
+        }
+    }
 }

@@ -14,46 +14,57 @@ import picocli.CommandLine.Command;
 
 /** The {@code scorch} command line: one subcommand per job. */
 @Command(
-    name = "scorch",
-    mixinStandardHelpOptions = true,
-    version = "scorch 0.1.0",
-    description = "LLM batch scoring and generation inside Apache Spark (DeepSeek-V3 / Kimi K2 family).",
-    subcommands = {ScoreCommand.class, GenerateCommand.class, EvalCommand.class, SqlCommand.class, TokenizeCommand.class,
-        MakeDemoModelCommand.class, InspectCommand.class, GpuBudgetCommand.class, BenchCommand.class, CommandLine.HelpCommand.class},
-    footer = {
-        "",
-        "Examples:",
-        "  bin/scorch make-demo-model --out models/demo-small --preset small",
-        "  bin/scorch inspect --model models/demo-small",
-        "  bin/scorch bench --model models/demo-small --batch 8 --seq 256 --threads 2",
-        "  bin/scorch <command> --help"
-    })
+        name = "scorch",
+        mixinStandardHelpOptions = true,
+        version = "scorch 0.1.0",
+        description = "LLM batch scoring and generation inside Apache Spark (DeepSeek-V3 / Kimi K2 family).",
+        subcommands = {
+            ScoreCommand.class,
+            GenerateCommand.class,
+            EvalCommand.class,
+            SqlCommand.class,
+            TokenizeCommand.class,
+            MakeDemoModelCommand.class,
+            InspectCommand.class,
+            GpuBudgetCommand.class,
+            BenchCommand.class,
+            CommandLine.HelpCommand.class
+        },
+        footer = {
+            "",
+            "Examples:",
+            "  bin/scorch make-demo-model --out models/demo-small --preset small",
+            "  bin/scorch inspect --model models/demo-small",
+            "  bin/scorch bench --model models/demo-small --batch 8 --seq 256 --threads 2",
+            "  bin/scorch <command> --help"
+        })
 public final class ScorchCli implements Runnable {
-  @CommandLine.Spec CommandLine.Model.CommandSpec spec;
+    @CommandLine.Spec
+    CommandLine.Model.CommandSpec spec;
 
-  @Override
-  public void run() {
-    spec.commandLine().usage(System.out);
-  }
+    @Override
+    public void run() {
+        spec.commandLine().usage(System.out);
+    }
 
-  public static CommandLine commandLine() {
-    CommandLine cl = new CommandLine(new ScorchCli());
-    cl.setExecutionExceptionHandler((ex, cmd, parsed) -> {
-      cmd.getErr().println("scorch " + cmd.getCommandName() + ": " + ex.getMessage());
-      return 2;
-    });
-    return cl;
-  }
+    public static CommandLine commandLine() {
+        CommandLine cl = new CommandLine(new ScorchCli());
+        cl.setExecutionExceptionHandler((ex, cmd, parsed) -> {
+            cmd.getErr().println("scorch " + cmd.getCommandName() + ": " + ex.getMessage());
+            return 2;
+        });
+        return cl;
+    }
 
-  /** Runs one subcommand with its arguments (the jobs' spark-submit entry points); returns the exit code. */
-  public static int run(String subcommand, String[] args) {
-    String[] all = new String[args.length + 1];
-    all[0] = subcommand;
-    System.arraycopy(args, 0, all, 1, args.length);
-    return commandLine().execute(all);
-  }
+    /** Runs one subcommand with its arguments (the jobs' spark-submit entry points); returns the exit code. */
+    public static int run(String subcommand, String[] args) {
+        String[] all = new String[args.length + 1];
+        all[0] = subcommand;
+        System.arraycopy(args, 0, all, 1, args.length);
+        return commandLine().execute(all);
+    }
 
-  public static void main(String[] args) {
-    System.exit(commandLine().execute(args));
-  }
+    public static void main(String[] args) {
+        System.exit(commandLine().execute(args));
+    }
 }

@@ -13,81 +13,92 @@ import java.util.function.Supplier;
  * @param reason     why, in words, for the task's log line
  */
 public record BackendChoice(Kind kind, int gpuOrdinal, String reason) {
-  /** Where the engine runs. */
-  public enum Kind { CPU, CUDA }
-
-  public BackendChoice {
-    if ((kind == Kind.CUDA) != (gpuOrdinal >= 0)) {
-      throw new IllegalArgumentException(kind + " with GPU ordinal " + gpuOrdinal);
+    /** Where the engine runs. */
+    public enum Kind {
+        CPU,
+        CUDA
     }
-  }
 
-  public boolean cuda() {
-    return kind == Kind.CUDA;
-  }
-
-  /**
-   * Picks the backend. AUTO: CUDA on the task's first GPU address when it holds one and CUDA is available, else CPU
-   * (reason "task holds no GPU" or "CUDA unavailable: ..."). CPU: always CPU. CUDA: the task's first address, or
-   * ordinal 0 when Spark assigned none (local mode); fails naming the reason when CUDA is unavailable.
-   *
-   * @param gpuAddresses Spark's addresses of the task's "gpu" resource ("0", "1", ...); empty when it holds none.
-   *                     A non-integer address is an error naming it.
-   * @param cuda         CUDA's availability; called only when the answer depends on it (it loads native libraries)
-   */
-  public static BackendChoice choose(BackendMode mode, List<String> gpuAddresses, Supplier<Cuda.Availability> cuda) {
-    List<String> addresses = gpuAddresses == null ? List.of() : gpuAddresses;
-    switch (mode) {
-      case CPU:
-        return new BackendChoice(Kind.CPU, -1, "backend cpu asked for");
-      case AUTO: {
-        if (addresses.isEmpty()) {
-          return new BackendChoice(Kind.CPU, -1, "task holds no GPU");
+    public BackendChoice {
+        if ((kind == Kind.CUDA) != (gpuOrdinal >= 0)) {
+            throw new IllegalArgumentException(kind + " with GPU ordinal " + gpuOrdinal);
         }
-        int ordinal = ordinal(addresses.get(0));
-        Cuda.Availability a = cuda.get();
-        if (!a.available()) {
-          return new BackendChoice(Kind.CPU, -1, "task holds GPU " + addresses.get(0) + " but CUDA unavailable: " + a.detail());
+    }
+
+    public boolean cuda() {
+        return kind == Kind.CUDA;
+    }
+
+    /**
+     * Picks the backend. AUTO: CUDA on the task's first GPU address when it holds one and CUDA is available, else CPU
+     * (reason "task holds no GPU" or "CUDA unavailable: ..."). CPU: always CPU. CUDA: the task's first address, or
+     * ordinal 0 when Spark assigned none (local mode); fails naming the reason when CUDA is unavailable.
+     *
+     * @param gpuAddresses Spark's addresses of the task's "gpu" resource ("0", "1", ...); empty when it holds none.
+     *                     A non-integer address is an error naming it.
+     * @param cuda         CUDA's availability; called only when the answer depends on it (it loads native libraries)
+     */
+    public static BackendChoice choose(BackendMode mode, List<String> gpuAddresses, Supplier<Cuda.Availability> cuda) {
+        List<String> addresses = gpuAddresses == null ? List.of() : gpuAddresses;
+        switch (mode) {
+            case CPU:
+                return new BackendChoice(Kind.CPU, -1, "backend cpu asked for");
+            case AUTO: {
+                if (addresses.isEmpty()) {
+                    return new BackendChoice(Kind.CPU, -1, "task holds no GPU");
+                }
+                int ordinal = ordinal(addresses.get(0));
+                Cuda.Availability a = cuda.get();
+                if (!a.available()) {
+                    return new BackendChoice(
+                            Kind.CPU,
+                            -1,
+                            "task holds GPU " + addresses.get(0) + " but CUDA unavailable: " + a.detail());
+                }
+                checkOrdinal(ordinal, a);
+                return new BackendChoice(
+                        Kind.CUDA, ordinal, "task holds GPU " + held(addresses) + "; CUDA: " + a.detail());
+            }
+            case CUDA: {
+                int ordinal = addresses.isEmpty() ? 0 : ordinal(addresses.get(0));
+                Cuda.Availability a = cuda.get();
+                if (!a.available()) {
+                    throw new IllegalStateException("--backend cuda: CUDA unavailable: " + a.detail());
+                }
+                checkOrdinal(ordinal, a);
+                String where = addresses.isEmpty()
+                        ? "Spark assigned the task no GPU, so GPU 0"
+                        : "task holds GPU " + held(addresses);
+                return new BackendChoice(
+                        Kind.CUDA, ordinal, "backend cuda asked for; " + where + "; CUDA: " + a.detail());
+            }
+            default:
+                throw new IllegalArgumentException("backend " + mode);
         }
-        checkOrdinal(ordinal, a);
-        return new BackendChoice(Kind.CUDA, ordinal, "task holds GPU " + held(addresses) + "; CUDA: " + a.detail());
-      }
-      case CUDA: {
-        int ordinal = addresses.isEmpty() ? 0 : ordinal(addresses.get(0));
-        Cuda.Availability a = cuda.get();
-        if (!a.available()) {
-          throw new IllegalStateException("--backend cuda: CUDA unavailable: " + a.detail());
+    }
+
+    private static String held(List<String> addresses) {
+        return addresses.size() == 1 ? addresses.get(0) : addresses.get(0) + " (first of " + addresses + ")";
+    }
+
+    private static int ordinal(String address) {
+        try {
+            int n = Integer.parseInt(address.trim());
+            if (n >= 0) {
+                return n;
+            }
+        } catch (NumberFormatException e) {
+            // fall through
         }
-        checkOrdinal(ordinal, a);
-        String where = addresses.isEmpty() ? "Spark assigned the task no GPU, so GPU 0" : "task holds GPU " + held(addresses);
-        return new BackendChoice(Kind.CUDA, ordinal, "backend cuda asked for; " + where + "; CUDA: " + a.detail());
-      }
-      default:
-        throw new IllegalArgumentException("backend " + mode);
+        throw new IllegalArgumentException("GPU address '" + address
+                + "' is not a CUDA device ordinal (0, 1, ...): check the" + " executor's GPU discovery script");
     }
-  }
 
-  private static String held(List<String> addresses) {
-    return addresses.size() == 1 ? addresses.get(0) : addresses.get(0) + " (first of " + addresses + ")";
-  }
-
-  private static int ordinal(String address) {
-    try {
-      int n = Integer.parseInt(address.trim());
-      if (n >= 0) {
-        return n;
-      }
-    } catch (NumberFormatException e) {
-      // fall through
+    private static void checkOrdinal(int ordinal, Cuda.Availability a) {
+        if (ordinal >= a.devices()) {
+            throw new IllegalStateException(
+                    "GPU address " + ordinal + " but CUDA sees " + a.devices() + " GPU(s) in this JVM (" + a.detail()
+                            + "): are the executor's addresses renumbered by CUDA_VISIBLE_DEVICES?");
+        }
     }
-    throw new IllegalArgumentException("GPU address '" + address + "' is not a CUDA device ordinal (0, 1, ...): check the"
-        + " executor's GPU discovery script");
-  }
-
-  private static void checkOrdinal(int ordinal, Cuda.Availability a) {
-    if (ordinal >= a.devices()) {
-      throw new IllegalStateException("GPU address " + ordinal + " but CUDA sees " + a.devices() + " GPU(s) in this JVM ("
-          + a.detail() + "): are the executor's addresses renumbered by CUDA_VISIBLE_DEVICES?");
-    }
-  }
 }

@@ -57,300 +57,358 @@ import java.util.function.ToIntFunction;
  * @param dequantScratchBytes     the INT4 dequantisation scratch (0 without INT4 weights)
  */
 public record GpuMemoryBudget(
-    GemmPrecision precision,
-    long weightBytes,
-    long embeddingBytes,
-    long kvBytesPerToken,
-    long arenaBytesPerToken,
-    long logitsBytesPerRow,
-    long gemmInputBytesPerToken,
-    long arenaTakes,
-    long fixedBytes,
-    int logitsChunkRows,
-    long dequantScratchBytes) {
+        GemmPrecision precision,
+        long weightBytes,
+        long embeddingBytes,
+        long kvBytesPerToken,
+        long arenaBytesPerToken,
+        long logitsBytesPerRow,
+        long gemmInputBytesPerToken,
+        long arenaTakes,
+        long fixedBytes,
+        int logitsChunkRows,
+        long dequantScratchBytes) {
 
-  /** Device bytes of one INT4 group scale (BF16, as published checkpoints store them). */
-  static final long INT4_SCALE_BYTES = 2;
+    /** Device bytes of one INT4 group scale (BF16, as published checkpoints store them). */
+    static final long INT4_SCALE_BYTES = 2;
 
-  /** CUDA context, cuBLAS handle and workspaces, and allocator slack: memory the engine uses but never allocates itself. */
-  public static final long DEFAULT_RESERVE_BYTES = 512L << 20;
+    /** CUDA context, cuBLAS handle and workspaces, and allocator slack: memory the engine uses but never allocates itself. */
+    public static final long DEFAULT_RESERVE_BYTES = 512L << 20;
 
-  /** As {@code GpuScorer.LOGITS_CHUNK_FLOATS} (package-private there; a test in dev.scorch.engine.gpu keeps them equal). */
-  public static final int LOGITS_CHUNK_FLOATS = 64 << 20;
+    /** As {@code GpuScorer.LOGITS_CHUNK_FLOATS} (package-private there; a test in dev.scorch.engine.gpu keeps them equal). */
+    public static final int LOGITS_CHUNK_FLOATS = 64 << 20;
 
-  /** The arena's worst growth over one pass: its old block plus new ones until the next forward merges them. */
-  public static final int ARENA_GROWTH = 2;
+    /** The arena's worst growth over one pass: its old block plus new ones until the next forward merges them. */
+    public static final int ARENA_GROWTH = 2;
 
-  /** As GpuModel's arenas: their first blocks (floats, ints) and the alignment of every slice, in elements. */
-  static final long ARENA_FIRST_FLOATS = 1 << 20;
-  static final long ARENA_FIRST_INTS = 1 << 16;
-  static final long ARENA_ALIGN = 64;
-  /** As GpuModel.ensureCosSin: the smallest cos/sin table, in positions. */
-  static final int COS_SIN_MIN_POSITIONS = 4096;
+    /** As GpuModel's arenas: their first blocks (floats, ints) and the alignment of every slice, in elements. */
+    static final long ARENA_FIRST_FLOATS = 1 << 20;
 
-  private static final long F = Float.BYTES; // every activation and index element is 4 bytes
-  private static final double GIB = 1024.0 * 1024 * 1024;
+    static final long ARENA_FIRST_INTS = 1 << 16;
+    static final long ARENA_ALIGN = 64;
+    /** As GpuModel.ensureCosSin: the smallest cos/sin table, in positions. */
+    static final int COS_SIN_MIN_POSITIONS = 4096;
 
-  /**
-   * The budget of config's model loaded in precision, on a device that may batch the MoE's grouped GEMMs (the upper
-   * bound: {@link #of(ModelConfig, GemmPrecision, boolean)} with true).
-   */
-  public static GpuMemoryBudget of(ModelConfig c, GemmPrecision precision) {
-    return of(c, precision, true);
-  }
+    private static final long F = Float.BYTES; // every activation and index element is 4 bytes
+    private static final double GIB = 1024.0 * 1024 * 1024;
 
-  /**
-   * The budget of config's model loaded in precision on a device whose {@code Device.batchesGroups()} is
-   * batchesGroups: such a device gets the routed experts' rows padded to a uniform stride, up to twice the
-   * (token, expert) pairs.
-   */
-  public static GpuMemoryBudget of(ModelConfig c, GemmPrecision precision, boolean batchesGroups) {
-    return of(c, precision, batchesGroups, int4GroupSizes(c));
-  }
-
-  /**
-   * Which linear weights of config's checkpoint are INT4 groups, by name: their group size, else 0. They are the
-   * modules config.json's compressed-tensors pack-quantized group quantizes (the validator holds the checkpoint to it).
-   */
-  static ToIntFunction<String> int4GroupSizes(ModelConfig c) {
-    if (!c.isInt4()) {
-      return name -> 0;
+    /**
+     * The budget of config's model loaded in precision, on a device that may batch the MoE's grouped GEMMs (the upper
+     * bound: {@link #of(ModelConfig, GemmPrecision, boolean)} with true).
+     */
+    public static GpuMemoryBudget of(ModelConfig c, GemmPrecision precision) {
+        return of(c, precision, true);
     }
-    QuantizationConfig q = c.quantization();
-    return name -> {
-      String module = name.endsWith(".weight") ? name.substring(0, name.length() - ".weight".length()) : name;
-      return q.quantizes(c.checkpointName(module), true) ? q.groupSize() : 0;
-    };
-  }
 
-  /**
-   * As {@link #of(ModelConfig, GemmPrecision, boolean)} for a checkpoint whose INT4 linear weights int4GroupSize names
-   * (config.json's quantization_config says which for {@link #of(ModelConfig, GemmPrecision, boolean)}):
-   * the group size of a weight by its name (X.weight), 0 for weights that are not INT4.
-   */
-  public static GpuMemoryBudget of(ModelConfig c, GemmPrecision precision, boolean batchesGroups, ToIntFunction<String> int4GroupSize) {
-    // Weights, tensor by tensor, as GpuModel uploads them (stacked projections hold the same elements).
-    long weights = 0;
-    long embedding = 0;
-    long dequantTile = 0;
-    Map<String, WeightLayout.Spec> byName = new HashMap<>();
-    for (WeightLayout.Spec s : WeightLayout.of(c)) {
-      byName.put(s.name(), s);
+    /**
+     * The budget of config's model loaded in precision on a device whose {@code Device.batchesGroups()} is
+     * batchesGroups: such a device gets the routed experts' rows padded to a uniform stride, up to twice the
+     * (token, expert) pairs.
+     */
+    public static GpuMemoryBudget of(ModelConfig c, GemmPrecision precision, boolean batchesGroups) {
+        return of(c, precision, batchesGroups, int4GroupSizes(c));
     }
-    for (WeightLayout.Spec s : WeightLayout.of(c)) {
-      int group = s.kind() == WeightLayout.Kind.LINEAR || s.kind() == WeightLayout.Kind.LM_HEAD ? int4GroupSize.applyAsInt(s.name()) : 0;
-      String partner = stackPartner(s.name(), byName.keySet());
-      long stackRows = s.shape()[0];
-      if (group > 0 && partner != null) {
-        stackRows += byName.get(partner).shape()[0];
-        if (int4GroupSize.applyAsInt(partner) != group) {
-          group = 0; // a stack that is not all INT4 of one group size is decoded whole
+
+    /**
+     * Which linear weights of config's checkpoint are INT4 groups, by name: their group size, else 0. They are the
+     * modules config.json's compressed-tensors pack-quantized group quantizes (the validator holds the checkpoint to it).
+     */
+    static ToIntFunction<String> int4GroupSizes(ModelConfig c) {
+        if (!c.isInt4()) {
+            return name -> 0;
         }
-      }
-      long bytes;
-      if (group > 0) {
-        long out = s.shape()[0];
-        long in = s.shape()[1];
-        bytes = out * ((in + 7) / 8) * Integer.BYTES + out * ((in + group - 1) / group) * INT4_SCALE_BYTES;
-        dequantTile = Math.max(dequantTile, Math.min(stackRows, PackedInt4.tileRows((int) Math.min(Integer.MAX_VALUE, stackRows), in)) * in);
-      } else {
-        bytes = s.numel() * switch (s.kind()) {
-          case EMBEDDING, LINEAR, LM_HEAD -> precision.weightBytes();
-          case ROUTER, NORM, ROUTER_BIAS -> Float.BYTES; // the gate is uploaded in fp32; vectors are fp32
+        QuantizationConfig q = c.quantization();
+        return name -> {
+            String module = name.endsWith(".weight") ? name.substring(0, name.length() - ".weight".length()) : name;
+            return q.quantizes(c.checkpointName(module), true) ? q.groupSize() : 0;
         };
-      }
-      weights += bytes;
-      if (s.kind() == WeightLayout.Kind.EMBEDDING) {
-        embedding = bytes;
-      }
     }
 
-    // Arena floats and ints per batch token, and takes per forward (GpuModel.forward / batch / attention / mlp / moe).
-    long hidden = c.hiddenSize();
-    long heads = c.numAttentionHeads();
-    long qHead = c.qHeadDim();
-    long qOut = c.hasQLora() ? c.qLoraRank() : heads * qHead; // the q part of the stacked q_a | kv_a GEMM
-    long topK = c.numExpertsPerTok();
-    long slots = (batchesGroups ? 2 : 1) * topK; // expert rows per token: (token, choice) pairs, padded up to 2x
-    long moeInter = c.moeIntermediateSize();
-    long sharedInter = moeInter * c.nSharedExperts();
-    long floats = 2 * hidden; // x (embedding rows), the final norm's output: held for the whole pass
-    long ints = 4 + 2; // token ids, positions, key starts, key lengths; attention tiles (2 ints each, at most one per token)
-    long takes = 2 + 5;
-    // attention: qkvA [q_a | latent | k_pe], q, [q_a normed], latent, k_pe, kv of every key (the batch's own tokens),
-    // attention out, o_proj out
-    long attention = qOut + c.kvLoraRank() + c.qkRopeHeadDim() + heads * qHead + (c.hasQLora() ? c.qLoraRank() : 0)
-        + c.kvLoraRank() + c.qkRopeHeadDim() + heads * (c.qkNopeHeadDim() + c.vHeadDim()) + heads * c.vHeadDim() + hidden;
-    long attentionTakes = c.hasQLora() ? 8 : 7;
-    // A layer's scratch goes back once its output is in x (GpuModel marks and releases the arenas per layer): the
-    // pass holds the largest layer's at most.
-    long layerFloats = 0;
-    long layerInts = 0;
-    long layerTakes = 0;
-    for (int l = 0; l < c.numHiddenLayers(); l++) {
-      long lf = hidden + attention; // h (input norm out, reused for the post-attention norm), attention
-      long li = 0;
-      long lt = 1 + attentionTakes;
-      if (c.isMoeLayer(l)) {
-        // router logits, weights, y; per expert row: gathered x, gate | up, activation, down out; shared experts' MLP
-        lf += c.nRoutedExperts() + topK + hidden + slots * (2 * hidden + 3 * moeInter);
-        li += topK + slots + topK; // experts, token of each slot, slot of each (token, choice)
-        lt += 10;
-        if (c.nSharedExperts() > 0) {
-          lf += 3 * sharedInter + hidden;
-          lt += 3;
+    /**
+     * As {@link #of(ModelConfig, GemmPrecision, boolean)} for a checkpoint whose INT4 linear weights int4GroupSize names
+     * (config.json's quantization_config says which for {@link #of(ModelConfig, GemmPrecision, boolean)}):
+     * the group size of a weight by its name (X.weight), 0 for weights that are not INT4.
+     */
+    public static GpuMemoryBudget of(
+            ModelConfig c, GemmPrecision precision, boolean batchesGroups, ToIntFunction<String> int4GroupSize) {
+        // Weights, tensor by tensor, as GpuModel uploads them (stacked projections hold the same elements).
+        long weights = 0;
+        long embedding = 0;
+        long dequantTile = 0;
+        Map<String, WeightLayout.Spec> byName = new HashMap<>();
+        for (WeightLayout.Spec s : WeightLayout.of(c)) {
+            byName.put(s.name(), s);
         }
-      } else {
-        lf += 3L * c.intermediateSize() + hidden; // gate | up, activation, down out
-        lt += 3;
-      }
-      layerFloats = Math.max(layerFloats, lf);
-      layerInts = Math.max(layerInts, li);
-      layerTakes = Math.max(layerTakes, lt);
-    }
-    floats += layerFloats;
-    ints += layerInts;
-    takes += layerTakes;
-    long arenaPerToken = (floats + ints) * F;
-    long logitsPerRow = (hidden + c.vocabSize() + 3 + 2) * F; // gathered row, logits, stats; row id, target
-
-    // CUDA's BF16 scratch: the precision's parts of the largest GEMM input [m, k]; m is at most the batch's tokens, or
-    // its expert rows when the experts' GEMMs run batched over them all.
-    long perTokenK = Math.max(Math.max(hidden, heads * c.vHeadDim()), Math.max(c.kvLoraRank(), c.hasQLora() ? c.qLoraRank() : 0));
-    perTokenK = Math.max(perTokenK, Math.max(c.intermediateSize(), Math.max(moeInter, sharedInter)));
-    if (batchesGroups && c.nRoutedExperts() > 0) {
-      perTokenK = Math.max(perTokenK, slots * Math.max(hidden, moeInter));
-    }
-    long gemmInput = 2L * precision.inputParts() * perTokenK * 2; // x2: the scratch grows by doubling
-    long batchedPointers = batchesGroups ? 2L * 3 * c.nRoutedExperts() * precision.inputParts() * Long.BYTES : 0;
-
-    long cosSin = (long) Math.max(COS_SIN_MIN_POSITIONS, 2L * c.maxPositionEmbeddings()) * c.qkRopeHeadDim() * F;
-    long fixed = (ARENA_FIRST_FLOATS + ARENA_FIRST_INTS) * F + cosSin + batchedPointers;
-    int chunkRows = Math.max(1, LOGITS_CHUNK_FLOATS / c.vocabSize());
-    long dequantScratch = dequantTile * (precision == GemmPrecision.BF16 ? 2 : 4); // BF16: hi only; else fp32, or hi and lo
-    return new GpuMemoryBudget(precision, weights, embedding, GpuKvCache.bytesPerToken(c.numHiddenLayers(), c.kvLoraRank(),
-        c.qkRopeHeadDim()), arenaPerToken, logitsPerRow, gemmInput, takes, fixed, chunkRows, dequantScratch);
-  }
-
-  /** The weight among names that a GPU model stacks name with into one GEMM (GpuMlp, GpuAttention), or null. */
-  static String stackPartner(String name, java.util.Set<String> names) {
-    String[][] pairs = {{"gate_proj.weight", "up_proj.weight"}, {"q_a_proj.weight", "kv_a_proj_with_mqa.weight"},
-        {"q_proj.weight", "kv_a_proj_with_mqa.weight"}};
-    for (String[] p : pairs) {
-      for (int i = 0; i < 2; i++) {
-        if (name.endsWith("." + p[i])) {
-          String partner = name.substring(0, name.length() - p[i].length()) + p[1 - i];
-          if (names.contains(partner)) {
-            return partner;
-          }
+        for (WeightLayout.Spec s : WeightLayout.of(c)) {
+            int group = s.kind() == WeightLayout.Kind.LINEAR || s.kind() == WeightLayout.Kind.LM_HEAD
+                    ? int4GroupSize.applyAsInt(s.name())
+                    : 0;
+            String partner = stackPartner(s.name(), byName.keySet());
+            long stackRows = s.shape()[0];
+            if (group > 0 && partner != null) {
+                stackRows += byName.get(partner).shape()[0];
+                if (int4GroupSize.applyAsInt(partner) != group) {
+                    group = 0; // a stack that is not all INT4 of one group size is decoded whole
+                }
+            }
+            long bytes;
+            if (group > 0) {
+                long out = s.shape()[0];
+                long in = s.shape()[1];
+                bytes = out * ((in + 7) / 8) * Integer.BYTES + out * ((in + group - 1) / group) * INT4_SCALE_BYTES;
+                dequantTile = Math.max(
+                        dequantTile,
+                        Math.min(stackRows, PackedInt4.tileRows((int) Math.min(Integer.MAX_VALUE, stackRows), in))
+                                * in);
+            } else {
+                bytes = s.numel()
+                        * switch (s.kind()) {
+                            case EMBEDDING, LINEAR, LM_HEAD -> precision.weightBytes();
+                            case ROUTER, NORM, ROUTER_BIAS ->
+                                Float.BYTES; // the gate is uploaded in fp32; vectors are fp32
+                        };
+            }
+            weights += bytes;
+            if (s.kind() == WeightLayout.Kind.EMBEDDING) {
+                embedding = bytes;
+            }
         }
-      }
+
+        // Arena floats and ints per batch token, and takes per forward (GpuModel.forward / batch / attention / mlp /
+        // moe).
+        long hidden = c.hiddenSize();
+        long heads = c.numAttentionHeads();
+        long qHead = c.qHeadDim();
+        long qOut = c.hasQLora() ? c.qLoraRank() : heads * qHead; // the q part of the stacked q_a | kv_a GEMM
+        long topK = c.numExpertsPerTok();
+        long slots = (batchesGroups ? 2 : 1) * topK; // expert rows per token: (token, choice) pairs, padded up to 2x
+        long moeInter = c.moeIntermediateSize();
+        long sharedInter = moeInter * c.nSharedExperts();
+        long floats = 2 * hidden; // x (embedding rows), the final norm's output: held for the whole pass
+        long ints =
+                4 + 2; // token ids, positions, key starts, key lengths; attention tiles (2 ints each, at most one per
+        // token)
+        long takes = 2 + 5;
+        // attention: qkvA [q_a | latent | k_pe], q, [q_a normed], latent, k_pe, kv of every key (the batch's own
+        // tokens),
+        // attention out, o_proj out
+        long attention = qOut
+                + c.kvLoraRank()
+                + c.qkRopeHeadDim()
+                + heads * qHead
+                + (c.hasQLora() ? c.qLoraRank() : 0)
+                + c.kvLoraRank()
+                + c.qkRopeHeadDim()
+                + heads * (c.qkNopeHeadDim() + c.vHeadDim())
+                + heads * c.vHeadDim()
+                + hidden;
+        long attentionTakes = c.hasQLora() ? 8 : 7;
+        // A layer's scratch goes back once its output is in x (GpuModel marks and releases the arenas per layer): the
+        // pass holds the largest layer's at most.
+        long layerFloats = 0;
+        long layerInts = 0;
+        long layerTakes = 0;
+        for (int l = 0; l < c.numHiddenLayers(); l++) {
+            long lf = hidden + attention; // h (input norm out, reused for the post-attention norm), attention
+            long li = 0;
+            long lt = 1 + attentionTakes;
+            if (c.isMoeLayer(l)) {
+                // router logits, weights, y; per expert row: gathered x, gate | up, activation, down out; shared
+                // experts' MLP
+                lf += c.nRoutedExperts() + topK + hidden + slots * (2 * hidden + 3 * moeInter);
+                li += topK + slots + topK; // experts, token of each slot, slot of each (token, choice)
+                lt += 10;
+                if (c.nSharedExperts() > 0) {
+                    lf += 3 * sharedInter + hidden;
+                    lt += 3;
+                }
+            } else {
+                lf += 3L * c.intermediateSize() + hidden; // gate | up, activation, down out
+                lt += 3;
+            }
+            layerFloats = Math.max(layerFloats, lf);
+            layerInts = Math.max(layerInts, li);
+            layerTakes = Math.max(layerTakes, lt);
+        }
+        floats += layerFloats;
+        ints += layerInts;
+        takes += layerTakes;
+        long arenaPerToken = (floats + ints) * F;
+        long logitsPerRow = (hidden + c.vocabSize() + 3 + 2) * F; // gathered row, logits, stats; row id, target
+
+        // CUDA's BF16 scratch: the precision's parts of the largest GEMM input [m, k]; m is at most the batch's tokens,
+        // or
+        // its expert rows when the experts' GEMMs run batched over them all.
+        long perTokenK = Math.max(
+                Math.max(hidden, heads * c.vHeadDim()), Math.max(c.kvLoraRank(), c.hasQLora() ? c.qLoraRank() : 0));
+        perTokenK = Math.max(perTokenK, Math.max(c.intermediateSize(), Math.max(moeInter, sharedInter)));
+        if (batchesGroups && c.nRoutedExperts() > 0) {
+            perTokenK = Math.max(perTokenK, slots * Math.max(hidden, moeInter));
+        }
+        long gemmInput = 2L * precision.inputParts() * perTokenK * 2; // x2: the scratch grows by doubling
+        long batchedPointers = batchesGroups ? 2L * 3 * c.nRoutedExperts() * precision.inputParts() * Long.BYTES : 0;
+
+        long cosSin = (long) Math.max(COS_SIN_MIN_POSITIONS, 2L * c.maxPositionEmbeddings()) * c.qkRopeHeadDim() * F;
+        long fixed = (ARENA_FIRST_FLOATS + ARENA_FIRST_INTS) * F + cosSin + batchedPointers;
+        int chunkRows = Math.max(1, LOGITS_CHUNK_FLOATS / c.vocabSize());
+        long dequantScratch =
+                dequantTile * (precision == GemmPrecision.BF16 ? 2 : 4); // BF16: hi only; else fp32, or hi and lo
+        return new GpuMemoryBudget(
+                precision,
+                weights,
+                embedding,
+                GpuKvCache.bytesPerToken(c.numHiddenLayers(), c.kvLoraRank(), c.qkRopeHeadDim()),
+                arenaPerToken,
+                logitsPerRow,
+                gemmInput,
+                takes,
+                fixed,
+                chunkRows,
+                dequantScratch);
     }
-    return null;
-  }
 
-  /** Device bytes of scratch for scoring batches of up to maxBatchTokens tokens (see the class comment). */
-  public long activationBytes(int maxBatchTokens) {
-    long t = Math.max(0, maxBatchTokens);
-    long chunkRows = Math.min(t, logitsChunkRows); // one logits chunk at a time: each goes back once read
-    long arena = t * arenaBytesPerToken + chunkRows * logitsBytesPerRow + (arenaTakes + 5) * ARENA_ALIGN * F;
-    return ARENA_GROWTH * arena + t * gemmInputBytesPerToken + fixedBytes + dequantScratchBytes;
-  }
-
-  /** KV cache bytes of this many cached tokens (generation; scoring keeps none). */
-  public long kvCacheBytes(long tokens) {
-    return tokens * kvBytesPerToken;
-  }
-
-  /** Weights, scratch for maxBatchTokens and {@link #DEFAULT_RESERVE_BYTES}. */
-  public long totalBytes(int maxBatchTokens) {
-    return weightBytes + activationBytes(maxBatchTokens) + DEFAULT_RESERVE_BYTES;
-  }
-
-  /**
-   * The largest max batch tokens whose {@link #totalBytes} fits in freeBytes (the model not yet loaded); 0 when not
-   * even one token's does.
-   */
-  public int maxBatchTokens(long freeBytes) {
-    return largest(freeBytes - weightBytes - DEFAULT_RESERVE_BYTES);
-  }
-
-  /**
-   * The largest max batch tokens whose scratch and reserve fit in freeBytes beside weights already on the device (a
-   * loaded model: pass the device's free bytes plus the scratch the model already holds, which a forward reuses);
-   * 0 when not even one token's does.
-   */
-  public int maxBatchTokensBesideWeights(long freeBytes) {
-    return largest(freeBytes - DEFAULT_RESERVE_BYTES);
-  }
-
-  private int largest(long bytesForScratch) {
-    if (activationBytes(1) > bytesForScratch) {
-      return 0;
-    }
-    int lo = 1; // fits
-    int hi = Integer.MAX_VALUE;
-    if (activationBytes(hi) <= bytesForScratch) {
-      return hi;
-    }
-    while (hi - lo > 1) { // activationBytes(lo) fits, activationBytes(hi) does not
-      int mid = (int) (((long) lo + hi) >>> 1);
-      if (activationBytes(mid) <= bytesForScratch) {
-        lo = mid;
-      } else {
-        hi = mid;
-      }
-    }
-    return lo;
-  }
-
-  /** What {@link #check} found: the engine's needs next to what the GPU leaves it. */
-  public record Report(long weightBytes, long activationBytes, int maxBatchTokens, long reserveBytes, long deviceTotalBytes,
-      long rmmPoolBytes) {
-    public long neededBytes() {
-      return weightBytes + activationBytes + reserveBytes;
+    /** The weight among names that a GPU model stacks name with into one GEMM (GpuMlp, GpuAttention), or null. */
+    static String stackPartner(String name, java.util.Set<String> names) {
+        String[][] pairs = {
+            {"gate_proj.weight", "up_proj.weight"},
+            {"q_a_proj.weight", "kv_a_proj_with_mqa.weight"},
+            {"q_proj.weight", "kv_a_proj_with_mqa.weight"}
+        };
+        for (String[] p : pairs) {
+            for (int i = 0; i < 2; i++) {
+                if (name.endsWith("." + p[i])) {
+                    String partner = name.substring(0, name.length() - p[i].length()) + p[1 - i];
+                    if (names.contains(partner)) {
+                        return partner;
+                    }
+                }
+            }
+        }
+        return null;
     }
 
-    public long availableBytes() {
-      return deviceTotalBytes - rmmPoolBytes;
+    /** Device bytes of scratch for scoring batches of up to maxBatchTokens tokens (see the class comment). */
+    public long activationBytes(int maxBatchTokens) {
+        long t = Math.max(0, maxBatchTokens);
+        long chunkRows = Math.min(t, logitsChunkRows); // one logits chunk at a time: each goes back once read
+        long arena = t * arenaBytesPerToken + chunkRows * logitsBytesPerRow + (arenaTakes + 5) * ARENA_ALIGN * F;
+        return ARENA_GROWTH * arena + t * gemmInputBytesPerToken + fixedBytes + dequantScratchBytes;
     }
 
-    /** Available minus needed: negative when it does not fit. */
-    public long headroomBytes() {
-      return availableBytes() - neededBytes();
+    /** KV cache bytes of this many cached tokens (generation; scoring keeps none). */
+    public long kvCacheBytes(long tokens) {
+        return tokens * kvBytesPerToken;
     }
 
-    public boolean fits() {
-      return headroomBytes() >= 0;
+    /** Weights, scratch for maxBatchTokens and {@link #DEFAULT_RESERVE_BYTES}. */
+    public long totalBytes(int maxBatchTokens) {
+        return weightBytes + activationBytes(maxBatchTokens) + DEFAULT_RESERVE_BYTES;
     }
 
-    /** The arithmetic, in GiB. */
-    public String line() {
-      String needs = String.format(Locale.ROOT, "engine needs %s weights + %s activations (%d tokens) + %s reserve = %s; the GPU has %s,"
-          + " the RAPIDS pool takes %s", gib(weightBytes), gib(activationBytes), maxBatchTokens, gib(reserveBytes), gib(neededBytes()),
-          gib(deviceTotalBytes), gib(rmmPoolBytes));
-      return needs + (fits() ? ": " + gib(headroomBytes()) + " to spare" : ": short by " + gib(-headroomBytes()));
+    /**
+     * The largest max batch tokens whose {@link #totalBytes} fits in freeBytes (the model not yet loaded); 0 when not
+     * even one token's does.
+     */
+    public int maxBatchTokens(long freeBytes) {
+        return largest(freeBytes - weightBytes - DEFAULT_RESERVE_BYTES);
     }
 
-    @Override
-    public String toString() {
-      return line();
+    /**
+     * The largest max batch tokens whose scratch and reserve fit in freeBytes beside weights already on the device (a
+     * loaded model: pass the device's free bytes plus the scratch the model already holds, which a forward reuses);
+     * 0 when not even one token's does.
+     */
+    public int maxBatchTokensBesideWeights(long freeBytes) {
+        return largest(freeBytes - DEFAULT_RESERVE_BYTES);
     }
-  }
 
-  /**
-   * Checks that weights, scratch for maxBatchTokens and reserveBytes fit in a GPU of deviceTotalBytes of which the
-   * RAPIDS memory pool takes rmmPoolBytes. Returns the report, or throws one whose message states the arithmetic.
-   */
-  public Report check(long deviceTotalBytes, long rmmPoolBytes, long reserveBytes, int maxBatchTokens) {
-    Report r = new Report(weightBytes, activationBytes(maxBatchTokens), maxBatchTokens, reserveBytes, deviceTotalBytes, rmmPoolBytes);
-    if (!r.fits()) {
-      throw new IllegalStateException(precision.name().toLowerCase(Locale.ROOT) + " model does not fit the GPU: " + r.line());
+    private int largest(long bytesForScratch) {
+        if (activationBytes(1) > bytesForScratch) {
+            return 0;
+        }
+        int lo = 1; // fits
+        int hi = Integer.MAX_VALUE;
+        if (activationBytes(hi) <= bytesForScratch) {
+            return hi;
+        }
+        while (hi - lo > 1) { // activationBytes(lo) fits, activationBytes(hi) does not
+            int mid = (int) (((long) lo + hi) >>> 1);
+            if (activationBytes(mid) <= bytesForScratch) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        return lo;
     }
-    return r;
-  }
 
-  static String gib(long bytes) {
-    return String.format(Locale.ROOT, "%.2f GiB", bytes / GIB);
-  }
+    /** What {@link #check} found: the engine's needs next to what the GPU leaves it. */
+    public record Report(
+            long weightBytes,
+            long activationBytes,
+            int maxBatchTokens,
+            long reserveBytes,
+            long deviceTotalBytes,
+            long rmmPoolBytes) {
+        public long neededBytes() {
+            return weightBytes + activationBytes + reserveBytes;
+        }
+
+        public long availableBytes() {
+            return deviceTotalBytes - rmmPoolBytes;
+        }
+
+        /** Available minus needed: negative when it does not fit. */
+        public long headroomBytes() {
+            return availableBytes() - neededBytes();
+        }
+
+        public boolean fits() {
+            return headroomBytes() >= 0;
+        }
+
+        /** The arithmetic, in GiB. */
+        public String line() {
+            String needs = String.format(
+                    Locale.ROOT,
+                    "engine needs %s weights + %s activations (%d tokens) + %s reserve = %s; the GPU has %s,"
+                            + " the RAPIDS pool takes %s",
+                    gib(weightBytes),
+                    gib(activationBytes),
+                    maxBatchTokens,
+                    gib(reserveBytes),
+                    gib(neededBytes()),
+                    gib(deviceTotalBytes),
+                    gib(rmmPoolBytes));
+            return needs + (fits() ? ": " + gib(headroomBytes()) + " to spare" : ": short by " + gib(-headroomBytes()));
+        }
+
+        @Override
+        public String toString() {
+            return line();
+        }
+    }
+
+    /**
+     * Checks that weights, scratch for maxBatchTokens and reserveBytes fit in a GPU of deviceTotalBytes of which the
+     * RAPIDS memory pool takes rmmPoolBytes. Returns the report, or throws one whose message states the arithmetic.
+     */
+    public Report check(long deviceTotalBytes, long rmmPoolBytes, long reserveBytes, int maxBatchTokens) {
+        Report r = new Report(
+                weightBytes,
+                activationBytes(maxBatchTokens),
+                maxBatchTokens,
+                reserveBytes,
+                deviceTotalBytes,
+                rmmPoolBytes);
+        if (!r.fits()) {
+            throw new IllegalStateException(
+                    precision.name().toLowerCase(Locale.ROOT) + " model does not fit the GPU: " + r.line());
+        }
+        return r;
+    }
+
+    static String gib(long bytes) {
+        return String.format(Locale.ROOT, "%.2f GiB", bytes / GIB);
+    }
 }

@@ -4,10 +4,10 @@ import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.model.WeightLayout;
-import dev.scorch.engine.runtime.KvCache;
-import dev.scorch.engine.runtime.Workspace;
 import dev.scorch.engine.runtime.HeapAllocation;
+import dev.scorch.engine.runtime.KvCache;
 import dev.scorch.engine.runtime.ProcessMemory;
+import dev.scorch.engine.runtime.Workspace;
 import dev.scorch.engine.scoring.LogSoftmax;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -31,109 +31,151 @@ import java.util.function.ToLongFunction;
  */
 public final class DecodeBenchmark {
 
-  public record Result(int batch, int prompt, int steps, int threads, double medianTokensPerSec, double minTokensPerSec,
-      double maxTokensPerSec, double medianStepSeconds, long weightBytesPerStep, long expertBytesPerStep, long cacheBytesPerToken,
-      long peakRssBytes, double heapBytesPerToken, double heapBytesPerTokenMedianRun) {
+    public record Result(
+            int batch,
+            int prompt,
+            int steps,
+            int threads,
+            double medianTokensPerSec,
+            double minTokensPerSec,
+            double maxTokensPerSec,
+            double medianStepSeconds,
+            long weightBytesPerStep,
+            long expertBytesPerStep,
+            long cacheBytesPerToken,
+            long peakRssBytes,
+            double heapBytesPerToken,
+            double heapBytesPerTokenMedianRun) {
 
-    /** Weight bytes read per second at the median step time (batch 1: the memory-bandwidth use). */
-    public double weightBytesPerSecond() {
-      return weightBytesPerStep / medianStepSeconds;
-    }
-  }
-
-  private DecodeBenchmark() {}
-
-  /** Distinct (layer, expert) pairs of one step, counted without allocating (the timed loop measures the engine's heap). */
-  static long distinctExperts(int[][] routes, boolean[] seen) {
-    long hit = 0;
-    for (int[] r : routes) {
-      Arrays.fill(seen, false);
-      for (int e : r) {
-        hit += seen[e] ? 0 : 1;
-        seen[e] = true;
-      }
-    }
-    return hit;
-  }
-
-  /** The bytes one pass over each tensor reads as the model's checkpoint stores it (see the class comment). */
-  public static ToLongFunction<WeightLayout.Spec> checkpointBytes(ModelWeights weights) {
-    return spec -> spec.linearClass() ? weights.linear(spec.name()).weightBytes() : weights.tensor(spec.name()).info().byteSize();
-  }
-
-  /** {@link #run(DeepseekV3Model, Ops, int, int, int, int, int, long, ToLongFunction)} with every tensor bytesPerParameter a value. */
-  public static Result run(DeepseekV3Model model, Ops ops, int batch, int prompt, int steps, int warmup, int runs, long seed,
-      long bytesPerParameter) {
-    return run(model, ops, batch, prompt, steps, warmup, runs, seed, spec -> spec.numel() * bytesPerParameter);
-  }
-
-  /** Times the decode steps; bytesOf gives the bytes a pass over a tensor reads ({@link #checkpointBytes}). */
-  public static Result run(DeepseekV3Model model, Ops ops, int batch, int prompt, int steps, int warmup, int runs, long seed,
-      ToLongFunction<WeightLayout.Spec> bytesOf) {
-    SplittableRandom rnd = new SplittableRandom(seed);
-    long expertsHit = 0; // distinct (MoE layer, expert) pairs over the timed steps
-    double[] secs = new double[runs];
-    long heapBytes = 0; // allocated during the timed steps
-    long[] runHeap = new long[runs]; // each run's
-    Workspace ws = new Workspace(); // activations, kept from step to step as a generator keeps them
-    for (int run = -warmup; run < runs; run++) {
-      List<int[]> prompts = new ArrayList<>();
-      List<KvCache> caches = new ArrayList<>();
-      for (int b = 0; b < batch; b++) {
-        int[] t = new int[prompt];
-        for (int i = 0; i < prompt; i++) {
-          t[i] = rnd.nextInt(model.vocabSize());
+        /** Weight bytes read per second at the median step time (batch 1: the memory-bandwidth use). */
+        public double weightBytesPerSecond() {
+            return weightBytesPerStep / medianStepSeconds;
         }
-        prompts.add(t);
-        KvCache cache = new KvCache(model.config(), prompt + steps + 1);
-        cache.reserve(prompt + steps + 1); // all its storage now: the timed steps allocate none of it
-        caches.add(cache);
-      }
-      KvCache[] cacheArray = caches.toArray(new KvCache[0]);
-      model.prefill(KvCache.pack(prompts, caches), cacheArray, ops, ws);
-      int[] next = new int[batch];
-      Arrays.fill(next, 1);
-      int[][] routes = new int[model.numMoeLayers()][batch * model.config().numExpertsPerTok()]; // filled by each step
-      boolean[] seen = new boolean[model.config().nRoutedExperts()];
-      long heap0 = HeapAllocation.allocatedBytes();
-      long t0 = System.nanoTime();
-      for (int s = 0; s < steps; s++) {
-        float[] logits = model.decode(next, cacheArray, ops, routes, ws); // [batch, vocab]
-        if (run >= 0) {
-          expertsHit += distinctExperts(routes, seen);
-        }
-        for (int b = 0; b < batch; b++) {
-          next[b] = LogSoftmax.argmax(logits, b * model.vocabSize(), model.vocabSize());
-        }
-      }
-      if (run >= 0) {
-        secs[run] = (System.nanoTime() - t0) / 1e9;
-        runHeap[run] = HeapAllocation.since(heap0);
-        heapBytes += runHeap[run];
-      }
     }
-    Arrays.sort(secs);
-    double median = runs % 2 == 1 ? secs[runs / 2] : (secs[runs / 2 - 1] + secs[runs / 2]) / 2;
-    double tokens = (double) batch * steps;
-    long weightBytes = 0;
-    long expertBytes = 0; // one routed expert of one layer
-    for (WeightLayout.Spec spec : WeightLayout.of(model.config())) {
-      if (spec.kind() == WeightLayout.Kind.EMBEDDING) {
-        continue;
-      }
-      long bytes = spec.name().endsWith("kv_b_proj.weight") ? spec.numel() * 4 : bytesOf.applyAsLong(spec);
-      if (!spec.routedExpert()) {
-        weightBytes += bytes;
-      } else if (spec.name().contains(".experts.0.")) {
-        expertBytes += bytes;
-      }
+
+    private DecodeBenchmark() {}
+
+    /** Distinct (layer, expert) pairs of one step, counted without allocating (the timed loop measures the engine's heap). */
+    static long distinctExperts(int[][] routes, boolean[] seen) {
+        long hit = 0;
+        for (int[] r : routes) {
+            Arrays.fill(seen, false);
+            for (int e : r) {
+                hit += seen[e] ? 0 : 1;
+                seen[e] = true;
+            }
+        }
+        return hit;
     }
-    expertBytes /= Math.max(1, model.numMoeLayers());
-    long expertBytesPerStep = Math.round((double) expertsHit / ((double) runs * steps) * expertBytes);
-    weightBytes += expertBytesPerStep;
-    return new Result(batch, prompt, steps, ops.threads(), tokens / median, tokens / secs[runs - 1], tokens / secs[0],
-        median / steps, weightBytes, expertBytesPerStep, KvCache.bytesPerToken(model.config()), ProcessMemory.peakRssBytes(),
-        heapBytes / (tokens * runs),
-        HeapAllocation.medianRun(runHeap) / tokens);
-  }
+
+    /** The bytes one pass over each tensor reads as the model's checkpoint stores it (see the class comment). */
+    public static ToLongFunction<WeightLayout.Spec> checkpointBytes(ModelWeights weights) {
+        return spec -> spec.linearClass()
+                ? weights.linear(spec.name()).weightBytes()
+                : weights.tensor(spec.name()).info().byteSize();
+    }
+
+    /** {@link #run(DeepseekV3Model, Ops, int, int, int, int, int, long, ToLongFunction)} with every tensor bytesPerParameter a value. */
+    public static Result run(
+            DeepseekV3Model model,
+            Ops ops,
+            int batch,
+            int prompt,
+            int steps,
+            int warmup,
+            int runs,
+            long seed,
+            long bytesPerParameter) {
+        return run(model, ops, batch, prompt, steps, warmup, runs, seed, spec -> spec.numel() * bytesPerParameter);
+    }
+
+    /** Times the decode steps; bytesOf gives the bytes a pass over a tensor reads ({@link #checkpointBytes}). */
+    public static Result run(
+            DeepseekV3Model model,
+            Ops ops,
+            int batch,
+            int prompt,
+            int steps,
+            int warmup,
+            int runs,
+            long seed,
+            ToLongFunction<WeightLayout.Spec> bytesOf) {
+        SplittableRandom rnd = new SplittableRandom(seed);
+        long expertsHit = 0; // distinct (MoE layer, expert) pairs over the timed steps
+        double[] secs = new double[runs];
+        long heapBytes = 0; // allocated during the timed steps
+        long[] runHeap = new long[runs]; // each run's
+        Workspace ws = new Workspace(); // activations, kept from step to step as a generator keeps them
+        for (int run = -warmup; run < runs; run++) {
+            List<int[]> prompts = new ArrayList<>();
+            List<KvCache> caches = new ArrayList<>();
+            for (int b = 0; b < batch; b++) {
+                int[] t = new int[prompt];
+                for (int i = 0; i < prompt; i++) {
+                    t[i] = rnd.nextInt(model.vocabSize());
+                }
+                prompts.add(t);
+                KvCache cache = new KvCache(model.config(), prompt + steps + 1);
+                cache.reserve(prompt + steps + 1); // all its storage now: the timed steps allocate none of it
+                caches.add(cache);
+            }
+            KvCache[] cacheArray = caches.toArray(new KvCache[0]);
+            model.prefill(KvCache.pack(prompts, caches), cacheArray, ops, ws);
+            int[] next = new int[batch];
+            Arrays.fill(next, 1);
+            int[][] routes =
+                    new int[model.numMoeLayers()][batch * model.config().numExpertsPerTok()]; // filled by each step
+            boolean[] seen = new boolean[model.config().nRoutedExperts()];
+            long heap0 = HeapAllocation.allocatedBytes();
+            long t0 = System.nanoTime();
+            for (int s = 0; s < steps; s++) {
+                float[] logits = model.decode(next, cacheArray, ops, routes, ws); // [batch, vocab]
+                if (run >= 0) {
+                    expertsHit += distinctExperts(routes, seen);
+                }
+                for (int b = 0; b < batch; b++) {
+                    next[b] = LogSoftmax.argmax(logits, b * model.vocabSize(), model.vocabSize());
+                }
+            }
+            if (run >= 0) {
+                secs[run] = (System.nanoTime() - t0) / 1e9;
+                runHeap[run] = HeapAllocation.since(heap0);
+                heapBytes += runHeap[run];
+            }
+        }
+        Arrays.sort(secs);
+        double median = runs % 2 == 1 ? secs[runs / 2] : (secs[runs / 2 - 1] + secs[runs / 2]) / 2;
+        double tokens = (double) batch * steps;
+        long weightBytes = 0;
+        long expertBytes = 0; // one routed expert of one layer
+        for (WeightLayout.Spec spec : WeightLayout.of(model.config())) {
+            if (spec.kind() == WeightLayout.Kind.EMBEDDING) {
+                continue;
+            }
+            long bytes = spec.name().endsWith("kv_b_proj.weight") ? spec.numel() * 4 : bytesOf.applyAsLong(spec);
+            if (!spec.routedExpert()) {
+                weightBytes += bytes;
+            } else if (spec.name().contains(".experts.0.")) {
+                expertBytes += bytes;
+            }
+        }
+        expertBytes /= Math.max(1, model.numMoeLayers());
+        long expertBytesPerStep = Math.round((double) expertsHit / ((double) runs * steps) * expertBytes);
+        weightBytes += expertBytesPerStep;
+        return new Result(
+                batch,
+                prompt,
+                steps,
+                ops.threads(),
+                tokens / median,
+                tokens / secs[runs - 1],
+                tokens / secs[0],
+                median / steps,
+                weightBytes,
+                expertBytesPerStep,
+                KvCache.bytesPerToken(model.config()),
+                ProcessMemory.peakRssBytes(),
+                heapBytes / (tokens * runs),
+                HeapAllocation.medianRun(runHeap) / tokens);
+    }
 }

@@ -12,19 +12,32 @@ import java.util.List;
  * Hugging Face tools).
  */
 public final class ModelFiles {
-  public static final String CONFIG = "config.json";
-  public static final String GENERATION_CONFIG = "generation_config.json";
+    public static final String CONFIG = "config.json";
+    public static final String GENERATION_CONFIG = "generation_config.json";
 
-  /**
-   * Every file a tokenizer of the folder is built from, where present: Tokenizers.PRIMARY_FILES and EXTRA_FILES, in the
-   * manifest's order (fixed: the model's content hash is taken over the files in this order).
-   */
-  public static final List<String> TOKENIZER = List.of("tokenizer.json", "tokenizer.json.gz", "tiktoken.model",
-      "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json");
+    /**
+     * Every file a tokenizer of the folder is built from, where present: Tokenizers.PRIMARY_FILES and EXTRA_FILES, in the
+     * manifest's order (fixed: the model's content hash is taken over the files in this order).
+     */
+    public static final List<String> TOKENIZER = List.of(
+            "tokenizer.json",
+            "tokenizer.json.gz",
+            "tiktoken.model",
+            "tokenizer_config.json",
+            "chat_template.jinja",
+            "special_tokens_map.json");
 
-  /** Every file besides the shards, in the manifest's order. */
-  public static final List<String> METADATA = List.of(CONFIG, GENERATION_CONFIG, Checkpoint.INDEX, TOKENIZER.get(0),
-      TOKENIZER.get(1), TOKENIZER.get(2), TOKENIZER.get(3), TOKENIZER.get(4), TOKENIZER.get(5));
+    /** Every file besides the shards, in the manifest's order. */
+    public static final List<String> METADATA = List.of(
+            CONFIG,
+            GENERATION_CONFIG,
+            Checkpoint.INDEX,
+            TOKENIZER.get(0),
+            TOKENIZER.get(1),
+            TOKENIZER.get(2),
+            TOKENIZER.get(3),
+            TOKENIZER.get(4),
+            TOKENIZER.get(5));
 
-  private ModelFiles() {}
+    private ModelFiles() {}
 }

@@ -23,101 +23,102 @@ import java.util.zip.CRC32C;
  */
 public record ModelManifest(String name, List<FileEntry> files, String contentHash) implements Serializable {
 
-  /** One file of the folder, by its name relative to the folder. */
-  public record FileEntry(String name, long size, long crc32c) implements Serializable {}
+    /** One file of the folder, by its name relative to the folder. */
+    public record FileEntry(String name, long size, long crc32c) implements Serializable {}
 
-  public static ModelManifest of(Path dir) {
-    Checkpoint ckpt = Checkpoint.open(dir);
-    List<Path> paths = new ArrayList<>();
-    for (String m : ModelFiles.METADATA) {
-      if (Files.isRegularFile(dir.resolve(m))) {
-        paths.add(dir.resolve(m));
-      }
+    public static ModelManifest of(Path dir) {
+        Checkpoint ckpt = Checkpoint.open(dir);
+        List<Path> paths = new ArrayList<>();
+        for (String m : ModelFiles.METADATA) {
+            if (Files.isRegularFile(dir.resolve(m))) {
+                paths.add(dir.resolve(m));
+            }
+        }
+        for (SafetensorsFile sf : ckpt.shards()) {
+            paths.add(sf.path());
+        }
+        Path base = dir.toAbsolutePath().normalize();
+        List<FileEntry> entries = new ArrayList<>();
+        for (Path p : paths) {
+            String rel = base.relativize(p.toAbsolutePath().normalize()).toString();
+            entries.add(new FileEntry(rel, size(p), crc32c(p)));
+        }
+        return new ModelManifest(base.getFileName().toString(), List.copyOf(entries), hash(entries));
     }
-    for (SafetensorsFile sf : ckpt.shards()) {
-      paths.add(sf.path());
+
+    private static long size(Path p) {
+        try {
+            return Files.size(p);
+        } catch (IOException e) {
+            throw new CheckpointException(p + ": " + e.getMessage(), e);
+        }
     }
-    Path base = dir.toAbsolutePath().normalize();
-    List<FileEntry> entries = new ArrayList<>();
-    for (Path p : paths) {
-      String rel = base.relativize(p.toAbsolutePath().normalize()).toString();
-      entries.add(new FileEntry(rel, size(p), crc32c(p)));
+
+    /** CRC32C of a whole file (hardware-accelerated: several GB/s, so a large checkpoint is checked in seconds). */
+    public static long crc32c(Path p) {
+        CRC32C crc = new CRC32C();
+        try (FileChannel ch = FileChannel.open(p, StandardOpenOption.READ)) {
+            ByteBuffer buf = ByteBuffer.allocateDirect(1 << 20);
+            while (ch.read(buf) >= 0) {
+                buf.flip();
+                crc.update(buf);
+                buf.clear();
+            }
+        } catch (IOException e) {
+            throw new CheckpointException(p + ": cannot read for its checksum: " + e.getMessage(), e);
+        }
+        return crc.getValue();
     }
-    return new ModelManifest(base.getFileName().toString(), List.copyOf(entries), hash(entries));
-  }
 
-  private static long size(Path p) {
-    try {
-      return Files.size(p);
-    } catch (IOException e) {
-      throw new CheckpointException(p + ": " + e.getMessage(), e);
+    public static long crc32c(InputStream in) throws IOException {
+        CRC32C crc = new CRC32C();
+        byte[] buf = new byte[1 << 16];
+        for (int n = in.read(buf); n >= 0; n = in.read(buf)) {
+            crc.update(buf, 0, n);
+        }
+        return crc.getValue();
     }
-  }
 
-  /** CRC32C of a whole file (hardware-accelerated: several GB/s, so a large checkpoint is checked in seconds). */
-  public static long crc32c(Path p) {
-    CRC32C crc = new CRC32C();
-    try (FileChannel ch = FileChannel.open(p, StandardOpenOption.READ)) {
-      ByteBuffer buf = ByteBuffer.allocateDirect(1 << 20);
-      while (ch.read(buf) >= 0) {
-        buf.flip();
-        crc.update(buf);
-        buf.clear();
-      }
-    } catch (IOException e) {
-      throw new CheckpointException(p + ": cannot read for its checksum: " + e.getMessage(), e);
+    private static String hash(List<FileEntry> entries) {
+        try {
+            MessageDigest sha = MessageDigest.getInstance("SHA-256");
+            for (FileEntry e : entries) {
+                sha.update((e.name() + "\0" + e.size() + "\0" + Long.toHexString(e.crc32c()) + "\n")
+                        .getBytes(java.nio.charset.StandardCharsets.UTF_8));
+            }
+            return HexFormat.of().formatHex(sha.digest());
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
     }
-    return crc.getValue();
-  }
 
-  public static long crc32c(InputStream in) throws IOException {
-    CRC32C crc = new CRC32C();
-    byte[] buf = new byte[1 << 16];
-    for (int n = in.read(buf); n >= 0; n = in.read(buf)) {
-      crc.update(buf, 0, n);
+    /** The first 12 hex digits of the content hash: enough to tell models apart in output rows and cache folders. */
+    public String shortHash() {
+        return contentHash.substring(0, 12);
     }
-    return crc.getValue();
-  }
 
-  private static String hash(List<FileEntry> entries) {
-    try {
-      MessageDigest sha = MessageDigest.getInstance("SHA-256");
-      for (FileEntry e : entries) {
-        sha.update((e.name() + "\0" + e.size() + "\0" + Long.toHexString(e.crc32c()) + "\n").getBytes(java.nio.charset.StandardCharsets.UTF_8));
-      }
-      return HexFormat.of().formatHex(sha.digest());
-    } catch (NoSuchAlgorithmException e) {
-      throw new IllegalStateException(e);
+    public long totalBytes() {
+        return files.stream().mapToLong(FileEntry::size).sum();
     }
-  }
 
-  /** The first 12 hex digits of the content hash: enough to tell models apart in output rows and cache folders. */
-  public String shortHash() {
-    return contentHash.substring(0, 12);
-  }
-
-  public long totalBytes() {
-    return files.stream().mapToLong(FileEntry::size).sum();
-  }
-
-  /**
-   * Checks that {@code dir} holds exactly these files (size and CRC32C); throws naming the first file that differs.
-   */
-  public void verify(Path dir) {
-    for (FileEntry e : files) {
-      Path p = dir.resolve(e.name());
-      if (!Files.isRegularFile(p)) {
-        throw new CheckpointException(p + ": file of model " + name + " is missing");
-      }
-      long size = size(p);
-      if (size != e.size()) {
-        throw new CheckpointException(p + ": " + size + " bytes, the manifest says " + e.size());
-      }
-      long crc = crc32c(p);
-      if (crc != e.crc32c()) {
-        throw new CheckpointException(p + ": checksum " + Long.toHexString(crc) + " differs from the manifest's " + Long.toHexString(e.crc32c()));
-      }
+    /**
+     * Checks that {@code dir} holds exactly these files (size and CRC32C); throws naming the first file that differs.
+     */
+    public void verify(Path dir) {
+        for (FileEntry e : files) {
+            Path p = dir.resolve(e.name());
+            if (!Files.isRegularFile(p)) {
+                throw new CheckpointException(p + ": file of model " + name + " is missing");
+            }
+            long size = size(p);
+            if (size != e.size()) {
+                throw new CheckpointException(p + ": " + size + " bytes, the manifest says " + e.size());
+            }
+            long crc = crc32c(p);
+            if (crc != e.crc32c()) {
+                throw new CheckpointException(p + ": checksum " + Long.toHexString(crc)
+                        + " differs from the manifest's " + Long.toHexString(e.crc32c()));
+            }
+        }
     }
-  }
-
 }

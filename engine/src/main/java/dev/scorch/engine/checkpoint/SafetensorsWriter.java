@@ -16,95 +16,99 @@ import java.util.Map;
 
 /** Writes one safetensors file: tensors in the order added, header padded with spaces to 8-byte alignment. */
 public final class SafetensorsWriter {
-  private record Entry(String name, DType dtype, long[] shape, byte[] data) {}
+    private record Entry(String name, DType dtype, long[] shape, byte[] data) {}
 
-  private final List<Entry> entries = new ArrayList<>();
-  private final Map<String, String> metadata;
+    private final List<Entry> entries = new ArrayList<>();
+    private final Map<String, String> metadata;
 
-  public SafetensorsWriter(Map<String, String> metadata) {
-    this.metadata = metadata;
-  }
-
-  public SafetensorsWriter() {
-    this(Map.of("format", "pt"));
-  }
-
-  /** Adds a tensor whose little-endian bytes are already encoded in {@code dtype}. */
-  public SafetensorsWriter add(String name, DType dtype, long[] shape, byte[] data) {
-    long numel = 1;
-    for (long d : shape) {
-      numel *= d;
+    public SafetensorsWriter(Map<String, String> metadata) {
+        this.metadata = metadata;
     }
-    if (numel * dtype.bytes() != data.length) {
-      throw new IllegalArgumentException(name + ": " + data.length + " bytes for " + dtype + " of " + numel + " elements");
-    }
-    entries.add(new Entry(name, dtype, shape.clone(), data));
-    return this;
-  }
 
-  /** Adds fp32 values encoded as {@code dtype} (F32, F16 is not written, BF16, F8_E4M3). */
-  public SafetensorsWriter addFloats(String name, DType dtype, long[] shape, float[] values) {
-    return add(name, dtype, shape, encode(dtype, values));
-  }
+    public SafetensorsWriter() {
+        this(Map.of("format", "pt"));
+    }
 
-  public static byte[] encode(DType dtype, float[] values) {
-    ByteBuffer b = ByteBuffer.allocate(values.length * dtype.bytes()).order(ByteOrder.LITTLE_ENDIAN);
-    for (float v : values) {
-      switch (dtype) {
-        case F32 -> b.putFloat(v);
-        case BF16 -> b.putShort(NumberFormats.floatToBf16(v));
-        case F8_E4M3 -> b.put(NumberFormats.floatToE4m3(v));
-        default -> throw new IllegalArgumentException("cannot encode floats as " + dtype);
-      }
+    /** Adds a tensor whose little-endian bytes are already encoded in {@code dtype}. */
+    public SafetensorsWriter add(String name, DType dtype, long[] shape, byte[] data) {
+        long numel = 1;
+        for (long d : shape) {
+            numel *= d;
+        }
+        if (numel * dtype.bytes() != data.length) {
+            throw new IllegalArgumentException(
+                    name + ": " + data.length + " bytes for " + dtype + " of " + numel + " elements");
+        }
+        entries.add(new Entry(name, dtype, shape.clone(), data));
+        return this;
     }
-    return b.array();
-  }
 
-  public long dataBytes() {
-    long n = 0;
-    for (Entry e : entries) {
-      n += e.data.length;
+    /** Adds fp32 values encoded as {@code dtype} (F32, F16 is not written, BF16, F8_E4M3). */
+    public SafetensorsWriter addFloats(String name, DType dtype, long[] shape, float[] values) {
+        return add(name, dtype, shape, encode(dtype, values));
     }
-    return n;
-  }
 
-  public List<String> names() {
-    return entries.stream().map(Entry::name).toList();
-  }
+    public static byte[] encode(DType dtype, float[] values) {
+        ByteBuffer b = ByteBuffer.allocate(values.length * dtype.bytes()).order(ByteOrder.LITTLE_ENDIAN);
+        for (float v : values) {
+            switch (dtype) {
+                case F32 -> b.putFloat(v);
+                case BF16 -> b.putShort(NumberFormats.floatToBf16(v));
+                case F8_E4M3 -> b.put(NumberFormats.floatToE4m3(v));
+                default -> throw new IllegalArgumentException("cannot encode floats as " + dtype);
+            }
+        }
+        return b.array();
+    }
 
-  public void write(Path file) throws IOException {
-    ObjectMapper json = new ObjectMapper();
-    ObjectNode header = json.createObjectNode();
-    if (!metadata.isEmpty()) {
-      ObjectNode meta = header.putObject("__metadata__");
-      metadata.forEach(meta::put);
+    public long dataBytes() {
+        long n = 0;
+        for (Entry e : entries) {
+            n += e.data.length;
+        }
+        return n;
     }
-    long offset = 0;
-    for (Entry e : entries) {
-      ObjectNode t = header.putObject(e.name);
-      t.put("dtype", e.dtype.headerName());
-      ArrayNode shape = t.putArray("shape");
-      for (long d : e.shape) {
-        shape.add(d);
-      }
-      ArrayNode offs = t.putArray("data_offsets");
-      offs.add(offset);
-      offs.add(offset + e.data.length);
-      offset += e.data.length;
+
+    public List<String> names() {
+        return entries.stream().map(Entry::name).toList();
     }
-    byte[] h = json.writeValueAsString(header).getBytes(StandardCharsets.UTF_8);
-    int padded = (h.length + 7) / 8 * 8;
-    byte[] headerBytes = new byte[padded];
-    System.arraycopy(h, 0, headerBytes, 0, h.length);
-    for (int i = h.length; i < padded; i++) {
-      headerBytes[i] = ' ';
+
+    public void write(Path file) throws IOException {
+        ObjectMapper json = new ObjectMapper();
+        ObjectNode header = json.createObjectNode();
+        if (!metadata.isEmpty()) {
+            ObjectNode meta = header.putObject("__metadata__");
+            metadata.forEach(meta::put);
+        }
+        long offset = 0;
+        for (Entry e : entries) {
+            ObjectNode t = header.putObject(e.name);
+            t.put("dtype", e.dtype.headerName());
+            ArrayNode shape = t.putArray("shape");
+            for (long d : e.shape) {
+                shape.add(d);
+            }
+            ArrayNode offs = t.putArray("data_offsets");
+            offs.add(offset);
+            offs.add(offset + e.data.length);
+            offset += e.data.length;
+        }
+        byte[] h = json.writeValueAsString(header).getBytes(StandardCharsets.UTF_8);
+        int padded = (h.length + 7) / 8 * 8;
+        byte[] headerBytes = new byte[padded];
+        System.arraycopy(h, 0, headerBytes, 0, h.length);
+        for (int i = h.length; i < padded; i++) {
+            headerBytes[i] = ' ';
+        }
+        try (OutputStream out = Files.newOutputStream(file)) {
+            out.write(ByteBuffer.allocate(8)
+                    .order(ByteOrder.LITTLE_ENDIAN)
+                    .putLong(padded)
+                    .array());
+            out.write(headerBytes);
+            for (Entry e : entries) {
+                out.write(e.data);
+            }
+        }
     }
-    try (OutputStream out = Files.newOutputStream(file)) {
-      out.write(ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(padded).array());
-      out.write(headerBytes);
-      for (Entry e : entries) {
-        out.write(e.data);
-      }
-    }
-  }
 }

@@ -10,234 +10,237 @@ import java.util.List;
 
 /** Typed, named access to the fields of one JSON config file; every error names the file and the field. */
 final class JsonFields {
-  private final String source;
-  private final JsonNode root;
+    private final String source;
+    private final JsonNode root;
 
-  JsonFields(String source, JsonNode root) {
-    this.source = source;
-    this.root = root;
-  }
-
-  static JsonFields read(Path file) {
-    if (!Files.isRegularFile(file)) {
-      throw new ConfigException(file + ": file is missing");
+    JsonFields(String source, JsonNode root) {
+        this.source = source;
+        this.root = root;
     }
-    try {
-      JsonNode root = new ObjectMapper().readTree(file.toFile());
-      if (root == null || !root.isObject()) {
-        throw new ConfigException(file + ": not a JSON object");
-      }
-      return new JsonFields(file.toString(), root);
-    } catch (IOException e) {
-      throw new ConfigException(file + ": not valid JSON: " + e.getMessage(), e);
-    }
-  }
 
-  JsonFields object(String field) {
-    JsonNode n = root.get(field);
-    if (n == null || n.isNull()) {
-      return null;
-    }
-    if (!n.isObject()) {
-      throw error(field, "must be an object");
-    }
-    return new JsonFields(source + " " + field, n);
-  }
-
-  boolean has(String field) {
-    JsonNode n = root.get(field);
-    return n != null && !n.isNull();
-  }
-
-  boolean present(String field) {
-    return root.has(field);
-  }
-
-  ConfigException error(String field, String what) {
-    return new ConfigException(source + ": field '" + field + "' " + what);
-  }
-
-  private JsonNode required(String field) {
-    JsonNode n = root.get(field);
-    if (n == null || n.isNull()) {
-      throw error(field, "is required");
-    }
-    return n;
-  }
-
-  int requiredInt(String field) {
-    JsonNode n = required(field);
-    if (!n.isIntegralNumber() || !n.canConvertToInt()) {
-      throw error(field, "must be an integer, got " + n);
-    }
-    return n.asInt();
-  }
-
-  int positiveInt(String field) {
-    int v = requiredInt(field);
-    if (v <= 0) {
-      throw error(field, "must be positive, got " + v);
-    }
-    return v;
-  }
-
-  int optInt(String field, int dflt) {
-    return has(field) ? requiredInt(field) : dflt;
-  }
-
-  Integer nullableInt(String field) {
-    return has(field) ? requiredInt(field) : null;
-  }
-
-  /** A required integer in [min, max]. */
-  int intIn(String field, int min, int max) {
-    return checkInt(field, requiredInt(field), min, max);
-  }
-
-  /** An optional integer in [min, max] (dflt when absent or null). */
-  int optIntIn(String field, int dflt, int min, int max) {
-    return has(field) ? intIn(field, min, max) : dflt;
-  }
-
-  int checkInt(String field, int v, int min, int max) {
-    if (v < min || v > max) {
-      throw error(field, "must be an integer in [" + min + ", " + max + "], got " + v);
-    }
-    return v;
-  }
-
-  /** A required finite number in [min, max]; (min, max] where minOpen, [min, max) where maxOpen. */
-  double doubleIn(String field, double min, boolean minOpen, double max, boolean maxOpen) {
-    double v = requiredDouble(field);
-    boolean low = minOpen ? v > min : v >= min;
-    boolean high = maxOpen ? v < max : v <= max;
-    if (!Double.isFinite(v) || !low || !high) {
-      throw error(field, "must be a finite number in " + (minOpen ? "(" : "[") + min + ", " + max + (maxOpen ? ")" : "]") + ", got " + v);
-    }
-    return v;
-  }
-
-  /** A required finite number in [min, max]. */
-  double doubleIn(String field, double min, double max) {
-    return doubleIn(field, min, false, max, false);
-  }
-
-  /** An optional {@link #doubleIn(String, double, boolean, double, boolean)} (dflt when absent or null). */
-  double optDoubleIn(String field, double dflt, double min, boolean minOpen, double max, boolean maxOpen) {
-    return has(field) ? doubleIn(field, min, minOpen, max, maxOpen) : dflt;
-  }
-
-  double requiredDouble(String field) {
-    JsonNode n = required(field);
-    if (!n.isNumber()) {
-      throw error(field, "must be a number, got " + n);
-    }
-    return n.asDouble();
-  }
-
-  double optDouble(String field, double dflt) {
-    return has(field) ? requiredDouble(field) : dflt;
-  }
-
-  Double nullableDouble(String field) {
-    return has(field) ? requiredDouble(field) : null;
-  }
-
-  boolean optBool(String field, boolean dflt) {
-    if (!has(field)) {
-      return dflt;
-    }
-    JsonNode n = root.get(field);
-    if (!n.isBoolean()) {
-      throw error(field, "must be true or false, got " + n);
-    }
-    return n.asBoolean();
-  }
-
-  String optString(String field, String dflt) {
-    if (!has(field)) {
-      return dflt;
-    }
-    JsonNode n = root.get(field);
-    if (!n.isTextual()) {
-      throw error(field, "must be a string, got " + n);
-    }
-    return n.asText();
-  }
-
-  List<String> stringList(String field) {
-    List<String> out = new ArrayList<>();
-    if (!has(field)) {
-      return out;
-    }
-    JsonNode n = root.get(field);
-    if (!n.isArray()) {
-      throw error(field, "must be a list of strings");
-    }
-    n.forEach(x -> out.add(x.asText()));
-    return out;
-  }
-
-  /** An int or a list of ints (eos_token_id takes both forms). */
-  List<Integer> intOrIntList(String field) {
-    List<Integer> out = new ArrayList<>();
-    if (!has(field)) {
-      return out;
-    }
-    JsonNode n = root.get(field);
-    if (n.isIntegralNumber() && n.canConvertToInt()) {
-      out.add(n.asInt());
-    } else if (n.isArray()) {
-      for (JsonNode x : n) {
-        if (!x.isIntegralNumber() || !x.canConvertToInt()) {
-          throw error(field, "must be an integer or a list of integers");
+    static JsonFields read(Path file) {
+        if (!Files.isRegularFile(file)) {
+            throw new ConfigException(file + ": file is missing");
         }
-        out.add(x.asInt());
-      }
-    } else {
-      throw error(field, "must be an integer or a list of integers");
+        try {
+            JsonNode root = new ObjectMapper().readTree(file.toFile());
+            if (root == null || !root.isObject()) {
+                throw new ConfigException(file + ": not a JSON object");
+            }
+            return new JsonFields(file.toString(), root);
+        } catch (IOException e) {
+            throw new ConfigException(file + ": not valid JSON: " + e.getMessage(), e);
+        }
     }
-    return out;
-  }
 
-  List<Integer> intList(String field) {
-    return intOrIntList(field);
-  }
-
-  /** A list of strings, every entry a JSON string (empty when absent or null). */
-  List<String> strictStringList(String field) {
-    List<String> out = new ArrayList<>();
-    if (!has(field)) {
-      return out;
+    JsonFields object(String field) {
+        JsonNode n = root.get(field);
+        if (n == null || n.isNull()) {
+            return null;
+        }
+        if (!n.isObject()) {
+            throw error(field, "must be an object");
+        }
+        return new JsonFields(source + " " + field, n);
     }
-    JsonNode n = root.get(field);
-    if (!n.isArray()) {
-      throw error(field, "must be a list of strings, got " + n);
+
+    boolean has(String field) {
+        JsonNode n = root.get(field);
+        return n != null && !n.isNull();
     }
-    for (JsonNode x : n) {
-      if (!x.isTextual()) {
-        throw error(field, "must be a list of strings, got the entry " + x);
-      }
-      out.add(x.asText());
+
+    boolean present(String field) {
+        return root.has(field);
     }
-    return out;
-  }
 
-  /** The names of the fields of this object, in file order. */
-  List<String> fieldNames() {
-    List<String> out = new ArrayList<>();
-    root.fieldNames().forEachRemaining(out::add);
-    return out;
-  }
+    ConfigException error(String field, String what) {
+        return new ConfigException(source + ": field '" + field + "' " + what);
+    }
 
-  /** A field's JSON text, for messages that quote what the file says. */
-  String text(String field) {
-    JsonNode n = root.get(field);
-    return n == null ? "absent" : n.toString();
-  }
+    private JsonNode required(String field) {
+        JsonNode n = root.get(field);
+        if (n == null || n.isNull()) {
+            throw error(field, "is required");
+        }
+        return n;
+    }
 
-  /** Where these fields come from (the file, and the objects inside it), for messages. */
-  String source() {
-    return source;
-  }
+    int requiredInt(String field) {
+        JsonNode n = required(field);
+        if (!n.isIntegralNumber() || !n.canConvertToInt()) {
+            throw error(field, "must be an integer, got " + n);
+        }
+        return n.asInt();
+    }
+
+    int positiveInt(String field) {
+        int v = requiredInt(field);
+        if (v <= 0) {
+            throw error(field, "must be positive, got " + v);
+        }
+        return v;
+    }
+
+    int optInt(String field, int dflt) {
+        return has(field) ? requiredInt(field) : dflt;
+    }
+
+    Integer nullableInt(String field) {
+        return has(field) ? requiredInt(field) : null;
+    }
+
+    /** A required integer in [min, max]. */
+    int intIn(String field, int min, int max) {
+        return checkInt(field, requiredInt(field), min, max);
+    }
+
+    /** An optional integer in [min, max] (dflt when absent or null). */
+    int optIntIn(String field, int dflt, int min, int max) {
+        return has(field) ? intIn(field, min, max) : dflt;
+    }
+
+    int checkInt(String field, int v, int min, int max) {
+        if (v < min || v > max) {
+            throw error(field, "must be an integer in [" + min + ", " + max + "], got " + v);
+        }
+        return v;
+    }
+
+    /** A required finite number in [min, max]; (min, max] where minOpen, [min, max) where maxOpen. */
+    double doubleIn(String field, double min, boolean minOpen, double max, boolean maxOpen) {
+        double v = requiredDouble(field);
+        boolean low = minOpen ? v > min : v >= min;
+        boolean high = maxOpen ? v < max : v <= max;
+        if (!Double.isFinite(v) || !low || !high) {
+            throw error(
+                    field,
+                    "must be a finite number in " + (minOpen ? "(" : "[") + min + ", " + max + (maxOpen ? ")" : "]")
+                            + ", got " + v);
+        }
+        return v;
+    }
+
+    /** A required finite number in [min, max]. */
+    double doubleIn(String field, double min, double max) {
+        return doubleIn(field, min, false, max, false);
+    }
+
+    /** An optional {@link #doubleIn(String, double, boolean, double, boolean)} (dflt when absent or null). */
+    double optDoubleIn(String field, double dflt, double min, boolean minOpen, double max, boolean maxOpen) {
+        return has(field) ? doubleIn(field, min, minOpen, max, maxOpen) : dflt;
+    }
+
+    double requiredDouble(String field) {
+        JsonNode n = required(field);
+        if (!n.isNumber()) {
+            throw error(field, "must be a number, got " + n);
+        }
+        return n.asDouble();
+    }
+
+    double optDouble(String field, double dflt) {
+        return has(field) ? requiredDouble(field) : dflt;
+    }
+
+    Double nullableDouble(String field) {
+        return has(field) ? requiredDouble(field) : null;
+    }
+
+    boolean optBool(String field, boolean dflt) {
+        if (!has(field)) {
+            return dflt;
+        }
+        JsonNode n = root.get(field);
+        if (!n.isBoolean()) {
+            throw error(field, "must be true or false, got " + n);
+        }
+        return n.asBoolean();
+    }
+
+    String optString(String field, String dflt) {
+        if (!has(field)) {
+            return dflt;
+        }
+        JsonNode n = root.get(field);
+        if (!n.isTextual()) {
+            throw error(field, "must be a string, got " + n);
+        }
+        return n.asText();
+    }
+
+    List<String> stringList(String field) {
+        List<String> out = new ArrayList<>();
+        if (!has(field)) {
+            return out;
+        }
+        JsonNode n = root.get(field);
+        if (!n.isArray()) {
+            throw error(field, "must be a list of strings");
+        }
+        n.forEach(x -> out.add(x.asText()));
+        return out;
+    }
+
+    /** An int or a list of ints (eos_token_id takes both forms). */
+    List<Integer> intOrIntList(String field) {
+        List<Integer> out = new ArrayList<>();
+        if (!has(field)) {
+            return out;
+        }
+        JsonNode n = root.get(field);
+        if (n.isIntegralNumber() && n.canConvertToInt()) {
+            out.add(n.asInt());
+        } else if (n.isArray()) {
+            for (JsonNode x : n) {
+                if (!x.isIntegralNumber() || !x.canConvertToInt()) {
+                    throw error(field, "must be an integer or a list of integers");
+                }
+                out.add(x.asInt());
+            }
+        } else {
+            throw error(field, "must be an integer or a list of integers");
+        }
+        return out;
+    }
+
+    List<Integer> intList(String field) {
+        return intOrIntList(field);
+    }
+
+    /** A list of strings, every entry a JSON string (empty when absent or null). */
+    List<String> strictStringList(String field) {
+        List<String> out = new ArrayList<>();
+        if (!has(field)) {
+            return out;
+        }
+        JsonNode n = root.get(field);
+        if (!n.isArray()) {
+            throw error(field, "must be a list of strings, got " + n);
+        }
+        for (JsonNode x : n) {
+            if (!x.isTextual()) {
+                throw error(field, "must be a list of strings, got the entry " + x);
+            }
+            out.add(x.asText());
+        }
+        return out;
+    }
+
+    /** The names of the fields of this object, in file order. */
+    List<String> fieldNames() {
+        List<String> out = new ArrayList<>();
+        root.fieldNames().forEachRemaining(out::add);
+        return out;
+    }
+
+    /** A field's JSON text, for messages that quote what the file says. */
+    String text(String field) {
+        JsonNode n = root.get(field);
+        return n == null ? "absent" : n.toString();
+    }
+
+    /** Where these fields come from (the file, and the objects inside it), for messages. */
+    String source() {
+        return source;
+    }
 }

@@ -14,17 +14,24 @@ package dev.scorch.engine.generation;
  * @param error        why it could not go on (finishReason ERROR: the model's logits were not finite), else null; what
  *                     was generated before is no result then
  */
-public record Completion(int[] tokenIds, float[] logprobs, int[][] topIds, float[][] topLogprobs, String text,
-    FinishReason finishReason, int sample, String error) {
+public record Completion(
+        int[] tokenIds,
+        float[] logprobs,
+        int[][] topIds,
+        float[][] topLogprobs,
+        String text,
+        FinishReason finishReason,
+        int sample,
+        String error) {
 
-  public enum FinishReason {
-    /** A stop string was produced. */
-    STOP,
-    /** max_new_tokens was reached. */
-    LENGTH,
-    /** A stop token id (EOS) was produced. */
-    EOS,
-    /** The next token could not be chosen: see {@link Completion#error}. */
-    ERROR
-  }
+    public enum FinishReason {
+        /** A stop string was produced. */
+        STOP,
+        /** max_new_tokens was reached. */
+        LENGTH,
+        /** A stop token id (EOS) was produced. */
+        EOS,
+        /** The next token could not be chosen: see {@link Completion#error}. */
+        ERROR
+    }
 }

@@ -10,35 +10,35 @@ import java.util.List;
  * step. {@link CpuDecodingModel} runs the CPU engine; the CUDA backend has its own ({@code gpu.GpuDecodingModel}).
  */
 public interface DecodingModel {
-  ModelConfig config();
+    ModelConfig config();
 
-  /** KV cache bytes one cached token takes (what the generator's cache limit counts). */
-  long cacheBytesPerToken();
+    /** KV cache bytes one cached token takes (what the generator's cache limit counts). */
+    long cacheBytesPerToken();
 
-  /** An empty cache for one sequence of up to maxTokens tokens. */
-  Cache newCache(int maxTokens);
+    /** An empty cache for one sequence of up to maxTokens tokens. */
+    Cache newCache(int maxTokens);
 
-  /** Prefills each prompt into its empty cache and returns each prompt's next-token logits [prompts, vocab], fp32. */
-  float[] prefill(List<int[]> prompts, List<Cache> caches);
+    /** Prefills each prompt into its empty cache and returns each prompt's next-token logits [prompts, vocab], fp32. */
+    float[] prefill(List<int[]> prompts, List<Cache> caches);
 
-  /** Appends tokens[s] to caches[s] and returns the next-token logits [sequences, vocab], fp32. */
-  float[] decode(int[] tokens, Cache[] caches);
+    /** Appends tokens[s] to caches[s] and returns the next-token logits [sequences, vocab], fp32. */
+    float[] decode(int[] tokens, Cache[] caches);
 
-  /** One sequence's KV cache. */
-  interface Cache extends AutoCloseable {
-    /** Tokens cached. */
-    int length();
+    /** One sequence's KV cache. */
+    interface Cache extends AutoCloseable {
+        /** Tokens cached. */
+        int length();
 
-    /** Makes this empty cache a copy of src (samples of one prompt share its prefill). */
-    void copyFrom(Cache src);
+        /** Makes this empty cache a copy of src (samples of one prompt share its prefill). */
+        void copyFrom(Cache src);
 
-    /** Gives its memory back. */
-    @Override
-    void close();
-  }
+        /** Gives its memory back. */
+        @Override
+        void close();
+    }
 
-  /** The CPU engine. */
-  static DecodingModel cpu(DeepseekV3Model model, Ops ops) {
-    return new CpuDecodingModel(model, ops);
-  }
+    /** The CPU engine. */
+    static DecodingModel cpu(DeepseekV3Model model, Ops ops) {
+        return new CpuDecodingModel(model, ops);
+    }
 }

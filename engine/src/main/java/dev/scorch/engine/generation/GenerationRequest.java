@@ -16,36 +16,46 @@ import java.util.Set;
  * @param topLogprobs  most likely alternatives to report per generated token (0 = none)
  */
 public record GenerationRequest(
-    int[] prompt, SamplingParams params, int maxNewTokens, Set<Integer> stopTokenIds, List<String> stopStrings, int n,
-    int topLogprobs) {
+        int[] prompt,
+        SamplingParams params,
+        int maxNewTokens,
+        Set<Integer> stopTokenIds,
+        List<String> stopStrings,
+        int n,
+        int topLogprobs) {
 
-  public GenerationRequest {
-    if (prompt == null || prompt.length == 0) {
-      throw new IllegalArgumentException("a prompt needs at least one token");
+    public GenerationRequest {
+        if (prompt == null || prompt.length == 0) {
+            throw new IllegalArgumentException("a prompt needs at least one token");
+        }
+        if (maxNewTokens < 1 || n < 1 || topLogprobs < 0) {
+            throw new IllegalArgumentException("max_new_tokens and n must be >= 1, top_logprobs >= 0");
+        }
+        stopTokenIds = Set.copyOf(stopTokenIds);
+        stopStrings = List.copyOf(stopStrings);
+        for (String s : stopStrings) {
+            if (s.isEmpty()) {
+                throw new IllegalArgumentException("a stop string must not be empty");
+            }
+        }
     }
-    if (maxNewTokens < 1 || n < 1 || topLogprobs < 0) {
-      throw new IllegalArgumentException("max_new_tokens and n must be >= 1, top_logprobs >= 0");
+
+    public GenerationRequest(
+            int[] prompt,
+            SamplingParams params,
+            int maxNewTokens,
+            Set<Integer> stopTokenIds,
+            List<String> stopStrings,
+            int n) {
+        this(prompt, params, maxNewTokens, stopTokenIds, stopStrings, n, 0);
     }
-    stopTokenIds = Set.copyOf(stopTokenIds);
-    stopStrings = List.copyOf(stopStrings);
-    for (String s : stopStrings) {
-      if (s.isEmpty()) {
-        throw new IllegalArgumentException("a stop string must not be empty");
-      }
+
+    public static GenerationRequest greedy(int[] prompt, int maxNewTokens) {
+        return new GenerationRequest(prompt, SamplingParams.greedy(), maxNewTokens, Set.of(), List.of(), 1);
     }
-  }
 
-  public GenerationRequest(int[] prompt, SamplingParams params, int maxNewTokens, Set<Integer> stopTokenIds, List<String> stopStrings,
-      int n) {
-    this(prompt, params, maxNewTokens, stopTokenIds, stopStrings, n, 0);
-  }
-
-  public static GenerationRequest greedy(int[] prompt, int maxNewTokens) {
-    return new GenerationRequest(prompt, SamplingParams.greedy(), maxNewTokens, Set.of(), List.of(), 1);
-  }
-
-  /** Tokens of KV cache one sample of this request needs at most. */
-  public int maxCacheTokens() {
-    return prompt.length + maxNewTokens;
-  }
+    /** Tokens of KV cache one sample of this request needs at most. */
+    public int maxCacheTokens() {
+        return prompt.length + maxNewTokens;
+    }
 }

@@ -11,80 +11,81 @@ import java.util.List;
  * the next reset replaces them all with one block of the pass's high-water mark, so steady state allocates nothing.
  */
 final class Arena implements AutoCloseable {
-  private static final long ALIGN = 64; // elements: 256-byte aligned slices for the GEMMs
+    private static final long ALIGN = 64; // elements: 256-byte aligned slices for the GEMMs
 
-  private final Device dev;
-  private final Buf.Kind kind;
-  private final List<Buf> blocks = new ArrayList<>();
-  private int current; // block the next slice comes from
-  private long used; // elements taken from blocks[current]
-  private long peak; // high-water mark since the last reset: blocks before current in full, plus used
+    private final Device dev;
+    private final Buf.Kind kind;
+    private final List<Buf> blocks = new ArrayList<>();
+    private int current; // block the next slice comes from
+    private long used; // elements taken from blocks[current]
+    private long peak; // high-water mark since the last reset: blocks before current in full, plus used
 
-  Arena(Device dev, Buf.Kind kind, long initial) {
-    this.dev = dev;
-    this.kind = kind;
-    blocks.add(dev.alloc(kind, Math.max(ALIGN, initial)));
-  }
-
-  /** n elements, contents undefined. */
-  Buf take(long n) {
-    long size = (n + ALIGN - 1) / ALIGN * ALIGN;
-    while (used + size > blocks.get(current).length()) {
-      current++;
-      used = 0;
-      if (current == blocks.size()) {
-        blocks.add(dev.alloc(kind, Math.max(size, blocks.get(current - 1).length())));
-      }
+    Arena(Device dev, Buf.Kind kind, long initial) {
+        this.dev = dev;
+        this.kind = kind;
+        blocks.add(dev.alloc(kind, Math.max(ALIGN, initial)));
     }
-    Buf b = blocks.get(current).slice(used, n);
-    used += size;
-    long inUse = used;
-    for (int i = 0; i < current; i++) {
-      inUse += blocks.get(i).length();
+
+    /** n elements, contents undefined. */
+    Buf take(long n) {
+        long size = (n + ALIGN - 1) / ALIGN * ALIGN;
+        while (used + size > blocks.get(current).length()) {
+            current++;
+            used = 0;
+            if (current == blocks.size()) {
+                blocks.add(
+                        dev.alloc(kind, Math.max(size, blocks.get(current - 1).length())));
+            }
+        }
+        Buf b = blocks.get(current).slice(used, n);
+        used += size;
+        long inUse = used;
+        for (int i = 0; i < current; i++) {
+            inUse += blocks.get(i).length();
+        }
+        peak = Math.max(peak, inUse);
+        return b;
     }
-    peak = Math.max(peak, inUse);
-    return b;
-  }
 
-  /** Where the next slice would come from. */
-  long mark() {
-    return ((long) current << 40) | used;
-  }
-
-  /** Gives back every slice taken since mark (they must no longer be used). */
-  void release(long mark) {
-    current = (int) (mark >>> 40);
-    used = mark & ((1L << 40) - 1);
-  }
-
-  /** Gives every slice back; when the last pass needed several blocks, they become one of its high-water mark. */
-  void reset() {
-    if (blocks.size() > 1) {
-      for (Buf b : blocks) {
-        dev.free(b);
-      }
-      blocks.clear();
-      blocks.add(dev.alloc(kind, peak));
+    /** Where the next slice would come from. */
+    long mark() {
+        return ((long) current << 40) | used;
     }
-    current = 0;
-    used = 0;
-    peak = 0;
-  }
 
-  /** Bytes held. */
-  long bytes() {
-    long b = 0;
-    for (Buf x : blocks) {
-      b += x.bytes();
+    /** Gives back every slice taken since mark (they must no longer be used). */
+    void release(long mark) {
+        current = (int) (mark >>> 40);
+        used = mark & ((1L << 40) - 1);
     }
-    return b;
-  }
 
-  @Override
-  public void close() {
-    for (Buf b : blocks) {
-      dev.free(b);
+    /** Gives every slice back; when the last pass needed several blocks, they become one of its high-water mark. */
+    void reset() {
+        if (blocks.size() > 1) {
+            for (Buf b : blocks) {
+                dev.free(b);
+            }
+            blocks.clear();
+            blocks.add(dev.alloc(kind, peak));
+        }
+        current = 0;
+        used = 0;
+        peak = 0;
     }
-    blocks.clear();
-  }
+
+    /** Bytes held. */
+    long bytes() {
+        long b = 0;
+        for (Buf x : blocks) {
+            b += x.bytes();
+        }
+        return b;
+    }
+
+    @Override
+    public void close() {
+        for (Buf b : blocks) {
+            dev.free(b);
+        }
+        blocks.clear();
+    }
 }

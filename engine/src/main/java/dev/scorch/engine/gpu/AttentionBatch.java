@@ -7,4 +7,12 @@ import dev.scorch.engine.runtime.PackedBatch;
  * the query tiles, and where each sequence's keys start among all keys (the batch's own tokens, or every cached
  * token of each sequence).
  */
-record AttentionBatch(PackedBatch packed, Buf positions, Buf keyStart, Buf keyLen, Buf tiles, int numTiles, int keys, int[] keyOffset) {}
+record AttentionBatch(
+        PackedBatch packed,
+        Buf positions,
+        Buf keyStart,
+        Buf keyLen,
+        Buf tiles,
+        int numTiles,
+        int keys,
+        int[] keyOffset) {}

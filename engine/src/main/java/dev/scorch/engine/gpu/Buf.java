@@ -6,78 +6,80 @@ package dev.scorch.engine.gpu;
  * address for CUDA); buffers are only passed back to that device.
  */
 public final class Buf {
-  /** Element types. */
-  public enum Kind {
-    F32(4),
-    I32(4),
-    BF16(2),
-    /**
-     * An INT4 group-quantised weight kept packed ({@link PackedInt4}: packed words and group scales, each a buffer of
-     * its own); made by {@link Device#int4Weight}, never by alloc, and only multiplied. Its length counts weights.
-     */
-    INT4(0);
+    /** Element types. */
+    public enum Kind {
+        F32(4),
+        I32(4),
+        BF16(2),
+        /**
+         * An INT4 group-quantised weight kept packed ({@link PackedInt4}: packed words and group scales, each a buffer of
+         * its own); made by {@link Device#int4Weight}, never by alloc, and only multiplied. Its length counts weights.
+         */
+        INT4(0);
 
-    final int bytes;
+        final int bytes;
 
-    Kind(int bytes) {
-      this.bytes = bytes;
+        Kind(int bytes) {
+            this.bytes = bytes;
+        }
+
+        public int bytes() {
+            return bytes;
+        }
     }
 
-    public int bytes() {
-      return bytes;
+    private final Object storage;
+    private final Kind kind;
+    private final long offset;
+    private final long length;
+
+    public Buf(Object storage, Kind kind, long offset, long length) {
+        this.storage = storage;
+        this.kind = kind;
+        this.offset = offset;
+        this.length = length;
     }
-  }
 
-  private final Object storage;
-  private final Kind kind;
-  private final long offset;
-  private final long length;
-
-  public Buf(Object storage, Kind kind, long offset, long length) {
-    this.storage = storage;
-    this.kind = kind;
-    this.offset = offset;
-    this.length = length;
-  }
-
-  public Object storage() {
-    return storage;
-  }
-
-  public Kind kind() {
-    return kind;
-  }
-
-  /** First element, counted from the start of the allocation. */
-  public long offset() {
-    return offset;
-  }
-
-  /** Elements. */
-  public long length() {
-    return length;
-  }
-
-  public long bytes() {
-    return storage instanceof PackedInt4 p ? p.bytes() : length * kind.bytes;
-  }
-
-  /** Elements [from, from + n) of this range. */
-  public Buf slice(long from, long n) {
-    if (kind == Kind.INT4) {
-      throw new IllegalArgumentException("an INT4 weight is not sliced");
+    public Object storage() {
+        return storage;
     }
-    if (from < 0 || n < 0 || from + n > length) {
-      throw new IndexOutOfBoundsException("slice [" + from + ", " + (from + n) + ") of a buffer of " + length + " elements");
-    }
-    return new Buf(storage, kind, offset + from, n);
-  }
 
-  /** Checks that this buffer holds at least n elements of kind k. */
-  public Buf need(Kind k, long n, String what) {
-    if (kind != k || length < n) {
-      throw new IllegalArgumentException(what + ": needs " + n + " " + k + " elements, got " + length + " " + kind);
+    public Kind kind() {
+        return kind;
     }
-    return this;
-  }
+
+    /** First element, counted from the start of the allocation. */
+    public long offset() {
+        return offset;
+    }
+
+    /** Elements. */
+    public long length() {
+        return length;
+    }
+
+    public long bytes() {
+        return storage instanceof PackedInt4 p ? p.bytes() : length * kind.bytes;
+    }
+
+    /** Elements [from, from + n) of this range. */
+    public Buf slice(long from, long n) {
+        if (kind == Kind.INT4) {
+            throw new IllegalArgumentException("an INT4 weight is not sliced");
+        }
+        if (from < 0 || n < 0 || from + n > length) {
+            throw new IndexOutOfBoundsException(
+                    "slice [" + from + ", " + (from + n) + ") of a buffer of " + length + " elements");
+        }
+        return new Buf(storage, kind, offset + from, n);
+    }
+
+    /** Checks that this buffer holds at least n elements of kind k. */
+    public Buf need(Kind k, long n, String what) {
+        if (kind != k || length < n) {
+            throw new IllegalArgumentException(
+                    what + ": needs " + n + " " + k + " elements, got " + length + " " + kind);
+        }
+        return this;
+    }
 }

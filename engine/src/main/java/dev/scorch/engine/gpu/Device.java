@@ -9,152 +9,182 @@ import dev.scorch.engine.kernels.Linear;
  * in order (one stream), and reads back to the host wait for what came before.
  */
 public interface Device extends AutoCloseable {
-  /** The device, in words (name, memory). */
-  String describe();
+    /** The device, in words (name, memory). */
+    String describe();
 
-  /** Bytes of device memory in all and free now. */
-  long totalBytes();
+    /** Bytes of device memory in all and free now. */
+    long totalBytes();
 
-  long freeBytes();
+    long freeBytes();
 
-  // --- Memory
+    // --- Memory
 
-  /** A new zeroed buffer of n elements. */
-  Buf alloc(Buf.Kind kind, long n);
+    /** A new zeroed buffer of n elements. */
+    Buf alloc(Buf.Kind kind, long n);
 
-  void free(Buf b);
+    void free(Buf b);
 
-  void zero(Buf b);
+    void zero(Buf b);
 
-  void write(Buf dst, float[] src, int off, int n);
+    void write(Buf dst, float[] src, int off, int n);
 
-  void write(Buf dst, int[] src, int off, int n);
+    void write(Buf dst, int[] src, int off, int n);
 
-  void read(Buf src, float[] dst, int off, int n);
+    void read(Buf src, float[] dst, int off, int n);
 
-  void read(Buf src, int[] dst, int off, int n);
+    void read(Buf src, int[] dst, int off, int n);
 
-  /**
-   * Linear weights [out, in] stacked along out (one GEMM computes all of them: q_a_proj with kv_a_proj_with_mqa,
-   * gate_proj with up_proj). All share in. INT4 weights of one group size stay packed ({@link PackedInt4}, the same
-   * whatever the precision: the GEMM decides how it multiplies them); others as {@link #denseWeight}.
-   */
-  default Buf weight(GemmPrecision precision, Linear... stacked) {
-    return PackedInt4.packable(stacked) ? PackedInt4.upload(this, stacked) : denseWeight(precision, stacked);
-  }
-
-  /**
-   * Linear weights stacked along out as {@link #weight}, decoded into the precision's dtype (FP8 block scales and INT4
-   * group scales applied, then rounded): tables that are gathered rather than multiplied, and weights kept in fp32.
-   */
-  Buf denseWeight(GemmPrecision precision, Linear... stacked);
-
-  /**
-   * An INT4 weight [rows, cols] kept packed (a {@link Buf.Kind#INT4} buffer over a {@link PackedInt4}): packed words
-   * [rows, ceil(cols / 8)] as compressed-tensors stores them, scales [rows, ceil(cols / groupSize)] in fp32 (held in
-   * BF16 when every one is a BF16 value).
-   */
-  default Buf int4Weight(int[] packed, float[] scales, int rows, int cols, int groupSize) {
-    if (rows <= 0 || cols <= 0 || groupSize <= 0 || packed.length != (long) rows * PackedInt4.wordsPerRow(cols)
-        || scales.length != (long) rows * PackedInt4.groupsPerRow(cols, groupSize)) {
-      throw new IllegalArgumentException("INT4 weight [" + rows + ", " + cols + "] in groups of " + groupSize + ": " + packed.length
-          + " packed words and " + scales.length + " scales");
+    /**
+     * Linear weights [out, in] stacked along out (one GEMM computes all of them: q_a_proj with kv_a_proj_with_mqa,
+     * gate_proj with up_proj). All share in. INT4 weights of one group size stay packed ({@link PackedInt4}, the same
+     * whatever the precision: the GEMM decides how it multiplies them); others as {@link #denseWeight}.
+     */
+    default Buf weight(GemmPrecision precision, Linear... stacked) {
+        return PackedInt4.packable(stacked) ? PackedInt4.upload(this, stacked) : denseWeight(precision, stacked);
     }
-    Buf p = upload(packed);
-    Buf s = PackedInt4.allBf16(scales) ? weight(scales, GemmPrecision.BF16) : upload(scales);
-    return new Buf(new PackedInt4(p, s, rows, cols, groupSize, PackedInt4.allSplitExact(scales)), Buf.Kind.INT4, 0, (long) rows * cols);
-  }
 
-  /** A weight given as fp32 values, in the precision's dtype (small matrices and tests). */
-  Buf weight(float[] w, GemmPrecision precision);
+    /**
+     * Linear weights stacked along out as {@link #weight}, decoded into the precision's dtype (FP8 block scales and INT4
+     * group scales applied, then rounded): tables that are gathered rather than multiplied, and weights kept in fp32.
+     */
+    Buf denseWeight(GemmPrecision precision, Linear... stacked);
 
-  default Buf upload(float[] v) {
-    Buf b = alloc(Buf.Kind.F32, v.length);
-    write(b, v, 0, v.length);
-    return b;
-  }
+    /**
+     * An INT4 weight [rows, cols] kept packed (a {@link Buf.Kind#INT4} buffer over a {@link PackedInt4}): packed words
+     * [rows, ceil(cols / 8)] as compressed-tensors stores them, scales [rows, ceil(cols / groupSize)] in fp32 (held in
+     * BF16 when every one is a BF16 value).
+     */
+    default Buf int4Weight(int[] packed, float[] scales, int rows, int cols, int groupSize) {
+        if (rows <= 0
+                || cols <= 0
+                || groupSize <= 0
+                || packed.length != (long) rows * PackedInt4.wordsPerRow(cols)
+                || scales.length != (long) rows * PackedInt4.groupsPerRow(cols, groupSize)) {
+            throw new IllegalArgumentException("INT4 weight [" + rows + ", " + cols + "] in groups of " + groupSize
+                    + ": " + packed.length + " packed words and " + scales.length + " scales");
+        }
+        Buf p = upload(packed);
+        Buf s = PackedInt4.allBf16(scales) ? weight(scales, GemmPrecision.BF16) : upload(scales);
+        return new Buf(
+                new PackedInt4(p, s, rows, cols, groupSize, PackedInt4.allSplitExact(scales)),
+                Buf.Kind.INT4,
+                0,
+                (long) rows * cols);
+    }
 
-  default Buf upload(int[] v) {
-    Buf b = alloc(Buf.Kind.I32, v.length);
-    write(b, v, 0, v.length);
-    return b;
-  }
+    /** A weight given as fp32 values, in the precision's dtype (small matrices and tests). */
+    Buf weight(float[] w, GemmPrecision precision);
 
-  // --- Kernels
+    default Buf upload(float[] v) {
+        Buf b = alloc(Buf.Kind.F32, v.length);
+        write(b, v, 0, v.length);
+        return b;
+    }
 
-  /**
-   * y[m, n] = x[m, k] · wᵀ, w [n, k] from {@link #weight}, fp32 accumulate. An fp32 w multiplies fp32 x; a BF16 w
-   * multiplies x split into the precision's BF16 parts (x ≈ p0 + p1 + p2, {@link GemmPrecision#inputParts}), one
-   * GEMM per part, summed in fp32; an INT4 w is dequantised a tile at a time and multiplied as {@link PackedInt4}
-   * says for the precision.
-   */
-  void gemm(Buf x, int m, int k, Buf w, int n, Buf y, GemmPrecision precision);
+    default Buf upload(int[] v) {
+        Buf b = alloc(Buf.Kind.I32, v.length);
+        write(b, v, 0, v.length);
+        return b;
+    }
 
-  /** out[r, :dim] = weight · x[r·stride + offset ..][:dim] / rms, for r < rows. */
-  void rmsNorm(Buf x, int rows, int stride, int offset, int dim, Buf weight, float eps, Buf out);
+    // --- Kernels
 
-  /**
-   * Rotates, in place, the rope_dim values at x[r·rowStride + h·headStride + offset] of every row r and head h by
-   * the angles of position positions[r]; cosSin is [positions, rope_dim] (cos, sin interleaved, as {@code Rope.cosSin}).
-   */
-  void rope(Buf x, int rows, int heads, int rowStride, int headStride, int offset, int ropeDim, Buf positions, Buf cosSin);
+    /**
+     * y[m, n] = x[m, k] · wᵀ, w [n, k] from {@link #weight}, fp32 accumulate. An fp32 w multiplies fp32 x; a BF16 w
+     * multiplies x split into the precision's BF16 parts (x ≈ p0 + p1 + p2, {@link GemmPrecision#inputParts}), one
+     * GEMM per part, summed in fp32; an INT4 w is dequantised a tile at a time and multiplied as {@link PackedInt4}
+     * says for the precision.
+     */
+    void gemm(Buf x, int m, int k, Buf w, int n, Buf y, GemmPrecision precision);
 
-  /** dst[r·dstStride + dstOff + c] = src[r·srcStride + srcOff + c] for r < rows, c < width. */
-  void copyCols(Buf src, int rows, int srcStride, int srcOff, int width, Buf dst, int dstStride, int dstOff);
+    /** out[r, :dim] = weight · x[r·stride + offset ..][:dim] / rms, for r < rows. */
+    void rmsNorm(Buf x, int rows, int stride, int offset, int dim, Buf weight, float eps, Buf out);
 
-  /** x[:n] += y[:n]. */
-  void add(Buf x, Buf y, long n);
+    /**
+     * Rotates, in place, the rope_dim values at x[r·rowStride + h·headStride + offset] of every row r and head h by
+     * the angles of position positions[r]; cosSin is [positions, rope_dim] (cos, sin interleaved, as {@code Rope.cosSin}).
+     */
+    void rope(
+            Buf x,
+            int rows,
+            int heads,
+            int rowStride,
+            int headStride,
+            int offset,
+            int ropeDim,
+            Buf positions,
+            Buf cosSin);
 
-  /** SwiGLU over fused gate/up rows: out[r, c] = silu(gu[r, c]) · gu[r, inter + c], gu [rows, 2 · inter]. */
-  void swiglu(Buf gu, int rows, int inter, Buf out);
+    /** dst[r·dstStride + dstOff + c] = src[r·srcStride + srcOff + c] for r < rows, c < width. */
+    void copyCols(Buf src, int rows, int srcStride, int srcOff, int width, Buf dst, int dstStride, int dstOff);
 
-  /** out[j, :width] = x[rows[j], :width], j < n; x F32, or BF16 (a weight table) widened to fp32. */
-  void gatherRows(Buf x, Buf rows, int n, int width, Buf out);
+    /** x[:n] += y[:n]. */
+    void add(Buf x, Buf y, long n);
 
-  /**
-   * MLA attention, prefill form: q [t, heads, qk_nope + qk_rope], kv [keys, heads, qk_nope + v_head] = [k_nope | v],
-   * kPe [keys, qk_rope]; query i attends keys keyStart[i] .. keyStart[i] + keyLen[i] - 1, softmax in fp32.
-   * out [t, heads, v_head]. tiles holds numTiles pairs (first query, queries) that cover the t queries in order,
-   * at most {@link #ATTENTION_TILE} each, every tile inside one sequence: a device may share key loads across a
-   * tile's queries.
-   */
-  void mlaAttention(Buf q, Buf kv, Buf kPe, Buf keyStart, Buf keyLen, Buf tiles, int numTiles, int t, int heads, int qkNope,
-      int qkRope, int vHead, float scale, Buf out);
+    /** SwiGLU over fused gate/up rows: out[r, c] = silu(gu[r, c]) · gu[r, inter + c], gu [rows, 2 · inter]. */
+    void swiglu(Buf gu, int rows, int inter, Buf out);
 
-  /** Queries per attention tile (the CUDA kernel's ATTN_Q). */
-  int ATTENTION_TILE = 16;
+    /** out[j, :width] = x[rows[j], :width], j < n; x F32, or BF16 (a weight table) widened to fp32. */
+    void gatherRows(Buf x, Buf rows, int n, int width, Buf out);
 
-  /**
-   * Grouped GEMM (one per expert): for g < groups, rows [rowStart[g], + rows[g]) of y [*, n] = the same rows of
-   * x [*, k] · w[g]ᵀ, each w[g] [n, k] from {@link #weight}; as {@link #gemm} per group.
-   */
-  void gemmGrouped(Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision);
+    /**
+     * MLA attention, prefill form: q [t, heads, qk_nope + qk_rope], kv [keys, heads, qk_nope + v_head] = [k_nope | v],
+     * kPe [keys, qk_rope]; query i attends keys keyStart[i] .. keyStart[i] + keyLen[i] - 1, softmax in fp32.
+     * out [t, heads, v_head]. tiles holds numTiles pairs (first query, queries) that cover the t queries in order,
+     * at most {@link #ATTENTION_TILE} each, every tile inside one sequence: a device may share key loads across a
+     * tile's queries.
+     */
+    void mlaAttention(
+            Buf q,
+            Buf kv,
+            Buf kPe,
+            Buf keyStart,
+            Buf keyLen,
+            Buf tiles,
+            int numTiles,
+            int t,
+            int heads,
+            int qkNope,
+            int qkRope,
+            int vHead,
+            float scale,
+            Buf out);
 
-  /**
-   * Whether {@link #gemmGrouped} runs groups laid out at a uniform stride as one batched call (so a caller should
-   * pad groups to the same row count); otherwise it runs each group alone and padding only costs memory.
-   */
-  default boolean batchesGroups() {
-    return false;
-  }
+    /** Queries per attention tile (the CUDA kernel's ATTN_Q). */
+    int ATTENTION_TILE = 16;
 
-  /**
-   * MoE combine: y[t, :] = Σ_k weights[t, k] · ye[slot[t, k], :] over k &lt; top_k in order, for t &lt; tokens.
-   */
-  void moeCombine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf y);
+    /**
+     * Grouped GEMM (one per expert): for g < groups, rows [rowStart[g], + rows[g]) of y [*, n] = the same rows of
+     * x [*, k] · w[g]ᵀ, each w[g] [n, k] from {@link #weight}; as {@link #gemm} per group.
+     */
+    void gemmGrouped(
+            Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision);
 
-  /** Router logits [t, n_routed_experts] → experts and weights [t, top_k], experts in ascending id. */
-  void moeRoute(Buf logits, Buf bias, int t, RouterShape r, Buf experts, Buf weights);
+    /**
+     * Whether {@link #gemmGrouped} runs groups laid out at a uniform stride as one batched call (so a caller should
+     * pad groups to the same row count); otherwise it runs each group alone and padding only costs memory.
+     */
+    default boolean batchesGroups() {
+        return false;
+    }
 
-  /**
-   * Per logits row r of [rows, vocab]: stats[3r] = log-sum-exp, stats[3r + 1] = logits[r, targets[r]] (0 when
-   * targets[r] &lt; 0), stats[3r + 2] = argmax (lowest index on ties).
-   */
-  void logSoftmaxStats(Buf logits, int rows, int vocab, Buf targets, Buf stats);
+    /**
+     * MoE combine: y[t, :] = Σ_k weights[t, k] · ye[slot[t, k], :] over k &lt; top_k in order, for t &lt; tokens.
+     */
+    void moeCombine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf y);
 
-  /** Waits until everything queued so far has run (for timing). */
-  void synchronize();
+    /** Router logits [t, n_routed_experts] → experts and weights [t, top_k], experts in ascending id. */
+    void moeRoute(Buf logits, Buf bias, int t, RouterShape r, Buf experts, Buf weights);
 
-  @Override
-  void close();
+    /**
+     * Per logits row r of [rows, vocab]: stats[3r] = log-sum-exp, stats[3r + 1] = logits[r, targets[r]] (0 when
+     * targets[r] &lt; 0), stats[3r + 2] = argmax (lowest index on ties).
+     */
+    void logSoftmaxStats(Buf logits, int rows, int vocab, Buf targets, Buf stats);
+
+    /** Waits until everything queued so far has run (for timing). */
+    void synchronize();
+
+    @Override
+    void close();
 }

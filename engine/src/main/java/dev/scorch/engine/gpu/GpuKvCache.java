@@ -5,74 +5,76 @@ package dev.scorch.engine.gpu;
  * [layers, capacity, kv_lora_rank + qk_rope_head_dim] (the same content as the CPU's {@code KvCache}).
  */
 public final class GpuKvCache implements AutoCloseable {
-  private final Device dev;
-  private final Buf rows;
-  private final int layers;
-  private final int capacity;
-  private final int width; // kv_lora_rank + qk_rope_head_dim
-  private int length;
+    private final Device dev;
+    private final Buf rows;
+    private final int layers;
+    private final int capacity;
+    private final int width; // kv_lora_rank + qk_rope_head_dim
+    private int length;
 
-  GpuKvCache(Device dev, int layers, int capacity, int width) {
-    this.dev = dev;
-    this.layers = layers;
-    this.capacity = capacity;
-    this.width = width;
-    this.rows = dev.alloc(Buf.Kind.F32, (long) layers * capacity * width);
-  }
-
-  /** Bytes per cached token: the figure a memory budget multiplies. */
-  public static long bytesPerToken(int layers, int kvLoraRank, int qkRopeHeadDim) {
-    return (long) layers * (kvLoraRank + qkRopeHeadDim) * Float.BYTES;
-  }
-
-  public int length() {
-    return length;
-  }
-
-  public int capacity() {
-    return capacity;
-  }
-
-  /** Layer l's rows [capacity, width]. */
-  Buf layer(int l) {
-    return rows.slice((long) l * capacity * width, (long) capacity * width);
-  }
-
-  int width() {
-    return width;
-  }
-
-  /** Makes this empty cache a copy of src's cached tokens (samples of one prompt share its prefill). */
-  public void copyFrom(GpuKvCache src) {
-    if (length != 0 || src.layers != layers || src.width != width || src.length > capacity) {
-      throw new IllegalArgumentException("copy needs an empty cache of the same shape with room for " + src.length + " tokens");
+    GpuKvCache(Device dev, int layers, int capacity, int width) {
+        this.dev = dev;
+        this.layers = layers;
+        this.capacity = capacity;
+        this.width = width;
+        this.rows = dev.alloc(Buf.Kind.F32, (long) layers * capacity * width);
     }
-    for (int l = 0; l < layers; l++) {
-      dev.copyCols(src.layer(l), src.length, width, 0, width, layer(l), width, 0);
+
+    /** Bytes per cached token: the figure a memory budget multiplies. */
+    public static long bytesPerToken(int layers, int kvLoraRank, int qkRopeHeadDim) {
+        return (long) layers * (kvLoraRank + qkRopeHeadDim) * Float.BYTES;
     }
-    length = src.length;
-  }
 
-  void checkRoom(int tokens) {
-    if (length + tokens > capacity) {
-      throw new IllegalStateException("GPU KV cache holds " + capacity + " tokens; " + length + " cached + " + tokens + " new do not fit");
+    public int length() {
+        return length;
     }
-  }
 
-  void advance(int tokens) {
-    length += tokens;
-  }
+    public int capacity() {
+        return capacity;
+    }
 
-  long bytes() {
-    return rows.bytes();
-  }
+    /** Layer l's rows [capacity, width]. */
+    Buf layer(int l) {
+        return rows.slice((long) l * capacity * width, (long) capacity * width);
+    }
 
-  @Override
-  public void close() {
-    dev.free(rows);
-  }
+    int width() {
+        return width;
+    }
 
-  int layers() {
-    return layers;
-  }
+    /** Makes this empty cache a copy of src's cached tokens (samples of one prompt share its prefill). */
+    public void copyFrom(GpuKvCache src) {
+        if (length != 0 || src.layers != layers || src.width != width || src.length > capacity) {
+            throw new IllegalArgumentException(
+                    "copy needs an empty cache of the same shape with room for " + src.length + " tokens");
+        }
+        for (int l = 0; l < layers; l++) {
+            dev.copyCols(src.layer(l), src.length, width, 0, width, layer(l), width, 0);
+        }
+        length = src.length;
+    }
+
+    void checkRoom(int tokens) {
+        if (length + tokens > capacity) {
+            throw new IllegalStateException("GPU KV cache holds " + capacity + " tokens; " + length + " cached + "
+                    + tokens + " new do not fit");
+        }
+    }
+
+    void advance(int tokens) {
+        length += tokens;
+    }
+
+    long bytes() {
+        return rows.bytes();
+    }
+
+    @Override
+    public void close() {
+        dev.free(rows);
+    }
+
+    int layers() {
+        return layers;
+    }
 }

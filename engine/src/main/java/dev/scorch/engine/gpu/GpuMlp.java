@@ -9,19 +9,22 @@ package dev.scorch.engine.gpu;
  * @param inter        intermediate size
  */
 record GpuMlp(Buf gateUpProj, Buf downProj, int hidden, int inter) {
-  static GpuMlp load(DeviceWeights w, String prefix, int hidden) {
-    return new GpuMlp(w.stacked(prefix + "gate_proj.weight", prefix + "up_proj.weight"), w.linear(prefix + "down_proj.weight"), hidden,
-        w.rows(prefix + "gate_proj.weight"));
-  }
+    static GpuMlp load(DeviceWeights w, String prefix, int hidden) {
+        return new GpuMlp(
+                w.stacked(prefix + "gate_proj.weight", prefix + "up_proj.weight"),
+                w.linear(prefix + "down_proj.weight"),
+                hidden,
+                w.rows(prefix + "gate_proj.weight"));
+    }
 
-  /** SwiGLU MLP: down_proj(silu(gate_proj(x)) * up_proj(x)), x [rows, hidden] → [rows, hidden]. */
-  Buf forward(GpuPass p, Buf x, int rows) {
-    Buf gu = p.floats().take((long) rows * 2 * inter); // [rows, gate | up]
-    p.dev().gemm(x, rows, hidden, gateUpProj, 2 * inter, gu, p.precision());
-    Buf act = p.floats().take((long) rows * inter);
-    p.dev().swiglu(gu, rows, inter, act);
-    Buf out = p.floats().take((long) rows * hidden);
-    p.dev().gemm(act, rows, inter, downProj, hidden, out, p.precision());
-    return out;
-  }
+    /** SwiGLU MLP: down_proj(silu(gate_proj(x)) * up_proj(x)), x [rows, hidden] → [rows, hidden]. */
+    Buf forward(GpuPass p, Buf x, int rows) {
+        Buf gu = p.floats().take((long) rows * 2 * inter); // [rows, gate | up]
+        p.dev().gemm(x, rows, hidden, gateUpProj, 2 * inter, gu, p.precision());
+        Buf act = p.floats().take((long) rows * inter);
+        p.dev().swiglu(gu, rows, inter, act);
+        Buf out = p.floats().take((long) rows * hidden);
+        p.dev().gemm(act, rows, inter, downProj, hidden, out, p.precision());
+        return out;
+    }
 }

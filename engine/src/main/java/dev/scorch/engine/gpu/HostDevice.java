@@ -10,505 +10,541 @@ import dev.scorch.engine.scoring.LogSoftmax;
  * {@link GpuModel} on it to check the GPU path's model code without a GPU; it is not meant to be fast.
  */
 public final class HostDevice implements Device {
-  private long allocated;
-  private long int4ScratchBytes;
+    private long allocated;
+    private long int4ScratchBytes;
 
-  @Override
-  public String describe() {
-    return "host (Java loops standing in for a GPU)";
-  }
-
-  @Override
-  public long totalBytes() {
-    return Runtime.getRuntime().maxMemory();
-  }
-
-  @Override
-  public long freeBytes() {
-    return Runtime.getRuntime().maxMemory() - allocated;
-  }
-
-  @Override
-  public Buf alloc(Buf.Kind kind, long n) {
-    if (kind == Buf.Kind.INT4) {
-      throw new IllegalArgumentException("INT4 weights come from int4Weight, not alloc");
+    @Override
+    public String describe() {
+        return "host (Java loops standing in for a GPU)";
     }
-    int len = Math.toIntExact(n);
-    allocated += n * kind.bytes();
-    Object storage = kind == Buf.Kind.I32 ? new int[len] : new float[len];
-    return new Buf(storage, kind, 0, n);
-  }
 
-  @Override
-  public void free(Buf b) {
-    allocated -= b.bytes();
-  }
-
-  @Override
-  public void zero(Buf b) {
-    if (b.kind() == Buf.Kind.I32) {
-      java.util.Arrays.fill(ints(b), off(b), off(b) + len(b), 0);
-    } else {
-      java.util.Arrays.fill(floats(b), off(b), off(b) + len(b), 0f);
+    @Override
+    public long totalBytes() {
+        return Runtime.getRuntime().maxMemory();
     }
-  }
 
-  @Override
-  public void write(Buf dst, float[] src, int off, int n) {
-    System.arraycopy(src, off, floats(dst.need(Buf.Kind.F32, n, "write")), off(dst), n);
-  }
-
-  @Override
-  public void write(Buf dst, int[] src, int off, int n) {
-    System.arraycopy(src, off, ints(dst.need(Buf.Kind.I32, n, "write")), off(dst), n);
-  }
-
-  @Override
-  public void read(Buf src, float[] dst, int off, int n) {
-    System.arraycopy(floats(src.need(Buf.Kind.F32, n, "read")), off(src), dst, off, n);
-  }
-
-  @Override
-  public void read(Buf src, int[] dst, int off, int n) {
-    System.arraycopy(ints(src.need(Buf.Kind.I32, n, "read")), off(src), dst, off, n);
-  }
-
-  @Override
-  public Buf denseWeight(GemmPrecision precision, Linear... stacked) {
-    int n = 0;
-    for (Linear w : stacked) {
-      n += w.out() * w.in();
+    @Override
+    public long freeBytes() {
+        return Runtime.getRuntime().maxMemory() - allocated;
     }
-    float[] all = new float[n];
-    int at = 0;
-    for (Linear w : stacked) {
-      float[] v = w.toFloat();
-      System.arraycopy(v, 0, all, at, v.length);
-      at += v.length;
-    }
-    return weight(all, precision);
-  }
 
-  @Override
-  public Buf weight(float[] w, GemmPrecision precision) {
-    float[] v = w.clone();
-    if (precision.bf16Weights()) {
-      for (int i = 0; i < v.length; i++) {
-        v[i] = bf16(v[i]);
-      }
-    }
-    allocated += (long) v.length * precision.weightBytes();
-    return new Buf(v, precision.bf16Weights() ? Buf.Kind.BF16 : Buf.Kind.F32, 0, v.length);
-  }
-
-  static float bf16(float v) {
-    return NumberFormats.bf16ToFloat(NumberFormats.floatToBf16(v));
-  }
-
-  @Override
-  public void gemm(Buf x, int m, int k, Buf w, int n, Buf y, GemmPrecision precision) {
-    if (w.kind() == Buf.Kind.INT4) {
-      int4Gemm(x, m, k, (PackedInt4) w.storage(), n, y, precision);
-      return;
-    }
-    float[] xs = floats(x.need(Buf.Kind.F32, (long) m * k, "gemm x"));
-    float[] ws = floats(w);
-    float[] ys = floats(y.need(Buf.Kind.F32, (long) m * n, "gemm y"));
-    if (w.length() < (long) n * k) {
-      throw new IllegalArgumentException("gemm w: needs " + n + " x " + k + ", got " + w.length());
-    }
-    int parts = w.kind() == Buf.Kind.BF16 ? Math.max(1, precision.inputParts()) : 0;
-    float[][] part = new float[Math.max(1, parts)][k];
-    for (int i = 0; i < m; i++) {
-      for (int c = 0; c < k; c++) {
-        float r = xs[off(x) + i * k + c];
-        if (parts == 0) {
-          part[0][c] = r;
+    @Override
+    public Buf alloc(Buf.Kind kind, long n) {
+        if (kind == Buf.Kind.INT4) {
+            throw new IllegalArgumentException("INT4 weights come from int4Weight, not alloc");
         }
-        for (int p = 0; p < parts; p++) {
-          part[p][c] = bf16(r);
-          r -= part[p][c];
-        }
-      }
-      for (int j = 0; j < n; j++) {
-        int wo = off(w) + j * k;
-        float acc = 0f;
-        for (int p = 0; p < part.length; p++) {
-          float sum = 0f;
-          for (int c = 0; c < k; c++) {
-            sum += part[p][c] * ws[wo + c];
-          }
-          acc += sum;
-        }
-        ys[off(y) + i * n + j] = acc;
-      }
+        int len = Math.toIntExact(n);
+        allocated += n * kind.bytes();
+        Object storage = kind == Buf.Kind.I32 ? new int[len] : new float[len];
+        return new Buf(storage, kind, 0, n);
     }
-  }
 
-  /**
-   * The INT4 GEMM as CUDA runs it ({@link PackedInt4}): per tile of weight rows, the int4_dequant kernel's weights
-   * (fp32, or BF16 hi and lo), then the plan's GEMMs, each a sequential fp32 sum over k as {@link #gemm}'s, added into
-   * y in order.
-   */
-  private void int4Gemm(Buf x, int m, int k, PackedInt4 w, int n, Buf y, GemmPrecision precision) {
-    w.check(n, k);
-    float[] xs = floats(x.need(Buf.Kind.F32, (long) m * k, "gemm x"));
-    float[] ys = floats(y.need(Buf.Kind.F32, (long) m * n, "gemm y"));
-    PackedInt4.Plan plan = w.plan(precision);
-    int tileRows = PackedInt4.tileRows(n, k);
-    long scratch = plan.scratchBytes((long) tileRows * k);
-    if (scratch > int4ScratchBytes) { // as CUDA's dequantisation scratch, which only grows
-      allocated += scratch - int4ScratchBytes;
-      int4ScratchBytes = scratch;
+    @Override
+    public void free(Buf b) {
+        allocated -= b.bytes();
     }
-    float[] hi = new float[tileRows * k]; // fp32 weights in an fp32 plan
-    float[] lo = plan.loParts() > 0 ? new float[tileRows * k] : null;
-    int parts = Math.max(1, plan.hiParts());
-    float[][] part = new float[parts][k];
-    for (int r0 = 0; r0 < n; r0 += tileRows) {
-      int nb = Math.min(tileRows, n - r0);
-      int4Dequant(w, r0, nb, plan.fp32(), hi, lo);
-      for (int i = 0; i < m; i++) {
-        for (int c = 0; c < k; c++) {
-          float r = xs[off(x) + i * k + c];
-          if (plan.fp32()) {
-            part[0][c] = r;
-          }
-          for (int p = 0; p < plan.hiParts(); p++) {
-            part[p][c] = bf16(r);
-            r -= part[p][c];
-          }
-        }
-        for (int j = 0; j < nb; j++) {
-          float acc = 0f;
-          for (int p = 0; p < parts; p++) {
-            acc += dot(part[p], hi, j * k, k);
-          }
-          for (int p = 0; p < plan.loParts(); p++) {
-            acc += dot(part[p], lo, j * k, k);
-          }
-          ys[off(y) + i * n + r0 + j] = acc;
-        }
-      }
-    }
-  }
 
-  private static float dot(float[] a, float[] b, int bo, int k) {
-    float sum = 0f;
-    for (int c = 0; c < k; c++) {
-      sum += a[c] * b[bo + c];
-    }
-    return sum;
-  }
-
-  /**
-   * The int4_dequant kernels' twin: rows [row0, row0 + rows) of w, W = q · scale in fp32, into out (fp32), or its BF16
-   * parts hi = bf16(W) into out and lo = bf16(W - hi) into lo when lo is not null.
-   */
-  static void int4Dequant(PackedInt4 w, int row0, int rows, boolean fp32, float[] out, float[] lo) {
-    int[] packed = ints(w.packed());
-    float[] scales = floats(w.scales());
-    int words = w.wordsPerRow();
-    int groups = w.groupsPerRow();
-    int k = w.cols();
-    for (int r = 0; r < rows; r++) {
-      int po = off(w.packed()) + (row0 + r) * words;
-      int so = off(w.scales()) + (row0 + r) * groups;
-      for (int c = 0; c < k; c++) {
-        int q = ((packed[po + c / 8] >>> (4 * (c % 8))) & 0xF) - 8;
-        float v = q * scales[so + c / w.groupSize()];
-        if (fp32) {
-          out[r * k + c] = v;
+    @Override
+    public void zero(Buf b) {
+        if (b.kind() == Buf.Kind.I32) {
+            java.util.Arrays.fill(ints(b), off(b), off(b) + len(b), 0);
         } else {
-          float h = bf16(v);
-          out[r * k + c] = h;
-          if (lo != null) {
-            lo[r * k + c] = PackedInt4.lo(v, h);
-          }
+            java.util.Arrays.fill(floats(b), off(b), off(b) + len(b), 0f);
         }
-      }
     }
-  }
 
-  @Override
-  public void rmsNorm(Buf x, int rows, int stride, int offset, int dim, Buf weight, float eps, Buf out) {
-    float[] xs = floats(x);
-    float[] ws = floats(weight);
-    float[] os = floats(out.need(Buf.Kind.F32, (long) rows * dim, "rmsNorm out"));
-    for (int r = 0; r < rows; r++) {
-      int xi = off(x) + r * stride + offset;
-      float ss = 0f;
-      for (int i = 0; i < dim; i++) {
-        ss += xs[xi + i] * xs[xi + i];
-      }
-      float inv = (float) (1.0 / Math.sqrt(ss / dim + eps));
-      for (int i = 0; i < dim; i++) {
-        os[off(out) + r * dim + i] = ws[off(weight) + i] * (xs[xi + i] * inv);
-      }
+    @Override
+    public void write(Buf dst, float[] src, int off, int n) {
+        System.arraycopy(src, off, floats(dst.need(Buf.Kind.F32, n, "write")), off(dst), n);
     }
-  }
 
-  @Override
-  public void rope(Buf x, int rows, int heads, int rowStride, int headStride, int offset, int ropeDim, Buf positions, Buf cosSin) {
-    float[] xs = floats(x);
-    int[] pos = ints(positions);
-    float[] cs = floats(cosSin);
-    for (int r = 0; r < rows; r++) {
-      int c0 = off(cosSin) + pos[off(positions) + r] * ropeDim;
-      for (int h = 0; h < heads; h++) {
-        int p = off(x) + r * rowStride + h * headStride + offset;
-        for (int i = 0; i < ropeDim / 2; i++) {
-          float x0 = xs[p + 2 * i];
-          float x1 = xs[p + 2 * i + 1];
-          float c = cs[c0 + 2 * i];
-          float s = cs[c0 + 2 * i + 1];
-          xs[p + 2 * i] = x0 * c - x1 * s;
-          xs[p + 2 * i + 1] = x1 * c + x0 * s;
+    @Override
+    public void write(Buf dst, int[] src, int off, int n) {
+        System.arraycopy(src, off, ints(dst.need(Buf.Kind.I32, n, "write")), off(dst), n);
+    }
+
+    @Override
+    public void read(Buf src, float[] dst, int off, int n) {
+        System.arraycopy(floats(src.need(Buf.Kind.F32, n, "read")), off(src), dst, off, n);
+    }
+
+    @Override
+    public void read(Buf src, int[] dst, int off, int n) {
+        System.arraycopy(ints(src.need(Buf.Kind.I32, n, "read")), off(src), dst, off, n);
+    }
+
+    @Override
+    public Buf denseWeight(GemmPrecision precision, Linear... stacked) {
+        int n = 0;
+        for (Linear w : stacked) {
+            n += w.out() * w.in();
         }
-      }
-    }
-  }
-
-  @Override
-  public void copyCols(Buf src, int rows, int srcStride, int srcOff, int width, Buf dst, int dstStride, int dstOff) {
-    for (int r = 0; r < rows; r++) {
-      System.arraycopy(floats(src), off(src) + r * srcStride + srcOff, floats(dst), off(dst) + r * dstStride + dstOff, width);
-    }
-  }
-
-  @Override
-  public void add(Buf x, Buf y, long n) {
-    float[] xs = floats(x);
-    float[] ys = floats(y);
-    for (int i = 0; i < n; i++) {
-      xs[off(x) + i] += ys[off(y) + i];
-    }
-  }
-
-  @Override
-  public void swiglu(Buf gu, int rows, int inter, Buf out) {
-    float[] in = floats(gu);
-    float[] os = floats(out);
-    for (int r = 0; r < rows; r++) {
-      for (int c = 0; c < inter; c++) {
-        float a = in[off(gu) + r * 2 * inter + c];
-        os[off(out) + r * inter + c] = a / (1f + (float) Math.exp(-a)) * in[off(gu) + r * 2 * inter + inter + c];
-      }
-    }
-  }
-
-  @Override
-  public void gatherRows(Buf x, Buf rows, int n, int width, Buf out) {
-    int[] rs = ints(rows);
-    for (int j = 0; j < n; j++) {
-      System.arraycopy(floats(x), off(x) + rs[off(rows) + j] * width, floats(out), off(out) + j * width, width);
-    }
-  }
-
-  @Override
-  public void mlaAttention(Buf q, Buf kv, Buf kPe, Buf keyStart, Buf keyLen, Buf tiles, int numTiles, int t, int heads, int qkNope,
-      int qkRope, int vHead, float scale, Buf out) {
-    checkTiles(tiles, numTiles, t, keyStart);
-    float[] qs = floats(q);
-    float[] kvs = floats(kv);
-    float[] pes = floats(kPe);
-    float[] os = floats(out);
-    int qHead = qkNope + qkRope;
-    int kvHead = qkNope + vHead;
-    for (int i = 0; i < t; i++) {
-      int k0 = ints(keyStart)[off(keyStart) + i];
-      int len = ints(keyLen)[off(keyLen) + i];
-      for (int h = 0; h < heads; h++) {
-        int qo = off(q) + (i * heads + h) * qHead;
-        float[] s = new float[len];
-        float max = Float.NEGATIVE_INFINITY;
-        for (int j = 0; j < len; j++) {
-          int ko = off(kv) + ((k0 + j) * heads + h) * kvHead;
-          int po = off(kPe) + (k0 + j) * qkRope;
-          float dot = 0f;
-          for (int d = 0; d < qkNope; d++) {
-            dot += qs[qo + d] * kvs[ko + d];
-          }
-          for (int d = 0; d < qkRope; d++) {
-            dot += qs[qo + qkNope + d] * pes[po + d];
-          }
-          s[j] = dot * scale;
-          max = Math.max(max, s[j]);
+        float[] all = new float[n];
+        int at = 0;
+        for (Linear w : stacked) {
+            float[] v = w.toFloat();
+            System.arraycopy(v, 0, all, at, v.length);
+            at += v.length;
         }
+        return weight(all, precision);
+    }
+
+    @Override
+    public Buf weight(float[] w, GemmPrecision precision) {
+        float[] v = w.clone();
+        if (precision.bf16Weights()) {
+            for (int i = 0; i < v.length; i++) {
+                v[i] = bf16(v[i]);
+            }
+        }
+        allocated += (long) v.length * precision.weightBytes();
+        return new Buf(v, precision.bf16Weights() ? Buf.Kind.BF16 : Buf.Kind.F32, 0, v.length);
+    }
+
+    static float bf16(float v) {
+        return NumberFormats.bf16ToFloat(NumberFormats.floatToBf16(v));
+    }
+
+    @Override
+    public void gemm(Buf x, int m, int k, Buf w, int n, Buf y, GemmPrecision precision) {
+        if (w.kind() == Buf.Kind.INT4) {
+            int4Gemm(x, m, k, (PackedInt4) w.storage(), n, y, precision);
+            return;
+        }
+        float[] xs = floats(x.need(Buf.Kind.F32, (long) m * k, "gemm x"));
+        float[] ws = floats(w);
+        float[] ys = floats(y.need(Buf.Kind.F32, (long) m * n, "gemm y"));
+        if (w.length() < (long) n * k) {
+            throw new IllegalArgumentException("gemm w: needs " + n + " x " + k + ", got " + w.length());
+        }
+        int parts = w.kind() == Buf.Kind.BF16 ? Math.max(1, precision.inputParts()) : 0;
+        float[][] part = new float[Math.max(1, parts)][k];
+        for (int i = 0; i < m; i++) {
+            for (int c = 0; c < k; c++) {
+                float r = xs[off(x) + i * k + c];
+                if (parts == 0) {
+                    part[0][c] = r;
+                }
+                for (int p = 0; p < parts; p++) {
+                    part[p][c] = bf16(r);
+                    r -= part[p][c];
+                }
+            }
+            for (int j = 0; j < n; j++) {
+                int wo = off(w) + j * k;
+                float acc = 0f;
+                for (int p = 0; p < part.length; p++) {
+                    float sum = 0f;
+                    for (int c = 0; c < k; c++) {
+                        sum += part[p][c] * ws[wo + c];
+                    }
+                    acc += sum;
+                }
+                ys[off(y) + i * n + j] = acc;
+            }
+        }
+    }
+
+    /**
+     * The INT4 GEMM as CUDA runs it ({@link PackedInt4}): per tile of weight rows, the int4_dequant kernel's weights
+     * (fp32, or BF16 hi and lo), then the plan's GEMMs, each a sequential fp32 sum over k as {@link #gemm}'s, added into
+     * y in order.
+     */
+    private void int4Gemm(Buf x, int m, int k, PackedInt4 w, int n, Buf y, GemmPrecision precision) {
+        w.check(n, k);
+        float[] xs = floats(x.need(Buf.Kind.F32, (long) m * k, "gemm x"));
+        float[] ys = floats(y.need(Buf.Kind.F32, (long) m * n, "gemm y"));
+        PackedInt4.Plan plan = w.plan(precision);
+        int tileRows = PackedInt4.tileRows(n, k);
+        long scratch = plan.scratchBytes((long) tileRows * k);
+        if (scratch > int4ScratchBytes) { // as CUDA's dequantisation scratch, which only grows
+            allocated += scratch - int4ScratchBytes;
+            int4ScratchBytes = scratch;
+        }
+        float[] hi = new float[tileRows * k]; // fp32 weights in an fp32 plan
+        float[] lo = plan.loParts() > 0 ? new float[tileRows * k] : null;
+        int parts = Math.max(1, plan.hiParts());
+        float[][] part = new float[parts][k];
+        for (int r0 = 0; r0 < n; r0 += tileRows) {
+            int nb = Math.min(tileRows, n - r0);
+            int4Dequant(w, r0, nb, plan.fp32(), hi, lo);
+            for (int i = 0; i < m; i++) {
+                for (int c = 0; c < k; c++) {
+                    float r = xs[off(x) + i * k + c];
+                    if (plan.fp32()) {
+                        part[0][c] = r;
+                    }
+                    for (int p = 0; p < plan.hiParts(); p++) {
+                        part[p][c] = bf16(r);
+                        r -= part[p][c];
+                    }
+                }
+                for (int j = 0; j < nb; j++) {
+                    float acc = 0f;
+                    for (int p = 0; p < parts; p++) {
+                        acc += dot(part[p], hi, j * k, k);
+                    }
+                    for (int p = 0; p < plan.loParts(); p++) {
+                        acc += dot(part[p], lo, j * k, k);
+                    }
+                    ys[off(y) + i * n + r0 + j] = acc;
+                }
+            }
+        }
+    }
+
+    private static float dot(float[] a, float[] b, int bo, int k) {
         float sum = 0f;
-        for (int j = 0; j < len; j++) {
-          s[j] = (float) Math.exp(s[j] - max);
-          sum += s[j];
+        for (int c = 0; c < k; c++) {
+            sum += a[c] * b[bo + c];
         }
-        int oo = off(out) + (i * heads + h) * vHead;
-        for (int d = 0; d < vHead; d++) {
-          float acc = 0f;
-          for (int j = 0; j < len; j++) {
-            acc += s[j] * kvs[off(kv) + ((k0 + j) * heads + h) * kvHead + qkNope + d];
-          }
-          os[oo + d] = acc / sum;
+        return sum;
+    }
+
+    /**
+     * The int4_dequant kernels' twin: rows [row0, row0 + rows) of w, W = q · scale in fp32, into out (fp32), or its BF16
+     * parts hi = bf16(W) into out and lo = bf16(W - hi) into lo when lo is not null.
+     */
+    static void int4Dequant(PackedInt4 w, int row0, int rows, boolean fp32, float[] out, float[] lo) {
+        int[] packed = ints(w.packed());
+        float[] scales = floats(w.scales());
+        int words = w.wordsPerRow();
+        int groups = w.groupsPerRow();
+        int k = w.cols();
+        for (int r = 0; r < rows; r++) {
+            int po = off(w.packed()) + (row0 + r) * words;
+            int so = off(w.scales()) + (row0 + r) * groups;
+            for (int c = 0; c < k; c++) {
+                int q = ((packed[po + c / 8] >>> (4 * (c % 8))) & 0xF) - 8;
+                float v = q * scales[so + c / w.groupSize()];
+                if (fp32) {
+                    out[r * k + c] = v;
+                } else {
+                    float h = bf16(v);
+                    out[r * k + c] = h;
+                    if (lo != null) {
+                        lo[r * k + c] = PackedInt4.lo(v, h);
+                    }
+                }
+            }
         }
-      }
     }
-  }
 
-  /** The tiles must cover the queries in order, each inside one sequence (one key_start). */
-  private static void checkTiles(Buf tiles, int numTiles, int t, Buf keyStart) {
-    int[] ts = ints(tiles);
-    int[] ks = ints(keyStart);
-    int next = 0;
-    for (int i = 0; i < numTiles; i++) {
-      int q0 = ts[off(tiles) + 2 * i];
-      int n = ts[off(tiles) + 2 * i + 1];
-      if (q0 != next || n < 1 || n > ATTENTION_TILE) {
-        throw new IllegalArgumentException("attention tile " + i + " (" + q0 + ", " + n + ") does not continue at query " + next);
-      }
-      for (int j = 1; j < n; j++) {
-        if (ks[off(keyStart) + q0 + j] != ks[off(keyStart) + q0]) {
-          throw new IllegalArgumentException("attention tile " + i + " spans two sequences");
+    @Override
+    public void rmsNorm(Buf x, int rows, int stride, int offset, int dim, Buf weight, float eps, Buf out) {
+        float[] xs = floats(x);
+        float[] ws = floats(weight);
+        float[] os = floats(out.need(Buf.Kind.F32, (long) rows * dim, "rmsNorm out"));
+        for (int r = 0; r < rows; r++) {
+            int xi = off(x) + r * stride + offset;
+            float ss = 0f;
+            for (int i = 0; i < dim; i++) {
+                ss += xs[xi + i] * xs[xi + i];
+            }
+            float inv = (float) (1.0 / Math.sqrt(ss / dim + eps));
+            for (int i = 0; i < dim; i++) {
+                os[off(out) + r * dim + i] = ws[off(weight) + i] * (xs[xi + i] * inv);
+            }
         }
-      }
-      next = q0 + n;
     }
-    if (next != t) {
-      throw new IllegalArgumentException("attention tiles cover " + next + " of " + t + " queries");
-    }
-  }
 
-  @Override
-  public void gemmGrouped(Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
-    for (int g = 0; g < groups; g++) {
-      gemm(x.slice((long) rowStart[g] * k, (long) rows[g] * k), rows[g], k, w[g], n, y.slice((long) rowStart[g] * n, (long) rows[g] * n),
-          precision);
-    }
-  }
-
-  @Override
-  public void moeCombine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf y) {
-    float[] es = floats(ye);
-    int[] ss = ints(slot);
-    float[] ws = floats(weights);
-    float[] ys = floats(y);
-    for (int t = 0; t < tokens; t++) {
-      for (int c = 0; c < width; c++) {
-        float a = 0f;
-        for (int k = 0; k < topK; k++) {
-          a += ws[off(weights) + t * topK + k] * es[off(ye) + ss[off(slot) + t * topK + k] * width + c];
+    @Override
+    public void rope(
+            Buf x,
+            int rows,
+            int heads,
+            int rowStride,
+            int headStride,
+            int offset,
+            int ropeDim,
+            Buf positions,
+            Buf cosSin) {
+        float[] xs = floats(x);
+        int[] pos = ints(positions);
+        float[] cs = floats(cosSin);
+        for (int r = 0; r < rows; r++) {
+            int c0 = off(cosSin) + pos[off(positions) + r] * ropeDim;
+            for (int h = 0; h < heads; h++) {
+                int p = off(x) + r * rowStride + h * headStride + offset;
+                for (int i = 0; i < ropeDim / 2; i++) {
+                    float x0 = xs[p + 2 * i];
+                    float x1 = xs[p + 2 * i + 1];
+                    float c = cs[c0 + 2 * i];
+                    float s = cs[c0 + 2 * i + 1];
+                    xs[p + 2 * i] = x0 * c - x1 * s;
+                    xs[p + 2 * i + 1] = x1 * c + x0 * s;
+                }
+            }
         }
-        ys[off(y) + t * width + c] = a;
-      }
     }
-  }
 
-  @Override
-  public void moeRoute(Buf logits, Buf bias, int t, RouterShape r, Buf experts, Buf weights) {
-    int n = r.nRoutedExperts();
-    int topK = r.numExpertsPerTok();
-    int perGroup = n / r.nGroup();
-    float[] ls = floats(logits);
-    float[] bs = floats(bias);
-    int[] es = ints(experts);
-    float[] ws = floats(weights);
-    float[] scores = new float[n];
-    float[] choice = new float[n];
-    for (int i = 0; i < t; i++) {
-      for (int e = 0; e < n; e++) {
-        scores[e] = 1f / (1f + (float) Math.exp(-ls[off(logits) + i * n + e]));
-        choice[e] = scores[e] + bs[off(bias) + e];
-      }
-      float[] groupScore = new float[r.nGroup()];
-      for (int g = 0; g < r.nGroup(); g++) {
-        float best = -Float.MAX_VALUE;
-        float second = -Float.MAX_VALUE;
-        for (int e = g * perGroup; e < (g + 1) * perGroup; e++) {
-          if (choice[e] > best) {
-            second = best;
-            best = choice[e];
-          } else if (choice[e] > second) {
-            second = choice[e];
-          }
+    @Override
+    public void copyCols(Buf src, int rows, int srcStride, int srcOff, int width, Buf dst, int dstStride, int dstOff) {
+        for (int r = 0; r < rows; r++) {
+            System.arraycopy(
+                    floats(src),
+                    off(src) + r * srcStride + srcOff,
+                    floats(dst),
+                    off(dst) + r * dstStride + dstOff,
+                    width);
         }
-        groupScore[g] = perGroup == 1 ? best : best + second;
-      }
-      boolean[] keep = new boolean[r.nGroup()];
-      for (int k = 0; k < r.topkGroup(); k++) {
-        keep[argmax(groupScore, keep)] = true;
-      }
-      for (int e = 0; e < n; e++) {
-        if (!keep[e / perGroup]) {
-          choice[e] = 0f;
+    }
+
+    @Override
+    public void add(Buf x, Buf y, long n) {
+        float[] xs = floats(x);
+        float[] ys = floats(y);
+        for (int i = 0; i < n; i++) {
+            xs[off(x) + i] += ys[off(y) + i];
         }
-      }
-      boolean[] chosen = new boolean[n];
-      for (int k = 0; k < topK; k++) {
-        chosen[argmax(choice, chosen)] = true;
-      }
-      float sum = 0f;
-      for (int e = 0, k = 0; e < n; e++) {
-        if (chosen[e]) {
-          es[off(experts) + i * topK + k] = e;
-          ws[off(weights) + i * topK + k++] = scores[e];
-          sum += scores[e];
+    }
+
+    @Override
+    public void swiglu(Buf gu, int rows, int inter, Buf out) {
+        float[] in = floats(gu);
+        float[] os = floats(out);
+        for (int r = 0; r < rows; r++) {
+            for (int c = 0; c < inter; c++) {
+                float a = in[off(gu) + r * 2 * inter + c];
+                os[off(out) + r * inter + c] =
+                        a / (1f + (float) Math.exp(-a)) * in[off(gu) + r * 2 * inter + inter + c];
+            }
         }
-      }
-      for (int k = 0; k < topK; k++) {
-        float w = ws[off(weights) + i * topK + k];
-        if (topK > 1 && r.normTopkProb()) {
-          w = w / (sum + 1e-20f);
+    }
+
+    @Override
+    public void gatherRows(Buf x, Buf rows, int n, int width, Buf out) {
+        int[] rs = ints(rows);
+        for (int j = 0; j < n; j++) {
+            System.arraycopy(floats(x), off(x) + rs[off(rows) + j] * width, floats(out), off(out) + j * width, width);
         }
-        ws[off(weights) + i * topK + k] = w * r.routedScalingFactor();
-      }
     }
-  }
 
-  private static int argmax(float[] v, boolean[] taken) {
-    int best = -1;
-    for (int i = 0; i < v.length; i++) {
-      if (!taken[i] && (best < 0 || v[i] > v[best])) {
-        best = i;
-      }
+    @Override
+    public void mlaAttention(
+            Buf q,
+            Buf kv,
+            Buf kPe,
+            Buf keyStart,
+            Buf keyLen,
+            Buf tiles,
+            int numTiles,
+            int t,
+            int heads,
+            int qkNope,
+            int qkRope,
+            int vHead,
+            float scale,
+            Buf out) {
+        checkTiles(tiles, numTiles, t, keyStart);
+        float[] qs = floats(q);
+        float[] kvs = floats(kv);
+        float[] pes = floats(kPe);
+        float[] os = floats(out);
+        int qHead = qkNope + qkRope;
+        int kvHead = qkNope + vHead;
+        for (int i = 0; i < t; i++) {
+            int k0 = ints(keyStart)[off(keyStart) + i];
+            int len = ints(keyLen)[off(keyLen) + i];
+            for (int h = 0; h < heads; h++) {
+                int qo = off(q) + (i * heads + h) * qHead;
+                float[] s = new float[len];
+                float max = Float.NEGATIVE_INFINITY;
+                for (int j = 0; j < len; j++) {
+                    int ko = off(kv) + ((k0 + j) * heads + h) * kvHead;
+                    int po = off(kPe) + (k0 + j) * qkRope;
+                    float dot = 0f;
+                    for (int d = 0; d < qkNope; d++) {
+                        dot += qs[qo + d] * kvs[ko + d];
+                    }
+                    for (int d = 0; d < qkRope; d++) {
+                        dot += qs[qo + qkNope + d] * pes[po + d];
+                    }
+                    s[j] = dot * scale;
+                    max = Math.max(max, s[j]);
+                }
+                float sum = 0f;
+                for (int j = 0; j < len; j++) {
+                    s[j] = (float) Math.exp(s[j] - max);
+                    sum += s[j];
+                }
+                int oo = off(out) + (i * heads + h) * vHead;
+                for (int d = 0; d < vHead; d++) {
+                    float acc = 0f;
+                    for (int j = 0; j < len; j++) {
+                        acc += s[j] * kvs[off(kv) + ((k0 + j) * heads + h) * kvHead + qkNope + d];
+                    }
+                    os[oo + d] = acc / sum;
+                }
+            }
+        }
     }
-    return best;
-  }
 
-  @Override
-  public void logSoftmaxStats(Buf logits, int rows, int vocab, Buf targets, Buf stats) {
-    float[] ls = floats(logits);
-    float[] ss = floats(stats);
-    for (int r = 0; r < rows; r++) {
-      int o = off(logits) + r * vocab;
-      int target = ints(targets)[off(targets) + r];
-      ss[off(stats) + 3 * r] = (float) LogSoftmax.logSumExp(ls, o, vocab);
-      ss[off(stats) + 3 * r + 1] = target >= 0 ? ls[o + target] : 0f;
-      ss[off(stats) + 3 * r + 2] = LogSoftmax.argmax(ls, o, vocab);
+    /** The tiles must cover the queries in order, each inside one sequence (one key_start). */
+    private static void checkTiles(Buf tiles, int numTiles, int t, Buf keyStart) {
+        int[] ts = ints(tiles);
+        int[] ks = ints(keyStart);
+        int next = 0;
+        for (int i = 0; i < numTiles; i++) {
+            int q0 = ts[off(tiles) + 2 * i];
+            int n = ts[off(tiles) + 2 * i + 1];
+            if (q0 != next || n < 1 || n > ATTENTION_TILE) {
+                throw new IllegalArgumentException(
+                        "attention tile " + i + " (" + q0 + ", " + n + ") does not continue at query " + next);
+            }
+            for (int j = 1; j < n; j++) {
+                if (ks[off(keyStart) + q0 + j] != ks[off(keyStart) + q0]) {
+                    throw new IllegalArgumentException("attention tile " + i + " spans two sequences");
+                }
+            }
+            next = q0 + n;
+        }
+        if (next != t) {
+            throw new IllegalArgumentException("attention tiles cover " + next + " of " + t + " queries");
+        }
     }
-  }
 
-  @Override
-  public void synchronize() {}
-
-  @Override
-  public void close() {}
-
-  private static float[] floats(Buf b) {
-    if (!(b.storage() instanceof float[] a)) {
-      throw new IllegalArgumentException("not a float buffer of this device");
+    @Override
+    public void gemmGrouped(
+            Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
+        for (int g = 0; g < groups; g++) {
+            gemm(
+                    x.slice((long) rowStart[g] * k, (long) rows[g] * k),
+                    rows[g],
+                    k,
+                    w[g],
+                    n,
+                    y.slice((long) rowStart[g] * n, (long) rows[g] * n),
+                    precision);
+        }
     }
-    return a;
-  }
 
-  private static int[] ints(Buf b) {
-    if (!(b.storage() instanceof int[] a)) {
-      throw new IllegalArgumentException("not an int buffer of this device");
+    @Override
+    public void moeCombine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf y) {
+        float[] es = floats(ye);
+        int[] ss = ints(slot);
+        float[] ws = floats(weights);
+        float[] ys = floats(y);
+        for (int t = 0; t < tokens; t++) {
+            for (int c = 0; c < width; c++) {
+                float a = 0f;
+                for (int k = 0; k < topK; k++) {
+                    a += ws[off(weights) + t * topK + k] * es[off(ye) + ss[off(slot) + t * topK + k] * width + c];
+                }
+                ys[off(y) + t * width + c] = a;
+            }
+        }
     }
-    return a;
-  }
 
-  private static int off(Buf b) {
-    return (int) b.offset();
-  }
+    @Override
+    public void moeRoute(Buf logits, Buf bias, int t, RouterShape r, Buf experts, Buf weights) {
+        int n = r.nRoutedExperts();
+        int topK = r.numExpertsPerTok();
+        int perGroup = n / r.nGroup();
+        float[] ls = floats(logits);
+        float[] bs = floats(bias);
+        int[] es = ints(experts);
+        float[] ws = floats(weights);
+        float[] scores = new float[n];
+        float[] choice = new float[n];
+        for (int i = 0; i < t; i++) {
+            for (int e = 0; e < n; e++) {
+                scores[e] = 1f / (1f + (float) Math.exp(-ls[off(logits) + i * n + e]));
+                choice[e] = scores[e] + bs[off(bias) + e];
+            }
+            float[] groupScore = new float[r.nGroup()];
+            for (int g = 0; g < r.nGroup(); g++) {
+                float best = -Float.MAX_VALUE;
+                float second = -Float.MAX_VALUE;
+                for (int e = g * perGroup; e < (g + 1) * perGroup; e++) {
+                    if (choice[e] > best) {
+                        second = best;
+                        best = choice[e];
+                    } else if (choice[e] > second) {
+                        second = choice[e];
+                    }
+                }
+                groupScore[g] = perGroup == 1 ? best : best + second;
+            }
+            boolean[] keep = new boolean[r.nGroup()];
+            for (int k = 0; k < r.topkGroup(); k++) {
+                keep[argmax(groupScore, keep)] = true;
+            }
+            for (int e = 0; e < n; e++) {
+                if (!keep[e / perGroup]) {
+                    choice[e] = 0f;
+                }
+            }
+            boolean[] chosen = new boolean[n];
+            for (int k = 0; k < topK; k++) {
+                chosen[argmax(choice, chosen)] = true;
+            }
+            float sum = 0f;
+            for (int e = 0, k = 0; e < n; e++) {
+                if (chosen[e]) {
+                    es[off(experts) + i * topK + k] = e;
+                    ws[off(weights) + i * topK + k++] = scores[e];
+                    sum += scores[e];
+                }
+            }
+            for (int k = 0; k < topK; k++) {
+                float w = ws[off(weights) + i * topK + k];
+                if (topK > 1 && r.normTopkProb()) {
+                    w = w / (sum + 1e-20f);
+                }
+                ws[off(weights) + i * topK + k] = w * r.routedScalingFactor();
+            }
+        }
+    }
 
-  private static int len(Buf b) {
-    return (int) b.length();
-  }
+    private static int argmax(float[] v, boolean[] taken) {
+        int best = -1;
+        for (int i = 0; i < v.length; i++) {
+            if (!taken[i] && (best < 0 || v[i] > v[best])) {
+                best = i;
+            }
+        }
+        return best;
+    }
+
+    @Override
+    public void logSoftmaxStats(Buf logits, int rows, int vocab, Buf targets, Buf stats) {
+        float[] ls = floats(logits);
+        float[] ss = floats(stats);
+        for (int r = 0; r < rows; r++) {
+            int o = off(logits) + r * vocab;
+            int target = ints(targets)[off(targets) + r];
+            ss[off(stats) + 3 * r] = (float) LogSoftmax.logSumExp(ls, o, vocab);
+            ss[off(stats) + 3 * r + 1] = target >= 0 ? ls[o + target] : 0f;
+            ss[off(stats) + 3 * r + 2] = LogSoftmax.argmax(ls, o, vocab);
+        }
+    }
+
+    @Override
+    public void synchronize() {}
+
+    @Override
+    public void close() {}
+
+    private static float[] floats(Buf b) {
+        if (!(b.storage() instanceof float[] a)) {
+            throw new IllegalArgumentException("not a float buffer of this device");
+        }
+        return a;
+    }
+
+    private static int[] ints(Buf b) {
+        if (!(b.storage() instanceof int[] a)) {
+            throw new IllegalArgumentException("not an int buffer of this device");
+        }
+        return a;
+    }
+
+    private static int off(Buf b) {
+        return (int) b.offset();
+    }
+
+    private static int len(Buf b) {
+        return (int) b.length();
+    }
 }

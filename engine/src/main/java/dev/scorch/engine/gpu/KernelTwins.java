@@ -11,214 +11,343 @@ import java.util.SplittableRandom;
  * GPU path disagrees with the CPU.
  */
 public final class KernelTwins {
-  private KernelTwins() {}
+    private KernelTwins() {}
 
-  public static Map<String, Double> compare(Device a, Device b) {
-    Map<String, Double> out = new LinkedHashMap<>();
-    SplittableRandom rnd = new SplittableRandom(1);
-    int m = 37;
-    int k = 300;
-    int n = 129;
-    float[] x = random(rnd, m * k);
-    float[] w = random(rnd, n * k);
-    for (GemmPrecision p : GemmPrecision.values()) {
-      out.put("gemm " + p, diff(a, b, dev -> {
-        Buf y = dev.alloc(Buf.Kind.F32, (long) m * n);
-        dev.gemm(dev.upload(x), m, k, weightOf(dev, w, n, k, p), n, y, p);
-        return y;
-      }, m * n));
-    }
-    // INT4 weights kept packed (k = 300: a partial last word and group of 32), BF16 scales, in every precision; then
-    // F32 scales that are not BF16 values (BF16X3 runs the fp32 GEMM on them).
-    Int4Groups q4 = Int4Groups.quantize(w, n, k, 32);
-    for (GemmPrecision p : GemmPrecision.values()) {
-      out.put("gemm INT4 " + p, diff(a, b, dev -> {
-        Buf y = dev.alloc(Buf.Kind.F32, (long) m * n);
-        dev.gemm(dev.upload(x), m, k, dev.int4Weight(q4.packed(), q4.scales(), n, k, 32), n, y, p);
-        return y;
-      }, m * n));
-    }
-    float[] f32Scales = q4.scales().clone();
-    for (int i = 0; i < f32Scales.length; i++) {
-      f32Scales[i] *= 1.0001f;
-    }
-    out.put("gemm INT4 F32 scales BF16X3", diff(a, b, dev -> {
-      Buf y = dev.alloc(Buf.Kind.F32, (long) m * n);
-      dev.gemm(dev.upload(x), m, k, dev.int4Weight(q4.packed(), f32Scales, n, k, 32), n, y, GemmPrecision.BF16X3);
-      return y;
-    }, m * n));
-    float[] norm = random(rnd, k);
-    out.put("rmsNorm", diff(a, b, dev -> {
-      Buf o = dev.alloc(Buf.Kind.F32, (long) m * 200);
-      dev.rmsNorm(dev.upload(x), m, k, 50, 200, dev.upload(norm), 1e-6f, o);
-      return o;
-    }, m * 200));
-    int[] positions = new int[m];
-    for (int i = 0; i < m; i++) {
-      positions[i] = rnd.nextInt(5000);
-    }
-    float[] cs = random(rnd, 5000 * 32);
-    out.put("rope", diff(a, b, dev -> {
-      Buf q = dev.upload(x);
-      dev.rope(q, m, 3, k, 96, 64, 32, dev.upload(positions), dev.upload(cs));
-      return q;
-    }, m * k));
-    out.put("copyCols", diff(a, b, dev -> {
-      Buf o = dev.alloc(Buf.Kind.F32, (long) m * 40);
-      dev.copyCols(dev.upload(x), m, k, 7, 33, o, 40, 5);
-      return o;
-    }, m * 40));
-    out.put("add+swiglu", diff(a, b, dev -> {
-      Buf g = dev.upload(x);
-      dev.add(g, dev.upload(w), (long) m * k);
-      Buf o = dev.alloc(Buf.Kind.F32, (long) m * 150);
-      dev.swiglu(g, m, 150, o);
-      return o;
-    }, m * 150));
-    int[] rows = {5, 0, 36, 17, 2};
-    out.put("gatherRows", diff(a, b, dev -> {
-      Buf g = dev.alloc(Buf.Kind.F32, 5L * k);
-      dev.gatherRows(dev.upload(x), dev.upload(rows), 5, k, g);
-      return g;
-    }, 5 * k));
-    out.put("gather BF16 table", diff(a, b, dev -> {
-      Buf g = dev.alloc(Buf.Kind.F32, 5L * k);
-      dev.gatherRows(dev.weight(w, GemmPrecision.BF16), dev.upload(rows), 5, k, g);
-      return g;
-    }, 5 * k));
-    // Attention: 2 sequences (20 and 17 tokens, keys = queries), at the small model's head dims and at DeepSeek-V3's.
-    int[] keyStart = new int[m];
-    int[] keyLen = new int[m];
-    for (int i = 0; i < m; i++) {
-      keyStart[i] = i < 20 ? 0 : 20;
-      keyLen[i] = i < 20 ? i + 1 : i - 19;
-    }
-    int[] tiles = {0, 16, 16, 4, 20, 16, 36, 1};
-    for (int[] dims : new int[][] {{64, 32, 64}, {128, 64, 128}}) {
-      int heads = 3;
-      int qHead = dims[0] + dims[1];
-      float[] q = random(rnd, m * heads * qHead);
-      float[] kv = random(rnd, m * heads * (dims[0] + dims[2]));
-      float[] kPe = random(rnd, m * dims[1]);
-      out.put("mlaAttention " + dims[0] + "+" + dims[1] + "/" + dims[2], diff(a, b, dev -> {
-        Buf o = dev.alloc(Buf.Kind.F32, (long) m * heads * dims[2]);
-        dev.mlaAttention(dev.upload(q), dev.upload(kv), dev.upload(kPe), dev.upload(keyStart), dev.upload(keyLen), dev.upload(tiles), 4, m,
-            heads, dims[0], dims[1], dims[2], 0.1f, o);
-        return o;
-      }, m * heads * dims[2]));
-    }
-    // Grouped GEMMs: three groups of 5, 12 and 9 rows, packed (5, 12, 20 rows apart) and at a uniform stride of 12
-    // rows (padding a device may compute); only the groups' own rows are compared.
-    int[][] layouts = {{0, 5, 17}, {0, 12, 24}};
-    int[] gRows = {5, 12, 9};
-    float[][] gw = {random(rnd, n * k), random(rnd, n * k), random(rnd, n * k)};
-    for (int[] gStart : layouts) {
-      int[] valid = new int[26];
-      for (int g = 0, v = 0; g < 3; g++) {
-        for (int i = 0; i < gRows[g]; i++) {
-          valid[v++] = gStart[g] + i;
+    public static Map<String, Double> compare(Device a, Device b) {
+        Map<String, Double> out = new LinkedHashMap<>();
+        SplittableRandom rnd = new SplittableRandom(1);
+        int m = 37;
+        int k = 300;
+        int n = 129;
+        float[] x = random(rnd, m * k);
+        float[] w = random(rnd, n * k);
+        for (GemmPrecision p : GemmPrecision.values()) {
+            out.put(
+                    "gemm " + p,
+                    diff(
+                            a,
+                            b,
+                            dev -> {
+                                Buf y = dev.alloc(Buf.Kind.F32, (long) m * n);
+                                dev.gemm(dev.upload(x), m, k, weightOf(dev, w, n, k, p), n, y, p);
+                                return y;
+                            },
+                            m * n));
         }
-      }
-      for (GemmPrecision p : new GemmPrecision[] {GemmPrecision.BF16X3, GemmPrecision.FP32}) {
-        out.put("gemmGrouped " + p + (gStart[1] == 12 ? " strided" : " packed"), diff(a, b, dev -> {
-          Buf y = dev.alloc(Buf.Kind.F32, (long) m * n);
-          Buf[] ws = {dev.weight(gw[0], p), dev.weight(gw[1], p), dev.weight(gw[2], p)};
-          dev.gemmGrouped(dev.upload(x), gStart, gRows, 3, k, ws, n, y, p);
-          Buf rowsOut = dev.alloc(Buf.Kind.F32, 26L * n);
-          dev.gatherRows(y, dev.upload(valid), 26, n, rowsOut);
-          return rowsOut;
-        }, 26 * n));
-      }
-    }
-    // INT4 experts: the packed layout's groups, each expert's weight dequantised before its GEMM.
-    Int4Groups[] g4 = {Int4Groups.quantize(gw[0], n, k, 32), Int4Groups.quantize(gw[1], n, k, 32), Int4Groups.quantize(gw[2], n, k, 32)};
-    int[] packedStart = layouts[0];
-    int[] packedValid = new int[26];
-    for (int i = 0; i < 26; i++) {
-      packedValid[i] = i;
-    }
-    for (GemmPrecision p : new GemmPrecision[] {GemmPrecision.BF16X3, GemmPrecision.FP32}) {
-      out.put("gemmGrouped INT4 " + p, diff(a, b, dev -> {
-        Buf y = dev.alloc(Buf.Kind.F32, (long) m * n);
-        Buf[] ws = new Buf[3];
-        for (int g = 0; g < 3; g++) {
-          ws[g] = dev.int4Weight(g4[g].packed(), g4[g].scales(), n, k, 32);
+        // INT4 weights kept packed (k = 300: a partial last word and group of 32), BF16 scales, in every precision;
+        // then
+        // F32 scales that are not BF16 values (BF16X3 runs the fp32 GEMM on them).
+        Int4Groups q4 = Int4Groups.quantize(w, n, k, 32);
+        for (GemmPrecision p : GemmPrecision.values()) {
+            out.put(
+                    "gemm INT4 " + p,
+                    diff(
+                            a,
+                            b,
+                            dev -> {
+                                Buf y = dev.alloc(Buf.Kind.F32, (long) m * n);
+                                dev.gemm(
+                                        dev.upload(x),
+                                        m,
+                                        k,
+                                        dev.int4Weight(q4.packed(), q4.scales(), n, k, 32),
+                                        n,
+                                        y,
+                                        p);
+                                return y;
+                            },
+                            m * n));
         }
-        dev.gemmGrouped(dev.upload(x), packedStart, gRows, 3, k, ws, n, y, p);
-        Buf rowsOut = dev.alloc(Buf.Kind.F32, 26L * n);
-        dev.gatherRows(y, dev.upload(packedValid), 26, n, rowsOut);
-        return rowsOut;
-      }, 26 * n));
+        float[] f32Scales = q4.scales().clone();
+        for (int i = 0; i < f32Scales.length; i++) {
+            f32Scales[i] *= 1.0001f;
+        }
+        out.put(
+                "gemm INT4 F32 scales BF16X3",
+                diff(
+                        a,
+                        b,
+                        dev -> {
+                            Buf y = dev.alloc(Buf.Kind.F32, (long) m * n);
+                            dev.gemm(
+                                    dev.upload(x),
+                                    m,
+                                    k,
+                                    dev.int4Weight(q4.packed(), f32Scales, n, k, 32),
+                                    n,
+                                    y,
+                                    GemmPrecision.BF16X3);
+                            return y;
+                        },
+                        m * n));
+        float[] norm = random(rnd, k);
+        out.put(
+                "rmsNorm",
+                diff(
+                        a,
+                        b,
+                        dev -> {
+                            Buf o = dev.alloc(Buf.Kind.F32, (long) m * 200);
+                            dev.rmsNorm(dev.upload(x), m, k, 50, 200, dev.upload(norm), 1e-6f, o);
+                            return o;
+                        },
+                        m * 200));
+        int[] positions = new int[m];
+        for (int i = 0; i < m; i++) {
+            positions[i] = rnd.nextInt(5000);
+        }
+        float[] cs = random(rnd, 5000 * 32);
+        out.put(
+                "rope",
+                diff(
+                        a,
+                        b,
+                        dev -> {
+                            Buf q = dev.upload(x);
+                            dev.rope(q, m, 3, k, 96, 64, 32, dev.upload(positions), dev.upload(cs));
+                            return q;
+                        },
+                        m * k));
+        out.put(
+                "copyCols",
+                diff(
+                        a,
+                        b,
+                        dev -> {
+                            Buf o = dev.alloc(Buf.Kind.F32, (long) m * 40);
+                            dev.copyCols(dev.upload(x), m, k, 7, 33, o, 40, 5);
+                            return o;
+                        },
+                        m * 40));
+        out.put(
+                "add+swiglu",
+                diff(
+                        a,
+                        b,
+                        dev -> {
+                            Buf g = dev.upload(x);
+                            dev.add(g, dev.upload(w), (long) m * k);
+                            Buf o = dev.alloc(Buf.Kind.F32, (long) m * 150);
+                            dev.swiglu(g, m, 150, o);
+                            return o;
+                        },
+                        m * 150));
+        int[] rows = {5, 0, 36, 17, 2};
+        out.put(
+                "gatherRows",
+                diff(
+                        a,
+                        b,
+                        dev -> {
+                            Buf g = dev.alloc(Buf.Kind.F32, 5L * k);
+                            dev.gatherRows(dev.upload(x), dev.upload(rows), 5, k, g);
+                            return g;
+                        },
+                        5 * k));
+        out.put(
+                "gather BF16 table",
+                diff(
+                        a,
+                        b,
+                        dev -> {
+                            Buf g = dev.alloc(Buf.Kind.F32, 5L * k);
+                            dev.gatherRows(dev.weight(w, GemmPrecision.BF16), dev.upload(rows), 5, k, g);
+                            return g;
+                        },
+                        5 * k));
+        // Attention: 2 sequences (20 and 17 tokens, keys = queries), at the small model's head dims and at
+        // DeepSeek-V3's.
+        int[] keyStart = new int[m];
+        int[] keyLen = new int[m];
+        for (int i = 0; i < m; i++) {
+            keyStart[i] = i < 20 ? 0 : 20;
+            keyLen[i] = i < 20 ? i + 1 : i - 19;
+        }
+        int[] tiles = {0, 16, 16, 4, 20, 16, 36, 1};
+        for (int[] dims : new int[][] {{64, 32, 64}, {128, 64, 128}}) {
+            int heads = 3;
+            int qHead = dims[0] + dims[1];
+            float[] q = random(rnd, m * heads * qHead);
+            float[] kv = random(rnd, m * heads * (dims[0] + dims[2]));
+            float[] kPe = random(rnd, m * dims[1]);
+            out.put(
+                    "mlaAttention " + dims[0] + "+" + dims[1] + "/" + dims[2],
+                    diff(
+                            a,
+                            b,
+                            dev -> {
+                                Buf o = dev.alloc(Buf.Kind.F32, (long) m * heads * dims[2]);
+                                dev.mlaAttention(
+                                        dev.upload(q),
+                                        dev.upload(kv),
+                                        dev.upload(kPe),
+                                        dev.upload(keyStart),
+                                        dev.upload(keyLen),
+                                        dev.upload(tiles),
+                                        4,
+                                        m,
+                                        heads,
+                                        dims[0],
+                                        dims[1],
+                                        dims[2],
+                                        0.1f,
+                                        o);
+                                return o;
+                            },
+                            m * heads * dims[2]));
+        }
+        // Grouped GEMMs: three groups of 5, 12 and 9 rows, packed (5, 12, 20 rows apart) and at a uniform stride of 12
+        // rows (padding a device may compute); only the groups' own rows are compared.
+        int[][] layouts = {{0, 5, 17}, {0, 12, 24}};
+        int[] gRows = {5, 12, 9};
+        float[][] gw = {random(rnd, n * k), random(rnd, n * k), random(rnd, n * k)};
+        for (int[] gStart : layouts) {
+            int[] valid = new int[26];
+            for (int g = 0, v = 0; g < 3; g++) {
+                for (int i = 0; i < gRows[g]; i++) {
+                    valid[v++] = gStart[g] + i;
+                }
+            }
+            for (GemmPrecision p : new GemmPrecision[] {GemmPrecision.BF16X3, GemmPrecision.FP32}) {
+                out.put(
+                        "gemmGrouped " + p + (gStart[1] == 12 ? " strided" : " packed"),
+                        diff(
+                                a,
+                                b,
+                                dev -> {
+                                    Buf y = dev.alloc(Buf.Kind.F32, (long) m * n);
+                                    Buf[] ws = {dev.weight(gw[0], p), dev.weight(gw[1], p), dev.weight(gw[2], p)};
+                                    dev.gemmGrouped(dev.upload(x), gStart, gRows, 3, k, ws, n, y, p);
+                                    Buf rowsOut = dev.alloc(Buf.Kind.F32, 26L * n);
+                                    dev.gatherRows(y, dev.upload(valid), 26, n, rowsOut);
+                                    return rowsOut;
+                                },
+                                26 * n));
+            }
+        }
+        // INT4 experts: the packed layout's groups, each expert's weight dequantised before its GEMM.
+        Int4Groups[] g4 = {
+            Int4Groups.quantize(gw[0], n, k, 32),
+            Int4Groups.quantize(gw[1], n, k, 32),
+            Int4Groups.quantize(gw[2], n, k, 32)
+        };
+        int[] packedStart = layouts[0];
+        int[] packedValid = new int[26];
+        for (int i = 0; i < 26; i++) {
+            packedValid[i] = i;
+        }
+        for (GemmPrecision p : new GemmPrecision[] {GemmPrecision.BF16X3, GemmPrecision.FP32}) {
+            out.put(
+                    "gemmGrouped INT4 " + p,
+                    diff(
+                            a,
+                            b,
+                            dev -> {
+                                Buf y = dev.alloc(Buf.Kind.F32, (long) m * n);
+                                Buf[] ws = new Buf[3];
+                                for (int g = 0; g < 3; g++) {
+                                    ws[g] = dev.int4Weight(g4[g].packed(), g4[g].scales(), n, k, 32);
+                                }
+                                dev.gemmGrouped(dev.upload(x), packedStart, gRows, 3, k, ws, n, y, p);
+                                Buf rowsOut = dev.alloc(Buf.Kind.F32, 26L * n);
+                                dev.gatherRows(y, dev.upload(packedValid), 26, n, rowsOut);
+                                return rowsOut;
+                            },
+                            26 * n));
+        }
+        int[] slot = new int[12 * 3];
+        float[] sw = random(rnd, 12 * 3);
+        for (int i = 0; i < slot.length; i++) {
+            slot[i] = rnd.nextInt(m);
+        }
+        out.put(
+                "moeCombine",
+                diff(
+                        a,
+                        b,
+                        dev -> {
+                            Buf y = dev.alloc(Buf.Kind.F32, 12L * k);
+                            dev.moeCombine(dev.upload(x), dev.upload(slot), dev.upload(sw), 12, 3, k, y);
+                            return y;
+                        },
+                        12 * k));
+        RouterShape r = new RouterShape(64, 6, 8, 3, true, 2.5f);
+        float[] logits = random(rnd, m * 64);
+        float[] bias = random(rnd, 64);
+        out.put(
+                "moeRoute weights",
+                diff(
+                        a,
+                        b,
+                        dev -> {
+                            Buf e = dev.alloc(Buf.Kind.I32, (long) m * 6);
+                            Buf wt = dev.alloc(Buf.Kind.F32, (long) m * 6);
+                            dev.moeRoute(dev.upload(logits), dev.upload(bias), m, r, e, wt);
+                            return wt;
+                        },
+                        m * 6));
+        out.put(
+                "moeRoute experts",
+                intDiff(
+                        a,
+                        b,
+                        dev -> {
+                            Buf e = dev.alloc(Buf.Kind.I32, (long) m * 6);
+                            Buf wt = dev.alloc(Buf.Kind.F32, (long) m * 6);
+                            dev.moeRoute(dev.upload(logits), dev.upload(bias), m, r, e, wt);
+                            return e;
+                        },
+                        m * 6));
+        int vocab = 5000;
+        float[] big = random(rnd, 4 * vocab);
+        int[] targets = {3, -1, 4999, 0};
+        out.put(
+                "logSoftmaxStats",
+                diff(
+                        a,
+                        b,
+                        dev -> {
+                            Buf s = dev.alloc(Buf.Kind.F32, 12);
+                            dev.logSoftmaxStats(dev.upload(big), 4, vocab, dev.upload(targets), s);
+                            return s;
+                        },
+                        12));
+        return out;
     }
-    int[] slot = new int[12 * 3];
-    float[] sw = random(rnd, 12 * 3);
-    for (int i = 0; i < slot.length; i++) {
-      slot[i] = rnd.nextInt(m);
-    }
-    out.put("moeCombine", diff(a, b, dev -> {
-      Buf y = dev.alloc(Buf.Kind.F32, 12L * k);
-      dev.moeCombine(dev.upload(x), dev.upload(slot), dev.upload(sw), 12, 3, k, y);
-      return y;
-    }, 12 * k));
-    RouterShape r = new RouterShape(64, 6, 8, 3, true, 2.5f);
-    float[] logits = random(rnd, m * 64);
-    float[] bias = random(rnd, 64);
-    out.put("moeRoute weights", diff(a, b, dev -> {
-      Buf e = dev.alloc(Buf.Kind.I32, (long) m * 6);
-      Buf wt = dev.alloc(Buf.Kind.F32, (long) m * 6);
-      dev.moeRoute(dev.upload(logits), dev.upload(bias), m, r, e, wt);
-      return wt;
-    }, m * 6));
-    out.put("moeRoute experts", intDiff(a, b, dev -> {
-      Buf e = dev.alloc(Buf.Kind.I32, (long) m * 6);
-      Buf wt = dev.alloc(Buf.Kind.F32, (long) m * 6);
-      dev.moeRoute(dev.upload(logits), dev.upload(bias), m, r, e, wt);
-      return e;
-    }, m * 6));
-    int vocab = 5000;
-    float[] big = random(rnd, 4 * vocab);
-    int[] targets = {3, -1, 4999, 0};
-    out.put("logSoftmaxStats", diff(a, b, dev -> {
-      Buf s = dev.alloc(Buf.Kind.F32, 12);
-      dev.logSoftmaxStats(dev.upload(big), 4, vocab, dev.upload(targets), s);
-      return s;
-    }, 12));
-    return out;
-  }
 
-  private static Buf weightOf(Device dev, float[] w, int n, int k, GemmPrecision p) {
-    return dev.weight(w, p);
-  }
-
-  private static float[] random(SplittableRandom rnd, int n) {
-    float[] v = new float[n];
-    for (int i = 0; i < n; i++) {
-      v[i] = (float) (rnd.nextDouble() * 2 - 1);
+    private static Buf weightOf(Device dev, float[] w, int n, int k, GemmPrecision p) {
+        return dev.weight(w, p);
     }
-    return v;
-  }
 
-  private static double diff(Device a, Device b, java.util.function.Function<Device, Buf> f, int n) {
-    float[] ra = new float[n];
-    float[] rb = new float[n];
-    a.read(f.apply(a), ra, 0, n);
-    b.read(f.apply(b), rb, 0, n);
-    double d = 0;
-    for (int i = 0; i < n; i++) {
-      d = Math.max(d, Math.abs(ra[i] - rb[i]));
+    private static float[] random(SplittableRandom rnd, int n) {
+        float[] v = new float[n];
+        for (int i = 0; i < n; i++) {
+            v[i] = (float) (rnd.nextDouble() * 2 - 1);
+        }
+        return v;
     }
-    return d;
-  }
 
-  private static double intDiff(Device a, Device b, java.util.function.Function<Device, Buf> f, int n) {
-    int[] ra = new int[n];
-    int[] rb = new int[n];
-    a.read(f.apply(a), ra, 0, n);
-    b.read(f.apply(b), rb, 0, n);
-    int bad = 0;
-    for (int i = 0; i < n; i++) {
-      bad += ra[i] != rb[i] ? 1 : 0;
+    private static double diff(Device a, Device b, java.util.function.Function<Device, Buf> f, int n) {
+        float[] ra = new float[n];
+        float[] rb = new float[n];
+        a.read(f.apply(a), ra, 0, n);
+        b.read(f.apply(b), rb, 0, n);
+        double d = 0;
+        for (int i = 0; i < n; i++) {
+            d = Math.max(d, Math.abs(ra[i] - rb[i]));
+        }
+        return d;
     }
-    return bad;
-  }
+
+    private static double intDiff(Device a, Device b, java.util.function.Function<Device, Buf> f, int n) {
+        int[] ra = new int[n];
+        int[] rb = new int[n];
+        a.read(f.apply(a), ra, 0, n);
+        b.read(f.apply(b), rb, 0, n);
+        int bad = 0;
+        for (int i = 0; i < n; i++) {
+            bad += ra[i] != rb[i] ? 1 : 0;
+        }
+        return bad;
+    }
 }

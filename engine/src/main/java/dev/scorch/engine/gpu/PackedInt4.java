@@ -30,145 +30,150 @@ import java.nio.ByteOrder;
  * @param splitExact whether every scale has at most 13 significant bits
  */
 public record PackedInt4(Buf packed, Buf scales, int rows, int cols, int groupSize, boolean splitExact) {
-  /** Weights dequantised per GEMM tile at most: 32 Mi (128 MiB of scratch), a Kimi K2 expert's gate_up (4096 x 7168) whole. */
-  public static final long TILE_ELEMS = 1L << 25;
+    /** Weights dequantised per GEMM tile at most: 32 Mi (128 MiB of scratch), a Kimi K2 expert's gate_up (4096 x 7168) whole. */
+    public static final long TILE_ELEMS = 1L << 25;
 
-  public PackedInt4 {
-    if (rows <= 0 || cols <= 0 || groupSize <= 0) {
-      throw new IllegalArgumentException("INT4 weight [" + rows + ", " + cols + "] in groups of " + groupSize);
+    public PackedInt4 {
+        if (rows <= 0 || cols <= 0 || groupSize <= 0) {
+            throw new IllegalArgumentException("INT4 weight [" + rows + ", " + cols + "] in groups of " + groupSize);
+        }
+        packed.need(Buf.Kind.I32, (long) rows * wordsPerRow(cols), "INT4 packed words");
+        if (scales.kind() != Buf.Kind.BF16 && scales.kind() != Buf.Kind.F32
+                || scales.length() < (long) rows * groupsPerRow(cols, groupSize)) {
+            throw new IllegalArgumentException("INT4 scales: needs " + (long) rows * groupsPerRow(cols, groupSize)
+                    + " BF16 or F32 elements, got " + scales.length() + " " + scales.kind());
+        }
     }
-    packed.need(Buf.Kind.I32, (long) rows * wordsPerRow(cols), "INT4 packed words");
-    if (scales.kind() != Buf.Kind.BF16 && scales.kind() != Buf.Kind.F32 || scales.length() < (long) rows * groupsPerRow(cols, groupSize)) {
-      throw new IllegalArgumentException("INT4 scales: needs " + (long) rows * groupsPerRow(cols, groupSize) + " BF16 or F32 elements, got "
-          + scales.length() + " " + scales.kind());
+
+    static int wordsPerRow(int cols) {
+        return (cols + 7) / 8;
     }
-  }
 
-  static int wordsPerRow(int cols) {
-    return (cols + 7) / 8;
-  }
-
-  static int groupsPerRow(int cols, int groupSize) {
-    return (cols + groupSize - 1) / groupSize;
-  }
-
-  public int wordsPerRow() {
-    return wordsPerRow(cols);
-  }
-
-  public int groupsPerRow() {
-    return groupsPerRow(cols, groupSize);
-  }
-
-  /** Device bytes: packed words and scales. */
-  public long bytes() {
-    return packed.bytes() + scales.bytes();
-  }
-
-  /** Checks that this is a weight [n, k]. */
-  public void check(int n, int k) {
-    if (rows != n || cols != k) {
-      throw new IllegalArgumentException("gemm w: an INT4 weight [" + rows + ", " + cols + "] used as [" + n + ", " + k + "]");
+    static int groupsPerRow(int cols, int groupSize) {
+        return (cols + groupSize - 1) / groupSize;
     }
-  }
 
-  /** Rows of a weight [n, k] dequantised per tile. */
-  public static int tileRows(int n, long k) {
-    return (int) Math.max(1, Math.min(n, TILE_ELEMS / Math.max(1, k)));
-  }
+    public int wordsPerRow() {
+        return wordsPerRow(cols);
+    }
 
-  /**
-   * How a GEMM multiplies a dequantised tile: the fp32 weights with fp32 x (fp32); else hiParts GEMMs of hi with x's
-   * first BF16 parts and loParts of lo with x's first parts, summed in that order.
-   */
-  public record Plan(boolean fp32, int hiParts, int loParts) {
-    /** Scratch bytes of a tile of elems weights. */
-    public long scratchBytes(long elems) {
-      return elems * (fp32 || loParts > 0 ? 4 : 2);
+    public int groupsPerRow() {
+        return groupsPerRow(cols, groupSize);
     }
-  }
 
-  public Plan plan(GemmPrecision precision) {
-    int parts = precision.inputParts();
-    if (parts == 0 || parts == 3 && !splitExact) {
-      return new Plan(true, 0, 0);
+    /** Device bytes: packed words and scales. */
+    public long bytes() {
+        return packed.bytes() + scales.bytes();
     }
-    return new Plan(false, parts, parts - 1);
-  }
 
-  /** Whether every scale lies in a BF16 (its low 16 bits are zero). */
-  static boolean allBf16(float[] scales) {
-    for (float s : scales) {
-      if ((Float.floatToRawIntBits(s) & 0xFFFF) != 0) {
-        return false;
-      }
+    /** Checks that this is a weight [n, k]. */
+    public void check(int n, int k) {
+        if (rows != n || cols != k) {
+            throw new IllegalArgumentException(
+                    "gemm w: an INT4 weight [" + rows + ", " + cols + "] used as [" + n + ", " + k + "]");
+        }
     }
-    return true;
-  }
 
-  /** Whether every scale has at most 13 significant bits (the low 11 of its 23 fraction bits zero). */
-  static boolean allSplitExact(float[] scales) {
-    for (float s : scales) {
-      if ((Float.floatToRawIntBits(s) & 0x7FF) != 0) {
-        return false;
-      }
+    /** Rows of a weight [n, k] dequantised per tile. */
+    public static int tileRows(int n, long k) {
+        return (int) Math.max(1, Math.min(n, TILE_ELEMS / Math.max(1, k)));
     }
-    return true;
-  }
 
-  /** The low BF16 part of a weight whose high part is hi: bf16(w − hi), 0 where hi is not finite (no NaN from inf − inf). */
-  static float lo(float w, float hi) {
-    return Float.isFinite(hi) ? HostDevice.bf16(w - hi) : 0f;
-  }
+    /**
+     * How a GEMM multiplies a dequantised tile: the fp32 weights with fp32 x (fp32); else hiParts GEMMs of hi with x's
+     * first BF16 parts and loParts of lo with x's first parts, summed in that order.
+     */
+    public record Plan(boolean fp32, int hiParts, int loParts) {
+        /** Scratch bytes of a tile of elems weights. */
+        public long scratchBytes(long elems) {
+            return elems * (fp32 || loParts > 0 ? 4 : 2);
+        }
+    }
 
-  /** Whether stacked are all INT4 with one group size and one in_features: what {@link #upload} keeps packed. */
-  public static boolean packable(Linear... stacked) {
-    for (Linear l : stacked) {
-      if (l.format() != Linear.Format.INT4_GROUP || l.groupSize() != stacked[0].groupSize() || l.in() != stacked[0].in()) {
-        return false;
-      }
+    public Plan plan(GemmPrecision precision) {
+        int parts = precision.inputParts();
+        if (parts == 0 || parts == 3 && !splitExact) {
+            return new Plan(true, 0, 0);
+        }
+        return new Plan(false, parts, parts - 1);
     }
-    return stacked.length > 0;
-  }
 
-  /** INT4 linears stacked along out, uploaded packed ({@link Device#int4Weight}); see {@link #packable}. */
-  public static Buf upload(Device dev, Linear... stacked) {
-    if (!packable(stacked)) {
-      throw new IllegalArgumentException("not INT4 weights of one group size and in_features: " + stacked[0].name());
+    /** Whether every scale lies in a BF16 (its low 16 bits are zero). */
+    static boolean allBf16(float[] scales) {
+        for (float s : scales) {
+            if ((Float.floatToRawIntBits(s) & 0xFFFF) != 0) {
+                return false;
+            }
+        }
+        return true;
     }
-    int in = stacked[0].in();
-    int words = wordsPerRow(in);
-    int groups = groupsPerRow(in, stacked[0].groupSize());
-    long rowsLong = 0;
-    for (Linear l : stacked) {
-      rowsLong += l.out();
-    }
-    if (rowsLong * words > Integer.MAX_VALUE - 8 || rowsLong * groups > Integer.MAX_VALUE - 8) {
-      throw new IllegalArgumentException("INT4 weight " + stacked[0].name() + " (" + stacked.length + " stacked): " + rowsLong + " rows of "
-          + words + " words are more than one upload holds");
-    }
-    int rows = (int) rowsLong;
-    int[] packed = new int[rows * words];
-    float[] scales = new float[rows * groups];
-    int at = 0;
-    for (Linear l : stacked) {
-      int[] w = packedWords(l);
-      System.arraycopy(w, 0, packed, at * words, w.length);
-      l.groupScales(0, 0, scales, at * groups, l.out() * groups);
-      at += l.out();
-    }
-    return dev.int4Weight(packed, scales, rows, in, stacked[0].groupSize());
-  }
 
-  /** The whole weight_packed tensor of an INT4 linear, as ints. */
-  private static int[] packedWords(Linear l) {
-    int n = Math.multiplyExact(l.out(), l.wordsPerRow());
-    int[] w = new int[n];
-    if (!l.rawWords(0, 0, w, n)) { // a mapping not aligned for typed reads: bytes, then little-endian words
-      byte[] b = new byte[Math.multiplyExact(n, 4)];
-      l.packedTensor().rawBytes(0, b, b.length);
-      ByteBuffer.wrap(b).order(ByteOrder.LITTLE_ENDIAN).asIntBuffer().get(w);
+    /** Whether every scale has at most 13 significant bits (the low 11 of its 23 fraction bits zero). */
+    static boolean allSplitExact(float[] scales) {
+        for (float s : scales) {
+            if ((Float.floatToRawIntBits(s) & 0x7FF) != 0) {
+                return false;
+            }
+        }
+        return true;
     }
-    return w;
-  }
+
+    /** The low BF16 part of a weight whose high part is hi: bf16(w − hi), 0 where hi is not finite (no NaN from inf − inf). */
+    static float lo(float w, float hi) {
+        return Float.isFinite(hi) ? HostDevice.bf16(w - hi) : 0f;
+    }
+
+    /** Whether stacked are all INT4 with one group size and one in_features: what {@link #upload} keeps packed. */
+    public static boolean packable(Linear... stacked) {
+        for (Linear l : stacked) {
+            if (l.format() != Linear.Format.INT4_GROUP
+                    || l.groupSize() != stacked[0].groupSize()
+                    || l.in() != stacked[0].in()) {
+                return false;
+            }
+        }
+        return stacked.length > 0;
+    }
+
+    /** INT4 linears stacked along out, uploaded packed ({@link Device#int4Weight}); see {@link #packable}. */
+    public static Buf upload(Device dev, Linear... stacked) {
+        if (!packable(stacked)) {
+            throw new IllegalArgumentException(
+                    "not INT4 weights of one group size and in_features: " + stacked[0].name());
+        }
+        int in = stacked[0].in();
+        int words = wordsPerRow(in);
+        int groups = groupsPerRow(in, stacked[0].groupSize());
+        long rowsLong = 0;
+        for (Linear l : stacked) {
+            rowsLong += l.out();
+        }
+        if (rowsLong * words > Integer.MAX_VALUE - 8 || rowsLong * groups > Integer.MAX_VALUE - 8) {
+            throw new IllegalArgumentException("INT4 weight " + stacked[0].name() + " (" + stacked.length
+                    + " stacked): " + rowsLong + " rows of " + words + " words are more than one upload holds");
+        }
+        int rows = (int) rowsLong;
+        int[] packed = new int[rows * words];
+        float[] scales = new float[rows * groups];
+        int at = 0;
+        for (Linear l : stacked) {
+            int[] w = packedWords(l);
+            System.arraycopy(w, 0, packed, at * words, w.length);
+            l.groupScales(0, 0, scales, at * groups, l.out() * groups);
+            at += l.out();
+        }
+        return dev.int4Weight(packed, scales, rows, in, stacked[0].groupSize());
+    }
+
+    /** The whole weight_packed tensor of an INT4 linear, as ints. */
+    private static int[] packedWords(Linear l) {
+        int n = Math.multiplyExact(l.out(), l.wordsPerRow());
+        int[] w = new int[n];
+        if (!l.rawWords(0, 0, w, n)) { // a mapping not aligned for typed reads: bytes, then little-endian words
+            byte[] b = new byte[Math.multiplyExact(n, 4)];
+            l.packedTensor().rawBytes(0, b, b.length);
+            ByteBuffer.wrap(b).order(ByteOrder.LITTLE_ENDIAN).asIntBuffer().get(w);
+        }
+        return w;
+    }
 }

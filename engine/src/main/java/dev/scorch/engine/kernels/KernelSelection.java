@@ -29,271 +29,327 @@ import jdk.incubator.vector.FloatVector;
  * @param cudaExperts CudaDevice's routed-expert GEMMs (cudaBatchedExperts: the batched ones)
  */
 public record KernelSelection(
-    Inputs inputs,
-    String nativeLibrary,
-    Choice prefillGemm,
-    int gemmNr,
-    Choice decodeGemm,
-    Choice bf16Decoder,
-    Choice fp8Decoder,
-    Choice int4Decoder,
-    Choice attention,
-    Choice vectorMath,
-    Choice cudaExperts,
-    boolean cudaBatchedExperts) {
+        Inputs inputs,
+        String nativeLibrary,
+        Choice prefillGemm,
+        int gemmNr,
+        Choice decodeGemm,
+        Choice bf16Decoder,
+        Choice fp8Decoder,
+        Choice int4Decoder,
+        Choice attention,
+        Choice vectorMath,
+        Choice cudaExperts,
+        boolean cudaBatchedExperts) {
 
-  /** -Dscorch.native=false: no native code at all. */
-  public static final String NATIVE = "scorch.native";
-  /** -Dscorch.native.attention=false: Java attention beside the other native kernels. */
-  public static final String NATIVE_ATTENTION = "scorch.native.attention";
-  /** -Dscorch.native.vecmath=false: Java log-sum-exp and silu · u beside the other native kernels. */
-  public static final String NATIVE_VECMATH = "scorch.native.vecmath";
-  /**
-   * -Dscorch.cuda.batched-experts=true: routed experts as cuBLAS batched GEMMs. Off by default: that path has not yet
-   * passed the device check (its first try faulted on a pointer-array argument, since fixed but not re-run), while one
-   * GEMM per expert has.
-   */
-  public static final String CUDA_BATCHED_EXPERTS = "scorch.cuda.batched-experts";
-  private static final String[] PROPERTIES = {NATIVE, NATIVE_ATTENTION, NATIVE_VECMATH, CUDA_BATCHED_EXPERTS};
+    /** -Dscorch.native=false: no native code at all. */
+    public static final String NATIVE = "scorch.native";
+    /** -Dscorch.native.attention=false: Java attention beside the other native kernels. */
+    public static final String NATIVE_ATTENTION = "scorch.native.attention";
+    /** -Dscorch.native.vecmath=false: Java log-sum-exp and silu · u beside the other native kernels. */
+    public static final String NATIVE_VECMATH = "scorch.native.vecmath";
+    /**
+     * -Dscorch.cuda.batched-experts=true: routed experts as cuBLAS batched GEMMs. Off by default: that path has not yet
+     * passed the device check (its first try faulted on a pointer-array argument, since fixed but not re-run), while one
+     * GEMM per expert has.
+     */
+    public static final String CUDA_BATCHED_EXPERTS = "scorch.cuda.batched-experts";
 
-  /** Where a kernel runs. */
-  public enum Impl {
-    /** C through JNI (NativeCpu's library). */
-    NATIVE,
-    /** Java on the Vector API. */
-    VECTOR,
-    /** Plain Java loops. */
-    SCALAR,
-    /** On the GPU. */
-    CUDA
-  }
+    private static final String[] PROPERTIES = {NATIVE, NATIVE_ATTENTION, NATIVE_VECMATH, CUDA_BATCHED_EXPERTS};
 
-  /** One kernel: where it runs, what it is, and why it was picked over the others. */
-  public record Choice(Impl impl, String kernel, String reason) {
-    @Override
-    public String toString() {
-      return kernel + " (" + reason + ")";
-    }
-  }
-
-  /**
-   * What the choice depends on. jdk: the feature version; lanes: floats in the Vector API's preferred species (0 without
-   * jdk.incubator.vector); os and arch: os.name and os.arch; properties: the scorch.* ones that are set.
-   */
-  public record Inputs(int jdk, int lanes, String os, String arch, Map<String, String> properties, Library library) {
-    public Inputs {
-      properties = Collections.unmodifiableSortedMap(new TreeMap<>(properties));
+    /** Where a kernel runs. */
+    public enum Impl {
+        /** C through JNI (NativeCpu's library). */
+        NATIVE,
+        /** Java on the Vector API. */
+        VECTOR,
+        /** Plain Java loops. */
+        SCALAR,
+        /** On the GPU. */
+        CUDA
     }
 
-    String property(String name) {
-      return properties.get(name);
-    }
-
-    /** This JVM's: reads the properties and asks NativeCpu, which loads the library (once per JVM) unless it may not. */
-    static Inputs ofThisJvm() {
-      Map<String, String> set = new TreeMap<>();
-      for (String p : PROPERTIES) {
-        String v = System.getProperty(p);
-        if (v != null) {
-          set.put(p, v);
+    /** One kernel: where it runs, what it is, and why it was picked over the others. */
+    public record Choice(Impl impl, String kernel, String reason) {
+        @Override
+        public String toString() {
+            return kernel + " (" + reason + ")";
         }
-      }
-      return new Inputs(Runtime.version().feature(), preferredLanes(), System.getProperty("os.name", ""),
-          System.getProperty("os.arch", ""), set, NativeCpu.library());
     }
 
-    private static int preferredLanes() {
-      try {
-        return FloatVector.SPECIES_PREFERRED.length();
-      } catch (Throwable t) { // jdk.incubator.vector not in the JVM's modules
-        return 0;
-      }
-    }
-  }
+    /**
+     * What the choice depends on. jdk: the feature version; lanes: floats in the Vector API's preferred species (0 without
+     * jdk.incubator.vector); os and arch: os.name and os.arch; properties: the scorch.* ones that are set.
+     */
+    public record Inputs(int jdk, int lanes, String os, String arch, Map<String, String> properties, Library library) {
+        public Inputs {
+            properties = Collections.unmodifiableSortedMap(new TreeMap<>(properties));
+        }
 
-  /**
-   * How loading the native library went: whyNotLoaded null when System.load took it, and then isa, what the CPU has (2:
-   * AVX-512 F, AVX2 and FMA; 1: AVX2 and FMA; 0: neither).
-   */
-  public record Library(String whyNotLoaded, int isa) {
-    public static Library loaded(int isa) {
-      return new Library(null, isa);
-    }
+        String property(String name) {
+            return properties.get(name);
+        }
 
-    public static Library notLoaded(String why) {
-      return new Library(why, 0);
-    }
+        /** This JVM's: reads the properties and asks NativeCpu, which loads the library (once per JVM) unless it may not. */
+        static Inputs ofThisJvm() {
+            Map<String, String> set = new TreeMap<>();
+            for (String p : PROPERTIES) {
+                String v = System.getProperty(p);
+                if (v != null) {
+                    set.put(p, v);
+                }
+            }
+            return new Inputs(
+                    Runtime.version().feature(),
+                    preferredLanes(),
+                    System.getProperty("os.name", ""),
+                    System.getProperty("os.arch", ""),
+                    set,
+                    NativeCpu.library());
+        }
 
-    /** Null where its kernels run on this CPU; else why not. */
-    String whyNotUsable() {
-      return whyNotLoaded != null ? whyNotLoaded : isa < 1 ? "this CPU lacks AVX2 or FMA" : null;
-    }
-  }
-
-  private static final class Current {
-    static final KernelSelection SELECTION = choose(Inputs.ofThisJvm());
-  }
-
-  /** This JVM's selection (the first call loads the native library where it may). */
-  public static KernelSelection current() {
-    return Current.SELECTION;
-  }
-
-  /** Whether CpuOps runs the Vector API (and native) kernels rather than the scalar ones. */
-  public boolean simd() {
-    return prefillGemm.impl() != Impl.SCALAR;
-  }
-
-  /**
-   * Why NativeCpu must not even try to load the library (before it is loaded, so a pure function of the property and
-   * the platform), or null.
-   */
-  static String libraryRefusal(String nativeProperty, String os, String arch) {
-    if ("false".equals(nativeProperty)) {
-      return "-D" + NATIVE + "=false";
-    }
-    if (!os.startsWith("Linux") || !(arch.equals("amd64") || arch.equals("x86_64"))) {
-      return "library not built for " + os + " " + arch;
-    }
-    return null;
-  }
-
-  /** The kernels for in: the same answer for the same inputs, on any machine. */
-  public static KernelSelection choose(Inputs in) {
-    int lanes = in.lanes();
-    int jdk = in.jdk();
-    // The Vector API kernels take at least 4 lanes; below that every CpuOps kernel is a plain loop.
-    boolean simd = lanes >= 4;
-    String noVectors = lanes == 0 ? "no Vector API in this JVM (--add-modules jdk.incubator.vector)"
-        : "the JVM's vectors hold " + lanes + " floats, under 4";
-    String libraryOff = libraryRefusal(in.property(NATIVE), in.os(), in.arch());
-    if (libraryOff == null) {
-      libraryOff = in.library().whyNotUsable();
-    }
-    boolean library = libraryOff == null;
-    boolean avx512 = library && in.library().isa() == 2;
-    String nativeLibrary = !library ? libraryOff : avx512 ? "loaded; CPU has AVX-512, AVX2 and FMA" : "loaded; CPU has AVX2 and FMA";
-    String vectorKernel = "Java Vector API, " + lanes + " lanes";
-    // Why a kernel that needs the AVX-512 code does not get it.
-    String noAvx512 = !library ? libraryOff : "CPU lacks AVX-512";
-
-    // Prefill: PackedGemm's tile of MR = 2 vectors of rows. The library has tiles of 16 rows (AVX2, 2 x 6) and 32 rows
-    // (AVX-512, 2 x 12: NativeCpu.nr); the Java tile is 2 x 6, or 2 x 4 (8 accumulators, still enough independent FMA
-    // chains for two FMA pipes of latency 4) before JDK 21, whose C2 spills the 2 x 6 one: half the speed.
-    int mr = 2 * lanes;
-    boolean nativeGemm = library && (mr == 16 || mr == 32 && avx512);
-    int javaNr = jdk >= 21 ? 6 : 4;
-    int gemmNr = nativeGemm ? (mr == 32 ? 12 : 6) : javaNr;
-    String whyJavaGemm = !library ? libraryOff : mr == 32 ? "CPU lacks AVX-512 for the 32-row tile"
-        : "no native tile for the JVM's " + lanes + "-float vectors";
-    Choice prefill;
-    if (!simd) {
-      prefill = new Choice(Impl.SCALAR, "scalar FMA chains", noVectors);
-    } else if (nativeGemm) {
-      prefill = new Choice(Impl.NATIVE, "native C 2 x " + gemmNr + " on " + mr + "-row tiles (" + (mr == 32 ? "AVX-512" : "AVX2") + ")",
-          mr == 32 ? "CPU has AVX-512" : avx512 ? "CPU has AVX-512, but the JVM's vectors hold 8 floats" : "CPU has AVX2 and FMA, not AVX-512");
-    } else {
-      prefill = new Choice(Impl.VECTOR, "Java Vector API 2 x " + javaNr + ", " + lanes + " lanes",
-          whyJavaGemm + "; JDK " + jdk + (jdk >= 21 ? ": the 2 x 6 tile" : ": C2 spills the 2 x 6 tile"));
+        private static int preferredLanes() {
+            try {
+                return FloatVector.SPECIES_PREFERRED.length();
+            } catch (Throwable t) { // jdk.incubator.vector not in the JVM's modules
+                return 0;
+            }
+        }
     }
 
-    Choice decode = simd
-        ? new Choice(Impl.VECTOR, "Java Vector API row-dot, " + lanes + " fp32 lanes (" + 32 * lanes + "-bit)",
-            "one pass over the weights, straight from the mapping; no native row-dot")
-        : new Choice(Impl.SCALAR, "scalar FMA chains", noVectors);
+    /**
+     * How loading the native library went: whyNotLoaded null when System.load took it, and then isa, what the CPU has (2:
+     * AVX-512 F, AVX2 and FMA; 1: AVX2 and FMA; 0: neither).
+     */
+    public record Library(String whyNotLoaded, int isa) {
+        public static Library loaded(int isa) {
+            return new Library(null, isa);
+        }
 
-    // The in-register decoders: BF16 widens L halves (4 lanes at least); FP8 and INT4 take L bytes or L / 8 words (8).
-    Choice bf16 = decoder(simd, noVectors, nativeGemm, whyJavaGemm, lanes, 4, "native C");
-    Choice fp8 = decoder(simd, noVectors, nativeGemm, whyJavaGemm, lanes, 8, "native C");
-    Choice int4 = decoder(simd, noVectors, nativeGemm, whyJavaGemm, lanes, 8,
-        "native C, " + (avx512 ? "AVX-512" : "AVX2") + " build");
+        public static Library notLoaded(String why) {
+            return new Library(why, 0);
+        }
 
-    // Attention and vector math: AVX-512 C code (16 lanes) where the library has it, unless turned off alone.
-    Choice attention;
-    if (!simd) {
-      attention = new Choice(Impl.SCALAR, "scalar, one query row at a time", noVectors);
-    } else if (avx512 && !"false".equals(in.property(NATIVE_ATTENTION))) {
-      attention = new Choice(Impl.NATIVE, "native C, 16 lanes (AVX-512)",
-          "CPU has AVX-512; heads whose v_head is not a multiple of 16 run in Java");
-    } else {
-      attention = new Choice(Impl.VECTOR, vectorKernel, avx512 ? "-D" + NATIVE_ATTENTION + "=false" : noAvx512);
-    }
-    Choice vectorMath;
-    if (!simd) {
-      vectorMath = new Choice(Impl.SCALAR, "scalar", noVectors);
-    } else if (avx512 && !"false".equals(in.property(NATIVE_VECMATH))) {
-      vectorMath = new Choice(Impl.NATIVE, "native C, 16 lanes (AVX-512)", "CPU has AVX-512");
-    } else {
-      vectorMath = new Choice(Impl.VECTOR, vectorKernel, avx512 ? "-D" + NATIVE_VECMATH + "=false" : noAvx512);
+        /** Null where its kernels run on this CPU; else why not. */
+        String whyNotUsable() {
+            return whyNotLoaded != null ? whyNotLoaded : isa < 1 ? "this CPU lacks AVX2 or FMA" : null;
+        }
     }
 
-    boolean batched = Boolean.parseBoolean(in.property(CUDA_BATCHED_EXPERTS)); // as Boolean.getBoolean
-    Choice cuda = batched
-        ? new Choice(Impl.CUDA, "cuBLAS batched GEMMs over padded groups", "-D" + CUDA_BATCHED_EXPERTS + "=true")
-        : new Choice(Impl.CUDA, "one cuBLAS GEMM per expert", "the batched path has not passed the device check yet");
-    return new KernelSelection(in, nativeLibrary, prefill, gemmNr, decode, bf16, fp8, int4, attention, vectorMath, cuda, batched);
-  }
-
-  /** PackedGemm's decoder of one weight dtype whose Java vectors need minLanes. */
-  private static Choice decoder(boolean simd, String noVectors, boolean nativeGemm, String whyJavaGemm, int lanes, int minLanes,
-                                String nativeKernel) {
-    if (!simd) {
-      return new Choice(Impl.SCALAR, "element by element (Linear.row)", noVectors);
+    private static final class Current {
+        static final KernelSelection SELECTION = choose(Inputs.ofThisJvm());
     }
-    if (nativeGemm) {
-      return new Choice(Impl.NATIVE, nativeKernel, "beside the native GEMM tile");
+
+    /** This JVM's selection (the first call loads the native library where it may). */
+    public static KernelSelection current() {
+        return Current.SELECTION;
     }
-    if (lanes < minLanes) {
-      return new Choice(Impl.SCALAR, "element by element (Linear.row)", "the JVM's vectors hold " + lanes + " floats, under " + minLanes);
+
+    /** Whether CpuOps runs the Vector API (and native) kernels rather than the scalar ones. */
+    public boolean simd() {
+        return prefillGemm.impl() != Impl.SCALAR;
     }
-    return new Choice(Impl.VECTOR, "Java Vector API, " + lanes + " lanes", whyJavaGemm);
-  }
 
-  /** The kernels by name, in the order of {@link #toJson}. */
-  private Map<String, Choice> choices() {
-    Map<String, Choice> m = new java.util.LinkedHashMap<>();
-    m.put("prefill_gemm", prefillGemm);
-    m.put("decode_gemm", decodeGemm);
-    m.put("bf16_decoder", bf16Decoder);
-    m.put("fp8_decoder", fp8Decoder);
-    m.put("int4_decoder", int4Decoder);
-    m.put("attention", attention);
-    m.put("vector_math", vectorMath);
-    m.put("cuda_experts", cudaExperts);
-    return m;
-  }
+    /**
+     * Why NativeCpu must not even try to load the library (before it is loaded, so a pure function of the property and
+     * the platform), or null.
+     */
+    static String libraryRefusal(String nativeProperty, String os, String arch) {
+        if ("false".equals(nativeProperty)) {
+            return "-D" + NATIVE + "=false";
+        }
+        if (!os.startsWith("Linux") || !(arch.equals("amd64") || arch.equals("x86_64"))) {
+            return "library not built for " + os + " " + arch;
+        }
+        return null;
+    }
 
-  /** One line for logs: every kernel and why, then the inputs. */
-  public String describe() {
-    StringBuilder b = new StringBuilder();
-    choices().forEach((name, c) -> b.append(name).append(": ").append(c).append("; "));
-    return b.append("native library: ").append(nativeLibrary).append("; JDK ").append(inputs.jdk()).append(", ")
-        .append(inputs.lanes()).append(" float lanes, ").append(inputs.os()).append(' ').append(inputs.arch())
-        .append(inputs.properties().isEmpty() ? "" : ", " + inputs.properties()).toString();
-  }
+    /** The kernels for in: the same answer for the same inputs, on any machine. */
+    public static KernelSelection choose(Inputs in) {
+        int lanes = in.lanes();
+        int jdk = in.jdk();
+        // The Vector API kernels take at least 4 lanes; below that every CpuOps kernel is a plain loop.
+        boolean simd = lanes >= 4;
+        String noVectors = lanes == 0
+                ? "no Vector API in this JVM (--add-modules jdk.incubator.vector)"
+                : "the JVM's vectors hold " + lanes + " floats, under 4";
+        String libraryOff = libraryRefusal(in.property(NATIVE), in.os(), in.arch());
+        if (libraryOff == null) {
+            libraryOff = in.library().whyNotUsable();
+        }
+        boolean library = libraryOff == null;
+        boolean avx512 = library && in.library().isa() == 2;
+        String nativeLibrary = !library
+                ? libraryOff
+                : avx512 ? "loaded; CPU has AVX-512, AVX2 and FMA" : "loaded; CPU has AVX2 and FMA";
+        String vectorKernel = "Java Vector API, " + lanes + " lanes";
+        // Why a kernel that needs the AVX-512 code does not get it.
+        String noAvx512 = !library ? libraryOff : "CPU lacks AVX-512";
 
-  /**
-   * {"prefill_gemm": {"impl", "kernel", "reason"}, "decode_gemm", "bf16_decoder", "fp8_decoder", "int4_decoder",
-   * "attention", "vector_math", "cuda_experts", "gemm_nr", "native_library", "inputs": {"jdk", "vector_lanes", "os",
-   * "arch", "properties"}}.
-   */
-  public ObjectNode toJson() {
-    ObjectNode o = new ObjectMapper().createObjectNode();
-    choices().forEach((name, c) -> {
-      ObjectNode k = o.putObject(name);
-      k.put("impl", c.impl().name().toLowerCase(java.util.Locale.ROOT));
-      k.put("kernel", c.kernel());
-      k.put("reason", c.reason());
-    });
-    o.put("gemm_nr", gemmNr);
-    o.put("native_library", nativeLibrary);
-    ObjectNode i = o.putObject("inputs");
-    i.put("jdk", inputs.jdk());
-    i.put("vector_lanes", inputs.lanes());
-    i.put("os", inputs.os());
-    i.put("arch", inputs.arch());
-    ObjectNode p = i.putObject("properties");
-    inputs.properties().forEach(p::put);
-    return o;
-  }
+        // Prefill: PackedGemm's tile of MR = 2 vectors of rows. The library has tiles of 16 rows (AVX2, 2 x 6) and 32
+        // rows
+        // (AVX-512, 2 x 12: NativeCpu.nr); the Java tile is 2 x 6, or 2 x 4 (8 accumulators, still enough independent
+        // FMA
+        // chains for two FMA pipes of latency 4) before JDK 21, whose C2 spills the 2 x 6 one: half the speed.
+        int mr = 2 * lanes;
+        boolean nativeGemm = library && (mr == 16 || mr == 32 && avx512);
+        int javaNr = jdk >= 21 ? 6 : 4;
+        int gemmNr = nativeGemm ? (mr == 32 ? 12 : 6) : javaNr;
+        String whyJavaGemm = !library
+                ? libraryOff
+                : mr == 32
+                        ? "CPU lacks AVX-512 for the 32-row tile"
+                        : "no native tile for the JVM's " + lanes + "-float vectors";
+        Choice prefill;
+        if (!simd) {
+            prefill = new Choice(Impl.SCALAR, "scalar FMA chains", noVectors);
+        } else if (nativeGemm) {
+            prefill = new Choice(
+                    Impl.NATIVE,
+                    "native C 2 x " + gemmNr + " on " + mr + "-row tiles (" + (mr == 32 ? "AVX-512" : "AVX2") + ")",
+                    mr == 32
+                            ? "CPU has AVX-512"
+                            : avx512
+                                    ? "CPU has AVX-512, but the JVM's vectors hold 8 floats"
+                                    : "CPU has AVX2 and FMA, not AVX-512");
+        } else {
+            prefill = new Choice(
+                    Impl.VECTOR,
+                    "Java Vector API 2 x " + javaNr + ", " + lanes + " lanes",
+                    whyJavaGemm + "; JDK " + jdk + (jdk >= 21 ? ": the 2 x 6 tile" : ": C2 spills the 2 x 6 tile"));
+        }
+
+        Choice decode = simd
+                ? new Choice(
+                        Impl.VECTOR,
+                        "Java Vector API row-dot, " + lanes + " fp32 lanes (" + 32 * lanes + "-bit)",
+                        "one pass over the weights, straight from the mapping; no native row-dot")
+                : new Choice(Impl.SCALAR, "scalar FMA chains", noVectors);
+
+        // The in-register decoders: BF16 widens L halves (4 lanes at least); FP8 and INT4 take L bytes or L / 8 words
+        // (8).
+        Choice bf16 = decoder(simd, noVectors, nativeGemm, whyJavaGemm, lanes, 4, "native C");
+        Choice fp8 = decoder(simd, noVectors, nativeGemm, whyJavaGemm, lanes, 8, "native C");
+        Choice int4 = decoder(
+                simd,
+                noVectors,
+                nativeGemm,
+                whyJavaGemm,
+                lanes,
+                8,
+                "native C, " + (avx512 ? "AVX-512" : "AVX2") + " build");
+
+        // Attention and vector math: AVX-512 C code (16 lanes) where the library has it, unless turned off alone.
+        Choice attention;
+        if (!simd) {
+            attention = new Choice(Impl.SCALAR, "scalar, one query row at a time", noVectors);
+        } else if (avx512 && !"false".equals(in.property(NATIVE_ATTENTION))) {
+            attention = new Choice(
+                    Impl.NATIVE,
+                    "native C, 16 lanes (AVX-512)",
+                    "CPU has AVX-512; heads whose v_head is not a multiple of 16 run in Java");
+        } else {
+            attention = new Choice(Impl.VECTOR, vectorKernel, avx512 ? "-D" + NATIVE_ATTENTION + "=false" : noAvx512);
+        }
+        Choice vectorMath;
+        if (!simd) {
+            vectorMath = new Choice(Impl.SCALAR, "scalar", noVectors);
+        } else if (avx512 && !"false".equals(in.property(NATIVE_VECMATH))) {
+            vectorMath = new Choice(Impl.NATIVE, "native C, 16 lanes (AVX-512)", "CPU has AVX-512");
+        } else {
+            vectorMath = new Choice(Impl.VECTOR, vectorKernel, avx512 ? "-D" + NATIVE_VECMATH + "=false" : noAvx512);
+        }
+
+        boolean batched = Boolean.parseBoolean(in.property(CUDA_BATCHED_EXPERTS)); // as Boolean.getBoolean
+        Choice cuda = batched
+                ? new Choice(
+                        Impl.CUDA, "cuBLAS batched GEMMs over padded groups", "-D" + CUDA_BATCHED_EXPERTS + "=true")
+                : new Choice(
+                        Impl.CUDA,
+                        "one cuBLAS GEMM per expert",
+                        "the batched path has not passed the device check yet");
+        return new KernelSelection(
+                in, nativeLibrary, prefill, gemmNr, decode, bf16, fp8, int4, attention, vectorMath, cuda, batched);
+    }
+
+    /** PackedGemm's decoder of one weight dtype whose Java vectors need minLanes. */
+    private static Choice decoder(
+            boolean simd,
+            String noVectors,
+            boolean nativeGemm,
+            String whyJavaGemm,
+            int lanes,
+            int minLanes,
+            String nativeKernel) {
+        if (!simd) {
+            return new Choice(Impl.SCALAR, "element by element (Linear.row)", noVectors);
+        }
+        if (nativeGemm) {
+            return new Choice(Impl.NATIVE, nativeKernel, "beside the native GEMM tile");
+        }
+        if (lanes < minLanes) {
+            return new Choice(
+                    Impl.SCALAR,
+                    "element by element (Linear.row)",
+                    "the JVM's vectors hold " + lanes + " floats, under " + minLanes);
+        }
+        return new Choice(Impl.VECTOR, "Java Vector API, " + lanes + " lanes", whyJavaGemm);
+    }
+
+    /** The kernels by name, in the order of {@link #toJson}. */
+    private Map<String, Choice> choices() {
+        Map<String, Choice> m = new java.util.LinkedHashMap<>();
+        m.put("prefill_gemm", prefillGemm);
+        m.put("decode_gemm", decodeGemm);
+        m.put("bf16_decoder", bf16Decoder);
+        m.put("fp8_decoder", fp8Decoder);
+        m.put("int4_decoder", int4Decoder);
+        m.put("attention", attention);
+        m.put("vector_math", vectorMath);
+        m.put("cuda_experts", cudaExperts);
+        return m;
+    }
+
+    /** One line for logs: every kernel and why, then the inputs. */
+    public String describe() {
+        StringBuilder b = new StringBuilder();
+        choices().forEach((name, c) -> b.append(name).append(": ").append(c).append("; "));
+        return b.append("native library: ")
+                .append(nativeLibrary)
+                .append("; JDK ")
+                .append(inputs.jdk())
+                .append(", ")
+                .append(inputs.lanes())
+                .append(" float lanes, ")
+                .append(inputs.os())
+                .append(' ')
+                .append(inputs.arch())
+                .append(inputs.properties().isEmpty() ? "" : ", " + inputs.properties())
+                .toString();
+    }
+
+    /**
+     * {"prefill_gemm": {"impl", "kernel", "reason"}, "decode_gemm", "bf16_decoder", "fp8_decoder", "int4_decoder",
+     * "attention", "vector_math", "cuda_experts", "gemm_nr", "native_library", "inputs": {"jdk", "vector_lanes", "os",
+     * "arch", "properties"}}.
+     */
+    public ObjectNode toJson() {
+        ObjectNode o = new ObjectMapper().createObjectNode();
+        choices().forEach((name, c) -> {
+            ObjectNode k = o.putObject(name);
+            k.put("impl", c.impl().name().toLowerCase(java.util.Locale.ROOT));
+            k.put("kernel", c.kernel());
+            k.put("reason", c.reason());
+        });
+        o.put("gemm_nr", gemmNr);
+        o.put("native_library", nativeLibrary);
+        ObjectNode i = o.putObject("inputs");
+        i.put("jdk", inputs.jdk());
+        i.put("vector_lanes", inputs.lanes());
+        i.put("os", inputs.os());
+        i.put("arch", inputs.arch());
+        ObjectNode p = i.putObject("properties");
+        inputs.properties().forEach(p::put);
+        return o;
+    }
 }

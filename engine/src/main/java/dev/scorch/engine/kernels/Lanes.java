@@ -6,15 +6,15 @@ package dev.scorch.engine.kernels;
  * inline, an allocation and a slow path on every call.
  */
 final class Lanes {
-  private Lanes() {}
+    private Lanes() {}
 
-  /** lanes[lo .. lo + l) added in a fixed tree, halves folded onto each other (l/2, l/4, ... 1), in place. */
-  static float foldTree(float[] lanes, int lo, int l) {
-    for (int h = l / 2; h > 0; h /= 2) {
-      for (int i = 0; i < h; i++) {
-        lanes[lo + i] += lanes[lo + i + h];
-      }
+    /** lanes[lo .. lo + l) added in a fixed tree, halves folded onto each other (l/2, l/4, ... 1), in place. */
+    static float foldTree(float[] lanes, int lo, int l) {
+        for (int h = l / 2; h > 0; h /= 2) {
+            for (int i = 0; i < h; i++) {
+                lanes[lo + i] += lanes[lo + i + h];
+            }
+        }
+        return lanes[lo];
     }
-    return lanes[lo];
-  }
 }

@@ -18,303 +18,321 @@ import jdk.incubator.vector.VectorSpecies;
  * {@link CpuOps}); they agree within fp32 rounding.
  */
 public final class LatentAttention {
-  private LatentAttention() {}
+    private LatentAttention() {}
 
-  /** Shapes and the head's weights; wOff is the first W_UK row of the head in w, W_UV rows follow at + qkNope. */
-  public record Head(float[] w, int wOff, int qkNope, int qkRope, int vHead, int rank, float scale) {}
+    /** Shapes and the head's weights; wOff is the first W_UK row of the head in w, W_UV rows follow at + qkNope. */
+    public record Head(float[] w, int wOff, int qkNope, int qkRope, int vHead, int rank, float scale) {}
 
-  /** Per-thread buffers: q_latent, o_latent and the scores of one row. */
-  public static final class Scratch {
-    public Scratch() {}
+    /** Per-thread buffers: q_latent, o_latent and the scores of one row. */
+    public static final class Scratch {
+        public Scratch() {}
 
-    float[] qLat = new float[0];
-    float[] oLat = new float[0];
-    float[] scores = new float[0];
-    final float[] lanes = new float[5 * 64]; // four accumulators' lanes and one more, at up to 64 lanes
+        float[] qLat = new float[0];
+        float[] oLat = new float[0];
+        float[] scores = new float[0];
+        final float[] lanes = new float[5 * 64]; // four accumulators' lanes and one more, at up to 64 lanes
 
-    void ensure(int rank, int len) {
-      if (qLat.length < rank) {
-        qLat = new float[rank];
-        oLat = new float[rank];
-      }
-      int padded = len + 64;
-      if (scores.length < padded) {
-        scores = new float[Math.max(padded, 2 * scores.length)];
-      }
-    }
-  }
-
-  private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
-
-  /** This thread's scratch buffers. */
-  public static Scratch scratch() {
-    return SCRATCH.get();
-  }
-
-  /**
-   * out[oOff .. + v_head) for the query q[qOff ..] = [q_nope | q_pe] over latents lat [len, rank] and
-   * k_pe pe [len, qk_rope].
-   */
-  public static void attendScalar(Head h, float[] q, int qOff, float[] lat, float[] pe, int len, float[] out, int oOff, Scratch s) {
-    int rank = h.rank();
-    s.ensure(rank, len);
-    float[] w = h.w();
-    float[] qLat = s.qLat;
-    float[] oLat = s.oLat;
-    float[] scores = s.scores;
-    Arrays.fill(qLat, 0, rank, 0f);
-    for (int d = 0; d < h.qkNope(); d++) {
-      float qd = q[qOff + d];
-      int wOff = (h.wOff() + d) * rank;
-      for (int c = 0; c < rank; c++) {
-        qLat[c] = Math.fma(qd, w[wOff + c], qLat[c]);
-      }
-    }
-    float max = Float.NEGATIVE_INFINITY;
-    for (int j = 0; j < len; j++) {
-      float sc = (dot(qLat, 0, lat, j * rank, rank) + dot(q, qOff + h.qkNope(), pe, j * h.qkRope(), h.qkRope())) * h.scale();
-      scores[j] = sc;
-      max = Math.max(max, sc);
-    }
-    float sum = 0;
-    for (int j = 0; j < len; j++) {
-      float e = (float) Math.exp(scores[j] - max);
-      scores[j] = e;
-      sum += e;
-    }
-    float inv = 1f / sum;
-    Arrays.fill(oLat, 0, rank, 0f);
-    for (int j = 0; j < len; j++) {
-      float p = scores[j] * inv;
-      int cOff = j * rank;
-      for (int c = 0; c < rank; c++) {
-        oLat[c] = Math.fma(p, lat[cOff + c], oLat[c]);
-      }
-    }
-    int uv = h.wOff() + h.qkNope();
-    for (int e = 0; e < h.vHead(); e++) {
-      out[oOff + e] = dot(w, (uv + e) * rank, oLat, 0, rank);
-    }
-  }
-
-  private static float dot(float[] a, int ao, float[] b, int bo, int n) {
-    float acc = 0;
-    for (int k = 0; k < n; k++) {
-      acc = Math.fma(a[ao + k], b[bo + k], acc);
-    }
-    return acc;
-  }
-
-  /** As {@link #attendScalar}, vectorised; call only where the Vector API is usable. */
-  public static void attendVector(Head h, float[] q, int qOff, float[] lat, float[] pe, int len, float[] out, int oOff, Scratch s) {
-    s.ensure(h.rank(), len);
-    Vec.attend(h, q, qOff, lat, pe, len, out, oOff, s);
-  }
-
-  /** Vector code kept apart so the scalar path never loads Vector API classes. */
-  static final class Vec {
-    static final VectorSpecies<Float> S = FloatVector.SPECIES_PREFERRED;
-    static final int L = S.length();
-
-    /**
-     * One head's absorbed attention, in three small methods so each compiles to register code (as one method of
-     * this size, C2 kept materialising vector objects in the loops: an allocation per vector op).
-     */
-    static void attend(Head h, float[] q, int qOff, float[] lat, float[] pe, int len, float[] out, int oOff, Scratch s) {
-      int rank = h.rank();
-      int rv = rank / L * L;
-      // q_latent[c] = Σ_d q_nope[d] W_UK[d, c]: per element an FMA chain over d in order, as the scalar loop.
-      axpyRows(q, qOff, h.qkNope(), h.w(), h.wOff() * rank, rank, rv, s.qLat);
-      scores(h, q, qOff, lat, pe, len, s);
-      softmax(s.scores, len);
-      // o_latent[c] = Σ_j p_j c_j[c]: per element an FMA chain over j in order.
-      axpyRows(s.scores, 0, len, lat, 0, rank, rv, s.oLat);
-      output(h, out, oOff, s);
-    }
-
-    /** sc[j] = (q_latent · c_j + q_pe · k_pe_j) · scale for the len cached keys. */
-    static void scores(Head h, float[] q, int qOff, float[] lat, float[] pe, int len, Scratch s) {
-      int rank = h.rank();
-      int nope = h.qkNope();
-      int rope = h.qkRope();
-      float[] qLat = s.qLat;
-      float[] sc = s.scores;
-      float[] lanes = s.lanes;
-      int rv = rank / L * L;
-      // Scores, four keys per pass over q_latent.
-      int j = 0;
-      for (; j + 4 <= len; j += 4) {
-        FloatVector a0 = FloatVector.zero(S);
-        FloatVector a1 = a0;
-        FloatVector a2 = a0;
-        FloatVector a3 = a0;
-        int c0 = j * rank;
-        for (int c = 0; c < rv; c += L) {
-          FloatVector v = FloatVector.fromArray(S, qLat, c);
-          a0 = FloatVector.fromArray(S, lat, c0 + c).fma(v, a0);
-          a1 = FloatVector.fromArray(S, lat, c0 + rank + c).fma(v, a1);
-          a2 = FloatVector.fromArray(S, lat, c0 + 2 * rank + c).fma(v, a2);
-          a3 = FloatVector.fromArray(S, lat, c0 + 3 * rank + c).fma(v, a3);
+        void ensure(int rank, int len) {
+            if (qLat.length < rank) {
+                qLat = new float[rank];
+                oLat = new float[rank];
+            }
+            int padded = len + 64;
+            if (scores.length < padded) {
+                scores = new float[Math.max(padded, 2 * scores.length)];
+            }
         }
-        // The accumulators leave registers through an array, never as vector objects passed to a method
-        // (C2 boxes those when the callee is not inlined: an allocation and a slow path per key).
-        a0.intoArray(lanes, 0);
-        a1.intoArray(lanes, L);
-        a2.intoArray(lanes, 2 * L);
-        a3.intoArray(lanes, 3 * L);
-        sc[j] = score(h, lanes, 0, qLat, lat, c0, rv, q, qOff + nope, pe, j * rope);
-        sc[j + 1] = score(h, lanes, L, qLat, lat, c0 + rank, rv, q, qOff + nope, pe, (j + 1) * rope);
-        sc[j + 2] = score(h, lanes, 2 * L, qLat, lat, c0 + 2 * rank, rv, q, qOff + nope, pe, (j + 2) * rope);
-        sc[j + 3] = score(h, lanes, 3 * L, qLat, lat, c0 + 3 * rank, rv, q, qOff + nope, pe, (j + 3) * rope);
-      }
-      for (; j < len; j++) {
-        FloatVector a = FloatVector.zero(S);
-        int c0 = j * rank;
-        for (int c = 0; c < rv; c += L) {
-          a = FloatVector.fromArray(S, lat, c0 + c).fma(FloatVector.fromArray(S, qLat, c), a);
-        }
-        a.intoArray(lanes, 0);
-        sc[j] = score(h, lanes, 0, qLat, lat, c0, rv, q, qOff + nope, pe, j * rope);
-      }
     }
 
-    /** sc[0 .. len) = softmax(sc) in fp32. */
-    static void softmax(float[] sc, int len) {
-      // Softmax: the max is exact in any order; exp lane-wise, lanes past len zeroed, lanes summed in index order.
-      // Every vector, the partial last one too, takes the same path under its mask (every lane for whole vectors):
-      // one exp call site, which C2 inlines (a second one for the tail was not, and boxed its vectors), and no
-      // vector reassigned under a condition. The scratch holds len + 64 scores, so the last vector is in bounds.
-      int nPad = (len + L - 1) / L * L;
-      FloatVector vmax = FloatVector.broadcast(S, Float.NEGATIVE_INFINITY);
-      for (int k = 0; k < nPad; k += L) {
-        VectorMask<Float> in = CpuOps.VecMath.lanesBelow(len - k);
-        vmax = vmax.max(FloatVector.fromArray(S, sc, k).blend(Float.NEGATIVE_INFINITY, in.not()));
-      }
-      FloatVector max = FloatVector.broadcast(S, vmax.reduceLanes(VectorOperators.MAX));
-      FloatVector vsum = FloatVector.zero(S);
-      for (int k = 0; k < nPad; k += L) {
-        VectorMask<Float> in = CpuOps.VecMath.lanesBelow(len - k);
-        FloatVector e = CpuOps.VecMath.exp(FloatVector.fromArray(S, sc, k).sub(max)).blend(0f, in.not());
-        e.intoArray(sc, k);
-        vsum = vsum.add(e);
-      }
-      float inv = 1f / CpuOps.VecMath.sumLanes(vsum);
-      for (int k = 0; k < len; k++) {
-        sc[k] *= inv; // the probabilities
-      }
-    }
+    private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
 
-    /** out[e] = W_UV[e] · o_latent for the head's v_head outputs. */
-    static void output(Head h, float[] out, int oOff, Scratch s) {
-      int rank = h.rank();
-      int nope = h.qkNope();
-      float[] w = h.w();
-      float[] oLat = s.oLat;
-      float[] lanes = s.lanes;
-      int rv = rank / L * L;
-      // out[e] = W_UV[e] · o_latent, four rows per pass.
-      int uv = (h.wOff() + nope) * rank;
-      int e = 0;
-      for (; e + 4 <= h.vHead(); e += 4) {
-        FloatVector a0 = FloatVector.zero(S);
-        FloatVector a1 = a0;
-        FloatVector a2 = a0;
-        FloatVector a3 = a0;
-        int r0 = uv + e * rank;
-        for (int c = 0; c < rv; c += L) {
-          FloatVector v = FloatVector.fromArray(S, oLat, c);
-          a0 = FloatVector.fromArray(S, w, r0 + c).fma(v, a0);
-          a1 = FloatVector.fromArray(S, w, r0 + rank + c).fma(v, a1);
-          a2 = FloatVector.fromArray(S, w, r0 + 2 * rank + c).fma(v, a2);
-          a3 = FloatVector.fromArray(S, w, r0 + 3 * rank + c).fma(v, a3);
-        }
-        a0.intoArray(lanes, 0);
-        a1.intoArray(lanes, L);
-        a2.intoArray(lanes, 2 * L);
-        a3.intoArray(lanes, 3 * L);
-        out[oOff + e] = finishDot(lanes, 0, w, r0, oLat, rv, rank);
-        out[oOff + e + 1] = finishDot(lanes, L, w, r0 + rank, oLat, rv, rank);
-        out[oOff + e + 2] = finishDot(lanes, 2 * L, w, r0 + 2 * rank, oLat, rv, rank);
-        out[oOff + e + 3] = finishDot(lanes, 3 * L, w, r0 + 3 * rank, oLat, rv, rank);
-      }
-      for (; e < h.vHead(); e++) {
-        FloatVector a = FloatVector.zero(S);
-        int r0 = uv + e * rank;
-        for (int c = 0; c < rv; c += L) {
-          a = FloatVector.fromArray(S, w, r0 + c).fma(FloatVector.fromArray(S, oLat, c), a);
-        }
-        a.intoArray(lanes, 0);
-        out[oOff + e] = finishDot(lanes, 0, w, r0, oLat, rv, rank);
-      }
+    /** This thread's scratch buffers. */
+    public static Scratch scratch() {
+        return SCRATCH.get();
     }
 
     /**
-     * dst[c] = Σ_{r < rows} coef[co + r] · m[mo + r·width + c] for c < width: per element one FMA chain over r
-     * in order, four vectors of dst held in registers while r runs.
+     * out[oOff .. + v_head) for the query q[qOff ..] = [q_nope | q_pe] over latents lat [len, rank] and
+     * k_pe pe [len, qk_rope].
      */
-    static void axpyRows(float[] coef, int co, int rows, float[] m, int mo, int width, int wv, float[] dst) {
-      int c = 0;
-      for (; c + 4 * L <= wv; c += 4 * L) {
-        FloatVector d0 = FloatVector.zero(S);
-        FloatVector d1 = d0;
-        FloatVector d2 = d0;
-        FloatVector d3 = d0;
-        for (int r = 0, o = mo + c; r < rows; r++, o += width) {
-          FloatVector k = FloatVector.broadcast(S, coef[co + r]);
-          d0 = FloatVector.fromArray(S, m, o).fma(k, d0);
-          d1 = FloatVector.fromArray(S, m, o + L).fma(k, d1);
-          d2 = FloatVector.fromArray(S, m, o + 2 * L).fma(k, d2);
-          d3 = FloatVector.fromArray(S, m, o + 3 * L).fma(k, d3);
+    public static void attendScalar(
+            Head h, float[] q, int qOff, float[] lat, float[] pe, int len, float[] out, int oOff, Scratch s) {
+        int rank = h.rank();
+        s.ensure(rank, len);
+        float[] w = h.w();
+        float[] qLat = s.qLat;
+        float[] oLat = s.oLat;
+        float[] scores = s.scores;
+        Arrays.fill(qLat, 0, rank, 0f);
+        for (int d = 0; d < h.qkNope(); d++) {
+            float qd = q[qOff + d];
+            int wOff = (h.wOff() + d) * rank;
+            for (int c = 0; c < rank; c++) {
+                qLat[c] = Math.fma(qd, w[wOff + c], qLat[c]);
+            }
         }
-        d0.intoArray(dst, c);
-        d1.intoArray(dst, c + L);
-        d2.intoArray(dst, c + 2 * L);
-        d3.intoArray(dst, c + 3 * L);
-      }
-      for (; c < wv; c += L) {
-        FloatVector d = FloatVector.zero(S);
-        for (int r = 0, o = mo + c; r < rows; r++, o += width) {
-          d = FloatVector.fromArray(S, m, o).fma(FloatVector.broadcast(S, coef[co + r]), d);
+        float max = Float.NEGATIVE_INFINITY;
+        for (int j = 0; j < len; j++) {
+            float sc = (dot(qLat, 0, lat, j * rank, rank) + dot(q, qOff + h.qkNope(), pe, j * h.qkRope(), h.qkRope()))
+                    * h.scale();
+            scores[j] = sc;
+            max = Math.max(max, sc);
         }
-        d.intoArray(dst, c);
-      }
-      for (; c < width; c++) {
-        float d = 0;
-        for (int r = 0, o = mo + c; r < rows; r++, o += width) {
-          d = Math.fma(coef[co + r], m[o], d);
+        float sum = 0;
+        for (int j = 0; j < len; j++) {
+            float e = (float) Math.exp(scores[j] - max);
+            scores[j] = e;
+            sum += e;
         }
-        dst[c] = d;
-      }
+        float inv = 1f / sum;
+        Arrays.fill(oLat, 0, rank, 0f);
+        for (int j = 0; j < len; j++) {
+            float p = scores[j] * inv;
+            int cOff = j * rank;
+            for (int c = 0; c < rank; c++) {
+                oLat[c] = Math.fma(p, lat[cOff + c], oLat[c]);
+            }
+        }
+        int uv = h.wOff() + h.qkNope();
+        for (int e = 0; e < h.vHead(); e++) {
+            out[oOff + e] = dot(w, (uv + e) * rank, oLat, 0, rank);
+        }
     }
 
-    /**
-     * The L lanes at lanes[lo ..] added in a fixed tree (halves folded, in place), then the elements past the whole
-     * vectors by scalar FMAs.
-     */
-    static float finishDot(float[] lanes, int lo, float[] a, int ao, float[] b, int from, int n) {
-      float sum = Lanes.foldTree(lanes, lo, L);
-      for (int k = from; k < n; k++) {
-        sum = Math.fma(a[ao + k], b[k], sum);
-      }
-      return sum;
+    private static float dot(float[] a, int ao, float[] b, int bo, int n) {
+        float acc = 0;
+        for (int k = 0; k < n; k++) {
+            acc = Math.fma(a[ao + k], b[bo + k], acc);
+        }
+        return acc;
     }
 
-    /** (q_latent · c_j + q_pe · k_pe_j) · scale from the latent part's lane sums at lanes[lo ..]; lanes[4L ..] is scratch. */
-    static float score(Head h, float[] lanes, int lo, float[] qLat, float[] lat, int latOff, int rv, float[] q, int qPeOff, float[] pe,
-        int peOff) {
-      float s = finishDot(lanes, lo, lat, latOff, qLat, rv, h.rank());
-      int rope = h.qkRope();
-      int pv = rope / L * L;
-      FloatVector a = FloatVector.zero(S);
-      for (int d = 0; d < pv; d += L) {
-        a = FloatVector.fromArray(S, pe, peOff + d).fma(FloatVector.fromArray(S, q, qPeOff + d), a);
-      }
-      a.intoArray(lanes, 4 * L);
-      float p = Lanes.foldTree(lanes, 4 * L, L);
-      for (int d = pv; d < rope; d++) {
-        p = Math.fma(pe[peOff + d], q[qPeOff + d], p);
-      }
-      return (s + p) * h.scale();
+    /** As {@link #attendScalar}, vectorised; call only where the Vector API is usable. */
+    public static void attendVector(
+            Head h, float[] q, int qOff, float[] lat, float[] pe, int len, float[] out, int oOff, Scratch s) {
+        s.ensure(h.rank(), len);
+        Vec.attend(h, q, qOff, lat, pe, len, out, oOff, s);
     }
-  }
+
+    /** Vector code kept apart so the scalar path never loads Vector API classes. */
+    static final class Vec {
+        static final VectorSpecies<Float> S = FloatVector.SPECIES_PREFERRED;
+        static final int L = S.length();
+
+        /**
+         * One head's absorbed attention, in three small methods so each compiles to register code (as one method of
+         * this size, C2 kept materialising vector objects in the loops: an allocation per vector op).
+         */
+        static void attend(
+                Head h, float[] q, int qOff, float[] lat, float[] pe, int len, float[] out, int oOff, Scratch s) {
+            int rank = h.rank();
+            int rv = rank / L * L;
+            // q_latent[c] = Σ_d q_nope[d] W_UK[d, c]: per element an FMA chain over d in order, as the scalar loop.
+            axpyRows(q, qOff, h.qkNope(), h.w(), h.wOff() * rank, rank, rv, s.qLat);
+            scores(h, q, qOff, lat, pe, len, s);
+            softmax(s.scores, len);
+            // o_latent[c] = Σ_j p_j c_j[c]: per element an FMA chain over j in order.
+            axpyRows(s.scores, 0, len, lat, 0, rank, rv, s.oLat);
+            output(h, out, oOff, s);
+        }
+
+        /** sc[j] = (q_latent · c_j + q_pe · k_pe_j) · scale for the len cached keys. */
+        static void scores(Head h, float[] q, int qOff, float[] lat, float[] pe, int len, Scratch s) {
+            int rank = h.rank();
+            int nope = h.qkNope();
+            int rope = h.qkRope();
+            float[] qLat = s.qLat;
+            float[] sc = s.scores;
+            float[] lanes = s.lanes;
+            int rv = rank / L * L;
+            // Scores, four keys per pass over q_latent.
+            int j = 0;
+            for (; j + 4 <= len; j += 4) {
+                FloatVector a0 = FloatVector.zero(S);
+                FloatVector a1 = a0;
+                FloatVector a2 = a0;
+                FloatVector a3 = a0;
+                int c0 = j * rank;
+                for (int c = 0; c < rv; c += L) {
+                    FloatVector v = FloatVector.fromArray(S, qLat, c);
+                    a0 = FloatVector.fromArray(S, lat, c0 + c).fma(v, a0);
+                    a1 = FloatVector.fromArray(S, lat, c0 + rank + c).fma(v, a1);
+                    a2 = FloatVector.fromArray(S, lat, c0 + 2 * rank + c).fma(v, a2);
+                    a3 = FloatVector.fromArray(S, lat, c0 + 3 * rank + c).fma(v, a3);
+                }
+                // The accumulators leave registers through an array, never as vector objects passed to a method
+                // (C2 boxes those when the callee is not inlined: an allocation and a slow path per key).
+                a0.intoArray(lanes, 0);
+                a1.intoArray(lanes, L);
+                a2.intoArray(lanes, 2 * L);
+                a3.intoArray(lanes, 3 * L);
+                sc[j] = score(h, lanes, 0, qLat, lat, c0, rv, q, qOff + nope, pe, j * rope);
+                sc[j + 1] = score(h, lanes, L, qLat, lat, c0 + rank, rv, q, qOff + nope, pe, (j + 1) * rope);
+                sc[j + 2] = score(h, lanes, 2 * L, qLat, lat, c0 + 2 * rank, rv, q, qOff + nope, pe, (j + 2) * rope);
+                sc[j + 3] = score(h, lanes, 3 * L, qLat, lat, c0 + 3 * rank, rv, q, qOff + nope, pe, (j + 3) * rope);
+            }
+            for (; j < len; j++) {
+                FloatVector a = FloatVector.zero(S);
+                int c0 = j * rank;
+                for (int c = 0; c < rv; c += L) {
+                    a = FloatVector.fromArray(S, lat, c0 + c).fma(FloatVector.fromArray(S, qLat, c), a);
+                }
+                a.intoArray(lanes, 0);
+                sc[j] = score(h, lanes, 0, qLat, lat, c0, rv, q, qOff + nope, pe, j * rope);
+            }
+        }
+
+        /** sc[0 .. len) = softmax(sc) in fp32. */
+        static void softmax(float[] sc, int len) {
+            // Softmax: the max is exact in any order; exp lane-wise, lanes past len zeroed, lanes summed in index
+            // order.
+            // Every vector, the partial last one too, takes the same path under its mask (every lane for whole
+            // vectors):
+            // one exp call site, which C2 inlines (a second one for the tail was not, and boxed its vectors), and no
+            // vector reassigned under a condition. The scratch holds len + 64 scores, so the last vector is in bounds.
+            int nPad = (len + L - 1) / L * L;
+            FloatVector vmax = FloatVector.broadcast(S, Float.NEGATIVE_INFINITY);
+            for (int k = 0; k < nPad; k += L) {
+                VectorMask<Float> in = CpuOps.VecMath.lanesBelow(len - k);
+                vmax = vmax.max(FloatVector.fromArray(S, sc, k).blend(Float.NEGATIVE_INFINITY, in.not()));
+            }
+            FloatVector max = FloatVector.broadcast(S, vmax.reduceLanes(VectorOperators.MAX));
+            FloatVector vsum = FloatVector.zero(S);
+            for (int k = 0; k < nPad; k += L) {
+                VectorMask<Float> in = CpuOps.VecMath.lanesBelow(len - k);
+                FloatVector e = CpuOps.VecMath.exp(
+                                FloatVector.fromArray(S, sc, k).sub(max))
+                        .blend(0f, in.not());
+                e.intoArray(sc, k);
+                vsum = vsum.add(e);
+            }
+            float inv = 1f / CpuOps.VecMath.sumLanes(vsum);
+            for (int k = 0; k < len; k++) {
+                sc[k] *= inv; // the probabilities
+            }
+        }
+
+        /** out[e] = W_UV[e] · o_latent for the head's v_head outputs. */
+        static void output(Head h, float[] out, int oOff, Scratch s) {
+            int rank = h.rank();
+            int nope = h.qkNope();
+            float[] w = h.w();
+            float[] oLat = s.oLat;
+            float[] lanes = s.lanes;
+            int rv = rank / L * L;
+            // out[e] = W_UV[e] · o_latent, four rows per pass.
+            int uv = (h.wOff() + nope) * rank;
+            int e = 0;
+            for (; e + 4 <= h.vHead(); e += 4) {
+                FloatVector a0 = FloatVector.zero(S);
+                FloatVector a1 = a0;
+                FloatVector a2 = a0;
+                FloatVector a3 = a0;
+                int r0 = uv + e * rank;
+                for (int c = 0; c < rv; c += L) {
+                    FloatVector v = FloatVector.fromArray(S, oLat, c);
+                    a0 = FloatVector.fromArray(S, w, r0 + c).fma(v, a0);
+                    a1 = FloatVector.fromArray(S, w, r0 + rank + c).fma(v, a1);
+                    a2 = FloatVector.fromArray(S, w, r0 + 2 * rank + c).fma(v, a2);
+                    a3 = FloatVector.fromArray(S, w, r0 + 3 * rank + c).fma(v, a3);
+                }
+                a0.intoArray(lanes, 0);
+                a1.intoArray(lanes, L);
+                a2.intoArray(lanes, 2 * L);
+                a3.intoArray(lanes, 3 * L);
+                out[oOff + e] = finishDot(lanes, 0, w, r0, oLat, rv, rank);
+                out[oOff + e + 1] = finishDot(lanes, L, w, r0 + rank, oLat, rv, rank);
+                out[oOff + e + 2] = finishDot(lanes, 2 * L, w, r0 + 2 * rank, oLat, rv, rank);
+                out[oOff + e + 3] = finishDot(lanes, 3 * L, w, r0 + 3 * rank, oLat, rv, rank);
+            }
+            for (; e < h.vHead(); e++) {
+                FloatVector a = FloatVector.zero(S);
+                int r0 = uv + e * rank;
+                for (int c = 0; c < rv; c += L) {
+                    a = FloatVector.fromArray(S, w, r0 + c).fma(FloatVector.fromArray(S, oLat, c), a);
+                }
+                a.intoArray(lanes, 0);
+                out[oOff + e] = finishDot(lanes, 0, w, r0, oLat, rv, rank);
+            }
+        }
+
+        /**
+         * dst[c] = Σ_{r < rows} coef[co + r] · m[mo + r·width + c] for c < width: per element one FMA chain over r
+         * in order, four vectors of dst held in registers while r runs.
+         */
+        static void axpyRows(float[] coef, int co, int rows, float[] m, int mo, int width, int wv, float[] dst) {
+            int c = 0;
+            for (; c + 4 * L <= wv; c += 4 * L) {
+                FloatVector d0 = FloatVector.zero(S);
+                FloatVector d1 = d0;
+                FloatVector d2 = d0;
+                FloatVector d3 = d0;
+                for (int r = 0, o = mo + c; r < rows; r++, o += width) {
+                    FloatVector k = FloatVector.broadcast(S, coef[co + r]);
+                    d0 = FloatVector.fromArray(S, m, o).fma(k, d0);
+                    d1 = FloatVector.fromArray(S, m, o + L).fma(k, d1);
+                    d2 = FloatVector.fromArray(S, m, o + 2 * L).fma(k, d2);
+                    d3 = FloatVector.fromArray(S, m, o + 3 * L).fma(k, d3);
+                }
+                d0.intoArray(dst, c);
+                d1.intoArray(dst, c + L);
+                d2.intoArray(dst, c + 2 * L);
+                d3.intoArray(dst, c + 3 * L);
+            }
+            for (; c < wv; c += L) {
+                FloatVector d = FloatVector.zero(S);
+                for (int r = 0, o = mo + c; r < rows; r++, o += width) {
+                    d = FloatVector.fromArray(S, m, o).fma(FloatVector.broadcast(S, coef[co + r]), d);
+                }
+                d.intoArray(dst, c);
+            }
+            for (; c < width; c++) {
+                float d = 0;
+                for (int r = 0, o = mo + c; r < rows; r++, o += width) {
+                    d = Math.fma(coef[co + r], m[o], d);
+                }
+                dst[c] = d;
+            }
+        }
+
+        /**
+         * The L lanes at lanes[lo ..] added in a fixed tree (halves folded, in place), then the elements past the whole
+         * vectors by scalar FMAs.
+         */
+        static float finishDot(float[] lanes, int lo, float[] a, int ao, float[] b, int from, int n) {
+            float sum = Lanes.foldTree(lanes, lo, L);
+            for (int k = from; k < n; k++) {
+                sum = Math.fma(a[ao + k], b[k], sum);
+            }
+            return sum;
+        }
+
+        /** (q_latent · c_j + q_pe · k_pe_j) · scale from the latent part's lane sums at lanes[lo ..]; lanes[4L ..] is scratch. */
+        static float score(
+                Head h,
+                float[] lanes,
+                int lo,
+                float[] qLat,
+                float[] lat,
+                int latOff,
+                int rv,
+                float[] q,
+                int qPeOff,
+                float[] pe,
+                int peOff) {
+            float s = finishDot(lanes, lo, lat, latOff, qLat, rv, h.rank());
+            int rope = h.qkRope();
+            int pv = rope / L * L;
+            FloatVector a = FloatVector.zero(S);
+            for (int d = 0; d < pv; d += L) {
+                a = FloatVector.fromArray(S, pe, peOff + d).fma(FloatVector.fromArray(S, q, qPeOff + d), a);
+            }
+            a.intoArray(lanes, 4 * L);
+            float p = Lanes.foldTree(lanes, 4 * L, L);
+            for (int d = pv; d < rope; d++) {
+                p = Math.fma(pe[peOff + d], q[qPeOff + d], p);
+            }
+            return (s + p) * h.scale();
+        }
+    }
 }

@@ -11,25 +11,43 @@ package dev.scorch.engine.kernels;
  * @param kvRow0   the packed row kv starts at: kv may hold only the rows of the sequences attended
  */
 public record MlaInputs(
-    float[] q, float[] kv, float[] kPe, int heads, int qkNope, int qkRope, int vHead, int[] seqStart, int[] seqLen, float scale,
-    int kvRow0) {
+        float[] q,
+        float[] kv,
+        float[] kPe,
+        int heads,
+        int qkNope,
+        int qkRope,
+        int vHead,
+        int[] seqStart,
+        int[] seqLen,
+        float scale,
+        int kvRow0) {
 
-  /** kv holding every packed row. */
-  public MlaInputs(
-      float[] q, float[] kv, float[] kPe, int heads, int qkNope, int qkRope, int vHead, int[] seqStart, int[] seqLen, float scale) {
-    this(q, kv, kPe, heads, qkNope, qkRope, vHead, seqStart, seqLen, scale, 0);
-  }
+    /** kv holding every packed row. */
+    public MlaInputs(
+            float[] q,
+            float[] kv,
+            float[] kPe,
+            int heads,
+            int qkNope,
+            int qkRope,
+            int vHead,
+            int[] seqStart,
+            int[] seqLen,
+            float scale) {
+        this(q, kv, kPe, heads, qkNope, qkRope, vHead, seqStart, seqLen, scale, 0);
+    }
 
-  public int qHead() {
-    return qkNope + qkRope;
-  }
+    public int qHead() {
+        return qkNope + qkRope;
+    }
 
-  public int kvHead() {
-    return qkNope + vHead;
-  }
+    public int kvHead() {
+        return qkNope + vHead;
+    }
 
-  /** Where packed row's head h starts in kv: its k_nope, then (at + qk_nope) its v. */
-  public int kvOffset(int row, int h) {
-    return ((row - kvRow0) * heads + h) * kvHead();
-  }
+    /** Where packed row's head h starts in kv: its k_nope, then (at + qk_nope) its v. */
+    public int kvOffset(int row, int h) {
+        return ((row - kvRow0) * heads + h) * kvHead();
+    }
 }

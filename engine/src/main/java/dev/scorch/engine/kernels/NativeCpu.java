@@ -21,320 +21,590 @@ import java.nio.file.Path;
  * kernels run where it loads is {@link KernelSelection}'s choice; elsewhere PackedGemm runs its Java kernel.
  */
 public final class NativeCpu {
-  private static final String RESOURCE = "native/libscorch_cpu.so";
-  /** How loading went, for {@link KernelSelection}. */
-  private static final KernelSelection.Library LIBRARY = loadOnce();
-  private static final boolean AVAILABLE = LIBRARY.whyNotUsable() == null;
-  private static final String STATUS = AVAILABLE ? "loaded" : LIBRARY.whyNotUsable();
-  /** Whether the CPU also runs the AVX-512 kernel (isa() == 2). */
-  private static final boolean AVX512 = AVAILABLE && LIBRARY.isa() == 2;
-  private static final boolean MAPPED_READS_GUARDED = AVAILABLE && guarded();
+    private static final String RESOURCE = "native/libscorch_cpu.so";
+    /** How loading went, for {@link KernelSelection}. */
+    private static final KernelSelection.Library LIBRARY = loadOnce();
 
-  private NativeCpu() {}
+    private static final boolean AVAILABLE = LIBRARY.whyNotUsable() == null;
+    private static final String STATUS = AVAILABLE ? "loaded" : LIBRARY.whyNotUsable();
+    /** Whether the CPU also runs the AVX-512 kernel (isa() == 2). */
+    private static final boolean AVX512 = AVAILABLE && LIBRARY.isa() == 2;
 
-  /** Whether the library loaded and its kernels run on this CPU (it has AVX2 and FMA). */
-  public static boolean available() {
-    return AVAILABLE;
-  }
+    private static final boolean MAPPED_READS_GUARDED = AVAILABLE && guarded();
 
-  /**
-   * Room for n floats off the heap at a 64-byte-aligned address (a cache line: no vector load from it splits across
-   * two), in the CPU's byte order: the native kernel's xᵀ.
-   */
-  static ByteBuffer alignedFloats(int n) {
-    long bytes = ((long) n * Float.BYTES + 63) / 64 * 64;
-    if (n < 0 || bytes + 64 > Integer.MAX_VALUE) {
-      throw new IllegalArgumentException(n + " floats do not fit one direct buffer");
+    private NativeCpu() {}
+
+    /** Whether the library loaded and its kernels run on this CPU (it has AVX2 and FMA). */
+    public static boolean available() {
+        return AVAILABLE;
     }
-    // Whole lines, and a line to spare for the aligned start: the slice holds them all.
-    return ByteBuffer.allocateDirect((int) bytes + 64).alignedSlice(64).limit(n * Float.BYTES).slice().order(ByteOrder.nativeOrder());
-  }
 
-  /** Whether the AVX-512 kernel (tiles of 32 rows) runs here too. */
-  public static boolean avx512() {
-    return AVX512;
-  }
-
-  /** The weight rows per tile of the kernel on tiles of mr rows: 6 for AVX2's 16, 12 for AVX-512's 32. */
-  static int nr(int mr) {
-    return mr == 32 ? 12 : 6;
-  }
-
-  /** What runs, or why the native kernel does not: for bench and report headers. */
-  public static String status() {
-    return STATUS;
-  }
-
-  /** How loading the library went in this JVM. */
-  static KernelSelection.Library library() {
-    return LIBRARY;
-  }
-
-  /** Loads the library unless {@link KernelSelection#libraryRefusal} refuses it here. */
-  private static KernelSelection.Library loadOnce() {
-    String refused = KernelSelection.libraryRefusal(System.getProperty(KernelSelection.NATIVE), System.getProperty("os.name", ""),
-        System.getProperty("os.arch", ""));
-    if (refused != null) {
-      return KernelSelection.Library.notLoaded("off (" + refused + ")");
+    /**
+     * Room for n floats off the heap at a 64-byte-aligned address (a cache line: no vector load from it splits across
+     * two), in the CPU's byte order: the native kernel's xᵀ.
+     */
+    static ByteBuffer alignedFloats(int n) {
+        long bytes = ((long) n * Float.BYTES + 63) / 64 * 64;
+        if (n < 0 || bytes + 64 > Integer.MAX_VALUE) {
+            throw new IllegalArgumentException(n + " floats do not fit one direct buffer");
+        }
+        // Whole lines, and a line to spare for the aligned start: the slice holds them all.
+        return ByteBuffer.allocateDirect((int) bytes + 64)
+                .alignedSlice(64)
+                .limit(n * Float.BYTES)
+                .slice()
+                .order(ByteOrder.nativeOrder());
     }
-    try {
-      return load();
-    } catch (IOException | LinkageError | SecurityException e) {
-      return KernelSelection.Library.notLoaded("not loaded: " + e);
+
+    /** Whether the AVX-512 kernel (tiles of 32 rows) runs here too. */
+    public static boolean avx512() {
+        return AVX512;
     }
-  }
 
-  private static KernelSelection.Library load() throws IOException {
-    byte[] bytes;
-    try (InputStream in = NativeCpu.class.getResourceAsStream(RESOURCE)) {
-      if (in == null) {
-        return KernelSelection.Library.notLoaded("not in this build (it had no C compiler)");
-      }
-      bytes = in.readAllBytes();
+    /** The weight rows per tile of the kernel on tiles of mr rows: 6 for AVX2's 16, 12 for AVX-512's 32. */
+    static int nr(int mr) {
+        return mr == 32 ? 12 : 6;
     }
-    Path lib = NativeLibraryFile.cached(bytes, NativeLibraryFile.defaultDir(), "libscorch_cpu");
-    System.load(lib.toString());
-    try {
-      NativeLibraryFile.removeOldTempCopies(Path.of(System.getProperty("java.io.tmpdir")), Files.getOwner(lib));
-    } catch (IOException e) {
-      // best effort: what is left is only disk space
+
+    /** What runs, or why the native kernel does not: for bench and report headers. */
+    public static String status() {
+        return STATUS;
     }
-    return KernelSelection.Library.loaded(isa());
-  }
 
-  /** The library's SIGBUS guard (false where asking fails: the decoders then copy the weights out first). */
-  private static boolean guarded() {
-    try {
-      return mappedReadsGuarded0();
-    } catch (LinkageError e) {
-      return false;
+    /** How loading the library went in this JVM. */
+    static KernelSelection.Library library() {
+        return LIBRARY;
     }
-  }
 
-  /**
-   * One K block of a row task on tiles of mr rows (see {@code kernel_block} in scorch_cpu.c; mr 16, or 32 where
-   * {@link #avx512()}): for every tile t of xᵀ from xtOff and every group g of nr(mr) decoded weight rows in wb (row j
-   * at j·kc), c[j·mPad + t·mr + i] = (first ? 0 : c[..]) + Σ_k xᵀ · w. With y (the last K block), the sums of the
-   * task's mb rows and nn weight rows go to y[(rowBase + i)·nDim + n0 + j] instead. The arrays' bounds are checked
-   * here: the C side trusts them.
-   */
-  static void kernelBlock(int mr, ByteBuffer xt, int xtOff, int tiles, int kDim, int k0, int kc, float[] wb, int groups,
-                          ByteBuffer c, int mPad, boolean first, float[] y, int rowBase, int mb, int nDim, int n0, int nn) {
-    if (mr != 16 && !(mr == 32 && AVX512)) {
-      throw new IllegalArgumentException("no native kernel on tiles of " + mr + " rows here");
+    /** Loads the library unless {@link KernelSelection#libraryRefusal} refuses it here. */
+    private static KernelSelection.Library loadOnce() {
+        String refused = KernelSelection.libraryRefusal(
+                System.getProperty(KernelSelection.NATIVE),
+                System.getProperty("os.name", ""),
+                System.getProperty("os.arch", ""));
+        if (refused != null) {
+            return KernelSelection.Library.notLoaded("off (" + refused + ")");
+        }
+        try {
+            return load();
+        } catch (IOException | LinkageError | SecurityException e) {
+            return KernelSelection.Library.notLoaded("not loaded: " + e);
+        }
     }
-    checkKernelBlock(mr, xt.isDirect(), xt.capacity() / Float.BYTES, xtOff, tiles, kDim, k0, kc, wb.length, groups, c.isDirect(),
-        c.capacity() / Float.BYTES, mPad, y == null ? -1 : y.length, rowBase, mb, nDim, n0, nn);
-    kernelBlock0(mr, xt, xtOff, tiles, kDim, k0, kc, wb, groups, c, mPad, first, y, rowBase, mb, nDim, n0, nn);
-  }
 
-  /** kernelBlock's bounds, on the arrays' lengths in floats (yLength -1: no y); throws where a block would leave them. */
-  static void checkKernelBlock(int mr, boolean xtDirect, long xtFloats, int xtOff, int tiles, int kDim, int k0, int kc, int wbLength,
-                               int groups, boolean cDirect, long cFloats, int mPad, int yLength, int rowBase, int mb, int nDim, int n0,
-                               int nn) {
-    int nr = nr(mr);
-    boolean y = yLength >= 0;
-    // In long throughout: an int sum or product of valid-looking arguments can wrap to a small one that passes.
-    if (xtOff < 0 || k0 < 0 || kc < 0 || (long) k0 + kc > kDim || tiles < 0 || groups < 0 || mPad < (long) tiles * mr
-        || !xtDirect || (long) xtOff + (long) tiles * kDim * mr > xtFloats
-        || (long) groups * nr * kc > wbLength || !cDirect || (long) groups * nr * mPad > cFloats
-        || y && (rowBase < 0 || mb < 0 || mb > (long) tiles * mr || n0 < 0 || nn < 0 || nn > (long) groups * nr
-            || (long) n0 + nn > nDim || ((long) rowBase + mb) * nDim > yLength)) {
-      throw new IndexOutOfBoundsException("kernel block out of its arrays: xt " + xtFloats + " from " + xtOff + ", " + tiles
-          + " tiles x " + kDim + ", wb " + wbLength + ", " + groups + " groups x " + kc + " from k " + k0 + ", c " + cFloats
-          + " at stride " + mPad + (y ? ", y " + yLength + " rows " + rowBase + " + " + mb + " x " + nDim + " from column " + n0
-          + " + " + nn : ""));
+    private static KernelSelection.Library load() throws IOException {
+        byte[] bytes;
+        try (InputStream in = NativeCpu.class.getResourceAsStream(RESOURCE)) {
+            if (in == null) {
+                return KernelSelection.Library.notLoaded("not in this build (it had no C compiler)");
+            }
+            bytes = in.readAllBytes();
+        }
+        Path lib = NativeLibraryFile.cached(bytes, NativeLibraryFile.defaultDir(), "libscorch_cpu");
+        System.load(lib.toString());
+        try {
+            NativeLibraryFile.removeOldTempCopies(Path.of(System.getProperty("java.io.tmpdir")), Files.getOwner(lib));
+        } catch (IOException e) {
+            // best effort: what is left is only disk space
+        }
+        return KernelSelection.Library.loaded(isa());
     }
-  }
 
-  /**
-   * BF16 rows to fp32 (see {@code decode_bf16}): dst[j·n + k] = the float whose high half is src[so + j·srcStride + k],
-   * for j &lt; rows and k &lt; n. The same bits as RowDecoder's Java vectors.
-   */
-  static void bf16Rows(short[] src, int so, int srcStride, int rows, int n, float[] dst) {
-    if (so < 0 || rows < 0 || n < 0 || srcStride < n || rows > 0 && (long) so + (long) (rows - 1) * srcStride + n > src.length
-        || (long) rows * n > dst.length) {
-      throw new IndexOutOfBoundsException("bf16 rows out of their arrays: src " + src.length + " from " + so + ", " + rows
-          + " rows of " + n + " at stride " + srcStride + ", dst " + dst.length);
+    /** The library's SIGBUS guard (false where asking fails: the decoders then copy the weights out first). */
+    private static boolean guarded() {
+        try {
+            return mappedReadsGuarded0();
+        } catch (LinkageError e) {
+            return false;
+        }
     }
-    bf16Rows0(src, so, srcStride, rows, n, dst);
-  }
 
-  /**
-   * FP8 E4M3 rows to fp32 times their block scales (see {@code decode_fp8}): dst[j·n + k] = code src[so + j·srcStride + k]
-   * times scales[j·blocksPerRow + (lead + k) / bc], which the caller has multiplied by 2^120 ({@link RowDecoder#FP8_RESCALE}).
-   * lead (the first element's place in its block) and bc are multiples of 8. The same bits as RowDecoder's Java vectors.
-   */
-  static void fp8Rows(byte[] src, int so, int srcStride, int rows, int n, float[] scales, int blocksPerRow, int lead, int bc,
-                      float[] dst) {
-    if (so < 0 || rows < 0 || n < 0 || srcStride < n || bc < 8 || bc % 8 != 0 || lead < 0 || lead >= bc || lead % 8 != 0
-        || rows > 0 && (long) so + (long) (rows - 1) * srcStride + n > src.length || (long) rows * n > dst.length
-        || !scalesCover(blocksPerRow, lead, n, bc) || (long) rows * blocksPerRow > scales.length) {
-      throw new IndexOutOfBoundsException("fp8 rows out of their arrays: src " + src.length + " from " + so + ", " + rows
-          + " rows of " + n + " at stride " + srcStride + ", scales " + scales.length + " (" + blocksPerRow
-          + " per row, blocks of " + bc + " from " + lead + "), dst " + dst.length);
+    /**
+     * One K block of a row task on tiles of mr rows (see {@code kernel_block} in scorch_cpu.c; mr 16, or 32 where
+     * {@link #avx512()}): for every tile t of xᵀ from xtOff and every group g of nr(mr) decoded weight rows in wb (row j
+     * at j·kc), c[j·mPad + t·mr + i] = (first ? 0 : c[..]) + Σ_k xᵀ · w. With y (the last K block), the sums of the
+     * task's mb rows and nn weight rows go to y[(rowBase + i)·nDim + n0 + j] instead. The arrays' bounds are checked
+     * here: the C side trusts them.
+     */
+    static void kernelBlock(
+            int mr,
+            ByteBuffer xt,
+            int xtOff,
+            int tiles,
+            int kDim,
+            int k0,
+            int kc,
+            float[] wb,
+            int groups,
+            ByteBuffer c,
+            int mPad,
+            boolean first,
+            float[] y,
+            int rowBase,
+            int mb,
+            int nDim,
+            int n0,
+            int nn) {
+        if (mr != 16 && !(mr == 32 && AVX512)) {
+            throw new IllegalArgumentException("no native kernel on tiles of " + mr + " rows here");
+        }
+        checkKernelBlock(
+                mr,
+                xt.isDirect(),
+                xt.capacity() / Float.BYTES,
+                xtOff,
+                tiles,
+                kDim,
+                k0,
+                kc,
+                wb.length,
+                groups,
+                c.isDirect(),
+                c.capacity() / Float.BYTES,
+                mPad,
+                y == null ? -1 : y.length,
+                rowBase,
+                mb,
+                nDim,
+                n0,
+                nn);
+        kernelBlock0(mr, xt, xtOff, tiles, kDim, k0, kc, wb, groups, c, mPad, first, y, rowBase, mb, nDim, n0, nn);
     }
-    fp8Rows0(src, so, srcStride, rows, n, scales, blocksPerRow, lead, bc, dst);
-  }
 
-  /** Whether blocksPerRow scales cover a row of n inputs from place lead in blocks of bc (bc positive). */
-  static boolean scalesCover(int blocksPerRow, int lead, int n, int bc) {
-    return blocksPerRow >= ((long) lead + n + bc - 1) / bc;
-  }
-
-  /**
-   * INT4 rows to fp32 (see {@code decode_int4}): dst[j·n + k] = (nibble k % 8 of word src[so + j·srcStride + k / 8]) - 8,
-   * times scales[scaleOff + j·scalesPerRow + (lead + k) / group], for j &lt; rows and k &lt; n; lead is the first element's
-   * place in its group. Each row's first element is the low nibble of its first word. The same bits as RowDecoder's Java
-   * vectors.
-   */
-  static void int4Rows(int[] src, int so, int srcStride, int rows, int n, float[] scales, int scaleOff, int scalesPerRow, int lead,
-                       int group, float[] dst) {
-    int4Rows(src, so, srcStride, rows, n, scales, scaleOff, scalesPerRow, lead, group, dst, AVX512);
-  }
-
-  /** As above, in the AVX-512 build only where avx512 is set (and the CPU has it): false runs the AVX2 build, for tests. */
-  static void int4Rows(int[] src, int so, int srcStride, int rows, int n, float[] scales, int scaleOff, int scalesPerRow, int lead,
-                       int group, float[] dst, boolean avx512) {
-    long words = int4Words(n);
-    if (so < 0 || rows < 0 || n < 0 || srcStride < words || rows > 0 && so + (long) (rows - 1) * srcStride + words > src.length
-        || (long) rows * n > dst.length || !int4ScalesFit(scales.length, scaleOff, scalesPerRow, rows, lead, n, group)) {
-      throw new IndexOutOfBoundsException("int4 rows out of their arrays: src " + src.length + " from " + so + ", " + rows
-          + " rows of " + n + " at stride " + srcStride + " words, scales " + scales.length + " from " + scaleOff + " ("
-          + scalesPerRow + " per row, groups of " + group + " from " + lead + "), dst " + dst.length);
+    /** kernelBlock's bounds, on the arrays' lengths in floats (yLength -1: no y); throws where a block would leave them. */
+    static void checkKernelBlock(
+            int mr,
+            boolean xtDirect,
+            long xtFloats,
+            int xtOff,
+            int tiles,
+            int kDim,
+            int k0,
+            int kc,
+            int wbLength,
+            int groups,
+            boolean cDirect,
+            long cFloats,
+            int mPad,
+            int yLength,
+            int rowBase,
+            int mb,
+            int nDim,
+            int n0,
+            int nn) {
+        int nr = nr(mr);
+        boolean y = yLength >= 0;
+        // In long throughout: an int sum or product of valid-looking arguments can wrap to a small one that passes.
+        if (xtOff < 0
+                || k0 < 0
+                || kc < 0
+                || (long) k0 + kc > kDim
+                || tiles < 0
+                || groups < 0
+                || mPad < (long) tiles * mr
+                || !xtDirect
+                || (long) xtOff + (long) tiles * kDim * mr > xtFloats
+                || (long) groups * nr * kc > wbLength
+                || !cDirect
+                || (long) groups * nr * mPad > cFloats
+                || y
+                        && (rowBase < 0
+                                || mb < 0
+                                || mb > (long) tiles * mr
+                                || n0 < 0
+                                || nn < 0
+                                || nn > (long) groups * nr
+                                || (long) n0 + nn > nDim
+                                || ((long) rowBase + mb) * nDim > yLength)) {
+            throw new IndexOutOfBoundsException(
+                    "kernel block out of its arrays: xt " + xtFloats + " from " + xtOff + ", " + tiles
+                            + " tiles x " + kDim + ", wb " + wbLength + ", " + groups + " groups x " + kc + " from k "
+                            + k0 + ", c " + cFloats
+                            + " at stride " + mPad
+                            + (y
+                                    ? ", y " + yLength + " rows " + rowBase + " + " + mb + " x " + nDim
+                                            + " from column " + n0 + " + " + nn
+                                    : ""));
+        }
     }
-    int4Rows0(src, so, srcStride, rows, n, scales, scaleOff, scalesPerRow, lead, group, dst, avx512);
-  }
 
-  /** The packed words a row of n INT4 inputs from a word's first nibble takes. */
-  static long int4Words(int n) {
-    return ((long) n + 7) / 8;
-  }
-
-  /**
-   * Whether scales[scaleOff + j·scalesPerRow + (lead + k) / group] lies in an array of scalesLength for every j &lt; rows
-   * and k &lt; n, with 0 ≤ lead &lt; group.
-   */
-  static boolean int4ScalesFit(int scalesLength, int scaleOff, int scalesPerRow, int rows, int lead, int n, int group) {
-    if (group < 1 || lead < 0 || lead >= group || scaleOff < 0 || rows < 0 || n < 0) {
-      return false;
+    /**
+     * BF16 rows to fp32 (see {@code decode_bf16}): dst[j·n + k] = the float whose high half is src[so + j·srcStride + k],
+     * for j &lt; rows and k &lt; n. The same bits as RowDecoder's Java vectors.
+     */
+    static void bf16Rows(short[] src, int so, int srcStride, int rows, int n, float[] dst) {
+        if (so < 0
+                || rows < 0
+                || n < 0
+                || srcStride < n
+                || rows > 0 && (long) so + (long) (rows - 1) * srcStride + n > src.length
+                || (long) rows * n > dst.length) {
+            throw new IndexOutOfBoundsException("bf16 rows out of their arrays: src " + src.length + " from " + so
+                    + ", " + rows + " rows of " + n + " at stride " + srcStride + ", dst " + dst.length);
+        }
+        bf16Rows0(src, so, srcStride, rows, n, dst);
     }
-    long need = n == 0 ? 0 : ((long) lead + n + group - 1) / group;
-    return scalesPerRow >= need && (rows == 0 || scaleOff + (long) (rows - 1) * scalesPerRow + need <= scalesLength);
-  }
 
-  /**
-   * Whether the mapped decoders may read a checkpoint's mapping in place: the library's SIGBUS guard is installed, so a
-   * page the file no longer has (truncated while mapped) makes them return false instead of crashing the JVM.
-   */
-  static boolean mappedReadsGuarded() {
-    return MAPPED_READS_GUARDED;
-  }
-
-  /**
-   * {@link #bf16Rows} reading the raw halves in place: row j's at byte byteOffset + 2·j·srcStride of map (a mapping of
-   * the checkpoint; byteOffset even). False where a page of the range could not be read (the file shrank under its
-   * mapping; dst then holds part of the rows): the caller throws naming the file.
-   */
-  static boolean bf16RowsMapped(java.nio.MappedByteBuffer map, long byteOffset, int srcStride, int rows, int n, float[] dst) {
-    if (byteOffset < 0 || byteOffset % 2 != 0 || rows < 0 || n < 0 || srcStride < n || !map.isDirect()
-        || rows > 0 && byteOffset + 2L * ((long) (rows - 1) * srcStride + n) > map.capacity() || (long) rows * n > dst.length) {
-      throw new IndexOutOfBoundsException("bf16 rows out of their mapping: " + map.capacity() + " bytes from " + byteOffset
-          + ", " + rows + " rows of " + n + " at stride " + srcStride + ", dst " + dst.length);
+    /**
+     * FP8 E4M3 rows to fp32 times their block scales (see {@code decode_fp8}): dst[j·n + k] = code src[so + j·srcStride + k]
+     * times scales[j·blocksPerRow + (lead + k) / bc], which the caller has multiplied by 2^120 ({@link RowDecoder#FP8_RESCALE}).
+     * lead (the first element's place in its block) and bc are multiples of 8. The same bits as RowDecoder's Java vectors.
+     */
+    static void fp8Rows(
+            byte[] src,
+            int so,
+            int srcStride,
+            int rows,
+            int n,
+            float[] scales,
+            int blocksPerRow,
+            int lead,
+            int bc,
+            float[] dst) {
+        if (so < 0
+                || rows < 0
+                || n < 0
+                || srcStride < n
+                || bc < 8
+                || bc % 8 != 0
+                || lead < 0
+                || lead >= bc
+                || lead % 8 != 0
+                || rows > 0 && (long) so + (long) (rows - 1) * srcStride + n > src.length
+                || (long) rows * n > dst.length
+                || !scalesCover(blocksPerRow, lead, n, bc)
+                || (long) rows * blocksPerRow > scales.length) {
+            throw new IndexOutOfBoundsException("fp8 rows out of their arrays: src " + src.length + " from " + so + ", "
+                    + rows
+                    + " rows of " + n + " at stride " + srcStride + ", scales " + scales.length + " (" + blocksPerRow
+                    + " per row, blocks of " + bc + " from " + lead + "), dst " + dst.length);
+        }
+        fp8Rows0(src, so, srcStride, rows, n, scales, blocksPerRow, lead, bc, dst);
     }
-    return bf16RowsMapped0(map, byteOffset, srcStride, rows, n, dst);
-  }
 
-  /** {@link #fp8Rows} reading the codes in place: row j's at byte byteOffset + j·srcStride of map. False as {@link #bf16RowsMapped}. */
-  static boolean fp8RowsMapped(java.nio.MappedByteBuffer map, long byteOffset, int srcStride, int rows, int n, float[] scales,
-                            int blocksPerRow, int lead, int bc, float[] dst) {
-    if (byteOffset < 0 || rows < 0 || n < 0 || srcStride < n || bc < 8 || bc % 8 != 0 || lead < 0 || lead >= bc
-        || lead % 8 != 0 || !map.isDirect() || rows > 0 && byteOffset + (long) (rows - 1) * srcStride + n > map.capacity()
-        || (long) rows * n > dst.length || !scalesCover(blocksPerRow, lead, n, bc) || (long) rows * blocksPerRow > scales.length) {
-      throw new IndexOutOfBoundsException("fp8 rows out of their mapping: " + map.capacity() + " bytes from " + byteOffset
-          + ", " + rows + " rows of " + n + " at stride " + srcStride + ", scales " + scales.length + " (" + blocksPerRow
-          + " per row, blocks of " + bc + " from " + lead + "), dst " + dst.length);
+    /** Whether blocksPerRow scales cover a row of n inputs from place lead in blocks of bc (bc positive). */
+    static boolean scalesCover(int blocksPerRow, int lead, int n, int bc) {
+        return blocksPerRow >= ((long) lead + n + bc - 1) / bc;
     }
-    return fp8RowsMapped0(map, byteOffset, srcStride, rows, n, scales, blocksPerRow, lead, bc, dst);
-  }
 
-  /** The raw scale dtypes the native INT4 decoder reads in place: its code for scaleType, -1 for others. */
-  static int scaleTypeCode(DType scaleType) {
-    return switch (scaleType) {
-      case F32 -> 0;
-      case BF16 -> 1;
-      case F16 -> 2;
-      default -> -1;
-    };
-  }
-
-  /**
-   * {@link #int4Rows} reading both the packed words and the group scales in place, under the SIGBUS guard: row j's words
-   * at byte byteOffset + 4·j·srcStride of map, its scales (scaleType: BF16, F16 or F32) at byte scaleByteOffset +
-   * size·j·scalesPerRow of scaleMap, the first for input 0 (from place lead in its group). The scales are decoded into
-   * scratch (rows × ceil((lead + n) / group) floats) first. 0 when read; where a page could not be read (the file shrank
-   * under its mapping; dst then holds part of the rows), 1 if it was the words', 2 if the scales': the caller throws
-   * naming the file.
-   */
-  static int int4RowsMapped(java.nio.MappedByteBuffer map, long byteOffset, int srcStride, int rows, int n,
-                            java.nio.MappedByteBuffer scaleMap, long scaleByteOffset, DType scaleType, int scalesPerRow, int lead,
-                            int group, float[] scratch, float[] dst) {
-    long words = int4Words(n);
-    int type = scaleTypeCode(scaleType);
-    long need = group < 1 || n == 0 ? 0 : ((long) lead + n + group - 1) / group;
-    if (byteOffset < 0 || rows < 0 || n < 0 || srcStride < words || !map.isDirect()
-        || rows > 0 && byteOffset + 4 * ((long) (rows - 1) * srcStride + words) > map.capacity() || (long) rows * n > dst.length
-        || type < 0 || group < 1 || lead < 0 || lead >= group || scalesPerRow < need || scaleByteOffset < 0 || !scaleMap.isDirect()
-        || rows > 0 && scaleByteOffset + scaleType.bytes() * ((long) (rows - 1) * scalesPerRow + need) > scaleMap.capacity()
-        || (long) rows * need > scratch.length) {
-      throw new IndexOutOfBoundsException("int4 rows out of their mappings: " + map.capacity() + " bytes from " + byteOffset
-          + ", " + rows + " rows of " + n + " at stride " + srcStride + " words; scales " + scaleType + " " + scaleMap.capacity()
-          + " bytes from " + scaleByteOffset + " (" + scalesPerRow + " per row, groups of " + group + " from " + lead + "), scratch "
-          + scratch.length + ", dst " + dst.length);
+    /**
+     * INT4 rows to fp32 (see {@code decode_int4}): dst[j·n + k] = (nibble k % 8 of word src[so + j·srcStride + k / 8]) - 8,
+     * times scales[scaleOff + j·scalesPerRow + (lead + k) / group], for j &lt; rows and k &lt; n; lead is the first element's
+     * place in its group. Each row's first element is the low nibble of its first word. The same bits as RowDecoder's Java
+     * vectors.
+     */
+    static void int4Rows(
+            int[] src,
+            int so,
+            int srcStride,
+            int rows,
+            int n,
+            float[] scales,
+            int scaleOff,
+            int scalesPerRow,
+            int lead,
+            int group,
+            float[] dst) {
+        int4Rows(src, so, srcStride, rows, n, scales, scaleOff, scalesPerRow, lead, group, dst, AVX512);
     }
-    return int4RowsMapped0(map, byteOffset, srcStride, rows, n, scaleMap, scaleByteOffset, type, scalesPerRow, (int) need, lead,
-        group, scratch, dst);
-  }
 
-  /**
-   * xᵀ of one tile of mr rows (a positive multiple of 8; see {@code transpose_tile}): xt[xtOff + k·mr + r] =
-   * x[xOff + r·kDim + k] for r &lt; rows, 0 for rows ≤ r &lt; mr, k &lt; kDim.
-   */
-  static void transposeTile(int mr, float[] x, int xOff, int rows, int kDim, ByteBuffer xt, int xtOff) {
-    if (mr <= 0 || mr % 8 != 0 || xOff < 0 || xtOff < 0 || kDim < 0 || rows < 0 || rows > mr
-        || (long) xOff + (long) rows * kDim > x.length || !xt.isDirect()
-        || (long) xtOff + (long) kDim * mr > xt.capacity() / Float.BYTES) {
-      throw new IndexOutOfBoundsException("transposed tile out of its arrays: x " + x.length + " from " + xOff + ", " + rows
-          + " rows of " + kDim + ", xt " + xt.capacity() / Float.BYTES + " from " + xtOff);
+    /** As above, in the AVX-512 build only where avx512 is set (and the CPU has it): false runs the AVX2 build, for tests. */
+    static void int4Rows(
+            int[] src,
+            int so,
+            int srcStride,
+            int rows,
+            int n,
+            float[] scales,
+            int scaleOff,
+            int scalesPerRow,
+            int lead,
+            int group,
+            float[] dst,
+            boolean avx512) {
+        long words = int4Words(n);
+        if (so < 0
+                || rows < 0
+                || n < 0
+                || srcStride < words
+                || rows > 0 && so + (long) (rows - 1) * srcStride + words > src.length
+                || (long) rows * n > dst.length
+                || !int4ScalesFit(scales.length, scaleOff, scalesPerRow, rows, lead, n, group)) {
+            throw new IndexOutOfBoundsException(
+                    "int4 rows out of their arrays: src " + src.length + " from " + so + ", " + rows
+                            + " rows of " + n + " at stride " + srcStride + " words, scales " + scales.length + " from "
+                            + scaleOff + " ("
+                            + scalesPerRow + " per row, groups of " + group + " from " + lead + "), dst " + dst.length);
+        }
+        int4Rows0(src, so, srcStride, rows, n, scales, scaleOff, scalesPerRow, lead, group, dst, avx512);
     }
-    transposeTile0(mr, x, xOff, rows, kDim, xt, xtOff);
-  }
 
-  /** 2: AVX-512 F, AVX2 and FMA; 1: AVX2 and FMA; 0: neither (asked of the CPU in scorch_cpu.c). */
-  private static native int isa();
+    /** The packed words a row of n INT4 inputs from a word's first nibble takes. */
+    static long int4Words(int n) {
+        return ((long) n + 7) / 8;
+    }
 
-  private static native void transposeTile0(int mr, float[] x, int xOff, int rows, int kDim, ByteBuffer xt, int xtOff);
+    /**
+     * Whether scales[scaleOff + j·scalesPerRow + (lead + k) / group] lies in an array of scalesLength for every j &lt; rows
+     * and k &lt; n, with 0 ≤ lead &lt; group.
+     */
+    static boolean int4ScalesFit(
+            int scalesLength, int scaleOff, int scalesPerRow, int rows, int lead, int n, int group) {
+        if (group < 1 || lead < 0 || lead >= group || scaleOff < 0 || rows < 0 || n < 0) {
+            return false;
+        }
+        long need = n == 0 ? 0 : ((long) lead + n + group - 1) / group;
+        return scalesPerRow >= need
+                && (rows == 0 || scaleOff + (long) (rows - 1) * scalesPerRow + need <= scalesLength);
+    }
 
-  private static native void bf16Rows0(short[] src, int so, int srcStride, int rows, int n, float[] dst);
+    /**
+     * Whether the mapped decoders may read a checkpoint's mapping in place: the library's SIGBUS guard is installed, so a
+     * page the file no longer has (truncated while mapped) makes them return false instead of crashing the JVM.
+     */
+    static boolean mappedReadsGuarded() {
+        return MAPPED_READS_GUARDED;
+    }
 
-  private static native void fp8Rows0(byte[] src, int so, int srcStride, int rows, int n, float[] scales, int blocksPerRow,
-                                      int lead, int bc, float[] dst);
+    /**
+     * {@link #bf16Rows} reading the raw halves in place: row j's at byte byteOffset + 2·j·srcStride of map (a mapping of
+     * the checkpoint; byteOffset even). False where a page of the range could not be read (the file shrank under its
+     * mapping; dst then holds part of the rows): the caller throws naming the file.
+     */
+    static boolean bf16RowsMapped(
+            java.nio.MappedByteBuffer map, long byteOffset, int srcStride, int rows, int n, float[] dst) {
+        if (byteOffset < 0
+                || byteOffset % 2 != 0
+                || rows < 0
+                || n < 0
+                || srcStride < n
+                || !map.isDirect()
+                || rows > 0 && byteOffset + 2L * ((long) (rows - 1) * srcStride + n) > map.capacity()
+                || (long) rows * n > dst.length) {
+            throw new IndexOutOfBoundsException("bf16 rows out of their mapping: " + map.capacity() + " bytes from "
+                    + byteOffset + ", " + rows + " rows of " + n + " at stride " + srcStride + ", dst " + dst.length);
+        }
+        return bf16RowsMapped0(map, byteOffset, srcStride, rows, n, dst);
+    }
 
-  private static native boolean mappedReadsGuarded0();
+    /** {@link #fp8Rows} reading the codes in place: row j's at byte byteOffset + j·srcStride of map. False as {@link #bf16RowsMapped}. */
+    static boolean fp8RowsMapped(
+            java.nio.MappedByteBuffer map,
+            long byteOffset,
+            int srcStride,
+            int rows,
+            int n,
+            float[] scales,
+            int blocksPerRow,
+            int lead,
+            int bc,
+            float[] dst) {
+        if (byteOffset < 0
+                || rows < 0
+                || n < 0
+                || srcStride < n
+                || bc < 8
+                || bc % 8 != 0
+                || lead < 0
+                || lead >= bc
+                || lead % 8 != 0
+                || !map.isDirect()
+                || rows > 0 && byteOffset + (long) (rows - 1) * srcStride + n > map.capacity()
+                || (long) rows * n > dst.length
+                || !scalesCover(blocksPerRow, lead, n, bc)
+                || (long) rows * blocksPerRow > scales.length) {
+            throw new IndexOutOfBoundsException(
+                    "fp8 rows out of their mapping: " + map.capacity() + " bytes from " + byteOffset
+                            + ", " + rows + " rows of " + n + " at stride " + srcStride + ", scales " + scales.length
+                            + " (" + blocksPerRow
+                            + " per row, blocks of " + bc + " from " + lead + "), dst " + dst.length);
+        }
+        return fp8RowsMapped0(map, byteOffset, srcStride, rows, n, scales, blocksPerRow, lead, bc, dst);
+    }
 
-  private static native boolean bf16RowsMapped0(java.nio.ByteBuffer map, long byteOffset, int srcStride, int rows, int n, float[] dst);
+    /** The raw scale dtypes the native INT4 decoder reads in place: its code for scaleType, -1 for others. */
+    static int scaleTypeCode(DType scaleType) {
+        return switch (scaleType) {
+            case F32 -> 0;
+            case BF16 -> 1;
+            case F16 -> 2;
+            default -> -1;
+        };
+    }
 
-  private static native boolean fp8RowsMapped0(java.nio.ByteBuffer map, long byteOffset, int srcStride, int rows, int n,
-                                            float[] scales, int blocksPerRow, int lead, int bc, float[] dst);
+    /**
+     * {@link #int4Rows} reading both the packed words and the group scales in place, under the SIGBUS guard: row j's words
+     * at byte byteOffset + 4·j·srcStride of map, its scales (scaleType: BF16, F16 or F32) at byte scaleByteOffset +
+     * size·j·scalesPerRow of scaleMap, the first for input 0 (from place lead in its group). The scales are decoded into
+     * scratch (rows × ceil((lead + n) / group) floats) first. 0 when read; where a page could not be read (the file shrank
+     * under its mapping; dst then holds part of the rows), 1 if it was the words', 2 if the scales': the caller throws
+     * naming the file.
+     */
+    static int int4RowsMapped(
+            java.nio.MappedByteBuffer map,
+            long byteOffset,
+            int srcStride,
+            int rows,
+            int n,
+            java.nio.MappedByteBuffer scaleMap,
+            long scaleByteOffset,
+            DType scaleType,
+            int scalesPerRow,
+            int lead,
+            int group,
+            float[] scratch,
+            float[] dst) {
+        long words = int4Words(n);
+        int type = scaleTypeCode(scaleType);
+        long need = group < 1 || n == 0 ? 0 : ((long) lead + n + group - 1) / group;
+        if (byteOffset < 0
+                || rows < 0
+                || n < 0
+                || srcStride < words
+                || !map.isDirect()
+                || rows > 0 && byteOffset + 4 * ((long) (rows - 1) * srcStride + words) > map.capacity()
+                || (long) rows * n > dst.length
+                || type < 0
+                || group < 1
+                || lead < 0
+                || lead >= group
+                || scalesPerRow < need
+                || scaleByteOffset < 0
+                || !scaleMap.isDirect()
+                || rows > 0
+                        && scaleByteOffset + scaleType.bytes() * ((long) (rows - 1) * scalesPerRow + need)
+                                > scaleMap.capacity()
+                || (long) rows * need > scratch.length) {
+            throw new IndexOutOfBoundsException(
+                    "int4 rows out of their mappings: " + map.capacity() + " bytes from " + byteOffset
+                            + ", " + rows + " rows of " + n + " at stride " + srcStride + " words; scales " + scaleType
+                            + " " + scaleMap.capacity()
+                            + " bytes from " + scaleByteOffset + " (" + scalesPerRow + " per row, groups of " + group
+                            + " from " + lead + "), scratch "
+                            + scratch.length + ", dst " + dst.length);
+        }
+        return int4RowsMapped0(
+                map,
+                byteOffset,
+                srcStride,
+                rows,
+                n,
+                scaleMap,
+                scaleByteOffset,
+                type,
+                scalesPerRow,
+                (int) need,
+                lead,
+                group,
+                scratch,
+                dst);
+    }
 
-  private static native void int4Rows0(int[] src, int so, int srcStride, int rows, int n, float[] scales, int scaleOff,
-                                       int scalesPerRow, int lead, int group, float[] dst, boolean avx512);
+    /**
+     * xᵀ of one tile of mr rows (a positive multiple of 8; see {@code transpose_tile}): xt[xtOff + k·mr + r] =
+     * x[xOff + r·kDim + k] for r &lt; rows, 0 for rows ≤ r &lt; mr, k &lt; kDim.
+     */
+    static void transposeTile(int mr, float[] x, int xOff, int rows, int kDim, ByteBuffer xt, int xtOff) {
+        if (mr <= 0
+                || mr % 8 != 0
+                || xOff < 0
+                || xtOff < 0
+                || kDim < 0
+                || rows < 0
+                || rows > mr
+                || (long) xOff + (long) rows * kDim > x.length
+                || !xt.isDirect()
+                || (long) xtOff + (long) kDim * mr > xt.capacity() / Float.BYTES) {
+            throw new IndexOutOfBoundsException("transposed tile out of its arrays: x " + x.length + " from " + xOff
+                    + ", " + rows + " rows of " + kDim + ", xt " + xt.capacity() / Float.BYTES + " from " + xtOff);
+        }
+        transposeTile0(mr, x, xOff, rows, kDim, xt, xtOff);
+    }
 
-  private static native int int4RowsMapped0(java.nio.ByteBuffer map, long byteOffset, int srcStride, int rows, int n,
-                                            java.nio.ByteBuffer scaleMap, long scaleByteOffset, int scaleType, int scalesPerRow, int need,
-                                            int lead, int group, float[] scratch, float[] dst);
+    /** 2: AVX-512 F, AVX2 and FMA; 1: AVX2 and FMA; 0: neither (asked of the CPU in scorch_cpu.c). */
+    private static native int isa();
 
-  private static native void kernelBlock0(int mr, ByteBuffer xt, int xtOff, int tiles, int kDim, int k0, int kc, float[] wb,
-                                          int groups, ByteBuffer c, int mPad, boolean first, float[] y, int rowBase, int mb,
-                                          int nDim, int n0, int nn);
+    private static native void transposeTile0(
+            int mr, float[] x, int xOff, int rows, int kDim, ByteBuffer xt, int xtOff);
+
+    private static native void bf16Rows0(short[] src, int so, int srcStride, int rows, int n, float[] dst);
+
+    private static native void fp8Rows0(
+            byte[] src,
+            int so,
+            int srcStride,
+            int rows,
+            int n,
+            float[] scales,
+            int blocksPerRow,
+            int lead,
+            int bc,
+            float[] dst);
+
+    private static native boolean mappedReadsGuarded0();
+
+    private static native boolean bf16RowsMapped0(
+            java.nio.ByteBuffer map, long byteOffset, int srcStride, int rows, int n, float[] dst);
+
+    private static native boolean fp8RowsMapped0(
+            java.nio.ByteBuffer map,
+            long byteOffset,
+            int srcStride,
+            int rows,
+            int n,
+            float[] scales,
+            int blocksPerRow,
+            int lead,
+            int bc,
+            float[] dst);
+
+    private static native void int4Rows0(
+            int[] src,
+            int so,
+            int srcStride,
+            int rows,
+            int n,
+            float[] scales,
+            int scaleOff,
+            int scalesPerRow,
+            int lead,
+            int group,
+            float[] dst,
+            boolean avx512);
+
+    private static native int int4RowsMapped0(
+            java.nio.ByteBuffer map,
+            long byteOffset,
+            int srcStride,
+            int rows,
+            int n,
+            java.nio.ByteBuffer scaleMap,
+            long scaleByteOffset,
+            int scaleType,
+            int scalesPerRow,
+            int need,
+            int lead,
+            int group,
+            float[] scratch,
+            float[] dst);
+
+    private static native void kernelBlock0(
+            int mr,
+            ByteBuffer xt,
+            int xtOff,
+            int tiles,
+            int kDim,
+            int k0,
+            int kc,
+            float[] wb,
+            int groups,
+            ByteBuffer c,
+            int mPad,
+            boolean first,
+            float[] y,
+            int rowBase,
+            int mb,
+            int nDim,
+            int n0,
+            int nn);
 }

@@ -27,733 +27,772 @@ import jdk.incubator.vector.VectorSpecies;
  * FMAs.
  */
 public final class RowDotGemm {
-  static final VectorSpecies<Float> F = FloatVector.SPECIES_PREFERRED;
-  static final VectorSpecies<Integer> I = VectorSpecies.of(int.class, F.vectorShape());
-  static final int L = F.length();
-  /** Weight rows per block. */
-  static final int NR = 4;
-  /** Rows of x per register block when M > 1. */
-  static final int MR = 4;
-  /** Weights (N·K) a task gets at least, so small matrices do not pay for waking threads. */
-  static final long MIN_TASK_WEIGHTS = 1 << 17;
-  private static final int BF16_HIGH = 0xFFFF0000;
+    static final VectorSpecies<Float> F = FloatVector.SPECIES_PREFERRED;
+    static final VectorSpecies<Integer> I = VectorSpecies.of(int.class, F.vectorShape());
+    static final int L = F.length();
+    /** Weight rows per block. */
+    static final int NR = 4;
+    /** Rows of x per register block when M > 1. */
+    static final int MR = 4;
+    /** Weights (N·K) a task gets at least, so small matrices do not pay for waking threads. */
+    static final long MIN_TASK_WEIGHTS = 1 << 17;
 
-  private RowDotGemm() {}
+    private static final int BF16_HIGH = 0xFFFF0000;
 
-  private enum Path {
-    BF16,
-    FP8,
-    INT4,
-    GENERIC
-  }
+    private RowDotGemm() {}
 
-  /** Per-thread buffers, grown as needed and reused call after call. */
-  private static final class Scratch {
-    int[] ints = new int[0];
-    byte[] bytes = new byte[0];
-    float[] floats = new float[0];
-    float[][] xsGroup = new float[1][];
-    // A call's plan (grown to the largest group, reused): the caller's thread fills them before the parallel pass.
-    Path[] paths = new Path[1];
-    float[][] xs = new float[1][];
-    int[] perTask = new int[1];
-    int[] firstTask = new int[2];
-    // matmul's one-element groups
-    final float[][] x1 = new float[1][];
-    final int[] m1 = new int[1];
-    final Linear[] w1 = new Linear[1];
-    final float[][] y1 = new float[1][];
-
-    // The group in flight and the task that runs one of its tasks: made once, so a call allocates no lambda.
-    float[][] gx;
-    int[] gm;
-    Linear[] gw;
-    float[][] gy;
-    final java.util.function.IntConsumer task = this::runTask;
-
-    /** Task t of the group planned in this (the caller's) scratch; per-thread buffers come from the running thread's. */
-    private void runTask(int t) {
-      int i = 0;
-      while (firstTask[i + 1] <= t) {
-        i++;
-      }
-      int r0 = (t - firstTask[i]) * perTask[i] * NR;
-      int r1 = Math.min(gw[i].out(), r0 + perTask[i] * NR);
-      Scratch s = SCRATCH.get();
-      switch (paths[i]) {
-        case BF16 -> bf16Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, s);
-        case FP8 -> fp8Rows(gx[i], gm[i], gw[i], gy[i], r0, r1, s);
-        case INT4 -> int4Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, s);
-        default -> genericRows(gx[i], gm[i], gw[i], gy[i], r0, r1, s);
-      }
+    private enum Path {
+        BF16,
+        FP8,
+        INT4,
+        GENERIC
     }
 
-    void plan(int g) {
-      if (paths.length < g) {
-        paths = new Path[g];
-        xs = new float[g][];
-        perTask = new int[g];
-        firstTask = new int[g + 1];
-      }
-    }
-    final float[] lanes = new float[8 * L]; // up to eight accumulators' lanes
-    final float[] scales = new float[NR];
+    /** Per-thread buffers, grown as needed and reused call after call. */
+    private static final class Scratch {
+        int[] ints = new int[0];
+        byte[] bytes = new byte[0];
+        float[] floats = new float[0];
+        float[][] xsGroup = new float[1][];
+        // A call's plan (grown to the largest group, reused): the caller's thread fills them before the parallel pass.
+        Path[] paths = new Path[1];
+        float[][] xs = new float[1][];
+        int[] perTask = new int[1];
+        int[] firstTask = new int[2];
+        // matmul's one-element groups
+        final float[][] x1 = new float[1][];
+        final int[] m1 = new int[1];
+        final Linear[] w1 = new Linear[1];
+        final float[][] y1 = new float[1][];
 
-    int[] ints(int n) {
-      return ints.length >= n ? ints : (ints = new int[n]);
-    }
+        // The group in flight and the task that runs one of its tasks: made once, so a call allocates no lambda.
+        float[][] gx;
+        int[] gm;
+        Linear[] gw;
+        float[][] gy;
+        final java.util.function.IntConsumer task = this::runTask;
 
-    byte[] bytes(int n) {
-      return bytes.length >= n ? bytes : (bytes = new byte[n]);
-    }
-
-    float[] floats(int n) {
-      return floats.length >= n ? floats : (floats = new float[n]);
-    }
-  }
-
-  private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
-
-  private static Path path(Linear w) {
-    if (w.dtype() == DType.BF16 && w.in() % 2 == 0) {
-      return Path.BF16;
-    }
-    if (RowDecoder.fp8InRegisters(w)) {
-      return Path.FP8;
-    }
-    if (w.format() == Linear.Format.INT4_GROUP && w.groupSize() % 8 == 0) {
-      return Path.INT4;
-    }
-    return Path.GENERIC;
-  }
-
-  public static void matmul(float[] x, int m, Linear w, float[] y, Parallel par) {
-    Scratch s = SCRATCH.get();
-    s.x1[0] = x;
-    s.m1[0] = m;
-    s.w1[0] = w;
-    s.y1[0] = y;
-    try {
-      matmulGroup(s.x1, s.m1, s.w1, s.y1, par);
-    } finally {
-      s.x1[0] = s.y1[0] = null; // no arrays kept alive past the call
-    }
-  }
-
-  /**
-   * Independent products y[g] = x[g] · w[g]ᵀ (m[g] rows each) in one parallel pass, so small matrices (the
-   * experts of a decode step) share one wake-up of the threads. Each result has the bits {@link #matmul} gives.
-   */
-  public static void matmulGroup(float[][] x, int[] m, Linear[] w, float[][] y, Parallel par) {
-    int g = w.length;
-    Scratch caller = SCRATCH.get();
-    caller.plan(g);
-    Path[] paths = caller.paths;
-    float[][] xs = caller.xs;
-    int[] perTask = caller.perTask;
-    int[] firstTask = caller.firstTask;
-    firstTask[0] = 0;
-    if (caller.xsGroup.length < g) {
-      caller.xsGroup = java.util.Arrays.copyOf(caller.xsGroup, g);
-    }
-    for (int i = 0; i < g; i++) {
-      int kDim = w[i].in();
-      int nDim = w[i].out();
-      if (x[i].length < (long) m[i] * kDim || y[i].length < (long) m[i] * nDim) {
-        throw new IllegalArgumentException(w[i].name() + ": x or y too short for m = " + m[i]);
-      }
-      paths[i] = path(w[i]);
-      xs[i] = x[i];
-      if (paths[i] == Path.BF16) {
-        // BF16 pairs are decoded as (even, odd) lanes, so x is split into its even and odd elements once:
-        // row r holds [x[r, 0], x[r, 2], ... | x[r, 1], x[r, 3], ...] at r * K.
-        float[] split = caller.xsGroup[i];
-        if (split == null || split.length < m[i] * kDim) {
-          caller.xsGroup[i] = split = new float[m[i] * kDim];
-        }
-        int half = kDim / 2;
-        for (int r = 0; r < m[i]; r++) {
-          int o = r * kDim;
-          for (int k = 0; k < half; k++) {
-            split[o + k] = x[i][o + 2 * k];
-            split[o + half + k] = x[i][o + 2 * k + 1];
-          }
-        }
-        xs[i] = split;
-      } else if (paths[i] == Path.INT4) {
-        // INT4 words are decoded phase by phase (input 8v + p of word v), so x is split by phase once: row r holds
-        // x[r, 8v + p] at r * K + p * (K / 8) + v for the K / 8 whole words (the inputs past them are read from x).
-        float[] split = caller.xsGroup[i];
-        if (split == null || split.length < m[i] * kDim) {
-          caller.xsGroup[i] = split = new float[m[i] * kDim];
-        }
-        int kw = kDim / 8;
-        for (int r = 0; r < m[i]; r++) {
-          int o = r * kDim;
-          for (int v = 0; v < kw; v++) {
-            for (int p = 0; p < 8; p++) {
-              split[o + p * kw + v] = x[i][o + 8 * v + p];
+        /** Task t of the group planned in this (the caller's) scratch; per-thread buffers come from the running thread's. */
+        private void runTask(int t) {
+            int i = 0;
+            while (firstTask[i + 1] <= t) {
+                i++;
             }
-          }
+            int r0 = (t - firstTask[i]) * perTask[i] * NR;
+            int r1 = Math.min(gw[i].out(), r0 + perTask[i] * NR);
+            Scratch s = SCRATCH.get();
+            switch (paths[i]) {
+                case BF16 -> bf16Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, s);
+                case FP8 -> fp8Rows(gx[i], gm[i], gw[i], gy[i], r0, r1, s);
+                case INT4 -> int4Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, s);
+                default -> genericRows(gx[i], gm[i], gw[i], gy[i], r0, r1, s);
+            }
         }
-        xs[i] = split;
-      }
-      int blocks = (nDim + NR - 1) / NR;
-      long weights = (long) nDim * kDim;
-      int tasks = (int) Math.min(blocks, Math.max(1, weights / MIN_TASK_WEIGHTS));
-      if (tasks > 1 && g == 1) {
-        tasks = Math.min(blocks, Math.max(tasks, 2 * par.threads()));
-      }
-      perTask[i] = m[i] == 0 || blocks == 0 ? 0 : (blocks + tasks - 1) / tasks;
-      int count = perTask[i] == 0 ? 0 : (blocks + perTask[i] - 1) / perTask[i];
-      firstTask[i + 1] = firstTask[i] + count;
-    }
-    caller.gx = x;
-    caller.gm = m;
-    caller.gw = w;
-    caller.gy = y;
-    try {
-      par.forEach(firstTask[g], caller.task);
-    } finally {
-      caller.gx = caller.gy = null;
-      caller.gm = null;
-      caller.gw = null;
-    }
-  }
 
-  // ---------------------------------------------------------------------------------------------------- BF16
-
-  private static void bf16Rows(float[] xs, float[] x, int m, Linear w, float[] y, int r0, int r1, Scratch s) {
-    int kDim = w.in();
-    int half = kDim / 2;
-    int[] wb = s.ints(NR * half);
-    for (int r = r0; r < r1; r += NR) {
-      int nr = Math.min(NR, r1 - r);
-      if (!w.rawHalfPairs(r, 0, wb, nr * half)) {
-        pairsFromRows(w, r, nr, wb, s);
-      }
-      if (nr == NR) {
-        int i = 0;
-        for (; i + MR <= m; i += MR) {
-          bf16Block2x4(xs, x, i, w, wb, 0, y, r, s);
-          bf16Block2x4(xs, x, i, w, wb, 2 * half, y, r + 2, s);
+        void plan(int g) {
+            if (paths.length < g) {
+                paths = new Path[g];
+                xs = new float[g][];
+                perTask = new int[g];
+                firstTask = new int[g + 1];
+            }
         }
-        for (; i < m; i++) {
-          bf16Block4x1(xs, x, i, w, wb, y, r, s);
+
+        final float[] lanes = new float[8 * L]; // up to eight accumulators' lanes
+        final float[] scales = new float[NR];
+
+        int[] ints(int n) {
+            return ints.length >= n ? ints : (ints = new int[n]);
         }
-      } else {
-        for (int j = 0; j < nr; j++) {
-          for (int i = 0; i < m; i++) {
-            bf16Block1x1(xs, x, i, w, wb, j * half, y, r + j, s);
-          }
+
+        byte[] bytes(int n) {
+            return bytes.length >= n ? bytes : (bytes = new byte[n]);
         }
-      }
-    }
-  }
 
-  /** The pairs rebuilt from decoded rows, where the mapping is not 4-byte aligned (bf16 is fp32's top half: exact). */
-  private static void pairsFromRows(Linear w, int row, int rows, int[] dst, Scratch s) {
-    int kDim = w.in();
-    float[] f = s.floats(kDim);
-    for (int r = 0; r < rows; r++) {
-      w.row(row + r, 0, kDim, f, 0);
-      for (int i = 0; i < kDim / 2; i++) {
-        dst[r * (kDim / 2) + i] = (Float.floatToRawIntBits(f[2 * i]) >>> 16) | (Float.floatToRawIntBits(f[2 * i + 1]) & BF16_HIGH);
-      }
-    }
-  }
-
-  /** Finishes one BF16 output: the lanes in a fixed tree, then k = 2·kv .. K-1 by scalar FMAs. */
-  private static float bf16Finish(float[] lanes, int lo, int[] wb, int wOff, float[] x, int xOff, int kv, int kDim) {
-    float sum = Lanes.foldTree(lanes, lo, L);
-    for (int k = 2 * kv; k < kDim; k++) {
-      int pair = wb[wOff + k / 2];
-      float wk = Float.intBitsToFloat((k & 1) == 0 ? pair << 16 : pair & BF16_HIGH);
-      sum = Math.fma(x[xOff + k], wk, sum);
-    }
-    return sum;
-  }
-
-  private static void bf16Block1x1(float[] xs, float[] x, int i, Linear w, int[] wb, int wOff, float[] y, int row, Scratch s) {
-    int kDim = w.in();
-    int half = kDim / 2;
-    int kv = half / L * L; // pairs taken by whole vectors
-    int xe = i * kDim;
-    int xo = xe + half;
-    FloatVector a = FloatVector.zero(F);
-    for (int j = 0; j < kv; j += L) {
-      IntVector p = IntVector.fromArray(I, wb, wOff + j);
-      a = p.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats().fma(FloatVector.fromArray(F, xs, xe + j), a);
-      a = p.and(BF16_HIGH).reinterpretAsFloats().fma(FloatVector.fromArray(F, xs, xo + j), a);
-    }
-    a.intoArray(s.lanes, 0);
-    y[i * w.out() + row] = bf16Finish(s.lanes, 0, wb, wOff, x, xe, kv, kDim);
-  }
-
-  private static void bf16Block4x1(float[] xs, float[] x, int i, Linear w, int[] wb, float[] y, int row, Scratch s) {
-    int kDim = w.in();
-    int half = kDim / 2;
-    int kv = half / L * L;
-    int xe = i * kDim;
-    int xo = xe + half;
-    FloatVector a0 = FloatVector.zero(F);
-    FloatVector a1 = a0;
-    FloatVector a2 = a0;
-    FloatVector a3 = a0;
-    for (int j = 0; j < kv; j += L) {
-      FloatVector ve = FloatVector.fromArray(F, xs, xe + j);
-      FloatVector vo = FloatVector.fromArray(F, xs, xo + j);
-      IntVector p0 = IntVector.fromArray(I, wb, j);
-      IntVector p1 = IntVector.fromArray(I, wb, half + j);
-      IntVector p2 = IntVector.fromArray(I, wb, 2 * half + j);
-      IntVector p3 = IntVector.fromArray(I, wb, 3 * half + j);
-      a0 = p0.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats().fma(ve, a0);
-      a1 = p1.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats().fma(ve, a1);
-      a2 = p2.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats().fma(ve, a2);
-      a3 = p3.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats().fma(ve, a3);
-      a0 = p0.and(BF16_HIGH).reinterpretAsFloats().fma(vo, a0);
-      a1 = p1.and(BF16_HIGH).reinterpretAsFloats().fma(vo, a1);
-      a2 = p2.and(BF16_HIGH).reinterpretAsFloats().fma(vo, a2);
-      a3 = p3.and(BF16_HIGH).reinterpretAsFloats().fma(vo, a3);
-    }
-    int yo = i * w.out() + row;
-    a0.intoArray(s.lanes, 0);
-    a1.intoArray(s.lanes, L);
-    a2.intoArray(s.lanes, 2 * L);
-    a3.intoArray(s.lanes, 3 * L);
-    y[yo] = bf16Finish(s.lanes, 0, wb, 0, x, xe, kv, kDim);
-    y[yo + 1] = bf16Finish(s.lanes, L, wb, half, x, xe, kv, kDim);
-    y[yo + 2] = bf16Finish(s.lanes, 2 * L, wb, 2 * half, x, xe, kv, kDim);
-    y[yo + 3] = bf16Finish(s.lanes, 3 * L, wb, 3 * half, x, xe, kv, kDim);
-  }
-
-  /**
-   * Two weight rows (wOff, wOff + K/2 in wb) × four rows of x: each weight pair vector is decoded once and
-   * feeds four accumulators. Eight accumulators plus the decoded weights fit AVX2's 16 registers.
-   */
-  private static void bf16Block2x4(float[] xs, float[] x, int i, Linear w, int[] wb, int wOff, float[] y, int row, Scratch s) {
-    int kDim = w.in();
-    int half = kDim / 2;
-    int kv = half / L * L;
-    int x0 = i * kDim;
-    int x1 = x0 + kDim;
-    int x2 = x1 + kDim;
-    int x3 = x2 + kDim;
-    int w1Off = wOff + half;
-    FloatVector z = FloatVector.zero(F);
-    FloatVector a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z;
-    for (int j = 0; j < kv; j += L) {
-      IntVector p0 = IntVector.fromArray(I, wb, wOff + j);
-      IntVector p1 = IntVector.fromArray(I, wb, w1Off + j);
-      FloatVector e0 = p0.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats();
-      FloatVector e1 = p1.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats();
-      FloatVector o0 = p0.and(BF16_HIGH).reinterpretAsFloats();
-      FloatVector o1 = p1.and(BF16_HIGH).reinterpretAsFloats();
-      // Per accumulator: the even product, then the odd one.
-      FloatVector v = FloatVector.fromArray(F, xs, x0 + j);
-      a00 = e0.fma(v, a00);
-      a01 = e1.fma(v, a01);
-      v = FloatVector.fromArray(F, xs, x0 + half + j);
-      a00 = o0.fma(v, a00);
-      a01 = o1.fma(v, a01);
-      v = FloatVector.fromArray(F, xs, x1 + j);
-      a10 = e0.fma(v, a10);
-      a11 = e1.fma(v, a11);
-      v = FloatVector.fromArray(F, xs, x1 + half + j);
-      a10 = o0.fma(v, a10);
-      a11 = o1.fma(v, a11);
-      v = FloatVector.fromArray(F, xs, x2 + j);
-      a20 = e0.fma(v, a20);
-      a21 = e1.fma(v, a21);
-      v = FloatVector.fromArray(F, xs, x2 + half + j);
-      a20 = o0.fma(v, a20);
-      a21 = o1.fma(v, a21);
-      v = FloatVector.fromArray(F, xs, x3 + j);
-      a30 = e0.fma(v, a30);
-      a31 = e1.fma(v, a31);
-      v = FloatVector.fromArray(F, xs, x3 + half + j);
-      a30 = o0.fma(v, a30);
-      a31 = o1.fma(v, a31);
-    }
-    int n = w.out();
-    float[] ln = s.lanes;
-    int y0 = i * n + row;
-    a00.intoArray(ln, 0);
-    a01.intoArray(ln, L);
-    a10.intoArray(ln, 2 * L);
-    a11.intoArray(ln, 3 * L);
-    a20.intoArray(ln, 4 * L);
-    a21.intoArray(ln, 5 * L);
-    a30.intoArray(ln, 6 * L);
-    a31.intoArray(ln, 7 * L);
-    y[y0] = bf16Finish(ln, 0, wb, wOff, x, x0, kv, kDim);
-    y[y0 + 1] = bf16Finish(ln, L, wb, w1Off, x, x0, kv, kDim);
-    y0 += n;
-    y[y0] = bf16Finish(ln, 2 * L, wb, wOff, x, x1, kv, kDim);
-    y[y0 + 1] = bf16Finish(ln, 3 * L, wb, w1Off, x, x1, kv, kDim);
-    y0 += n;
-    y[y0] = bf16Finish(ln, 4 * L, wb, wOff, x, x2, kv, kDim);
-    y[y0 + 1] = bf16Finish(ln, 5 * L, wb, w1Off, x, x2, kv, kDim);
-    y0 += n;
-    y[y0] = bf16Finish(ln, 6 * L, wb, wOff, x, x3, kv, kDim);
-    y[y0 + 1] = bf16Finish(ln, 7 * L, wb, w1Off, x, x3, kv, kDim);
-  }
-
-  // ----------------------------------------------------------------------------------------------------- FP8
-
-  private static void fp8Rows(float[] x, int m, Linear w, float[] y, int r0, int r1, Scratch s) {
-    int kDim = w.in();
-    byte[] wb = s.bytes(NR * kDim);
-    for (int r = r0; r < r1; r += NR) {
-      int nr = Math.min(NR, r1 - r);
-      w.rawCodes(r, 0, wb, nr * kDim);
-      if (nr == NR) {
-        int i = 0;
-        for (; i + MR <= m; i += MR) {
-          fp8Block2x4(x, i, w, wb, 0, y, r, s);
-          fp8Block2x4(x, i, w, wb, 2 * kDim, y, r + 2, s);
+        float[] floats(int n) {
+            return floats.length >= n ? floats : (floats = new float[n]);
         }
-        for (; i < m; i++) {
-          fp8Block4x1(x, i, w, wb, y, r, s);
+    }
+
+    private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
+
+    private static Path path(Linear w) {
+        if (w.dtype() == DType.BF16 && w.in() % 2 == 0) {
+            return Path.BF16;
         }
-      } else {
-        for (int j = 0; j < nr; j++) {
-          for (int i = 0; i < m; i++) {
-            fp8Block1x1(x, i, w, wb, j * kDim, y, r + j, s);
-          }
+        if (RowDecoder.fp8InRegisters(w)) {
+            return Path.FP8;
         }
-      }
-    }
-  }
-
-  /** Finishes one FP8 output: lanes in a fixed tree, then the K tail by scalar FMAs of code × block scale. */
-  private static float fp8Finish(float[] lanes, int lo, Linear w, int row, byte[] wb, int wOff, float[] x, int xOff, int kv) {
-    float sum = Lanes.foldTree(lanes, lo, L);
-    for (int k = kv; k < w.in(); k++) {
-      float wk = NumberFormats.e4m3ToFloat(wb[wOff + k]) * w.blockScale(row, k);
-      sum = Math.fma(x[xOff + k], wk, sum);
-    }
-    return sum;
-  }
-
-  private static FloatVector scale(Linear w, int row, int k) {
-    return FloatVector.broadcast(F, w.blockScale(row, k) * RowDecoder.FP8_RESCALE);
-  }
-
-  private static void fp8Block1x1(float[] x, int i, Linear w, byte[] wb, int wOff, float[] y, int row, Scratch s) {
-    int kDim = w.in();
-    int kv = kDim / L * L;
-    int bc = w.blockCols();
-    int xo = i * kDim;
-    FloatVector a = FloatVector.zero(F);
-    for (int k0 = 0; k0 < kv; k0 += bc) {
-      int kEnd = Math.min(kv, k0 + bc);
-      FloatVector sc = scale(w, row, k0);
-      for (int k = k0; k < kEnd; k += L) {
-        a = RowDecoder.fp8(wb, wOff + k, sc).fma(FloatVector.fromArray(F, x, xo + k), a);
-      }
-    }
-    a.intoArray(s.lanes, 0);
-    y[i * w.out() + row] = fp8Finish(s.lanes, 0, w, row, wb, wOff, x, xo, kv);
-  }
-
-  private static void fp8Block4x1(float[] x, int i, Linear w, byte[] wb, float[] y, int row, Scratch s) {
-    int kDim = w.in();
-    int kv = kDim / L * L;
-    int bc = w.blockCols();
-    int xo = i * kDim;
-    FloatVector a0 = FloatVector.zero(F);
-    FloatVector a1 = a0;
-    FloatVector a2 = a0;
-    FloatVector a3 = a0;
-    for (int k0 = 0; k0 < kv; k0 += bc) {
-      int kEnd = Math.min(kv, k0 + bc);
-      FloatVector s0 = scale(w, row, k0);
-      FloatVector s1 = scale(w, row + 1, k0);
-      FloatVector s2 = scale(w, row + 2, k0);
-      FloatVector s3 = scale(w, row + 3, k0);
-      for (int k = k0; k < kEnd; k += L) {
-        FloatVector v = FloatVector.fromArray(F, x, xo + k);
-        a0 = RowDecoder.fp8(wb, k, s0).fma(v, a0);
-        a1 = RowDecoder.fp8(wb, kDim + k, s1).fma(v, a1);
-        a2 = RowDecoder.fp8(wb, 2 * kDim + k, s2).fma(v, a2);
-        a3 = RowDecoder.fp8(wb, 3 * kDim + k, s3).fma(v, a3);
-      }
-    }
-    int yo = i * w.out() + row;
-    a0.intoArray(s.lanes, 0);
-    a1.intoArray(s.lanes, L);
-    a2.intoArray(s.lanes, 2 * L);
-    a3.intoArray(s.lanes, 3 * L);
-    y[yo] = fp8Finish(s.lanes, 0, w, row, wb, 0, x, xo, kv);
-    y[yo + 1] = fp8Finish(s.lanes, L, w, row + 1, wb, kDim, x, xo, kv);
-    y[yo + 2] = fp8Finish(s.lanes, 2 * L, w, row + 2, wb, 2 * kDim, x, xo, kv);
-    y[yo + 3] = fp8Finish(s.lanes, 3 * L, w, row + 3, wb, 3 * kDim, x, xo, kv);
-  }
-
-  /** Two weight rows (wOff, wOff + K in wb) × four rows of x, as {@link #bf16Block2x4}. */
-  private static void fp8Block2x4(float[] x, int i, Linear w, byte[] wb, int wOff, float[] y, int row, Scratch s) {
-    int kDim = w.in();
-    int kv = kDim / L * L;
-    int bc = w.blockCols();
-    int x0 = i * kDim;
-    int x1 = x0 + kDim;
-    int x2 = x1 + kDim;
-    int x3 = x2 + kDim;
-    int w1Off = wOff + kDim;
-    FloatVector z = FloatVector.zero(F);
-    FloatVector a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z;
-    for (int k0 = 0; k0 < kv; k0 += bc) {
-      int kEnd = Math.min(kv, k0 + bc);
-      FloatVector s0 = scale(w, row, k0);
-      FloatVector s1 = scale(w, row + 1, k0);
-      for (int k = k0; k < kEnd; k += L) {
-        FloatVector w0 = RowDecoder.fp8(wb, wOff + k, s0);
-        FloatVector w1 = RowDecoder.fp8(wb, w1Off + k, s1);
-        FloatVector v = FloatVector.fromArray(F, x, x0 + k);
-        a00 = w0.fma(v, a00);
-        a01 = w1.fma(v, a01);
-        v = FloatVector.fromArray(F, x, x1 + k);
-        a10 = w0.fma(v, a10);
-        a11 = w1.fma(v, a11);
-        v = FloatVector.fromArray(F, x, x2 + k);
-        a20 = w0.fma(v, a20);
-        a21 = w1.fma(v, a21);
-        v = FloatVector.fromArray(F, x, x3 + k);
-        a30 = w0.fma(v, a30);
-        a31 = w1.fma(v, a31);
-      }
-    }
-    int n = w.out();
-    float[] ln = s.lanes;
-    int y0 = i * n + row;
-    a00.intoArray(ln, 0);
-    a01.intoArray(ln, L);
-    a10.intoArray(ln, 2 * L);
-    a11.intoArray(ln, 3 * L);
-    a20.intoArray(ln, 4 * L);
-    a21.intoArray(ln, 5 * L);
-    a30.intoArray(ln, 6 * L);
-    a31.intoArray(ln, 7 * L);
-    y[y0] = fp8Finish(ln, 0, w, row, wb, wOff, x, x0, kv);
-    y[y0 + 1] = fp8Finish(ln, L, w, row + 1, wb, w1Off, x, x0, kv);
-    y0 += n;
-    y[y0] = fp8Finish(ln, 2 * L, w, row, wb, wOff, x, x1, kv);
-    y[y0 + 1] = fp8Finish(ln, 3 * L, w, row + 1, wb, w1Off, x, x1, kv);
-    y0 += n;
-    y[y0] = fp8Finish(ln, 4 * L, w, row, wb, wOff, x, x2, kv);
-    y[y0 + 1] = fp8Finish(ln, 5 * L, w, row + 1, wb, w1Off, x, x2, kv);
-    y0 += n;
-    y[y0] = fp8Finish(ln, 6 * L, w, row, wb, wOff, x, x3, kv);
-    y[y0 + 1] = fp8Finish(ln, 7 * L, w, row + 1, wb, w1Off, x, x3, kv);
-  }
-
-  // ---------------------------------------------------------------------------------------------------- INT4
-
-  /**
-   * INT4 rows, L packed words a step: lane i takes word j + i whole, and its eight inputs (phase p = 0 .. 7, element
-   * 8(j + i) + p) one after another, each shifted out of the one loaded vector, against x split by phase (see
-   * matmulGroup), so no lane ever waits on a shuffle. A lane's words can lie in different groups (4 words make a group
-   * of 32): the scales are spread to one per word first (sw), 1/8 of the inputs. Phase p of a word xor 0x88888888 is q,
-   * sign-extended by a shift left to bits 28..31 and an arithmetic one back; the int converts exactly, and the one product
-   * with the scale rounds as Linear.row's. (Written out in each block: a helper taking vectors, where C2 does not inline
-   * it, boxes them.)
-   */
-  private static void int4Rows(float[] xs, float[] x, int m, Linear w, float[] y, int r0, int r1, Scratch s) {
-    int wpr = w.wordsPerRow();
-    int gpr = w.groupScales();
-    int group = w.groupSize();
-    int[] wb = s.ints(NR * wpr);
-    float[] buf = s.floats(NR * (gpr + wpr));
-    for (int r = r0; r < r1; r += NR) {
-      int nr = Math.min(NR, r1 - r);
-      if (!w.rawWords(r, 0, wb, nr * wpr)) {
-        // A mapping that is not 4-byte aligned: rows through Linear.row in the generic order (the same for every call with
-        // this weight, so the bits still do not depend on M, blocking or threads).
-        genericRows(x, m, w, y, r, r + nr, s);
-        buf = s.floats(NR * (gpr + wpr));
-        continue;
-      }
-      // Group scales at NR * wpr + j * gpr, spread to one per word at j * wpr.
-      int so = NR * wpr;
-      w.groupScales(r, 0, buf, so, nr * gpr);
-      int wordsPerGroup = group / 8;
-      for (int j = 0; j < nr; j++) {
-        int g = so + j * gpr;
-        for (int v = 0, left = wordsPerGroup; v < wpr; v++) {
-          buf[j * wpr + v] = buf[g];
-          if (--left == 0) {
-            g++;
-            left = wordsPerGroup;
-          }
+        if (w.format() == Linear.Format.INT4_GROUP && w.groupSize() % 8 == 0) {
+            return Path.INT4;
         }
-      }
-      if (nr == NR) {
-        int i = 0;
-        for (; i + MR <= m; i += MR) {
-          int4Block2x4(xs, x, i, w, wb, 0, buf, y, r, s);
-          int4Block2x4(xs, x, i, w, wb, 2 * wpr, buf, y, r + 2, s);
+        return Path.GENERIC;
+    }
+
+    public static void matmul(float[] x, int m, Linear w, float[] y, Parallel par) {
+        Scratch s = SCRATCH.get();
+        s.x1[0] = x;
+        s.m1[0] = m;
+        s.w1[0] = w;
+        s.y1[0] = y;
+        try {
+            matmulGroup(s.x1, s.m1, s.w1, s.y1, par);
+        } finally {
+            s.x1[0] = s.y1[0] = null; // no arrays kept alive past the call
         }
-        for (; i < m; i++) {
-          int4Block4x1(xs, x, i, w, wb, buf, y, r, s);
+    }
+
+    /**
+     * Independent products y[g] = x[g] · w[g]ᵀ (m[g] rows each) in one parallel pass, so small matrices (the
+     * experts of a decode step) share one wake-up of the threads. Each result has the bits {@link #matmul} gives.
+     */
+    public static void matmulGroup(float[][] x, int[] m, Linear[] w, float[][] y, Parallel par) {
+        int g = w.length;
+        Scratch caller = SCRATCH.get();
+        caller.plan(g);
+        Path[] paths = caller.paths;
+        float[][] xs = caller.xs;
+        int[] perTask = caller.perTask;
+        int[] firstTask = caller.firstTask;
+        firstTask[0] = 0;
+        if (caller.xsGroup.length < g) {
+            caller.xsGroup = java.util.Arrays.copyOf(caller.xsGroup, g);
         }
-      } else {
-        for (int j = 0; j < nr; j++) {
-          for (int i = 0; i < m; i++) {
-            int4Block1x1(xs, x, i, w, wb, j * wpr, buf, y, r + j, s);
-          }
+        for (int i = 0; i < g; i++) {
+            int kDim = w[i].in();
+            int nDim = w[i].out();
+            if (x[i].length < (long) m[i] * kDim || y[i].length < (long) m[i] * nDim) {
+                throw new IllegalArgumentException(w[i].name() + ": x or y too short for m = " + m[i]);
+            }
+            paths[i] = path(w[i]);
+            xs[i] = x[i];
+            if (paths[i] == Path.BF16) {
+                // BF16 pairs are decoded as (even, odd) lanes, so x is split into its even and odd elements once:
+                // row r holds [x[r, 0], x[r, 2], ... | x[r, 1], x[r, 3], ...] at r * K.
+                float[] split = caller.xsGroup[i];
+                if (split == null || split.length < m[i] * kDim) {
+                    caller.xsGroup[i] = split = new float[m[i] * kDim];
+                }
+                int half = kDim / 2;
+                for (int r = 0; r < m[i]; r++) {
+                    int o = r * kDim;
+                    for (int k = 0; k < half; k++) {
+                        split[o + k] = x[i][o + 2 * k];
+                        split[o + half + k] = x[i][o + 2 * k + 1];
+                    }
+                }
+                xs[i] = split;
+            } else if (paths[i] == Path.INT4) {
+                // INT4 words are decoded phase by phase (input 8v + p of word v), so x is split by phase once: row r
+                // holds
+                // x[r, 8v + p] at r * K + p * (K / 8) + v for the K / 8 whole words (the inputs past them are read from
+                // x).
+                float[] split = caller.xsGroup[i];
+                if (split == null || split.length < m[i] * kDim) {
+                    caller.xsGroup[i] = split = new float[m[i] * kDim];
+                }
+                int kw = kDim / 8;
+                for (int r = 0; r < m[i]; r++) {
+                    int o = r * kDim;
+                    for (int v = 0; v < kw; v++) {
+                        for (int p = 0; p < 8; p++) {
+                            split[o + p * kw + v] = x[i][o + 8 * v + p];
+                        }
+                    }
+                }
+                xs[i] = split;
+            }
+            int blocks = (nDim + NR - 1) / NR;
+            long weights = (long) nDim * kDim;
+            int tasks = (int) Math.min(blocks, Math.max(1, weights / MIN_TASK_WEIGHTS));
+            if (tasks > 1 && g == 1) {
+                tasks = Math.min(blocks, Math.max(tasks, 2 * par.threads()));
+            }
+            perTask[i] = m[i] == 0 || blocks == 0 ? 0 : (blocks + tasks - 1) / tasks;
+            int count = perTask[i] == 0 ? 0 : (blocks + perTask[i] - 1) / perTask[i];
+            firstTask[i + 1] = firstTask[i] + count;
         }
-      }
+        caller.gx = x;
+        caller.gm = m;
+        caller.gw = w;
+        caller.gy = y;
+        try {
+            par.forEach(firstTask[g], caller.task);
+        } finally {
+            caller.gx = caller.gy = null;
+            caller.gm = null;
+            caller.gw = null;
+        }
     }
-  }
 
-  /** Finishes one INT4 output: lanes in a fixed tree, then k = 8·kvw .. K-1 by scalar FMAs of q × word scale, in order. */
-  private static float int4Finish(float[] lanes, int lo, Linear w, int[] wb, int wOff, float[] sw, float[] x, int xOff, int kvw) {
-    float sum = Lanes.foldTree(lanes, lo, L);
-    for (int k = 8 * kvw; k < w.in(); k++) {
-      float wk = (((wb[wOff + k / 8] >>> (4 * (k & 7))) & 0xF) - 8) * sw[wOff + k / 8];
-      sum = Math.fma(x[xOff + k], wk, sum);
+    // ---------------------------------------------------------------------------------------------------- BF16
+
+    private static void bf16Rows(float[] xs, float[] x, int m, Linear w, float[] y, int r0, int r1, Scratch s) {
+        int kDim = w.in();
+        int half = kDim / 2;
+        int[] wb = s.ints(NR * half);
+        for (int r = r0; r < r1; r += NR) {
+            int nr = Math.min(NR, r1 - r);
+            if (!w.rawHalfPairs(r, 0, wb, nr * half)) {
+                pairsFromRows(w, r, nr, wb, s);
+            }
+            if (nr == NR) {
+                int i = 0;
+                for (; i + MR <= m; i += MR) {
+                    bf16Block2x4(xs, x, i, w, wb, 0, y, r, s);
+                    bf16Block2x4(xs, x, i, w, wb, 2 * half, y, r + 2, s);
+                }
+                for (; i < m; i++) {
+                    bf16Block4x1(xs, x, i, w, wb, y, r, s);
+                }
+            } else {
+                for (int j = 0; j < nr; j++) {
+                    for (int i = 0; i < m; i++) {
+                        bf16Block1x1(xs, x, i, w, wb, j * half, y, r + j, s);
+                    }
+                }
+            }
+        }
     }
-    return sum;
-  }
 
-  private static void int4Block1x1(float[] xs, float[] x, int i, Linear w, int[] wb, int wOff, float[] sw, float[] y, int row, Scratch s) {
-    int kDim = w.in();
-    int kw = kDim / 8;
-    int kvw = kw / L * L; // words taken by whole vectors
-    int xo = i * kDim;
-    FloatVector a = FloatVector.zero(F);
-    for (int j = 0; j < kvw; j += L) {
-      IntVector p = IntVector.fromArray(I, wb, wOff + j).lanewise(VectorOperators.XOR, 0x88888888);
-      FloatVector sc = FloatVector.fromArray(F, sw, wOff + j);
-      for (int ph = 0; ph < 8; ph++) {
-        a = ((FloatVector) p.lanewise(VectorOperators.LSHL, 28 - 4 * ph).lanewise(VectorOperators.ASHR, 28).convert(VectorOperators.I2F, 0)).mul(sc).fma(FloatVector.fromArray(F, xs, xo + ph * kw + j), a);
-      }
+    /** The pairs rebuilt from decoded rows, where the mapping is not 4-byte aligned (bf16 is fp32's top half: exact). */
+    private static void pairsFromRows(Linear w, int row, int rows, int[] dst, Scratch s) {
+        int kDim = w.in();
+        float[] f = s.floats(kDim);
+        for (int r = 0; r < rows; r++) {
+            w.row(row + r, 0, kDim, f, 0);
+            for (int i = 0; i < kDim / 2; i++) {
+                dst[r * (kDim / 2) + i] = (Float.floatToRawIntBits(f[2 * i]) >>> 16)
+                        | (Float.floatToRawIntBits(f[2 * i + 1]) & BF16_HIGH);
+            }
+        }
     }
-    a.intoArray(s.lanes, 0);
-    y[i * w.out() + row] = int4Finish(s.lanes, 0, w, wb, wOff, sw, x, xo, kvw);
-  }
 
-  private static void int4Block4x1(float[] xs, float[] x, int i, Linear w, int[] wb, float[] sw, float[] y, int row, Scratch s) {
-    int kDim = w.in();
-    int kw = kDim / 8;
-    int kvw = kw / L * L;
-    int wpr = w.wordsPerRow();
-    int xo = i * kDim;
-    FloatVector a0 = FloatVector.zero(F);
-    FloatVector a1 = a0;
-    FloatVector a2 = a0;
-    FloatVector a3 = a0;
-    for (int j = 0; j < kvw; j += L) {
-      IntVector p0 = IntVector.fromArray(I, wb, j).lanewise(VectorOperators.XOR, 0x88888888);
-      IntVector p1 = IntVector.fromArray(I, wb, wpr + j).lanewise(VectorOperators.XOR, 0x88888888);
-      IntVector p2 = IntVector.fromArray(I, wb, 2 * wpr + j).lanewise(VectorOperators.XOR, 0x88888888);
-      IntVector p3 = IntVector.fromArray(I, wb, 3 * wpr + j).lanewise(VectorOperators.XOR, 0x88888888);
-      FloatVector s0 = FloatVector.fromArray(F, sw, j);
-      FloatVector s1 = FloatVector.fromArray(F, sw, wpr + j);
-      FloatVector s2 = FloatVector.fromArray(F, sw, 2 * wpr + j);
-      FloatVector s3 = FloatVector.fromArray(F, sw, 3 * wpr + j);
-      for (int ph = 0; ph < 8; ph++) {
-        FloatVector v = FloatVector.fromArray(F, xs, xo + ph * kw + j);
-        a0 = ((FloatVector) p0.lanewise(VectorOperators.LSHL, 28 - 4 * ph).lanewise(VectorOperators.ASHR, 28).convert(VectorOperators.I2F, 0)).mul(s0).fma(v, a0);
-        a1 = ((FloatVector) p1.lanewise(VectorOperators.LSHL, 28 - 4 * ph).lanewise(VectorOperators.ASHR, 28).convert(VectorOperators.I2F, 0)).mul(s1).fma(v, a1);
-        a2 = ((FloatVector) p2.lanewise(VectorOperators.LSHL, 28 - 4 * ph).lanewise(VectorOperators.ASHR, 28).convert(VectorOperators.I2F, 0)).mul(s2).fma(v, a2);
-        a3 = ((FloatVector) p3.lanewise(VectorOperators.LSHL, 28 - 4 * ph).lanewise(VectorOperators.ASHR, 28).convert(VectorOperators.I2F, 0)).mul(s3).fma(v, a3);
-      }
+    /** Finishes one BF16 output: the lanes in a fixed tree, then k = 2·kv .. K-1 by scalar FMAs. */
+    private static float bf16Finish(float[] lanes, int lo, int[] wb, int wOff, float[] x, int xOff, int kv, int kDim) {
+        float sum = Lanes.foldTree(lanes, lo, L);
+        for (int k = 2 * kv; k < kDim; k++) {
+            int pair = wb[wOff + k / 2];
+            float wk = Float.intBitsToFloat((k & 1) == 0 ? pair << 16 : pair & BF16_HIGH);
+            sum = Math.fma(x[xOff + k], wk, sum);
+        }
+        return sum;
     }
-    int yo = i * w.out() + row;
-    a0.intoArray(s.lanes, 0);
-    a1.intoArray(s.lanes, L);
-    a2.intoArray(s.lanes, 2 * L);
-    a3.intoArray(s.lanes, 3 * L);
-    y[yo] = int4Finish(s.lanes, 0, w, wb, 0, sw, x, xo, kvw);
-    y[yo + 1] = int4Finish(s.lanes, L, w, wb, wpr, sw, x, xo, kvw);
-    y[yo + 2] = int4Finish(s.lanes, 2 * L, w, wb, 2 * wpr, sw, x, xo, kvw);
-    y[yo + 3] = int4Finish(s.lanes, 3 * L, w, wb, 3 * wpr, sw, x, xo, kvw);
-  }
 
-  /** Two weight rows (wOff, wOff + words per row in wb and in sw) × four rows of x, as {@link #bf16Block2x4}. */
-  private static void int4Block2x4(float[] xs, float[] x, int i, Linear w, int[] wb, int wOff, float[] sw, float[] y, int row, Scratch s) {
-    int kDim = w.in();
-    int kw = kDim / 8;
-    int kvw = kw / L * L;
-    int x0 = i * kDim;
-    int x1 = x0 + kDim;
-    int x2 = x1 + kDim;
-    int x3 = x2 + kDim;
-    int w1Off = wOff + w.wordsPerRow();
-    FloatVector z = FloatVector.zero(F);
-    FloatVector a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z;
-    for (int j = 0; j < kvw; j += L) {
-      IntVector p0 = IntVector.fromArray(I, wb, wOff + j).lanewise(VectorOperators.XOR, 0x88888888);
-      IntVector p1 = IntVector.fromArray(I, wb, w1Off + j).lanewise(VectorOperators.XOR, 0x88888888);
-      FloatVector s0 = FloatVector.fromArray(F, sw, wOff + j);
-      FloatVector s1 = FloatVector.fromArray(F, sw, w1Off + j);
-      for (int ph = 0; ph < 8; ph++) {
-        FloatVector w0 = ((FloatVector) p0.lanewise(VectorOperators.LSHL, 28 - 4 * ph).lanewise(VectorOperators.ASHR, 28).convert(VectorOperators.I2F, 0)).mul(s0);
-        FloatVector w1 = ((FloatVector) p1.lanewise(VectorOperators.LSHL, 28 - 4 * ph).lanewise(VectorOperators.ASHR, 28).convert(VectorOperators.I2F, 0)).mul(s1);
-        int xp = ph * kw + j;
-        FloatVector v = FloatVector.fromArray(F, xs, x0 + xp);
-        a00 = w0.fma(v, a00);
-        a01 = w1.fma(v, a01);
-        v = FloatVector.fromArray(F, xs, x1 + xp);
-        a10 = w0.fma(v, a10);
-        a11 = w1.fma(v, a11);
-        v = FloatVector.fromArray(F, xs, x2 + xp);
-        a20 = w0.fma(v, a20);
-        a21 = w1.fma(v, a21);
-        v = FloatVector.fromArray(F, xs, x3 + xp);
-        a30 = w0.fma(v, a30);
-        a31 = w1.fma(v, a31);
-      }
-    }
-    int n = w.out();
-    float[] ln = s.lanes;
-    int y0 = i * n + row;
-    a00.intoArray(ln, 0);
-    a01.intoArray(ln, L);
-    a10.intoArray(ln, 2 * L);
-    a11.intoArray(ln, 3 * L);
-    a20.intoArray(ln, 4 * L);
-    a21.intoArray(ln, 5 * L);
-    a30.intoArray(ln, 6 * L);
-    a31.intoArray(ln, 7 * L);
-    y[y0] = int4Finish(ln, 0, w, wb, wOff, sw, x, x0, kvw);
-    y[y0 + 1] = int4Finish(ln, L, w, wb, w1Off, sw, x, x0, kvw);
-    y0 += n;
-    y[y0] = int4Finish(ln, 2 * L, w, wb, wOff, sw, x, x1, kvw);
-    y[y0 + 1] = int4Finish(ln, 3 * L, w, wb, w1Off, sw, x, x1, kvw);
-    y0 += n;
-    y[y0] = int4Finish(ln, 4 * L, w, wb, wOff, sw, x, x2, kvw);
-    y[y0 + 1] = int4Finish(ln, 5 * L, w, wb, w1Off, sw, x, x2, kvw);
-    y0 += n;
-    y[y0] = int4Finish(ln, 6 * L, w, wb, wOff, sw, x, x3, kvw);
-    y[y0 + 1] = int4Finish(ln, 7 * L, w, wb, w1Off, sw, x, x3, kvw);
-  }
-
-  // ------------------------------------------------------------------------------------------------- generic
-
-  /** F32, F16 and shapes the in-register decoders do not take: rows decoded by {@link Linear#row}, one output at a time. */
-  private static void genericRows(float[] x, int m, Linear w, float[] y, int r0, int r1, Scratch s) {
-    int kDim = w.in();
-    int nDim = w.out();
-    int kv = kDim / L * L;
-    float[] row = s.floats(kDim);
-    for (int r = r0; r < r1; r++) {
-      w.row(r, 0, kDim, row, 0);
-      for (int i = 0; i < m; i++) {
-        int xo = i * kDim;
+    private static void bf16Block1x1(
+            float[] xs, float[] x, int i, Linear w, int[] wb, int wOff, float[] y, int row, Scratch s) {
+        int kDim = w.in();
+        int half = kDim / 2;
+        int kv = half / L * L; // pairs taken by whole vectors
+        int xe = i * kDim;
+        int xo = xe + half;
         FloatVector a = FloatVector.zero(F);
-        for (int k = 0; k < kv; k += L) {
-          a = FloatVector.fromArray(F, row, k).fma(FloatVector.fromArray(F, x, xo + k), a);
+        for (int j = 0; j < kv; j += L) {
+            IntVector p = IntVector.fromArray(I, wb, wOff + j);
+            a = p.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats().fma(FloatVector.fromArray(F, xs, xe + j), a);
+            a = p.and(BF16_HIGH).reinterpretAsFloats().fma(FloatVector.fromArray(F, xs, xo + j), a);
         }
         a.intoArray(s.lanes, 0);
-        float sum = Lanes.foldTree(s.lanes, 0, L);
-        for (int k = kv; k < kDim; k++) {
-          sum = Math.fma(x[xo + k], row[k], sum);
-        }
-        y[i * nDim + r] = sum;
-      }
+        y[i * w.out() + row] = bf16Finish(s.lanes, 0, wb, wOff, x, xe, kv, kDim);
     }
-  }
+
+    private static void bf16Block4x1(float[] xs, float[] x, int i, Linear w, int[] wb, float[] y, int row, Scratch s) {
+        int kDim = w.in();
+        int half = kDim / 2;
+        int kv = half / L * L;
+        int xe = i * kDim;
+        int xo = xe + half;
+        FloatVector a0 = FloatVector.zero(F);
+        FloatVector a1 = a0;
+        FloatVector a2 = a0;
+        FloatVector a3 = a0;
+        for (int j = 0; j < kv; j += L) {
+            FloatVector ve = FloatVector.fromArray(F, xs, xe + j);
+            FloatVector vo = FloatVector.fromArray(F, xs, xo + j);
+            IntVector p0 = IntVector.fromArray(I, wb, j);
+            IntVector p1 = IntVector.fromArray(I, wb, half + j);
+            IntVector p2 = IntVector.fromArray(I, wb, 2 * half + j);
+            IntVector p3 = IntVector.fromArray(I, wb, 3 * half + j);
+            a0 = p0.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats().fma(ve, a0);
+            a1 = p1.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats().fma(ve, a1);
+            a2 = p2.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats().fma(ve, a2);
+            a3 = p3.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats().fma(ve, a3);
+            a0 = p0.and(BF16_HIGH).reinterpretAsFloats().fma(vo, a0);
+            a1 = p1.and(BF16_HIGH).reinterpretAsFloats().fma(vo, a1);
+            a2 = p2.and(BF16_HIGH).reinterpretAsFloats().fma(vo, a2);
+            a3 = p3.and(BF16_HIGH).reinterpretAsFloats().fma(vo, a3);
+        }
+        int yo = i * w.out() + row;
+        a0.intoArray(s.lanes, 0);
+        a1.intoArray(s.lanes, L);
+        a2.intoArray(s.lanes, 2 * L);
+        a3.intoArray(s.lanes, 3 * L);
+        y[yo] = bf16Finish(s.lanes, 0, wb, 0, x, xe, kv, kDim);
+        y[yo + 1] = bf16Finish(s.lanes, L, wb, half, x, xe, kv, kDim);
+        y[yo + 2] = bf16Finish(s.lanes, 2 * L, wb, 2 * half, x, xe, kv, kDim);
+        y[yo + 3] = bf16Finish(s.lanes, 3 * L, wb, 3 * half, x, xe, kv, kDim);
+    }
+
+    /**
+     * Two weight rows (wOff, wOff + K/2 in wb) × four rows of x: each weight pair vector is decoded once and
+     * feeds four accumulators. Eight accumulators plus the decoded weights fit AVX2's 16 registers.
+     */
+    private static void bf16Block2x4(
+            float[] xs, float[] x, int i, Linear w, int[] wb, int wOff, float[] y, int row, Scratch s) {
+        int kDim = w.in();
+        int half = kDim / 2;
+        int kv = half / L * L;
+        int x0 = i * kDim;
+        int x1 = x0 + kDim;
+        int x2 = x1 + kDim;
+        int x3 = x2 + kDim;
+        int w1Off = wOff + half;
+        FloatVector z = FloatVector.zero(F);
+        FloatVector a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z;
+        for (int j = 0; j < kv; j += L) {
+            IntVector p0 = IntVector.fromArray(I, wb, wOff + j);
+            IntVector p1 = IntVector.fromArray(I, wb, w1Off + j);
+            FloatVector e0 = p0.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats();
+            FloatVector e1 = p1.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats();
+            FloatVector o0 = p0.and(BF16_HIGH).reinterpretAsFloats();
+            FloatVector o1 = p1.and(BF16_HIGH).reinterpretAsFloats();
+            // Per accumulator: the even product, then the odd one.
+            FloatVector v = FloatVector.fromArray(F, xs, x0 + j);
+            a00 = e0.fma(v, a00);
+            a01 = e1.fma(v, a01);
+            v = FloatVector.fromArray(F, xs, x0 + half + j);
+            a00 = o0.fma(v, a00);
+            a01 = o1.fma(v, a01);
+            v = FloatVector.fromArray(F, xs, x1 + j);
+            a10 = e0.fma(v, a10);
+            a11 = e1.fma(v, a11);
+            v = FloatVector.fromArray(F, xs, x1 + half + j);
+            a10 = o0.fma(v, a10);
+            a11 = o1.fma(v, a11);
+            v = FloatVector.fromArray(F, xs, x2 + j);
+            a20 = e0.fma(v, a20);
+            a21 = e1.fma(v, a21);
+            v = FloatVector.fromArray(F, xs, x2 + half + j);
+            a20 = o0.fma(v, a20);
+            a21 = o1.fma(v, a21);
+            v = FloatVector.fromArray(F, xs, x3 + j);
+            a30 = e0.fma(v, a30);
+            a31 = e1.fma(v, a31);
+            v = FloatVector.fromArray(F, xs, x3 + half + j);
+            a30 = o0.fma(v, a30);
+            a31 = o1.fma(v, a31);
+        }
+        int n = w.out();
+        float[] ln = s.lanes;
+        int y0 = i * n + row;
+        a00.intoArray(ln, 0);
+        a01.intoArray(ln, L);
+        a10.intoArray(ln, 2 * L);
+        a11.intoArray(ln, 3 * L);
+        a20.intoArray(ln, 4 * L);
+        a21.intoArray(ln, 5 * L);
+        a30.intoArray(ln, 6 * L);
+        a31.intoArray(ln, 7 * L);
+        y[y0] = bf16Finish(ln, 0, wb, wOff, x, x0, kv, kDim);
+        y[y0 + 1] = bf16Finish(ln, L, wb, w1Off, x, x0, kv, kDim);
+        y0 += n;
+        y[y0] = bf16Finish(ln, 2 * L, wb, wOff, x, x1, kv, kDim);
+        y[y0 + 1] = bf16Finish(ln, 3 * L, wb, w1Off, x, x1, kv, kDim);
+        y0 += n;
+        y[y0] = bf16Finish(ln, 4 * L, wb, wOff, x, x2, kv, kDim);
+        y[y0 + 1] = bf16Finish(ln, 5 * L, wb, w1Off, x, x2, kv, kDim);
+        y0 += n;
+        y[y0] = bf16Finish(ln, 6 * L, wb, wOff, x, x3, kv, kDim);
+        y[y0 + 1] = bf16Finish(ln, 7 * L, wb, w1Off, x, x3, kv, kDim);
+    }
+
+    // ----------------------------------------------------------------------------------------------------- FP8
+
+    private static void fp8Rows(float[] x, int m, Linear w, float[] y, int r0, int r1, Scratch s) {
+        int kDim = w.in();
+        byte[] wb = s.bytes(NR * kDim);
+        for (int r = r0; r < r1; r += NR) {
+            int nr = Math.min(NR, r1 - r);
+            w.rawCodes(r, 0, wb, nr * kDim);
+            if (nr == NR) {
+                int i = 0;
+                for (; i + MR <= m; i += MR) {
+                    fp8Block2x4(x, i, w, wb, 0, y, r, s);
+                    fp8Block2x4(x, i, w, wb, 2 * kDim, y, r + 2, s);
+                }
+                for (; i < m; i++) {
+                    fp8Block4x1(x, i, w, wb, y, r, s);
+                }
+            } else {
+                for (int j = 0; j < nr; j++) {
+                    for (int i = 0; i < m; i++) {
+                        fp8Block1x1(x, i, w, wb, j * kDim, y, r + j, s);
+                    }
+                }
+            }
+        }
+    }
+
+    /** Finishes one FP8 output: lanes in a fixed tree, then the K tail by scalar FMAs of code × block scale. */
+    private static float fp8Finish(
+            float[] lanes, int lo, Linear w, int row, byte[] wb, int wOff, float[] x, int xOff, int kv) {
+        float sum = Lanes.foldTree(lanes, lo, L);
+        for (int k = kv; k < w.in(); k++) {
+            float wk = NumberFormats.e4m3ToFloat(wb[wOff + k]) * w.blockScale(row, k);
+            sum = Math.fma(x[xOff + k], wk, sum);
+        }
+        return sum;
+    }
+
+    private static FloatVector scale(Linear w, int row, int k) {
+        return FloatVector.broadcast(F, w.blockScale(row, k) * RowDecoder.FP8_RESCALE);
+    }
+
+    private static void fp8Block1x1(float[] x, int i, Linear w, byte[] wb, int wOff, float[] y, int row, Scratch s) {
+        int kDim = w.in();
+        int kv = kDim / L * L;
+        int bc = w.blockCols();
+        int xo = i * kDim;
+        FloatVector a = FloatVector.zero(F);
+        for (int k0 = 0; k0 < kv; k0 += bc) {
+            int kEnd = Math.min(kv, k0 + bc);
+            FloatVector sc = scale(w, row, k0);
+            for (int k = k0; k < kEnd; k += L) {
+                a = RowDecoder.fp8(wb, wOff + k, sc).fma(FloatVector.fromArray(F, x, xo + k), a);
+            }
+        }
+        a.intoArray(s.lanes, 0);
+        y[i * w.out() + row] = fp8Finish(s.lanes, 0, w, row, wb, wOff, x, xo, kv);
+    }
+
+    private static void fp8Block4x1(float[] x, int i, Linear w, byte[] wb, float[] y, int row, Scratch s) {
+        int kDim = w.in();
+        int kv = kDim / L * L;
+        int bc = w.blockCols();
+        int xo = i * kDim;
+        FloatVector a0 = FloatVector.zero(F);
+        FloatVector a1 = a0;
+        FloatVector a2 = a0;
+        FloatVector a3 = a0;
+        for (int k0 = 0; k0 < kv; k0 += bc) {
+            int kEnd = Math.min(kv, k0 + bc);
+            FloatVector s0 = scale(w, row, k0);
+            FloatVector s1 = scale(w, row + 1, k0);
+            FloatVector s2 = scale(w, row + 2, k0);
+            FloatVector s3 = scale(w, row + 3, k0);
+            for (int k = k0; k < kEnd; k += L) {
+                FloatVector v = FloatVector.fromArray(F, x, xo + k);
+                a0 = RowDecoder.fp8(wb, k, s0).fma(v, a0);
+                a1 = RowDecoder.fp8(wb, kDim + k, s1).fma(v, a1);
+                a2 = RowDecoder.fp8(wb, 2 * kDim + k, s2).fma(v, a2);
+                a3 = RowDecoder.fp8(wb, 3 * kDim + k, s3).fma(v, a3);
+            }
+        }
+        int yo = i * w.out() + row;
+        a0.intoArray(s.lanes, 0);
+        a1.intoArray(s.lanes, L);
+        a2.intoArray(s.lanes, 2 * L);
+        a3.intoArray(s.lanes, 3 * L);
+        y[yo] = fp8Finish(s.lanes, 0, w, row, wb, 0, x, xo, kv);
+        y[yo + 1] = fp8Finish(s.lanes, L, w, row + 1, wb, kDim, x, xo, kv);
+        y[yo + 2] = fp8Finish(s.lanes, 2 * L, w, row + 2, wb, 2 * kDim, x, xo, kv);
+        y[yo + 3] = fp8Finish(s.lanes, 3 * L, w, row + 3, wb, 3 * kDim, x, xo, kv);
+    }
+
+    /** Two weight rows (wOff, wOff + K in wb) × four rows of x, as {@link #bf16Block2x4}. */
+    private static void fp8Block2x4(float[] x, int i, Linear w, byte[] wb, int wOff, float[] y, int row, Scratch s) {
+        int kDim = w.in();
+        int kv = kDim / L * L;
+        int bc = w.blockCols();
+        int x0 = i * kDim;
+        int x1 = x0 + kDim;
+        int x2 = x1 + kDim;
+        int x3 = x2 + kDim;
+        int w1Off = wOff + kDim;
+        FloatVector z = FloatVector.zero(F);
+        FloatVector a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z;
+        for (int k0 = 0; k0 < kv; k0 += bc) {
+            int kEnd = Math.min(kv, k0 + bc);
+            FloatVector s0 = scale(w, row, k0);
+            FloatVector s1 = scale(w, row + 1, k0);
+            for (int k = k0; k < kEnd; k += L) {
+                FloatVector w0 = RowDecoder.fp8(wb, wOff + k, s0);
+                FloatVector w1 = RowDecoder.fp8(wb, w1Off + k, s1);
+                FloatVector v = FloatVector.fromArray(F, x, x0 + k);
+                a00 = w0.fma(v, a00);
+                a01 = w1.fma(v, a01);
+                v = FloatVector.fromArray(F, x, x1 + k);
+                a10 = w0.fma(v, a10);
+                a11 = w1.fma(v, a11);
+                v = FloatVector.fromArray(F, x, x2 + k);
+                a20 = w0.fma(v, a20);
+                a21 = w1.fma(v, a21);
+                v = FloatVector.fromArray(F, x, x3 + k);
+                a30 = w0.fma(v, a30);
+                a31 = w1.fma(v, a31);
+            }
+        }
+        int n = w.out();
+        float[] ln = s.lanes;
+        int y0 = i * n + row;
+        a00.intoArray(ln, 0);
+        a01.intoArray(ln, L);
+        a10.intoArray(ln, 2 * L);
+        a11.intoArray(ln, 3 * L);
+        a20.intoArray(ln, 4 * L);
+        a21.intoArray(ln, 5 * L);
+        a30.intoArray(ln, 6 * L);
+        a31.intoArray(ln, 7 * L);
+        y[y0] = fp8Finish(ln, 0, w, row, wb, wOff, x, x0, kv);
+        y[y0 + 1] = fp8Finish(ln, L, w, row + 1, wb, w1Off, x, x0, kv);
+        y0 += n;
+        y[y0] = fp8Finish(ln, 2 * L, w, row, wb, wOff, x, x1, kv);
+        y[y0 + 1] = fp8Finish(ln, 3 * L, w, row + 1, wb, w1Off, x, x1, kv);
+        y0 += n;
+        y[y0] = fp8Finish(ln, 4 * L, w, row, wb, wOff, x, x2, kv);
+        y[y0 + 1] = fp8Finish(ln, 5 * L, w, row + 1, wb, w1Off, x, x2, kv);
+        y0 += n;
+        y[y0] = fp8Finish(ln, 6 * L, w, row, wb, wOff, x, x3, kv);
+        y[y0 + 1] = fp8Finish(ln, 7 * L, w, row + 1, wb, w1Off, x, x3, kv);
+    }
+
+    // ---------------------------------------------------------------------------------------------------- INT4
+
+    /**
+     * INT4 rows, L packed words a step: lane i takes word j + i whole, and its eight inputs (phase p = 0 .. 7, element
+     * 8(j + i) + p) one after another, each shifted out of the one loaded vector, against x split by phase (see
+     * matmulGroup), so no lane ever waits on a shuffle. A lane's words can lie in different groups (4 words make a group
+     * of 32): the scales are spread to one per word first (sw), 1/8 of the inputs. Phase p of a word xor 0x88888888 is q,
+     * sign-extended by a shift left to bits 28..31 and an arithmetic one back; the int converts exactly, and the one product
+     * with the scale rounds as Linear.row's. (Written out in each block: a helper taking vectors, where C2 does not inline
+     * it, boxes them.)
+     */
+    private static void int4Rows(float[] xs, float[] x, int m, Linear w, float[] y, int r0, int r1, Scratch s) {
+        int wpr = w.wordsPerRow();
+        int gpr = w.groupScales();
+        int group = w.groupSize();
+        int[] wb = s.ints(NR * wpr);
+        float[] buf = s.floats(NR * (gpr + wpr));
+        for (int r = r0; r < r1; r += NR) {
+            int nr = Math.min(NR, r1 - r);
+            if (!w.rawWords(r, 0, wb, nr * wpr)) {
+                // A mapping that is not 4-byte aligned: rows through Linear.row in the generic order (the same for
+                // every call with
+                // this weight, so the bits still do not depend on M, blocking or threads).
+                genericRows(x, m, w, y, r, r + nr, s);
+                buf = s.floats(NR * (gpr + wpr));
+                continue;
+            }
+            // Group scales at NR * wpr + j * gpr, spread to one per word at j * wpr.
+            int so = NR * wpr;
+            w.groupScales(r, 0, buf, so, nr * gpr);
+            int wordsPerGroup = group / 8;
+            for (int j = 0; j < nr; j++) {
+                int g = so + j * gpr;
+                for (int v = 0, left = wordsPerGroup; v < wpr; v++) {
+                    buf[j * wpr + v] = buf[g];
+                    if (--left == 0) {
+                        g++;
+                        left = wordsPerGroup;
+                    }
+                }
+            }
+            if (nr == NR) {
+                int i = 0;
+                for (; i + MR <= m; i += MR) {
+                    int4Block2x4(xs, x, i, w, wb, 0, buf, y, r, s);
+                    int4Block2x4(xs, x, i, w, wb, 2 * wpr, buf, y, r + 2, s);
+                }
+                for (; i < m; i++) {
+                    int4Block4x1(xs, x, i, w, wb, buf, y, r, s);
+                }
+            } else {
+                for (int j = 0; j < nr; j++) {
+                    for (int i = 0; i < m; i++) {
+                        int4Block1x1(xs, x, i, w, wb, j * wpr, buf, y, r + j, s);
+                    }
+                }
+            }
+        }
+    }
+
+    /** Finishes one INT4 output: lanes in a fixed tree, then k = 8·kvw .. K-1 by scalar FMAs of q × word scale, in order. */
+    private static float int4Finish(
+            float[] lanes, int lo, Linear w, int[] wb, int wOff, float[] sw, float[] x, int xOff, int kvw) {
+        float sum = Lanes.foldTree(lanes, lo, L);
+        for (int k = 8 * kvw; k < w.in(); k++) {
+            float wk = (((wb[wOff + k / 8] >>> (4 * (k & 7))) & 0xF) - 8) * sw[wOff + k / 8];
+            sum = Math.fma(x[xOff + k], wk, sum);
+        }
+        return sum;
+    }
+
+    private static void int4Block1x1(
+            float[] xs, float[] x, int i, Linear w, int[] wb, int wOff, float[] sw, float[] y, int row, Scratch s) {
+        int kDim = w.in();
+        int kw = kDim / 8;
+        int kvw = kw / L * L; // words taken by whole vectors
+        int xo = i * kDim;
+        FloatVector a = FloatVector.zero(F);
+        for (int j = 0; j < kvw; j += L) {
+            IntVector p = IntVector.fromArray(I, wb, wOff + j).lanewise(VectorOperators.XOR, 0x88888888);
+            FloatVector sc = FloatVector.fromArray(F, sw, wOff + j);
+            for (int ph = 0; ph < 8; ph++) {
+                a = ((FloatVector) p.lanewise(VectorOperators.LSHL, 28 - 4 * ph)
+                                .lanewise(VectorOperators.ASHR, 28)
+                                .convert(VectorOperators.I2F, 0))
+                        .mul(sc)
+                        .fma(FloatVector.fromArray(F, xs, xo + ph * kw + j), a);
+            }
+        }
+        a.intoArray(s.lanes, 0);
+        y[i * w.out() + row] = int4Finish(s.lanes, 0, w, wb, wOff, sw, x, xo, kvw);
+    }
+
+    private static void int4Block4x1(
+            float[] xs, float[] x, int i, Linear w, int[] wb, float[] sw, float[] y, int row, Scratch s) {
+        int kDim = w.in();
+        int kw = kDim / 8;
+        int kvw = kw / L * L;
+        int wpr = w.wordsPerRow();
+        int xo = i * kDim;
+        FloatVector a0 = FloatVector.zero(F);
+        FloatVector a1 = a0;
+        FloatVector a2 = a0;
+        FloatVector a3 = a0;
+        for (int j = 0; j < kvw; j += L) {
+            IntVector p0 = IntVector.fromArray(I, wb, j).lanewise(VectorOperators.XOR, 0x88888888);
+            IntVector p1 = IntVector.fromArray(I, wb, wpr + j).lanewise(VectorOperators.XOR, 0x88888888);
+            IntVector p2 = IntVector.fromArray(I, wb, 2 * wpr + j).lanewise(VectorOperators.XOR, 0x88888888);
+            IntVector p3 = IntVector.fromArray(I, wb, 3 * wpr + j).lanewise(VectorOperators.XOR, 0x88888888);
+            FloatVector s0 = FloatVector.fromArray(F, sw, j);
+            FloatVector s1 = FloatVector.fromArray(F, sw, wpr + j);
+            FloatVector s2 = FloatVector.fromArray(F, sw, 2 * wpr + j);
+            FloatVector s3 = FloatVector.fromArray(F, sw, 3 * wpr + j);
+            for (int ph = 0; ph < 8; ph++) {
+                FloatVector v = FloatVector.fromArray(F, xs, xo + ph * kw + j);
+                a0 = ((FloatVector) p0.lanewise(VectorOperators.LSHL, 28 - 4 * ph)
+                                .lanewise(VectorOperators.ASHR, 28)
+                                .convert(VectorOperators.I2F, 0))
+                        .mul(s0)
+                        .fma(v, a0);
+                a1 = ((FloatVector) p1.lanewise(VectorOperators.LSHL, 28 - 4 * ph)
+                                .lanewise(VectorOperators.ASHR, 28)
+                                .convert(VectorOperators.I2F, 0))
+                        .mul(s1)
+                        .fma(v, a1);
+                a2 = ((FloatVector) p2.lanewise(VectorOperators.LSHL, 28 - 4 * ph)
+                                .lanewise(VectorOperators.ASHR, 28)
+                                .convert(VectorOperators.I2F, 0))
+                        .mul(s2)
+                        .fma(v, a2);
+                a3 = ((FloatVector) p3.lanewise(VectorOperators.LSHL, 28 - 4 * ph)
+                                .lanewise(VectorOperators.ASHR, 28)
+                                .convert(VectorOperators.I2F, 0))
+                        .mul(s3)
+                        .fma(v, a3);
+            }
+        }
+        int yo = i * w.out() + row;
+        a0.intoArray(s.lanes, 0);
+        a1.intoArray(s.lanes, L);
+        a2.intoArray(s.lanes, 2 * L);
+        a3.intoArray(s.lanes, 3 * L);
+        y[yo] = int4Finish(s.lanes, 0, w, wb, 0, sw, x, xo, kvw);
+        y[yo + 1] = int4Finish(s.lanes, L, w, wb, wpr, sw, x, xo, kvw);
+        y[yo + 2] = int4Finish(s.lanes, 2 * L, w, wb, 2 * wpr, sw, x, xo, kvw);
+        y[yo + 3] = int4Finish(s.lanes, 3 * L, w, wb, 3 * wpr, sw, x, xo, kvw);
+    }
+
+    /** Two weight rows (wOff, wOff + words per row in wb and in sw) × four rows of x, as {@link #bf16Block2x4}. */
+    private static void int4Block2x4(
+            float[] xs, float[] x, int i, Linear w, int[] wb, int wOff, float[] sw, float[] y, int row, Scratch s) {
+        int kDim = w.in();
+        int kw = kDim / 8;
+        int kvw = kw / L * L;
+        int x0 = i * kDim;
+        int x1 = x0 + kDim;
+        int x2 = x1 + kDim;
+        int x3 = x2 + kDim;
+        int w1Off = wOff + w.wordsPerRow();
+        FloatVector z = FloatVector.zero(F);
+        FloatVector a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z;
+        for (int j = 0; j < kvw; j += L) {
+            IntVector p0 = IntVector.fromArray(I, wb, wOff + j).lanewise(VectorOperators.XOR, 0x88888888);
+            IntVector p1 = IntVector.fromArray(I, wb, w1Off + j).lanewise(VectorOperators.XOR, 0x88888888);
+            FloatVector s0 = FloatVector.fromArray(F, sw, wOff + j);
+            FloatVector s1 = FloatVector.fromArray(F, sw, w1Off + j);
+            for (int ph = 0; ph < 8; ph++) {
+                FloatVector w0 = ((FloatVector) p0.lanewise(VectorOperators.LSHL, 28 - 4 * ph)
+                                .lanewise(VectorOperators.ASHR, 28)
+                                .convert(VectorOperators.I2F, 0))
+                        .mul(s0);
+                FloatVector w1 = ((FloatVector) p1.lanewise(VectorOperators.LSHL, 28 - 4 * ph)
+                                .lanewise(VectorOperators.ASHR, 28)
+                                .convert(VectorOperators.I2F, 0))
+                        .mul(s1);
+                int xp = ph * kw + j;
+                FloatVector v = FloatVector.fromArray(F, xs, x0 + xp);
+                a00 = w0.fma(v, a00);
+                a01 = w1.fma(v, a01);
+                v = FloatVector.fromArray(F, xs, x1 + xp);
+                a10 = w0.fma(v, a10);
+                a11 = w1.fma(v, a11);
+                v = FloatVector.fromArray(F, xs, x2 + xp);
+                a20 = w0.fma(v, a20);
+                a21 = w1.fma(v, a21);
+                v = FloatVector.fromArray(F, xs, x3 + xp);
+                a30 = w0.fma(v, a30);
+                a31 = w1.fma(v, a31);
+            }
+        }
+        int n = w.out();
+        float[] ln = s.lanes;
+        int y0 = i * n + row;
+        a00.intoArray(ln, 0);
+        a01.intoArray(ln, L);
+        a10.intoArray(ln, 2 * L);
+        a11.intoArray(ln, 3 * L);
+        a20.intoArray(ln, 4 * L);
+        a21.intoArray(ln, 5 * L);
+        a30.intoArray(ln, 6 * L);
+        a31.intoArray(ln, 7 * L);
+        y[y0] = int4Finish(ln, 0, w, wb, wOff, sw, x, x0, kvw);
+        y[y0 + 1] = int4Finish(ln, L, w, wb, w1Off, sw, x, x0, kvw);
+        y0 += n;
+        y[y0] = int4Finish(ln, 2 * L, w, wb, wOff, sw, x, x1, kvw);
+        y[y0 + 1] = int4Finish(ln, 3 * L, w, wb, w1Off, sw, x, x1, kvw);
+        y0 += n;
+        y[y0] = int4Finish(ln, 4 * L, w, wb, wOff, sw, x, x2, kvw);
+        y[y0 + 1] = int4Finish(ln, 5 * L, w, wb, w1Off, sw, x, x2, kvw);
+        y0 += n;
+        y[y0] = int4Finish(ln, 6 * L, w, wb, wOff, sw, x, x3, kvw);
+        y[y0 + 1] = int4Finish(ln, 7 * L, w, wb, w1Off, sw, x, x3, kvw);
+    }
+
+    // ------------------------------------------------------------------------------------------------- generic
+
+    /** F32, F16 and shapes the in-register decoders do not take: rows decoded by {@link Linear#row}, one output at a time. */
+    private static void genericRows(float[] x, int m, Linear w, float[] y, int r0, int r1, Scratch s) {
+        int kDim = w.in();
+        int nDim = w.out();
+        int kv = kDim / L * L;
+        float[] row = s.floats(kDim);
+        for (int r = r0; r < r1; r++) {
+            w.row(r, 0, kDim, row, 0);
+            for (int i = 0; i < m; i++) {
+                int xo = i * kDim;
+                FloatVector a = FloatVector.zero(F);
+                for (int k = 0; k < kv; k += L) {
+                    a = FloatVector.fromArray(F, row, k).fma(FloatVector.fromArray(F, x, xo + k), a);
+                }
+                a.intoArray(s.lanes, 0);
+                float sum = Lanes.foldTree(s.lanes, 0, L);
+                for (int k = kv; k < kDim; k++) {
+                    sum = Math.fma(x[xo + k], row[k], sum);
+                }
+                y[i * nDim + r] = sum;
+            }
+        }
+    }
 }

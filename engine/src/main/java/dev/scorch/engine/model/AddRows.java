@@ -8,47 +8,47 @@ import java.util.function.IntConsumer;
  * the residual adds, rows spread over the engine's threads. One per workspace, set per use, so that a pass makes no lambda.
  */
 final class AddRows implements IntConsumer {
-  private float[] y;
-  private float[] src;
-  private int[] rows;
-  private float[] weight;
-  private int hidden;
+    private float[] y;
+    private float[] src;
+    private int[] rows;
+    private float[] weight;
+    private int hidden;
 
-  void set(float[] y, float[] src, int[] rows, float[] weight, int hidden) {
-    this.y = y;
-    this.src = src;
-    this.rows = rows;
-    this.weight = weight;
-    this.hidden = hidden;
-  }
-
-  void clear() {
-    set(null, null, null, null, 0);
-  }
-
-  /** The n items through ops' threads, then clears. */
-  void run(Ops ops, int n, float[] y, float[] src, int[] rows, float[] weight, int hidden) {
-    set(y, src, rows, weight, hidden);
-    try {
-      ops.forEachRow(n, this);
-    } finally {
-      clear();
+    void set(float[] y, float[] src, int[] rows, float[] weight, int hidden) {
+        this.y = y;
+        this.src = src;
+        this.rows = rows;
+        this.weight = weight;
+        this.hidden = hidden;
     }
-  }
 
-  @Override
-  public void accept(int j) {
-    int yo = (rows == null ? j : rows[j]) * hidden;
-    int so = j * hidden;
-    if (weight == null) {
-      for (int d = 0; d < hidden; d++) {
-        y[yo + d] += src[so + d];
-      }
-    } else {
-      float wj = weight[j];
-      for (int d = 0; d < hidden; d++) {
-        y[yo + d] += wj * src[so + d];
-      }
+    void clear() {
+        set(null, null, null, null, 0);
     }
-  }
+
+    /** The n items through ops' threads, then clears. */
+    void run(Ops ops, int n, float[] y, float[] src, int[] rows, float[] weight, int hidden) {
+        set(y, src, rows, weight, hidden);
+        try {
+            ops.forEachRow(n, this);
+        } finally {
+            clear();
+        }
+    }
+
+    @Override
+    public void accept(int j) {
+        int yo = (rows == null ? j : rows[j]) * hidden;
+        int so = j * hidden;
+        if (weight == null) {
+            for (int d = 0; d < hidden; d++) {
+                y[yo + d] += src[so + d];
+            }
+        } else {
+            float wj = weight[j];
+            for (int d = 0; d < hidden; d++) {
+                y[yo + d] += wj * src[so + d];
+            }
+        }
+    }
 }

@@ -19,247 +19,257 @@ import java.nio.file.Path;
  * a read past its new end, caught at each entry point here).
  */
 public final class DeepseekV3Model {
-  private static final Workspace.Key HIDDEN = new Workspace.Key("model.hidden"); // [T, hidden]: the residual stream
-  private static final Workspace.Key FINAL_NORM = new Workspace.Key("model.final_norm"); // the RmsNorm.Rows items
-  private static final Workspace.Key LOGITS = new Workspace.Key("model.decode_logits"); // [B, vocab]
-  private static final Workspace.Key DECODE_BATCH = new Workspace.Key("model.decode_batch"); // a step's one token per sequence
+    private static final Workspace.Key HIDDEN = new Workspace.Key("model.hidden"); // [T, hidden]: the residual stream
+    private static final Workspace.Key FINAL_NORM = new Workspace.Key("model.final_norm"); // the RmsNorm.Rows items
+    private static final Workspace.Key LOGITS = new Workspace.Key("model.decode_logits"); // [B, vocab]
+    private static final Workspace.Key DECODE_BATCH =
+            new Workspace.Key("model.decode_batch"); // a step's one token per sequence
 
-  private final ModelConfig config;
-  private final Checkpoint checkpoint; // its mappings hold the weights: a fault reading them names the shard
-  private final Linear embedTokens; // [vocab, hidden]; rows are looked up, never multiplied
-  private final DecoderLayer[] layers;
-  private final float[] norm; // [hidden]
-  private final Linear lmHead; // [vocab, hidden]
-  private final Rope rope;
+    private final ModelConfig config;
+    private final Checkpoint checkpoint; // its mappings hold the weights: a fault reading them names the shard
+    private final Linear embedTokens; // [vocab, hidden]; rows are looked up, never multiplied
+    private final DecoderLayer[] layers;
+    private final float[] norm; // [hidden]
+    private final Linear lmHead; // [vocab, hidden]
+    private final Rope rope;
 
-  public DeepseekV3Model(ModelWeights w) {
-    config = w.config();
-    checkpoint = w.checkpoint();
-    embedTokens = w.linear("model.embed_tokens.weight");
-    layers = new DecoderLayer[config.numHiddenLayers()];
-    for (int i = 0; i < layers.length; i++) {
-      layers[i] = new DecoderLayer(w, i);
-    }
-    norm = w.vector("model.norm.weight");
-    lmHead = w.linear("lm_head.weight");
-    rope = new Rope(config);
-  }
-
-  /** Opens, validates (failing on the first problems, named) and builds the model in {@code dir}. */
-  public static DeepseekV3Model load(Path dir) {
-    ModelConfig config = ModelConfig.read(dir.resolve("config.json"));
-    Checkpoint ckpt = Checkpoint.open(dir);
-    CheckpointValidator.validate(config, ckpt).orThrow();
-    return new DeepseekV3Model(new ModelWeights(ckpt, config));
-  }
-
-  public ModelConfig config() {
-    return config;
-  }
-
-  public int vocabSize() {
-    return config.vocabSize();
-  }
-
-  public int numMoeLayers() {
-    int n = 0;
-    for (DecoderLayer l : layers) {
-      n += l.isMoe() ? 1 : 0;
-    }
-    return n;
-  }
-
-  /**
-   * Runs the decoder over a packed batch and returns the final-normed hidden states [T, hidden].
-   * routes, when not null, is [moe layer][T * top_k] and receives each token's experts.
-   */
-  public float[] forward(PackedBatch batch, Ops ops, int[][] routes) {
-    return forward(batch, ops, routes, null, new Workspace());
-  }
-
-  /**
-   * As {@link #forward(PackedBatch, Ops, int[][])} with every activation in ws: the result is ws's buffer (at least
-   * [T, hidden]), valid until ws's next pass.
-   */
-  public float[] forward(PackedBatch batch, Ops ops, int[][] routes, Workspace ws) {
-    try {
-      return forward(batch, ops, routes, null, ws);
-    } catch (InternalError e) {
-      throw checkpoint.readFault(e);
-    }
-  }
-
-  /**
-   * Prefill with a KV cache: runs the decoder over batch, writing every token's latent and rotated k_pe into
-   * caches[s] (one distinct cache per sequence s), and returns the final-normed hidden states [T, hidden].
-   * Sequence s's positions must be caches[s].length(), +1, ... (see {@link KvCache#pack}). A sequence whose
-   * cache is empty attends as scoring does (same bits as {@link #forward}); one with cached tokens attends in
-   * the absorbed form over them, its linears through {@link Ops#matmulDecode} (see {@link Matmuls}). Each cache's length advances by its sequence's tokens once every layer is
-   * written; when some cache lacks room, nothing is written and it fails.
-   */
-  public float[] prefill(PackedBatch batch, KvCache[] caches, Ops ops) {
-    return prefill(batch, caches, ops, null, new Workspace());
-  }
-
-  /** As {@link #prefill(PackedBatch, KvCache[], Ops)} with every activation in ws: the result (at least [T, hidden]) is ws's. */
-  public float[] prefill(PackedBatch batch, KvCache[] caches, Ops ops, Workspace ws) {
-    try {
-      return prefill(batch, caches, ops, null, ws);
-    } catch (InternalError e) {
-      throw checkpoint.readFault(e);
-    }
-  }
-
-  private float[] prefill(PackedBatch batch, KvCache[] caches, Ops ops, int[][] routes, Workspace ws) {
-    checkCaches(batch, caches);
-    for (int s = 0; s < caches.length; s++) {
-      caches[s].reserve(batch.seqLen()[s]);
-    }
-    float[] x = forward(batch, ops, routes, caches, ws);
-    for (int s = 0; s < caches.length; s++) {
-      caches[s].advance(batch.seqLen()[s]);
-    }
-    return x;
-  }
-
-  /**
-   * One decode step: tokens[s] is sequence s's newest token (at position caches[s].length()); appends it to
-   * caches[s] and returns the next-token logits [B, vocab] in fp32. The rows of sequences whose cache held
-   * tokens take {@link Ops#matmulDecode} for every linear, lm_head included (see {@link Matmuls}), so their
-   * bits do not depend on B; a sequence started from an empty cache is computed as prefill is.
-   */
-  public float[] decode(int[] tokens, KvCache[] caches, Ops ops) {
-    return decode(tokens, caches, ops, null);
-  }
-
-  /** As {@link #decode(int[], KvCache[], Ops)}; routes, when not null, is [moe layer][B * top_k] and receives each token's experts. */
-  public float[] decode(int[] tokens, KvCache[] caches, Ops ops, int[][] routes) {
-    return decode(tokens, caches, ops, routes, new Workspace());
-  }
-
-  /**
-   * As {@link #decode(int[], KvCache[], Ops, int[][])} with every activation in ws: the logits returned (exactly
-   * [B, vocab]) are ws's, valid until its next pass.
-   */
-  public float[] decode(int[] tokens, KvCache[] caches, Ops ops, int[][] routes, Workspace ws) {
-    int b = tokens.length;
-    if (caches == null || caches.length != b) {
-      throw new IllegalArgumentException(b + " tokens but " + (caches == null ? "no" : caches.length) + " caches");
-    }
-    PackedBatch batch = ws.object(DECODE_BATCH, DecodeBatch::new).of(b); // one token per sequence
-    for (int s = 0; s < b; s++) {
-      batch.tokens()[s] = tokens[s];
-      batch.positions()[s] = caches[s].length();
-      batch.seqStart()[s] = s;
-      batch.seqLen()[s] = 1;
-    }
-    Matmuls mm = Matmuls.of(ops, batch, caches); // before the caches advance
-    try {
-      float[] hidden = prefill(batch, caches, ops, routes, ws);
-      float[] out = ws.exactFloats(LOGITS, b * config.vocabSize());
-      mm.apply(hidden, b, lmHead, out);
-      return out;
-    } catch (InternalError e) {
-      throw checkpoint.readFault(e);
-    }
-  }
-
-  /** A decode step's batch, kept in the workspace and refilled step after step while B stays the same. */
-  private static final class DecodeBatch {
-    private PackedBatch batch;
-
-    PackedBatch of(int b) {
-      if (batch == null || batch.numSequences() != b) {
-        batch = new PackedBatch(new int[b], new int[b], new int[b], new int[b]);
-      }
-      return batch;
-    }
-  }
-
-  private void checkCaches(PackedBatch batch, KvCache[] caches) {
-    int n = batch.numSequences();
-    if (caches == null || caches.length != n) {
-      throw new IllegalArgumentException(n + " sequences but " + (caches == null ? "no" : caches.length) + " caches");
-    }
-    for (int s = 0; s < n; s++) {
-      KvCache c = caches[s];
-      for (int r = 0; r < s; r++) { // pairwise (B² identity checks are nothing beside a step): no map per step
-        if (caches[r] == c) {
-          throw new IllegalArgumentException("sequence " + s + " shares its KV cache with an earlier sequence");
+    public DeepseekV3Model(ModelWeights w) {
+        config = w.config();
+        checkpoint = w.checkpoint();
+        embedTokens = w.linear("model.embed_tokens.weight");
+        layers = new DecoderLayer[config.numHiddenLayers()];
+        for (int i = 0; i < layers.length; i++) {
+            layers[i] = new DecoderLayer(w, i);
         }
-      }
-      if (c.layers() != config.numHiddenLayers() || c.kvLoraRank() != config.kvLoraRank() || c.qkRopeHeadDim() != config.qkRopeHeadDim()) {
-        throw new IllegalArgumentException("KV cache of sequence " + s + " is shaped [" + c.layers() + " layers, " + c.kvLoraRank() + " + "
-            + c.qkRopeHeadDim() + "], the model needs [" + config.numHiddenLayers() + ", " + config.kvLoraRank() + " + "
-            + config.qkRopeHeadDim() + "]");
-      }
-      for (int i = 0; i < batch.seqLen()[s]; i++) {
-        int p = batch.positions()[batch.seqStart()[s] + i];
-        if (p != c.length() + i) {
-          throw new IllegalArgumentException("sequence " + s + " token " + i + " has position " + p + ", its KV cache expects "
-              + (c.length() + i) + " (use KvCache.pack)");
+        norm = w.vector("model.norm.weight");
+        lmHead = w.linear("lm_head.weight");
+        rope = new Rope(config);
+    }
+
+    /** Opens, validates (failing on the first problems, named) and builds the model in {@code dir}. */
+    public static DeepseekV3Model load(Path dir) {
+        ModelConfig config = ModelConfig.read(dir.resolve("config.json"));
+        Checkpoint ckpt = Checkpoint.open(dir);
+        CheckpointValidator.validate(config, ckpt).orThrow();
+        return new DeepseekV3Model(new ModelWeights(ckpt, config));
+    }
+
+    public ModelConfig config() {
+        return config;
+    }
+
+    public int vocabSize() {
+        return config.vocabSize();
+    }
+
+    public int numMoeLayers() {
+        int n = 0;
+        for (DecoderLayer l : layers) {
+            n += l.isMoe() ? 1 : 0;
         }
-      }
+        return n;
     }
-  }
 
-  private float[] forward(PackedBatch batch, Ops ops, int[][] routes, KvCache[] caches, Workspace ws) {
-    checkpoint.checkMapped(); // a shard cut short since the last pass fails here, named, before any read of it faults
-    int t = batch.numTokens();
-    int hidden = config.hiddenSize();
-    float[] x = ws.floats(HIDDEN, t * hidden); // [T, hidden]
-    for (int i = 0; i < t; i++) {
-      int id = batch.tokens()[i];
-      if (id < 0 || id >= config.vocabSize()) {
-        throw new IllegalArgumentException("token id " + id + " is outside the vocabulary [0, " + config.vocabSize() + ")");
-      }
-      embedTokens.row(id, 0, hidden, x, i * hidden);
+    /**
+     * Runs the decoder over a packed batch and returns the final-normed hidden states [T, hidden].
+     * routes, when not null, is [moe layer][T * top_k] and receives each token's experts.
+     */
+    public float[] forward(PackedBatch batch, Ops ops, int[][] routes) {
+        return forward(batch, ops, routes, null, new Workspace());
     }
-    Matmuls mm = Matmuls.of(ops, batch, caches);
-    int moeIndex = 0;
-    for (DecoderLayer layer : layers) {
-      int[] r = null;
-      if (routes != null && layer.isMoe()) {
-        r = routes[moeIndex];
-        if (r == null || r.length != t * config.numExpertsPerTok()) {
-          r = routes[moeIndex] = new int[t * config.numExpertsPerTok()];
+
+    /**
+     * As {@link #forward(PackedBatch, Ops, int[][])} with every activation in ws: the result is ws's buffer (at least
+     * [T, hidden]), valid until ws's next pass.
+     */
+    public float[] forward(PackedBatch batch, Ops ops, int[][] routes, Workspace ws) {
+        try {
+            return forward(batch, ops, routes, null, ws);
+        } catch (InternalError e) {
+            throw checkpoint.readFault(e);
         }
-      }
-      moeIndex += layer.isMoe() ? 1 : 0;
-      layer.forward(x, batch, rope, mm, r, caches, ws);
     }
-    ws.object(FINAL_NORM, RmsNorm.Rows::new).apply(ops, x, t, hidden, norm, config.rmsNormEps(), x);
-    return x;
-  }
 
-  /** logits[rows, vocab] = lm_head(hidden rows), fp32, as scoring and prefill compute them ({@link Ops#matmul}). */
-  public void logits(float[] hiddenRows, int rows, Ops ops, float[] out) {
-    try {
-      ops.matmul(hiddenRows, rows, lmHead, out);
-    } catch (InternalError e) {
-      throw checkpoint.readFault(e);
+    /**
+     * Prefill with a KV cache: runs the decoder over batch, writing every token's latent and rotated k_pe into
+     * caches[s] (one distinct cache per sequence s), and returns the final-normed hidden states [T, hidden].
+     * Sequence s's positions must be caches[s].length(), +1, ... (see {@link KvCache#pack}). A sequence whose
+     * cache is empty attends as scoring does (same bits as {@link #forward}); one with cached tokens attends in
+     * the absorbed form over them, its linears through {@link Ops#matmulDecode} (see {@link Matmuls}). Each cache's length advances by its sequence's tokens once every layer is
+     * written; when some cache lacks room, nothing is written and it fails.
+     */
+    public float[] prefill(PackedBatch batch, KvCache[] caches, Ops ops) {
+        return prefill(batch, caches, ops, null, new Workspace());
     }
-  }
 
-  /**
-   * logits[rows, vocab] = lm_head(hidden rows) for decode rows (tokens that extended a non-empty KV cache):
-   * {@link Ops#matmulDecode}, the logits {@link #decode} returns for such rows.
-   */
-  /**
-   * What an InternalError caught around a use of this model's weights means: the JVM's fault of a Java read of a shard
-   * that shrank under its mapping, which it may deliver a little after the read, so callers that go on working with the
-   * results (the scorer's log-softmax) catch it too. A {@link dev.scorch.engine.checkpoint.CheckpointException} naming
-   * the shard where one has shrunk; else the error as it came.
-   */
-  public RuntimeException readFault(InternalError e) {
-    return checkpoint.readFault(e);
-  }
-
-  public void decodeLogits(float[] hiddenRows, int rows, Ops ops, float[] out) {
-    try {
-      ops.matmulDecode(hiddenRows, rows, lmHead, out);
-    } catch (InternalError e) {
-      throw checkpoint.readFault(e);
+    /** As {@link #prefill(PackedBatch, KvCache[], Ops)} with every activation in ws: the result (at least [T, hidden]) is ws's. */
+    public float[] prefill(PackedBatch batch, KvCache[] caches, Ops ops, Workspace ws) {
+        try {
+            return prefill(batch, caches, ops, null, ws);
+        } catch (InternalError e) {
+            throw checkpoint.readFault(e);
+        }
     }
-  }
+
+    private float[] prefill(PackedBatch batch, KvCache[] caches, Ops ops, int[][] routes, Workspace ws) {
+        checkCaches(batch, caches);
+        for (int s = 0; s < caches.length; s++) {
+            caches[s].reserve(batch.seqLen()[s]);
+        }
+        float[] x = forward(batch, ops, routes, caches, ws);
+        for (int s = 0; s < caches.length; s++) {
+            caches[s].advance(batch.seqLen()[s]);
+        }
+        return x;
+    }
+
+    /**
+     * One decode step: tokens[s] is sequence s's newest token (at position caches[s].length()); appends it to
+     * caches[s] and returns the next-token logits [B, vocab] in fp32. The rows of sequences whose cache held
+     * tokens take {@link Ops#matmulDecode} for every linear, lm_head included (see {@link Matmuls}), so their
+     * bits do not depend on B; a sequence started from an empty cache is computed as prefill is.
+     */
+    public float[] decode(int[] tokens, KvCache[] caches, Ops ops) {
+        return decode(tokens, caches, ops, null);
+    }
+
+    /** As {@link #decode(int[], KvCache[], Ops)}; routes, when not null, is [moe layer][B * top_k] and receives each token's experts. */
+    public float[] decode(int[] tokens, KvCache[] caches, Ops ops, int[][] routes) {
+        return decode(tokens, caches, ops, routes, new Workspace());
+    }
+
+    /**
+     * As {@link #decode(int[], KvCache[], Ops, int[][])} with every activation in ws: the logits returned (exactly
+     * [B, vocab]) are ws's, valid until its next pass.
+     */
+    public float[] decode(int[] tokens, KvCache[] caches, Ops ops, int[][] routes, Workspace ws) {
+        int b = tokens.length;
+        if (caches == null || caches.length != b) {
+            throw new IllegalArgumentException(
+                    b + " tokens but " + (caches == null ? "no" : caches.length) + " caches");
+        }
+        PackedBatch batch = ws.object(DECODE_BATCH, DecodeBatch::new).of(b); // one token per sequence
+        for (int s = 0; s < b; s++) {
+            batch.tokens()[s] = tokens[s];
+            batch.positions()[s] = caches[s].length();
+            batch.seqStart()[s] = s;
+            batch.seqLen()[s] = 1;
+        }
+        Matmuls mm = Matmuls.of(ops, batch, caches); // before the caches advance
+        try {
+            float[] hidden = prefill(batch, caches, ops, routes, ws);
+            float[] out = ws.exactFloats(LOGITS, b * config.vocabSize());
+            mm.apply(hidden, b, lmHead, out);
+            return out;
+        } catch (InternalError e) {
+            throw checkpoint.readFault(e);
+        }
+    }
+
+    /** A decode step's batch, kept in the workspace and refilled step after step while B stays the same. */
+    private static final class DecodeBatch {
+        private PackedBatch batch;
+
+        PackedBatch of(int b) {
+            if (batch == null || batch.numSequences() != b) {
+                batch = new PackedBatch(new int[b], new int[b], new int[b], new int[b]);
+            }
+            return batch;
+        }
+    }
+
+    private void checkCaches(PackedBatch batch, KvCache[] caches) {
+        int n = batch.numSequences();
+        if (caches == null || caches.length != n) {
+            throw new IllegalArgumentException(
+                    n + " sequences but " + (caches == null ? "no" : caches.length) + " caches");
+        }
+        for (int s = 0; s < n; s++) {
+            KvCache c = caches[s];
+            for (int r = 0; r < s; r++) { // pairwise (B² identity checks are nothing beside a step): no map per step
+                if (caches[r] == c) {
+                    throw new IllegalArgumentException(
+                            "sequence " + s + " shares its KV cache with an earlier sequence");
+                }
+            }
+            if (c.layers() != config.numHiddenLayers()
+                    || c.kvLoraRank() != config.kvLoraRank()
+                    || c.qkRopeHeadDim() != config.qkRopeHeadDim()) {
+                throw new IllegalArgumentException(
+                        "KV cache of sequence " + s + " is shaped [" + c.layers() + " layers, " + c.kvLoraRank() + " + "
+                                + c.qkRopeHeadDim() + "], the model needs [" + config.numHiddenLayers() + ", "
+                                + config.kvLoraRank() + " + "
+                                + config.qkRopeHeadDim() + "]");
+            }
+            for (int i = 0; i < batch.seqLen()[s]; i++) {
+                int p = batch.positions()[batch.seqStart()[s] + i];
+                if (p != c.length() + i) {
+                    throw new IllegalArgumentException("sequence " + s + " token " + i + " has position " + p
+                            + ", its KV cache expects " + (c.length() + i) + " (use KvCache.pack)");
+                }
+            }
+        }
+    }
+
+    private float[] forward(PackedBatch batch, Ops ops, int[][] routes, KvCache[] caches, Workspace ws) {
+        checkpoint
+                .checkMapped(); // a shard cut short since the last pass fails here, named, before any read of it faults
+        int t = batch.numTokens();
+        int hidden = config.hiddenSize();
+        float[] x = ws.floats(HIDDEN, t * hidden); // [T, hidden]
+        for (int i = 0; i < t; i++) {
+            int id = batch.tokens()[i];
+            if (id < 0 || id >= config.vocabSize()) {
+                throw new IllegalArgumentException(
+                        "token id " + id + " is outside the vocabulary [0, " + config.vocabSize() + ")");
+            }
+            embedTokens.row(id, 0, hidden, x, i * hidden);
+        }
+        Matmuls mm = Matmuls.of(ops, batch, caches);
+        int moeIndex = 0;
+        for (DecoderLayer layer : layers) {
+            int[] r = null;
+            if (routes != null && layer.isMoe()) {
+                r = routes[moeIndex];
+                if (r == null || r.length != t * config.numExpertsPerTok()) {
+                    r = routes[moeIndex] = new int[t * config.numExpertsPerTok()];
+                }
+            }
+            moeIndex += layer.isMoe() ? 1 : 0;
+            layer.forward(x, batch, rope, mm, r, caches, ws);
+        }
+        ws.object(FINAL_NORM, RmsNorm.Rows::new).apply(ops, x, t, hidden, norm, config.rmsNormEps(), x);
+        return x;
+    }
+
+    /** logits[rows, vocab] = lm_head(hidden rows), fp32, as scoring and prefill compute them ({@link Ops#matmul}). */
+    public void logits(float[] hiddenRows, int rows, Ops ops, float[] out) {
+        try {
+            ops.matmul(hiddenRows, rows, lmHead, out);
+        } catch (InternalError e) {
+            throw checkpoint.readFault(e);
+        }
+    }
+
+    /**
+     * logits[rows, vocab] = lm_head(hidden rows) for decode rows (tokens that extended a non-empty KV cache):
+     * {@link Ops#matmulDecode}, the logits {@link #decode} returns for such rows.
+     */
+    /**
+     * What an InternalError caught around a use of this model's weights means: the JVM's fault of a Java read of a shard
+     * that shrank under its mapping, which it may deliver a little after the read, so callers that go on working with the
+     * results (the scorer's log-softmax) catch it too. A {@link dev.scorch.engine.checkpoint.CheckpointException} naming
+     * the shard where one has shrunk; else the error as it came.
+     */
+    public RuntimeException readFault(InternalError e) {
+        return checkpoint.readFault(e);
+    }
+
+    public void decodeLogits(float[] hiddenRows, int rows, Ops ops, float[] out) {
+        try {
+            ops.matmulDecode(hiddenRows, rows, lmHead, out);
+        } catch (InternalError e) {
+            throw checkpoint.readFault(e);
+        }
+    }
 }

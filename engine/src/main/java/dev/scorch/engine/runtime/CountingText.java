@@ -6,52 +6,52 @@ package dev.scorch.engine.runtime;
  * java.util.regex cannot be interrupted but reads its input only through {@link #charAt}. Sub-sequences share the budget.
  */
 public final class CountingText implements CharSequence {
-  /** Thrown when the budget is spent; no stack trace, it only unwinds. */
-  public static final class TooManySteps extends RuntimeException {
-    private static final long serialVersionUID = 1L;
+    /** Thrown when the budget is spent; no stack trace, it only unwinds. */
+    public static final class TooManySteps extends RuntimeException {
+        private static final long serialVersionUID = 1L;
 
-    TooManySteps() {
-      super(null, null, false, false);
+        TooManySteps() {
+            super(null, null, false, false);
+        }
     }
-  }
 
-  private final String s;
-  private final long[] left; // shared with sub-sequences
+    private final String s;
+    private final long[] left; // shared with sub-sequences
 
-  public CountingText(String s, long steps) {
-    this(s, new long[] {steps});
-  }
-
-  private CountingText(String s, long[] left) {
-    this.s = s;
-    this.left = left;
-  }
-
-  /** Steps not yet spent (negative once spent). */
-  public long left() {
-    return left[0];
-  }
-
-  @Override
-  public char charAt(int index) {
-    if (--left[0] < 0) {
-      throw new TooManySteps();
+    public CountingText(String s, long steps) {
+        this(s, new long[] {steps});
     }
-    return s.charAt(index);
-  }
 
-  @Override
-  public int length() {
-    return s.length();
-  }
+    private CountingText(String s, long[] left) {
+        this.s = s;
+        this.left = left;
+    }
 
-  @Override
-  public CharSequence subSequence(int start, int end) {
-    return new CountingText(s.substring(start, end), left);
-  }
+    /** Steps not yet spent (negative once spent). */
+    public long left() {
+        return left[0];
+    }
 
-  @Override
-  public String toString() {
-    return s;
-  }
+    @Override
+    public char charAt(int index) {
+        if (--left[0] < 0) {
+            throw new TooManySteps();
+        }
+        return s.charAt(index);
+    }
+
+    @Override
+    public int length() {
+        return s.length();
+    }
+
+    @Override
+    public CharSequence subSequence(int start, int end) {
+        return new CountingText(s.substring(start, end), left);
+    }
+
+    @Override
+    public String toString() {
+        return s;
+    }
 }

@@ -14,152 +14,156 @@ import java.util.List;
  * forward that fails half way leaves the cache at its old length.
  */
 public final class KvCache {
-  private final int layers;
-  private final int kvLoraRank;
-  private final int qkRope;
-  private final int maxTokens;
-  private final float[][] latent; // [layer][capacity * kv_lora_rank]
-  private final float[][] kPe; // [layer][capacity * qk_rope]
-  private int capacity;
-  private int length;
+    private final int layers;
+    private final int kvLoraRank;
+    private final int qkRope;
+    private final int maxTokens;
+    private final float[][] latent; // [layer][capacity * kv_lora_rank]
+    private final float[][] kPe; // [layer][capacity * qk_rope]
+    private int capacity;
+    private int length;
 
-  public KvCache(int layers, int kvLoraRank, int qkRopeHeadDim, int maxTokens) {
-    if (layers <= 0 || kvLoraRank <= 0 || qkRopeHeadDim <= 0 || maxTokens <= 0) {
-      throw new IllegalArgumentException("KV cache needs positive layers, kv_lora_rank, qk_rope_head_dim and max tokens, got "
-          + layers + ", " + kvLoraRank + ", " + qkRopeHeadDim + ", " + maxTokens);
+    public KvCache(int layers, int kvLoraRank, int qkRopeHeadDim, int maxTokens) {
+        if (layers <= 0 || kvLoraRank <= 0 || qkRopeHeadDim <= 0 || maxTokens <= 0) {
+            throw new IllegalArgumentException(
+                    "KV cache needs positive layers, kv_lora_rank, qk_rope_head_dim and max tokens, got " + layers
+                            + ", " + kvLoraRank + ", " + qkRopeHeadDim + ", " + maxTokens);
+        }
+        this.layers = layers;
+        this.kvLoraRank = kvLoraRank;
+        this.qkRope = qkRopeHeadDim;
+        this.maxTokens = maxTokens;
+        this.latent = new float[layers][0];
+        this.kPe = new float[layers][0];
     }
-    this.layers = layers;
-    this.kvLoraRank = kvLoraRank;
-    this.qkRope = qkRopeHeadDim;
-    this.maxTokens = maxTokens;
-    this.latent = new float[layers][0];
-    this.kPe = new float[layers][0];
-  }
 
-  /** A cache shaped for {@code config} holding at most maxTokens tokens of one sequence. */
-  public KvCache(ModelConfig config, int maxTokens) {
-    this(config.numHiddenLayers(), config.kvLoraRank(), config.qkRopeHeadDim(), maxTokens);
-  }
-
-  /** layers × (kv_lora_rank + qk_rope_head_dim) × 4 bytes (fp32). */
-  public static long bytesPerToken(int layers, int kvLoraRank, int qkRopeHeadDim) {
-    return (long) layers * (kvLoraRank + qkRopeHeadDim) * Float.BYTES;
-  }
-
-  public static long bytesPerToken(ModelConfig config) {
-    return bytesPerToken(config.numHiddenLayers(), config.kvLoraRank(), config.qkRopeHeadDim());
-  }
-
-  public long bytesPerToken() {
-    return bytesPerToken(layers, kvLoraRank, qkRope);
-  }
-
-  /** Bytes of the tokens held: length × bytesPerToken. */
-  public long bytes() {
-    return length * bytesPerToken();
-  }
-
-  /** Bytes allocated now (capacity × bytesPerToken); at most maxTokens × bytesPerToken. */
-  public long allocatedBytes() {
-    return capacity * bytesPerToken();
-  }
-
-  public int layers() {
-    return layers;
-  }
-
-  public int kvLoraRank() {
-    return kvLoraRank;
-  }
-
-  public int qkRopeHeadDim() {
-    return qkRope;
-  }
-
-  public int maxTokens() {
-    return maxTokens;
-  }
-
-  /** Tokens cached (every layer written): the position of the next token. */
-  public int length() {
-    return length;
-  }
-
-  /** Makes room for n more tokens, failing (and changing nothing) when length + n would pass maxTokens. */
-  public void reserve(int n) {
-    if (n < 0) {
-      throw new IllegalArgumentException("cannot reserve " + n + " tokens");
+    /** A cache shaped for {@code config} holding at most maxTokens tokens of one sequence. */
+    public KvCache(ModelConfig config, int maxTokens) {
+        this(config.numHiddenLayers(), config.kvLoraRank(), config.qkRopeHeadDim(), maxTokens);
     }
-    if (n > maxTokens - length) {
-      throw new IllegalStateException("KV cache is full: " + length + " cached + " + n + " new tokens > max " + maxTokens + " tokens");
-    }
-    int need = length + n;
-    if (need <= capacity) {
-      return;
-    }
-    int cap = Math.max(need, Math.min(maxTokens, Math.max(16, capacity * 2)));
-    for (int l = 0; l < layers; l++) {
-      latent[l] = Arrays.copyOf(latent[l], Math.multiplyExact(cap, kvLoraRank));
-      kPe[l] = Arrays.copyOf(kPe[l], Math.multiplyExact(cap, qkRope));
-    }
-    capacity = cap;
-  }
 
-  /** Layer l's latents [capacity, kv_lora_rank]: token j at j * kv_lora_rank. Valid until the next reserve. */
-  public float[] latents(int layer) {
-    return latent[layer];
-  }
+    /** layers × (kv_lora_rank + qk_rope_head_dim) × 4 bytes (fp32). */
+    public static long bytesPerToken(int layers, int kvLoraRank, int qkRopeHeadDim) {
+        return (long) layers * (kvLoraRank + qkRopeHeadDim) * Float.BYTES;
+    }
 
-  /** Layer l's rotated k_pe [capacity, qk_rope_head_dim]: token j at j * qk_rope_head_dim. Valid until the next reserve. */
-  public float[] kPes(int layer) {
-    return kPe[layer];
-  }
+    public static long bytesPerToken(ModelConfig config) {
+        return bytesPerToken(config.numHiddenLayers(), config.kvLoraRank(), config.qkRopeHeadDim());
+    }
 
-  /** Writes token pos of one layer (pos in [length, length + reserved)). */
-  public void put(int layer, int pos, float[] lat, int latOff, float[] pe, int peOff) {
-    if (pos < length || pos >= capacity) {
-      throw new IllegalStateException("KV cache write at position " + pos + " outside the reserved [" + length + ", " + capacity + ")");
+    public long bytesPerToken() {
+        return bytesPerToken(layers, kvLoraRank, qkRope);
     }
-    System.arraycopy(lat, latOff, latent[layer], pos * kvLoraRank, kvLoraRank);
-    System.arraycopy(pe, peOff, kPe[layer], pos * qkRope, qkRope);
-  }
 
-  /** Marks n more tokens as cached, once every layer holds them. */
-  public void advance(int n) {
-    if (n < 0 || length + n > capacity) {
-      throw new IllegalStateException("cannot advance the KV cache by " + n + " from " + length + " (reserved " + capacity + ")");
+    /** Bytes of the tokens held: length × bytesPerToken. */
+    public long bytes() {
+        return length * bytesPerToken();
     }
-    length += n;
-  }
 
-  /** Fills this empty cache with src's tokens (same shape): samples of one prompt share one prefill. */
-  public void copyOf(KvCache src) {
-    if (length != 0 || src.layers != layers || src.kvLoraRank != kvLoraRank || src.qkRope != qkRope) {
-      throw new IllegalArgumentException("copy needs an empty cache of the same shape");
+    /** Bytes allocated now (capacity × bytesPerToken); at most maxTokens × bytesPerToken. */
+    public long allocatedBytes() {
+        return capacity * bytesPerToken();
     }
-    reserve(src.length);
-    for (int l = 0; l < layers; l++) {
-      System.arraycopy(src.latent[l], 0, latent[l], 0, src.length * kvLoraRank);
-      System.arraycopy(src.kPe[l], 0, kPe[l], 0, src.length * qkRope);
-    }
-    advance(src.length);
-  }
 
-  /**
-   * Packs new tokens of each sequence with positions numbered from its cache's length (the form
-   * {@code DeepseekV3Model.prefill} and {@code decode} expect).
-   */
-  public static PackedBatch pack(List<int[]> sequences, List<KvCache> caches) {
-    if (sequences.size() != caches.size()) {
-      throw new IllegalArgumentException(sequences.size() + " sequences but " + caches.size() + " caches");
+    public int layers() {
+        return layers;
     }
-    PackedBatch b = PackedBatch.of(sequences);
-    int[] pos = b.positions();
-    for (int s = 0; s < sequences.size(); s++) {
-      for (int i = 0; i < b.seqLen()[s]; i++) {
-        pos[b.seqStart()[s] + i] = caches.get(s).length() + i;
-      }
+
+    public int kvLoraRank() {
+        return kvLoraRank;
     }
-    return b;
-  }
+
+    public int qkRopeHeadDim() {
+        return qkRope;
+    }
+
+    public int maxTokens() {
+        return maxTokens;
+    }
+
+    /** Tokens cached (every layer written): the position of the next token. */
+    public int length() {
+        return length;
+    }
+
+    /** Makes room for n more tokens, failing (and changing nothing) when length + n would pass maxTokens. */
+    public void reserve(int n) {
+        if (n < 0) {
+            throw new IllegalArgumentException("cannot reserve " + n + " tokens");
+        }
+        if (n > maxTokens - length) {
+            throw new IllegalStateException(
+                    "KV cache is full: " + length + " cached + " + n + " new tokens > max " + maxTokens + " tokens");
+        }
+        int need = length + n;
+        if (need <= capacity) {
+            return;
+        }
+        int cap = Math.max(need, Math.min(maxTokens, Math.max(16, capacity * 2)));
+        for (int l = 0; l < layers; l++) {
+            latent[l] = Arrays.copyOf(latent[l], Math.multiplyExact(cap, kvLoraRank));
+            kPe[l] = Arrays.copyOf(kPe[l], Math.multiplyExact(cap, qkRope));
+        }
+        capacity = cap;
+    }
+
+    /** Layer l's latents [capacity, kv_lora_rank]: token j at j * kv_lora_rank. Valid until the next reserve. */
+    public float[] latents(int layer) {
+        return latent[layer];
+    }
+
+    /** Layer l's rotated k_pe [capacity, qk_rope_head_dim]: token j at j * qk_rope_head_dim. Valid until the next reserve. */
+    public float[] kPes(int layer) {
+        return kPe[layer];
+    }
+
+    /** Writes token pos of one layer (pos in [length, length + reserved)). */
+    public void put(int layer, int pos, float[] lat, int latOff, float[] pe, int peOff) {
+        if (pos < length || pos >= capacity) {
+            throw new IllegalStateException(
+                    "KV cache write at position " + pos + " outside the reserved [" + length + ", " + capacity + ")");
+        }
+        System.arraycopy(lat, latOff, latent[layer], pos * kvLoraRank, kvLoraRank);
+        System.arraycopy(pe, peOff, kPe[layer], pos * qkRope, qkRope);
+    }
+
+    /** Marks n more tokens as cached, once every layer holds them. */
+    public void advance(int n) {
+        if (n < 0 || length + n > capacity) {
+            throw new IllegalStateException(
+                    "cannot advance the KV cache by " + n + " from " + length + " (reserved " + capacity + ")");
+        }
+        length += n;
+    }
+
+    /** Fills this empty cache with src's tokens (same shape): samples of one prompt share one prefill. */
+    public void copyOf(KvCache src) {
+        if (length != 0 || src.layers != layers || src.kvLoraRank != kvLoraRank || src.qkRope != qkRope) {
+            throw new IllegalArgumentException("copy needs an empty cache of the same shape");
+        }
+        reserve(src.length);
+        for (int l = 0; l < layers; l++) {
+            System.arraycopy(src.latent[l], 0, latent[l], 0, src.length * kvLoraRank);
+            System.arraycopy(src.kPe[l], 0, kPe[l], 0, src.length * qkRope);
+        }
+        advance(src.length);
+    }
+
+    /**
+     * Packs new tokens of each sequence with positions numbered from its cache's length (the form
+     * {@code DeepseekV3Model.prefill} and {@code decode} expect).
+     */
+    public static PackedBatch pack(List<int[]> sequences, List<KvCache> caches) {
+        if (sequences.size() != caches.size()) {
+            throw new IllegalArgumentException(sequences.size() + " sequences but " + caches.size() + " caches");
+        }
+        PackedBatch b = PackedBatch.of(sequences);
+        int[] pos = b.positions();
+        for (int s = 0; s < sequences.size(); s++) {
+            for (int i = 0; i < b.seqLen()[s]; i++) {
+                pos[b.seqStart()[s] + i] = caches.get(s).length() + i;
+            }
+        }
+        return b;
+    }
 }

@@ -13,105 +13,109 @@ import java.util.List;
  * @param numTokens T, the rows of tokens and positions that belong to the batch
  */
 public record PackedBatch(int[] tokens, int[] positions, int[] seqStart, int[] seqLen, int numTokens) {
-  private static final Workspace.Key TOKENS = new Workspace.Key("packed.tokens"); // [T]
-  private static final Workspace.Key POSITIONS = new Workspace.Key("packed.positions"); // [T]
-  private static final Workspace.Key SEQ_START = new Workspace.Key("packed.seq_start"); // [B]
-  private static final Workspace.Key SEQ_LEN = new Workspace.Key("packed.seq_len"); // [B]
+    private static final Workspace.Key TOKENS = new Workspace.Key("packed.tokens"); // [T]
+    private static final Workspace.Key POSITIONS = new Workspace.Key("packed.positions"); // [T]
+    private static final Workspace.Key SEQ_START = new Workspace.Key("packed.seq_start"); // [B]
+    private static final Workspace.Key SEQ_LEN = new Workspace.Key("packed.seq_len"); // [B]
 
-  public PackedBatch {
-    if (seqStart.length != seqLen.length) {
-      throw new IllegalArgumentException(seqStart.length + " sequence starts but " + seqLen.length + " lengths");
-    }
-    if (numTokens < 0 || numTokens > tokens.length || numTokens > positions.length) {
-      throw new IllegalArgumentException(numTokens + " tokens but arrays of " + tokens.length + " ids and " + positions.length
-          + " positions");
-    }
-  }
-
-  /** A batch whose arrays are exactly as long as it is. */
-  public PackedBatch(int[] tokens, int[] positions, int[] seqStart, int[] seqLen) {
-    this(tokens, positions, seqStart, seqLen, tokens.length);
-  }
-
-  /** The sequences packed into new arrays, positions from 0. */
-  public static PackedBatch of(List<int[]> sequences) {
-    int b = sequences.size();
-    int total = totalTokens(sequences);
-    return pack(sequences, new int[total], new int[total], new int[b], new int[b]);
-  }
-
-  /**
-   * The sequences packed into arrays kept in ws (the batch is valid until ws packs the next one), positions from 0:
-   * steady scoring packs its batches without allocating.
-   */
-  public static PackedBatch of(List<int[]> sequences, Workspace ws) {
-    int b = sequences.size();
-    int total = totalTokens(sequences);
-    return pack(sequences, ws.ints(TOKENS, total), ws.ints(POSITIONS, total), ws.exactInts(SEQ_START, b),
-        ws.exactInts(SEQ_LEN, b));
-  }
-
-  private static int totalTokens(List<int[]> sequences) {
-    long total = 0;
-    for (int s = 0; s < sequences.size(); s++) {
-      if (sequences.get(s).length == 0) {
-        throw new IllegalArgumentException("sequence " + s + " is empty");
-      }
-      total += sequences.get(s).length;
-    }
-    if (total > Integer.MAX_VALUE - 8) {
-      throw new IllegalArgumentException(total + " tokens do not fit one batch");
-    }
-    return (int) total;
-  }
-
-  private static PackedBatch pack(List<int[]> sequences, int[] tokens, int[] positions, int[] start, int[] len) {
-    int total = 0;
-    for (int s = 0; s < sequences.size(); s++) {
-      int[] seq = sequences.get(s);
-      start[s] = total;
-      len[s] = seq.length;
-      System.arraycopy(seq, 0, tokens, total, seq.length);
-      for (int i = 0; i < seq.length; i++) {
-        positions[total + i] = i;
-      }
-      total += seq.length;
-    }
-    return new PackedBatch(tokens, positions, start, len, total);
-  }
-
-  /**
-   * From a padded [B, T] batch with an attention mask (1 = token, 0 = padding), left or right padded as
-   * Hugging Face batches are: padding is dropped and positions count real tokens only.
-   */
-  public static PackedBatch fromPadded(int[][] inputIds, int[][] attentionMask) {
-    List<int[]> seqs = new java.util.ArrayList<>();
-    for (int b = 0; b < inputIds.length; b++) {
-      int n = 0;
-      for (int m : attentionMask[b]) {
-        n += m;
-      }
-      int[] s = new int[n];
-      int k = 0;
-      for (int t = 0; t < inputIds[b].length; t++) {
-        if (attentionMask[b][t] != 0) {
-          s[k++] = inputIds[b][t];
+    public PackedBatch {
+        if (seqStart.length != seqLen.length) {
+            throw new IllegalArgumentException(seqStart.length + " sequence starts but " + seqLen.length + " lengths");
         }
-      }
-      seqs.add(s);
+        if (numTokens < 0 || numTokens > tokens.length || numTokens > positions.length) {
+            throw new IllegalArgumentException(numTokens + " tokens but arrays of " + tokens.length + " ids and "
+                    + positions.length + " positions");
+        }
     }
-    return of(seqs);
-  }
 
-  public int numSequences() {
-    return seqLen.length;
-  }
-
-  public int maxLen() {
-    int m = 0;
-    for (int l : seqLen) {
-      m = Math.max(m, l);
+    /** A batch whose arrays are exactly as long as it is. */
+    public PackedBatch(int[] tokens, int[] positions, int[] seqStart, int[] seqLen) {
+        this(tokens, positions, seqStart, seqLen, tokens.length);
     }
-    return m;
-  }
+
+    /** The sequences packed into new arrays, positions from 0. */
+    public static PackedBatch of(List<int[]> sequences) {
+        int b = sequences.size();
+        int total = totalTokens(sequences);
+        return pack(sequences, new int[total], new int[total], new int[b], new int[b]);
+    }
+
+    /**
+     * The sequences packed into arrays kept in ws (the batch is valid until ws packs the next one), positions from 0:
+     * steady scoring packs its batches without allocating.
+     */
+    public static PackedBatch of(List<int[]> sequences, Workspace ws) {
+        int b = sequences.size();
+        int total = totalTokens(sequences);
+        return pack(
+                sequences,
+                ws.ints(TOKENS, total),
+                ws.ints(POSITIONS, total),
+                ws.exactInts(SEQ_START, b),
+                ws.exactInts(SEQ_LEN, b));
+    }
+
+    private static int totalTokens(List<int[]> sequences) {
+        long total = 0;
+        for (int s = 0; s < sequences.size(); s++) {
+            if (sequences.get(s).length == 0) {
+                throw new IllegalArgumentException("sequence " + s + " is empty");
+            }
+            total += sequences.get(s).length;
+        }
+        if (total > Integer.MAX_VALUE - 8) {
+            throw new IllegalArgumentException(total + " tokens do not fit one batch");
+        }
+        return (int) total;
+    }
+
+    private static PackedBatch pack(List<int[]> sequences, int[] tokens, int[] positions, int[] start, int[] len) {
+        int total = 0;
+        for (int s = 0; s < sequences.size(); s++) {
+            int[] seq = sequences.get(s);
+            start[s] = total;
+            len[s] = seq.length;
+            System.arraycopy(seq, 0, tokens, total, seq.length);
+            for (int i = 0; i < seq.length; i++) {
+                positions[total + i] = i;
+            }
+            total += seq.length;
+        }
+        return new PackedBatch(tokens, positions, start, len, total);
+    }
+
+    /**
+     * From a padded [B, T] batch with an attention mask (1 = token, 0 = padding), left or right padded as
+     * Hugging Face batches are: padding is dropped and positions count real tokens only.
+     */
+    public static PackedBatch fromPadded(int[][] inputIds, int[][] attentionMask) {
+        List<int[]> seqs = new java.util.ArrayList<>();
+        for (int b = 0; b < inputIds.length; b++) {
+            int n = 0;
+            for (int m : attentionMask[b]) {
+                n += m;
+            }
+            int[] s = new int[n];
+            int k = 0;
+            for (int t = 0; t < inputIds[b].length; t++) {
+                if (attentionMask[b][t] != 0) {
+                    s[k++] = inputIds[b][t];
+                }
+            }
+            seqs.add(s);
+        }
+        return of(seqs);
+    }
+
+    public int numSequences() {
+        return seqLen.length;
+    }
+
+    public int maxLen() {
+        int m = 0;
+        for (int l : seqLen) {
+            m = Math.max(m, l);
+        }
+        return m;
+    }
 }

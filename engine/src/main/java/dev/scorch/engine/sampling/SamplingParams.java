@@ -13,25 +13,33 @@ package dev.scorch.engine.sampling;
  * @param seed              the row's seed: its draws depend only on this seed, the sample index and the step
  */
 public record SamplingParams(
-    double temperature, int topK, double topP, double minP, double repetitionPenalty, double presencePenalty,
-    double frequencyPenalty, long seed) implements java.io.Serializable {
+        double temperature,
+        int topK,
+        double topP,
+        double minP,
+        double repetitionPenalty,
+        double presencePenalty,
+        double frequencyPenalty,
+        long seed)
+        implements java.io.Serializable {
 
-  public SamplingParams {
-    if (temperature < 0 || topK < 0 || topP <= 0 || topP > 1 || minP < 0 || minP > 1 || repetitionPenalty <= 0) {
-      throw new IllegalArgumentException("sampling parameters out of range: temperature >= 0, top_k >= 0, 0 < top_p <= 1,"
-          + " 0 <= min_p <= 1, repetition_penalty > 0");
+    public SamplingParams {
+        if (temperature < 0 || topK < 0 || topP <= 0 || topP > 1 || minP < 0 || minP > 1 || repetitionPenalty <= 0) {
+            throw new IllegalArgumentException(
+                    "sampling parameters out of range: temperature >= 0, top_k >= 0, 0 < top_p <= 1,"
+                            + " 0 <= min_p <= 1, repetition_penalty > 0");
+        }
     }
-  }
 
-  public static SamplingParams greedy() {
-    return new SamplingParams(0, 0, 1, 0, 1, 0, 0, 0);
-  }
+    public static SamplingParams greedy() {
+        return new SamplingParams(0, 0, 1, 0, 1, 0, 0, 0);
+    }
 
-  public static SamplingParams temperature(double t, long seed) {
-    return new SamplingParams(t, 0, 1, 0, 1, 0, 0, seed);
-  }
+    public static SamplingParams temperature(double t, long seed) {
+        return new SamplingParams(t, 0, 1, 0, 1, 0, 0, seed);
+    }
 
-  public boolean isGreedy() {
-    return temperature == 0;
-  }
+    public boolean isGreedy() {
+        return temperature == 0;
+    }
 }

@@ -10,27 +10,27 @@ package dev.scorch.engine.scoring;
  * @param logits    which positions' logits to return
  */
 public record ScoreRequest(int[] tokens, int scoreFrom, int topK, LogitsMode logits) {
-  public ScoreRequest {
-    if (tokens == null || tokens.length == 0) {
-      throw new IllegalArgumentException("a sequence to score needs at least one token");
+    public ScoreRequest {
+        if (tokens == null || tokens.length == 0) {
+            throw new IllegalArgumentException("a sequence to score needs at least one token");
+        }
+        if (scoreFrom < 1 || scoreFrom > tokens.length) {
+            throw new IllegalArgumentException("scoreFrom " + scoreFrom + " outside [1, " + tokens.length + "]");
+        }
+        if (topK < 0) {
+            throw new IllegalArgumentException("topK must be >= 0");
+        }
     }
-    if (scoreFrom < 1 || scoreFrom > tokens.length) {
-      throw new IllegalArgumentException("scoreFrom " + scoreFrom + " outside [1, " + tokens.length + "]");
-    }
-    if (topK < 0) {
-      throw new IllegalArgumentException("topK must be >= 0");
-    }
-  }
 
-  public static ScoreRequest of(int[] tokens) {
-    return new ScoreRequest(tokens, 1, 0, LogitsMode.NONE);
-  }
+    public static ScoreRequest of(int[] tokens) {
+        return new ScoreRequest(tokens, 1, 0, LogitsMode.NONE);
+    }
 
-  /** Scores only the continuation's tokens, given the prompt. */
-  public static ScoreRequest continuation(int[] prompt, int[] continuation, int topK, LogitsMode logits) {
-    int[] all = new int[prompt.length + continuation.length];
-    System.arraycopy(prompt, 0, all, 0, prompt.length);
-    System.arraycopy(continuation, 0, all, prompt.length, continuation.length);
-    return new ScoreRequest(all, Math.max(1, prompt.length), topK, logits);
-  }
+    /** Scores only the continuation's tokens, given the prompt. */
+    public static ScoreRequest continuation(int[] prompt, int[] continuation, int topK, LogitsMode logits) {
+        int[] all = new int[prompt.length + continuation.length];
+        System.arraycopy(prompt, 0, all, 0, prompt.length);
+        System.arraycopy(continuation, 0, all, prompt.length, continuation.length);
+        return new ScoreRequest(all, Math.max(1, prompt.length), topK, logits);
+    }
 }

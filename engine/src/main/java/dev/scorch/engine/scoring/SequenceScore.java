@@ -13,20 +13,20 @@ package dev.scorch.engine.scoring;
  * @param argmax        [n] greedy next token after each position where logits were computed, else -1
  */
 public record SequenceScore(
-    float[] tokenLogprobs,
-    int[][] topIds,
-    float[][] topLogprobs,
-    double sumLogprob,
-    int numScored,
-    float[][] logits,
-    int[] argmax) {
+        float[] tokenLogprobs,
+        int[][] topIds,
+        float[][] topLogprobs,
+        double sumLogprob,
+        int numScored,
+        float[][] logits,
+        int[] argmax) {
 
-  public double meanLogprob() {
-    return numScored == 0 ? Double.NaN : sumLogprob / numScored;
-  }
+    public double meanLogprob() {
+        return numScored == 0 ? Double.NaN : sumLogprob / numScored;
+    }
 
-  /** exp(-mean log-prob); NaN when nothing was scored (a one-token sequence). */
-  public double perplexity() {
-    return numScored == 0 ? Double.NaN : Math.exp(-meanLogprob());
-  }
+    /** exp(-mean log-prob); NaN when nothing was scored (a one-token sequence). */
+    public double perplexity() {
+        return numScored == 0 ? Double.NaN : Math.exp(-meanLogprob());
+    }
 }

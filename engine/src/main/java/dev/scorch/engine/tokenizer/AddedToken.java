@@ -7,4 +7,10 @@ package dev.scorch.engine.tokenizer;
  * (skipped when decoding with skipSpecialTokens).
  */
 public record AddedToken(
-    int id, String content, boolean special, boolean lstrip, boolean rstrip, boolean singleWord, boolean normalized) {}
+        int id,
+        String content,
+        boolean special,
+        boolean lstrip,
+        boolean rstrip,
+        boolean singleWord,
+        boolean normalized) {}

@@ -20,88 +20,88 @@ import java.util.Arrays;
  * <p>Not thread-safe: one instance per sequence.
  */
 public final class IncrementalDecoder {
-  private final Tokenizer tokenizer;
-  private final boolean skipSpecialTokens;
-  private byte[] pending = new byte[16];
-  private int pendingLen;
+    private final Tokenizer tokenizer;
+    private final boolean skipSpecialTokens;
+    private byte[] pending = new byte[16];
+    private int pendingLen;
 
-  public IncrementalDecoder(Tokenizer tokenizer, boolean skipSpecialTokens) {
-    this.tokenizer = tokenizer;
-    this.skipSpecialTokens = skipSpecialTokens;
-  }
-
-  /** Adds one token; returns the newly completed text (possibly empty, never null). */
-  public String feed(int id) {
-    if (skipSpecialTokens && tokenizer.isSpecial(id)) {
-      return "";
+    public IncrementalDecoder(Tokenizer tokenizer, boolean skipSpecialTokens) {
+        this.tokenizer = tokenizer;
+        this.skipSpecialTokens = skipSpecialTokens;
     }
-    byte[] b = tokenizer.tokenBytes(id);
-    if (pendingLen + b.length > pending.length) {
-      pending = Arrays.copyOf(pending, Math.max(pending.length * 2, pendingLen + b.length));
-    }
-    System.arraycopy(b, 0, pending, pendingLen, b.length);
-    pendingLen += b.length;
-    return drain(false);
-  }
 
-  /** Adds several tokens; returns the newly completed text. */
-  public String feed(int[] ids) {
-    StringBuilder sb = new StringBuilder();
-    for (int id : ids) {
-      sb.append(feed(id));
-    }
-    return sb.toString();
-  }
-
-  /** Ends the stream: returns what is still pending (an incomplete character becomes U+FFFD) and resets. */
-  public String finish() {
-    return drain(true);
-  }
-
-  /** Number of bytes held back waiting for the rest of a character. */
-  public int pendingBytes() {
-    return pendingLen;
-  }
-
-  private String drain(boolean all) {
-    int cut = all ? pendingLen : pendingLen - incompleteTail(pending, pendingLen);
-    if (cut == 0) {
-      return "";
-    }
-    String out = Utf8.decode(pending, 0, cut);
-    System.arraycopy(pending, cut, pending, 0, pendingLen - cut);
-    pendingLen -= cut;
-    return out;
-  }
-
-  /**
-   * Length of the trailing bytes of {@code b[0..len)} that form a valid but unfinished UTF-8 sequence (a lead
-   * byte plus fewer continuation bytes than it needs), or 0 when the buffer ends on a character boundary or
-   * on bytes that can never be completed.
-   */
-  static int incompleteTail(byte[] b, int len) {
-    for (int back = 1; back <= Math.min(3, len); back++) {
-      int lead = b[len - back] & 0xFF;
-      if (lead < 0x80) {
-        return 0; // ASCII: everything up to here is complete
-      }
-      if (lead < 0xC0) {
-        continue; // continuation byte: look further back for the lead
-      }
-      int need = lead < 0xC2 ? -1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : lead < 0xF5 ? 4 : -1;
-      if (need <= back) {
-        return 0; // invalid lead, or the sequence is already long enough (complete or malformed)
-      }
-      if (back >= 2 && !Utf8.secondOk(lead, b[len - back + 1] & 0xFF)) {
-        return 0; // e.g. E0 80: overlong, can never become valid
-      }
-      for (int i = len - back + 2; i < len; i++) {
-        if ((b[i] & 0xC0) != 0x80) {
-          return 0;
+    /** Adds one token; returns the newly completed text (possibly empty, never null). */
+    public String feed(int id) {
+        if (skipSpecialTokens && tokenizer.isSpecial(id)) {
+            return "";
         }
-      }
-      return back;
+        byte[] b = tokenizer.tokenBytes(id);
+        if (pendingLen + b.length > pending.length) {
+            pending = Arrays.copyOf(pending, Math.max(pending.length * 2, pendingLen + b.length));
+        }
+        System.arraycopy(b, 0, pending, pendingLen, b.length);
+        pendingLen += b.length;
+        return drain(false);
     }
-    return 0;
-  }
+
+    /** Adds several tokens; returns the newly completed text. */
+    public String feed(int[] ids) {
+        StringBuilder sb = new StringBuilder();
+        for (int id : ids) {
+            sb.append(feed(id));
+        }
+        return sb.toString();
+    }
+
+    /** Ends the stream: returns what is still pending (an incomplete character becomes U+FFFD) and resets. */
+    public String finish() {
+        return drain(true);
+    }
+
+    /** Number of bytes held back waiting for the rest of a character. */
+    public int pendingBytes() {
+        return pendingLen;
+    }
+
+    private String drain(boolean all) {
+        int cut = all ? pendingLen : pendingLen - incompleteTail(pending, pendingLen);
+        if (cut == 0) {
+            return "";
+        }
+        String out = Utf8.decode(pending, 0, cut);
+        System.arraycopy(pending, cut, pending, 0, pendingLen - cut);
+        pendingLen -= cut;
+        return out;
+    }
+
+    /**
+     * Length of the trailing bytes of {@code b[0..len)} that form a valid but unfinished UTF-8 sequence (a lead
+     * byte plus fewer continuation bytes than it needs), or 0 when the buffer ends on a character boundary or
+     * on bytes that can never be completed.
+     */
+    static int incompleteTail(byte[] b, int len) {
+        for (int back = 1; back <= Math.min(3, len); back++) {
+            int lead = b[len - back] & 0xFF;
+            if (lead < 0x80) {
+                return 0; // ASCII: everything up to here is complete
+            }
+            if (lead < 0xC0) {
+                continue; // continuation byte: look further back for the lead
+            }
+            int need = lead < 0xC2 ? -1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : lead < 0xF5 ? 4 : -1;
+            if (need <= back) {
+                return 0; // invalid lead, or the sequence is already long enough (complete or malformed)
+            }
+            if (back >= 2 && !Utf8.secondOk(lead, b[len - back + 1] & 0xFF)) {
+                return 0; // e.g. E0 80: overlong, can never become valid
+            }
+            for (int i = len - back + 2; i < len; i++) {
+                if ((b[i] & 0xC0) != 0x80) {
+                    return 0;
+                }
+            }
+            return back;
+        }
+        return 0;
+    }
 }

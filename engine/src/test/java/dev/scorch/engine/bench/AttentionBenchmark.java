@@ -23,57 +23,59 @@ import org.openjdk.jmh.annotations.TearDown;
 @State(Scope.Benchmark)
 @BenchmarkMode(Mode.AverageTime)
 @OutputTimeUnit(TimeUnit.MILLISECONDS)
-@Fork(value = 1, jvmArgsAppend = {"--add-modules=jdk.incubator.vector"})
+@Fork(
+        value = 1,
+        jvmArgsAppend = {"--add-modules=jdk.incubator.vector"})
 public class AttentionBenchmark {
-  private static final int HEADS = 16;
-  private static final int QK_NOPE = 64;
-  private static final int QK_ROPE = 32;
-  private static final int V_HEAD = 64;
+    private static final int HEADS = 16;
+    private static final int QK_NOPE = 64;
+    private static final int QK_ROPE = 32;
+    private static final int V_HEAD = 64;
 
-  /** Packed batch as SEQUENCESxLENGTH. */
-  @Param({"1x1024", "8x256"})
-  public String batch;
+    /** Packed batch as SEQUENCESxLENGTH. */
+    @Param({"1x1024", "8x256"})
+    public String batch;
 
-  /** Engine threads. */
-  @Param({"2"})
-  public int threads;
+    /** Engine threads. */
+    @Param({"2"})
+    public int threads;
 
-  private CpuOps ops;
-  private MlaInputs in;
-  private float[] out;
+    private CpuOps ops;
+    private MlaInputs in;
+    private float[] out;
 
-  @Setup(Level.Trial)
-  public void setUp() {
-    String[] sl = batch.split("x");
-    int seqs = Integer.parseInt(sl[0]);
-    int len = Integer.parseInt(sl[1]);
-    int t = seqs * len;
-    // Sequence boundaries of the packed batch.
-    int[] start = new int[seqs];
-    int[] lens = new int[seqs];
-    for (int s = 0; s < seqs; s++) {
-      start[s] = s * len;
-      lens[s] = len;
+    @Setup(Level.Trial)
+    public void setUp() {
+        String[] sl = batch.split("x");
+        int seqs = Integer.parseInt(sl[0]);
+        int len = Integer.parseInt(sl[1]);
+        int t = seqs * len;
+        // Sequence boundaries of the packed batch.
+        int[] start = new int[seqs];
+        int[] lens = new int[seqs];
+        for (int s = 0; s < seqs; s++) {
+            start[s] = s * len;
+            lens[s] = len;
+        }
+        // Random q [T, heads, nope + rope], kv [T, heads, nope + v], k_pe [T, rope].
+        SplittableRandom rnd = new SplittableRandom(7);
+        float[] q = GemmFixture.gaussian(rnd, t * HEADS * (QK_NOPE + QK_ROPE), 1.0);
+        float[] kv = GemmFixture.gaussian(rnd, t * HEADS * (QK_NOPE + V_HEAD), 1.0);
+        float[] kPe = GemmFixture.gaussian(rnd, t * QK_ROPE, 1.0);
+        float scale = (float) (1.0 / Math.sqrt(QK_NOPE + QK_ROPE));
+        in = new MlaInputs(q, kv, kPe, HEADS, QK_NOPE, QK_ROPE, V_HEAD, start, lens, scale);
+        out = new float[t * HEADS * V_HEAD];
+        ops = new CpuOps(threads);
     }
-    // Random q [T, heads, nope + rope], kv [T, heads, nope + v], k_pe [T, rope].
-    SplittableRandom rnd = new SplittableRandom(7);
-    float[] q = GemmFixture.gaussian(rnd, t * HEADS * (QK_NOPE + QK_ROPE), 1.0);
-    float[] kv = GemmFixture.gaussian(rnd, t * HEADS * (QK_NOPE + V_HEAD), 1.0);
-    float[] kPe = GemmFixture.gaussian(rnd, t * QK_ROPE, 1.0);
-    float scale = (float) (1.0 / Math.sqrt(QK_NOPE + QK_ROPE));
-    in = new MlaInputs(q, kv, kPe, HEADS, QK_NOPE, QK_ROPE, V_HEAD, start, lens, scale);
-    out = new float[t * HEADS * V_HEAD];
-    ops = new CpuOps(threads);
-  }
 
-  @Benchmark
-  public float[] attention() {
-    ops.attention(in, out);
-    return out;
-  }
+    @Benchmark
+    public float[] attention() {
+        ops.attention(in, out);
+        return out;
+    }
 
-  @TearDown(Level.Trial)
-  public void tearDown() {
-    ops.close();
-  }
+    @TearDown(Level.Trial)
+    public void tearDown() {
+        ops.close();
+    }
 }

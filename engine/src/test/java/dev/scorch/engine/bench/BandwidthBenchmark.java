@@ -31,56 +31,61 @@ import org.openjdk.jmh.annotations.Warmup;
 @OutputTimeUnit(TimeUnit.MILLISECONDS)
 @Warmup(iterations = 2, time = 2)
 @Measurement(iterations = 5, time = 2)
-@Fork(value = 1, jvmArgsAppend = {"-Xmx3g"})
+@Fork(
+        value = 1,
+        jvmArgsAppend = {"-Xmx3g"})
 public class BandwidthBenchmark {
-  static final int BYTES = 1 << 30;
-  static final int CHUNK = 64 << 10;
+    static final int BYTES = 1 << 30;
+    static final int CHUNK = 64 << 10;
 
-  @Param({"2"})
-  public int threads;
+    @Param({"2"})
+    public int threads;
 
-  private ByteBuffer src;
-  private ByteBuffer dst;
-  private Parallel par;
-  private int[][] sink;
+    private ByteBuffer src;
+    private ByteBuffer dst;
+    private Parallel par;
+    private int[][] sink;
 
-  @Setup(Level.Trial)
-  public void setUp() {
-    src = ByteBuffer.allocateDirect(BYTES).order(ByteOrder.LITTLE_ENDIAN);
-    dst = ByteBuffer.allocateDirect(BYTES).order(ByteOrder.LITTLE_ENDIAN);
-    for (int i = 0; i < BYTES; i += 4096) {
-      src.put(i, (byte) i);
-      dst.put(i, (byte) 1);
+    @Setup(Level.Trial)
+    public void setUp() {
+        src = ByteBuffer.allocateDirect(BYTES).order(ByteOrder.LITTLE_ENDIAN);
+        dst = ByteBuffer.allocateDirect(BYTES).order(ByteOrder.LITTLE_ENDIAN);
+        for (int i = 0; i < BYTES; i += 4096) {
+            src.put(i, (byte) i);
+            dst.put(i, (byte) 1);
+        }
+        par = new Parallel(threads);
+        sink = new int[threads][CHUNK / 4];
     }
-    par = new Parallel(threads);
-    sink = new int[threads][CHUNK / 4];
-  }
 
-  /** Bytes copied: 1 GiB read plus 1 GiB written. */
-  @Benchmark
-  public ByteBuffer copy() {
-    int per = BYTES / threads;
-    par.forEach(threads, t -> dst.slice(t * per, per).put(src.slice(t * per, per)));
-    return dst;
-  }
+    /** Bytes copied: 1 GiB read plus 1 GiB written. */
+    @Benchmark
+    public ByteBuffer copy() {
+        int per = BYTES / threads;
+        par.forEach(threads, t -> dst.slice(t * per, per).put(src.slice(t * per, per)));
+        return dst;
+    }
 
-  /** Bytes read: 1 GiB, bulk-copied chunk by chunk into a small int[] that stays in L1/L2. */
-  @Benchmark
-  public int read() {
-    int per = BYTES / threads;
-    int[] acc = new int[threads];
-    par.forEach(threads, t -> {
-      int[] buf = sink[t];
-      for (int off = t * per; off < (t + 1) * per; off += CHUNK) {
-        src.slice(off, CHUNK).order(ByteOrder.LITTLE_ENDIAN).asIntBuffer().get(buf);
-        acc[t] += buf[0];
-      }
-    });
-    return acc[0] + acc[threads - 1];
-  }
+    /** Bytes read: 1 GiB, bulk-copied chunk by chunk into a small int[] that stays in L1/L2. */
+    @Benchmark
+    public int read() {
+        int per = BYTES / threads;
+        int[] acc = new int[threads];
+        par.forEach(threads, t -> {
+            int[] buf = sink[t];
+            for (int off = t * per; off < (t + 1) * per; off += CHUNK) {
+                src.slice(off, CHUNK)
+                        .order(ByteOrder.LITTLE_ENDIAN)
+                        .asIntBuffer()
+                        .get(buf);
+                acc[t] += buf[0];
+            }
+        });
+        return acc[0] + acc[threads - 1];
+    }
 
-  @TearDown(Level.Trial)
-  public void tearDown() {
-    par.close();
-  }
+    @TearDown(Level.Trial)
+    public void tearDown() {
+        par.close();
+    }
 }

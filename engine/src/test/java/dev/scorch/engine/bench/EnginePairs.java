@@ -35,101 +35,112 @@ import java.util.List;
  * Run through bin/jmh --main dev.scorch.engine.bench.EnginePairs THREADS (the JMH class path, Scorch's JVM flags).
  */
 public final class EnginePairs {
-  private EnginePairs() {}
+    private EnginePairs() {}
 
-  public static void main(String[] args) throws IOException {
-    int threads = args.length > 0 ? Integer.parseInt(args[0]) : 2;
-    serve(new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)),
-        new PrintStream(System.out, true, StandardCharsets.UTF_8), threads);
-  }
+    public static void main(String[] args) throws IOException {
+        int threads = args.length > 0 ? Integer.parseInt(args[0]) : 2;
+        serve(
+                new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)),
+                new PrintStream(System.out, true, StandardCharsets.UTF_8),
+                threads);
+    }
 
-  /** Answers the commands of in on out until quit or the end of in. */
-  static void serve(BufferedReader in, PrintStream out, int threads) throws IOException {
-    GemmFixture gemm = null;
-    Prefill prefill = null;
-    try (CpuOps ops = new CpuOps(threads)) {
-      for (String line = in.readLine(); line != null; line = in.readLine()) {
-        String[] cmd = line.trim().split("\\s+");
-        switch (cmd[0]) {
-          case "info" -> out.println(System.getProperty("java.vm.name") + " " + System.getProperty("java.vm.version") + ", GEMM "
-              + KernelSelection.current().prefillGemm());
-          case "shape" -> {
+    /** Answers the commands of in on out until quit or the end of in. */
+    static void serve(BufferedReader in, PrintStream out, int threads) throws IOException {
+        GemmFixture gemm = null;
+        Prefill prefill = null;
+        try (CpuOps ops = new CpuOps(threads)) {
+            for (String line = in.readLine(); line != null; line = in.readLine()) {
+                String[] cmd = line.trim().split("\\s+");
+                switch (cmd[0]) {
+                    case "info" ->
+                        out.println(System.getProperty("java.vm.name") + " " + System.getProperty("java.vm.version")
+                                + ", GEMM " + KernelSelection.current().prefillGemm());
+                    case "shape" -> {
+                        if (gemm != null) {
+                            gemm.close();
+                        }
+                        gemm = new GemmFixture(
+                                Integer.parseInt(cmd[1]),
+                                Integer.parseInt(cmd[2]),
+                                Integer.parseInt(cmd[3]),
+                                DType.valueOf(cmd[4]));
+                        out.println("ok");
+                    }
+                    case "prop" -> {
+                        System.setProperty(cmd[1], cmd[2]);
+                        out.println("ok");
+                    }
+                    case "time" -> out.println(time(ops, gemm, Double.parseDouble(cmd[1])));
+                    case "prefill" -> {
+                        prefill = new Prefill(
+                                DeepseekV3Model.load(Path.of(cmd[1])),
+                                ops,
+                                Integer.parseInt(cmd[2]),
+                                Integer.parseInt(cmd[3]));
+                        out.println("ok " + prefill.flops);
+                    }
+                    case "run" -> {
+                        if (prefill == null) {
+                            throw new IllegalStateException("run before prefill");
+                        }
+                        out.println(prefill.run());
+                    }
+                    case "quit" -> {
+                        return;
+                    }
+                    default -> throw new IllegalArgumentException("unknown command: " + line);
+                }
+            }
+        } finally {
             if (gemm != null) {
-              gemm.close();
+                gemm.close();
             }
-            gemm = new GemmFixture(Integer.parseInt(cmd[1]), Integer.parseInt(cmd[2]), Integer.parseInt(cmd[3]), DType.valueOf(cmd[4]));
-            out.println("ok");
-          }
-          case "prop" -> {
-            System.setProperty(cmd[1], cmd[2]);
-            out.println("ok");
-          }
-          case "time" -> out.println(time(ops, gemm, Double.parseDouble(cmd[1])));
-          case "prefill" -> {
-            prefill = new Prefill(DeepseekV3Model.load(Path.of(cmd[1])), ops, Integer.parseInt(cmd[2]), Integer.parseInt(cmd[3]));
-            out.println("ok " + prefill.flops);
-          }
-          case "run" -> {
-            if (prefill == null) {
-              throw new IllegalStateException("run before prefill");
-            }
-            out.println(prefill.run());
-          }
-          case "quit" -> {
-            return;
-          }
-          default -> throw new IllegalArgumentException("unknown command: " + line);
         }
-      }
-    } finally {
-      if (gemm != null) {
-        gemm.close();
-      }
-    }
-  }
-
-  /** "median_seconds calls": every call timed for about seconds (at least 3 calls). */
-  private static String time(CpuOps ops, GemmFixture gemm, double seconds) {
-    if (gemm == null) {
-      throw new IllegalStateException("time before shape");
-    }
-    double[] calls = new double[64];
-    int n = 0;
-    long start = System.nanoTime();
-    long budget = (long) (seconds * 1e9);
-    while (n < 3 || System.nanoTime() - start < budget) {
-      long t0 = System.nanoTime();
-      ops.matmul(gemm.x, gemm.m, gemm.w, gemm.y);
-      if (n == calls.length) {
-        calls = Arrays.copyOf(calls, 2 * n);
-      }
-      calls[n++] = (System.nanoTime() - t0) * 1e-9;
-    }
-    double[] sorted = Arrays.copyOf(calls, n);
-    Arrays.sort(sorted);
-    return sorted[n / 2] + " " + n;
-  }
-
-  /** One prefill of batch × seq random tokens, as {@link PrefillBenchmark} times it: a kept scorer and BatchScores. */
-  private static final class Prefill {
-    final Scorer scorer;
-    final List<ScoreRequest> requests;
-    final BatchScores scores = new BatchScores();
-    final double flops;
-
-    Prefill(DeepseekV3Model model, CpuOps ops, int batch, int seq) {
-      scorer = new Scorer(model, ops);
-      requests = PrefillBenchmark.randomRequests(model.vocabSize(), batch, seq, 0);
-      flops = PrefillBenchmark.modelFlops(model.config(), batch, seq);
     }
 
-    /** "seconds heap_bytes" of one prefill. */
-    String run() {
-      long heap0 = HeapAllocation.allocatedBytes();
-      long t0 = System.nanoTime();
-      scorer.score(requests, scores);
-      double secs = (System.nanoTime() - t0) * 1e-9;
-      return secs + " " + HeapAllocation.since(heap0);
+    /** "median_seconds calls": every call timed for about seconds (at least 3 calls). */
+    private static String time(CpuOps ops, GemmFixture gemm, double seconds) {
+        if (gemm == null) {
+            throw new IllegalStateException("time before shape");
+        }
+        double[] calls = new double[64];
+        int n = 0;
+        long start = System.nanoTime();
+        long budget = (long) (seconds * 1e9);
+        while (n < 3 || System.nanoTime() - start < budget) {
+            long t0 = System.nanoTime();
+            ops.matmul(gemm.x, gemm.m, gemm.w, gemm.y);
+            if (n == calls.length) {
+                calls = Arrays.copyOf(calls, 2 * n);
+            }
+            calls[n++] = (System.nanoTime() - t0) * 1e-9;
+        }
+        double[] sorted = Arrays.copyOf(calls, n);
+        Arrays.sort(sorted);
+        return sorted[n / 2] + " " + n;
     }
-  }
+
+    /** One prefill of batch × seq random tokens, as {@link PrefillBenchmark} times it: a kept scorer and BatchScores. */
+    private static final class Prefill {
+        final Scorer scorer;
+        final List<ScoreRequest> requests;
+        final BatchScores scores = new BatchScores();
+        final double flops;
+
+        Prefill(DeepseekV3Model model, CpuOps ops, int batch, int seq) {
+            scorer = new Scorer(model, ops);
+            requests = PrefillBenchmark.randomRequests(model.vocabSize(), batch, seq, 0);
+            flops = PrefillBenchmark.modelFlops(model.config(), batch, seq);
+        }
+
+        /** "seconds heap_bytes" of one prefill. */
+        String run() {
+            long heap0 = HeapAllocation.allocatedBytes();
+            long t0 = System.nanoTime();
+            scorer.score(requests, scores);
+            double secs = (System.nanoTime() - t0) * 1e-9;
+            return secs + " " + HeapAllocation.since(heap0);
+        }
+    }
 }

@@ -30,43 +30,43 @@ import org.openjdk.jmh.annotations.Warmup;
 @Measurement(iterations = 5, time = 1)
 @Fork(1)
 public class ParallelBenchmark {
-  static final int ITEMS = 8;
+    static final int ITEMS = 8;
 
-  @Param({"2"})
-  public int threads;
+    @Param({"2"})
+    public int threads;
 
-  private Parallel par;
-  private final long[] sink = new long[ITEMS * 8]; // one cache line per item
+    private Parallel par;
+    private final long[] sink = new long[ITEMS * 8]; // one cache line per item
 
-  @Setup(Level.Trial)
-  public void setUp() {
-    par = new Parallel(threads);
-  }
-
-  @TearDown(Level.Trial)
-  public void tearDown() {
-    par.close();
-  }
-
-  private void item(int i) {
-    long s = 0;
-    for (int k = 0; k < 2000; k++) {
-      s += (long) k * i;
+    @Setup(Level.Trial)
+    public void setUp() {
+        par = new Parallel(threads);
     }
-    sink[i * 8] += s;
-  }
 
-  @Benchmark
-  public long forEach() {
-    par.forEach(ITEMS, this::item);
-    return sink[0];
-  }
-
-  @Benchmark
-  public long inline() {
-    for (int i = 0; i < ITEMS; i++) {
-      item(i);
+    @TearDown(Level.Trial)
+    public void tearDown() {
+        par.close();
     }
-    return sink[0];
-  }
+
+    private void item(int i) {
+        long s = 0;
+        for (int k = 0; k < 2000; k++) {
+            s += (long) k * i;
+        }
+        sink[i * 8] += s;
+    }
+
+    @Benchmark
+    public long forEach() {
+        par.forEach(ITEMS, this::item);
+        return sink[0];
+    }
+
+    @Benchmark
+    public long inline() {
+        for (int i = 0; i < ITEMS; i++) {
+            item(i);
+        }
+        return sink[0];
+    }
 }

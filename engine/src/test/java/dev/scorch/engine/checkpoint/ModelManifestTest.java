@@ -30,86 +30,98 @@ import org.junit.jupiter.api.io.TempDir;
  * file the tokenizer is built from, chat_template.jinja included.
  */
 class ModelManifestTest {
-  private static final ObjectMapper JSON = new ObjectMapper();
-  private static final String JINJA = "{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}"
-      + "{% if add_generation_prompt %}[assistant] {% endif %}";
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final String JINJA = "{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}"
+            + "{% if add_generation_prompt %}[assistant] {% endif %}";
 
-  @TempDir
-  static Path tmp;
+    @TempDir
+    static Path tmp;
 
-  static Path demo;
+    static Path demo;
 
-  @BeforeAll
-  static void demoModel() throws IOException {
-    demo = tmp.resolve("demo");
-    new DemoModelWriter(DemoPreset.TINY, false, true, 77).write(demo);
-  }
-
-  /** A copy of the demo folder whose chat template is chat_template.jinja (tokenizer_config.json has none). */
-  private static Path withJinja(String name, String template) throws IOException {
-    Path dir = tmp.resolve(name);
-    Files.createDirectories(dir);
-    try (var s = Files.list(demo)) {
-      for (Path p : s.toList()) {
-        Files.copy(p, dir.resolve(p.getFileName()));
-      }
+    @BeforeAll
+    static void demoModel() throws IOException {
+        demo = tmp.resolve("demo");
+        new DemoModelWriter(DemoPreset.TINY, false, true, 77).write(demo);
     }
-    ObjectNode cfg = (ObjectNode) JSON.readTree(dir.resolve("tokenizer_config.json").toFile());
-    cfg.remove("chat_template");
-    JSON.writeValue(dir.resolve("tokenizer_config.json").toFile(), cfg);
-    Files.writeString(dir.resolve("chat_template.jinja"), template);
-    return dir;
-  }
 
-  private static List<String> names(ModelManifest m) {
-    return m.files().stream().map(ModelManifest.FileEntry::name).toList();
-  }
-
-  @Test
-  void theManifestListsExactlyTheFilesATokenizerIsBuiltFrom() {
-    Set<String> tokenizer = new HashSet<>(Tokenizers.PRIMARY_FILES);
-    tokenizer.addAll(Tokenizers.EXTRA_FILES);
-    assertEquals(tokenizer, new HashSet<>(ModelFiles.TOKENIZER));
-    assertEquals(ModelFiles.TOKENIZER.size(), tokenizer.size());
-  }
-
-  @Test
-  void chatTemplateFileIsListedAndHashed() throws IOException {
-    Path a = withJinja("jinja-a", JINJA);
-    Path b = withJinja("jinja-b", JINJA.replace("[assistant]", "[bot]"));
-    ModelManifest ma = ModelManifest.of(a);
-    assertTrue(names(ma).contains("chat_template.jinja"), names(ma).toString());
-    assertNotEquals(ma.contentHash(), ModelManifest.of(b).contentHash(), "another chat template, another model hash");
-    assertEquals(ma.contentHash(), ModelManifest.of(withJinja("jinja-a2", JINJA)).contentHash(), "the same files, the same hash");
-  }
-
-  @Test
-  void aFolderOfTheManifestsFilesLoadsTheSameTokenizerAndChat() throws IOException {
-    Path src = withJinja("full", JINJA);
-    // The gzipped tokenizer.json, which Tokenizers.load also takes, in place of the plain one.
-    try (OutputStream out = new GZIPOutputStream(Files.newOutputStream(src.resolve("tokenizer.json.gz")))) {
-      out.write(Files.readAllBytes(src.resolve("tokenizer.json")));
+    /** A copy of the demo folder whose chat template is chat_template.jinja (tokenizer_config.json has none). */
+    private static Path withJinja(String name, String template) throws IOException {
+        Path dir = tmp.resolve(name);
+        Files.createDirectories(dir);
+        try (var s = Files.list(demo)) {
+            for (Path p : s.toList()) {
+                Files.copy(p, dir.resolve(p.getFileName()));
+            }
+        }
+        ObjectNode cfg =
+                (ObjectNode) JSON.readTree(dir.resolve("tokenizer_config.json").toFile());
+        cfg.remove("chat_template");
+        JSON.writeValue(dir.resolve("tokenizer_config.json").toFile(), cfg);
+        Files.writeString(dir.resolve("chat_template.jinja"), template);
+        return dir;
     }
-    Files.delete(src.resolve("tokenizer.json"));
-    Files.writeString(src.resolve("README.md"), "not read by a model load");
-    ModelManifest m = ModelManifest.of(src);
-    assertTrue(names(m).containsAll(List.of("config.json", "generation_config.json", Checkpoint.INDEX, "tokenizer.json.gz",
-        "tokenizer_config.json", "chat_template.jinja")), names(m).toString());
-    assertTrue(!names(m).contains("README.md"), names(m).toString());
-    assertEquals("tokenizer.json.gz", ModelInfo.of(src).tokenizer(), "inspect names the tokenizer the load reads");
 
-    // What a shipped copy holds: the manifest's files and nothing else.
-    Path shipped = Files.createDirectories(tmp.resolve("shipped"));
-    for (ModelManifest.FileEntry e : m.files()) {
-      Files.copy(src.resolve(e.name()), shipped.resolve(e.name()));
+    private static List<String> names(ModelManifest m) {
+        return m.files().stream().map(ModelManifest.FileEntry::name).toList();
     }
-    m.verify(shipped);
-    Tokenizer original = Tokenizers.load(src).orElseThrow();
-    Tokenizer copy = Tokenizers.load(shipped).orElseThrow();
-    List<ChatTemplate.Message> chat = List.of(new ChatTemplate.Message("user", "Hello there"));
-    String rendered = copy.chatTemplate().orElseThrow().render(chat, true);
-    assertTrue(rendered.startsWith("[user] Hello there\n[assistant]"), rendered);
-    assertEquals(original.chatTemplate().orElseThrow().render(chat, true), rendered);
-    assertTrue(Arrays.equals(original.encode(rendered, false), copy.encode(rendered, false)));
-  }
+
+    @Test
+    void theManifestListsExactlyTheFilesATokenizerIsBuiltFrom() {
+        Set<String> tokenizer = new HashSet<>(Tokenizers.PRIMARY_FILES);
+        tokenizer.addAll(Tokenizers.EXTRA_FILES);
+        assertEquals(tokenizer, new HashSet<>(ModelFiles.TOKENIZER));
+        assertEquals(ModelFiles.TOKENIZER.size(), tokenizer.size());
+    }
+
+    @Test
+    void chatTemplateFileIsListedAndHashed() throws IOException {
+        Path a = withJinja("jinja-a", JINJA);
+        Path b = withJinja("jinja-b", JINJA.replace("[assistant]", "[bot]"));
+        ModelManifest ma = ModelManifest.of(a);
+        assertTrue(names(ma).contains("chat_template.jinja"), names(ma).toString());
+        assertNotEquals(
+                ma.contentHash(), ModelManifest.of(b).contentHash(), "another chat template, another model hash");
+        assertEquals(
+                ma.contentHash(),
+                ModelManifest.of(withJinja("jinja-a2", JINJA)).contentHash(),
+                "the same files, the same hash");
+    }
+
+    @Test
+    void aFolderOfTheManifestsFilesLoadsTheSameTokenizerAndChat() throws IOException {
+        Path src = withJinja("full", JINJA);
+        // The gzipped tokenizer.json, which Tokenizers.load also takes, in place of the plain one.
+        try (OutputStream out = new GZIPOutputStream(Files.newOutputStream(src.resolve("tokenizer.json.gz")))) {
+            out.write(Files.readAllBytes(src.resolve("tokenizer.json")));
+        }
+        Files.delete(src.resolve("tokenizer.json"));
+        Files.writeString(src.resolve("README.md"), "not read by a model load");
+        ModelManifest m = ModelManifest.of(src);
+        assertTrue(
+                names(m).containsAll(List.of(
+                        "config.json",
+                        "generation_config.json",
+                        Checkpoint.INDEX,
+                        "tokenizer.json.gz",
+                        "tokenizer_config.json",
+                        "chat_template.jinja")),
+                names(m).toString());
+        assertTrue(!names(m).contains("README.md"), names(m).toString());
+        assertEquals("tokenizer.json.gz", ModelInfo.of(src).tokenizer(), "inspect names the tokenizer the load reads");
+
+        // What a shipped copy holds: the manifest's files and nothing else.
+        Path shipped = Files.createDirectories(tmp.resolve("shipped"));
+        for (ModelManifest.FileEntry e : m.files()) {
+            Files.copy(src.resolve(e.name()), shipped.resolve(e.name()));
+        }
+        m.verify(shipped);
+        Tokenizer original = Tokenizers.load(src).orElseThrow();
+        Tokenizer copy = Tokenizers.load(shipped).orElseThrow();
+        List<ChatTemplate.Message> chat = List.of(new ChatTemplate.Message("user", "Hello there"));
+        String rendered = copy.chatTemplate().orElseThrow().render(chat, true);
+        assertTrue(rendered.startsWith("[user] Hello there\n[assistant]"), rendered);
+        assertEquals(original.chatTemplate().orElseThrow().render(chat, true), rendered);
+        assertTrue(Arrays.equals(original.encode(rendered, false), copy.encode(rendered, false)));
+    }
 }

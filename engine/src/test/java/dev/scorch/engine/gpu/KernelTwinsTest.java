@@ -7,12 +7,12 @@ import org.junit.jupiter.api.Test;
 
 /** The twin comparison itself: two HostDevices agree exactly on every kernel, and every kernel is covered. */
 class KernelTwinsTest {
-  @Test
-  void hostAgainstHostIsExactAndCoversEveryKernel() {
-    Map<String, Double> d = KernelTwins.compare(new HostDevice(), new HostDevice());
-    for (Map.Entry<String, Double> e : d.entrySet()) {
-      assertEquals(0.0, e.getValue(), e.getKey());
+    @Test
+    void hostAgainstHostIsExactAndCoversEveryKernel() {
+        Map<String, Double> d = KernelTwins.compare(new HostDevice(), new HostDevice());
+        for (Map.Entry<String, Double> e : d.entrySet()) {
+            assertEquals(0.0, e.getValue(), e.getKey());
+        }
+        assertEquals(27, d.size(), d.keySet().toString());
     }
-    assertEquals(27, d.size(), d.keySet().toString());
-  }
 }

@@ -7,21 +7,21 @@ import java.lang.reflect.Field;
  * one key=value a line.
  */
 public final class KernelSelectionProbe {
-  private KernelSelectionProbe() {}
+    private KernelSelectionProbe() {}
 
-  public static void main(String[] args) throws ReflectiveOperationException {
-    KernelSelection k = KernelSelection.current();
-    System.out.println("prefill=" + k.prefillGemm());
-    System.out.println("attention=" + k.attention());
-    System.out.println("vectorMath=" + k.vectorMath());
-    System.out.println("gemm.native=" + PackedGemm.NATIVE);
-    System.out.println("gemm.nr=" + PackedGemm.NR);
-    System.out.println("attention.native=" + NativeAttention.AVAILABLE);
-    System.out.println("vecmath.native=" + NativeVecMath.AVAILABLE);
-    System.out.println("native.status=" + NativeCpu.status());
-    Field batched = Class.forName("dev.scorch.engine.gpu.cuda.CudaDevice").getDeclaredField("BATCHED_EXPERTS");
-    batched.setAccessible(true);
-    System.out.println("cuda.batched=" + batched.getBoolean(null));
-    System.out.println("simd=" + k.simd());
-  }
+    public static void main(String[] args) throws ReflectiveOperationException {
+        KernelSelection k = KernelSelection.current();
+        System.out.println("prefill=" + k.prefillGemm());
+        System.out.println("attention=" + k.attention());
+        System.out.println("vectorMath=" + k.vectorMath());
+        System.out.println("gemm.native=" + PackedGemm.NATIVE);
+        System.out.println("gemm.nr=" + PackedGemm.NR);
+        System.out.println("attention.native=" + NativeAttention.AVAILABLE);
+        System.out.println("vecmath.native=" + NativeVecMath.AVAILABLE);
+        System.out.println("native.status=" + NativeCpu.status());
+        Field batched = Class.forName("dev.scorch.engine.gpu.cuda.CudaDevice").getDeclaredField("BATCHED_EXPERTS");
+        batched.setAccessible(true);
+        System.out.println("cuda.batched=" + batched.getBoolean(null));
+        System.out.println("simd=" + k.simd());
+    }
 }

@@ -5,11 +5,11 @@ package dev.scorch.engine.kernels;
  * crashed JVM would end (no shutdown hooks, no delete-on-exit).
  */
 public final class NativeLibraryProbe {
-  private NativeLibraryProbe() {}
+    private NativeLibraryProbe() {}
 
-  public static void main(String[] args) {
-    System.out.println("status=" + NativeCpu.status());
-    System.out.flush();
-    Runtime.getRuntime().halt(0);
-  }
+    public static void main(String[] args) {
+        System.out.println("status=" + NativeCpu.status());
+        System.out.flush();
+        Runtime.getRuntime().halt(0);
+    }
 }

@@ -15,188 +15,207 @@ import org.junit.jupiter.api.io.TempDir;
 
 /** The decode kernel against the plain reference, and its bits independent of M, row position, blocking and threads. */
 class RowDotGemmTest {
-  @TempDir Path dir;
+    @TempDir
+    Path dir;
 
-  Linear linear(DType dtype, int out, int in, long seed) throws IOException {
-    return linear(dtype, out, in, seed, 128);
-  }
-
-  /** I32 stands for INT4 (compressed-tensors' packed words) in groups of 32 inputs, or of block where it is not 128. */
-  Linear linear(DType dtype, int out, int in, long seed, int block) throws IOException {
-    if (dtype == DType.I32) {
-      return Int4Weights.random(dir, out, in, block == 128 ? 32 : block, seed);
+    Linear linear(DType dtype, int out, int in, long seed) throws IOException {
+        return linear(dtype, out, in, seed, 128);
     }
-    float[] w = GemmTest.randn(out * in, seed);
-    SafetensorsWriter sw = new SafetensorsWriter();
-    if (dtype == DType.F8_E4M3) {
-      Fp8Blocks q = Fp8Blocks.quantize(w, out, in, block, block);
-      sw.add("w", DType.F8_E4M3, new long[] {out, in}, q.codes());
-      sw.addFloats("w_scale_inv", DType.F32, new long[] {q.scaleRows(), q.scaleCols()}, q.scaleInv());
-    } else {
-      sw.addFloats("w", dtype, new long[] {out, in}, w);
-    }
-    Path f = dir.resolve(dtype + "-" + out + "x" + in + "-" + block + ".safetensors");
-    sw.write(f);
-    SafetensorsFile sf = SafetensorsFile.open(f);
-    return dtype == DType.F8_E4M3 ? new Linear(sf.tensor("w"), sf.tensor("w_scale_inv"), block, block) : new Linear(sf.tensor("w"));
-  }
 
-  static void assertClose(float[] ref, float[] got, int k, String what) {
-    for (int i = 0; i < ref.length; i++) {
-      assertEquals(ref[i], got[i], 2e-5 * Math.sqrt(k) + 1e-5 * Math.abs(ref[i]), what + " at " + i);
+    /** I32 stands for INT4 (compressed-tensors' packed words) in groups of 32 inputs, or of block where it is not 128. */
+    Linear linear(DType dtype, int out, int in, long seed, int block) throws IOException {
+        if (dtype == DType.I32) {
+            return Int4Weights.random(dir, out, in, block == 128 ? 32 : block, seed);
+        }
+        float[] w = GemmTest.randn(out * in, seed);
+        SafetensorsWriter sw = new SafetensorsWriter();
+        if (dtype == DType.F8_E4M3) {
+            Fp8Blocks q = Fp8Blocks.quantize(w, out, in, block, block);
+            sw.add("w", DType.F8_E4M3, new long[] {out, in}, q.codes());
+            sw.addFloats("w_scale_inv", DType.F32, new long[] {q.scaleRows(), q.scaleCols()}, q.scaleInv());
+        } else {
+            sw.addFloats("w", dtype, new long[] {out, in}, w);
+        }
+        Path f = dir.resolve(dtype + "-" + out + "x" + in + "-" + block + ".safetensors");
+        sw.write(f);
+        SafetensorsFile sf = SafetensorsFile.open(f);
+        return dtype == DType.F8_E4M3
+                ? new Linear(sf.tensor("w"), sf.tensor("w_scale_inv"), block, block)
+                : new Linear(sf.tensor("w"));
     }
-  }
 
-  @Test
-  void matchesTheReferenceForEveryWeightPath() throws IOException {
-    // M around the 4-row block, N not a multiple of the 4-row weight block, K with tails and partial FP8 blocks.
-    int[][] shapes = {{1, 1, 1}, {1, 5, 7}, {3, 17, 34}, {4, 8, 192}, {7, 33, 320}, {9, 130, 513}, {32, 64, 1024}, {5, 66, 2816}};
-    for (DType dtype : new DType[] {DType.BF16, DType.F8_E4M3, DType.F32, DType.I32}) {
-      for (int[] s : shapes) {
-        int m = s[0];
-        int n = s[1];
-        int k = s[2];
-        Linear w = linear(dtype, n, k, 31L * n + k);
-        float[] x = GemmTest.randn(m * k, m + 7L * k);
-        float[] fast = new float[m * n];
-        float[] ref = new float[m * n];
+    static void assertClose(float[] ref, float[] got, int k, String what) {
+        for (int i = 0; i < ref.length; i++) {
+            assertEquals(ref[i], got[i], 2e-5 * Math.sqrt(k) + 1e-5 * Math.abs(ref[i]), what + " at " + i);
+        }
+    }
+
+    @Test
+    void matchesTheReferenceForEveryWeightPath() throws IOException {
+        // M around the 4-row block, N not a multiple of the 4-row weight block, K with tails and partial FP8 blocks.
+        int[][] shapes = {
+            {1, 1, 1}, {1, 5, 7}, {3, 17, 34}, {4, 8, 192}, {7, 33, 320}, {9, 130, 513}, {32, 64, 1024}, {5, 66, 2816}
+        };
+        for (DType dtype : new DType[] {DType.BF16, DType.F8_E4M3, DType.F32, DType.I32}) {
+            for (int[] s : shapes) {
+                int m = s[0];
+                int n = s[1];
+                int k = s[2];
+                Linear w = linear(dtype, n, k, 31L * n + k);
+                float[] x = GemmTest.randn(m * k, m + 7L * k);
+                float[] fast = new float[m * n];
+                float[] ref = new float[m * n];
+                try (Parallel p = new Parallel(2)) {
+                    RowDotGemm.matmul(x, m, w, fast, p);
+                }
+                PackedGemm.reference(x, m, w, ref);
+                assertClose(ref, fast, k, dtype + " " + m + "x" + n + "x" + k);
+            }
+        }
+    }
+
+    /** FP8 whose block columns are not a multiple of the vector width take the generic path; same reference. */
+    @Test
+    void fp8WithOddBlocksMatchesTheReference() throws IOException {
+        Linear w = linear(DType.F8_E4M3, 21, 100, 3, 24);
+        float[] x = GemmTest.randn(3 * 100, 4);
+        float[] fast = new float[3 * 21];
+        float[] ref = new float[3 * 21];
+        try (Parallel p = new Parallel(1)) {
+            RowDotGemm.matmul(x, 3, w, fast, p);
+        }
+        PackedGemm.reference(x, 3, w, ref);
+        assertClose(ref, fast, 100, "FP8 24x24 blocks");
+    }
+
+    /** Each output row's bits are the same at M = 1, 7 and 32, in any position in the batch, on 1, 2 or 3 threads. */
+    @Test
+    void aRowGivesTheSameBitsWhateverTheBatchAndThreads() throws IOException {
+        for (DType dtype : new DType[] {DType.BF16, DType.F8_E4M3, DType.F32, DType.I32}) {
+            // N large enough to be split into several tasks (N·K >= 2 · MIN_TASK_WEIGHTS), with a tail of 2 rows.
+            int n = 258;
+            int k = 1056;
+            Linear w = linear(dtype, n, k, 11);
+            float[] x = GemmTest.randn(32 * k, 12);
+            float[][] alone = new float[32][n];
+            try (Parallel p1 = new Parallel(1)) {
+                for (int i = 0; i < 32; i++) {
+                    RowDotGemm.matmul(Arrays.copyOfRange(x, i * k, (i + 1) * k), 1, w, alone[i], p1);
+                }
+            }
+            for (int threads = 1; threads <= 3; threads++) {
+                try (Parallel p = new Parallel(threads)) {
+                    for (int m : new int[] {1, 7, 32}) {
+                        // The batch: rows 32 - m .. 31 of x, so each row sits at a different position than alone.
+                        float[] xb = Arrays.copyOfRange(x, (32 - m) * k, 32 * k);
+                        float[] y = new float[m * n];
+                        RowDotGemm.matmul(xb, m, w, y, p);
+                        for (int i = 0; i < m; i++) {
+                            assertArrayEquals(
+                                    alone[32 - m + i],
+                                    Arrays.copyOfRange(y, i * n, (i + 1) * n),
+                                    dtype + ", " + threads + " threads, m = " + m + ", row " + i);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /** A group of matmuls in one pass gives each member the bits it gets alone. */
+    @Test
+    void groupedMatmulsGiveTheBitsOfSingleOnes() throws IOException {
+        Linear[] w = {
+            linear(DType.BF16, 256, 1024, 1),
+            linear(DType.F8_E4M3, 130, 320, 2),
+            linear(DType.F32, 7, 33, 3),
+            linear(DType.BF16, 66, 256, 4),
+            linear(DType.I32, 258, 1056, 5)
+        };
+        int[] m = {1, 5, 2, 0, 3};
+        float[][] x = new float[w.length][];
+        float[][] y = new float[w.length][];
+        for (int g = 0; g < w.length; g++) {
+            x[g] = GemmTest.randn(m[g] * w[g].in(), 10 + g);
+            y[g] = new float[m[g] * w[g].out()];
+        }
         try (Parallel p = new Parallel(2)) {
-          RowDotGemm.matmul(x, m, w, fast, p);
-        }
-        PackedGemm.reference(x, m, w, ref);
-        assertClose(ref, fast, k, dtype + " " + m + "x" + n + "x" + k);
-      }
-    }
-  }
-
-  /** FP8 whose block columns are not a multiple of the vector width take the generic path; same reference. */
-  @Test
-  void fp8WithOddBlocksMatchesTheReference() throws IOException {
-    Linear w = linear(DType.F8_E4M3, 21, 100, 3, 24);
-    float[] x = GemmTest.randn(3 * 100, 4);
-    float[] fast = new float[3 * 21];
-    float[] ref = new float[3 * 21];
-    try (Parallel p = new Parallel(1)) {
-      RowDotGemm.matmul(x, 3, w, fast, p);
-    }
-    PackedGemm.reference(x, 3, w, ref);
-    assertClose(ref, fast, 100, "FP8 24x24 blocks");
-  }
-
-  /** Each output row's bits are the same at M = 1, 7 and 32, in any position in the batch, on 1, 2 or 3 threads. */
-  @Test
-  void aRowGivesTheSameBitsWhateverTheBatchAndThreads() throws IOException {
-    for (DType dtype : new DType[] {DType.BF16, DType.F8_E4M3, DType.F32, DType.I32}) {
-      // N large enough to be split into several tasks (N·K >= 2 · MIN_TASK_WEIGHTS), with a tail of 2 rows.
-      int n = 258;
-      int k = 1056;
-      Linear w = linear(dtype, n, k, 11);
-      float[] x = GemmTest.randn(32 * k, 12);
-      float[][] alone = new float[32][n];
-      try (Parallel p1 = new Parallel(1)) {
-        for (int i = 0; i < 32; i++) {
-          RowDotGemm.matmul(Arrays.copyOfRange(x, i * k, (i + 1) * k), 1, w, alone[i], p1);
-        }
-      }
-      for (int threads = 1; threads <= 3; threads++) {
-        try (Parallel p = new Parallel(threads)) {
-          for (int m : new int[] {1, 7, 32}) {
-            // The batch: rows 32 - m .. 31 of x, so each row sits at a different position than alone.
-            float[] xb = Arrays.copyOfRange(x, (32 - m) * k, 32 * k);
-            float[] y = new float[m * n];
-            RowDotGemm.matmul(xb, m, w, y, p);
-            for (int i = 0; i < m; i++) {
-              assertArrayEquals(alone[32 - m + i], Arrays.copyOfRange(y, i * n, (i + 1) * n),
-                  dtype + ", " + threads + " threads, m = " + m + ", row " + i);
+            RowDotGemm.matmulGroup(x, m, w, y, p);
+            for (int g = 0; g < w.length; g++) {
+                float[] alone = new float[m[g] * w[g].out()];
+                RowDotGemm.matmul(x[g], m[g], w[g], alone, p);
+                assertArrayEquals(alone, y[g], "member " + g);
             }
-          }
         }
-      }
     }
-  }
 
-  /** A group of matmuls in one pass gives each member the bits it gets alone. */
-  @Test
-  void groupedMatmulsGiveTheBitsOfSingleOnes() throws IOException {
-    Linear[] w = {linear(DType.BF16, 256, 1024, 1), linear(DType.F8_E4M3, 130, 320, 2), linear(DType.F32, 7, 33, 3), linear(DType.BF16, 66, 256, 4),
-        linear(DType.I32, 258, 1056, 5)};
-    int[] m = {1, 5, 2, 0, 3};
-    float[][] x = new float[w.length][];
-    float[][] y = new float[w.length][];
-    for (int g = 0; g < w.length; g++) {
-      x[g] = GemmTest.randn(m[g] * w[g].in(), 10 + g);
-      y[g] = new float[m[g] * w[g].out()];
-    }
-    try (Parallel p = new Parallel(2)) {
-      RowDotGemm.matmulGroup(x, m, w, y, p);
-      for (int g = 0; g < w.length; g++) {
-        float[] alone = new float[m[g] * w[g].out()];
-        RowDotGemm.matmul(x[g], m[g], w[g], alone, p);
-        assertArrayEquals(alone, y[g], "member " + g);
-      }
-    }
-  }
-
-  /**
-   * INT4 rows take the kernel's documented order, computed here over rows decoded by Linear.row: per output one L-lane
-   * accumulator of FMAs, lane i of step j over the eight inputs of word jL + i in order (k = 8(jL + i) + p), for the words
-   * below K / 8 rounded down to L; the lanes in the fixed tree; then the K tail by scalar FMAs in order. Groups of 8, 32 and
-   * 128 decode in registers; 24 (not a multiple of a word) takes the generic path, lane i over k = i, i + L, ...
-   * M from 1 to 9 and N = 7 reach every register block (2 x 4, 4 x 1, and the 1 x 1 of a last partial weight block).
-   */
-  @Test
-  void int4OutputsAreTheDocumentedFmaOrderOverTheReferenceRows() throws IOException {
-    int l = RowDotGemm.L;
-    for (int[] s : new int[][] {{7, 1000, 32}, {7, 300, 128}, {5, 33, 32}, {6, 264, 8}, {7, 120, 24}}) {
-      int n = s[0];
-      int k = s[1];
-      boolean words = s[2] % 8 == 0;
-      Linear w = linear(DType.I32, n, k, 40L + k, s[2]);
-      int kv = words ? k / 8 / l * l * 8 : k / l * l; // inputs the lanes take
-      float[] row = new float[k];
-      float[] lanes = new float[l];
-      for (int m = 1; m <= 9; m++) {
-        float[] x = GemmTest.randn(m * k, m);
-        float[] y = new float[m * n];
-        try (Parallel p = new Parallel(2)) {
-          RowDotGemm.matmul(x, m, w, y, p);
-        }
-        for (int r = 0; r < n; r++) {
-          w.row(r, 0, k, row, 0);
-          for (int i = 0; i < m; i++) {
-            java.util.Arrays.fill(lanes, 0f);
-            for (int kk = 0; kk < kv; kk++) {
-              int lane = words ? kk / 8 % l : kk % l; // in k order, each lane's inputs come in its own order too
-              lanes[lane] = Math.fma(row[kk], x[i * k + kk], lanes[lane]);
+    /**
+     * INT4 rows take the kernel's documented order, computed here over rows decoded by Linear.row: per output one L-lane
+     * accumulator of FMAs, lane i of step j over the eight inputs of word jL + i in order (k = 8(jL + i) + p), for the words
+     * below K / 8 rounded down to L; the lanes in the fixed tree; then the K tail by scalar FMAs in order. Groups of 8, 32 and
+     * 128 decode in registers; 24 (not a multiple of a word) takes the generic path, lane i over k = i, i + L, ...
+     * M from 1 to 9 and N = 7 reach every register block (2 x 4, 4 x 1, and the 1 x 1 of a last partial weight block).
+     */
+    @Test
+    void int4OutputsAreTheDocumentedFmaOrderOverTheReferenceRows() throws IOException {
+        int l = RowDotGemm.L;
+        for (int[] s : new int[][] {{7, 1000, 32}, {7, 300, 128}, {5, 33, 32}, {6, 264, 8}, {7, 120, 24}}) {
+            int n = s[0];
+            int k = s[1];
+            boolean words = s[2] % 8 == 0;
+            Linear w = linear(DType.I32, n, k, 40L + k, s[2]);
+            int kv = words ? k / 8 / l * l * 8 : k / l * l; // inputs the lanes take
+            float[] row = new float[k];
+            float[] lanes = new float[l];
+            for (int m = 1; m <= 9; m++) {
+                float[] x = GemmTest.randn(m * k, m);
+                float[] y = new float[m * n];
+                try (Parallel p = new Parallel(2)) {
+                    RowDotGemm.matmul(x, m, w, y, p);
+                }
+                for (int r = 0; r < n; r++) {
+                    w.row(r, 0, k, row, 0);
+                    for (int i = 0; i < m; i++) {
+                        java.util.Arrays.fill(lanes, 0f);
+                        for (int kk = 0; kk < kv; kk++) {
+                            int lane = words
+                                    ? kk / 8 % l
+                                    : kk % l; // in k order, each lane's inputs come in its own order too
+                            lanes[lane] = Math.fma(row[kk], x[i * k + kk], lanes[lane]);
+                        }
+                        float sum = Lanes.foldTree(lanes, 0, l);
+                        for (int kk = kv; kk < k; kk++) {
+                            sum = Math.fma(x[i * k + kk], row[kk], sum);
+                        }
+                        assertEquals(
+                                Float.floatToIntBits(sum),
+                                Float.floatToIntBits(y[i * n + r]),
+                                "groups of " + s[2] + ", " + n + "x" + k + ", m = " + m + ": y[" + i + ", " + r + "]");
+                    }
+                }
             }
-            float sum = Lanes.foldTree(lanes, 0, l);
-            for (int kk = kv; kk < k; kk++) {
-              sum = Math.fma(x[i * k + kk], row[kk], sum);
-            }
-            assertEquals(Float.floatToIntBits(sum), Float.floatToIntBits(y[i * n + r]),
-                "groups of " + s[2] + ", " + n + "x" + k + ", m = " + m + ": y[" + i + ", " + r + "]");
-          }
         }
-      }
     }
-  }
 
-  @Test
-  void cpuOpsDecodeUsesTheKernelOrTheScalarFallback() throws IOException {
-    Linear w = linear(DType.BF16, 40, 96, 8);
-    float[] x = GemmTest.randn(3 * 96, 9);
-    float[] kernel = new float[3 * 40];
-    float[] viaOps = new float[3 * 40];
-    float[] scalar = new float[3 * 40];
-    float[] ref = new float[3 * 40];
-    try (Parallel p = new Parallel(1); CpuOps ops = new CpuOps(2); CpuOps noSimd = new CpuOps(2, false); ReferenceOps r = new ReferenceOps()) {
-      RowDotGemm.matmul(x, 3, w, kernel, p);
-      ops.matmulDecode(x, 3, w, viaOps);
-      noSimd.matmulDecode(x, 3, w, scalar);
-      r.matmulDecode(x, 3, w, ref);
+    @Test
+    void cpuOpsDecodeUsesTheKernelOrTheScalarFallback() throws IOException {
+        Linear w = linear(DType.BF16, 40, 96, 8);
+        float[] x = GemmTest.randn(3 * 96, 9);
+        float[] kernel = new float[3 * 40];
+        float[] viaOps = new float[3 * 40];
+        float[] scalar = new float[3 * 40];
+        float[] ref = new float[3 * 40];
+        try (Parallel p = new Parallel(1);
+                CpuOps ops = new CpuOps(2);
+                CpuOps noSimd = new CpuOps(2, false);
+                ReferenceOps r = new ReferenceOps()) {
+            RowDotGemm.matmul(x, 3, w, kernel, p);
+            ops.matmulDecode(x, 3, w, viaOps);
+            noSimd.matmulDecode(x, 3, w, scalar);
+            r.matmulDecode(x, 3, w, ref);
+        }
+        assertArrayEquals(kernel, viaOps);
+        assertClose(ref, scalar, 96, "scalar fallback");
+        assertClose(ref, kernel, 96, "kernel");
     }
-    assertArrayEquals(kernel, viaOps);
-    assertClose(ref, scalar, 96, "scalar fallback");
-    assertClose(ref, kernel, 96, "kernel");
-  }
 }

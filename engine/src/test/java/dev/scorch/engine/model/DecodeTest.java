@@ -31,248 +31,270 @@ import org.junit.jupiter.api.Test;
 /** Prefill into the MLA latent KV cache, then decode in the absorbed form. */
 class DecodeTest {
 
-  /** Prefills each prompt into a fresh cache and returns the logits of its last token [B, vocab]. */
-  static float[] prefill(DeepseekV3Model m, Ops ops, List<int[]> prompts, KvCache[] caches) {
-    return prefill(m, ops, prompts, caches, new Workspace());
-  }
-
-  static float[] prefill(DeepseekV3Model m, Ops ops, List<int[]> prompts, KvCache[] caches, Workspace ws) {
-    PackedBatch b = KvCache.pack(prompts, Arrays.asList(caches));
-    float[] hidden = m.prefill(b, caches, ops, ws);
-    int h = m.config().hiddenSize();
-    float[] last = new float[prompts.size() * h];
-    for (int s = 0; s < prompts.size(); s++) {
-      System.arraycopy(hidden, (b.seqStart()[s] + b.seqLen()[s] - 1) * h, last, s * h, h);
+    /** Prefills each prompt into a fresh cache and returns the logits of its last token [B, vocab]. */
+    static float[] prefill(DeepseekV3Model m, Ops ops, List<int[]> prompts, KvCache[] caches) {
+        return prefill(m, ops, prompts, caches, new Workspace());
     }
-    float[] logits = new float[prompts.size() * m.vocabSize()];
-    m.logits(last, prompts.size(), ops, logits);
-    return logits;
-  }
 
-  static float[] fullLastLogits(DeepseekV3Model m, Ops ops, int[] tokens) {
-    return new Scorer(m, ops).score(List.of(new ScoreRequest(tokens, tokens.length, 0, LogitsMode.LAST))).get(0).logits()[0];
-  }
+    static float[] prefill(DeepseekV3Model m, Ops ops, List<int[]> prompts, KvCache[] caches, Workspace ws) {
+        PackedBatch b = KvCache.pack(prompts, Arrays.asList(caches));
+        float[] hidden = m.prefill(b, caches, ops, ws);
+        int h = m.config().hiddenSize();
+        float[] last = new float[prompts.size() * h];
+        for (int s = 0; s < prompts.size(); s++) {
+            System.arraycopy(hidden, (b.seqStart()[s] + b.seqLen()[s] - 1) * h, last, s * h, h);
+        }
+        float[] logits = new float[prompts.size() * m.vocabSize()];
+        m.logits(last, prompts.size(), ops, logits);
+        return logits;
+    }
 
-  @Test
-  void greedyDecodeWithCacheMatchesGoldenContinuation() throws IOException {
-    DeepseekV3Model m = DeepseekV3Model.load(TestModels.conformanceModel());
-    JsonNode golden = new ObjectMapper().readTree(TestModels.conformanceGolden().toFile());
-    int vocab = m.vocabSize();
-    List<Supplier<Ops>> paths = List.of(() -> new CpuOps(2), () -> new CpuOps(2, false), ReferenceOps::new);
-    for (Supplier<Ops> path : paths) {
-      try (Ops ops = path.get()) {
-        for (JsonNode p : golden.get("prompts")) {
-          int[] prompt = ConformanceTest.ints(p.get("token_ids"));
-          int[] expected = ConformanceTest.ints(p.get("greedy_continuation"));
-          KvCache cache = new KvCache(m.config(), prompt.length + expected.length);
-          KvCache[] caches = {cache};
-          int[] got = new int[expected.length];
-          float[] logits = prefill(m, ops, List.of(prompt), caches);
-          for (int step = 0; step < expected.length; step++) {
-            got[step] = LogSoftmax.argmax(logits, 0, vocab);
-            if (step + 1 < expected.length) {
-              logits = m.decode(new int[] {got[step]}, caches, ops);
+    static float[] fullLastLogits(DeepseekV3Model m, Ops ops, int[] tokens) {
+        return new Scorer(m, ops)
+                .score(List.of(new ScoreRequest(tokens, tokens.length, 0, LogitsMode.LAST)))
+                .get(0)
+                .logits()[0];
+    }
+
+    @Test
+    void greedyDecodeWithCacheMatchesGoldenContinuation() throws IOException {
+        DeepseekV3Model m = DeepseekV3Model.load(TestModels.conformanceModel());
+        JsonNode golden =
+                new ObjectMapper().readTree(TestModels.conformanceGolden().toFile());
+        int vocab = m.vocabSize();
+        List<Supplier<Ops>> paths = List.of(() -> new CpuOps(2), () -> new CpuOps(2, false), ReferenceOps::new);
+        for (Supplier<Ops> path : paths) {
+            try (Ops ops = path.get()) {
+                for (JsonNode p : golden.get("prompts")) {
+                    int[] prompt = ConformanceTest.ints(p.get("token_ids"));
+                    int[] expected = ConformanceTest.ints(p.get("greedy_continuation"));
+                    KvCache cache = new KvCache(m.config(), prompt.length + expected.length);
+                    KvCache[] caches = {cache};
+                    int[] got = new int[expected.length];
+                    float[] logits = prefill(m, ops, List.of(prompt), caches);
+                    for (int step = 0; step < expected.length; step++) {
+                        got[step] = LogSoftmax.argmax(logits, 0, vocab);
+                        if (step + 1 < expected.length) {
+                            logits = m.decode(new int[] {got[step]}, caches, ops);
+                        }
+                    }
+                    assertArrayEquals(
+                            expected, got, ops + ": greedy continuation of a " + prompt.length + "-token prompt");
+                    assertEquals(prompt.length + expected.length - 1, cache.length());
+                }
             }
-          }
-          assertArrayEquals(expected, got, ops + ": greedy continuation of a " + prompt.length + "-token prompt");
-          assertEquals(prompt.length + expected.length - 1, cache.length());
         }
-      }
     }
-  }
 
-  /** Decode logits at every position up to 100 (past YaRN's 64) vs full recomputation of the same prefix. */
-  static void decodeMatchesRecomputation(Path dir) {
-    DeepseekV3Model m = DeepseekV3Model.load(dir);
-    int[] seq = InvarianceTest.prompts(m.vocabSize(), 13, 100).get(0);
-    double maxD = 0;
-    try (Ops ops = new CpuOps(2)) {
-      for (int prefillLen : new int[] {1, 40}) {
-        KvCache[] caches = {new KvCache(m.config(), seq.length)};
-        float[] logits = prefill(m, ops, List.of(Arrays.copyOf(seq, prefillLen)), caches);
-        for (int n = prefillLen; ; n++) {
-          float[] full = fullLastLogits(m, ops, Arrays.copyOf(seq, n));
-          for (int v = 0; v < full.length; v++) {
-            maxD = Math.max(maxD, Math.abs(full[v] - logits[v]));
-          }
-          if (n == seq.length) {
-            break;
-          }
-          logits = m.decode(new int[] {seq[n]}, caches, ops);
+    /** Decode logits at every position up to 100 (past YaRN's 64) vs full recomputation of the same prefix. */
+    static void decodeMatchesRecomputation(Path dir) {
+        DeepseekV3Model m = DeepseekV3Model.load(dir);
+        int[] seq = InvarianceTest.prompts(m.vocabSize(), 13, 100).get(0);
+        double maxD = 0;
+        try (Ops ops = new CpuOps(2)) {
+            for (int prefillLen : new int[] {1, 40}) {
+                KvCache[] caches = {new KvCache(m.config(), seq.length)};
+                float[] logits = prefill(m, ops, List.of(Arrays.copyOf(seq, prefillLen)), caches);
+                for (int n = prefillLen; ; n++) {
+                    float[] full = fullLastLogits(m, ops, Arrays.copyOf(seq, n));
+                    for (int v = 0; v < full.length; v++) {
+                        maxD = Math.max(maxD, Math.abs(full[v] - logits[v]));
+                    }
+                    if (n == seq.length) {
+                        break;
+                    }
+                    logits = m.decode(new int[] {seq[n]}, caches, ops);
+                }
+                assertEquals(seq.length, caches[0].length());
+            }
+            // A multi-token extension of a non-empty cache attends in the absorbed form too.
+            KvCache[] caches = {new KvCache(m.config(), seq.length)};
+            prefill(m, ops, List.of(Arrays.copyOf(seq, 30)), caches);
+            float[] ext = prefill(m, ops, List.of(Arrays.copyOfRange(seq, 30, 90)), caches);
+            float[] full = fullLastLogits(m, ops, Arrays.copyOf(seq, 90));
+            for (int v = 0; v < full.length; v++) {
+                maxD = Math.max(maxD, Math.abs(full[v] - ext[v]));
+            }
         }
-        assertEquals(seq.length, caches[0].length());
-      }
-      // A multi-token extension of a non-empty cache attends in the absorbed form too.
-      KvCache[] caches = {new KvCache(m.config(), seq.length)};
-      prefill(m, ops, List.of(Arrays.copyOf(seq, 30)), caches);
-      float[] ext = prefill(m, ops, List.of(Arrays.copyOfRange(seq, 30, 90)), caches);
-      float[] full = fullLastLogits(m, ops, Arrays.copyOf(seq, 90));
-      for (int v = 0; v < full.length; v++) {
-        maxD = Math.max(maxD, Math.abs(full[v] - ext[v]));
-      }
+        System.out.printf("decode vs recomputation %s: max |dlogit| %.3g%n", dir.getFileName(), maxD);
+        assertTrue(maxD <= 1e-4, dir.getFileName() + ": decode vs recomputation max |d logit| " + maxD);
     }
-    System.out.printf("decode vs recomputation %s: max |dlogit| %.3g%n", dir.getFileName(), maxD);
-    assertTrue(maxD <= 1e-4, dir.getFileName() + ": decode vs recomputation max |d logit| " + maxD);
-  }
 
-  @Test
-  void decodeMatchesRecomputationBf16() {
-    decodeMatchesRecomputation(DemoModels.tinyBf16());
-  }
-
-  @Test
-  void decodeMatchesRecomputationFp8() {
-    decodeMatchesRecomputation(DemoModels.tinyFp8());
-  }
-
-  @Test
-  void decodeMatchesRecomputationInt4() {
-    decodeMatchesRecomputation(DemoModels.tinyInt4());
-  }
-
-  @Test
-  void decodeMatchesRecomputationWithoutQLora() {
-    decodeMatchesRecomputation(DemoModels.tinyNoQLora());
-  }
-
-  /** Prefill's hidden states are scoring's, bit for bit, and the cache holds the same bits batched or alone. */
-  @Test
-  void prefillEqualsScoringForwardBitwise() {
-    DeepseekV3Model m = DeepseekV3Model.load(DemoModels.tinyBf16());
-    List<int[]> seqs = InvarianceTest.prompts(m.vocabSize(), 5, 3, 70, 12);
-    try (Ops ops = new CpuOps(2)) {
-      KvCache[] caches = new KvCache[seqs.size()];
-      for (int s = 0; s < caches.length; s++) {
-        caches[s] = new KvCache(m.config(), 80);
-      }
-      float[] cached = m.prefill(KvCache.pack(seqs, Arrays.asList(caches)), caches, ops);
-      assertArrayEquals(m.forward(PackedBatch.of(seqs), ops, null), cached);
-      KvCache alone = new KvCache(m.config(), 80);
-      m.prefill(KvCache.pack(List.of(seqs.get(1)), List.of(alone)), new KvCache[] {alone}, ops);
-      for (int l = 0; l < m.config().numHiddenLayers(); l++) {
-        assertArrayEquals(Arrays.copyOf(alone.latents(l), 70 * alone.kvLoraRank()),
-            Arrays.copyOf(caches[1].latents(l), 70 * alone.kvLoraRank()), "latents of layer " + l);
-        assertArrayEquals(Arrays.copyOf(alone.kPes(l), 70 * alone.qkRopeHeadDim()),
-            Arrays.copyOf(caches[1].kPes(l), 70 * alone.qkRopeHeadDim()), "k_pe of layer " + l);
-      }
+    @Test
+    void decodeMatchesRecomputationBf16() {
+        decodeMatchesRecomputation(DemoModels.tinyBf16());
     }
-  }
 
-  /**
-   * Sequences prefilled and decoded together give the bits each gives alone, at 1 and 2 threads; together they
-   * share one workspace (as a generator does), so a buffer left over from a larger pass cannot leak into a result.
-   */
-  @Test
-  void batchedDecodeEqualsAloneBitwise() {
-    batchedDecodeEqualsAloneBitwise(DemoModels.tinyBf16());
-  }
+    @Test
+    void decodeMatchesRecomputationFp8() {
+        decodeMatchesRecomputation(DemoModels.tinyFp8());
+    }
 
-  /** As for BF16, with the routed experts in compressed-tensors INT4 groups. */
-  @Test
-  void batchedDecodeEqualsAloneBitwiseInt4() {
-    batchedDecodeEqualsAloneBitwise(DemoModels.tinyInt4());
-  }
+    @Test
+    void decodeMatchesRecomputationInt4() {
+        decodeMatchesRecomputation(DemoModels.tinyInt4());
+    }
 
-  static void batchedDecodeEqualsAloneBitwise(Path dir) {
-    DeepseekV3Model m = DeepseekV3Model.load(dir);
-    int vocab = m.vocabSize();
-    List<int[]> prompts = InvarianceTest.prompts(vocab, 9, 1, 7, 66, 30);
-    int steps = 8;
-    // Alone, 1 thread: greedy tokens and the logits of every step.
-    List<List<float[]>> aloneLogits = new ArrayList<>();
-    List<int[]> aloneTokens = new ArrayList<>();
-    try (Ops ops = new CpuOps(1)) {
-      for (int[] p : prompts) {
-        KvCache[] c = {new KvCache(m.config(), p.length + steps)};
-        List<float[]> ls = new ArrayList<>();
-        int[] toks = new int[steps];
-        float[] logits = prefill(m, ops, List.of(p), c);
-        for (int step = 0; step < steps; step++) {
-          ls.add(logits);
-          toks[step] = LogSoftmax.argmax(logits, 0, vocab);
-          logits = m.decode(new int[] {toks[step]}, c, ops);
+    @Test
+    void decodeMatchesRecomputationWithoutQLora() {
+        decodeMatchesRecomputation(DemoModels.tinyNoQLora());
+    }
+
+    /** Prefill's hidden states are scoring's, bit for bit, and the cache holds the same bits batched or alone. */
+    @Test
+    void prefillEqualsScoringForwardBitwise() {
+        DeepseekV3Model m = DeepseekV3Model.load(DemoModels.tinyBf16());
+        List<int[]> seqs = InvarianceTest.prompts(m.vocabSize(), 5, 3, 70, 12);
+        try (Ops ops = new CpuOps(2)) {
+            KvCache[] caches = new KvCache[seqs.size()];
+            for (int s = 0; s < caches.length; s++) {
+                caches[s] = new KvCache(m.config(), 80);
+            }
+            float[] cached = m.prefill(KvCache.pack(seqs, Arrays.asList(caches)), caches, ops);
+            assertArrayEquals(m.forward(PackedBatch.of(seqs), ops, null), cached);
+            KvCache alone = new KvCache(m.config(), 80);
+            m.prefill(KvCache.pack(List.of(seqs.get(1)), List.of(alone)), new KvCache[] {alone}, ops);
+            for (int l = 0; l < m.config().numHiddenLayers(); l++) {
+                assertArrayEquals(
+                        Arrays.copyOf(alone.latents(l), 70 * alone.kvLoraRank()),
+                        Arrays.copyOf(caches[1].latents(l), 70 * alone.kvLoraRank()),
+                        "latents of layer " + l);
+                assertArrayEquals(
+                        Arrays.copyOf(alone.kPes(l), 70 * alone.qkRopeHeadDim()),
+                        Arrays.copyOf(caches[1].kPes(l), 70 * alone.qkRopeHeadDim()),
+                        "k_pe of layer " + l);
+            }
         }
-        ls.add(logits); // after the last step
-        aloneLogits.add(ls);
-        aloneTokens.add(toks);
-      }
     }
-    for (int threads : new int[] {1, 2}) {
-      try (Ops ops = new CpuOps(threads)) {
-        Workspace ws = new Workspace();
-        int b = prompts.size();
-        KvCache[] caches = new KvCache[b];
-        for (int s = 0; s < b; s++) {
-          caches[s] = new KvCache(m.config(), prompts.get(s).length + steps);
-        }
-        float[] logits = prefill(m, ops, prompts, caches, ws);
-        for (int step = 0; step < steps; step++) {
-          int[] next = new int[b];
-          for (int s = 0; s < b; s++) {
-            assertArrayEquals(aloneLogits.get(s).get(step), Arrays.copyOfRange(logits, s * vocab, (s + 1) * vocab),
-                threads + " threads, sequence " + s + ", step " + step);
-            next[s] = aloneTokens.get(s)[step];
-          }
-          if (step + 1 < steps) {
-            logits = m.decode(next, caches, ops, null, ws);
-            continue;
-          }
-          // The last step decodes in one batch with a new prompt's prefill: every row as alone.
-          int[] fresh = prompts.get(2);
-          List<int[]> mixedSeqs = new ArrayList<>();
-          KvCache[] mixed = Arrays.copyOf(caches, b + 1);
-          for (int s = 0; s < b; s++) {
-            mixedSeqs.add(new int[] {next[s]});
-          }
-          mixedSeqs.add(fresh);
-          mixed[b] = new KvCache(m.config(), fresh.length);
-          PackedBatch mixedBatch = KvCache.pack(mixedSeqs, Arrays.asList(mixed));
-          float[] hidden = m.prefill(mixedBatch, mixed, ops, ws);
-          // The decode rows' logits as decode computes them, the prefill row's as prefill does.
-          int h = m.config().hiddenSize();
-          float[] mixedLogits = new float[(b + 1) * vocab];
-          m.decodeLogits(Arrays.copyOf(hidden, b * h), b, ops, mixedLogits);
-          float[] last = Arrays.copyOfRange(hidden, (mixedBatch.numTokens() - 1) * h, mixedBatch.numTokens() * h);
-          float[] freshLogits = new float[vocab];
-          m.logits(last, 1, ops, freshLogits);
-          System.arraycopy(freshLogits, 0, mixedLogits, b * vocab, vocab);
-          for (int s = 0; s < b; s++) {
-            assertArrayEquals(aloneLogits.get(s).get(steps), Arrays.copyOfRange(mixedLogits, s * vocab, (s + 1) * vocab),
-                threads + " threads, mixed batch, decoding sequence " + s);
-          }
-          assertArrayEquals(aloneLogits.get(2).get(0), Arrays.copyOfRange(mixedLogits, b * vocab, (b + 1) * vocab),
-              threads + " threads, mixed batch, prefill row");
-        }
-      }
-    }
-  }
 
-  @Test
-  void bytesPerTokenOfTheSmallPreset() {
-    DemoPreset p = DemoPreset.SMALL;
-    KvCache c = new KvCache(p.numHiddenLayers(), p.kvLoraRank(), p.qkRopeHeadDim(), 4096);
-    assertEquals(8L * (256 + 32) * 4, c.bytesPerToken());
-    assertEquals(0, c.bytes());
-    c.reserve(3);
-    c.advance(3);
-    assertEquals(3 * c.bytesPerToken(), c.bytes());
-  }
-
-  @Test
-  void cacheFullFailsClearlyAndChangesNothing() {
-    DeepseekV3Model m = DeepseekV3Model.load(DemoModels.tinyBf16());
-    try (Ops ops = new CpuOps(1)) {
-      KvCache[] c = {new KvCache(m.config(), 5)};
-      prefill(m, ops, List.of(new int[] {1, 2, 3, 4}), c);
-      m.decode(new int[] {5}, c, ops);
-      assertEquals(5, c[0].length());
-      IllegalStateException e = assertThrows(IllegalStateException.class, () -> m.decode(new int[] {6}, c, ops));
-      assertTrue(e.getMessage().contains("KV cache is full"), e.getMessage());
-      assertEquals(5, c[0].length());
-      KvCache shared = new KvCache(m.config(), 8);
-      assertThrows(IllegalArgumentException.class, () -> m.decode(new int[] {1, 2}, new KvCache[] {shared, shared}, ops));
-      assertThrows(IllegalArgumentException.class,
-          () -> m.prefill(PackedBatch.of(List.of(new int[] {1})), new KvCache[] {c[0]}, ops)); // position 0, cache at 5
+    /**
+     * Sequences prefilled and decoded together give the bits each gives alone, at 1 and 2 threads; together they
+     * share one workspace (as a generator does), so a buffer left over from a larger pass cannot leak into a result.
+     */
+    @Test
+    void batchedDecodeEqualsAloneBitwise() {
+        batchedDecodeEqualsAloneBitwise(DemoModels.tinyBf16());
     }
-  }
+
+    /** As for BF16, with the routed experts in compressed-tensors INT4 groups. */
+    @Test
+    void batchedDecodeEqualsAloneBitwiseInt4() {
+        batchedDecodeEqualsAloneBitwise(DemoModels.tinyInt4());
+    }
+
+    static void batchedDecodeEqualsAloneBitwise(Path dir) {
+        DeepseekV3Model m = DeepseekV3Model.load(dir);
+        int vocab = m.vocabSize();
+        List<int[]> prompts = InvarianceTest.prompts(vocab, 9, 1, 7, 66, 30);
+        int steps = 8;
+        // Alone, 1 thread: greedy tokens and the logits of every step.
+        List<List<float[]>> aloneLogits = new ArrayList<>();
+        List<int[]> aloneTokens = new ArrayList<>();
+        try (Ops ops = new CpuOps(1)) {
+            for (int[] p : prompts) {
+                KvCache[] c = {new KvCache(m.config(), p.length + steps)};
+                List<float[]> ls = new ArrayList<>();
+                int[] toks = new int[steps];
+                float[] logits = prefill(m, ops, List.of(p), c);
+                for (int step = 0; step < steps; step++) {
+                    ls.add(logits);
+                    toks[step] = LogSoftmax.argmax(logits, 0, vocab);
+                    logits = m.decode(new int[] {toks[step]}, c, ops);
+                }
+                ls.add(logits); // after the last step
+                aloneLogits.add(ls);
+                aloneTokens.add(toks);
+            }
+        }
+        for (int threads : new int[] {1, 2}) {
+            try (Ops ops = new CpuOps(threads)) {
+                Workspace ws = new Workspace();
+                int b = prompts.size();
+                KvCache[] caches = new KvCache[b];
+                for (int s = 0; s < b; s++) {
+                    caches[s] = new KvCache(m.config(), prompts.get(s).length + steps);
+                }
+                float[] logits = prefill(m, ops, prompts, caches, ws);
+                for (int step = 0; step < steps; step++) {
+                    int[] next = new int[b];
+                    for (int s = 0; s < b; s++) {
+                        assertArrayEquals(
+                                aloneLogits.get(s).get(step),
+                                Arrays.copyOfRange(logits, s * vocab, (s + 1) * vocab),
+                                threads + " threads, sequence " + s + ", step " + step);
+                        next[s] = aloneTokens.get(s)[step];
+                    }
+                    if (step + 1 < steps) {
+                        logits = m.decode(next, caches, ops, null, ws);
+                        continue;
+                    }
+                    // The last step decodes in one batch with a new prompt's prefill: every row as alone.
+                    int[] fresh = prompts.get(2);
+                    List<int[]> mixedSeqs = new ArrayList<>();
+                    KvCache[] mixed = Arrays.copyOf(caches, b + 1);
+                    for (int s = 0; s < b; s++) {
+                        mixedSeqs.add(new int[] {next[s]});
+                    }
+                    mixedSeqs.add(fresh);
+                    mixed[b] = new KvCache(m.config(), fresh.length);
+                    PackedBatch mixedBatch = KvCache.pack(mixedSeqs, Arrays.asList(mixed));
+                    float[] hidden = m.prefill(mixedBatch, mixed, ops, ws);
+                    // The decode rows' logits as decode computes them, the prefill row's as prefill does.
+                    int h = m.config().hiddenSize();
+                    float[] mixedLogits = new float[(b + 1) * vocab];
+                    m.decodeLogits(Arrays.copyOf(hidden, b * h), b, ops, mixedLogits);
+                    float[] last =
+                            Arrays.copyOfRange(hidden, (mixedBatch.numTokens() - 1) * h, mixedBatch.numTokens() * h);
+                    float[] freshLogits = new float[vocab];
+                    m.logits(last, 1, ops, freshLogits);
+                    System.arraycopy(freshLogits, 0, mixedLogits, b * vocab, vocab);
+                    for (int s = 0; s < b; s++) {
+                        assertArrayEquals(
+                                aloneLogits.get(s).get(steps),
+                                Arrays.copyOfRange(mixedLogits, s * vocab, (s + 1) * vocab),
+                                threads + " threads, mixed batch, decoding sequence " + s);
+                    }
+                    assertArrayEquals(
+                            aloneLogits.get(2).get(0),
+                            Arrays.copyOfRange(mixedLogits, b * vocab, (b + 1) * vocab),
+                            threads + " threads, mixed batch, prefill row");
+                }
+            }
+        }
+    }
+
+    @Test
+    void bytesPerTokenOfTheSmallPreset() {
+        DemoPreset p = DemoPreset.SMALL;
+        KvCache c = new KvCache(p.numHiddenLayers(), p.kvLoraRank(), p.qkRopeHeadDim(), 4096);
+        assertEquals(8L * (256 + 32) * 4, c.bytesPerToken());
+        assertEquals(0, c.bytes());
+        c.reserve(3);
+        c.advance(3);
+        assertEquals(3 * c.bytesPerToken(), c.bytes());
+    }
+
+    @Test
+    void cacheFullFailsClearlyAndChangesNothing() {
+        DeepseekV3Model m = DeepseekV3Model.load(DemoModels.tinyBf16());
+        try (Ops ops = new CpuOps(1)) {
+            KvCache[] c = {new KvCache(m.config(), 5)};
+            prefill(m, ops, List.of(new int[] {1, 2, 3, 4}), c);
+            m.decode(new int[] {5}, c, ops);
+            assertEquals(5, c[0].length());
+            IllegalStateException e = assertThrows(IllegalStateException.class, () -> m.decode(new int[] {6}, c, ops));
+            assertTrue(e.getMessage().contains("KV cache is full"), e.getMessage());
+            assertEquals(5, c[0].length());
+            KvCache shared = new KvCache(m.config(), 8);
+            assertThrows(
+                    IllegalArgumentException.class,
+                    () -> m.decode(new int[] {1, 2}, new KvCache[] {shared, shared}, ops));
+            assertThrows(
+                    IllegalArgumentException.class,
+                    () -> m.prefill(
+                            PackedBatch.of(List.of(new int[] {1})),
+                            new KvCache[] {c[0]},
+                            ops)); // position 0, cache at 5
+        }
+    }
 }

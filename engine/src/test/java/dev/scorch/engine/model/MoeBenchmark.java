@@ -32,62 +32,83 @@ import org.openjdk.jmh.annotations.TearDown;
 @State(Scope.Benchmark)
 @BenchmarkMode(Mode.AverageTime)
 @OutputTimeUnit(TimeUnit.MILLISECONDS)
-@Fork(value = 1, jvmArgsAppend = {"--add-modules=jdk.incubator.vector"})
+@Fork(
+        value = 1,
+        jvmArgsAppend = {"--add-modules=jdk.incubator.vector"})
 public class MoeBenchmark {
-  /** Tokens in the batch. */
-  @Param({"2048"})
-  public int tokens;
+    /** Tokens in the batch. */
+    @Param({"2048"})
+    public int tokens;
 
-  /** Expert weights as the demo writer stores them: BF16, or FP8 E4M3 with 128x128 block scales. */
-  @Param({"BF16", "FP8"})
-  public String dtype;
+    /** Expert weights as the demo writer stores them: BF16, or FP8 E4M3 with 128x128 block scales. */
+    @Param({"BF16", "FP8"})
+    public String dtype;
 
-  /** Engine threads. */
-  @Param({"2"})
-  public int threads;
+    /** Engine threads. */
+    @Param({"2"})
+    public int threads;
 
-  private Path dir;
-  private Moe moe;
-  private CpuOps ops;
-  private float[] x;
+    private Path dir;
+    private Moe moe;
+    private CpuOps ops;
+    private float[] x;
 
-  @Setup(Level.Trial)
-  public void setUp() throws IOException {
-    // The small preset's dims with 2 layers (layer 0 dense, layer 1 MoE) and a 1024-token vocabulary.
-    DemoPreset s = DemoPreset.SMALL;
-    DemoPreset p = new DemoPreset("moe-bench", 1024, s.hiddenSize(), 2, 1, s.numAttentionHeads(), s.qLoraRank(),
-        s.kvLoraRank(), s.qkNopeHeadDim(), s.qkRopeHeadDim(), s.vHeadDim(), s.intermediateSize(), s.nRoutedExperts(),
-        s.numExpertsPerTok(), s.moeIntermediateSize(), s.nSharedExperts(), s.nGroup(), s.topkGroup(), s.ropeFactor(),
-        s.originalMaxPositionEmbeddings(), s.maxPositionEmbeddings(), s.maxShardBytes());
-    // Write the demo checkpoint to a temp dir and open it like DeepseekV3Model.load does.
-    dir = Files.createTempDirectory("scorch-moe-bench");
-    ModelConfig config = new DemoModelWriter(p, dtype.equals("FP8"), true, 1234).write(dir);
-    Checkpoint ckpt = Checkpoint.open(dir);
-    CheckpointValidator.validate(config, ckpt).orThrow();
-    // Layer 1 is the MoE layer.
-    moe = new Moe(new ModelWeights(ckpt, config), 1);
-    // Hidden states of unit scale, as after the post-attention RMSNorm.
-    SplittableRandom rnd = new SplittableRandom(11);
-    x = new float[tokens * config.hiddenSize()];
-    for (int i = 0; i < x.length; i++) {
-      x[i] = (float) rnd.nextGaussian();
+    @Setup(Level.Trial)
+    public void setUp() throws IOException {
+        // The small preset's dims with 2 layers (layer 0 dense, layer 1 MoE) and a 1024-token vocabulary.
+        DemoPreset s = DemoPreset.SMALL;
+        DemoPreset p = new DemoPreset(
+                "moe-bench",
+                1024,
+                s.hiddenSize(),
+                2,
+                1,
+                s.numAttentionHeads(),
+                s.qLoraRank(),
+                s.kvLoraRank(),
+                s.qkNopeHeadDim(),
+                s.qkRopeHeadDim(),
+                s.vHeadDim(),
+                s.intermediateSize(),
+                s.nRoutedExperts(),
+                s.numExpertsPerTok(),
+                s.moeIntermediateSize(),
+                s.nSharedExperts(),
+                s.nGroup(),
+                s.topkGroup(),
+                s.ropeFactor(),
+                s.originalMaxPositionEmbeddings(),
+                s.maxPositionEmbeddings(),
+                s.maxShardBytes());
+        // Write the demo checkpoint to a temp dir and open it like DeepseekV3Model.load does.
+        dir = Files.createTempDirectory("scorch-moe-bench");
+        ModelConfig config = new DemoModelWriter(p, dtype.equals("FP8"), true, 1234).write(dir);
+        Checkpoint ckpt = Checkpoint.open(dir);
+        CheckpointValidator.validate(config, ckpt).orThrow();
+        // Layer 1 is the MoE layer.
+        moe = new Moe(new ModelWeights(ckpt, config), 1);
+        // Hidden states of unit scale, as after the post-attention RMSNorm.
+        SplittableRandom rnd = new SplittableRandom(11);
+        x = new float[tokens * config.hiddenSize()];
+        for (int i = 0; i < x.length; i++) {
+            x[i] = (float) rnd.nextGaussian();
+        }
+        ops = new CpuOps(threads);
     }
-    ops = new CpuOps(threads);
-  }
 
-  @Benchmark
-  public float[] forward() {
-    return moe.forward(x, tokens, ops, null);
-  }
-
-  @TearDown(Level.Trial)
-  public void tearDown() throws IOException {
-    ops.close();
-    // Remove the checkpoint (mappings stay valid after unlinking on Linux).
-    try (Stream<Path> files = Files.walk(dir)) {
-      for (Path f : files.sorted(Comparator.reverseOrder()).toList()) {
-        Files.deleteIfExists(f);
-      }
+    @Benchmark
+    public float[] forward() {
+        return moe.forward(x, tokens, ops, null);
     }
-  }
+
+    @TearDown(Level.Trial)
+    public void tearDown() throws IOException {
+        ops.close();
+        // Remove the checkpoint (mappings stay valid after unlinking on Linux).
+        try (Stream<Path> files = Files.walk(dir)) {
+            for (Path f : files.sorted(Comparator.reverseOrder()).toList()) {
+                Files.deleteIfExists(f);
+            }
+        }
+    }
 }

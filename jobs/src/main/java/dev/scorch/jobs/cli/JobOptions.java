@@ -15,105 +15,129 @@ import picocli.CommandLine.Option;
  * overwrite/resume, the engine backend, with {@link SparkOptions}' Spark settings, partitions, weight shipping and threads.
  */
 public final class JobOptions extends SparkOptions {
-  /** The accepted --backend values, for picocli's ${COMPLETION-CANDIDATES}. */
-  static final class BackendNames extends ArrayList<String> {
-    BackendNames() {
-      for (BackendMode m : BackendMode.values()) {
-        add(m.flag());
-      }
+    /** The accepted --backend values, for picocli's ${COMPLETION-CANDIDATES}. */
+    static final class BackendNames extends ArrayList<String> {
+        BackendNames() {
+            for (BackendMode m : BackendMode.values()) {
+                add(m.flag());
+            }
+        }
     }
-  }
 
-  @Option(names = "--model", required = true, description = "Checkpoint folder, or 'demo' for the built-in demo model (random weights).")
-  String model;
+    @Option(
+            names = "--model",
+            required = true,
+            description = "Checkpoint folder, or 'demo' for the built-in demo model (random weights).")
+    String model;
 
-  @Option(names = "--input", required = true, description = "Input path (file or folder; any Hadoop FileSystem URI).")
-  String input;
+    @Option(names = "--input", required = true, description = "Input path (file or folder; any Hadoop FileSystem URI).")
+    String input;
 
-  @Option(names = "--input-format", description = "parquet, jsonl or csv. Default: from the extension.")
-  String inputFormat;
+    @Option(names = "--input-format", description = "parquet, jsonl or csv. Default: from the extension.")
+    String inputFormat;
 
-  @Option(names = "--output", required = true, description = "Output folder.")
-  String output;
+    @Option(names = "--output", required = true, description = "Output folder.")
+    String output;
 
-  @Option(names = "--output-format", description = "parquet or jsonl. Default: parquet.")
-  String outputFormat;
+    @Option(names = "--output-format", description = "parquet or jsonl. Default: parquet.")
+    String outputFormat;
 
-  @Option(names = "--id-column", defaultValue = "id", description = "Id column; absent: a stable id file:row. Default: ${DEFAULT-VALUE}.")
-  String idColumn;
+    @Option(
+            names = "--id-column",
+            defaultValue = "id",
+            description = "Id column; absent: a stable id file:row. Default: ${DEFAULT-VALUE}.")
+    String idColumn;
 
-  @Option(names = "--token-ids-column", defaultValue = "token_ids", description = "Token ids column. Default: ${DEFAULT-VALUE}.")
-  String tokenIdsColumn;
+    @Option(
+            names = "--token-ids-column",
+            defaultValue = "token_ids",
+            description = "Token ids column. Default: ${DEFAULT-VALUE}.")
+    String tokenIdsColumn;
 
-  @Option(names = "--text-column", defaultValue = "prompt", description = "Text column. Default: ${DEFAULT-VALUE}.")
-  String textColumn;
+    @Option(names = "--text-column", defaultValue = "prompt", description = "Text column. Default: ${DEFAULT-VALUE}.")
+    String textColumn;
 
-  @Option(names = "--slices", description = "Jobs the run is cut into, each committed on its own (what --resume can skip). Default: 1.")
-  Integer slices;
+    @Option(
+            names = "--slices",
+            description = "Jobs the run is cut into, each committed on its own (what --resume can skip). Default: 1.")
+    Integer slices;
 
-  /** The accepted --gpu-precision values (GemmPrecision's, lower case), for picocli's ${COMPLETION-CANDIDATES}. */
-  static final class PrecisionNames extends ArrayList<String> {
-    PrecisionNames() {
-      for (GemmPrecision p : GemmPrecision.values()) {
-        add(p.name().toLowerCase(Locale.ROOT));
-      }
+    /** The accepted --gpu-precision values (GemmPrecision's, lower case), for picocli's ${COMPLETION-CANDIDATES}. */
+    static final class PrecisionNames extends ArrayList<String> {
+        PrecisionNames() {
+            for (GemmPrecision p : GemmPrecision.values()) {
+                add(p.name().toLowerCase(Locale.ROOT));
+            }
+        }
     }
-  }
 
-  @Option(names = "--backend", completionCandidates = BackendNames.class, description = "Where each task runs the engine:"
-      + " ${COMPLETION-CANDIDATES}. auto: CUDA when Spark gave the task a GPU address and CUDA loads in the executor, else CPU;"
-      + " cuda: fails when CUDA cannot be used (GPU 0 when Spark assigns none, as in local mode). Default: auto.")
-  String backend;
+    @Option(
+            names = "--backend",
+            completionCandidates = BackendNames.class,
+            description =
+                    "Where each task runs the engine:"
+                            + " ${COMPLETION-CANDIDATES}. auto: CUDA when Spark gave the task a GPU address and CUDA loads in the executor, else CPU;"
+                            + " cuda: fails when CUDA cannot be used (GPU 0 when Spark assigns none, as in local mode). Default: auto.")
+    String backend;
 
-  @Option(names = "--gpu-precision", completionCandidates = PrecisionNames.class, description = "GEMM precision of tasks that run"
-      + " on CUDA: ${COMPLETION-CANDIDATES} (the weights' dtype and how GEMM inputs are rounded; fp32 is exact). Default: "
-      + ScoreOptions.DEFAULT_GPU_PRECISION + ".")
-  String gpuPrecision;
+    @Option(
+            names = "--gpu-precision",
+            completionCandidates = PrecisionNames.class,
+            description = "GEMM precision of tasks that run"
+                    + " on CUDA: ${COMPLETION-CANDIDATES} (the weights' dtype and how GEMM inputs are rounded; fp32 is exact). Default: "
+                    + ScoreOptions.DEFAULT_GPU_PRECISION + ".")
+    String gpuPrecision;
 
-  @Option(names = "--overwrite", description = "Replace an existing Scorch output folder (the new run is swapped in only when it"
-      + " succeeds). Refused for a folder that holds anything Scorch did not write.")
-  boolean overwrite;
+    @Option(
+            names = "--overwrite",
+            description = "Replace an existing Scorch output folder (the new run is swapped in only when it"
+                    + " succeeds). Refused for a folder that holds anything Scorch did not write.")
+    boolean overwrite;
 
-  @Option(names = "--force-overwrite", description = "With --overwrite: replace the output folder even when it holds files Scorch did"
-      + " not write. Never the input, the model, the root, the home or the working folder.")
-  boolean forceOverwrite;
+    @Option(
+            names = "--force-overwrite",
+            description = "With --overwrite: replace the output folder even when it holds files Scorch did"
+                    + " not write. Never the input, the model, the root, the home or the working folder.")
+    boolean forceOverwrite;
 
-  @Option(names = "--resume", description = "Finish an interrupted run: only input rows not yet in the output.")
-  boolean resume;
+    @Option(names = "--resume", description = "Finish an interrupted run: only input rows not yet in the output.")
+    boolean resume;
 
-  Path modelDir() {
-    return DemoModel.resolve(model);
-  }
-
-  String outputFormat() {
-    return choice("output-format", outputFormat, "parquet", "parquet", "jsonl");
-  }
-
-  /** --backend, else the config's scorch.backend, else auto. */
-  BackendMode backend() {
-    String v = backend != null ? backend : config().option("backend", BackendMode.AUTO.flag());
-    try {
-      return BackendMode.parse(v);
-    } catch (IllegalArgumentException e) {
-      throw new IllegalArgumentException("--" + e.getMessage(), e);
+    Path modelDir() {
+        return DemoModel.resolve(model);
     }
-  }
 
-  WriteMode write() {
-    return WriteMode.of(overwrite, forceOverwrite, resume);
-  }
-
-  int slices() {
-    return positive("slices", slices, 1);
-  }
-
-  /** --gpu-precision, else the config's scorch.gpu-precision, else the default. */
-  GemmPrecision gpuPrecision() {
-    String v = gpuPrecision != null ? gpuPrecision : config().option("gpu-precision", ScoreOptions.DEFAULT_GPU_PRECISION);
-    try {
-      return GemmPrecision.parse(v);
-    } catch (IllegalArgumentException e) {
-      throw new IllegalArgumentException("--gpu-precision: " + e.getMessage(), e);
+    String outputFormat() {
+        return choice("output-format", outputFormat, "parquet", "parquet", "jsonl");
     }
-  }
+
+    /** --backend, else the config's scorch.backend, else auto. */
+    BackendMode backend() {
+        String v = backend != null ? backend : config().option("backend", BackendMode.AUTO.flag());
+        try {
+            return BackendMode.parse(v);
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("--" + e.getMessage(), e);
+        }
+    }
+
+    WriteMode write() {
+        return WriteMode.of(overwrite, forceOverwrite, resume);
+    }
+
+    int slices() {
+        return positive("slices", slices, 1);
+    }
+
+    /** --gpu-precision, else the config's scorch.gpu-precision, else the default. */
+    GemmPrecision gpuPrecision() {
+        String v = gpuPrecision != null
+                ? gpuPrecision
+                : config().option("gpu-precision", ScoreOptions.DEFAULT_GPU_PRECISION);
+        try {
+            return GemmPrecision.parse(v);
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("--gpu-precision: " + e.getMessage(), e);
+        }
+    }
 }

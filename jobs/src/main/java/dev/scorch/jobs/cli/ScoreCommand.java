@@ -12,65 +12,81 @@ import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 
 @Command(
-    name = "score",
-    mixinStandardHelpOptions = true,
-    description = {
-        "Scores a dataset of token sequences with the model on Spark: per-token log-probs, sum, mean,",
-        "perplexity, optional top-k alternatives and logits; one output row per input row, errors in",
-        "an 'error' column. Input: Parquet, JSONL or CSV with an id and token_ids (or text, once a",
-        "tokenizer is available)."
-    },
-    footer = {
-        "",
-        "Examples:",
-        "  bin/scorch score --model demo --input conf/examples/prompts.jsonl --output out/scores",
-        "  bin/scorch score --model /data/Kimi-K2 --input s3a://bucket/prompts.parquet --output s3a://bucket/scores \\",
-        "      --master spark://head:7077 --conf conf/standalone.conf --partitions 512 --top-k 5",
-        "  bin/scorch score --model demo --input in.csv --output out.jsonl --output-format jsonl --logits last --resume",
-        "",
-        "On a cluster: spark-submit --class dev.scorch.jobs.score.ScoreJob jobs/target/scorch-jobs.jar <same options>"
-    })
+        name = "score",
+        mixinStandardHelpOptions = true,
+        description = {
+            "Scores a dataset of token sequences with the model on Spark: per-token log-probs, sum, mean,",
+            "perplexity, optional top-k alternatives and logits; one output row per input row, errors in",
+            "an 'error' column. Input: Parquet, JSONL or CSV with an id and token_ids (or text, once a",
+            "tokenizer is available)."
+        },
+        footer = {
+            "",
+            "Examples:",
+            "  bin/scorch score --model demo --input conf/examples/prompts.jsonl --output out/scores",
+            "  bin/scorch score --model /data/Kimi-K2 --input s3a://bucket/prompts.parquet --output s3a://bucket/scores \\",
+            "      --master spark://head:7077 --conf conf/standalone.conf --partitions 512 --top-k 5",
+            "  bin/scorch score --model demo --input in.csv --output out.jsonl --output-format jsonl --logits last --resume",
+            "",
+            "On a cluster: spark-submit --class dev.scorch.jobs.score.ScoreJob jobs/target/scorch-jobs.jar <same options>"
+        })
 public final class ScoreCommand implements Callable<Integer> {
-  @Mixin JobOptions job;
+    @Mixin
+    JobOptions job;
 
-  @Option(names = "--max-batch-tokens", description = "Token budget of one engine batch. Default: 4096.")
-  Integer maxBatchTokens;
+    @Option(names = "--max-batch-tokens", description = "Token budget of one engine batch. Default: 4096.")
+    Integer maxBatchTokens;
 
-  @Option(names = "--window-rows", description = "Rows sorted by length together before batching. Default: 256.")
-  Integer windowRows;
+    @Option(names = "--window-rows", description = "Rows sorted by length together before batching. Default: 256.")
+    Integer windowRows;
 
-  @Option(names = "--arrow-memory-mb", description = "Off-heap Arrow memory cap per task, in MiB. Default: 1024.")
-  Integer arrowMemoryMb;
+    @Option(names = "--arrow-memory-mb", description = "Off-heap Arrow memory cap per task, in MiB. Default: 1024.")
+    Integer arrowMemoryMb;
 
-  @Option(names = "--top-k", description = "Top-k alternatives per token (0 = none). Default: 0.")
-  Integer topK;
+    @Option(names = "--top-k", description = "Top-k alternatives per token (0 = none). Default: 0.")
+    Integer topK;
 
-  @Option(names = "--logits", description = "none, last or all. Default: none.")
-  String logits;
+    @Option(names = "--logits", description = "none, last or all. Default: none.")
+    String logits;
 
-  @Option(names = "--continuation-column", defaultValue = "continuation", description = "Continuation text column. Default: ${DEFAULT-VALUE}.")
-  String continuationColumn;
+    @Option(
+            names = "--continuation-column",
+            defaultValue = "continuation",
+            description = "Continuation text column. Default: ${DEFAULT-VALUE}.")
+    String continuationColumn;
 
-  @Override
-  public Integer call() throws Exception {
-    SparkSession spark = job.session("scorch score");
-    try {
-      ScoreSpec spec = new ScoreSpec(
-          job.modelDir(), job.input, job.inputFormat, job.output, job.outputFormat(), job.partitions(spark),
-          job.positive("max-batch-tokens", maxBatchTokens, 4096),
-          job.positive("window-rows", windowRows, 256),
-          (long) job.positive("arrow-memory-mb", arrowMemoryMb, 1024) << 20,
-          job.atLeastZero("top-k", topK, 0),
-          LogitsMode.valueOf(job.choice("logits", logits, "none", "none", "last", "all").toUpperCase(Locale.ROOT)),
-          job.idColumn, job.tokenIdsColumn, job.textColumn, continuationColumn,
-          job.weights(spark), job.threads(spark), job.slices(), job.write(), job.backend(), job.gpuPrecision());
-      ScoreSummary s = ScoreJob.run(spark, spec);
-      System.out.println(s.line());
-      return 0;
-    } finally {
-      job.stop(spark);
+    @Override
+    public Integer call() throws Exception {
+        SparkSession spark = job.session("scorch score");
+        try {
+            ScoreSpec spec = new ScoreSpec(
+                    job.modelDir(),
+                    job.input,
+                    job.inputFormat,
+                    job.output,
+                    job.outputFormat(),
+                    job.partitions(spark),
+                    job.positive("max-batch-tokens", maxBatchTokens, 4096),
+                    job.positive("window-rows", windowRows, 256),
+                    (long) job.positive("arrow-memory-mb", arrowMemoryMb, 1024) << 20,
+                    job.atLeastZero("top-k", topK, 0),
+                    LogitsMode.valueOf(job.choice("logits", logits, "none", "none", "last", "all")
+                            .toUpperCase(Locale.ROOT)),
+                    job.idColumn,
+                    job.tokenIdsColumn,
+                    job.textColumn,
+                    continuationColumn,
+                    job.weights(spark),
+                    job.threads(spark),
+                    job.slices(),
+                    job.write(),
+                    job.backend(),
+                    job.gpuPrecision());
+            ScoreSummary s = ScoreJob.run(spark, spec);
+            System.out.println(s.line());
+            return 0;
+        } finally {
+            job.stop(spark);
+        }
     }
-  }
-
-
 }

@@ -19,173 +19,185 @@ import picocli.CommandLine.Option;
  * else from the built-in default.
  */
 public class SparkOptions {
-  @Option(names = "--master", description = "Spark master. Default: spark-submit's, else local[*].")
-  String master;
+    @Option(names = "--master", description = "Spark master. Default: spark-submit's, else local[*].")
+    String master;
 
-  @Option(names = "--conf", description = "Job config file (e.g. conf/local.conf): spark.* settings and scorch.* option defaults.")
-  Path conf;
+    @Option(
+            names = "--conf",
+            description = "Job config file (e.g. conf/local.conf): spark.* settings and scorch.* option defaults.")
+    Path conf;
 
-  @Option(names = "--spark-conf", description = "A Spark setting k=v (repeatable); wins over --conf.")
-  List<String> sparkConf = new ArrayList<>();
+    @Option(names = "--spark-conf", description = "A Spark setting k=v (repeatable); wins over --conf.")
+    List<String> sparkConf = new ArrayList<>();
 
-  @Option(names = "--partitions", description = "Partitions to run in. Default: Spark's default parallelism.")
-  Integer partitions;
+    @Option(names = "--partitions", description = "Partitions to run in. Default: Spark's default parallelism.")
+    Integer partitions;
 
-  @Option(names = "--weights", description = "broadcast (driver ships the shards as broadcast blocks), shared-path (executors read --model's path:"
-      + " local/NFS, hdfs://, s3a://) or files (SparkContext.addFile). Default: shared-path on local masters, broadcast elsewhere.")
-  String weights;
+    @Option(
+            names = "--weights",
+            description =
+                    "broadcast (driver ships the shards as broadcast blocks), shared-path (executors read --model's path:"
+                            + " local/NFS, hdfs://, s3a://) or files (SparkContext.addFile). Default: shared-path on local masters, broadcast elsewhere.")
+    String weights;
 
-  @Option(names = "--threads", description = "Engine threads per task. Default: spark.task.cpus (1).")
-  Integer threads;
+    @Option(names = "--threads", description = "Engine threads per task. Default: spark.task.cpus (1).")
+    Integer threads;
 
-  private JobConfig config;
-  private boolean ownsSession;
+    private JobConfig config;
+    private boolean ownsSession;
 
-  /** The job config file's settings (empty without --conf). */
-  JobConfig config() {
-    if (config == null) {
-      config = conf == null ? JobConfig.empty() : JobConfig.read(conf);
+    /** The job config file's settings (empty without --conf). */
+    JobConfig config() {
+        if (config == null) {
+            config = conf == null ? JobConfig.empty() : JobConfig.read(conf);
+        }
+        return config;
     }
-    return config;
-  }
 
-  /** A session from --conf, --spark-conf and --master (local[*] when nothing names one). */
-  SparkSession session(String appName) {
-    SparkConf sc = conf(appName);
-    // A session that already runs in this JVM (a notebook's, a test's) is used and left running.
-    ownsSession = SparkSession.getActiveSession().isEmpty() && SparkSession.getDefaultSession().isEmpty();
-    return SparkSession.builder().config(sc).getOrCreate();
-  }
-
-  /** The settings session() starts Spark with; on a cluster master, with what the executors need from {@link #forCluster}. */
-  SparkConf conf(String appName) {
-    SparkConf sc = new SparkConf();
-    config().spark().forEach(sc::set);
-    for (String kv : sparkConf) {
-      int eq = kv.indexOf('=');
-      if (eq <= 0) {
-        throw new IllegalArgumentException("--spark-conf " + kv + ": expected key=value");
-      }
-      sc.set(kv.substring(0, eq), kv.substring(eq + 1));
+    /** A session from --conf, --spark-conf and --master (local[*] when nothing names one). */
+    SparkSession session(String appName) {
+        SparkConf sc = conf(appName);
+        // A session that already runs in this JVM (a notebook's, a test's) is used and left running.
+        ownsSession = SparkSession.getActiveSession().isEmpty()
+                && SparkSession.getDefaultSession().isEmpty();
+        return SparkSession.builder().config(sc).getOrCreate();
     }
-    if (master != null) {
-      sc.setMaster(master);
-    } else if (!sc.contains("spark.master")) {
-      sc.setMaster("local[*]");
+
+    /** The settings session() starts Spark with; on a cluster master, with what the executors need from {@link #forCluster}. */
+    SparkConf conf(String appName) {
+        SparkConf sc = new SparkConf();
+        config().spark().forEach(sc::set);
+        for (String kv : sparkConf) {
+            int eq = kv.indexOf('=');
+            if (eq <= 0) {
+                throw new IllegalArgumentException("--spark-conf " + kv + ": expected key=value");
+            }
+            sc.set(kv.substring(0, eq), kv.substring(eq + 1));
+        }
+        if (master != null) {
+            sc.setMaster(master);
+        } else if (!sc.contains("spark.master")) {
+            sc.setMaster("local[*]");
+        }
+        sc.setIfMissing("spark.app.name", appName);
+        sc.setIfMissing("spark.ui.showConsoleProgress", "false");
+        String m = sc.get("spark.master");
+        if (!m.equals("local") && !m.startsWith("local[")) {
+            forCluster(sc, jobsJar(), jvmFlags());
+        }
+        return sc;
     }
-    sc.setIfMissing("spark.app.name", appName);
-    sc.setIfMissing("spark.ui.showConsoleProgress", "false");
-    String m = sc.get("spark.master");
-    if (!m.equals("local") && !m.startsWith("local[")) {
-      forCluster(sc, jobsJar(), jvmFlags());
+
+    /**
+     * What executors in JVMs of their own need (a cluster master, or local-cluster): the jar with the jobs' classes in
+     * spark.jars, as spark-submit puts its application jar there (without it every task fails deserialising its
+     * function: ClassCastException ... SerializedLambda ... MapPartitionsRDD.f); and Scorch's JVM flags as
+     * spark.executor.extraJavaOptions when nothing sets that key (Spark adds its own module options, the Vector API's
+     * included; Scorch's add the JIT settings the engine is tuned with). A value that is set, maybe the cluster's own, is
+     * kept as it is.
+     *
+     * @param jar the jobs jar, or null when the classes do not come from a jar (run from a build's classes folder: then
+     *     spark-submit or spark.jars must ship them)
+     */
+    static void forCluster(SparkConf sc, Path jar, List<String> flags) {
+        if (jar != null) {
+            String jars = sc.get("spark.jars", "");
+            boolean listed = false;
+            for (String j : jars.split(",")) {
+                String name = j.trim().replaceAll(".*/", "");
+                listed |= name.equals(jar.getFileName().toString());
+            }
+            if (!listed) {
+                sc.set("spark.jars", jars.isBlank() ? jar.toString() : jars + "," + jar);
+            }
+        }
+        sc.setIfMissing("spark.executor.extraJavaOptions", String.join(" ", flags));
     }
-    return sc;
-  }
 
-  /**
-   * What executors in JVMs of their own need (a cluster master, or local-cluster): the jar with the jobs' classes in
-   * spark.jars, as spark-submit puts its application jar there (without it every task fails deserialising its
-   * function: ClassCastException ... SerializedLambda ... MapPartitionsRDD.f); and Scorch's JVM flags as
-   * spark.executor.extraJavaOptions when nothing sets that key (Spark adds its own module options, the Vector API's
-   * included; Scorch's add the JIT settings the engine is tuned with). A value that is set, maybe the cluster's own, is
-   * kept as it is.
-   *
-   * @param jar the jobs jar, or null when the classes do not come from a jar (run from a build's classes folder: then
-   *     spark-submit or spark.jars must ship them)
-   */
-  static void forCluster(SparkConf sc, Path jar, List<String> flags) {
-    if (jar != null) {
-      String jars = sc.get("spark.jars", "");
-      boolean listed = false;
-      for (String j : jars.split(",")) {
-        String name = j.trim().replaceAll(".*/", "");
-        listed |= name.equals(jar.getFileName().toString());
-      }
-      if (!listed) {
-        sc.set("spark.jars", jars.isBlank() ? jar.toString() : jars + "," + jar);
-      }
+    /** Scorch's JVM flags: scorch-jvm.flags, which the build writes from the parent pom into the jobs jar. */
+    static List<String> jvmFlags() {
+        try (InputStream in = SparkOptions.class.getResourceAsStream("/scorch-jvm.flags")) {
+            if (in == null) {
+                throw new IllegalStateException(
+                        "scorch-jvm.flags is not on the class path (a jobs jar built by mvn package has it)");
+            }
+            return List.of(
+                    new String(in.readAllBytes(), StandardCharsets.UTF_8).trim().split("\\s+"));
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
     }
-    sc.setIfMissing("spark.executor.extraJavaOptions", String.join(" ", flags));
-  }
 
-  /** Scorch's JVM flags: scorch-jvm.flags, which the build writes from the parent pom into the jobs jar. */
-  static List<String> jvmFlags() {
-    try (InputStream in = SparkOptions.class.getResourceAsStream("/scorch-jvm.flags")) {
-      if (in == null) {
-        throw new IllegalStateException("scorch-jvm.flags is not on the class path (a jobs jar built by mvn package has it)");
-      }
-      return List.of(new String(in.readAllBytes(), StandardCharsets.UTF_8).trim().split("\\s+"));
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
+    /** The jar this class was loaded from (bin/scorch's or spark-submit's jobs jar); null when it is not a jar. */
+    static Path jobsJar() {
+        try {
+            var src = SparkOptions.class.getProtectionDomain().getCodeSource();
+            Path p = src == null ? null : Path.of(src.getLocation().toURI());
+            return p != null && Files.isRegularFile(p) && p.toString().endsWith(".jar") ? p : null;
+        } catch (java.net.URISyntaxException | IllegalArgumentException | SecurityException e) {
+            return null;
+        }
     }
-  }
 
-  /** The jar this class was loaded from (bin/scorch's or spark-submit's jobs jar); null when it is not a jar. */
-  static Path jobsJar() {
-    try {
-      var src = SparkOptions.class.getProtectionDomain().getCodeSource();
-      Path p = src == null ? null : Path.of(src.getLocation().toURI());
-      return p != null && Files.isRegularFile(p) && p.toString().endsWith(".jar") ? p : null;
-    } catch (java.net.URISyntaxException | IllegalArgumentException | SecurityException e) {
-      return null;
+    /** Stops the session {@link #session} made; one it found running stays up. */
+    void stop(SparkSession spark) {
+        if (ownsSession) {
+            spark.stop();
+        }
     }
-  }
 
-  /** Stops the session {@link #session} made; one it found running stays up. */
-  void stop(SparkSession spark) {
-    if (ownsSession) {
-      spark.stop();
+    int partitions(SparkSession spark) {
+        return positive("partitions", partitions, spark.sparkContext().defaultParallelism());
     }
-  }
 
-  int partitions(SparkSession spark) {
-    return positive("partitions", partitions, spark.sparkContext().defaultParallelism());
-  }
-
-  String weights(SparkSession spark) {
-    boolean localMaster = spark.sparkContext().master().startsWith("local");
-    return choice("weights", weights, localMaster ? "shared-path" : "broadcast", "broadcast", "shared-path", "files");
-  }
-
-  int threads(SparkSession spark) {
-    return positive("threads", threads, Integer.parseInt(spark.sparkContext().getConf().get("spark.task.cpus", "1")));
-  }
-
-  /** An integer option: given, else the config's scorch.NAME, else dflt; at least 1. */
-  int positive(String name, Integer given, int dflt) {
-    int v = atLeastZero(name, given, dflt);
-    if (v == 0) {
-      throw new IllegalArgumentException("--" + name + " must be positive, got 0");
+    String weights(SparkSession spark) {
+        boolean localMaster = spark.sparkContext().master().startsWith("local");
+        return choice(
+                "weights", weights, localMaster ? "shared-path" : "broadcast", "broadcast", "shared-path", "files");
     }
-    return v;
-  }
 
-  /** An integer option: given, else the config's scorch.NAME, else dflt; at least 0. */
-  int atLeastZero(String name, Integer given, int dflt) {
-    int v = given != null ? given : Integer.parseInt(config().option(name, String.valueOf(dflt)));
-    if (v < 0) {
-      throw new IllegalArgumentException("--" + name + " must not be negative, got " + v);
+    int threads(SparkSession spark) {
+        return positive(
+                "threads",
+                threads,
+                Integer.parseInt(spark.sparkContext().getConf().get("spark.task.cpus", "1")));
     }
-    return v;
-  }
 
-  /** A double option: given, else the config's scorch.NAME, else dflt (may be null). */
-  Double decimal(String name, Double given, Double dflt) {
-    if (given != null) {
-      return given;
-    }
-    String v = config().option(name, null);
-    return v == null ? dflt : Double.valueOf(v);
-  }
-
-  /** One of allowed: given, else the config's scorch.NAME, else dflt. */
-  String choice(String name, String given, String dflt, String... allowed) {
-    String v = given != null ? given : config().option(name, dflt);
-    for (String a : allowed) {
-      if (a.equals(v)) {
+    /** An integer option: given, else the config's scorch.NAME, else dflt; at least 1. */
+    int positive(String name, Integer given, int dflt) {
+        int v = atLeastZero(name, given, dflt);
+        if (v == 0) {
+            throw new IllegalArgumentException("--" + name + " must be positive, got 0");
+        }
         return v;
-      }
     }
-    throw new IllegalArgumentException("--" + name + " " + v + ": expected one of " + String.join(", ", allowed));
-  }
+
+    /** An integer option: given, else the config's scorch.NAME, else dflt; at least 0. */
+    int atLeastZero(String name, Integer given, int dflt) {
+        int v = given != null ? given : Integer.parseInt(config().option(name, String.valueOf(dflt)));
+        if (v < 0) {
+            throw new IllegalArgumentException("--" + name + " must not be negative, got " + v);
+        }
+        return v;
+    }
+
+    /** A double option: given, else the config's scorch.NAME, else dflt (may be null). */
+    Double decimal(String name, Double given, Double dflt) {
+        if (given != null) {
+            return given;
+        }
+        String v = config().option(name, null);
+        return v == null ? dflt : Double.valueOf(v);
+    }
+
+    /** One of allowed: given, else the config's scorch.NAME, else dflt. */
+    String choice(String name, String given, String dflt, String... allowed) {
+        String v = given != null ? given : config().option(name, dflt);
+        for (String a : allowed) {
+            if (a.equals(v)) {
+                return v;
+            }
+        }
+        throw new IllegalArgumentException("--" + name + " " + v + ": expected one of " + String.join(", ", allowed));
+    }
 }

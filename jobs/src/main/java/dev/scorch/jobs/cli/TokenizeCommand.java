@@ -6,10 +6,10 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.scorch.engine.tokenizer.ChatTemplate;
 import dev.scorch.engine.tokenizer.Tokenizer;
 import dev.scorch.engine.tokenizer.Tokenizers;
-import java.io.BufferedReader;
-import java.io.BufferedWriter;
 import dev.scorch.jobs.output.PathGuard;
 import dev.scorch.jobs.output.WriteMode;
+import java.io.BufferedReader;
+import java.io.BufferedWriter;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -23,157 +23,178 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
 @Command(
-    name = "tokenize",
-    mixinStandardHelpOptions = true,
-    description = {
-        "Tokenizes a JSONL file with a checkpoint's own tokenizer (tokenizer.json or tiktoken.model), no Spark.",
-        "In: lines {\"id\", \"text\"} or {\"id\", \"messages\": [{\"role\", \"content\"}, ...]} (rendered with the",
-        "chat template, generation prompt added). Out: {\"id\", \"token_ids\", \"num_tokens\"}, or {\"id\", \"error\"}."
-    },
-    footer = {
-        "",
-        "Examples:",
-        "  bin/scorch tokenize --tokenizer /data/DeepSeek-V3 --input texts.jsonl --output ids.jsonl --overwrite",
-        "  bin/scorch tokenize --tokenizer /data/Kimi-K2-Instruct --input chats.jsonl --output ids.jsonl --add-special-tokens"
-    })
+        name = "tokenize",
+        mixinStandardHelpOptions = true,
+        description = {
+            "Tokenizes a JSONL file with a checkpoint's own tokenizer (tokenizer.json or tiktoken.model), no Spark.",
+            "In: lines {\"id\", \"text\"} or {\"id\", \"messages\": [{\"role\", \"content\"}, ...]} (rendered with the",
+            "chat template, generation prompt added). Out: {\"id\", \"token_ids\", \"num_tokens\"}, or {\"id\", \"error\"}."
+        },
+        footer = {
+            "",
+            "Examples:",
+            "  bin/scorch tokenize --tokenizer /data/DeepSeek-V3 --input texts.jsonl --output ids.jsonl --overwrite",
+            "  bin/scorch tokenize --tokenizer /data/Kimi-K2-Instruct --input chats.jsonl --output ids.jsonl --add-special-tokens"
+        })
 public final class TokenizeCommand implements Callable<Integer> {
-  @Option(names = "--tokenizer", required = true, description = "Folder with tokenizer.json or tiktoken.model and tokenizer_config.json (a checkpoint folder).")
-  Path tokenizer;
+    @Option(
+            names = "--tokenizer",
+            required = true,
+            description =
+                    "Folder with tokenizer.json or tiktoken.model and tokenizer_config.json (a checkpoint folder).")
+    Path tokenizer;
 
-  @Option(names = "--input", required = true, description = "JSONL input.")
-  Path input;
+    @Option(names = "--input", required = true, description = "JSONL input.")
+    Path input;
 
-  @Option(names = "--output", required = true, description = "JSONL output file, written whole or not at all.")
-  Path output;
+    @Option(names = "--output", required = true, description = "JSONL output file, written whole or not at all.")
+    Path output;
 
-  @Option(names = "--overwrite", description = "Replace an existing output that this command wrote.")
-  boolean overwrite;
+    @Option(names = "--overwrite", description = "Replace an existing output that this command wrote.")
+    boolean overwrite;
 
-  @Option(names = "--force-overwrite", description = "With --overwrite: replace the output file whatever it holds"
-      + " (never the input or a file of the tokenizer folder).")
-  boolean forceOverwrite;
+    @Option(
+            names = "--force-overwrite",
+            description = "With --overwrite: replace the output file whatever it holds"
+                    + " (never the input or a file of the tokenizer folder).")
+    boolean forceOverwrite;
 
-  @Option(names = "--add-special-tokens", description = "Add BOS/EOS as tokenizer_config.json says (text rows; a rendered chat has its own).")
-  boolean addSpecialTokens;
+    @Option(
+            names = "--add-special-tokens",
+            description = "Add BOS/EOS as tokenizer_config.json says (text rows; a rendered chat has its own).")
+    boolean addSpecialTokens;
 
-  @Override
-  public Integer call() throws Exception {
-    Tokenizer tok = Tokenizers.load(tokenizer)
-        .orElseThrow(() -> new IllegalArgumentException(tokenizer + ": no tokenizer.json or tiktoken.model"));
-    ObjectMapper json = new ObjectMapper();
-    long rows = 0;
-    long tokens = 0;
-    long errors = 0;
-    long t0 = System.nanoTime();
-    Path partial = prepareOutput();
-    try (BufferedReader in = Files.newBufferedReader(input); BufferedWriter out = Files.newBufferedWriter(partial)) {
-      int lineNo = 0;
-      for (String line = in.readLine(); line != null; line = in.readLine()) {
-        lineNo++;
-        if (line.isBlank()) {
-          continue;
+    @Override
+    public Integer call() throws Exception {
+        Tokenizer tok = Tokenizers.load(tokenizer)
+                .orElseThrow(() -> new IllegalArgumentException(tokenizer + ": no tokenizer.json or tiktoken.model"));
+        ObjectMapper json = new ObjectMapper();
+        long rows = 0;
+        long tokens = 0;
+        long errors = 0;
+        long t0 = System.nanoTime();
+        Path partial = prepareOutput();
+        try (BufferedReader in = Files.newBufferedReader(input);
+                BufferedWriter out = Files.newBufferedWriter(partial)) {
+            int lineNo = 0;
+            for (String line = in.readLine(); line != null; line = in.readLine()) {
+                lineNo++;
+                if (line.isBlank()) {
+                    continue;
+                }
+                ObjectNode o = json.createObjectNode();
+                try {
+                    JsonNode row = json.readTree(line);
+                    o.set(
+                            "id",
+                            row.has("id")
+                                    ? row.get("id")
+                                    : json.getNodeFactory().textNode(input.getFileName() + ":" + lineNo));
+                    int[] ids = encode(tok, row, lineNo);
+                    var arr = o.putArray("token_ids");
+                    for (int id : ids) {
+                        arr.add(id);
+                    }
+                    o.put("num_tokens", ids.length);
+                    tokens += ids.length;
+                } catch (RuntimeException | com.fasterxml.jackson.core.JsonProcessingException e) {
+                    o.put("error", e.getMessage());
+                    errors++;
+                }
+                out.write(json.writeValueAsString(o));
+                out.newLine();
+                rows++;
+            }
+        } catch (IOException | RuntimeException e) {
+            Files.deleteIfExists(partial);
+            throw e;
         }
-        ObjectNode o = json.createObjectNode();
-        try {
-          JsonNode row = json.readTree(line);
-          o.set("id", row.has("id") ? row.get("id") : json.getNodeFactory().textNode(input.getFileName() + ":" + lineNo));
-          int[] ids = encode(tok, row, lineNo);
-          var arr = o.putArray("token_ids");
-          for (int id : ids) {
-            arr.add(id);
-          }
-          o.put("num_tokens", ids.length);
-          tokens += ids.length;
-        } catch (RuntimeException | com.fasterxml.jackson.core.JsonProcessingException e) {
-          o.put("error", e.getMessage());
-          errors++;
+        Files.move(partial, output, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+        double secs = (System.nanoTime() - t0) / 1e9;
+        System.out.printf(
+                "tokenized %,d rows (%,d errors), %,d tokens in %.2f s (%,.0f tokens/s)%n",
+                rows, errors, tokens, secs, tokens / secs);
+        return 0;
+    }
+
+    /**
+     * Checks the output against the input and the tokenizer folder and what --overwrite allows, and returns the partial
+     * file the rows go to: a hidden sibling of the output, moved over it in one step when every row is written, so a
+     * failed run leaves an old output (or the input, however the paths are spelled) as it was.
+     */
+    Path prepareOutput() throws IOException {
+        WriteMode mode = WriteMode.of(overwrite, forceOverwrite, false);
+        if (!Files.isRegularFile(input)) {
+            throw new IllegalArgumentException("--input " + input + " is not a file");
         }
-        out.write(json.writeValueAsString(o));
-        out.newLine();
-        rows++;
-      }
-    } catch (IOException | RuntimeException e) {
-      Files.deleteIfExists(partial);
-      throw e;
-    }
-    Files.move(partial, output, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
-    double secs = (System.nanoTime() - t0) / 1e9;
-    System.out.printf("tokenized %,d rows (%,d errors), %,d tokens in %.2f s (%,.0f tokens/s)%n", rows, errors, tokens, secs, tokens / secs);
-    return 0;
-  }
-
-  /**
-   * Checks the output against the input and the tokenizer folder and what --overwrite allows, and returns the partial
-   * file the rows go to: a hidden sibling of the output, moved over it in one step when every row is written, so a
-   * failed run leaves an old output (or the input, however the paths are spelled) as it was.
-   */
-  Path prepareOutput() throws IOException {
-    WriteMode mode = WriteMode.of(overwrite, forceOverwrite, false);
-    if (!Files.isRegularFile(input)) {
-      throw new IllegalArgumentException("--input " + input + " is not a file");
-    }
-    new PathGuard(FileSystem.getLocal(new Configuration())).input("the input", input).input("the tokenizer folder", tokenizer)
-        .check("--output", output.toString());
-    if (Files.isDirectory(output)) {
-      throw new IllegalArgumentException("--output " + output + " is a folder; tokenize writes one JSONL file");
-    }
-    if (Files.exists(output)) {
-      if (!mode.overwrites()) {
-        throw new IllegalArgumentException("--output " + output + " exists; add --overwrite to replace it");
-      }
-      if (mode == WriteMode.OVERWRITE && !looksTokenized(output)) {
-        throw new IllegalArgumentException("--output " + output + " does not look like tokenize output (JSON lines of id, token_ids,"
-            + " num_tokens, error); --overwrite replaces only that. Choose another output, or add --force-overwrite");
-      }
-    }
-    Path dir = output.toAbsolutePath().getParent();
-    Files.createDirectories(dir);
-    return dir.resolve("." + output.getFileName() + ".scorch-partial");
-  }
-
-  /** Whether a file is empty or starts with a line this command writes. */
-  static boolean looksTokenized(Path file) throws IOException {
-    try (BufferedReader r = Files.newBufferedReader(file)) {
-      String line;
-      while ((line = r.readLine()) != null && line.isBlank()) {
-        // skip blank lines
-      }
-      if (line == null) {
-        return true;
-      }
-      try {
-        JsonNode n = new ObjectMapper().readTree(line);
-        if (!n.isObject() || !n.has("id")) {
-          return false;
+        new PathGuard(FileSystem.getLocal(new Configuration()))
+                .input("the input", input)
+                .input("the tokenizer folder", tokenizer)
+                .check("--output", output.toString());
+        if (Files.isDirectory(output)) {
+            throw new IllegalArgumentException("--output " + output + " is a folder; tokenize writes one JSONL file");
         }
-        for (var it = n.fieldNames(); it.hasNext(); ) {
-          if (!OUTPUT_FIELDS.contains(it.next())) {
-            return false;
-          }
+        if (Files.exists(output)) {
+            if (!mode.overwrites()) {
+                throw new IllegalArgumentException("--output " + output + " exists; add --overwrite to replace it");
+            }
+            if (mode == WriteMode.OVERWRITE && !looksTokenized(output)) {
+                throw new IllegalArgumentException(
+                        "--output " + output + " does not look like tokenize output (JSON lines of id, token_ids,"
+                                + " num_tokens, error); --overwrite replaces only that. Choose another output, or add --force-overwrite");
+            }
         }
-        return true;
-      } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
-        return false;
-      }
+        Path dir = output.toAbsolutePath().getParent();
+        Files.createDirectories(dir);
+        return dir.resolve("." + output.getFileName() + ".scorch-partial");
     }
-  }
 
-  private static final java.util.Set<String> OUTPUT_FIELDS = java.util.Set.of("id", "token_ids", "num_tokens", "error");
+    /** Whether a file is empty or starts with a line this command writes. */
+    static boolean looksTokenized(Path file) throws IOException {
+        try (BufferedReader r = Files.newBufferedReader(file)) {
+            String line;
+            while ((line = r.readLine()) != null && line.isBlank()) {
+                // skip blank lines
+            }
+            if (line == null) {
+                return true;
+            }
+            try {
+                JsonNode n = new ObjectMapper().readTree(line);
+                if (!n.isObject() || !n.has("id")) {
+                    return false;
+                }
+                for (var it = n.fieldNames(); it.hasNext(); ) {
+                    if (!OUTPUT_FIELDS.contains(it.next())) {
+                        return false;
+                    }
+                }
+                return true;
+            } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+                return false;
+            }
+        }
+    }
 
-  private int[] encode(Tokenizer tok, JsonNode row, int lineNo) {
-    if (row.hasNonNull("text")) {
-      return tok.encode(row.get("text").asText(), addSpecialTokens);
+    private static final java.util.Set<String> OUTPUT_FIELDS =
+            java.util.Set.of("id", "token_ids", "num_tokens", "error");
+
+    private int[] encode(Tokenizer tok, JsonNode row, int lineNo) {
+        if (row.hasNonNull("text")) {
+            return tok.encode(row.get("text").asText(), addSpecialTokens);
+        }
+        if (row.hasNonNull("messages")) {
+            ChatTemplate template = tok.chatTemplate()
+                    .orElseThrow(() -> new IllegalArgumentException(
+                            "line " + lineNo + ": messages given but the tokenizer has no chat_template"));
+            List<ChatTemplate.Message> messages = new ArrayList<>();
+            for (JsonNode m : row.get("messages")) {
+                messages.add(new ChatTemplate.Message(
+                        m.path("role").asText(), m.path("content").asText()));
+            }
+            // The rendered chat carries its own BOS text, so nothing more is added.
+            return tok.encode(template.render(messages, true), false);
+        }
+        throw new IllegalArgumentException("line " + lineNo + ": neither \"text\" nor \"messages\"");
     }
-    if (row.hasNonNull("messages")) {
-      ChatTemplate template = tok.chatTemplate()
-          .orElseThrow(() -> new IllegalArgumentException("line " + lineNo + ": messages given but the tokenizer has no chat_template"));
-      List<ChatTemplate.Message> messages = new ArrayList<>();
-      for (JsonNode m : row.get("messages")) {
-        messages.add(new ChatTemplate.Message(m.path("role").asText(), m.path("content").asText()));
-      }
-      // The rendered chat carries its own BOS text, so nothing more is added.
-      return tok.encode(template.render(messages, true), false);
-    }
-    throw new IllegalArgumentException("line " + lineNo + ": neither \"text\" nor \"messages\"");
-  }
 }

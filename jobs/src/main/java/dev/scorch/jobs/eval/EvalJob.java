@@ -1,17 +1,17 @@
 package dev.scorch.jobs.eval;
 
+import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.scorch.engine.backend.BackendMode;
 import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.tokenizer.Tokenizer;
 import dev.scorch.engine.tokenizer.Tokenizers;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.scorch.jobs.ScorchCli;
+import dev.scorch.jobs.generate.GenerateJob;
+import dev.scorch.jobs.generate.GenerateSpec;
 import dev.scorch.jobs.output.OutputFolder;
 import dev.scorch.jobs.output.PathGuard;
 import dev.scorch.jobs.output.WriteMode;
-import dev.scorch.jobs.generate.GenerateJob;
-import dev.scorch.jobs.generate.GenerateSpec;
 import dev.scorch.jobs.score.ScoreJob;
 import dev.scorch.jobs.score.ScoreSpec;
 import dev.scorch.udfs.score.ScoreOptions;
@@ -42,198 +42,324 @@ import org.apache.spark.sql.types.StructType;
  * {@code spark-submit --class dev.scorch.jobs.eval.EvalJob scorch-jobs.jar ...}.
  */
 public final class EvalJob {
-  private EvalJob() {}
+    private EvalJob() {}
 
-  public static void main(String[] args) {
-    System.exit(ScorchCli.run("eval", args));
-  }
-
-  /** What an eval output folder holds besides Scorch's marker. */
-  private static final Pattern OUTPUT_NAMES = Pattern.compile("runs|history|_scorch\\.json|\\._scorch\\.json\\.crc");
-
-  /** A run id names a folder under runs/: letters, digits, '_', '.', '-', starting with a letter or digit (no "..", no '/'). */
-  static void requireRunId(String id) {
-    if (id == null || !id.matches("[A-Za-z0-9][A-Za-z0-9_.-]*")) {
-      throw new IllegalArgumentException("--run-id " + id + ": use letters, digits, '_', '.' and '-', starting with a letter or digit");
+    public static void main(String[] args) {
+        System.exit(ScorchCli.run("eval", args));
     }
-  }
 
-  /** A run id from the time: 20261129T223000Z. */
-  public static String defaultRunId(Instant now) {
-    return DateTimeFormatter.ofPattern("yyyyMMdd'T'HHmmss'Z'").withZone(java.time.ZoneOffset.UTC).format(now);
-  }
+    /** What an eval output folder holds besides Scorch's marker. */
+    private static final Pattern OUTPUT_NAMES = Pattern.compile("runs|history|_scorch\\.json|\\._scorch\\.json\\.crc");
 
-  public static EvalReport run(SparkSession spark, EvalSpec spec) throws IOException {
-    requireRunId(spec.runId());
-    long t0 = System.nanoTime();
-    Instant started = Instant.now().truncatedTo(ChronoUnit.SECONDS);
-    // 1. The suite and the data, read and checked on the driver; text is tokenised here with the model's tokenizer.
-    EvalSuite suite = EvalSuite.read(spec.suite());
-    Tokenizer tokenizer = Tokenizers.load(spec.model()).orElse(null);
-    List<TaskRun> tasks = new ArrayList<>();
-    for (EvalSuite.Task t : suite.tasks()) {
-      tasks.add(switch (t.kind()) {
-        case MULTIPLE_CHOICE -> new MultipleChoiceTask(EvalData.load(spark, t, tokenizer, "context", "choices", "gold"));
-        case PERPLEXITY -> new PerplexityTask(EvalData.load(spark, t, tokenizer, "text"));
-        case GENERATE_MATCH -> new GenerateMatchTask(EvalData.load(spark, t, tokenizer, "prompt", "reference"));
-      });
-    }
-    // The output holds runs/ and history/ and nothing of the user's; a run (a rerun of an id too) is written beside
-    // runs/RUN_ID and swapped in when it is complete.
-    FileSystem fs = new Path(spec.output()).getFileSystem(spark.sparkContext().hadoopConfiguration());
-    PathGuard guard = new PathGuard(fs).input("the model folder", spec.model()).input("the suite", spec.suite());
-    for (EvalSuite.Task t : suite.tasks()) {
-      guard.input("the data of task " + t.name(), t.data());
-    }
-    guard.check("--output", spec.output());
-    OutputFolder.claim(fs, spec.output(), "eval", OUTPUT_NAMES);
-    OutputFolder run = OutputFolder.open(fs, spec.output().replaceAll("/+$", "") + "/runs/" + spec.runId(), "eval",
-        WriteMode.OVERWRITE_ANY, new ObjectMapper().createObjectNode().put("run_id", spec.runId()).put("suite", suite.name())).start();
-    String runDir = run.target().toString();
-    String work = runDir + "/_work";
-
-    // 2. One score job and one generate job for all tasks.
-    Map<String, TaskRun.Scored> scored = score(spark, spec, tasks, work);
-    Map<String, TaskRun.Generated> generated = generate(spark, spec, tasks, work);
-    String modelLabel = labelOf(spark, work);
-
-    // 3. Per-example rows and summaries.
-    List<History.Entry> entries = new ArrayList<>();
-    List<String> summary = new ArrayList<>();
-    String runTime = DateTimeFormatter.ISO_INSTANT.format(started);
-    for (TaskRun t : tasks) {
-      TaskRun.Result r = t.finish(scored, generated);
-      spark.createDataFrame(r.examples(), r.exampleSchema()).coalesce(1).write().mode(SaveMode.Overwrite)
-          .parquet(runDir + "/" + t.task().name());
-      String dataHash = Hashes.sha256(t.task().data());
-      for (TaskRun.Metric m : r.metrics()) {
-        entries.add(new History.Entry(spec.runId(), runTime, suite.name(), suite.hash(), t.task().name(), t.task().kind().id(), m,
-            t.task().tolerance(m.metric()), modelLabel, modelLabel.substring(modelLabel.indexOf('@') + 1), dataHash));
-        summary.add(String.format("%-24s %-18s %10.4f ± %-8.4f n=%d errors=%d", t.task().name(), m.metric(), m.value(), m.stderr(), m.n(),
-            m.errors()));
-      }
-    }
-    fs.delete(new Path(work), true);
-    run.commit();
-    History.write(spark, spec.output(), entries);
-
-    // 4. The comparison with a base run.
-    List<String> comparison = new ArrayList<>();
-    List<String> regressions = new ArrayList<>();
-    if (spec.compareTo() != null) {
-      compare(spark, spec, entries, comparison, regressions);
-    }
-    return new EvalReport(spec.runId(), summary, comparison, regressions, (System.nanoTime() - t0) / 1e9);
-  }
-
-  private static Map<String, TaskRun.Scored> score(SparkSession spark, EvalSpec spec, List<TaskRun> tasks, String work) throws IOException {
-    List<Row> rows = new ArrayList<>();
-    for (TaskRun t : tasks) {
-      for (TaskRun.ScoreRow r : t.scoreRows()) {
-        rows.add(RowFactory.create(r.id(), longs(r.tokens())));
-      }
-    }
-    Map<String, TaskRun.Scored> out = new HashMap<>();
-    if (rows.isEmpty()) {
-      return out;
-    }
-    StructType schema = new StructType().add("id", DataTypes.StringType).add("token_ids", new ArrayType(DataTypes.LongType, false));
-    spark.createDataFrame(rows, schema).write().mode(SaveMode.Overwrite).parquet(work + "/score-input");
-    ScoreJob.run(spark, new ScoreSpec(spec.model(), work + "/score-input", "parquet", work + "/scores", "parquet", spec.partitions(),
-        spec.maxBatchTokens(), 256, 1024L << 20, 0, LogitsMode.NONE, "id", "token_ids", "prompt", "continuation", spec.weights(),
-        spec.threads(), 1, WriteMode.OVERWRITE, BackendMode.CPU, ScoreOptions.defaultGpuPrecision())); // eval stays on CPU for now
-    for (Row r : spark.read().parquet(work + "/scores").select("id", "token_logprobs", "error").collectAsList()) {
-      double[] lps = null;
-      if (!r.isNullAt(1)) {
-        List<Object> l = r.getList(1);
-        lps = new double[l.size()];
-        for (int k = 0; k < lps.length; k++) {
-          lps[k] = l.get(k) == null ? Double.NaN : ((Number) l.get(k)).doubleValue();
+    /** A run id names a folder under runs/: letters, digits, '_', '.', '-', starting with a letter or digit (no "..", no '/'). */
+    static void requireRunId(String id) {
+        if (id == null || !id.matches("[A-Za-z0-9][A-Za-z0-9_.-]*")) {
+            throw new IllegalArgumentException(
+                    "--run-id " + id + ": use letters, digits, '_', '.' and '-', starting with a letter or digit");
         }
-      }
-      out.put(r.getString(0), new TaskRun.Scored(lps, r.getString(2)));
     }
-    return out;
-  }
 
-  private static Map<String, TaskRun.Generated> generate(SparkSession spark, EvalSpec spec, List<TaskRun> tasks, String work)
-      throws IOException {
-    List<Row> rows = new ArrayList<>();
-    for (TaskRun t : tasks) {
-      for (TaskRun.GenerateRow r : t.generateRows()) {
-        rows.add(RowFactory.create(r.id(), longs(r.prompt()), r.maxNewTokens(), r.stop()));
-      }
+    /** A run id from the time: 20261129T223000Z. */
+    public static String defaultRunId(Instant now) {
+        return DateTimeFormatter.ofPattern("yyyyMMdd'T'HHmmss'Z'")
+                .withZone(java.time.ZoneOffset.UTC)
+                .format(now);
     }
-    Map<String, TaskRun.Generated> out = new HashMap<>();
-    if (rows.isEmpty()) {
-      return out;
-    }
-    StructType schema = new StructType().add("id", DataTypes.StringType).add("token_ids", new ArrayType(DataTypes.LongType, false))
-        .add("max_new_tokens", DataTypes.IntegerType).add("stop", new ArrayType(DataTypes.StringType, false));
-    spark.createDataFrame(rows, schema).write().mode(SaveMode.Overwrite).parquet(work + "/generate-input");
-    // Greedy: temperature 0 whatever generation_config.json says; EOS still ends a completion.
-    GenerateJob.run(spark, new GenerateSpec(spec.model(), work + "/generate-input", "parquet", work + "/completions", "parquet",
-        spec.partitions(), "id", "token_ids", "prompt", "messages", spec.weights(), spec.threads(), 1, WriteMode.OVERWRITE, null, 0.0, 0, 1.0,
-        0, 1, 0, 0, 0, List.of(), List.of(), false, 1, false, 0, 2048L << 20, spec.maxBatchTokens(), 32, BackendMode.CPU,
-        GemmPrecision.BF16X3));
-    for (Row r : spark.read().parquet(work + "/completions").select("id", "completion", "finish_reason", "error").collectAsList()) {
-      out.put(r.getString(0), new TaskRun.Generated(r.getString(1), r.getString(2), r.getString(3)));
-    }
-    return out;
-  }
 
-  /** The model label (name@hash) the score or generate job wrote. */
-  private static String labelOf(SparkSession spark, String work) throws IOException {
-    FileSystem fs = new Path(work).getFileSystem(spark.sparkContext().hadoopConfiguration());
-    for (String sub : List.of("/scores", "/completions")) {
-      if (fs.exists(new Path(work + sub))) {
-        List<Row> r = spark.read().parquet(work + sub).select("model").limit(1).collectAsList();
-        if (!r.isEmpty()) {
-          return r.get(0).getString(0);
+    public static EvalReport run(SparkSession spark, EvalSpec spec) throws IOException {
+        requireRunId(spec.runId());
+        long t0 = System.nanoTime();
+        Instant started = Instant.now().truncatedTo(ChronoUnit.SECONDS);
+        // 1. The suite and the data, read and checked on the driver; text is tokenised here with the model's tokenizer.
+        EvalSuite suite = EvalSuite.read(spec.suite());
+        Tokenizer tokenizer = Tokenizers.load(spec.model()).orElse(null);
+        List<TaskRun> tasks = new ArrayList<>();
+        for (EvalSuite.Task t : suite.tasks()) {
+            tasks.add(
+                    switch (t.kind()) {
+                        case MULTIPLE_CHOICE ->
+                            new MultipleChoiceTask(EvalData.load(spark, t, tokenizer, "context", "choices", "gold"));
+                        case PERPLEXITY -> new PerplexityTask(EvalData.load(spark, t, tokenizer, "text"));
+                        case GENERATE_MATCH ->
+                            new GenerateMatchTask(EvalData.load(spark, t, tokenizer, "prompt", "reference"));
+                    });
         }
-      }
-    }
-    throw new IllegalStateException("no task of the suite produced a row to score or generate");
-  }
+        // The output holds runs/ and history/ and nothing of the user's; a run (a rerun of an id too) is written beside
+        // runs/RUN_ID and swapped in when it is complete.
+        FileSystem fs =
+                new Path(spec.output()).getFileSystem(spark.sparkContext().hadoopConfiguration());
+        PathGuard guard =
+                new PathGuard(fs).input("the model folder", spec.model()).input("the suite", spec.suite());
+        for (EvalSuite.Task t : suite.tasks()) {
+            guard.input("the data of task " + t.name(), t.data());
+        }
+        guard.check("--output", spec.output());
+        OutputFolder.claim(fs, spec.output(), "eval", OUTPUT_NAMES);
+        OutputFolder run = OutputFolder.open(
+                        fs,
+                        spec.output().replaceAll("/+$", "") + "/runs/" + spec.runId(),
+                        "eval",
+                        WriteMode.OVERWRITE_ANY,
+                        new ObjectMapper()
+                                .createObjectNode()
+                                .put("run_id", spec.runId())
+                                .put("suite", suite.name()))
+                .start();
+        String runDir = run.target().toString();
+        String work = runDir + "/_work";
 
-  private static List<Long> longs(int[] ids) {
-    List<Long> out = new ArrayList<>(ids.length);
-    for (int id : ids) {
-      out.add((long) id);
-    }
-    return out;
-  }
+        // 2. One score job and one generate job for all tasks.
+        Map<String, TaskRun.Scored> scored = score(spark, spec, tasks, work);
+        Map<String, TaskRun.Generated> generated = generate(spark, spec, tasks, work);
+        String modelLabel = labelOf(spark, work);
 
-  /** Deltas against the base run; a drop larger than the task's tolerance for that metric is a regression. */
-  private static void compare(SparkSession spark, EvalSpec spec, List<History.Entry> now, List<String> comparison,
-      List<String> regressions) throws IOException {
-    Map<String, Row> base = History.run(spark, spec.output(), spec.compareTo());
-    if (base.isEmpty()) {
-      throw new IllegalArgumentException("--compare-to " + spec.compareTo() + ": no such run in " + History.path(spec.output()));
+        // 3. Per-example rows and summaries.
+        List<History.Entry> entries = new ArrayList<>();
+        List<String> summary = new ArrayList<>();
+        String runTime = DateTimeFormatter.ISO_INSTANT.format(started);
+        for (TaskRun t : tasks) {
+            TaskRun.Result r = t.finish(scored, generated);
+            spark.createDataFrame(r.examples(), r.exampleSchema())
+                    .coalesce(1)
+                    .write()
+                    .mode(SaveMode.Overwrite)
+                    .parquet(runDir + "/" + t.task().name());
+            String dataHash = Hashes.sha256(t.task().data());
+            for (TaskRun.Metric m : r.metrics()) {
+                entries.add(new History.Entry(
+                        spec.runId(),
+                        runTime,
+                        suite.name(),
+                        suite.hash(),
+                        t.task().name(),
+                        t.task().kind().id(),
+                        m,
+                        t.task().tolerance(m.metric()),
+                        modelLabel,
+                        modelLabel.substring(modelLabel.indexOf('@') + 1),
+                        dataHash));
+                summary.add(String.format(
+                        "%-24s %-18s %10.4f ± %-8.4f n=%d errors=%d",
+                        t.task().name(), m.metric(), m.value(), m.stderr(), m.n(), m.errors()));
+            }
+        }
+        fs.delete(new Path(work), true);
+        run.commit();
+        History.write(spark, spec.output(), entries);
+
+        // 4. The comparison with a base run.
+        List<String> comparison = new ArrayList<>();
+        List<String> regressions = new ArrayList<>();
+        if (spec.compareTo() != null) {
+            compare(spark, spec, entries, comparison, regressions);
+        }
+        return new EvalReport(spec.runId(), summary, comparison, regressions, (System.nanoTime() - t0) / 1e9);
     }
-    int w = Math.max(10, Math.max(spec.compareTo().length(), spec.runId().length()));
-    String num = "%" + w + ".4f";
-    String col = "%" + w + "s";
-    comparison.add(String.format("%-24s %-18s " + col + " " + col + " %10s %10s  %s", "task", "metric", spec.compareTo(), spec.runId(),
-        "delta", "tolerance", "status"));
-    for (History.Entry e : now) {
-      Row b = base.get(e.task() + "/" + e.metric().metric());
-      if (b == null || b.isNullAt(b.fieldIndex("value"))) {
-        comparison.add(String.format("%-24s %-18s " + col + " " + num + " %10s %10s  new", e.task(), e.metric().metric(), "-",
-            e.metric().value(), "-", "-"));
-        continue;
-      }
-      double was = b.getAs("value");
-      double is = e.metric().value();
-      double drop = e.metric().higherIsBetter() ? was - is : is - was;
-      double tol = e.tolerance();
-      boolean regressed = !(drop <= tol + 1e-12); // NaN counts as a regression
-      String line = String.format("%-24s %-18s " + num + " " + num + " %+10.4f %10.4f  %s", e.task(), e.metric().metric(), was, is,
-          is - was, tol, regressed ? "REGRESSION" : "ok");
-      comparison.add(line);
-      if (regressed) {
-        regressions.add(line);
-      }
+
+    private static Map<String, TaskRun.Scored> score(
+            SparkSession spark, EvalSpec spec, List<TaskRun> tasks, String work) throws IOException {
+        List<Row> rows = new ArrayList<>();
+        for (TaskRun t : tasks) {
+            for (TaskRun.ScoreRow r : t.scoreRows()) {
+                rows.add(RowFactory.create(r.id(), longs(r.tokens())));
+            }
+        }
+        Map<String, TaskRun.Scored> out = new HashMap<>();
+        if (rows.isEmpty()) {
+            return out;
+        }
+        StructType schema = new StructType()
+                .add("id", DataTypes.StringType)
+                .add("token_ids", new ArrayType(DataTypes.LongType, false));
+        spark.createDataFrame(rows, schema).write().mode(SaveMode.Overwrite).parquet(work + "/score-input");
+        ScoreJob.run(
+                spark,
+                new ScoreSpec(
+                        spec.model(),
+                        work + "/score-input",
+                        "parquet",
+                        work + "/scores",
+                        "parquet",
+                        spec.partitions(),
+                        spec.maxBatchTokens(),
+                        256,
+                        1024L << 20,
+                        0,
+                        LogitsMode.NONE,
+                        "id",
+                        "token_ids",
+                        "prompt",
+                        "continuation",
+                        spec.weights(),
+                        spec.threads(),
+                        1,
+                        WriteMode.OVERWRITE,
+                        BackendMode.CPU,
+                        ScoreOptions.defaultGpuPrecision())); // eval stays on CPU for now
+        for (Row r : spark.read()
+                .parquet(work + "/scores")
+                .select("id", "token_logprobs", "error")
+                .collectAsList()) {
+            double[] lps = null;
+            if (!r.isNullAt(1)) {
+                List<Object> l = r.getList(1);
+                lps = new double[l.size()];
+                for (int k = 0; k < lps.length; k++) {
+                    lps[k] = l.get(k) == null ? Double.NaN : ((Number) l.get(k)).doubleValue();
+                }
+            }
+            out.put(r.getString(0), new TaskRun.Scored(lps, r.getString(2)));
+        }
+        return out;
     }
-  }
+
+    private static Map<String, TaskRun.Generated> generate(
+            SparkSession spark, EvalSpec spec, List<TaskRun> tasks, String work) throws IOException {
+        List<Row> rows = new ArrayList<>();
+        for (TaskRun t : tasks) {
+            for (TaskRun.GenerateRow r : t.generateRows()) {
+                rows.add(RowFactory.create(r.id(), longs(r.prompt()), r.maxNewTokens(), r.stop()));
+            }
+        }
+        Map<String, TaskRun.Generated> out = new HashMap<>();
+        if (rows.isEmpty()) {
+            return out;
+        }
+        StructType schema = new StructType()
+                .add("id", DataTypes.StringType)
+                .add("token_ids", new ArrayType(DataTypes.LongType, false))
+                .add("max_new_tokens", DataTypes.IntegerType)
+                .add("stop", new ArrayType(DataTypes.StringType, false));
+        spark.createDataFrame(rows, schema).write().mode(SaveMode.Overwrite).parquet(work + "/generate-input");
+        // Greedy: temperature 0 whatever generation_config.json says; EOS still ends a completion.
+        GenerateJob.run(
+                spark,
+                new GenerateSpec(
+                        spec.model(),
+                        work + "/generate-input",
+                        "parquet",
+                        work + "/completions",
+                        "parquet",
+                        spec.partitions(),
+                        "id",
+                        "token_ids",
+                        "prompt",
+                        "messages",
+                        spec.weights(),
+                        spec.threads(),
+                        1,
+                        WriteMode.OVERWRITE,
+                        null,
+                        0.0,
+                        0,
+                        1.0,
+                        0,
+                        1,
+                        0,
+                        0,
+                        0,
+                        List.of(),
+                        List.of(),
+                        false,
+                        1,
+                        false,
+                        0,
+                        2048L << 20,
+                        spec.maxBatchTokens(),
+                        32,
+                        BackendMode.CPU,
+                        GemmPrecision.BF16X3));
+        for (Row r : spark.read()
+                .parquet(work + "/completions")
+                .select("id", "completion", "finish_reason", "error")
+                .collectAsList()) {
+            out.put(r.getString(0), new TaskRun.Generated(r.getString(1), r.getString(2), r.getString(3)));
+        }
+        return out;
+    }
+
+    /** The model label (name@hash) the score or generate job wrote. */
+    private static String labelOf(SparkSession spark, String work) throws IOException {
+        FileSystem fs = new Path(work).getFileSystem(spark.sparkContext().hadoopConfiguration());
+        for (String sub : List.of("/scores", "/completions")) {
+            if (fs.exists(new Path(work + sub))) {
+                List<Row> r = spark.read()
+                        .parquet(work + sub)
+                        .select("model")
+                        .limit(1)
+                        .collectAsList();
+                if (!r.isEmpty()) {
+                    return r.get(0).getString(0);
+                }
+            }
+        }
+        throw new IllegalStateException("no task of the suite produced a row to score or generate");
+    }
+
+    private static List<Long> longs(int[] ids) {
+        List<Long> out = new ArrayList<>(ids.length);
+        for (int id : ids) {
+            out.add((long) id);
+        }
+        return out;
+    }
+
+    /** Deltas against the base run; a drop larger than the task's tolerance for that metric is a regression. */
+    private static void compare(
+            SparkSession spark,
+            EvalSpec spec,
+            List<History.Entry> now,
+            List<String> comparison,
+            List<String> regressions)
+            throws IOException {
+        Map<String, Row> base = History.run(spark, spec.output(), spec.compareTo());
+        if (base.isEmpty()) {
+            throw new IllegalArgumentException(
+                    "--compare-to " + spec.compareTo() + ": no such run in " + History.path(spec.output()));
+        }
+        int w = Math.max(10, Math.max(spec.compareTo().length(), spec.runId().length()));
+        String num = "%" + w + ".4f";
+        String col = "%" + w + "s";
+        comparison.add(String.format(
+                "%-24s %-18s " + col + " " + col + " %10s %10s  %s",
+                "task",
+                "metric",
+                spec.compareTo(),
+                spec.runId(),
+                "delta",
+                "tolerance",
+                "status"));
+        for (History.Entry e : now) {
+            Row b = base.get(e.task() + "/" + e.metric().metric());
+            if (b == null || b.isNullAt(b.fieldIndex("value"))) {
+                comparison.add(String.format(
+                        "%-24s %-18s " + col + " " + num + " %10s %10s  new",
+                        e.task(),
+                        e.metric().metric(),
+                        "-",
+                        e.metric().value(),
+                        "-",
+                        "-"));
+                continue;
+            }
+            double was = b.getAs("value");
+            double is = e.metric().value();
+            double drop = e.metric().higherIsBetter() ? was - is : is - was;
+            double tol = e.tolerance();
+            boolean regressed = !(drop <= tol + 1e-12); // NaN counts as a regression
+            String line = String.format(
+                    "%-24s %-18s " + num + " " + num + " %+10.4f %10.4f  %s",
+                    e.task(),
+                    e.metric().metric(),
+                    was,
+                    is,
+                    is - was,
+                    tol,
+                    regressed ? "REGRESSION" : "ok");
+            comparison.add(line);
+            if (regressed) {
+                regressions.add(line);
+            }
+        }
+    }
 }

@@ -7,10 +7,11 @@ import java.util.List;
  *
  * @param regressions comparison lines whose drop is over the tolerance (empty: none, or no comparison)
  */
-public record EvalReport(String runId, List<String> summary, List<String> comparison, List<String> regressions, double seconds) {
+public record EvalReport(
+        String runId, List<String> summary, List<String> comparison, List<String> regressions, double seconds) {
 
-  /** The process exit code: 3 when a metric dropped by more than the suite allows, else 0. */
-  public int exitCode() {
-    return regressions.isEmpty() ? 0 : 3;
-  }
+    /** The process exit code: 3 when a metric dropped by more than the suite allows, else 0. */
+    public int exitCode() {
+        return regressions.isEmpty() ? 0 : 3;
+    }
 }

@@ -18,48 +18,49 @@ import java.util.List;
  * @param gpuPrecision   GEMM precision of tasks on CUDA
  */
 public record GenerateSpec(
-    Path model,
-    String input,
-    String inputFormat,
-    String output,
-    String outputFormat,
-    int partitions,
-    String idColumn,
-    String tokenIdsColumn,
-    String textColumn,
-    String messagesColumn,
-    String weights,
-    int threads,
-    int slices,
-    WriteMode write,
-    Integer maxNewTokens,
-    Double temperature,
-    Integer topK,
-    Double topP,
-    double minP,
-    double repetitionPenalty,
-    double presencePenalty,
-    double frequencyPenalty,
-    long seed,
-    List<String> stop,
-    List<Integer> stopTokenIds,
-    boolean ignoreEos,
-    int n,
-    boolean logprobs,
-    int topLogprobs,
-    long maxCacheBytes,
-    int maxBatchTokens,
-    int maxBatchSeqs,
-    BackendMode backend,
-    GemmPrecision gpuPrecision) implements JobSpec {
+        Path model,
+        String input,
+        String inputFormat,
+        String output,
+        String outputFormat,
+        int partitions,
+        String idColumn,
+        String tokenIdsColumn,
+        String textColumn,
+        String messagesColumn,
+        String weights,
+        int threads,
+        int slices,
+        WriteMode write,
+        Integer maxNewTokens,
+        Double temperature,
+        Integer topK,
+        Double topP,
+        double minP,
+        double repetitionPenalty,
+        double presencePenalty,
+        double frequencyPenalty,
+        long seed,
+        List<String> stop,
+        List<Integer> stopTokenIds,
+        boolean ignoreEos,
+        int n,
+        boolean logprobs,
+        int topLogprobs,
+        long maxCacheBytes,
+        int maxBatchTokens,
+        int maxBatchSeqs,
+        BackendMode backend,
+        GemmPrecision gpuPrecision)
+        implements JobSpec {
 
-  public GenerateSpec {
-    stop = List.copyOf(stop);
-    stopTokenIds = List.copyOf(stopTokenIds);
-  }
+    public GenerateSpec {
+        stop = List.copyOf(stop);
+        stopTokenIds = List.copyOf(stopTokenIds);
+    }
 
-  @Override
-  public String job() {
-    return "generate";
-  }
+    @Override
+    public String job() {
+        return "generate";
+    }
 }

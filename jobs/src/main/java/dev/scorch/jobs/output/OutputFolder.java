@@ -26,269 +26,299 @@ import org.apache.hadoop.fs.Path;
  * outputs written before the marker do.
  */
 public final class OutputFolder {
-  public static final String MARKER = "_scorch.json";
-  /** What Spark's writers leave in an output folder, and our marker. */
-  private static final Pattern SPARK_FILE = Pattern.compile("part-.*|_SUCCESS|\\..*\\.crc|_temporary|_committed_.*|_started_.*|" + Pattern.quote(MARKER));
-  private static final ObjectMapper JSON = new ObjectMapper();
+    public static final String MARKER = "_scorch.json";
+    /** What Spark's writers leave in an output folder, and our marker. */
+    private static final Pattern SPARK_FILE = Pattern.compile(
+            "part-.*|_SUCCESS|\\..*\\.crc|_temporary|_committed_.*|_started_.*|" + Pattern.quote(MARKER));
 
-  private final FileSystem fs;
-  private final String job;
-  private final Path out;
-  private final Path partial;
-  private final Path replaced;
-  private final Path target;
-  private final boolean resumesRows;
-  /** What {@link #start} makes: a new partial folder with this marker (null: the target is there already). */
-  private final ObjectNode freshMarker;
+    private static final ObjectMapper JSON = new ObjectMapper();
 
-  private OutputFolder(FileSystem fs, String job, Path out, Path target, boolean resumesRows, ObjectNode freshMarker) {
-    this.fs = fs;
-    this.job = job;
-    this.out = out;
-    this.partial = partialOf(out);
-    this.replaced = beside(out, ".scorch-replaced");
-    this.target = target;
-    this.resumesRows = resumesRows;
-    this.freshMarker = freshMarker;
-  }
+    private final FileSystem fs;
+    private final String job;
+    private final Path out;
+    private final Path partial;
+    private final Path replaced;
+    private final Path target;
+    private final boolean resumesRows;
+    /** What {@link #start} makes: a new partial folder with this marker (null: the target is there already). */
+    private final ObjectNode freshMarker;
 
-  /** The partial folder of a run into output: {@code _NAME.scorch-partial} beside it. */
-  public static Path partialOf(Path output) {
-    return beside(output, ".scorch-partial");
-  }
-
-  private static Path beside(Path output, String suffix) {
-    return new Path(output.getParent(), "_" + output.getName() + suffix);
-  }
-
-  /**
-   * Decides where a run of {@code job} writes {@code output}, as {@code mode} allows, refusing what it does not. It
-   * writes nothing (see {@link #start}) but to put right a swap a killed driver cut short. An old output is replaced
-   * only by {@link #commit}.
-   *
-   * @param describe what the marker records of the run (model, input), beside the job and the time
-   */
-  public static OutputFolder open(FileSystem fs, String output, String job, WriteMode mode, ObjectNode describe) throws IOException {
-    Path out = fs.makeQualified(new Path(output));
-    if (out.getParent() == null) {
-      throw new IllegalArgumentException("--output " + output + " is a root folder");
+    private OutputFolder(
+            FileSystem fs, String job, Path out, Path target, boolean resumesRows, ObjectNode freshMarker) {
+        this.fs = fs;
+        this.job = job;
+        this.out = out;
+        this.partial = partialOf(out);
+        this.replaced = beside(out, ".scorch-replaced");
+        this.target = target;
+        this.resumesRows = resumesRows;
+        this.freshMarker = freshMarker;
     }
-    finishInterruptedSwap(fs, out);
-    Path partial = partialOf(out);
-    boolean outExists = fs.exists(out);
-    boolean partialExists = fs.exists(partial);
-    if (partialExists) {
-      String whose = notScorchs(fs, partial, null);
-      if (whose != null) {
-        throw new IllegalArgumentException(partial + " " + whose + "; Scorch keeps a run's partial output under that name: move it away");
-      }
+
+    /** The partial folder of a run into output: {@code _NAME.scorch-partial} beside it. */
+    public static Path partialOf(Path output) {
+        return beside(output, ".scorch-partial");
     }
-    ObjectNode fresh = JSON.createObjectNode().put("scorch_output", 1).put("job", job);
-    if (describe != null) {
-      fresh.setAll(describe);
+
+    private static Path beside(Path output, String suffix) {
+        return new Path(output.getParent(), "_" + output.getName() + suffix);
     }
-    switch (mode) {
-      case RESUME -> {
+
+    /**
+     * Decides where a run of {@code job} writes {@code output}, as {@code mode} allows, refusing what it does not. It
+     * writes nothing (see {@link #start}) but to put right a swap a killed driver cut short. An old output is replaced
+     * only by {@link #commit}.
+     *
+     * @param describe what the marker records of the run (model, input), beside the job and the time
+     */
+    public static OutputFolder open(FileSystem fs, String output, String job, WriteMode mode, ObjectNode describe)
+            throws IOException {
+        Path out = fs.makeQualified(new Path(output));
+        if (out.getParent() == null) {
+            throw new IllegalArgumentException("--output " + output + " is a root folder");
+        }
+        finishInterruptedSwap(fs, out);
+        Path partial = partialOf(out);
+        boolean outExists = fs.exists(out);
+        boolean partialExists = fs.exists(partial);
         if (partialExists) {
-          requireJob(fs, partial, job, "--resume");
-          System.err.println("scorch: resuming the interrupted run in " + partial + (outExists ? "; it replaces " + out + " when done" : ""));
-          return new OutputFolder(fs, job, out, partial, true, null);
+            String whose = notScorchs(fs, partial, null);
+            if (whose != null) {
+                throw new IllegalArgumentException(
+                        partial + " " + whose + "; Scorch keeps a run's partial output under that name: move it away");
+            }
         }
-        if (outExists) {
-          String whose = notScorchs(fs, out, job);
-          if (whose != null) {
-            throw new IllegalArgumentException("--output " + output + " " + whose + "; --resume only finishes a " + job + " output");
-          }
-          return new OutputFolder(fs, job, out, out, true, null);
+        ObjectNode fresh = JSON.createObjectNode().put("scorch_output", 1).put("job", job);
+        if (describe != null) {
+            fresh.setAll(describe);
         }
-        return new OutputFolder(fs, job, out, partial, false, fresh);
-      }
-      case OVERWRITE, OVERWRITE_ANY -> {
-        if (outExists && mode == WriteMode.OVERWRITE) {
-          String whose = notScorchs(fs, out, null);
-          if (whose != null) {
-            throw new IllegalArgumentException("--output " + output + " " + whose + "; --overwrite replaces only a Scorch output."
-                + " Choose another output, or add --force-overwrite to replace it all the same");
-          }
+        switch (mode) {
+            case RESUME -> {
+                if (partialExists) {
+                    requireJob(fs, partial, job, "--resume");
+                    System.err.println("scorch: resuming the interrupted run in " + partial
+                            + (outExists ? "; it replaces " + out + " when done" : ""));
+                    return new OutputFolder(fs, job, out, partial, true, null);
+                }
+                if (outExists) {
+                    String whose = notScorchs(fs, out, job);
+                    if (whose != null) {
+                        throw new IllegalArgumentException(
+                                "--output " + output + " " + whose + "; --resume only finishes a " + job + " output");
+                    }
+                    return new OutputFolder(fs, job, out, out, true, null);
+                }
+                return new OutputFolder(fs, job, out, partial, false, fresh);
+            }
+            case OVERWRITE, OVERWRITE_ANY -> {
+                if (outExists && mode == WriteMode.OVERWRITE) {
+                    String whose = notScorchs(fs, out, null);
+                    if (whose != null) {
+                        throw new IllegalArgumentException(
+                                "--output " + output + " " + whose + "; --overwrite replaces only a Scorch output."
+                                        + " Choose another output, or add --force-overwrite to replace it all the same");
+                    }
+                }
+                return new OutputFolder(fs, job, out, partial, false, fresh);
+            }
+            default -> {
+                if (outExists) {
+                    throw new IllegalArgumentException(
+                            "--output " + output + " exists; add --overwrite to replace it or --resume to finish it");
+                }
+                if (partialExists && holdsRows(fs, partial)) {
+                    throw new IllegalArgumentException("an interrupted run left " + partial
+                            + "; add --resume to finish it or --overwrite to start over");
+                }
+                return new OutputFolder(fs, job, out, partial, false, fresh);
+            }
         }
-        return new OutputFolder(fs, job, out, partial, false, fresh);
-      }
-      default -> {
-        if (outExists) {
-          throw new IllegalArgumentException("--output " + output + " exists; add --overwrite to replace it or --resume to finish it");
+    }
+
+    /**
+     * Makes the target ready once the run's input has been checked: a new partial folder, marked (an earlier interrupted
+     * run's partial folder, ours, goes), or for a resume in place the removal of a killed run's uncommitted task files.
+     */
+    public OutputFolder start() throws IOException {
+        if (freshMarker != null) {
+            if (fs.exists(partial)) {
+                fs.delete(partial, true);
+            }
+            if (!fs.mkdirs(partial)) {
+                throw new IOException("cannot create " + partial);
+            }
+            writeMarker(
+                    fs,
+                    partial,
+                    freshMarker
+                            .deepCopy()
+                            .put("started", Instant.now().toString())
+                            .put("complete", false));
+        } else if (target.equals(out)) {
+            fs.delete(new Path(out, "_temporary"), true); // a killed run's uncommitted task files, Spark's own
         }
-        if (partialExists && holdsRows(fs, partial)) {
-          throw new IllegalArgumentException("an interrupted run left " + partial + "; add --resume to finish it or --overwrite to start over");
+        return this;
+    }
+
+    /** The folder the run writes its part files into. */
+    public Path target() {
+        return target;
+    }
+
+    /** Whether the target already holds rows of this run (a resume). */
+    public boolean resumesRows() {
+        return resumesRows;
+    }
+
+    /** The output path as given, qualified. */
+    public Path output() {
+        return out;
+    }
+
+    /** Puts the finished run in place of the output: the last step of a successful run. */
+    public void commit() throws IOException {
+        if (target.equals(out)) {
+            return; // a resume of a finished output: the rows were added in place
         }
-        return new OutputFolder(fs, job, out, partial, false, fresh);
-      }
-    }
-  }
-
-  /**
-   * Makes the target ready once the run's input has been checked: a new partial folder, marked (an earlier interrupted
-   * run's partial folder, ours, goes), or for a resume in place the removal of a killed run's uncommitted task files.
-   */
-  public OutputFolder start() throws IOException {
-    if (freshMarker != null) {
-      if (fs.exists(partial)) {
-        fs.delete(partial, true);
-      }
-      if (!fs.mkdirs(partial)) {
-        throw new IOException("cannot create " + partial);
-      }
-      writeMarker(fs, partial, freshMarker.deepCopy().put("started", Instant.now().toString()).put("complete", false));
-    } else if (target.equals(out)) {
-      fs.delete(new Path(out, "_temporary"), true); // a killed run's uncommitted task files, Spark's own
-    }
-    return this;
-  }
-
-  /** The folder the run writes its part files into. */
-  public Path target() {
-    return target;
-  }
-
-  /** Whether the target already holds rows of this run (a resume). */
-  public boolean resumesRows() {
-    return resumesRows;
-  }
-
-  /** The output path as given, qualified. */
-  public Path output() {
-    return out;
-  }
-
-  /** Puts the finished run in place of the output: the last step of a successful run. */
-  public void commit() throws IOException {
-    if (target.equals(out)) {
-      return; // a resume of a finished output: the rows were added in place
-    }
-    ObjectNode m = readMarker(fs, partial);
-    writeMarker(fs, partial, (m == null ? JSON.createObjectNode().put("job", job) : m).put("complete", true)
-        .put("finished", Instant.now().toString()));
-    if (fs.exists(out)) {
-      rename(fs, out, replaced);
-      rename(fs, partial, out);
-      fs.delete(replaced, true);
-    } else {
-      rename(fs, partial, out);
-    }
-  }
-
-  /** A line for the user when the run failed: where its partial rows are and what to do with them. */
-  public String afterFailure() {
-    return target.equals(out) ? "the rows written before the failure stay in " + out + "; --resume finishes the run"
-        : "the partial run is kept in " + partial + " (" + out + " is as it was); --resume finishes it, --overwrite starts over";
-  }
-
-  /**
-   * A swap cut short (a killed driver between its renames) leaves the old output renamed aside: put it back, or finish
-   * the swap when the partial run beside it is complete.
-   */
-  static void finishInterruptedSwap(FileSystem fs, Path out) throws IOException {
-    Path replaced = beside(out, ".scorch-replaced");
-    if (!fs.exists(replaced)) {
-      return;
-    }
-    if (!fs.exists(out)) {
-      Path partial = partialOf(out);
-      ObjectNode m = fs.exists(partial) ? readMarker(fs, partial) : null;
-      if (m != null && m.path("complete").asBoolean(false)) {
-        rename(fs, partial, out);
-      } else {
-        rename(fs, replaced, out);
-        return;
-      }
-    }
-    fs.delete(replaced, true);
-  }
-
-  /**
-   * Marks a folder a job keeps adding to (the eval job's history) as that job's, after checking it is absent, empty,
-   * marked by that job, or holds only names that job writes.
-   */
-  public static void claim(FileSystem fs, String folder, String job, Pattern jobNames) throws IOException {
-    Path dir = fs.makeQualified(new Path(folder));
-    if (fs.exists(dir)) {
-      if (!fs.getFileStatus(dir).isDirectory()) {
-        throw new IllegalArgumentException("--output " + folder + " is a file; " + job + " writes a folder");
-      }
-      ObjectNode m = readMarker(fs, dir);
-      if (m != null) {
-        if (!job.equals(m.path("job").asText())) {
-          throw new IllegalArgumentException("--output " + folder + " holds a " + m.path("job").asText() + " output, not a " + job + " output");
+        ObjectNode m = readMarker(fs, partial);
+        writeMarker(
+                fs,
+                partial,
+                (m == null ? JSON.createObjectNode().put("job", job) : m)
+                        .put("complete", true)
+                        .put("finished", Instant.now().toString()));
+        if (fs.exists(out)) {
+            rename(fs, out, replaced);
+            rename(fs, partial, out);
+            fs.delete(replaced, true);
+        } else {
+            rename(fs, partial, out);
         }
-        return;
-      }
-      for (FileStatus s : fs.listStatus(dir)) {
-        if (!jobNames.matcher(s.getPath().getName()).matches()) {
-          throw new IllegalArgumentException("--output " + folder + " holds " + s.getPath().getName()
-              + ", which Scorch did not write; choose another (new or empty) folder");
+    }
+
+    /** A line for the user when the run failed: where its partial rows are and what to do with them. */
+    public String afterFailure() {
+        return target.equals(out)
+                ? "the rows written before the failure stay in " + out + "; --resume finishes the run"
+                : "the partial run is kept in " + partial + " (" + out
+                        + " is as it was); --resume finishes it, --overwrite starts over";
+    }
+
+    /**
+     * A swap cut short (a killed driver between its renames) leaves the old output renamed aside: put it back, or finish
+     * the swap when the partial run beside it is complete.
+     */
+    static void finishInterruptedSwap(FileSystem fs, Path out) throws IOException {
+        Path replaced = beside(out, ".scorch-replaced");
+        if (!fs.exists(replaced)) {
+            return;
         }
-      }
+        if (!fs.exists(out)) {
+            Path partial = partialOf(out);
+            ObjectNode m = fs.exists(partial) ? readMarker(fs, partial) : null;
+            if (m != null && m.path("complete").asBoolean(false)) {
+                rename(fs, partial, out);
+            } else {
+                rename(fs, replaced, out);
+                return;
+            }
+        }
+        fs.delete(replaced, true);
     }
-    fs.mkdirs(dir);
-    writeMarker(fs, dir, JSON.createObjectNode().put("scorch_output", 1).put("job", job).put("started", Instant.now().toString()));
-  }
 
-  /** Null when dir is a Scorch output (of job, when given); else why not, for a message. */
-  static String notScorchs(FileSystem fs, Path dir, String job) throws IOException {
-    FileStatus st = fs.getFileStatus(dir);
-    if (!st.isDirectory()) {
-      return "is a file, not a Scorch output folder";
+    /**
+     * Marks a folder a job keeps adding to (the eval job's history) as that job's, after checking it is absent, empty,
+     * marked by that job, or holds only names that job writes.
+     */
+    public static void claim(FileSystem fs, String folder, String job, Pattern jobNames) throws IOException {
+        Path dir = fs.makeQualified(new Path(folder));
+        if (fs.exists(dir)) {
+            if (!fs.getFileStatus(dir).isDirectory()) {
+                throw new IllegalArgumentException("--output " + folder + " is a file; " + job + " writes a folder");
+            }
+            ObjectNode m = readMarker(fs, dir);
+            if (m != null) {
+                if (!job.equals(m.path("job").asText())) {
+                    throw new IllegalArgumentException("--output " + folder + " holds a "
+                            + m.path("job").asText() + " output, not a " + job + " output");
+                }
+                return;
+            }
+            for (FileStatus s : fs.listStatus(dir)) {
+                if (!jobNames.matcher(s.getPath().getName()).matches()) {
+                    throw new IllegalArgumentException(
+                            "--output " + folder + " holds " + s.getPath().getName()
+                                    + ", which Scorch did not write; choose another (new or empty) folder");
+                }
+            }
+        }
+        fs.mkdirs(dir);
+        writeMarker(
+                fs,
+                dir,
+                JSON.createObjectNode()
+                        .put("scorch_output", 1)
+                        .put("job", job)
+                        .put("started", Instant.now().toString()));
     }
-    ObjectNode m = readMarker(fs, dir);
-    if (m != null) {
-      String wrote = m.path("job").asText();
-      return job == null || job.equals(wrote) ? null : "holds a " + wrote + " output, not a " + job + " output";
-    }
-    for (FileStatus s : fs.listStatus(dir)) {
-      if (!SPARK_FILE.matcher(s.getPath().getName()).matches()) {
-        return "holds " + s.getPath().getName() + ", which Scorch did not write";
-      }
-    }
-    return null;
-  }
 
-  private static boolean holdsRows(FileSystem fs, Path dir) throws IOException {
-    for (FileStatus s : fs.listStatus(dir)) {
-      if (s.getPath().getName().startsWith("part-")) {
-        return true;
-      }
+    /** Null when dir is a Scorch output (of job, when given); else why not, for a message. */
+    static String notScorchs(FileSystem fs, Path dir, String job) throws IOException {
+        FileStatus st = fs.getFileStatus(dir);
+        if (!st.isDirectory()) {
+            return "is a file, not a Scorch output folder";
+        }
+        ObjectNode m = readMarker(fs, dir);
+        if (m != null) {
+            String wrote = m.path("job").asText();
+            return job == null || job.equals(wrote) ? null : "holds a " + wrote + " output, not a " + job + " output";
+        }
+        for (FileStatus s : fs.listStatus(dir)) {
+            if (!SPARK_FILE.matcher(s.getPath().getName()).matches()) {
+                return "holds " + s.getPath().getName() + ", which Scorch did not write";
+            }
+        }
+        return null;
     }
-    return false;
-  }
 
-  private static void requireJob(FileSystem fs, Path dir, String job, String option) throws IOException {
-    String whose = notScorchs(fs, dir, job);
-    if (whose != null) {
-      throw new IllegalArgumentException(option + ": " + dir + " " + whose);
+    private static boolean holdsRows(FileSystem fs, Path dir) throws IOException {
+        for (FileStatus s : fs.listStatus(dir)) {
+            if (s.getPath().getName().startsWith("part-")) {
+                return true;
+            }
+        }
+        return false;
     }
-  }
 
-  static ObjectNode readMarker(FileSystem fs, Path dir) throws IOException {
-    Path f = new Path(dir, MARKER);
-    if (!fs.exists(f)) {
-      return null;
+    private static void requireJob(FileSystem fs, Path dir, String job, String option) throws IOException {
+        String whose = notScorchs(fs, dir, job);
+        if (whose != null) {
+            throw new IllegalArgumentException(option + ": " + dir + " " + whose);
+        }
     }
-    try (InputStream in = fs.open(f)) {
-      JsonNode n = JSON.readTree(in);
-      return n instanceof ObjectNode o ? o : null;
-    } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
-      return null;
-    }
-  }
 
-  private static void writeMarker(FileSystem fs, Path dir, ObjectNode m) throws IOException {
-    try (OutputStream o = fs.create(new Path(dir, MARKER), true)) {
-      o.write(JSON.writerWithDefaultPrettyPrinter().writeValueAsString(m).getBytes(StandardCharsets.UTF_8));
+    static ObjectNode readMarker(FileSystem fs, Path dir) throws IOException {
+        Path f = new Path(dir, MARKER);
+        if (!fs.exists(f)) {
+            return null;
+        }
+        try (InputStream in = fs.open(f)) {
+            JsonNode n = JSON.readTree(in);
+            return n instanceof ObjectNode o ? o : null;
+        } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+            return null;
+        }
     }
-  }
 
-  private static void rename(FileSystem fs, Path from, Path to) throws IOException {
-    if (!fs.rename(from, to)) {
-      throw new IOException("cannot rename " + from + " to " + to);
+    private static void writeMarker(FileSystem fs, Path dir, ObjectNode m) throws IOException {
+        try (OutputStream o = fs.create(new Path(dir, MARKER), true)) {
+            o.write(JSON.writerWithDefaultPrettyPrinter().writeValueAsString(m).getBytes(StandardCharsets.UTF_8));
+        }
     }
-  }
+
+    private static void rename(FileSystem fs, Path from, Path to) throws IOException {
+        if (!fs.rename(from, to)) {
+            throw new IOException("cannot rename " + from + " to " + to);
+        }
+    }
 }

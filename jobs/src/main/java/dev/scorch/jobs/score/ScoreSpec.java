@@ -14,30 +14,31 @@ import java.nio.file.Path;
  * @param gpuPrecision GEMM precision of tasks that run on CUDA
  */
 public record ScoreSpec(
-    Path model,
-    String input,
-    String inputFormat,
-    String output,
-    String outputFormat,
-    int partitions,
-    int maxBatchTokens,
-    int windowRows,
-    long arrowMemoryBytes,
-    int topK,
-    LogitsMode logits,
-    String idColumn,
-    String tokenIdsColumn,
-    String textColumn,
-    String continuationColumn,
-    String weights,
-    int threads,
-    int slices,
-    WriteMode write,
-    BackendMode backend,
-    GemmPrecision gpuPrecision) implements JobSpec {
+        Path model,
+        String input,
+        String inputFormat,
+        String output,
+        String outputFormat,
+        int partitions,
+        int maxBatchTokens,
+        int windowRows,
+        long arrowMemoryBytes,
+        int topK,
+        LogitsMode logits,
+        String idColumn,
+        String tokenIdsColumn,
+        String textColumn,
+        String continuationColumn,
+        String weights,
+        int threads,
+        int slices,
+        WriteMode write,
+        BackendMode backend,
+        GemmPrecision gpuPrecision)
+        implements JobSpec {
 
-  @Override
-  public String job() {
-    return "score";
-  }
+    @Override
+    public String job() {
+        return "score";
+    }
 }

@@ -18,51 +18,57 @@ import org.junit.jupiter.api.io.TempDir;
 
 /** bench's kernel report: the selection's line first, its kernels in the figures line, and in the JSON line under the old keys. */
 class BenchCommandTest {
-  @TempDir Path tmp;
+    @TempDir
+    Path tmp;
 
-  private static String[] bench(String... args) {
-    PrintStream old = System.out;
-    ByteArrayOutputStream buf = new ByteArrayOutputStream();
-    System.setOut(new PrintStream(buf, true, StandardCharsets.UTF_8));
-    int rc;
-    try {
-      rc = ScorchCli.run("bench", args);
-    } finally {
-      System.setOut(old);
+    private static String[] bench(String... args) {
+        PrintStream old = System.out;
+        ByteArrayOutputStream buf = new ByteArrayOutputStream();
+        System.setOut(new PrintStream(buf, true, StandardCharsets.UTF_8));
+        int rc;
+        try {
+            rc = ScorchCli.run("bench", args);
+        } finally {
+            System.setOut(old);
+        }
+        String out = buf.toString(StandardCharsets.UTF_8);
+        assertEquals(0, rc, out);
+        String[] lines = out.split("\n");
+        assertEquals(3, lines.length, out);
+        return lines;
     }
-    String out = buf.toString(StandardCharsets.UTF_8);
-    assertEquals(0, rc, out);
-    String[] lines = out.split("\n");
-    assertEquals(3, lines.length, out);
-    return lines;
-  }
 
-  @Test
-  void prefillAndDecodeReportTheSelectedKernels() throws Exception {
-    Path model = tmp.resolve("tiny");
-    new DemoModelWriter(DemoPreset.TINY, DemoModelWriter.Weights.BF16, true, false, 1).write(model);
-    KernelSelection k = KernelSelection.current();
-    String[] common = {"--model", model.toString(), "--batch", "1", "--seq", "8", "--runs", "1", "--warmup", "0", "--threads", "1"};
+    @Test
+    void prefillAndDecodeReportTheSelectedKernels() throws Exception {
+        Path model = tmp.resolve("tiny");
+        new DemoModelWriter(DemoPreset.TINY, DemoModelWriter.Weights.BF16, true, false, 1).write(model);
+        KernelSelection k = KernelSelection.current();
+        String[] common = {
+            "--model", model.toString(), "--batch", "1", "--seq", "8", "--runs", "1", "--warmup", "0", "--threads", "1"
+        };
 
-    String[] prefill = bench(common);
-    assertEquals("kernels: " + k.describe(), prefill[0]);
-    assertTrue(prefill[1].startsWith("prefill 1 x 8, 1 threads (GEMM " + k.prefillGemm().kernel() + "), java "), prefill[1]);
-    JsonNode j = new ObjectMapper().readTree(prefill[2]);
-    assertEquals(k.prefillGemm().toString(), j.get("gemm_kernel").asText());
-    assertEquals(k.simd(), j.get("simd").asBoolean());
-    assertEquals(k.toJson(), j.get("kernels"));
+        String[] prefill = bench(common);
+        assertEquals("kernels: " + k.describe(), prefill[0]);
+        assertTrue(
+                prefill[1].startsWith(
+                        "prefill 1 x 8, 1 threads (GEMM " + k.prefillGemm().kernel() + "), java "),
+                prefill[1]);
+        JsonNode j = new ObjectMapper().readTree(prefill[2]);
+        assertEquals(k.prefillGemm().toString(), j.get("gemm_kernel").asText());
+        assertEquals(k.simd(), j.get("simd").asBoolean());
+        assertEquals(k.toJson(), j.get("kernels"));
 
-    String[] decode = bench(concat(common, "--mode", "decode", "--steps", "2"));
-    assertEquals("kernels: " + k.describe(), decode[0]);
-    assertTrue(decode[1].contains(", 1 threads (" + k.decodeGemm().kernel() + "), java "), decode[1]);
-    JsonNode d = new ObjectMapper().readTree(decode[2]);
-    assertEquals(k.decodeGemm().toString(), d.get("decode_kernel").asText());
-    assertEquals(k.toJson(), d.get("kernels"));
-  }
+        String[] decode = bench(concat(common, "--mode", "decode", "--steps", "2"));
+        assertEquals("kernels: " + k.describe(), decode[0]);
+        assertTrue(decode[1].contains(", 1 threads (" + k.decodeGemm().kernel() + "), java "), decode[1]);
+        JsonNode d = new ObjectMapper().readTree(decode[2]);
+        assertEquals(k.decodeGemm().toString(), d.get("decode_kernel").asText());
+        assertEquals(k.toJson(), d.get("kernels"));
+    }
 
-  private static String[] concat(String[] a, String... b) {
-    String[] r = java.util.Arrays.copyOf(a, a.length + b.length);
-    System.arraycopy(b, 0, r, a.length, b.length);
-    return r;
-  }
+    private static String[] concat(String[] a, String... b) {
+        String[] r = java.util.Arrays.copyOf(a, a.length + b.length);
+        System.arraycopy(b, 0, r, a.length, b.length);
+        return r;
+    }
 }

@@ -53,582 +53,729 @@ import org.junit.jupiter.api.Timeout;
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 @Timeout(value = 8, unit = TimeUnit.MINUTES)
 class StandaloneClusterFaultTest {
-  static final int ROWS = 2000;
-  static final int PARTITIONS = 8;
-  static final Duration RUN_LIMIT = Duration.ofMinutes(5);
+    static final int ROWS = 2000;
+    static final int PARTITIONS = 8;
+    static final Duration RUN_LIMIT = Duration.ofMinutes(5);
 
-  static Path dir;
-  static Path jobsTarget;
-  static Path jobsJar;
-  static Path model;
-  static Path input;
-  static Path generateInput;
-  static Path cacheDir;
-  static String contentHash;
-  static List<String> flags;
-  static StandaloneCluster cluster;
-  static Map<String, String> localScores;
-  static Map<String, String> localGenerated;
-  static double cleanSeconds = Double.NaN;
-  static final List<String> report = new ArrayList<>();
-  static long suiteStart;
+    static Path dir;
+    static Path jobsTarget;
+    static Path jobsJar;
+    static Path model;
+    static Path input;
+    static Path generateInput;
+    static Path cacheDir;
+    static String contentHash;
+    static List<String> flags;
+    static StandaloneCluster cluster;
+    static Map<String, String> localScores;
+    static Map<String, String> localGenerated;
+    static double cleanSeconds = Double.NaN;
+    static final List<String> report = new ArrayList<>();
+    static long suiteStart;
 
-  @BeforeAll
-  static void setUp() throws Exception {
-    suiteStart = System.nanoTime();
-    jobsTarget = Path.of(System.getProperty("scorch.jobs.target", "target")).toAbsolutePath().normalize();
-    jobsJar = jobsTarget.resolve("scorch-jobs.jar");
-    assertTrue(Files.isRegularFile(jobsJar), jobsJar + " is missing: run bin/test-cluster (mvn -Pcluster verify packages it first)");
-    dir = jobsTarget.resolve("cluster-test");
-    deleteTree(dir);
-    Files.createDirectories(dir);
-    cacheDir = dir.resolve("model-cache");
-    flags = SparkTests.jvmFlags();
+    @BeforeAll
+    static void setUp() throws Exception {
+        suiteStart = System.nanoTime();
+        jobsTarget = Path.of(System.getProperty("scorch.jobs.target", "target"))
+                .toAbsolutePath()
+                .normalize();
+        jobsJar = jobsTarget.resolve("scorch-jobs.jar");
+        assertTrue(
+                Files.isRegularFile(jobsJar),
+                jobsJar + " is missing: run bin/test-cluster (mvn -Pcluster verify packages it first)");
+        dir = jobsTarget.resolve("cluster-test");
+        deleteTree(dir);
+        Files.createDirectories(dir);
+        cacheDir = dir.resolve("model-cache");
+        flags = SparkTests.jvmFlags();
 
-    model = dir.resolve("demo-model");
-    new DemoModelWriter(DemoPreset.TINY, false, true, 0).write(model); // the --model demo checkpoint
-    contentHash = ModelManifest.of(model).contentHash();
-    List<String> lines = new ArrayList<>();
-    Random r = new Random(24);
-    for (int i = 0; i < ROWS; i++) {
-      StringBuilder b = new StringBuilder("{\"id\":\"r" + i + "\",\"token_ids\":[");
-      int n = 6 + r.nextInt(20);
-      for (int k = 0; k < n; k++) {
-        b.append(k == 0 ? "" : ",").append(1 + r.nextInt(DemoPreset.TINY.vocabSize() - 1));
-      }
-      lines.add(b.append("]}").toString());
-    }
-    input = SparkTests.writeJsonl(dir.resolve("in/rows.jsonl"), lines);
-    // The generate job's input: the same rows, but every fourth a chat (rendered with the model's chat template by
-    // jinjava on the executors, which takes commons-lang3 from the cluster: the shaded jar leaves it out) and every
-    // fourth a text prompt (tokenised on the executors).
-    List<String> prompts = new ArrayList<>();
-    for (int i = 0; i < ROWS; i++) {
-      prompts.add(switch (i % 4) {
-        case 0 -> "{\"id\":\"r" + i + "\",\"messages\":[{\"role\":\"user\",\"content\":\"Tell me about row " + i + ".\"}]}";
-        case 1 -> "{\"id\":\"r" + i + "\",\"prompt\":\"Row " + i + " says\"}";
-        default -> lines.get(i);
-      });
-    }
-    generateInput = SparkTests.writeJsonl(dir.resolve("in-generate/rows.jsonl"), prompts);
-
-    long t0 = System.nanoTime();
-    cluster = StandaloneCluster.start(dir, jobsTarget, flags, 2, 1, "1536m"); // boots while the references run
-
-    long t1 = System.nanoTime();
-    SparkTests.spark(); // the CLI runs in this session (and leaves it up to read the outputs with)
-    assertEquals(0, ScorchCli.run("score", argsArray(args(dir.resolve("local-score"), "--master", "local[2]"))));
-    localScores = rows(dir.resolve("local-score"));
-    assertEquals(0, ScorchCli.run("generate", generateArgs(dir.resolve("local-generate"), "--master", "local[2]")));
-    localGenerated = rows(dir.resolve("local-generate"));
-    for (String out : List.of("local-score", "local-generate")) {
-      assertEquals(0, SparkTests.spark().read().parquet(dir.resolve(out).toString()).where("error IS NOT NULL").count(),
-          out + " has error rows: the comparison would compare errors");
-    }
-    report.add(String.format("local[2] references (score + generate, in the test JVM): %.1f s", (System.nanoTime() - t1) / 1e9));
-
-    cluster.awaitReady();
-    report.add(String.format("cluster up (Master + 2 Workers, started before the references): %.1f s", (System.nanoTime() - t0) / 1e9));
-  }
-
-  @AfterAll
-  static void tearDown() throws IOException {
-    if (cluster != null) {
-      cluster.close();
-    }
-    report.add(String.format("whole suite in this JVM (set-up, runs, tear-down): %.1f s; load average at the end: %s",
-        (System.nanoTime() - suiteStart) / 1e9, loadAverage()));
-    report.add("");
-    report.addAll(table());
-    String text = String.join("\n", report) + "\n";
-    System.out.println("\n=== cluster fault runs ===\n" + text);
-    if (dir != null && Files.isDirectory(dir)) {
-      Files.writeString(dir.resolve("report.md"), text);
-    }
-  }
-
-  static List<String> args(Path out, String... more) {
-    List<String> a = new ArrayList<>(List.of("--model", model.toString(), "--input", input.toString(), "--output", out.toString(),
-        "--partitions", String.valueOf(PARTITIONS), "--overwrite"));
-    a.addAll(List.of(more));
-    return a;
-  }
-
-  static String[] argsArray(List<String> a) {
-    return a.toArray(String[]::new);
-  }
-
-  static String[] generateArgs(Path out, String... more) {
-    List<String> a = args(out, more);
-    a.set(a.indexOf("--input") + 1, generateInput.toString());
-    a.addAll(List.of("--max-new-tokens", "4", "--temperature", "0.8", "--seed", "11"));
-    return argsArray(a);
-  }
-
-  /** The settings every cluster run gets: loopback, 1 GiB executors with Scorch's JVM flags, the model cache under dir. */
-  static List<String> clusterConf(int uiPort) {
-    return List.of("spark.ui.port=" + uiPort, "spark.driver.host=127.0.0.1", "spark.driver.bindAddress=127.0.0.1",
-        "spark.executor.memory=1g", "spark.executor.cores=1", "spark.ui.showConsoleProgress=false",
-        "spark.scorch.modelCache.dir=" + cacheDir);
-  }
-
-  /** A job in its own driver JVM, with the driver's REST API to watch it. */
-  static final class Run {
-    final String name;
-    final Process process;
-    final DriverRest rest;
-    final long t0 = System.nanoTime();
-    final Path out;
-    final Path log;
-    double wallSeconds;
-    /** The machine's 5-minute load average when the run ended (other work on the machine slows every run). */
-    String loadAverage = "?";
-    /** When the fault was injected (epoch milliseconds; 0: none). */
-    long injectedAt;
-    /** The stage attempts and task attempts seen last while the driver ran. */
-    List<Stage> stages = List.of();
-    Map<String, List<Task>> tasks = new TreeMap<>();
-
-    Run(String name, Process process, int uiPort, Path out, Path log) {
-      this.name = name;
-      this.process = process;
-      this.rest = new DriverRest(uiPort);
-      this.out = out;
-      this.log = log;
-    }
-
-    String appId() {
-      return rest.appId().orElseThrow(() -> new AssertionError(name + ": the driver's UI never answered; see " + log));
-    }
-
-    /** Records what the driver reports now (stages and their tasks). */
-    void snapshot() {
-      List<Stage> s = rest.stages();
-      if (!s.isEmpty()) {
-        stages = s;
-        for (Stage st : s) {
-          List<Task> t = rest.tasks(st);
-          if (!t.isEmpty()) {
-            tasks.put(st.stageId() + "." + st.attemptId(), t);
-          }
+        model = dir.resolve("demo-model");
+        new DemoModelWriter(DemoPreset.TINY, false, true, 0).write(model); // the --model demo checkpoint
+        contentHash = ModelManifest.of(model).contentHash();
+        List<String> lines = new ArrayList<>();
+        Random r = new Random(24);
+        for (int i = 0; i < ROWS; i++) {
+            StringBuilder b = new StringBuilder("{\"id\":\"r" + i + "\",\"token_ids\":[");
+            int n = 6 + r.nextInt(20);
+            for (int k = 0; k < n; k++) {
+                b.append(k == 0 ? "" : ",").append(1 + r.nextInt(DemoPreset.TINY.vocabSize() - 1));
+            }
+            lines.add(b.append("]}").toString());
         }
-      }
-    }
-
-    /** The scoring stage's attempt that runs now (the one with --partitions tasks), if any. */
-    Optional<Stage> scoring() {
-      return rest.stages().stream().filter(s -> s.status().equals("ACTIVE") && s.numTasks() == PARTITIONS).findFirst();
-    }
-
-    /** Polls until the scoring stage satisfies ready (then returns it with its tasks), failing if the job ends first. */
-    Stage awaitScoring(String what, Predicate<List<Task>> ready) throws InterruptedException {
-      long deadline = System.nanoTime() + RUN_LIMIT.toNanos();
-      while (System.nanoTime() < deadline) {
-        if (!process.isAlive()) {
-          fail(name + ": the job ended (exit " + process.exitValue() + ") before " + what + "; see " + log);
+        input = SparkTests.writeJsonl(dir.resolve("in/rows.jsonl"), lines);
+        // The generate job's input: the same rows, but every fourth a chat (rendered with the model's chat template by
+        // jinjava on the executors, which takes commons-lang3 from the cluster: the shaded jar leaves it out) and every
+        // fourth a text prompt (tokenised on the executors).
+        List<String> prompts = new ArrayList<>();
+        for (int i = 0; i < ROWS; i++) {
+            prompts.add(
+                    switch (i % 4) {
+                        case 0 ->
+                            "{\"id\":\"r" + i + "\",\"messages\":[{\"role\":\"user\",\"content\":\"Tell me about row "
+                                    + i + ".\"}]}";
+                        case 1 -> "{\"id\":\"r" + i + "\",\"prompt\":\"Row " + i + " says\"}";
+                        default -> lines.get(i);
+                    });
         }
-        Optional<Stage> s = scoring();
-        if (s.isPresent() && ready.test(rest.tasks(s.get()))) {
-          return s.get();
+        generateInput = SparkTests.writeJsonl(dir.resolve("in-generate/rows.jsonl"), prompts);
+
+        long t0 = System.nanoTime();
+        cluster = StandaloneCluster.start(dir, jobsTarget, flags, 2, 1, "1536m"); // boots while the references run
+
+        long t1 = System.nanoTime();
+        SparkTests.spark(); // the CLI runs in this session (and leaves it up to read the outputs with)
+        assertEquals(0, ScorchCli.run("score", argsArray(args(dir.resolve("local-score"), "--master", "local[2]"))));
+        localScores = rows(dir.resolve("local-score"));
+        assertEquals(0, ScorchCli.run("generate", generateArgs(dir.resolve("local-generate"), "--master", "local[2]")));
+        localGenerated = rows(dir.resolve("local-generate"));
+        for (String out : List.of("local-score", "local-generate")) {
+            assertEquals(
+                    0,
+                    SparkTests.spark()
+                            .read()
+                            .parquet(dir.resolve(out).toString())
+                            .where("error IS NOT NULL")
+                            .count(),
+                    out + " has error rows: the comparison would compare errors");
         }
-        Thread.sleep(200);
-      }
-      throw new AssertionError(name + ": no " + what + " within " + RUN_LIMIT);
+        report.add(String.format(
+                "local[2] references (score + generate, in the test JVM): %.1f s", (System.nanoTime() - t1) / 1e9));
+
+        cluster.awaitReady();
+        report.add(String.format(
+                "cluster up (Master + 2 Workers, started before the references): %.1f s",
+                (System.nanoTime() - t0) / 1e9));
     }
 
-    /** Waits for the driver to exit, snapshotting the driver's state meanwhile; returns its exit code. */
-    int await() throws InterruptedException {
-      long deadline = System.nanoTime() + RUN_LIMIT.toNanos();
-      while (!process.waitFor(500, TimeUnit.MILLISECONDS)) {
-        snapshot();
-        if (System.nanoTime() > deadline) {
-          process.destroyForcibly();
-          fail(name + ": did not finish within " + RUN_LIMIT + "; see " + log);
+    @AfterAll
+    static void tearDown() throws IOException {
+        if (cluster != null) {
+            cluster.close();
         }
-      }
-      wallSeconds = (System.nanoTime() - t0) / 1e9;
-      loadAverage = loadAverage();
-      return process.exitValue();
-    }
-
-    /** Marks the fault as injected now. */
-    void injected() {
-      injectedAt = System.currentTimeMillis();
-    }
-
-    /** The scoring (or generating) stage's attempts: the stage whose first attempt ran --partitions tasks. */
-    List<Stage> scoringAttempts() {
-      int id = stages.stream().filter(s -> s.attemptId() == 0 && s.numTasks() == PARTITIONS).mapToInt(Stage::stageId).max()
-          .orElseThrow(() -> new AssertionError(name + ": no scoring stage seen: " + stages));
-      return stages.stream().filter(s -> s.stageId() == id).toList();
-    }
-
-    /** Seconds from the scoring stage's first submission to its last attempt's completion. */
-    double scoringSeconds() {
-      List<Stage> a = scoringAttempts();
-      return (done(a) - a.stream().mapToLong(Stage::submitted).min().orElseThrow()) / 1e3;
-    }
-
-    /** Seconds from the fault to the scoring stage's completion. */
-    double faultToDoneSeconds() {
-      return (done(scoringAttempts()) - injectedAt) / 1e3;
-    }
-
-    /** When the last attempt completed (NaN-making when the driver stopped before reporting it). */
-    static double done(List<Stage> attempts) {
-      return attempts.stream().anyMatch(s -> s.completed() == 0) ? Double.NaN : attempts.stream().mapToLong(Stage::completed).max().orElseThrow();
-    }
-
-    /** Task attempts of every stage seen, with their stage attempt. */
-    List<Task> allTasks() {
-      return tasks.values().stream().flatMap(List::stream).toList();
-    }
-  }
-
-  static Run submit(String name, String job, List<String> conf, String... jobArgs) throws IOException {
-    int ui = StandaloneCluster.freePort();
-    Path out = dir.resolve("out").resolve(name);
-    List<String> submit = new ArrayList<>(List.of("--master", cluster.masterUrl(), "--deploy-mode", "client",
-        "--class", "dev.scorch.jobs.ScorchCli"));
-    List<String> all = new ArrayList<>(clusterConf(ui));
-    all.add("spark.executor.extraJavaOptions=" + String.join(" ", flags));
-    all.addAll(conf);
-    for (String c : all) {
-      submit.add("--conf");
-      submit.add(c);
-    }
-    submit.add(jobsJar.toString());
-    submit.add(job);
-    submit.addAll(job.equals("generate") ? List.of(generateArgs(out)) : args(out));
-    submit.addAll(List.of(jobArgs));
-    Path log = dir.resolve("logs").resolve(name + ".log");
-    Process p = cluster.launch(cluster.sparkJvm("1g", "org.apache.spark.deploy.SparkSubmit", submit), Map.of(), log);
-    return new Run(name, p, ui, out, log);
-  }
-
-  /** A job through bin/scorch --master spark://...: no spark.jars and no executor JVM flags given, the CLI adds both. */
-  static Run binScorch(String name, String job, String... jobArgs) throws IOException {
-    int ui = StandaloneCluster.freePort();
-    Path out = dir.resolve("out").resolve(name);
-    Path root = Path.of(System.getProperty("scorch.root", jobsTarget.resolve("../..").toString())).toAbsolutePath().normalize();
-    List<String> cmd = new ArrayList<>(List.of(root.resolve("bin/scorch").toString(), job, "--master", cluster.masterUrl()));
-    cmd.addAll(job.equals("generate") ? List.of(generateArgs(out)) : args(out));
-    cmd.addAll(List.of(jobArgs));
-    for (String c : clusterConf(ui)) {
-      cmd.add("--spark-conf");
-      cmd.add(c);
-    }
-    Path log = dir.resolve("logs").resolve(name + ".log");
-    Process p = cluster.launch(cmd, Map.of("SCORCH_AOT", "off"), log); // the AOT cache trains on local[*]: not this test's business
-    return new Run(name, p, ui, out, log);
-  }
-
-  /** The executor that ran the (single) shuffle map task: it holds the shuffle output the scoring stage reads. */
-  static String shuffleHolder(Run run) {
-    Stage map = run.rest.stages().stream().filter(s -> s.status().equals("COMPLETE") && s.shuffleWriteBytes() > 0).findFirst()
-        .orElseThrow(() -> new AssertionError(run.name + ": no shuffle map stage: " + run.rest.stages()));
-    return run.rest.tasks(map).stream().filter(t -> t.status().equals("SUCCESS")).findFirst().orElseThrow().executorId();
-  }
-
-  /**
-   * The output's rows by id, each as a fingerprint of every column (floats and doubles by their bits); fails on an id
-   * written twice.
-   */
-  static Map<String, String> rows(Path out) {
-    List<Row> all = SparkTests.spark().read().parquet(out.toString()).collectAsList();
-    Map<String, String> byId = new TreeMap<>();
-    for (Row r : all) {
-      Object id = r.get(r.fieldIndex("id"));
-      if (byId.put(String.valueOf(id), fingerprint(r)) != null) {
-        fail(out + ": id " + id + " written twice");
-      }
-    }
-    return byId;
-  }
-
-  static String fingerprint(Object v) {
-    if (v instanceof Row r) {
-      StringBuilder b = new StringBuilder("{");
-      StructField[] f = r.schema().fields();
-      for (int i = 0; i < f.length; i++) {
-        b.append(f[i].name()).append('=').append(fingerprint(r.get(i))).append(';');
-      }
-      return b.append('}').toString();
-    }
-    if (v instanceof scala.collection.Seq<?> s) {
-      return scala.jdk.javaapi.CollectionConverters.asJava(s).stream().map(StandaloneClusterFaultTest::fingerprint)
-          .collect(Collectors.joining(",", "[", "]"));
-    }
-    if (v instanceof Float f) {
-      return "f" + Integer.toHexString(Float.floatToRawIntBits(f));
-    }
-    if (v instanceof Double d) {
-      return "d" + Long.toHexString(Double.doubleToRawLongBits(d));
-    }
-    return String.valueOf(v);
-  }
-
-  /** Every input row exactly once, each row bit for bit the local run's; the job committed (_SUCCESS, no _temporary). */
-  static long assertSameAsLocal(Run run, Map<String, String> local) {
-    assertTrue(Files.exists(run.out.resolve("_SUCCESS")), run.name + ": no _SUCCESS in " + run.out);
-    assertFalse(Files.exists(run.out.resolve("_temporary")), run.name + ": uncommitted task output left in " + run.out);
-    Map<String, String> got = rows(run.out);
-    assertEquals(local.keySet(), got.keySet(), run.name + ": the output's ids differ from the input's");
-    List<String> differ = local.keySet().stream().filter(id -> !local.get(id).equals(got.get(id))).limit(3).toList();
-    if (!differ.isEmpty()) {
-      fail(run.name + ": rows differ from the local run, e.g. " + differ.get(0) + "\n local:   " + local.get(differ.get(0))
-          + "\n cluster: " + got.get(differ.get(0)));
-    }
-    return got.size();
-  }
-
-  static double cleanScoringSeconds = Double.NaN;
-
-  /** A clean run: the baseline is the fastest clean run (the faults' costs come out at their largest). */
-  static void clean(Run run) {
-    cleanSeconds = Double.isNaN(cleanSeconds) ? run.wallSeconds : Math.min(cleanSeconds, run.wallSeconds);
-    cleanScoringSeconds = Double.isNaN(cleanScoringSeconds) ? run.scoringSeconds() : Math.min(cleanScoringSeconds, run.scoringSeconds());
-  }
-
-  /** The 5-minute load average from /proc/loadavg. */
-  static String loadAverage() {
-    try {
-      return Files.readString(Path.of("/proc/loadavg")).split(" ")[1];
-    } catch (IOException e) {
-      return "?";
-    }
-  }
-
-  /** A run's line of the report, formatted at the end (against the fastest clean run). */
-  record Figure(Run run, String job, long rowsOut, String fault, String note) {}
-
-  static final List<Figure> figures = new ArrayList<>();
-
-  static void figure(Run run, String job, long rowsOut, String fault, String note) {
-    figures.add(new Figure(run, job, rowsOut, fault, note));
-  }
-
-  /** The report's table: rows, the fault, wall and scoring-stage times against the clean runs', what Spark redid. */
-  static List<String> table() {
-    List<String> out = new ArrayList<>(List.of("| run | job | rows in | rows out | fault injected | wall (vs clean) | scoring stage (vs clean)"
-        + " | fault to stage done | what Spark redid | load avg |", "|---|---|---|---|---|---|---|---|---|---|"));
-    for (Figure f : figures) {
-      Run run = f.run();
-      double scoring = run.scoringSeconds();
-      boolean comparable = !f.job().startsWith("generate");
-      out.add(String.format("| %s | %s | %d | %d | %s | %.1f s (%s) | %.1f s (%s) | %s | %s%s | %s |", run.name, f.job(), ROWS, f.rowsOut(),
-          f.fault(), run.wallSeconds, versus(run.wallSeconds, cleanSeconds, comparable), scoring,
-          versus(scoring, cleanScoringSeconds, comparable), run.injectedAt == 0 ? "-" : String.format("%.1f s", run.faultToDoneSeconds()),
-          attempts(run), f.note().isEmpty() ? "" : "; " + f.note(), run.loadAverage));
-    }
-    return out;
-  }
-
-  static String versus(double v, double clean, boolean comparable) {
-    return !comparable ? "no clean generate run" : Double.isNaN(clean) ? "-" : String.format("%+.1f s", v - clean);
-  }
-
-  /** The executor JVM of this application with this executor id. */
-  static ProcessHandle executor(Run run, String executorId) {
-    ProcessHandle h = cluster.executors(run.appId()).get(executorId);
-    if (h == null) {
-      fail(run.name + ": no JVM for executor " + executorId + " among " + cluster.executors(run.appId()));
-    }
-    return h;
-  }
-
-  /** At least completeAtLeast tasks done and one running for millis. */
-  static Predicate<List<Task>> runningSince(long millis, int completeAtLeast) {
-    return ts -> ts.stream().filter(t -> t.status().equals("SUCCESS")).count() >= completeAtLeast
-        && ts.stream().anyMatch(t -> t.status().equals("RUNNING") && System.currentTimeMillis() - t.launchMillis() >= millis);
-  }
-
-  static Task longestRunning(List<Task> ts) {
-    return ts.stream().filter(t -> t.status().equals("RUNNING")).min((a, b) -> Long.compare(a.launchMillis(), b.launchMillis()))
-        .orElseThrow();
-  }
-
-  static String attempts(Run run) {
-    long stageRetries = run.stages.stream().filter(s -> s.attemptId() > 0).count();
-    long failed = run.allTasks().stream().filter(t -> t.status().equals("FAILED")).count();
-    long killed = run.allTasks().stream().filter(t -> t.status().equals("KILLED")).count();
-    long speculative = run.allTasks().stream().filter(Task::speculative).count();
-    return failed + " task attempts failed, " + killed + " killed, " + speculative + " speculative, " + stageRetries + " stage attempts resubmitted";
-  }
-
-  @Test
-  @Order(1)
-  void cleanRunWithBroadcastWeightsUsesTheConfiguredModelCacheAndSweepsUnusedCopies() throws Exception {
-    // A copy no application has used for two days, and files that are not Scorch's, in the configured cache folder.
-    String stale = "0".repeat(64);
-    Files.createDirectories(cacheDir.resolve(stale));
-    Files.writeString(cacheDir.resolve(stale).resolve(".scorch-complete"), stale);
-    Files.createDirectories(cacheDir.resolve("leases"));
-    Files.createFile(cacheDir.resolve("leases").resolve(stale + ".lease"));
-    Files.setLastModifiedTime(cacheDir.resolve("leases").resolve(stale + ".lease"), FileTime.from(Instant.now().minus(Duration.ofDays(2))));
-    Files.writeString(cacheDir.resolve("README.txt"), "not Scorch's");
-
-    Run run = submit("clean-broadcast", "score", List.of("spark.scorch.modelCache.maxUnusedAge=1h"));
-    assertEquals(0, run.await(), run.name + ": see " + run.log);
-    long out = assertSameAsLocal(run, localScores);
-    clean(run);
-
-    assertTrue(Files.isRegularFile(cacheDir.resolve(contentHash).resolve(".scorch-complete")),
-        "the executors assembled the broadcast model in spark.scorch.modelCache.dir " + cacheDir);
-    assertFalse(Files.exists(cacheDir.resolve(stale)), "the unused two-day-old copy was swept");
-    assertEquals("not Scorch's", Files.readString(cacheDir.resolve("README.txt")));
-    figure(run, "score", out, "none (--weights broadcast, the default)", "");
-  }
-
-  @Test
-  @Order(2)
-  void anExecutorKilledMidTaskThroughBinScorchWithFilesWeights() throws Exception {
-    Run run = binScorch("executor-sigkill-bin-scorch-files", "score", "--weights", "files");
-    List<Task> ts = run.rest.tasks(run.awaitScoring("a scoring task running 1 s with one done", runningSince(1000, 1)));
-    Task victim = longestRunning(ts);
-    ProcessHandle h = executor(run, victim.executorId());
-    h.destroyForcibly();
-    run.injected();
-    assertEquals(0, run.await(), run.name + ": see " + run.log);
-    long n = assertSameAsLocal(run, localScores);
-    // Re-run as a second attempt, or in a resubmitted stage (its rows are all there, checked above; the driver may stop
-    // before the last snapshot shows the attempt finished).
-    assertTrue(run.allTasks().stream().anyMatch(t -> t.index() == victim.index() && t.attempt() > 0)
-        || run.stages.stream().anyMatch(s -> s.attemptId() > 0), run.name + ": the killed task never re-ran: " + run.allTasks());
-    // The executors assembled the model from the job's files in their application folders, not in the model cache.
-    try (Stream<Path> s = Files.walk(dir.resolve("worker-0")); Stream<Path> t = Files.walk(dir.resolve("worker-1"))) {
-      List<Path> assembled = Stream.concat(s, t).filter(q -> q.getFileName().toString().equals("scorch-model-" + contentHash)).toList();
-      assertFalse(assembled.isEmpty(), "no executor assembled scorch-model-" + contentHash + " from SparkFiles");
-    }
-    figure(run, "score (bin/scorch, --weights files)", n, "SIGKILL executor " + victim.executorId() + " (pid " + h.pid()
-        + ") running scoring task " + victim.index(), "");
-  }
-
-  @Test
-  @Order(3)
-  void theExecutorHoldingTheShuffleOutputKilled() throws Exception {
-    Run run = submit("shuffle-holder-sigkill", "score", List.of());
-    run.awaitScoring("a scoring task done", runningSince(0, 1));
-    String holder = shuffleHolder(run);
-    ProcessHandle h = executor(run, holder);
-    h.destroyForcibly();
-    run.injected();
-    assertEquals(0, run.await(), run.name + ": see " + run.log);
-    long n = assertSameAsLocal(run, localScores);
-    assertTrue(run.stages.stream().anyMatch(s -> s.attemptId() > 0), run.name + ": no stage was resubmitted: " + run.stages);
-    figure(run, "score", n, "SIGKILL executor " + holder + " (pid " + h.pid() + ") holding the shuffle output, mid-stage", "");
-  }
-
-  @Test
-  @Order(4)
-  void speculationOutrunsAFrozenExecutor() throws Exception {
-    Run run = submit("speculation-sigstop", "score", List.of("spark.speculation=true", "spark.speculation.interval=200ms",
-        "spark.speculation.multiplier=2", "spark.speculation.quantile=0.5", "spark.speculation.minTaskRuntime=2s",
-        "spark.speculation.efficiency.enabled=false"));
-    run.awaitScoring("a scoring task done", runningSince(0, 1));
-    // Freeze the executor that does not hold the shuffle output: the copy runs on the other, which reads its blocks locally.
-    String holder = shuffleHolder(run);
-    Stage scoring = run.awaitScoring("a scoring task running 1 s on the executor without the shuffle output",
-        ts -> ts.stream().anyMatch(t -> t.status().equals("RUNNING") && !t.executorId().equals(holder)
-            && System.currentTimeMillis() - t.launchMillis() >= 1000));
-    Task frozen = run.rest.tasks(scoring).stream().filter(t -> t.status().equals("RUNNING") && !t.executorId().equals(holder))
-        .findFirst().orElseThrow();
-    ProcessHandle h = executor(run, frozen.executorId());
-    StandaloneCluster.signal(h, "STOP");
-    run.injected();
-    long frozenAt = System.nanoTime();
-    double stageDone;
-    try {
-      long deadline = System.nanoTime() + RUN_LIMIT.toNanos();
-      while (run.rest.stages().stream().noneMatch(s -> s.stageId() == scoring.stageId() && s.status().equals("COMPLETE"))) {
-        if (!run.process.isAlive() || System.nanoTime() > deadline) {
-          fail(run.name + ": the scoring stage did not complete while executor " + frozen.executorId() + " was frozen; see " + run.log);
+        report.add(String.format(
+                "whole suite in this JVM (set-up, runs, tear-down): %.1f s; load average at the end: %s",
+                (System.nanoTime() - suiteStart) / 1e9, loadAverage()));
+        report.add("");
+        report.addAll(table());
+        String text = String.join("\n", report) + "\n";
+        System.out.println("\n=== cluster fault runs ===\n" + text);
+        if (dir != null && Files.isDirectory(dir)) {
+            Files.writeString(dir.resolve("report.md"), text);
         }
-        run.snapshot();
-        Thread.sleep(250);
-      }
-      stageDone = (System.nanoTime() - frozenAt) / 1e9;
-      // The status store may list the stage complete before the copy's own end (its task list lags the listener bus):
-      // keep reading it, still frozen, until the winning copy shows or the driver is gone.
-      long settle = System.nanoTime() + Duration.ofSeconds(20).toNanos();
-      do {
-        run.snapshot();
-        if (speculativeCopyWon(run, frozen.index())) {
-          break;
+    }
+
+    static List<String> args(Path out, String... more) {
+        List<String> a = new ArrayList<>(List.of(
+                "--model",
+                model.toString(),
+                "--input",
+                input.toString(),
+                "--output",
+                out.toString(),
+                "--partitions",
+                String.valueOf(PARTITIONS),
+                "--overwrite"));
+        a.addAll(List.of(more));
+        return a;
+    }
+
+    static String[] argsArray(List<String> a) {
+        return a.toArray(String[]::new);
+    }
+
+    static String[] generateArgs(Path out, String... more) {
+        List<String> a = args(out, more);
+        a.set(a.indexOf("--input") + 1, generateInput.toString());
+        a.addAll(List.of("--max-new-tokens", "4", "--temperature", "0.8", "--seed", "11"));
+        return argsArray(a);
+    }
+
+    /** The settings every cluster run gets: loopback, 1 GiB executors with Scorch's JVM flags, the model cache under dir. */
+    static List<String> clusterConf(int uiPort) {
+        return List.of(
+                "spark.ui.port=" + uiPort,
+                "spark.driver.host=127.0.0.1",
+                "spark.driver.bindAddress=127.0.0.1",
+                "spark.executor.memory=1g",
+                "spark.executor.cores=1",
+                "spark.ui.showConsoleProgress=false",
+                "spark.scorch.modelCache.dir=" + cacheDir);
+    }
+
+    /** A job in its own driver JVM, with the driver's REST API to watch it. */
+    static final class Run {
+        final String name;
+        final Process process;
+        final DriverRest rest;
+        final long t0 = System.nanoTime();
+        final Path out;
+        final Path log;
+        double wallSeconds;
+        /** The machine's 5-minute load average when the run ended (other work on the machine slows every run). */
+        String loadAverage = "?";
+        /** When the fault was injected (epoch milliseconds; 0: none). */
+        long injectedAt;
+        /** The stage attempts and task attempts seen last while the driver ran. */
+        List<Stage> stages = List.of();
+
+        Map<String, List<Task>> tasks = new TreeMap<>();
+
+        Run(String name, Process process, int uiPort, Path out, Path log) {
+            this.name = name;
+            this.process = process;
+            this.rest = new DriverRest(uiPort);
+            this.out = out;
+            this.log = log;
         }
-        Thread.sleep(250);
-      } while (run.process.isAlive() && System.nanoTime() < settle);
-    } finally {
-      StandaloneCluster.signal(h, "CONT"); // the frozen attempt resumes and must not commit its rows a second time
+
+        String appId() {
+            return rest.appId()
+                    .orElseThrow(() -> new AssertionError(name + ": the driver's UI never answered; see " + log));
+        }
+
+        /** Records what the driver reports now (stages and their tasks). */
+        void snapshot() {
+            List<Stage> s = rest.stages();
+            if (!s.isEmpty()) {
+                stages = s;
+                for (Stage st : s) {
+                    List<Task> t = rest.tasks(st);
+                    if (!t.isEmpty()) {
+                        tasks.put(st.stageId() + "." + st.attemptId(), t);
+                    }
+                }
+            }
+        }
+
+        /** The scoring stage's attempt that runs now (the one with --partitions tasks), if any. */
+        Optional<Stage> scoring() {
+            return rest.stages().stream()
+                    .filter(s -> s.status().equals("ACTIVE") && s.numTasks() == PARTITIONS)
+                    .findFirst();
+        }
+
+        /** Polls until the scoring stage satisfies ready (then returns it with its tasks), failing if the job ends first. */
+        Stage awaitScoring(String what, Predicate<List<Task>> ready) throws InterruptedException {
+            long deadline = System.nanoTime() + RUN_LIMIT.toNanos();
+            while (System.nanoTime() < deadline) {
+                if (!process.isAlive()) {
+                    fail(name + ": the job ended (exit " + process.exitValue() + ") before " + what + "; see " + log);
+                }
+                Optional<Stage> s = scoring();
+                if (s.isPresent() && ready.test(rest.tasks(s.get()))) {
+                    return s.get();
+                }
+                Thread.sleep(200);
+            }
+            throw new AssertionError(name + ": no " + what + " within " + RUN_LIMIT);
+        }
+
+        /** Waits for the driver to exit, snapshotting the driver's state meanwhile; returns its exit code. */
+        int await() throws InterruptedException {
+            long deadline = System.nanoTime() + RUN_LIMIT.toNanos();
+            while (!process.waitFor(500, TimeUnit.MILLISECONDS)) {
+                snapshot();
+                if (System.nanoTime() > deadline) {
+                    process.destroyForcibly();
+                    fail(name + ": did not finish within " + RUN_LIMIT + "; see " + log);
+                }
+            }
+            wallSeconds = (System.nanoTime() - t0) / 1e9;
+            loadAverage = loadAverage();
+            return process.exitValue();
+        }
+
+        /** Marks the fault as injected now. */
+        void injected() {
+            injectedAt = System.currentTimeMillis();
+        }
+
+        /** The scoring (or generating) stage's attempts: the stage whose first attempt ran --partitions tasks. */
+        List<Stage> scoringAttempts() {
+            int id = stages.stream()
+                    .filter(s -> s.attemptId() == 0 && s.numTasks() == PARTITIONS)
+                    .mapToInt(Stage::stageId)
+                    .max()
+                    .orElseThrow(() -> new AssertionError(name + ": no scoring stage seen: " + stages));
+            return stages.stream().filter(s -> s.stageId() == id).toList();
+        }
+
+        /** Seconds from the scoring stage's first submission to its last attempt's completion. */
+        double scoringSeconds() {
+            List<Stage> a = scoringAttempts();
+            return (done(a) - a.stream().mapToLong(Stage::submitted).min().orElseThrow()) / 1e3;
+        }
+
+        /** Seconds from the fault to the scoring stage's completion. */
+        double faultToDoneSeconds() {
+            return (done(scoringAttempts()) - injectedAt) / 1e3;
+        }
+
+        /** When the last attempt completed (NaN-making when the driver stopped before reporting it). */
+        static double done(List<Stage> attempts) {
+            return attempts.stream().anyMatch(s -> s.completed() == 0)
+                    ? Double.NaN
+                    : attempts.stream().mapToLong(Stage::completed).max().orElseThrow();
+        }
+
+        /** Task attempts of every stage seen, with their stage attempt. */
+        List<Task> allTasks() {
+            return tasks.values().stream().flatMap(List::stream).toList();
+        }
     }
-    assertEquals(0, run.await(), run.name + ": see " + run.log);
-    long n = assertSameAsLocal(run, localScores);
-    assertTrue(speculativeCopyWon(run, frozen.index()),
-        run.name + ": no speculative copy of task " + frozen.index() + " succeeded: " + run.allTasks());
-    figure(run, "score", n, "SIGSTOP executor " + frozen.executorId() + " (pid " + h.pid() + ") running scoring task " + frozen.index()
-        + String.format(", SIGCONT once the stage completed (%.1f s later)", stageDone), "the speculative copy won");
-  }
 
-  static boolean speculativeCopyWon(Run run, int index) {
-    return run.allTasks().stream().anyMatch(t -> t.index() == index && t.speculative() && t.status().equals("SUCCESS"));
-  }
-
-  @Test
-  @Order(5)
-  void generateWithAnExecutorKilledMidTask() throws Exception {
-    Run run = submit("generate-executor-sigkill", "generate", List.of());
-    List<Task> ts = run.rest.tasks(run.awaitScoring("a generating task running 1 s with one done", runningSince(1000, 1)));
-    Task victim = longestRunning(ts);
-    ProcessHandle h = executor(run, victim.executorId());
-    h.destroyForcibly();
-    run.injected();
-    assertEquals(0, run.await(), run.name + ": see " + run.log);
-    long n = assertSameAsLocal(run, localGenerated);
-    figure(run, "generate", n, "SIGKILL executor " + victim.executorId() + " (pid " + h.pid() + ") running generating task "
-        + victim.index(), "");
-  }
-
-  /** A second clean run, the baseline's other half; the executors reuse the copy the first run left in the model cache. */
-  @Test
-  @Order(6)
-  void aSecondCleanRunReusesTheCachedCopy() throws Exception {
-    Path marker = cacheDir.resolve(contentHash).resolve(".scorch-complete");
-    FileTime assembled = Files.getLastModifiedTime(marker);
-    Run run = submit("clean-broadcast-again", "score", List.of());
-    assertEquals(0, run.await(), run.name + ": see " + run.log);
-    long n = assertSameAsLocal(run, localScores);
-    assertEquals(assembled, Files.getLastModifiedTime(marker), "the copy of the first run was used, not made again");
-    clean(run);
-    figure(run, "score", n, "none (reuses the cached copy)", "");
-  }
-
-  /** Last: the cluster has one Worker left after it. */
-  @Test
-  @Order(7)
-  void aWorkerKilled() throws Exception {
-    Run run = submit("worker-sigkill", "score", List.of());
-    run.awaitScoring("scoring tasks running on both executors", ts -> runningSince(500, 1).test(ts)
-        && ts.stream().filter(t -> t.status().equals("RUNNING")).map(Task::executorId).distinct().count() == 2);
-    List<ProcessHandle> orphans = cluster.killWorker(1);
-    run.injected();
-    assertEquals(0, run.await(), run.name + ": see " + run.log);
-    long n = assertSameAsLocal(run, localScores);
-    for (ProcessHandle o : orphans) {
-      o.onExit().completeOnTimeout(o, 30, TimeUnit.SECONDS).get();
-      assertFalse(o.isAlive(), "executor pid " + o.pid() + " outlived its killed Worker by 30 s");
+    static Run submit(String name, String job, List<String> conf, String... jobArgs) throws IOException {
+        int ui = StandaloneCluster.freePort();
+        Path out = dir.resolve("out").resolve(name);
+        List<String> submit = new ArrayList<>(List.of(
+                "--master", cluster.masterUrl(), "--deploy-mode", "client", "--class", "dev.scorch.jobs.ScorchCli"));
+        List<String> all = new ArrayList<>(clusterConf(ui));
+        all.add("spark.executor.extraJavaOptions=" + String.join(" ", flags));
+        all.addAll(conf);
+        for (String c : all) {
+            submit.add("--conf");
+            submit.add(c);
+        }
+        submit.add(jobsJar.toString());
+        submit.add(job);
+        submit.addAll(job.equals("generate") ? List.of(generateArgs(out)) : args(out));
+        submit.addAll(List.of(jobArgs));
+        Path log = dir.resolve("logs").resolve(name + ".log");
+        Process p =
+                cluster.launch(cluster.sparkJvm("1g", "org.apache.spark.deploy.SparkSubmit", submit), Map.of(), log);
+        return new Run(name, p, ui, out, log);
     }
-    figure(run, "score", n, "SIGKILL Worker 1 (its executor, pid " + orphans.stream().map(o -> String.valueOf(o.pid()))
-        .collect(Collectors.joining(", ")) + ", exits with it)", "");
-  }
 
-  static void deleteTree(Path p) throws IOException {
-    if (!Files.exists(p)) {
-      return;
+    /** A job through bin/scorch --master spark://...: no spark.jars and no executor JVM flags given, the CLI adds both. */
+    static Run binScorch(String name, String job, String... jobArgs) throws IOException {
+        int ui = StandaloneCluster.freePort();
+        Path out = dir.resolve("out").resolve(name);
+        Path root = Path.of(System.getProperty(
+                        "scorch.root", jobsTarget.resolve("../..").toString()))
+                .toAbsolutePath()
+                .normalize();
+        List<String> cmd =
+                new ArrayList<>(List.of(root.resolve("bin/scorch").toString(), job, "--master", cluster.masterUrl()));
+        cmd.addAll(job.equals("generate") ? List.of(generateArgs(out)) : args(out));
+        cmd.addAll(List.of(jobArgs));
+        for (String c : clusterConf(ui)) {
+            cmd.add("--spark-conf");
+            cmd.add(c);
+        }
+        Path log = dir.resolve("logs").resolve(name + ".log");
+        Process p = cluster.launch(
+                cmd, Map.of("SCORCH_AOT", "off"), log); // the AOT cache trains on local[*]: not this test's business
+        return new Run(name, p, ui, out, log);
     }
-    try (Stream<Path> s = Files.walk(p)) {
-      for (Path q : s.sorted(java.util.Comparator.reverseOrder()).toList()) {
-        Files.deleteIfExists(q);
-      }
+
+    /** The executor that ran the (single) shuffle map task: it holds the shuffle output the scoring stage reads. */
+    static String shuffleHolder(Run run) {
+        Stage map = run.rest.stages().stream()
+                .filter(s -> s.status().equals("COMPLETE") && s.shuffleWriteBytes() > 0)
+                .findFirst()
+                .orElseThrow(() -> new AssertionError(run.name + ": no shuffle map stage: " + run.rest.stages()));
+        return run.rest.tasks(map).stream()
+                .filter(t -> t.status().equals("SUCCESS"))
+                .findFirst()
+                .orElseThrow()
+                .executorId();
     }
-  }
+
+    /**
+     * The output's rows by id, each as a fingerprint of every column (floats and doubles by their bits); fails on an id
+     * written twice.
+     */
+    static Map<String, String> rows(Path out) {
+        List<Row> all = SparkTests.spark().read().parquet(out.toString()).collectAsList();
+        Map<String, String> byId = new TreeMap<>();
+        for (Row r : all) {
+            Object id = r.get(r.fieldIndex("id"));
+            if (byId.put(String.valueOf(id), fingerprint(r)) != null) {
+                fail(out + ": id " + id + " written twice");
+            }
+        }
+        return byId;
+    }
+
+    static String fingerprint(Object v) {
+        if (v instanceof Row r) {
+            StringBuilder b = new StringBuilder("{");
+            StructField[] f = r.schema().fields();
+            for (int i = 0; i < f.length; i++) {
+                b.append(f[i].name()).append('=').append(fingerprint(r.get(i))).append(';');
+            }
+            return b.append('}').toString();
+        }
+        if (v instanceof scala.collection.Seq<?> s) {
+            return scala.jdk.javaapi.CollectionConverters.asJava(s).stream()
+                    .map(StandaloneClusterFaultTest::fingerprint)
+                    .collect(Collectors.joining(",", "[", "]"));
+        }
+        if (v instanceof Float f) {
+            return "f" + Integer.toHexString(Float.floatToRawIntBits(f));
+        }
+        if (v instanceof Double d) {
+            return "d" + Long.toHexString(Double.doubleToRawLongBits(d));
+        }
+        return String.valueOf(v);
+    }
+
+    /** Every input row exactly once, each row bit for bit the local run's; the job committed (_SUCCESS, no _temporary). */
+    static long assertSameAsLocal(Run run, Map<String, String> local) {
+        assertTrue(Files.exists(run.out.resolve("_SUCCESS")), run.name + ": no _SUCCESS in " + run.out);
+        assertFalse(
+                Files.exists(run.out.resolve("_temporary")), run.name + ": uncommitted task output left in " + run.out);
+        Map<String, String> got = rows(run.out);
+        assertEquals(local.keySet(), got.keySet(), run.name + ": the output's ids differ from the input's");
+        List<String> differ = local.keySet().stream()
+                .filter(id -> !local.get(id).equals(got.get(id)))
+                .limit(3)
+                .toList();
+        if (!differ.isEmpty()) {
+            fail(run.name + ": rows differ from the local run, e.g. " + differ.get(0) + "\n local:   "
+                    + local.get(differ.get(0)) + "\n cluster: " + got.get(differ.get(0)));
+        }
+        return got.size();
+    }
+
+    static double cleanScoringSeconds = Double.NaN;
+
+    /** A clean run: the baseline is the fastest clean run (the faults' costs come out at their largest). */
+    static void clean(Run run) {
+        cleanSeconds = Double.isNaN(cleanSeconds) ? run.wallSeconds : Math.min(cleanSeconds, run.wallSeconds);
+        cleanScoringSeconds = Double.isNaN(cleanScoringSeconds)
+                ? run.scoringSeconds()
+                : Math.min(cleanScoringSeconds, run.scoringSeconds());
+    }
+
+    /** The 5-minute load average from /proc/loadavg. */
+    static String loadAverage() {
+        try {
+            return Files.readString(Path.of("/proc/loadavg")).split(" ")[1];
+        } catch (IOException e) {
+            return "?";
+        }
+    }
+
+    /** A run's line of the report, formatted at the end (against the fastest clean run). */
+    record Figure(Run run, String job, long rowsOut, String fault, String note) {}
+
+    static final List<Figure> figures = new ArrayList<>();
+
+    static void figure(Run run, String job, long rowsOut, String fault, String note) {
+        figures.add(new Figure(run, job, rowsOut, fault, note));
+    }
+
+    /** The report's table: rows, the fault, wall and scoring-stage times against the clean runs', what Spark redid. */
+    static List<String> table() {
+        List<String> out = new ArrayList<>(List.of(
+                "| run | job | rows in | rows out | fault injected | wall (vs clean) | scoring stage (vs clean)"
+                        + " | fault to stage done | what Spark redid | load avg |",
+                "|---|---|---|---|---|---|---|---|---|---|"));
+        for (Figure f : figures) {
+            Run run = f.run();
+            double scoring = run.scoringSeconds();
+            boolean comparable = !f.job().startsWith("generate");
+            out.add(String.format(
+                    "| %s | %s | %d | %d | %s | %.1f s (%s) | %.1f s (%s) | %s | %s%s | %s |",
+                    run.name,
+                    f.job(),
+                    ROWS,
+                    f.rowsOut(),
+                    f.fault(),
+                    run.wallSeconds,
+                    versus(run.wallSeconds, cleanSeconds, comparable),
+                    scoring,
+                    versus(scoring, cleanScoringSeconds, comparable),
+                    run.injectedAt == 0 ? "-" : String.format("%.1f s", run.faultToDoneSeconds()),
+                    attempts(run),
+                    f.note().isEmpty() ? "" : "; " + f.note(),
+                    run.loadAverage));
+        }
+        return out;
+    }
+
+    static String versus(double v, double clean, boolean comparable) {
+        return !comparable ? "no clean generate run" : Double.isNaN(clean) ? "-" : String.format("%+.1f s", v - clean);
+    }
+
+    /** The executor JVM of this application with this executor id. */
+    static ProcessHandle executor(Run run, String executorId) {
+        ProcessHandle h = cluster.executors(run.appId()).get(executorId);
+        if (h == null) {
+            fail(run.name + ": no JVM for executor " + executorId + " among " + cluster.executors(run.appId()));
+        }
+        return h;
+    }
+
+    /** At least completeAtLeast tasks done and one running for millis. */
+    static Predicate<List<Task>> runningSince(long millis, int completeAtLeast) {
+        return ts -> ts.stream().filter(t -> t.status().equals("SUCCESS")).count() >= completeAtLeast
+                && ts.stream()
+                        .anyMatch(t -> t.status().equals("RUNNING")
+                                && System.currentTimeMillis() - t.launchMillis() >= millis);
+    }
+
+    static Task longestRunning(List<Task> ts) {
+        return ts.stream()
+                .filter(t -> t.status().equals("RUNNING"))
+                .min((a, b) -> Long.compare(a.launchMillis(), b.launchMillis()))
+                .orElseThrow();
+    }
+
+    static String attempts(Run run) {
+        long stageRetries = run.stages.stream().filter(s -> s.attemptId() > 0).count();
+        long failed =
+                run.allTasks().stream().filter(t -> t.status().equals("FAILED")).count();
+        long killed =
+                run.allTasks().stream().filter(t -> t.status().equals("KILLED")).count();
+        long speculative = run.allTasks().stream().filter(Task::speculative).count();
+        return failed + " task attempts failed, " + killed + " killed, " + speculative + " speculative, " + stageRetries
+                + " stage attempts resubmitted";
+    }
+
+    @Test
+    @Order(1)
+    void cleanRunWithBroadcastWeightsUsesTheConfiguredModelCacheAndSweepsUnusedCopies() throws Exception {
+        // A copy no application has used for two days, and files that are not Scorch's, in the configured cache folder.
+        String stale = "0".repeat(64);
+        Files.createDirectories(cacheDir.resolve(stale));
+        Files.writeString(cacheDir.resolve(stale).resolve(".scorch-complete"), stale);
+        Files.createDirectories(cacheDir.resolve("leases"));
+        Files.createFile(cacheDir.resolve("leases").resolve(stale + ".lease"));
+        Files.setLastModifiedTime(
+                cacheDir.resolve("leases").resolve(stale + ".lease"),
+                FileTime.from(Instant.now().minus(Duration.ofDays(2))));
+        Files.writeString(cacheDir.resolve("README.txt"), "not Scorch's");
+
+        Run run = submit("clean-broadcast", "score", List.of("spark.scorch.modelCache.maxUnusedAge=1h"));
+        assertEquals(0, run.await(), run.name + ": see " + run.log);
+        long out = assertSameAsLocal(run, localScores);
+        clean(run);
+
+        assertTrue(
+                Files.isRegularFile(cacheDir.resolve(contentHash).resolve(".scorch-complete")),
+                "the executors assembled the broadcast model in spark.scorch.modelCache.dir " + cacheDir);
+        assertFalse(Files.exists(cacheDir.resolve(stale)), "the unused two-day-old copy was swept");
+        assertEquals("not Scorch's", Files.readString(cacheDir.resolve("README.txt")));
+        figure(run, "score", out, "none (--weights broadcast, the default)", "");
+    }
+
+    @Test
+    @Order(2)
+    void anExecutorKilledMidTaskThroughBinScorchWithFilesWeights() throws Exception {
+        Run run = binScorch("executor-sigkill-bin-scorch-files", "score", "--weights", "files");
+        List<Task> ts =
+                run.rest.tasks(run.awaitScoring("a scoring task running 1 s with one done", runningSince(1000, 1)));
+        Task victim = longestRunning(ts);
+        ProcessHandle h = executor(run, victim.executorId());
+        h.destroyForcibly();
+        run.injected();
+        assertEquals(0, run.await(), run.name + ": see " + run.log);
+        long n = assertSameAsLocal(run, localScores);
+        // Re-run as a second attempt, or in a resubmitted stage (its rows are all there, checked above; the driver may
+        // stop
+        // before the last snapshot shows the attempt finished).
+        assertTrue(
+                run.allTasks().stream().anyMatch(t -> t.index() == victim.index() && t.attempt() > 0)
+                        || run.stages.stream().anyMatch(s -> s.attemptId() > 0),
+                run.name + ": the killed task never re-ran: " + run.allTasks());
+        // The executors assembled the model from the job's files in their application folders, not in the model cache.
+        try (Stream<Path> s = Files.walk(dir.resolve("worker-0"));
+                Stream<Path> t = Files.walk(dir.resolve("worker-1"))) {
+            List<Path> assembled = Stream.concat(s, t)
+                    .filter(q -> q.getFileName().toString().equals("scorch-model-" + contentHash))
+                    .toList();
+            assertFalse(assembled.isEmpty(), "no executor assembled scorch-model-" + contentHash + " from SparkFiles");
+        }
+        figure(
+                run,
+                "score (bin/scorch, --weights files)",
+                n,
+                "SIGKILL executor " + victim.executorId() + " (pid " + h.pid() + ") running scoring task "
+                        + victim.index(),
+                "");
+    }
+
+    @Test
+    @Order(3)
+    void theExecutorHoldingTheShuffleOutputKilled() throws Exception {
+        Run run = submit("shuffle-holder-sigkill", "score", List.of());
+        run.awaitScoring("a scoring task done", runningSince(0, 1));
+        String holder = shuffleHolder(run);
+        ProcessHandle h = executor(run, holder);
+        h.destroyForcibly();
+        run.injected();
+        assertEquals(0, run.await(), run.name + ": see " + run.log);
+        long n = assertSameAsLocal(run, localScores);
+        assertTrue(
+                run.stages.stream().anyMatch(s -> s.attemptId() > 0),
+                run.name + ": no stage was resubmitted: " + run.stages);
+        figure(
+                run,
+                "score",
+                n,
+                "SIGKILL executor " + holder + " (pid " + h.pid() + ") holding the shuffle output, mid-stage",
+                "");
+    }
+
+    @Test
+    @Order(4)
+    void speculationOutrunsAFrozenExecutor() throws Exception {
+        Run run = submit(
+                "speculation-sigstop",
+                "score",
+                List.of(
+                        "spark.speculation=true",
+                        "spark.speculation.interval=200ms",
+                        "spark.speculation.multiplier=2",
+                        "spark.speculation.quantile=0.5",
+                        "spark.speculation.minTaskRuntime=2s",
+                        "spark.speculation.efficiency.enabled=false"));
+        run.awaitScoring("a scoring task done", runningSince(0, 1));
+        // Freeze the executor that does not hold the shuffle output: the copy runs on the other, which reads its blocks
+        // locally.
+        String holder = shuffleHolder(run);
+        Stage scoring = run.awaitScoring(
+                "a scoring task running 1 s on the executor without the shuffle output",
+                ts -> ts.stream()
+                        .anyMatch(t -> t.status().equals("RUNNING")
+                                && !t.executorId().equals(holder)
+                                && System.currentTimeMillis() - t.launchMillis() >= 1000));
+        Task frozen = run.rest.tasks(scoring).stream()
+                .filter(t -> t.status().equals("RUNNING") && !t.executorId().equals(holder))
+                .findFirst()
+                .orElseThrow();
+        ProcessHandle h = executor(run, frozen.executorId());
+        StandaloneCluster.signal(h, "STOP");
+        run.injected();
+        long frozenAt = System.nanoTime();
+        double stageDone;
+        try {
+            long deadline = System.nanoTime() + RUN_LIMIT.toNanos();
+            while (run.rest.stages().stream()
+                    .noneMatch(
+                            s -> s.stageId() == scoring.stageId() && s.status().equals("COMPLETE"))) {
+                if (!run.process.isAlive() || System.nanoTime() > deadline) {
+                    fail(run.name + ": the scoring stage did not complete while executor " + frozen.executorId()
+                            + " was frozen; see " + run.log);
+                }
+                run.snapshot();
+                Thread.sleep(250);
+            }
+            stageDone = (System.nanoTime() - frozenAt) / 1e9;
+            // The status store may list the stage complete before the copy's own end (its task list lags the listener
+            // bus):
+            // keep reading it, still frozen, until the winning copy shows or the driver is gone.
+            long settle = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+            do {
+                run.snapshot();
+                if (speculativeCopyWon(run, frozen.index())) {
+                    break;
+                }
+                Thread.sleep(250);
+            } while (run.process.isAlive() && System.nanoTime() < settle);
+        } finally {
+            StandaloneCluster.signal(
+                    h, "CONT"); // the frozen attempt resumes and must not commit its rows a second time
+        }
+        assertEquals(0, run.await(), run.name + ": see " + run.log);
+        long n = assertSameAsLocal(run, localScores);
+        assertTrue(
+                speculativeCopyWon(run, frozen.index()),
+                run.name + ": no speculative copy of task " + frozen.index() + " succeeded: " + run.allTasks());
+        figure(
+                run,
+                "score",
+                n,
+                "SIGSTOP executor " + frozen.executorId() + " (pid " + h.pid() + ") running scoring task "
+                        + frozen.index()
+                        + String.format(", SIGCONT once the stage completed (%.1f s later)", stageDone),
+                "the speculative copy won");
+    }
+
+    static boolean speculativeCopyWon(Run run, int index) {
+        return run.allTasks().stream()
+                .anyMatch(
+                        t -> t.index() == index && t.speculative() && t.status().equals("SUCCESS"));
+    }
+
+    @Test
+    @Order(5)
+    void generateWithAnExecutorKilledMidTask() throws Exception {
+        Run run = submit("generate-executor-sigkill", "generate", List.of());
+        List<Task> ts =
+                run.rest.tasks(run.awaitScoring("a generating task running 1 s with one done", runningSince(1000, 1)));
+        Task victim = longestRunning(ts);
+        ProcessHandle h = executor(run, victim.executorId());
+        h.destroyForcibly();
+        run.injected();
+        assertEquals(0, run.await(), run.name + ": see " + run.log);
+        long n = assertSameAsLocal(run, localGenerated);
+        figure(
+                run,
+                "generate",
+                n,
+                "SIGKILL executor " + victim.executorId() + " (pid " + h.pid() + ") running generating task "
+                        + victim.index(),
+                "");
+    }
+
+    /** A second clean run, the baseline's other half; the executors reuse the copy the first run left in the model cache. */
+    @Test
+    @Order(6)
+    void aSecondCleanRunReusesTheCachedCopy() throws Exception {
+        Path marker = cacheDir.resolve(contentHash).resolve(".scorch-complete");
+        FileTime assembled = Files.getLastModifiedTime(marker);
+        Run run = submit("clean-broadcast-again", "score", List.of());
+        assertEquals(0, run.await(), run.name + ": see " + run.log);
+        long n = assertSameAsLocal(run, localScores);
+        assertEquals(
+                assembled, Files.getLastModifiedTime(marker), "the copy of the first run was used, not made again");
+        clean(run);
+        figure(run, "score", n, "none (reuses the cached copy)", "");
+    }
+
+    /** Last: the cluster has one Worker left after it. */
+    @Test
+    @Order(7)
+    void aWorkerKilled() throws Exception {
+        Run run = submit("worker-sigkill", "score", List.of());
+        run.awaitScoring(
+                "scoring tasks running on both executors",
+                ts -> runningSince(500, 1).test(ts)
+                        && ts.stream()
+                                        .filter(t -> t.status().equals("RUNNING"))
+                                        .map(Task::executorId)
+                                        .distinct()
+                                        .count()
+                                == 2);
+        List<ProcessHandle> orphans = cluster.killWorker(1);
+        run.injected();
+        assertEquals(0, run.await(), run.name + ": see " + run.log);
+        long n = assertSameAsLocal(run, localScores);
+        for (ProcessHandle o : orphans) {
+            o.onExit().completeOnTimeout(o, 30, TimeUnit.SECONDS).get();
+            assertFalse(o.isAlive(), "executor pid " + o.pid() + " outlived its killed Worker by 30 s");
+        }
+        figure(
+                run,
+                "score",
+                n,
+                "SIGKILL Worker 1 (its executor, pid "
+                        + orphans.stream().map(o -> String.valueOf(o.pid())).collect(Collectors.joining(", "))
+                        + ", exits with it)",
+                "");
+    }
+
+    static void deleteTree(Path p) throws IOException {
+        if (!Files.exists(p)) {
+            return;
+        }
+        try (Stream<Path> s = Files.walk(p)) {
+            for (Path q : s.sorted(java.util.Comparator.reverseOrder()).toList()) {
+                Files.deleteIfExists(q);
+            }
+        }
+    }
 }

@@ -25,84 +25,102 @@ import org.junit.jupiter.api.io.TempDir;
 
 /** Text rows: tokenised on the executors with the checkpoint's own tokenizer; a continuation scores only its tokens. */
 class ScoreJobTextRowsTest {
-  @TempDir Path tmp;
+    @TempDir
+    Path tmp;
 
-  @Test
-  void promptAndContinuationRowsMatchTheEngineOnTheSameTokens() throws Exception {
-    Path model = tmp.resolve("demo");
-    new DemoModelWriter(DemoPreset.TINY, false, true, 4242).write(model);
-    Path input = SparkTests.writeJsonl(tmp.resolve("in.jsonl"), List.of(
-        "{\"id\":\"a\",\"prompt\":\"What is the capital of France?\",\"continuation\":\" Paris is the capital of France.\"}",
-        "{\"id\":\"b\",\"prompt\":\"The quick brown fox jumps over the lazy dog.\"}",
-        "{\"id\":\"c\",\"prompt\":\"Ünïcödé and emoji 🚀 still tokenise byte by byte.\"}",
-        "{\"id\":\"d\",\"prompt\":\"\"}",
-        "{\"id\":\"e\",\"prompt\":\"x\",\"continuation\":\"\"}"));
-    Path out = tmp.resolve("out");
-    SparkTests.spec(model, input, out).outputFormat("jsonl").run();
-    Map<String, Scored> rows = SparkTests.readOutput(out, "jsonl");
-    assertEquals(5, rows.size());
-    assertEquals("prompt is empty", rows.get("d").error());
-    assertEquals("continuation is empty", rows.get("e").error());
+    @Test
+    void promptAndContinuationRowsMatchTheEngineOnTheSameTokens() throws Exception {
+        Path model = tmp.resolve("demo");
+        new DemoModelWriter(DemoPreset.TINY, false, true, 4242).write(model);
+        Path input = SparkTests.writeJsonl(
+                tmp.resolve("in.jsonl"),
+                List.of(
+                        "{\"id\":\"a\",\"prompt\":\"What is the capital of France?\",\"continuation\":\" Paris is the capital of France.\"}",
+                        "{\"id\":\"b\",\"prompt\":\"The quick brown fox jumps over the lazy dog.\"}",
+                        "{\"id\":\"c\",\"prompt\":\"Ünïcödé and emoji 🚀 still tokenise byte by byte.\"}",
+                        "{\"id\":\"d\",\"prompt\":\"\"}",
+                        "{\"id\":\"e\",\"prompt\":\"x\",\"continuation\":\"\"}"));
+        Path out = tmp.resolve("out");
+        SparkTests.spec(model, input, out).outputFormat("jsonl").run();
+        Map<String, Scored> rows = SparkTests.readOutput(out, "jsonl");
+        assertEquals(5, rows.size());
+        assertEquals("prompt is empty", rows.get("d").error());
+        assertEquals("continuation is empty", rows.get("e").error());
 
-    // The same texts tokenised and scored by the engine directly.
-    Tokenizer tok = Tokenizers.load(model).orElseThrow();
-    DeepseekV3Model m = DeepseekV3Model.load(model);
-    try (CpuOps ops = new CpuOps(1)) {
-      Scorer scorer = new Scorer(m, ops);
-      int[] prompt = tok.encode("What is the capital of France?", true);
-      int[] cont = tok.encode(" Paris is the capital of France.", false);
-      SequenceScore a = scorer.score(List.of(ScoreRequest.continuation(prompt, cont, 0, LogitsMode.NONE))).get(0);
-      Scored sa = rows.get("a");
-      assertNull(sa.error());
-      assertEquals(prompt.length + cont.length, sa.numTokens());
-      assertEquals(m.config().bosTokenId(), sa.tokenIds().get(0), "the prompt starts with BOS");
-      for (int k = 0; k < sa.numTokens(); k++) {
-        if (k < prompt.length) {
-          assertNull(sa.tokenLogprobs().get(k), "prompt token " + k + " is not scored");
-        } else {
-          assertEquals(a.tokenLogprobs()[k], sa.tokenLogprobs().get(k), 0f, "continuation token " + k);
+        // The same texts tokenised and scored by the engine directly.
+        Tokenizer tok = Tokenizers.load(model).orElseThrow();
+        DeepseekV3Model m = DeepseekV3Model.load(model);
+        try (CpuOps ops = new CpuOps(1)) {
+            Scorer scorer = new Scorer(m, ops);
+            int[] prompt = tok.encode("What is the capital of France?", true);
+            int[] cont = tok.encode(" Paris is the capital of France.", false);
+            SequenceScore a = scorer.score(List.of(ScoreRequest.continuation(prompt, cont, 0, LogitsMode.NONE)))
+                    .get(0);
+            Scored sa = rows.get("a");
+            assertNull(sa.error());
+            assertEquals(prompt.length + cont.length, sa.numTokens());
+            assertEquals(m.config().bosTokenId(), sa.tokenIds().get(0), "the prompt starts with BOS");
+            for (int k = 0; k < sa.numTokens(); k++) {
+                if (k < prompt.length) {
+                    assertNull(sa.tokenLogprobs().get(k), "prompt token " + k + " is not scored");
+                } else {
+                    assertEquals(a.tokenLogprobs()[k], sa.tokenLogprobs().get(k), 0f, "continuation token " + k);
+                }
+            }
+            assertEquals(a.sumLogprob(), sa.sum(), 0.0);
+            int[] b = tok.encode("The quick brown fox jumps over the lazy dog.", true);
+            SequenceScore sb = scorer.score(List.of(ScoreRequest.of(b))).get(0);
+            assertEquals(sb.sumLogprob(), rows.get("b").sum(), 0.0);
+            assertEquals(b.length, rows.get("b").numTokens());
+            assertNull(rows.get("c").error());
         }
-      }
-      assertEquals(a.sumLogprob(), sa.sum(), 0.0);
-      int[] b = tok.encode("The quick brown fox jumps over the lazy dog.", true);
-      SequenceScore sb = scorer.score(List.of(ScoreRequest.of(b))).get(0);
-      assertEquals(sb.sumLogprob(), rows.get("b").sum(), 0.0);
-      assertEquals(b.length, rows.get("b").numTokens());
-      assertNull(rows.get("c").error());
     }
-  }
 
-  @Test
-  void textRowsOfAModelWithoutTokenizerGetAnError() throws Exception {
-    Path input = SparkTests.writeJsonl(tmp.resolve("in.jsonl"), List.of("{\"id\":\"a\",\"prompt\":\"hello\"}"));
-    Path out = tmp.resolve("out");
-    SparkTests.spec(SparkTests.conformanceModel(), input, out).outputFormat("jsonl").run();
-    String err = SparkTests.readOutput(out, "jsonl").get("a").error();
-    assertTrue(err.contains("needs a tokenizer"), err);
-  }
-
-  @Test
-  void tokenizeCommandWritesIdsAndErrorsPerLine() throws Exception {
-    Path model = tmp.resolve("demo");
-    new DemoModelWriter(DemoPreset.TINY, false, true, 4243).write(model);
-    Path in = SparkTests.writeJsonl(tmp.resolve("texts.jsonl"), List.of(
-        "{\"id\":1,\"text\":\"The model is here.\"}",
-        "{\"id\":2,\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}",
-        "{\"id\":3,\"nothing\":true}"));
-    Path outFile = tmp.resolve("ids.jsonl");
-    int rc = ScorchCli.commandLine().execute("tokenize", "--tokenizer", model.toString(), "--input", in.toString(),
-        "--output", outFile.toString(), "--add-special-tokens");
-    assertEquals(0, rc);
-    List<String> lines = Files.readAllLines(outFile);
-    assertEquals(3, lines.size());
-    Tokenizer tok = Tokenizers.load(model).orElseThrow();
-    StringBuilder ids = new StringBuilder();
-    for (int id : tok.encode("The model is here.", true)) {
-      ids.append(ids.length() == 0 ? "" : ",").append(id);
+    @Test
+    void textRowsOfAModelWithoutTokenizerGetAnError() throws Exception {
+        Path input = SparkTests.writeJsonl(tmp.resolve("in.jsonl"), List.of("{\"id\":\"a\",\"prompt\":\"hello\"}"));
+        Path out = tmp.resolve("out");
+        SparkTests.spec(SparkTests.conformanceModel(), input, out)
+                .outputFormat("jsonl")
+                .run();
+        String err = SparkTests.readOutput(out, "jsonl").get("a").error();
+        assertTrue(err.contains("needs a tokenizer"), err);
     }
-    assertTrue(lines.get(0).contains("\"token_ids\":[" + ids + "]"), lines.get(0));
-    String rendered = tok.chatTemplate().orElseThrow().render(List.of(new dev.scorch.engine.tokenizer.ChatTemplate.Message("user", "Hello")), true);
-    assertTrue(lines.get(1).contains("\"num_tokens\":" + tok.encode(rendered, false).length), lines.get(1));
-    assertTrue(lines.get(2).contains("\"error\""), lines.get(2));
-  }
+
+    @Test
+    void tokenizeCommandWritesIdsAndErrorsPerLine() throws Exception {
+        Path model = tmp.resolve("demo");
+        new DemoModelWriter(DemoPreset.TINY, false, true, 4243).write(model);
+        Path in = SparkTests.writeJsonl(
+                tmp.resolve("texts.jsonl"),
+                List.of(
+                        "{\"id\":1,\"text\":\"The model is here.\"}",
+                        "{\"id\":2,\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}",
+                        "{\"id\":3,\"nothing\":true}"));
+        Path outFile = tmp.resolve("ids.jsonl");
+        int rc = ScorchCli.commandLine()
+                .execute(
+                        "tokenize",
+                        "--tokenizer",
+                        model.toString(),
+                        "--input",
+                        in.toString(),
+                        "--output",
+                        outFile.toString(),
+                        "--add-special-tokens");
+        assertEquals(0, rc);
+        List<String> lines = Files.readAllLines(outFile);
+        assertEquals(3, lines.size());
+        Tokenizer tok = Tokenizers.load(model).orElseThrow();
+        StringBuilder ids = new StringBuilder();
+        for (int id : tok.encode("The model is here.", true)) {
+            ids.append(ids.length() == 0 ? "" : ",").append(id);
+        }
+        assertTrue(lines.get(0).contains("\"token_ids\":[" + ids + "]"), lines.get(0));
+        String rendered = tok.chatTemplate()
+                .orElseThrow()
+                .render(List.of(new dev.scorch.engine.tokenizer.ChatTemplate.Message("user", "Hello")), true);
+        assertTrue(lines.get(1).contains("\"num_tokens\":" + tok.encode(rendered, false).length), lines.get(1));
+        assertTrue(lines.get(2).contains("\"error\""), lines.get(2));
+    }
 }

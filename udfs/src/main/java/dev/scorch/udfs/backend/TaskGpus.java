@@ -12,28 +12,28 @@ import org.apache.spark.resource.ResourceInformation;
  * addresses from the executor's discovery script), as Spark's strings ("0", "1", ...).
  */
 public final class TaskGpus {
-  /** Spark's resource name for GPUs. */
-  public static final String RESOURCE = "gpu";
+    /** Spark's resource name for GPUs. */
+    public static final String RESOURCE = "gpu";
 
-  private TaskGpus() {}
+    private TaskGpus() {}
 
-  /** The running task's GPU addresses; empty outside a task (tc null) or when the task holds none. */
-  public static List<String> of(TaskContext tc) {
-    return tc == null ? List.of() : addresses(tc.resourcesJMap());
-  }
-
-  /** The "gpu" resource's addresses in a task's resources map, in Spark's order; empty when there is none. */
-  public static List<String> addresses(Map<String, ResourceInformation> resources) {
-    ResourceInformation gpu = resources == null ? null : resources.get(RESOURCE);
-    if (gpu == null || gpu.addresses() == null) {
-      return List.of();
+    /** The running task's GPU addresses; empty outside a task (tc null) or when the task holds none. */
+    public static List<String> of(TaskContext tc) {
+        return tc == null ? List.of() : addresses(tc.resourcesJMap());
     }
-    List<String> out = new ArrayList<>(gpu.addresses().length);
-    for (String a : gpu.addresses()) {
-      if (a != null) {
-        out.add(a);
-      }
+
+    /** The "gpu" resource's addresses in a task's resources map, in Spark's order; empty when there is none. */
+    public static List<String> addresses(Map<String, ResourceInformation> resources) {
+        ResourceInformation gpu = resources == null ? null : resources.get(RESOURCE);
+        if (gpu == null || gpu.addresses() == null) {
+            return List.of();
+        }
+        List<String> out = new ArrayList<>(gpu.addresses().length);
+        for (String a : gpu.addresses()) {
+            if (a != null) {
+                out.add(a);
+            }
+        }
+        return Collections.unmodifiableList(out);
     }
-    return Collections.unmodifiableList(out);
-  }
 }

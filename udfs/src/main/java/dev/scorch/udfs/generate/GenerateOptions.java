@@ -1,8 +1,8 @@
 package dev.scorch.udfs.generate;
 
 import dev.scorch.engine.backend.BackendMode;
-import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.generation.Generator;
+import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.sampling.SamplingParams;
 import java.io.Serializable;
 import java.util.List;
@@ -23,23 +23,33 @@ import java.util.List;
  * @param backend      where each task runs the engine
  * @param gpuPrecision GEMM precision of tasks on CUDA
  */
-public record GenerateOptions(SamplingParams sampling, int maxNewTokens, List<String> stopStrings, List<Integer> stopTokenIds, int n,
-    boolean logprobs, int topLogprobs, Limits limits, int threads, BackendMode backend, GemmPrecision gpuPrecision)
-    implements Serializable {
+public record GenerateOptions(
+        SamplingParams sampling,
+        int maxNewTokens,
+        List<String> stopStrings,
+        List<Integer> stopTokenIds,
+        int n,
+        boolean logprobs,
+        int topLogprobs,
+        Limits limits,
+        int threads,
+        BackendMode backend,
+        GemmPrecision gpuPrecision)
+        implements Serializable {
 
-  /** {@link Generator.Limits}, serializable. */
-  public record Limits(long maxCacheBytes, int maxPrefillTokens, int maxSequences) implements Serializable {
-    Generator.Limits engine() {
-      return new Generator.Limits(maxCacheBytes, maxPrefillTokens, maxSequences);
+    /** {@link Generator.Limits}, serializable. */
+    public record Limits(long maxCacheBytes, int maxPrefillTokens, int maxSequences) implements Serializable {
+        Generator.Limits engine() {
+            return new Generator.Limits(maxCacheBytes, maxPrefillTokens, maxSequences);
+        }
     }
-  }
 
-  public GenerateOptions {
-    if (maxNewTokens < 1 || n < 1 || topLogprobs < 0 || threads < 1) {
-      throw new IllegalArgumentException("max_new_tokens, n and threads must be >= 1, top_logprobs >= 0");
+    public GenerateOptions {
+        if (maxNewTokens < 1 || n < 1 || topLogprobs < 0 || threads < 1) {
+            throw new IllegalArgumentException("max_new_tokens, n and threads must be >= 1, top_logprobs >= 0");
+        }
+        limits.engine(); // checks the limits
+        stopStrings = List.copyOf(stopStrings);
+        stopTokenIds = List.copyOf(stopTokenIds);
     }
-    limits.engine(); // checks the limits
-    stopStrings = List.copyOf(stopStrings);
-    stopTokenIds = List.copyOf(stopTokenIds);
-  }
 }

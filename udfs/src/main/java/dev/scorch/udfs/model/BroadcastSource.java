@@ -18,59 +18,61 @@ import org.apache.spark.broadcast.Broadcast;
  * folder ({@link ModelCache}), verifies them against the manifest, and memory-maps them from there.
  */
 public final class BroadcastSource implements ModelSource {
-  public static final int CHUNK = 32 << 20;
+    public static final int CHUNK = 32 << 20;
 
-  private final ModelManifest manifest;
-  private final List<List<Broadcast<byte[]>>> chunks; // per manifest file, its chunks in order
+    private final ModelManifest manifest;
+    private final List<List<Broadcast<byte[]>>> chunks; // per manifest file, its chunks in order
 
-  private BroadcastSource(ModelManifest manifest, List<List<Broadcast<byte[]>>> chunks) {
-    this.manifest = manifest;
-    this.chunks = chunks;
-  }
-
-  /** Reads the folder's files on the driver and broadcasts them chunk by chunk. */
-  public static BroadcastSource ship(JavaSparkContext sc, Path dir, ModelManifest manifest) {
-    List<List<Broadcast<byte[]>>> all = new ArrayList<>();
-    for (ModelManifest.FileEntry e : manifest.files()) {
-      List<Broadcast<byte[]>> fileChunks = new ArrayList<>();
-      try (InputStream in = Files.newInputStream(dir.resolve(e.name()))) {
-        for (long off = 0; off < e.size(); off += CHUNK) {
-          byte[] b = in.readNBytes((int) Math.min(CHUNK, e.size() - off));
-          fileChunks.add(sc.broadcast(b));
-        }
-      } catch (IOException ex) {
-        throw new CheckpointException(dir.resolve(e.name()) + ": cannot read for broadcast: " + ex.getMessage(), ex);
-      }
-      all.add(fileChunks);
+    private BroadcastSource(ModelManifest manifest, List<List<Broadcast<byte[]>>> chunks) {
+        this.manifest = manifest;
+        this.chunks = chunks;
     }
-    return new BroadcastSource(manifest, all);
-  }
 
-  @Override
-  public ModelManifest manifest() {
-    return manifest;
-  }
-
-  @Override
-  public String mode() {
-    return "broadcast";
-  }
-
-  @Override
-  public Path materialize(Path cacheRoot) {
-    return LocalModelFolder.assemble(cacheRoot, manifest, tmp -> {
-      for (int i = 0; i < manifest.files().size(); i++) {
-        try (OutputStream out = Files.newOutputStream(tmp.resolve(manifest.files().get(i).name()))) {
-          for (Broadcast<byte[]> c : chunks.get(i)) {
-            out.write(c.value());
-          }
+    /** Reads the folder's files on the driver and broadcasts them chunk by chunk. */
+    public static BroadcastSource ship(JavaSparkContext sc, Path dir, ModelManifest manifest) {
+        List<List<Broadcast<byte[]>>> all = new ArrayList<>();
+        for (ModelManifest.FileEntry e : manifest.files()) {
+            List<Broadcast<byte[]>> fileChunks = new ArrayList<>();
+            try (InputStream in = Files.newInputStream(dir.resolve(e.name()))) {
+                for (long off = 0; off < e.size(); off += CHUNK) {
+                    byte[] b = in.readNBytes((int) Math.min(CHUNK, e.size() - off));
+                    fileChunks.add(sc.broadcast(b));
+                }
+            } catch (IOException ex) {
+                throw new CheckpointException(
+                        dir.resolve(e.name()) + ": cannot read for broadcast: " + ex.getMessage(), ex);
+            }
+            all.add(fileChunks);
         }
-      }
-    });
-  }
+        return new BroadcastSource(manifest, all);
+    }
 
-  /** Frees the broadcast blocks on the driver and executors once the job is done. */
-  public void destroy() {
-    chunks.forEach(l -> l.forEach(b -> b.destroy()));
-  }
+    @Override
+    public ModelManifest manifest() {
+        return manifest;
+    }
+
+    @Override
+    public String mode() {
+        return "broadcast";
+    }
+
+    @Override
+    public Path materialize(Path cacheRoot) {
+        return LocalModelFolder.assemble(cacheRoot, manifest, tmp -> {
+            for (int i = 0; i < manifest.files().size(); i++) {
+                try (OutputStream out = Files.newOutputStream(
+                        tmp.resolve(manifest.files().get(i).name()))) {
+                    for (Broadcast<byte[]> c : chunks.get(i)) {
+                        out.write(c.value());
+                    }
+                }
+            }
+        });
+    }
+
+    /** Frees the broadcast blocks on the driver and executors once the job is done. */
+    public void destroy() {
+        chunks.forEach(l -> l.forEach(b -> b.destroy()));
+    }
 }

@@ -10,11 +10,11 @@ import java.nio.file.Path;
  * driver's manifest before use.
  */
 public interface ModelSource extends Serializable {
-  ModelManifest manifest();
+    ModelManifest manifest();
 
-  /** A local folder holding the verified checkpoint files; cacheRoot is this executor's model cache folder. */
-  Path materialize(Path cacheRoot);
+    /** A local folder holding the verified checkpoint files; cacheRoot is this executor's model cache folder. */
+    Path materialize(Path cacheRoot);
 
-  /** "broadcast", "files" or "shared-path", for logs and summaries. */
-  String mode();
+    /** "broadcast", "files" or "shared-path", for logs and summaries. */
+    String mode();
 }

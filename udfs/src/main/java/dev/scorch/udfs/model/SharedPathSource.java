@@ -16,27 +16,28 @@ import org.apache.hadoop.fs.FileSystem;
  */
 public record SharedPathSource(String uri, ModelManifest manifest) implements ModelSource {
 
-  @Override
-  public String mode() {
-    return "shared-path";
-  }
-
-  @Override
-  public Path materialize(Path cacheRoot) {
-    URI u = URI.create(uri);
-    if (u.getScheme() == null || u.getScheme().equals("file")) {
-      Path dir = u.getScheme() == null ? Path.of(uri) : Path.of(u);
-      manifest.verify(dir);
-      return dir;
+    @Override
+    public String mode() {
+        return "shared-path";
     }
-    return LocalModelFolder.assemble(cacheRoot, manifest, tmp -> {
-      FileSystem fs = FileSystem.get(u, new Configuration());
-      for (ModelManifest.FileEntry e : manifest.files()) {
-        org.apache.hadoop.fs.Path src = new org.apache.hadoop.fs.Path(uri.endsWith("/") ? uri + e.name() : uri + "/" + e.name());
-        try (InputStream in = fs.open(src)) {
-          Files.copy(in, tmp.resolve(e.name()), StandardCopyOption.REPLACE_EXISTING);
+
+    @Override
+    public Path materialize(Path cacheRoot) {
+        URI u = URI.create(uri);
+        if (u.getScheme() == null || u.getScheme().equals("file")) {
+            Path dir = u.getScheme() == null ? Path.of(uri) : Path.of(u);
+            manifest.verify(dir);
+            return dir;
         }
-      }
-    });
-  }
+        return LocalModelFolder.assemble(cacheRoot, manifest, tmp -> {
+            FileSystem fs = FileSystem.get(u, new Configuration());
+            for (ModelManifest.FileEntry e : manifest.files()) {
+                org.apache.hadoop.fs.Path src =
+                        new org.apache.hadoop.fs.Path(uri.endsWith("/") ? uri + e.name() : uri + "/" + e.name());
+                try (InputStream in = fs.open(src)) {
+                    Files.copy(in, tmp.resolve(e.name()), StandardCopyOption.REPLACE_EXISTING);
+                }
+            }
+        });
+    }
 }

@@ -25,98 +25,114 @@ import scala.Option;
  * @param artifactScope the artifact scope (session) of the driver's session the files were added in; null: Spark's default
  */
 public record SparkFilesSource(ModelManifest manifest, String artifactScope) implements ModelSource {
-  /** Prefix of the driver's staging folder and of each executor's assembled folder, in their SparkFiles folders. */
-  static final String FOLDER_PREFIX = "scorch-model-";
+    /** Prefix of the driver's staging folder and of each executor's assembled folder, in their SparkFiles folders. */
+    static final String FOLDER_PREFIX = "scorch-model-";
 
-  /** The SparkFiles name of file i of the manifest: content hash, index and file name (a shard may sit in a subfolder). */
-  static String shippedName(ModelManifest m, int i) {
-    return m.contentHash() + "-" + i + "-" + Path.of(m.files().get(i).name()).getFileName();
-  }
+    /** The SparkFiles name of file i of the manifest: content hash, index and file name (a shard may sit in a subfolder). */
+    static String shippedName(ModelManifest m, int i) {
+        return m.contentHash() + "-" + i + "-"
+                + Path.of(m.files().get(i).name()).getFileName();
+    }
 
-  /**
-   * Adds every file of the folder to the job's files on the driver, each through a link under its shipped name in a
-   * staging folder inside the driver's SparkFiles folder (Spark deletes that folder when the application stops).
-   */
-  public static SparkFilesSource ship(SparkContext sc, Path dir, ModelManifest manifest) {
-    Path staging = Path.of(SparkFiles.getRootDirectory()).toAbsolutePath().resolve(FOLDER_PREFIX + manifest.contentHash() + ".shipped");
-    Path src = dir.toAbsolutePath().normalize();
-    List<Path> links = new ArrayList<>();
-    try {
-      Files.createDirectories(staging);
-      for (int i = 0; i < manifest.files().size(); i++) {
-        Path link = staging.resolve(shippedName(manifest, i));
+    /**
+     * Adds every file of the folder to the job's files on the driver, each through a link under its shipped name in a
+     * staging folder inside the driver's SparkFiles folder (Spark deletes that folder when the application stops).
+     */
+    public static SparkFilesSource ship(SparkContext sc, Path dir, ModelManifest manifest) {
+        Path staging = Path.of(SparkFiles.getRootDirectory())
+                .toAbsolutePath()
+                .resolve(FOLDER_PREFIX + manifest.contentHash() + ".shipped");
+        Path src = dir.toAbsolutePath().normalize();
+        List<Path> links = new ArrayList<>();
         try {
-          Files.createSymbolicLink(link, src.resolve(manifest.files().get(i).name()));
-        } catch (FileAlreadyExistsException e) {
-          // Shipped before in this application (same content hash): Spark ignores a path it has already added.
+            Files.createDirectories(staging);
+            for (int i = 0; i < manifest.files().size(); i++) {
+                Path link = staging.resolve(shippedName(manifest, i));
+                try {
+                    Files.createSymbolicLink(
+                            link, src.resolve(manifest.files().get(i).name()));
+                } catch (FileAlreadyExistsException e) {
+                    // Shipped before in this application (same content hash): Spark ignores a path it has already
+                    // added.
+                }
+                links.add(link);
+            }
+        } catch (IOException e) {
+            throw new CheckpointException(
+                    src + ": cannot stage the model files for SparkContext.addFile in " + staging + ": "
+                            + e.getMessage(),
+                    e);
         }
-        links.add(link);
-      }
-    } catch (IOException e) {
-      throw new CheckpointException(src + ": cannot stage the model files for SparkContext.addFile in " + staging + ": " + e.getMessage(), e);
+        // As file: URIs: a plain path is resolved to its canonical form, the link's target, whose name would be
+        // shipped.
+        JobArtifactState scope = sessionScope();
+        inScope(scope == null ? null : scope.uuid(), () -> {
+            links.forEach(l -> sc.addFile(l.toUri().toString()));
+            return null;
+        });
+        return new SparkFilesSource(manifest, scope == null ? null : scope.uuid());
     }
-    // As file: URIs: a plain path is resolved to its canonical form, the link's target, whose name would be shipped.
-    JobArtifactState scope = sessionScope();
-    inScope(scope == null ? null : scope.uuid(), () -> {
-      links.forEach(l -> sc.addFile(l.toUri().toString()));
-      return null;
-    });
-    return new SparkFilesSource(manifest, scope == null ? null : scope.uuid());
-  }
 
-  /**
-   * The artifact scope of the session active on this thread (null: none, Spark's default scope). A Spark 4 session with
-   * isolated artifacts (the default) gives its SQL jobs' tasks only the files added in its scope, not those
-   * SparkContext.addFile adds outside it (the executors would never fetch them), and executors keep them in a folder of
-   * that scope.
-   */
-  private static JobArtifactState sessionScope() {
-    Option<SparkSession> active = SparkSession.getActiveSession();
-    SparkSession s = active.isDefined() ? active.get() : SparkSession.getDefaultSession().getOrElse(() -> null);
-    return s instanceof org.apache.spark.sql.classic.SparkSession c ? c.artifactManager().state() : null;
-  }
-
-  /** Runs body with the artifact scope scopeId active on this thread (null: Spark's default scope). */
-  private static <T> T inScope(String scopeId, java.util.function.Supplier<T> body) {
-    if (scopeId == null) {
-      return body.get();
+    /**
+     * The artifact scope of the session active on this thread (null: none, Spark's default scope). A Spark 4 session with
+     * isolated artifacts (the default) gives its SQL jobs' tasks only the files added in its scope, not those
+     * SparkContext.addFile adds outside it (the executors would never fetch them), and executors keep them in a folder of
+     * that scope.
+     */
+    private static JobArtifactState sessionScope() {
+        Option<SparkSession> active = SparkSession.getActiveSession();
+        SparkSession s = active.isDefined()
+                ? active.get()
+                : SparkSession.getDefaultSession().getOrElse(() -> null);
+        return s instanceof org.apache.spark.sql.classic.SparkSession c
+                ? c.artifactManager().state()
+                : null;
     }
-    return JobArtifactSet$.MODULE$.withActiveJobArtifactState(new JobArtifactState(scopeId, Option.empty()), body::get);
-  }
 
-  /** Where this executor's copy of file i is (SparkFiles resolves a name in the scope it was added in). */
-  private Path fetched(int i) {
-    return Path.of(inScope(artifactScope, () -> SparkFiles.get(shippedName(manifest, i)))).toAbsolutePath();
-  }
-
-  @Override
-  public String mode() {
-    return "files";
-  }
-
-  /** Links the fetched files under their own names into scorch-model-HASH beside them (once per folder), verified. */
-  @Override
-  public Path materialize(Path cacheRoot) {
-    Path first = fetched(0);
-    Path dir = first.resolveSibling(FOLDER_PREFIX + manifest.contentHash());
-    if (Files.isRegularFile(dir.resolve(LocalModelFolder.COMPLETE))) {
-      return dir;
+    /** Runs body with the artifact scope scopeId active on this thread (null: Spark's default scope). */
+    private static <T> T inScope(String scopeId, java.util.function.Supplier<T> body) {
+        if (scopeId == null) {
+            return body.get();
+        }
+        return JobArtifactSet$.MODULE$.withActiveJobArtifactState(
+                new JobArtifactState(scopeId, Option.empty()), body::get);
     }
-    Path tmp = null;
-    try {
-      tmp = Files.createTempDirectory(first.getParent(), FOLDER_PREFIX + manifest.contentHash() + ".partial-");
-      for (int i = 0; i < manifest.files().size(); i++) {
-        Path link = tmp.resolve(manifest.files().get(i).name());
-        Files.createDirectories(link.getParent());
-        Files.createSymbolicLink(link, fetched(i));
-      }
-      Path published = LocalModelFolder.publish(tmp, dir, manifest);
-      tmp = null;
-      return published;
-    } catch (IOException e) {
-      throw new CheckpointException(dir + ": cannot assemble the model from the job's files: " + e.getMessage(), e);
-    } finally {
-      LocalModelFolder.deleteQuietly(tmp);
+
+    /** Where this executor's copy of file i is (SparkFiles resolves a name in the scope it was added in). */
+    private Path fetched(int i) {
+        return Path.of(inScope(artifactScope, () -> SparkFiles.get(shippedName(manifest, i))))
+                .toAbsolutePath();
     }
-  }
+
+    @Override
+    public String mode() {
+        return "files";
+    }
+
+    /** Links the fetched files under their own names into scorch-model-HASH beside them (once per folder), verified. */
+    @Override
+    public Path materialize(Path cacheRoot) {
+        Path first = fetched(0);
+        Path dir = first.resolveSibling(FOLDER_PREFIX + manifest.contentHash());
+        if (Files.isRegularFile(dir.resolve(LocalModelFolder.COMPLETE))) {
+            return dir;
+        }
+        Path tmp = null;
+        try {
+            tmp = Files.createTempDirectory(first.getParent(), FOLDER_PREFIX + manifest.contentHash() + ".partial-");
+            for (int i = 0; i < manifest.files().size(); i++) {
+                Path link = tmp.resolve(manifest.files().get(i).name());
+                Files.createDirectories(link.getParent());
+                Files.createSymbolicLink(link, fetched(i));
+            }
+            Path published = LocalModelFolder.publish(tmp, dir, manifest);
+            tmp = null;
+            return published;
+        } catch (IOException e) {
+            throw new CheckpointException(
+                    dir + ": cannot assemble the model from the job's files: " + e.getMessage(), e);
+        } finally {
+            LocalModelFolder.deleteQuietly(tmp);
+        }
+    }
 }

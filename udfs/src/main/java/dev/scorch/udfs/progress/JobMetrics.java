@@ -10,23 +10,33 @@ import org.apache.spark.util.LongAccumulator;
  * batches are packed varlen), and the nanoseconds the score engine spent in its batches, summed over tasks (generate
  * leaves it 0: its engine steps pull input rows as they go, so their time is not the engine's alone).
  */
-public record JobMetrics(LongAccumulator rows, LongAccumulator tokens, LongAccumulator batches, LongAccumulator errors,
-    LongAccumulator paddingTokens, LongAccumulator engineNanos) implements Serializable {
+public record JobMetrics(
+        LongAccumulator rows,
+        LongAccumulator tokens,
+        LongAccumulator batches,
+        LongAccumulator errors,
+        LongAccumulator paddingTokens,
+        LongAccumulator engineNanos)
+        implements Serializable {
 
-  public static JobMetrics register(SparkContext sc) {
-    return new JobMetrics(sc.longAccumulator("scorch.rows"), sc.longAccumulator("scorch.tokens"),
-        sc.longAccumulator("scorch.batches"), sc.longAccumulator("scorch.errors"), sc.longAccumulator("scorch.padding_tokens"),
-        sc.longAccumulator("scorch.engine_nanos"));
-  }
+    public static JobMetrics register(SparkContext sc) {
+        return new JobMetrics(
+                sc.longAccumulator("scorch.rows"),
+                sc.longAccumulator("scorch.tokens"),
+                sc.longAccumulator("scorch.batches"),
+                sc.longAccumulator("scorch.errors"),
+                sc.longAccumulator("scorch.padding_tokens"),
+                sc.longAccumulator("scorch.engine_nanos"));
+    }
 
-  /** Seconds the engine spent in its batches, summed over tasks. */
-  public double engineSeconds() {
-    return engineNanos.value() / 1e9;
-  }
+    /** Seconds the engine spent in its batches, summed over tasks. */
+    public double engineSeconds() {
+        return engineNanos.value() / 1e9;
+    }
 
-  /** Padding tokens over all tokens the engine computed. */
-  public double paddingRatio() {
-    long all = tokens.value() + paddingTokens.value();
-    return all == 0 ? 0 : (double) paddingTokens.value() / all;
-  }
+    /** Padding tokens over all tokens the engine computed. */
+    public double paddingRatio() {
+        long all = tokens.value() + paddingTokens.value();
+        return all == 0 ? 0 : (double) paddingTokens.value() / all;
+    }
 }

@@ -7,27 +7,27 @@ import java.util.concurrent.atomic.AtomicLong;
  * task ends; in local mode the driver shares the executors' JVM, so its progress line reads these instead.
  */
 public final class LocalProgress {
-  private static final AtomicLong ROWS = new AtomicLong();
-  private static final AtomicLong TOKENS = new AtomicLong();
-  private static final AtomicLong ERRORS = new AtomicLong();
+    private static final AtomicLong ROWS = new AtomicLong();
+    private static final AtomicLong TOKENS = new AtomicLong();
+    private static final AtomicLong ERRORS = new AtomicLong();
 
-  private LocalProgress() {}
+    private LocalProgress() {}
 
-  public static void add(long rows, long tokens, long errors) {
-    ROWS.addAndGet(rows);
-    TOKENS.addAndGet(tokens);
-    ERRORS.addAndGet(errors);
-  }
+    public static void add(long rows, long tokens, long errors) {
+        ROWS.addAndGet(rows);
+        TOKENS.addAndGet(tokens);
+        ERRORS.addAndGet(errors);
+    }
 
-  public static long rows() {
-    return ROWS.get();
-  }
+    public static long rows() {
+        return ROWS.get();
+    }
 
-  public static long tokens() {
-    return TOKENS.get();
-  }
+    public static long tokens() {
+        return TOKENS.get();
+    }
 
-  public static long errors() {
-    return ERRORS.get();
-  }
+    public static long errors() {
+        return ERRORS.get();
+    }
 }

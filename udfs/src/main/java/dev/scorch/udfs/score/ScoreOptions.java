@@ -16,27 +16,34 @@ import java.io.Serializable;
  * @param backend        which backend each task picks ({@link dev.scorch.engine.backend.BackendChoice#choose})
  * @param gpuPrecision   GEMM precision of the GPU model, when a task runs on CUDA
  */
-public record ScoreOptions(int maxBatchTokens, int windowRows, int topK, LogitsMode logits, int threads, BackendMode backend,
-    GemmPrecision gpuPrecision) implements Serializable {
+public record ScoreOptions(
+        int maxBatchTokens,
+        int windowRows,
+        int topK,
+        LogitsMode logits,
+        int threads,
+        BackendMode backend,
+        GemmPrecision gpuPrecision)
+        implements Serializable {
 
-  /** The GPU precision when none is given, as {@link GemmPrecision#parse} reads it (the CLI's default too). */
-  public static final String DEFAULT_GPU_PRECISION = "bf16x3";
+    /** The GPU precision when none is given, as {@link GemmPrecision#parse} reads it (the CLI's default too). */
+    public static final String DEFAULT_GPU_PRECISION = "bf16x3";
 
-  public ScoreOptions {
-    if (maxBatchTokens < 1 || windowRows < 1 || topK < 0 || threads < 1) {
-      throw new IllegalArgumentException("max batch tokens, window rows and threads must be >= 1, top-k >= 0");
+    public ScoreOptions {
+        if (maxBatchTokens < 1 || windowRows < 1 || topK < 0 || threads < 1) {
+            throw new IllegalArgumentException("max batch tokens, window rows and threads must be >= 1, top-k >= 0");
+        }
+        if (backend == null || gpuPrecision == null) {
+            throw new IllegalArgumentException("backend and GPU precision must be given");
+        }
     }
-    if (backend == null || gpuPrecision == null) {
-      throw new IllegalArgumentException("backend and GPU precision must be given");
+
+    /** The backend picked per task ({@link BackendMode#AUTO}), GPUs in the default precision. */
+    public ScoreOptions(int maxBatchTokens, int windowRows, int topK, LogitsMode logits, int threads) {
+        this(maxBatchTokens, windowRows, topK, logits, threads, BackendMode.AUTO, defaultGpuPrecision());
     }
-  }
 
-  /** The backend picked per task ({@link BackendMode#AUTO}), GPUs in the default precision. */
-  public ScoreOptions(int maxBatchTokens, int windowRows, int topK, LogitsMode logits, int threads) {
-    this(maxBatchTokens, windowRows, topK, logits, threads, BackendMode.AUTO, defaultGpuPrecision());
-  }
-
-  public static GemmPrecision defaultGpuPrecision() {
-    return GemmPrecision.parse(DEFAULT_GPU_PRECISION);
-  }
+    public static GemmPrecision defaultGpuPrecision() {
+        return GemmPrecision.parse(DEFAULT_GPU_PRECISION);
+    }
 }

@@ -54,273 +54,295 @@ import org.slf4j.LoggerFactory;
  * holds ({@link #gpuBatchTokens}). Scores do not depend on the batch size, so the cap never changes a result.
  */
 public final class ScorePartition implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
-  private static final Logger LOG = LoggerFactory.getLogger(ScorePartition.class);
+    private static final Logger LOG = LoggerFactory.getLogger(ScorePartition.class);
 
-  private final ModelSource source;
-  private final ScoreOptions options;
-  private final StructType inputSchema;
-  private final StructType outputSchema;
-  private final String modelLabel;
-  private final JobMetrics metrics;
-  private final long arrowMemoryBytes;
+    private final ModelSource source;
+    private final ScoreOptions options;
+    private final StructType inputSchema;
+    private final StructType outputSchema;
+    private final String modelLabel;
+    private final JobMetrics metrics;
+    private final long arrowMemoryBytes;
 
-  public ScorePartition(ModelSource source, ScoreOptions options, StructType inputSchema, StructType outputSchema, String modelLabel,
-      JobMetrics metrics, long arrowMemoryBytes) {
-    this.source = source;
-    this.options = options;
-    this.inputSchema = inputSchema;
-    this.outputSchema = outputSchema;
-    this.modelLabel = modelLabel;
-    this.metrics = metrics;
-    this.arrowMemoryBytes = arrowMemoryBytes;
-  }
-
-  @Override
-  public Iterator<InternalRow> call(Iterator<InternalRow> input) {
-    LoadedModel loaded = ExecutorModelCache.load(source);
-    TaskContext tc = TaskContext.get();
-    BackendChoice choice = BackendChoice.choose(options.backend(), TaskGpus.of(tc), Cuda::probe);
-    BatchScorer scorer;
-    int maxBatchTokens;
-    String on;
-    if (choice.cuda()) {
-      GpuScorer gpu = ExecutorModelCache.gpuScorer(source, choice.gpuOrdinal(), options.gpuPrecision());
-      scorer = gpu;
-      maxBatchTokens = gpuBatchTokens(gpu.model(), options.maxBatchTokens());
-      on = "cuda:" + choice.gpuOrdinal() + " " + options.gpuPrecision().name().toLowerCase(java.util.Locale.ROOT);
-    } else {
-      scorer = new Scorer(loaded.model(), ExecutorModelCache.ops(options.threads()));
-      maxBatchTokens = options.maxBatchTokens();
-      on = "cpu, " + options.threads() + " thread(s)";
-    }
-    LOG.info("scorch score task {}: backend {} ({}); batches of up to {} tokens", tc == null ? "(no task)"
-        : "stage " + tc.stageId() + " partition " + tc.partitionId() + " TID " + tc.taskAttemptId(), on, choice.reason(), maxBatchTokens);
-    Window w = new Window(loaded.model(), loaded.tokenizer().orElse(null), scorer, maxBatchTokens);
-    if (tc != null) {
-      tc.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> w.close());
-    }
-    return new Iterator<>() {
-      private Iterator<InternalRow> current = Collections.emptyIterator();
-
-      @Override
-      public boolean hasNext() {
-        while (!current.hasNext() && input.hasNext()) {
-          current = w.next(input);
-        }
-        if (!current.hasNext()) {
-          w.close();
-        }
-        return current.hasNext();
-      }
-
-      @Override
-      public InternalRow next() {
-        if (!hasNext()) {
-          throw new NoSuchElementException();
-        }
-        return current.next();
-      }
-    };
-  }
-
-  /**
-   * The token budget of a task's batches on a loaded GPU model: the asked budget, capped by the largest batch whose
-   * scratch ({@link GpuMemoryBudget#maxBatchTokensBesideWeights}) fits in the device's free memory plus the scratch
-   * the model already holds (a forward reuses it). Read between forward passes, as the model's tasks take turns.
-   * A row longer than the cap still gets a batch of its own. Fails when not even a one-token batch fits.
-   */
-  static int gpuBatchTokens(GpuModel model, int asked) {
-    GpuMemoryBudget budget = GpuMemoryBudget.of(model.config(), model.precision(), model.device().batchesGroups());
-    long free;
-    synchronized (model) { // GpuModel's forward holds this lock: its arena is not growing while we read it
-      free = model.device().freeBytes() + model.scratchBytes();
-    }
-    int fit = budget.maxBatchTokensBesideWeights(free);
-    if (fit < 1) {
-      throw new IllegalStateException(model.device().describe() + ": " + (free >> 20) + " MiB free beside the weights, less than a"
-          + " one-token batch needs (" + (budget.activationBytes(1) >> 20) + " MiB scratch + " + (GpuMemoryBudget.DEFAULT_RESERVE_BYTES >> 20)
-          + " MiB reserve): lower the RAPIDS pool (spark.rapids.memory.gpu.allocFraction) or run fewer models per GPU");
-    }
-    return Math.min(asked, fit);
-  }
-
-  /** One task's Arrow buffers, reused window after window. */
-  private final class Window implements AutoCloseable {
-    private final DeepseekV3Model model;
-    private final Tokenizer tokenizer; // null when the checkpoint ships none: text rows then get an error
-    private final BatchScorer scorer;
-    private final int maxBatchTokens;
-    private final BufferAllocator allocator;
-    private final VectorSchemaRoot in;
-    private final ArrowWriter writer;
-    private final ArrowScoreOutput out;
-    /** Each batch's scores, kept from window to window (filled again rather than made again). */
-    private final List<BatchScores> kept = new ArrayList<>();
-    private final UnsafeProjection toUnsafe;
-    private boolean closed;
-
-    Window(DeepseekV3Model model, Tokenizer tokenizer, BatchScorer scorer, int maxBatchTokens) {
-      this.model = model;
-      this.tokenizer = tokenizer;
-      this.scorer = scorer;
-      this.maxBatchTokens = maxBatchTokens;
-      this.allocator = ArrowUtils.rootAllocator().newChildAllocator("scorch-score-task", 0, arrowMemoryBytes);
-      this.in = VectorSchemaRoot.create(ArrowUtils.toArrowSchema(inputSchema, "UTC", true, false), allocator);
-      this.writer = ArrowWriter.create(in);
-      this.out = new ArrowScoreOutput(outputSchema, allocator, modelLabel);
-      this.toUnsafe = UnsafeProjection.create(outputSchema);
-    }
-
-    /** Reads up to window-rows rows, scores them, and returns their output rows (copied out of the buffers). */
-    Iterator<InternalRow> next(Iterator<InternalRow> input) {
-      writer.reset();
-      int n = 0;
-      while (n < options.windowRows() && input.hasNext()) {
-        writer.write(input.next());
-        n++;
-      }
-      writer.finish();
-      FieldVector ids = in.getVector(ScoreSchema.ID);
-      ListVector tokenIds = (ListVector) in.getVector(ScoreSchema.TOKEN_IDS);
-      VarCharVector prompt = (VarCharVector) in.getVector(ScoreSchema.PROMPT);
-      VarCharVector continuation = (VarCharVector) in.getVector(ScoreSchema.CONTINUATION);
-      VarCharVector where = (VarCharVector) in.getVector(ScoreSchema.SOURCE);
-      VarCharVector inputError = (VarCharVector) in.getVector(ScoreSchema.INPUT_ERROR);
-
-      // Check every row; keep the good ones' tokens by row index.
-      String[] errors = new String[n];
-      int[][] tokens = new int[n][];
-      int[] scoreFrom = new int[n]; // first scored token: 1, or the prompt's length for a continuation
-      List<Integer> good = new ArrayList<>();
-      for (int i = 0; i < n; i++) {
-        if (!inputError.isNull(i)) {
-          errors[i] = inputError.getObject(i) + " (input row " + where.getObject(i) + ")";
-        } else if (ids.isNull(i)) {
-          errors[i] = "id is null (input row " + where.getObject(i) + ")";
-        } else if (tokenIds.isNull(i) && !prompt.isNull(i)) {
-          errors[i] = tokenizeText(prompt, continuation, i, tokens, scoreFrom);
-          if (errors[i] == null) {
-            good.add(i);
-          }
-        } else {
-          Object checked = RowCheck.tokens(tokenIds, i, model.vocabSize(), model.config().maxPositionEmbeddings());
-          if (checked instanceof String err) {
-            errors[i] = err;
-          } else {
-            tokens[i] = (int[]) checked;
-            scoreFrom[i] = 1;
-            good.add(i);
-          }
-        }
-      }
-
-      // Score the good rows in token-budget batches of similar lengths: batch k's scores go to kept[k], and row i's
-      // are sequence seqOf[i] of batch batchOf[i].
-      int[] batchOf = new int[n];
-      int[] seqOf = new int[n];
-      int batches = 0;
-      for (List<Integer> batch : TokenBudgetBatcher.batches(good, i -> tokens[i].length, maxBatchTokens)) {
-        List<ScoreRequest> reqs = new ArrayList<>(batch.size());
-        long batchTokens = 0;
-        for (int b = 0; b < batch.size(); b++) {
-          int i = batch.get(b);
-          reqs.add(new ScoreRequest(tokens[i], scoreFrom[i], options.topK(), options.logits()));
-          batchTokens += tokens[i].length;
-          batchOf[i] = batches;
-          seqOf[i] = b;
-        }
-        if (kept.size() == batches) {
-          kept.add(new BatchScores());
-        }
-        long t0 = System.nanoTime();
-        scorer.score(reqs, kept.get(batches++));
-        metrics.engineNanos().add(System.nanoTime() - t0);
-        metrics.batches().add(1);
-        metrics.tokens().add(batchTokens);
-      }
-
-      // One output row per input row, in input order; a row whose scores are not all finite becomes an error row.
-      out.reset();
-      int failed = 0;
-      for (int i = 0; i < n; i++) {
-        if (errors[i] == null) {
-          errors[i] = RowCheck.scores(kept.get(batchOf[i]), seqOf[i], options.logits());
-        }
-        if (errors[i] == null) {
-          out.scored(i, ids, i, tokens[i], kept.get(batchOf[i]), seqOf[i]);
-        } else {
-          out.failed(i, ids, i, errors[i]);
-          failed++;
-        }
-        out.source(i, where, i);
-      }
-      metrics.rows().add(n);
-      metrics.errors().add(failed);
-      long windowTokens = 0;
-      for (int i : good) {
-        windowTokens += tokens[i].length;
-      }
-      LocalProgress.add(n, windowTokens, failed);
-      ColumnarBatch batch = out.finish(n);
-      List<InternalRow> rows = new ArrayList<>(n);
-      for (Iterator<InternalRow> it = out.rows(batch, outputSchema); it.hasNext(); ) {
-        rows.add(toUnsafe.apply(it.next()).copy());
-      }
-      return rows.iterator();
-    }
-
-    /**
-     * A text row: the prompt with the tokenizer's special tokens (BOS), then the continuation's tokens when
-     * there is one (only those are scored). Returns the error, or null with tokens[i] and scoreFrom[i] set.
-     */
-    private String tokenizeText(VarCharVector prompt, VarCharVector continuation, int i, int[][] tokens, int[] scoreFrom) {
-      String p = new String(prompt.get(i), java.nio.charset.StandardCharsets.UTF_8);
-      if (p.isEmpty()) {
-        return "prompt is empty";
-      }
-      if (tokenizer == null) {
-        return "text input needs a tokenizer and this model folder has none (give token_ids instead)";
-      }
-      int[] promptIds;
-      int[] cont = null;
-      try { // a text the tokenizer's rules cannot handle (a regex that runs away on it) fails its row only
-        promptIds = tokenizer.encode(p, true);
-        if (!continuation.isNull(i)) {
-          cont = tokenizer.encode(new String(continuation.get(i), java.nio.charset.StandardCharsets.UTF_8), false);
-        }
-      } catch (TokenizerException e) {
-        return "cannot tokenize the text: " + e.getMessage();
-      }
-      int[] all = promptIds;
-      int from = 1;
-      if (cont != null) {
-        if (cont.length == 0) {
-          return "continuation is empty";
-        }
-        all = java.util.Arrays.copyOf(promptIds, promptIds.length + cont.length);
-        System.arraycopy(cont, 0, all, promptIds.length, cont.length);
-        from = promptIds.length;
-      }
-      if (all.length == 0) {
-        return "prompt has no tokens";
-      }
-      String err = RowCheck.tokenized(all, model.vocabSize(), model.config().maxPositionEmbeddings());
-      if (err != null) {
-        return err;
-      }
-      tokens[i] = all;
-      scoreFrom[i] = Math.max(1, from);
-      return null;
+    public ScorePartition(
+            ModelSource source,
+            ScoreOptions options,
+            StructType inputSchema,
+            StructType outputSchema,
+            String modelLabel,
+            JobMetrics metrics,
+            long arrowMemoryBytes) {
+        this.source = source;
+        this.options = options;
+        this.inputSchema = inputSchema;
+        this.outputSchema = outputSchema;
+        this.modelLabel = modelLabel;
+        this.metrics = metrics;
+        this.arrowMemoryBytes = arrowMemoryBytes;
     }
 
     @Override
-    public void close() {
-      if (!closed) {
-        closed = true;
-        out.close();
-        in.close();
-        allocator.close();
-      }
+    public Iterator<InternalRow> call(Iterator<InternalRow> input) {
+        LoadedModel loaded = ExecutorModelCache.load(source);
+        TaskContext tc = TaskContext.get();
+        BackendChoice choice = BackendChoice.choose(options.backend(), TaskGpus.of(tc), Cuda::probe);
+        BatchScorer scorer;
+        int maxBatchTokens;
+        String on;
+        if (choice.cuda()) {
+            GpuScorer gpu = ExecutorModelCache.gpuScorer(source, choice.gpuOrdinal(), options.gpuPrecision());
+            scorer = gpu;
+            maxBatchTokens = gpuBatchTokens(gpu.model(), options.maxBatchTokens());
+            on = "cuda:" + choice.gpuOrdinal() + " "
+                    + options.gpuPrecision().name().toLowerCase(java.util.Locale.ROOT);
+        } else {
+            scorer = new Scorer(loaded.model(), ExecutorModelCache.ops(options.threads()));
+            maxBatchTokens = options.maxBatchTokens();
+            on = "cpu, " + options.threads() + " thread(s)";
+        }
+        LOG.info(
+                "scorch score task {}: backend {} ({}); batches of up to {} tokens",
+                tc == null
+                        ? "(no task)"
+                        : "stage " + tc.stageId() + " partition " + tc.partitionId() + " TID " + tc.taskAttemptId(),
+                on,
+                choice.reason(),
+                maxBatchTokens);
+        Window w = new Window(loaded.model(), loaded.tokenizer().orElse(null), scorer, maxBatchTokens);
+        if (tc != null) {
+            tc.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> w.close());
+        }
+        return new Iterator<>() {
+            private Iterator<InternalRow> current = Collections.emptyIterator();
+
+            @Override
+            public boolean hasNext() {
+                while (!current.hasNext() && input.hasNext()) {
+                    current = w.next(input);
+                }
+                if (!current.hasNext()) {
+                    w.close();
+                }
+                return current.hasNext();
+            }
+
+            @Override
+            public InternalRow next() {
+                if (!hasNext()) {
+                    throw new NoSuchElementException();
+                }
+                return current.next();
+            }
+        };
     }
-  }
+
+    /**
+     * The token budget of a task's batches on a loaded GPU model: the asked budget, capped by the largest batch whose
+     * scratch ({@link GpuMemoryBudget#maxBatchTokensBesideWeights}) fits in the device's free memory plus the scratch
+     * the model already holds (a forward reuses it). Read between forward passes, as the model's tasks take turns.
+     * A row longer than the cap still gets a batch of its own. Fails when not even a one-token batch fits.
+     */
+    static int gpuBatchTokens(GpuModel model, int asked) {
+        GpuMemoryBudget budget = GpuMemoryBudget.of(
+                model.config(), model.precision(), model.device().batchesGroups());
+        long free;
+        synchronized (model) { // GpuModel's forward holds this lock: its arena is not growing while we read it
+            free = model.device().freeBytes() + model.scratchBytes();
+        }
+        int fit = budget.maxBatchTokensBesideWeights(free);
+        if (fit < 1) {
+            throw new IllegalStateException(
+                    model.device().describe() + ": " + (free >> 20) + " MiB free beside the weights, less than a"
+                            + " one-token batch needs (" + (budget.activationBytes(1) >> 20) + " MiB scratch + "
+                            + (GpuMemoryBudget.DEFAULT_RESERVE_BYTES >> 20)
+                            + " MiB reserve): lower the RAPIDS pool (spark.rapids.memory.gpu.allocFraction) or run fewer models per GPU");
+        }
+        return Math.min(asked, fit);
+    }
+
+    /** One task's Arrow buffers, reused window after window. */
+    private final class Window implements AutoCloseable {
+        private final DeepseekV3Model model;
+        private final Tokenizer tokenizer; // null when the checkpoint ships none: text rows then get an error
+        private final BatchScorer scorer;
+        private final int maxBatchTokens;
+        private final BufferAllocator allocator;
+        private final VectorSchemaRoot in;
+        private final ArrowWriter writer;
+        private final ArrowScoreOutput out;
+        /** Each batch's scores, kept from window to window (filled again rather than made again). */
+        private final List<BatchScores> kept = new ArrayList<>();
+
+        private final UnsafeProjection toUnsafe;
+        private boolean closed;
+
+        Window(DeepseekV3Model model, Tokenizer tokenizer, BatchScorer scorer, int maxBatchTokens) {
+            this.model = model;
+            this.tokenizer = tokenizer;
+            this.scorer = scorer;
+            this.maxBatchTokens = maxBatchTokens;
+            this.allocator = ArrowUtils.rootAllocator().newChildAllocator("scorch-score-task", 0, arrowMemoryBytes);
+            this.in = VectorSchemaRoot.create(ArrowUtils.toArrowSchema(inputSchema, "UTC", true, false), allocator);
+            this.writer = ArrowWriter.create(in);
+            this.out = new ArrowScoreOutput(outputSchema, allocator, modelLabel);
+            this.toUnsafe = UnsafeProjection.create(outputSchema);
+        }
+
+        /** Reads up to window-rows rows, scores them, and returns their output rows (copied out of the buffers). */
+        Iterator<InternalRow> next(Iterator<InternalRow> input) {
+            writer.reset();
+            int n = 0;
+            while (n < options.windowRows() && input.hasNext()) {
+                writer.write(input.next());
+                n++;
+            }
+            writer.finish();
+            FieldVector ids = in.getVector(ScoreSchema.ID);
+            ListVector tokenIds = (ListVector) in.getVector(ScoreSchema.TOKEN_IDS);
+            VarCharVector prompt = (VarCharVector) in.getVector(ScoreSchema.PROMPT);
+            VarCharVector continuation = (VarCharVector) in.getVector(ScoreSchema.CONTINUATION);
+            VarCharVector where = (VarCharVector) in.getVector(ScoreSchema.SOURCE);
+            VarCharVector inputError = (VarCharVector) in.getVector(ScoreSchema.INPUT_ERROR);
+
+            // Check every row; keep the good ones' tokens by row index.
+            String[] errors = new String[n];
+            int[][] tokens = new int[n][];
+            int[] scoreFrom = new int[n]; // first scored token: 1, or the prompt's length for a continuation
+            List<Integer> good = new ArrayList<>();
+            for (int i = 0; i < n; i++) {
+                if (!inputError.isNull(i)) {
+                    errors[i] = inputError.getObject(i) + " (input row " + where.getObject(i) + ")";
+                } else if (ids.isNull(i)) {
+                    errors[i] = "id is null (input row " + where.getObject(i) + ")";
+                } else if (tokenIds.isNull(i) && !prompt.isNull(i)) {
+                    errors[i] = tokenizeText(prompt, continuation, i, tokens, scoreFrom);
+                    if (errors[i] == null) {
+                        good.add(i);
+                    }
+                } else {
+                    Object checked = RowCheck.tokens(
+                            tokenIds, i, model.vocabSize(), model.config().maxPositionEmbeddings());
+                    if (checked instanceof String err) {
+                        errors[i] = err;
+                    } else {
+                        tokens[i] = (int[]) checked;
+                        scoreFrom[i] = 1;
+                        good.add(i);
+                    }
+                }
+            }
+
+            // Score the good rows in token-budget batches of similar lengths: batch k's scores go to kept[k], and row
+            // i's
+            // are sequence seqOf[i] of batch batchOf[i].
+            int[] batchOf = new int[n];
+            int[] seqOf = new int[n];
+            int batches = 0;
+            for (List<Integer> batch : TokenBudgetBatcher.batches(good, i -> tokens[i].length, maxBatchTokens)) {
+                List<ScoreRequest> reqs = new ArrayList<>(batch.size());
+                long batchTokens = 0;
+                for (int b = 0; b < batch.size(); b++) {
+                    int i = batch.get(b);
+                    reqs.add(new ScoreRequest(tokens[i], scoreFrom[i], options.topK(), options.logits()));
+                    batchTokens += tokens[i].length;
+                    batchOf[i] = batches;
+                    seqOf[i] = b;
+                }
+                if (kept.size() == batches) {
+                    kept.add(new BatchScores());
+                }
+                long t0 = System.nanoTime();
+                scorer.score(reqs, kept.get(batches++));
+                metrics.engineNanos().add(System.nanoTime() - t0);
+                metrics.batches().add(1);
+                metrics.tokens().add(batchTokens);
+            }
+
+            // One output row per input row, in input order; a row whose scores are not all finite becomes an error row.
+            out.reset();
+            int failed = 0;
+            for (int i = 0; i < n; i++) {
+                if (errors[i] == null) {
+                    errors[i] = RowCheck.scores(kept.get(batchOf[i]), seqOf[i], options.logits());
+                }
+                if (errors[i] == null) {
+                    out.scored(i, ids, i, tokens[i], kept.get(batchOf[i]), seqOf[i]);
+                } else {
+                    out.failed(i, ids, i, errors[i]);
+                    failed++;
+                }
+                out.source(i, where, i);
+            }
+            metrics.rows().add(n);
+            metrics.errors().add(failed);
+            long windowTokens = 0;
+            for (int i : good) {
+                windowTokens += tokens[i].length;
+            }
+            LocalProgress.add(n, windowTokens, failed);
+            ColumnarBatch batch = out.finish(n);
+            List<InternalRow> rows = new ArrayList<>(n);
+            for (Iterator<InternalRow> it = out.rows(batch, outputSchema); it.hasNext(); ) {
+                rows.add(toUnsafe.apply(it.next()).copy());
+            }
+            return rows.iterator();
+        }
+
+        /**
+         * A text row: the prompt with the tokenizer's special tokens (BOS), then the continuation's tokens when
+         * there is one (only those are scored). Returns the error, or null with tokens[i] and scoreFrom[i] set.
+         */
+        private String tokenizeText(
+                VarCharVector prompt, VarCharVector continuation, int i, int[][] tokens, int[] scoreFrom) {
+            String p = new String(prompt.get(i), java.nio.charset.StandardCharsets.UTF_8);
+            if (p.isEmpty()) {
+                return "prompt is empty";
+            }
+            if (tokenizer == null) {
+                return "text input needs a tokenizer and this model folder has none (give token_ids instead)";
+            }
+            int[] promptIds;
+            int[] cont = null;
+            try { // a text the tokenizer's rules cannot handle (a regex that runs away on it) fails its row only
+                promptIds = tokenizer.encode(p, true);
+                if (!continuation.isNull(i)) {
+                    cont = tokenizer.encode(
+                            new String(continuation.get(i), java.nio.charset.StandardCharsets.UTF_8), false);
+                }
+            } catch (TokenizerException e) {
+                return "cannot tokenize the text: " + e.getMessage();
+            }
+            int[] all = promptIds;
+            int from = 1;
+            if (cont != null) {
+                if (cont.length == 0) {
+                    return "continuation is empty";
+                }
+                all = java.util.Arrays.copyOf(promptIds, promptIds.length + cont.length);
+                System.arraycopy(cont, 0, all, promptIds.length, cont.length);
+                from = promptIds.length;
+            }
+            if (all.length == 0) {
+                return "prompt has no tokens";
+            }
+            String err =
+                    RowCheck.tokenized(all, model.vocabSize(), model.config().maxPositionEmbeddings());
+            if (err != null) {
+                return err;
+            }
+            tokens[i] = all;
+            scoreFrom[i] = Math.max(1, from);
+            return null;
+        }
+
+        @Override
+        public void close() {
+            if (!closed) {
+                closed = true;
+                out.close();
+                in.close();
+                allocator.close();
+            }
+        }
+    }
 }

@@ -16,49 +16,49 @@ import java.util.concurrent.atomic.AtomicInteger;
  * ({@link ExecutorModelCache#cacheRoot()}: $SCORCH_MODEL_CACHE, else java.io.tmpdir/scorch-model-cache).
  */
 public final class ExecutorTokenizerCache {
-  private static final Map<String, Tokenizer> TOKENIZERS = new ConcurrentHashMap<>();
-  private static final AtomicInteger LOADS = new AtomicInteger();
+    private static final Map<String, Tokenizer> TOKENIZERS = new ConcurrentHashMap<>();
+    private static final AtomicInteger LOADS = new AtomicInteger();
 
-  private ExecutorTokenizerCache() {}
+    private ExecutorTokenizerCache() {}
 
-  /** The tokenizer of {@code shipment}, materialised and loaded on first use in this JVM. */
-  public static Tokenizer tokenizer(TokenizerShipment shipment) {
-    Tokenizer t = TOKENIZERS.get(shipment.contentHash());
-    if (t != null) {
-      return t;
+    /** The tokenizer of {@code shipment}, materialised and loaded on first use in this JVM. */
+    public static Tokenizer tokenizer(TokenizerShipment shipment) {
+        Tokenizer t = TOKENIZERS.get(shipment.contentHash());
+        if (t != null) {
+            return t;
+        }
+        return TOKENIZERS.computeIfAbsent(shipment.contentHash(), h -> {
+            Path dir = shipment.materialize(ExecutorModelCache.cacheRoot());
+            Tokenizer loaded = load(dir, shipment.origin());
+            LOADS.incrementAndGet();
+            return loaded;
+        });
     }
-    return TOKENIZERS.computeIfAbsent(shipment.contentHash(), h -> {
-      Path dir = shipment.materialize(ExecutorModelCache.cacheRoot());
-      Tokenizer loaded = load(dir, shipment.origin());
-      LOADS.incrementAndGet();
-      return loaded;
-    });
-  }
 
-  /**
-   * Loads the driver's own folder (at registration, to fail early on a broken file) and caches it under
-   * {@code contentHash}: in local mode the tasks then find it already loaded.
-   */
-  static Tokenizer preload(String contentHash, Path dir) {
-    return TOKENIZERS.computeIfAbsent(contentHash, h -> {
-      Tokenizer loaded = load(dir, dir.toString());
-      LOADS.incrementAndGet();
-      return loaded;
-    });
-  }
+    /**
+     * Loads the driver's own folder (at registration, to fail early on a broken file) and caches it under
+     * {@code contentHash}: in local mode the tasks then find it already loaded.
+     */
+    static Tokenizer preload(String contentHash, Path dir) {
+        return TOKENIZERS.computeIfAbsent(contentHash, h -> {
+            Tokenizer loaded = load(dir, dir.toString());
+            LOADS.incrementAndGet();
+            return loaded;
+        });
+    }
 
-  private static Tokenizer load(Path dir, String origin) {
-    return Tokenizers.load(dir).orElseThrow(() -> new TokenizerException(
-        dir + ": no tokenizer file (shipped from " + origin + ")"));
-  }
+    private static Tokenizer load(Path dir, String origin) {
+        return Tokenizers.load(dir)
+                .orElseThrow(() -> new TokenizerException(dir + ": no tokenizer file (shipped from " + origin + ")"));
+    }
 
-  /** Drops the tokenizer with this content hash; the next task loads it again. Returns whether it was cached. */
-  public static boolean evict(String contentHash) {
-    return TOKENIZERS.remove(contentHash) != null;
-  }
+    /** Drops the tokenizer with this content hash; the next task loads it again. Returns whether it was cached. */
+    public static boolean evict(String contentHash) {
+        return TOKENIZERS.remove(contentHash) != null;
+    }
 
-  /** Tokenizers loaded by this JVM so far (a test hook, and a figure for logs). */
-  public static int loads() {
-    return LOADS.get();
-  }
+    /** Tokenizers loaded by this JVM so far (a test hook, and a figure for logs). */
+    public static int loads() {
+        return LOADS.get();
+    }
 }

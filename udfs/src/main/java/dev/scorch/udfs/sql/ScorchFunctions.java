@@ -36,48 +36,54 @@ import org.apache.spark.sql.types.DataTypes;
  * all tasks ({@link ExecutorTokenizerCache}).
  */
 public final class ScorchFunctions {
-  public static final String TOKENIZE = "scorch_tokenize";
-  public static final String TOKENIZE_RAW = "scorch_tokenize_raw";
-  public static final String DETOKENIZE = "scorch_detokenize";
-  public static final String NUM_TOKENS = "scorch_num_tokens";
-  public static final String CHAT = "scorch_chat";
+    public static final String TOKENIZE = "scorch_tokenize";
+    public static final String TOKENIZE_RAW = "scorch_tokenize_raw";
+    public static final String DETOKENIZE = "scorch_detokenize";
+    public static final String NUM_TOKENS = "scorch_num_tokens";
+    public static final String CHAT = "scorch_chat";
 
-  /** Every function {@link #register} defines. */
-  public static final List<String> NAMES = List.of(TOKENIZE, TOKENIZE_RAW, DETOKENIZE, NUM_TOKENS, CHAT);
+    /** Every function {@link #register} defines. */
+    public static final List<String> NAMES = List.of(TOKENIZE, TOKENIZE_RAW, DETOKENIZE, NUM_TOKENS, CHAT);
 
-  private ScorchFunctions() {}
+    private ScorchFunctions() {}
 
-  /** {@link #register(SparkSession, Path)} with a local path string. */
-  public static TokenizerShipment register(SparkSession spark, String tokenizerDir) {
-    return register(spark, Path.of(tokenizerDir));
-  }
-
-  /**
-   * Registers the tokenizer functions of the tokenizer in {@code tokenizerDir} (a model folder or a folder
-   * with only the tokenizer files: tokenizer.json, tokenizer.json.gz or tiktoken.model, and
-   * tokenizer_config.json, special_tokens_map.json, chat_template.jinja where present) on {@code spark},
-   * replacing functions of the same names. The folder is read on the driver.
-   *
-   * @return what was shipped: its content hash, and {@link TokenizerShipment#destroy()} to free the
-   *     broadcast when the functions are no longer needed
-   * @throws TokenizerException when the folder has no tokenizer or a tokenizer file cannot be read or parsed;
-   *     the message names the folder or file
-   */
-  public static TokenizerShipment register(SparkSession spark, Path tokenizerDir) {
-    Path dir = tokenizerDir.toAbsolutePath().normalize();
-    TokenizerShipment.DriverFiles files = TokenizerShipment.read(dir);
-    try {
-      ExecutorTokenizerCache.preload(files.contentHash(), dir);
-    } catch (RuntimeException e) {
-      throw new TokenizerException(dir + ": cannot load the tokenizer: " + e.getMessage(), e);
+    /** {@link #register(SparkSession, Path)} with a local path string. */
+    public static TokenizerShipment register(SparkSession spark, String tokenizerDir) {
+        return register(spark, Path.of(tokenizerDir));
     }
-    TokenizerShipment s = TokenizerShipment.ship(JavaSparkContext.fromSparkContext(spark.sparkContext()), files);
-    var udf = spark.udf();
-    udf.register(TOKENIZE, new TokenizerUdfs.Tokenize(TOKENIZE, s, true), DataTypes.createArrayType(DataTypes.IntegerType, false));
-    udf.register(TOKENIZE_RAW, new TokenizerUdfs.Tokenize(TOKENIZE_RAW, s, false), DataTypes.createArrayType(DataTypes.IntegerType, false));
-    udf.register(DETOKENIZE, new TokenizerUdfs.Detokenize(DETOKENIZE, s), DataTypes.StringType);
-    udf.register(NUM_TOKENS, new TokenizerUdfs.NumTokens(NUM_TOKENS, s), DataTypes.IntegerType);
-    udf.register(CHAT, new TokenizerUdfs.Chat(CHAT, s), DataTypes.StringType);
-    return s;
-  }
+
+    /**
+     * Registers the tokenizer functions of the tokenizer in {@code tokenizerDir} (a model folder or a folder
+     * with only the tokenizer files: tokenizer.json, tokenizer.json.gz or tiktoken.model, and
+     * tokenizer_config.json, special_tokens_map.json, chat_template.jinja where present) on {@code spark},
+     * replacing functions of the same names. The folder is read on the driver.
+     *
+     * @return what was shipped: its content hash, and {@link TokenizerShipment#destroy()} to free the
+     *     broadcast when the functions are no longer needed
+     * @throws TokenizerException when the folder has no tokenizer or a tokenizer file cannot be read or parsed;
+     *     the message names the folder or file
+     */
+    public static TokenizerShipment register(SparkSession spark, Path tokenizerDir) {
+        Path dir = tokenizerDir.toAbsolutePath().normalize();
+        TokenizerShipment.DriverFiles files = TokenizerShipment.read(dir);
+        try {
+            ExecutorTokenizerCache.preload(files.contentHash(), dir);
+        } catch (RuntimeException e) {
+            throw new TokenizerException(dir + ": cannot load the tokenizer: " + e.getMessage(), e);
+        }
+        TokenizerShipment s = TokenizerShipment.ship(JavaSparkContext.fromSparkContext(spark.sparkContext()), files);
+        var udf = spark.udf();
+        udf.register(
+                TOKENIZE,
+                new TokenizerUdfs.Tokenize(TOKENIZE, s, true),
+                DataTypes.createArrayType(DataTypes.IntegerType, false));
+        udf.register(
+                TOKENIZE_RAW,
+                new TokenizerUdfs.Tokenize(TOKENIZE_RAW, s, false),
+                DataTypes.createArrayType(DataTypes.IntegerType, false));
+        udf.register(DETOKENIZE, new TokenizerUdfs.Detokenize(DETOKENIZE, s), DataTypes.StringType);
+        udf.register(NUM_TOKENS, new TokenizerUdfs.NumTokens(NUM_TOKENS, s), DataTypes.IntegerType);
+        udf.register(CHAT, new TokenizerUdfs.Chat(CHAT, s), DataTypes.StringType);
+        return s;
+    }
 }

@@ -10,26 +10,33 @@ import org.junit.jupiter.api.Test;
 
 /** A task's GPU addresses, read from the resources map Spark gives it. */
 class TaskGpusTest {
-  @Test
-  void theGpuResourcesAddressesInSparksOrder() {
-    assertEquals(List.of("1"), TaskGpus.addresses(Map.of("gpu", new ResourceInformation("gpu", new String[] {"1"}))));
-    assertEquals(List.of("3", "0"), TaskGpus.addresses(Map.of("gpu", new ResourceInformation("gpu", new String[] {"3", "0"}),
-        "fpga", new ResourceInformation("fpga", new String[] {"f1"}))));
-  }
+    @Test
+    void theGpuResourcesAddressesInSparksOrder() {
+        assertEquals(List.of("1"), TaskGpus.addresses(Map.of("gpu", new ResourceInformation("gpu", new String[] {"1"
+        }))));
+        assertEquals(
+                List.of("3", "0"),
+                TaskGpus.addresses(Map.of(
+                        "gpu",
+                        new ResourceInformation("gpu", new String[] {"3", "0"}),
+                        "fpga",
+                        new ResourceInformation("fpga", new String[] {"f1"}))));
+    }
 
-  @Test
-  void noGpuResourceMeansNoAddresses() {
-    assertEquals(List.of(), TaskGpus.addresses(Map.of()));
-    assertEquals(List.of(), TaskGpus.addresses(null));
-    assertEquals(List.of(), TaskGpus.addresses(Map.of("fpga", new ResourceInformation("fpga", new String[] {"0"}))));
-    assertEquals(List.of(), TaskGpus.addresses(Map.of("gpu", new ResourceInformation("gpu", new String[0]))));
-    Map<String, ResourceInformation> withNull = new HashMap<>();
-    withNull.put("gpu", null);
-    assertEquals(List.of(), TaskGpus.addresses(withNull));
-  }
+    @Test
+    void noGpuResourceMeansNoAddresses() {
+        assertEquals(List.of(), TaskGpus.addresses(Map.of()));
+        assertEquals(List.of(), TaskGpus.addresses(null));
+        assertEquals(List.of(), TaskGpus.addresses(Map.of("fpga", new ResourceInformation("fpga", new String[] {"0"
+        }))));
+        assertEquals(List.of(), TaskGpus.addresses(Map.of("gpu", new ResourceInformation("gpu", new String[0]))));
+        Map<String, ResourceInformation> withNull = new HashMap<>();
+        withNull.put("gpu", null);
+        assertEquals(List.of(), TaskGpus.addresses(withNull));
+    }
 
-  @Test
-  void outsideATaskThereAreNone() {
-    assertEquals(List.of(), TaskGpus.of(null));
-  }
+    @Test
+    void outsideATaskThereAreNone() {
+        assertEquals(List.of(), TaskGpus.of(null));
+    }
 }

@@ -30,55 +30,59 @@ import org.junit.jupiter.api.io.TempDir;
 
 /** A CUDA task's batch budget: the asked one, capped by what the device's free memory holds beside the weights. */
 class GpuBatchTokensTest {
-  @TempDir
-  Path tmp;
+    @TempDir
+    Path tmp;
 
-  /** HostDevice reporting free bytes as told: a GPU with little memory left. */
-  static Device withFree(HostDevice host, AtomicLong free) {
-    return (Device) Proxy.newProxyInstance(Device.class.getClassLoader(), new Class<?>[] {Device.class}, (p, m, args) -> {
-      if (m.getName().equals("freeBytes")) {
-        return free.get();
-      }
-      try {
-        return m.invoke(host, args);
-      } catch (InvocationTargetException e) {
-        throw e.getCause();
-      }
-    });
-  }
-
-  @Test
-  void capsTheBatchAtWhatFreeMemoryHolds() throws IOException {
-    Path dir = tmp.resolve("model");
-    ModelConfig config = new DemoModelWriter(DemoPreset.TINY, false, true, 3).write(dir);
-    AtomicLong free = new AtomicLong(Long.MAX_VALUE / 4);
-    try (GpuModel m = GpuModel.load(new ModelWeights(Checkpoint.open(dir), config), withFree(new HostDevice(), free), GemmPrecision.BF16)) {
-      assertEquals(4096, ScorePartition.gpuBatchTokens(m, 4096), "plenty free: the asked budget");
-
-      GpuMemoryBudget b = GpuMemoryBudget.of(config, GemmPrecision.BF16, false); // HostDevice runs one GEMM per expert
-      // Free memory plus the arena the model holds is exactly 300 tokens' scratch and the reserve.
-      free.set(b.activationBytes(300) + GpuMemoryBudget.DEFAULT_RESERVE_BYTES - m.scratchBytes());
-      assertEquals(300, ScorePartition.gpuBatchTokens(m, 4096));
-      assertEquals(200, ScorePartition.gpuBatchTokens(m, 200), "a smaller asked budget stays");
-
-      free.set(GpuMemoryBudget.DEFAULT_RESERVE_BYTES / 2);
-      IllegalStateException e = assertThrows(IllegalStateException.class, () -> ScorePartition.gpuBatchTokens(m, 4096));
-      assertTrue(e.getMessage().contains("less than a one-token batch needs"), e.getMessage());
+    /** HostDevice reporting free bytes as told: a GPU with little memory left. */
+    static Device withFree(HostDevice host, AtomicLong free) {
+        return (Device) Proxy.newProxyInstance(
+                Device.class.getClassLoader(), new Class<?>[] {Device.class}, (p, m, args) -> {
+                    if (m.getName().equals("freeBytes")) {
+                        return free.get();
+                    }
+                    try {
+                        return m.invoke(host, args);
+                    } catch (InvocationTargetException e) {
+                        throw e.getCause();
+                    }
+                });
     }
-  }
 
-  @Test
-  void optionsCarryBackendAndPrecisionToExecutors() throws Exception {
-    ScoreOptions o = new ScoreOptions(512, 64, 2, LogitsMode.LAST, 1, BackendMode.CUDA, GemmPrecision.FP32);
-    ByteArrayOutputStream bytes = new ByteArrayOutputStream();
-    try (ObjectOutputStream out = new ObjectOutputStream(bytes)) {
-      out.writeObject(o);
+    @Test
+    void capsTheBatchAtWhatFreeMemoryHolds() throws IOException {
+        Path dir = tmp.resolve("model");
+        ModelConfig config = new DemoModelWriter(DemoPreset.TINY, false, true, 3).write(dir);
+        AtomicLong free = new AtomicLong(Long.MAX_VALUE / 4);
+        try (GpuModel m = GpuModel.load(
+                new ModelWeights(Checkpoint.open(dir), config), withFree(new HostDevice(), free), GemmPrecision.BF16)) {
+            assertEquals(4096, ScorePartition.gpuBatchTokens(m, 4096), "plenty free: the asked budget");
+
+            GpuMemoryBudget b =
+                    GpuMemoryBudget.of(config, GemmPrecision.BF16, false); // HostDevice runs one GEMM per expert
+            // Free memory plus the arena the model holds is exactly 300 tokens' scratch and the reserve.
+            free.set(b.activationBytes(300) + GpuMemoryBudget.DEFAULT_RESERVE_BYTES - m.scratchBytes());
+            assertEquals(300, ScorePartition.gpuBatchTokens(m, 4096));
+            assertEquals(200, ScorePartition.gpuBatchTokens(m, 200), "a smaller asked budget stays");
+
+            free.set(GpuMemoryBudget.DEFAULT_RESERVE_BYTES / 2);
+            IllegalStateException e =
+                    assertThrows(IllegalStateException.class, () -> ScorePartition.gpuBatchTokens(m, 4096));
+            assertTrue(e.getMessage().contains("less than a one-token batch needs"), e.getMessage());
+        }
     }
-    try (ObjectInputStream in = new ObjectInputStream(new ByteArrayInputStream(bytes.toByteArray()))) {
-      assertEquals(o, in.readObject());
+
+    @Test
+    void optionsCarryBackendAndPrecisionToExecutors() throws Exception {
+        ScoreOptions o = new ScoreOptions(512, 64, 2, LogitsMode.LAST, 1, BackendMode.CUDA, GemmPrecision.FP32);
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        try (ObjectOutputStream out = new ObjectOutputStream(bytes)) {
+            out.writeObject(o);
+        }
+        try (ObjectInputStream in = new ObjectInputStream(new ByteArrayInputStream(bytes.toByteArray()))) {
+            assertEquals(o, in.readObject());
+        }
+        ScoreOptions defaults = new ScoreOptions(512, 64, 0, LogitsMode.NONE, 1);
+        assertEquals(BackendMode.AUTO, defaults.backend());
+        assertEquals(GemmPrecision.parse(ScoreOptions.DEFAULT_GPU_PRECISION), defaults.gpuPrecision());
     }
-    ScoreOptions defaults = new ScoreOptions(512, 64, 0, LogitsMode.NONE, 1);
-    assertEquals(BackendMode.AUTO, defaults.backend());
-    assertEquals(GemmPrecision.parse(ScoreOptions.DEFAULT_GPU_PRECISION), defaults.gpuPrecision());
-  }
 }

@@ -50,128 +50,142 @@ import org.openjdk.jmh.infra.Blackhole;
 @OutputTimeUnit(TimeUnit.MILLISECONDS)
 @Warmup(iterations = 3, time = 1)
 @Measurement(iterations = 5, time = 1)
-@Fork(value = 1, jvmArgsAppend = {"--add-opens=java.base/java.nio=ALL-UNNAMED", "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
-    "--add-opens=java.base/java.lang=ALL-UNNAMED", "--add-opens=java.base/java.util=ALL-UNNAMED"})
+@Fork(
+        value = 1,
+        jvmArgsAppend = {
+            "--add-opens=java.base/java.nio=ALL-UNNAMED",
+            "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+            "--add-opens=java.base/java.lang=ALL-UNNAMED",
+            "--add-opens=java.base/java.util=ALL-UNNAMED"
+        })
 public class OutputConversionBenchmark {
-  @Param({"256"})
-  int rows;
+    @Param({"256"})
+    int rows;
 
-  @Param({"32", "512"})
-  int tokens;
+    @Param({"32", "512"})
+    int tokens;
 
-  @Param({"0", "5"})
-  int topK;
+    @Param({"0", "5"})
+    int topK;
 
-  private StructType schema;
-  private int[][] ids;
-  /** Vocabulary of the made-up logits rows. */
-  private static final int VOCAB = 1024;
+    private StructType schema;
+    private int[][] ids;
+    /** Vocabulary of the made-up logits rows. */
+    private static final int VOCAB = 1024;
 
-  private BatchScores batchScores;
-  private SequenceScore[] scores; // the same, one object per row, for rowByRow
-  private ExpressionEncoder.Serializer<Row> serializer;
-  private BufferAllocator allocator;
-  private ArrowScoreOutput arrow;
-  private VectorSchemaRoot inputIds;
-  private UnsafeProjection toUnsafe;
+    private BatchScores batchScores;
+    private SequenceScore[] scores; // the same, one object per row, for rowByRow
+    private ExpressionEncoder.Serializer<Row> serializer;
+    private BufferAllocator allocator;
+    private ArrowScoreOutput arrow;
+    private VectorSchemaRoot inputIds;
+    private UnsafeProjection toUnsafe;
 
-  @Setup(Level.Trial)
-  public void setup() {
-    ScoreOptions options = new ScoreOptions(4096, rows, topK, LogitsMode.NONE, 1);
-    schema = ScoreSchema.output(DataTypes.StringType, options);
-    Random r = new Random(1);
-    ids = new int[rows][tokens];
-    List<ScoreRequest> reqs = new ArrayList<>(rows);
-    for (int i = 0; i < rows; i++) {
-      for (int k = 0; k < tokens; k++) {
-        ids[i][k] = r.nextInt(VOCAB);
-      }
-      reqs.add(new ScoreRequest(ids[i], 1, topK, LogitsMode.NONE));
-    }
-    // Each position's scores from a random logits row, as a scorer fills them.
-    batchScores = new BatchScores();
-    batchScores.reset(reqs, VOCAB);
-    float[] row = new float[VOCAB];
-    for (int i = 0; i < rows; i++) {
-      for (int k = 0; k + 1 < tokens; k++) {
-        for (int v = 0; v < VOCAB; v++) {
-          row[v] = (float) r.nextGaussian() * 3;
-        }
-        batchScores.accept(i, k, LogSoftmax.logSumExp(row, 0, VOCAB), LogSoftmax.argmax(row, 0, VOCAB), row[ids[i][k + 1]], row, 0);
-      }
-    }
-    scores = batchScores.toList().toArray(new SequenceScore[0]);
-    serializer = ExpressionEncoder.apply(schema).createSerializer();
-    allocator = ArrowUtils.rootAllocator().newChildAllocator("bench", 0, 1L << 30);
-    arrow = new ArrowScoreOutput(schema, allocator, "demo@000000000000");
-    inputIds = VectorSchemaRoot.create(ArrowUtils.toArrowSchema(new StructType().add("id", DataTypes.StringType), "UTC", true, false),
-        allocator);
-    VarCharVector idVec = (VarCharVector) inputIds.getVector(0);
-    idVec.allocateNew();
-    for (int i = 0; i < rows; i++) {
-      idVec.setSafe(i, ("row-" + i).getBytes());
-    }
-    inputIds.setRowCount(rows);
-    toUnsafe = UnsafeProjection.create(schema);
-  }
-
-  @TearDown(Level.Trial)
-  public void tearDown() {
-    arrow.close();
-    inputIds.close();
-    allocator.close();
-  }
-
-  @Benchmark
-  public void rowByRow(Blackhole bh) {
-    for (int i = 0; i < rows; i++) {
-      SequenceScore s = scores[i];
-      List<Object> tokenIds = new ArrayList<>(tokens);
-      List<Object> lps = new ArrayList<>(tokens);
-      List<Object> top = new ArrayList<>(tokens);
-      for (int k = 0; k < tokens; k++) {
-        tokenIds.add(ids[i][k]);
-        lps.add(Float.isNaN(s.tokenLogprobs()[k]) ? null : s.tokenLogprobs()[k]);
-        if (topK > 0) {
-          if (s.topIds()[k] == null) {
-            top.add(null);
-          } else {
-            List<Row> entries = new ArrayList<>(topK);
-            for (int j = 0; j < topK; j++) {
-              entries.add(RowFactory.create(s.topIds()[k][j], s.topLogprobs()[k][j]));
+    @Setup(Level.Trial)
+    public void setup() {
+        ScoreOptions options = new ScoreOptions(4096, rows, topK, LogitsMode.NONE, 1);
+        schema = ScoreSchema.output(DataTypes.StringType, options);
+        Random r = new Random(1);
+        ids = new int[rows][tokens];
+        List<ScoreRequest> reqs = new ArrayList<>(rows);
+        for (int i = 0; i < rows; i++) {
+            for (int k = 0; k < tokens; k++) {
+                ids[i][k] = r.nextInt(VOCAB);
             }
-            top.add(seq(entries));
-          }
+            reqs.add(new ScoreRequest(ids[i], 1, topK, LogitsMode.NONE));
         }
-      }
-      List<Object> values = new ArrayList<>(List.of("row-" + i, tokens));
-      values.add(seq(tokenIds));
-      values.add(seq(lps));
-      values.add(s.sumLogprob());
-      values.add(s.meanLogprob());
-      values.add(s.perplexity());
-      if (topK > 0) {
-        values.add(seq(top));
-      }
-      values.add(null);
-      values.add("demo@000000000000");
-      bh.consume(serializer.apply(RowFactory.create(values.toArray())).copy());
+        // Each position's scores from a random logits row, as a scorer fills them.
+        batchScores = new BatchScores();
+        batchScores.reset(reqs, VOCAB);
+        float[] row = new float[VOCAB];
+        for (int i = 0; i < rows; i++) {
+            for (int k = 0; k + 1 < tokens; k++) {
+                for (int v = 0; v < VOCAB; v++) {
+                    row[v] = (float) r.nextGaussian() * 3;
+                }
+                batchScores.accept(
+                        i,
+                        k,
+                        LogSoftmax.logSumExp(row, 0, VOCAB),
+                        LogSoftmax.argmax(row, 0, VOCAB),
+                        row[ids[i][k + 1]],
+                        row,
+                        0);
+            }
+        }
+        scores = batchScores.toList().toArray(new SequenceScore[0]);
+        serializer = ExpressionEncoder.apply(schema).createSerializer();
+        allocator = ArrowUtils.rootAllocator().newChildAllocator("bench", 0, 1L << 30);
+        arrow = new ArrowScoreOutput(schema, allocator, "demo@000000000000");
+        inputIds = VectorSchemaRoot.create(
+                ArrowUtils.toArrowSchema(new StructType().add("id", DataTypes.StringType), "UTC", true, false),
+                allocator);
+        VarCharVector idVec = (VarCharVector) inputIds.getVector(0);
+        idVec.allocateNew();
+        for (int i = 0; i < rows; i++) {
+            idVec.setSafe(i, ("row-" + i).getBytes());
+        }
+        inputIds.setRowCount(rows);
+        toUnsafe = UnsafeProjection.create(schema);
     }
-  }
 
-  @Benchmark
-  public void arrow(Blackhole bh) {
-    arrow.reset();
-    for (int i = 0; i < rows; i++) {
-      arrow.scored(i, inputIds.getVector(0), i, ids[i], batchScores, i);
+    @TearDown(Level.Trial)
+    public void tearDown() {
+        arrow.close();
+        inputIds.close();
+        allocator.close();
     }
-    ColumnarBatch batch = arrow.finish(rows);
-    for (Iterator<InternalRow> it = arrow.rows(batch, schema); it.hasNext(); ) {
-      bh.consume(toUnsafe.apply(it.next()).copy());
-    }
-  }
 
-  static <T> scala.collection.Seq<T> seq(List<T> list) {
-    return scala.jdk.javaapi.CollectionConverters.asScala(list);
-  }
+    @Benchmark
+    public void rowByRow(Blackhole bh) {
+        for (int i = 0; i < rows; i++) {
+            SequenceScore s = scores[i];
+            List<Object> tokenIds = new ArrayList<>(tokens);
+            List<Object> lps = new ArrayList<>(tokens);
+            List<Object> top = new ArrayList<>(tokens);
+            for (int k = 0; k < tokens; k++) {
+                tokenIds.add(ids[i][k]);
+                lps.add(Float.isNaN(s.tokenLogprobs()[k]) ? null : s.tokenLogprobs()[k]);
+                if (topK > 0) {
+                    if (s.topIds()[k] == null) {
+                        top.add(null);
+                    } else {
+                        List<Row> entries = new ArrayList<>(topK);
+                        for (int j = 0; j < topK; j++) {
+                            entries.add(RowFactory.create(s.topIds()[k][j], s.topLogprobs()[k][j]));
+                        }
+                        top.add(seq(entries));
+                    }
+                }
+            }
+            List<Object> values = new ArrayList<>(List.of("row-" + i, tokens));
+            values.add(seq(tokenIds));
+            values.add(seq(lps));
+            values.add(s.sumLogprob());
+            values.add(s.meanLogprob());
+            values.add(s.perplexity());
+            if (topK > 0) {
+                values.add(seq(top));
+            }
+            values.add(null);
+            values.add("demo@000000000000");
+            bh.consume(serializer.apply(RowFactory.create(values.toArray())).copy());
+        }
+    }
+
+    @Benchmark
+    public void arrow(Blackhole bh) {
+        arrow.reset();
+        for (int i = 0; i < rows; i++) {
+            arrow.scored(i, inputIds.getVector(0), i, ids[i], batchScores, i);
+        }
+        ColumnarBatch batch = arrow.finish(rows);
+        for (Iterator<InternalRow> it = arrow.rows(batch, schema); it.hasNext(); ) {
+            bh.consume(toUnsafe.apply(it.next()).copy());
+        }
+    }
+
+    static <T> scala.collection.Seq<T> seq(List<T> list) {
+        return scala.jdk.javaapi.CollectionConverters.asScala(list);
+    }
 }

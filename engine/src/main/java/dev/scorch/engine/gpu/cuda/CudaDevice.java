@@ -7,8 +7,8 @@ import static org.bytedeco.cuda.global.cublas.CUBLAS_OP_N;
 import static org.bytedeco.cuda.global.cublas.CUBLAS_OP_T;
 import static org.bytedeco.cuda.global.cublas.cublasCreate_v2;
 import static org.bytedeco.cuda.global.cublas.cublasDestroy_v2;
-import static org.bytedeco.cuda.global.cublas.cublasGemmEx;
 import static org.bytedeco.cuda.global.cublas.cublasGemmBatchedEx;
+import static org.bytedeco.cuda.global.cublas.cublasGemmEx;
 import static org.bytedeco.cuda.global.cudart.CUDA_R_16BF;
 import static org.bytedeco.cuda.global.cudart.CUDA_R_32F;
 import static org.bytedeco.cuda.global.cudart.cudaDeviceSynchronize;
@@ -48,551 +48,752 @@ import org.bytedeco.javacpp.SizeTPointer;
  * threads); callers serialise their use of one instance.
  */
 public final class CudaDevice implements Device {
-  private static final int BLOCK = 256; // log_softmax_stats and the block reductions assume it
-  /** Experts as cuBLAS batched GEMMs (-Dscorch.cuda.batched-experts=true; {@link KernelSelection} says why not by default). */
-  static final boolean BATCHED_EXPERTS = KernelSelection.current().cudaBatchedExperts();
-  private static final int ATTN_THREADS = 128; // as scorch_kernels.cu's ATTN_THREADS, ATTN_MAX_QK, ATTN_MAX_V
-  private static final int ATTN_MAX_QK = 192;
-  private static final int ATTN_MAX_V = 128;
+    private static final int BLOCK = 256; // log_softmax_stats and the block reductions assume it
+    /** Experts as cuBLAS batched GEMMs (-Dscorch.cuda.batched-experts=true; {@link KernelSelection} says why not by default). */
+    static final boolean BATCHED_EXPERTS = KernelSelection.current().cudaBatchedExperts();
 
-  private final int ordinal;
-  private final String description;
-  private final CudaKernels kernels;
-  private final cublasContext cublas = new cublasContext();
-  private final FloatPointer one = new FloatPointer(1f);
-  private final FloatPointer zero = new FloatPointer(0f);
-  private Pointer bf16Scratch; // GEMM inputs rounded to BF16
-  private Pointer int4Scratch; // INT4 weights dequantised, one GEMM tile
-  private long int4ScratchBytes;
-  private Pointer ptrDev; // grouped GEMM pointer arrays
-  private long ptrDevElems;
-  private String groupedStatus;
-  private String groupedDetail;
-  private LongPointer stageL = new LongPointer(0);
-  private long bf16ScratchElems;
-  private FloatPointer stageF = new FloatPointer(0);
-  private IntPointer stageI = new IntPointer(0);
-  private ShortPointer stageS = new ShortPointer(0);
+    private static final int ATTN_THREADS = 128; // as scorch_kernels.cu's ATTN_THREADS, ATTN_MAX_QK, ATTN_MAX_V
+    private static final int ATTN_MAX_QK = 192;
+    private static final int ATTN_MAX_V = 128;
 
-  /** Opens GPU ordinal (as Spark's resource addresses number them) and loads the kernels. */
-  public CudaDevice(int ordinal) {
-    this.ordinal = ordinal;
-    bind();
-    cudaDeviceProp prop = new cudaDeviceProp();
-    Cuda.check(cudaGetDeviceProperties(prop, ordinal), "cudaGetDeviceProperties");
-    description = "cuda:" + ordinal + " " + prop.name().getString().trim() + " (sm_" + prop.major() + prop.minor() + ", "
-        + prop.multiProcessorCount() + " SMs, " + (prop.totalGlobalMem() >> 20) + " MiB)";
-    kernels = CudaKernels.load();
-    Cuda.checkBlas(cublasCreate_v2(cublas), "cublasCreate");
-  }
+    private final int ordinal;
+    private final String description;
+    private final CudaKernels kernels;
+    private final cublasContext cublas = new cublasContext();
+    private final FloatPointer one = new FloatPointer(1f);
+    private final FloatPointer zero = new FloatPointer(0f);
+    private Pointer bf16Scratch; // GEMM inputs rounded to BF16
+    private Pointer int4Scratch; // INT4 weights dequantised, one GEMM tile
+    private long int4ScratchBytes;
+    private Pointer ptrDev; // grouped GEMM pointer arrays
+    private long ptrDevElems;
+    private String groupedStatus;
+    private String groupedDetail;
+    private LongPointer stageL = new LongPointer(0);
+    private long bf16ScratchElems;
+    private FloatPointer stageF = new FloatPointer(0);
+    private IntPointer stageI = new IntPointer(0);
+    private ShortPointer stageS = new ShortPointer(0);
 
-  /** The device each thread last made current through this class. */
-  private static final ThreadLocal<Integer> CURRENT = new ThreadLocal<>();
-
-  private void bind() {
-    Integer current = CURRENT.get();
-    if (current == null || current != ordinal) {
-      Cuda.check(cudaSetDevice(ordinal), "cudaSetDevice(" + ordinal + ")");
-      CURRENT.set(ordinal);
+    /** Opens GPU ordinal (as Spark's resource addresses number them) and loads the kernels. */
+    public CudaDevice(int ordinal) {
+        this.ordinal = ordinal;
+        bind();
+        cudaDeviceProp prop = new cudaDeviceProp();
+        Cuda.check(cudaGetDeviceProperties(prop, ordinal), "cudaGetDeviceProperties");
+        description = "cuda:" + ordinal + " " + prop.name().getString().trim() + " (sm_" + prop.major() + prop.minor()
+                + ", " + prop.multiProcessorCount() + " SMs, " + (prop.totalGlobalMem() >> 20) + " MiB)";
+        kernels = CudaKernels.load();
+        Cuda.checkBlas(cublasCreate_v2(cublas), "cublasCreate");
     }
-  }
 
-  public int ordinal() {
-    return ordinal;
-  }
+    /** The device each thread last made current through this class. */
+    private static final ThreadLocal<Integer> CURRENT = new ThreadLocal<>();
 
-  @Override
-  public String describe() {
-    return description;
-  }
-
-  @Override
-  public long totalBytes() {
-    return memInfo()[1];
-  }
-
-  @Override
-  public long freeBytes() {
-    return memInfo()[0];
-  }
-
-  private long[] memInfo() {
-    bind();
-    try (SizeTPointer free = new SizeTPointer(1); SizeTPointer total = new SizeTPointer(1)) {
-      Cuda.check(cudaMemGetInfo(free, total), "cudaMemGetInfo");
-      return new long[] {free.get(), total.get()};
-    }
-  }
-
-  // --- Memory
-
-  @Override
-  public Buf alloc(Buf.Kind kind, long n) {
-    if (kind == Buf.Kind.INT4) {
-      throw new IllegalArgumentException("INT4 weights come from int4Weight, not alloc");
-    }
-    bind();
-    long bytes = Math.max(1, n) * kind.bytes();
-    Pointer p = new Pointer();
-    Cuda.check(cudaMalloc(p, bytes), "cudaMalloc(" + bytes + " bytes) on " + description);
-    Cuda.check(cudaMemset(p, 0, bytes), "cudaMemset");
-    return new Buf(new DevicePointer(p.address()), kind, 0, n);
-  }
-
-  @Override
-  public void free(Buf b) {
-    if (b.storage() instanceof PackedInt4 p) {
-      free(p.packed());
-      free(p.scales());
-      return;
-    }
-    bind();
-    if (b.offset() != 0) {
-      throw new IllegalArgumentException("free takes a whole allocation, not a slice");
-    }
-    Cuda.check(cudaFree(ptr(b)), "cudaFree");
-  }
-
-  @Override
-  public void zero(Buf b) {
-    bind();
-    Cuda.check(cudaMemset(ptr(b), 0, b.bytes()), "cudaMemset");
-  }
-
-  @Override
-  public void write(Buf dst, float[] src, int off, int n) {
-    dst.need(Buf.Kind.F32, n, "write");
-    bind();
-    stageF = grow(stageF, n);
-    stageF.put(src, off, n);
-    Cuda.check(cudaMemcpy(ptr(dst), stageF, (long) n * 4, cudaMemcpyHostToDevice), "cudaMemcpy to device");
-  }
-
-  @Override
-  public void write(Buf dst, int[] src, int off, int n) {
-    dst.need(Buf.Kind.I32, n, "write");
-    bind();
-    stageI = grow(stageI, n);
-    stageI.put(src, off, n);
-    Cuda.check(cudaMemcpy(ptr(dst), stageI, (long) n * 4, cudaMemcpyHostToDevice), "cudaMemcpy to device");
-  }
-
-  @Override
-  public void read(Buf src, float[] dst, int off, int n) {
-    src.need(Buf.Kind.F32, n, "read");
-    bind();
-    stageF = grow(stageF, n);
-    Cuda.check(cudaMemcpy(stageF, ptr(src), (long) n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
-    stageF.get(dst, off, n);
-  }
-
-  @Override
-  public void read(Buf src, int[] dst, int off, int n) {
-    src.need(Buf.Kind.I32, n, "read");
-    bind();
-    stageI = grow(stageI, n);
-    Cuda.check(cudaMemcpy(stageI, ptr(src), (long) n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
-    stageI.get(dst, off, n);
-  }
-
-  private static FloatPointer grow(FloatPointer p, long n) {
-    if (p.capacity() >= n) {
-      return p.position(0);
-    }
-    p.close();
-    return new FloatPointer(Math.max(n, 2 * p.capacity()));
-  }
-
-  private static IntPointer grow(IntPointer p, long n) {
-    if (p.capacity() >= n) {
-      return p.position(0);
-    }
-    p.close();
-    return new IntPointer(Math.max(n, 2 * p.capacity()));
-  }
-
-  /** A device array of device pointers, as the void** argument cuBLAS reads it from. */
-  private static PointerPointer<Pointer> deviceArray(long address) {
-    return new PointerPointer<>(new DevicePointer(address));
-  }
-
-  private static LongPointer grow(LongPointer p, long n) {
-    if (p.capacity() >= n) {
-      return p.position(0);
-    }
-    p.close();
-    return new LongPointer(Math.max(n, 2 * p.capacity()));
-  }
-
-  private static ShortPointer grow(ShortPointer p, long n) {
-    if (p.capacity() >= n) {
-      return p.position(0);
-    }
-    p.close();
-    return new ShortPointer(Math.max(n, 2 * p.capacity()));
-  }
-
-  /** Decodes the weight a block of rows at a time (FP8 or INT4 scales applied) and uploads it in the precision's dtype. */
-  @Override
-  public Buf denseWeight(GemmPrecision precision, Linear... stacked) {
-    long total = 0;
-    for (Linear w : stacked) {
-      total += (long) w.out() * w.in();
-    }
-    Buf b = alloc(precision.bf16Weights() ? Buf.Kind.BF16 : Buf.Kind.F32, total);
-    long at = 0;
-    for (Linear w : stacked) {
-      upload(w, precision, b.slice(at, (long) w.out() * w.in()));
-      at += (long) w.out() * w.in();
-    }
-    return b;
-  }
-
-  private void upload(Linear w, GemmPrecision precision, Buf b) {
-    int in = w.in();
-    int rowsPerBlock = Math.max(1, (4 << 20) / in);
-    float[] rows = new float[rowsPerBlock * in];
-    short[] bf16 = precision.bf16Weights() ? new short[rows.length] : null;
-    for (int r0 = 0; r0 < w.out(); r0 += rowsPerBlock) {
-      int n = Math.min(rowsPerBlock, w.out() - r0);
-      for (int r = 0; r < n; r++) {
-        w.row(r0 + r, 0, in, rows, r * in);
-      }
-      int elems = n * in;
-      long at = (long) r0 * in;
-      if (bf16 != null) {
-        for (int i = 0; i < elems; i++) {
-          bf16[i] = NumberFormats.floatToBf16(rows[i]);
+    private void bind() {
+        Integer current = CURRENT.get();
+        if (current == null || current != ordinal) {
+            Cuda.check(cudaSetDevice(ordinal), "cudaSetDevice(" + ordinal + ")");
+            CURRENT.set(ordinal);
         }
-        stageS = grow(stageS, elems);
-        stageS.put(bf16, 0, elems);
-        Cuda.check(cudaMemcpy(ptr(b.slice(at, elems)), stageS, elems * 2L, cudaMemcpyHostToDevice), "cudaMemcpy weight " + w.name());
-      } else {
-        write(b.slice(at, elems), rows, 0, elems);
-      }
     }
-  }
 
-  @Override
-  public Buf weight(float[] w, GemmPrecision precision) {
-    if (!precision.bf16Weights()) {
-      return upload(w);
+    public int ordinal() {
+        return ordinal;
     }
-    Buf b = alloc(Buf.Kind.BF16, w.length);
-    short[] bf16 = new short[w.length];
-    for (int i = 0; i < w.length; i++) {
-      bf16[i] = NumberFormats.floatToBf16(w[i]);
+
+    @Override
+    public String describe() {
+        return description;
     }
-    bind();
-    stageS = grow(stageS, w.length);
-    stageS.put(bf16, 0, w.length);
-    Cuda.check(cudaMemcpy(ptr(b), stageS, w.length * 2L, cudaMemcpyHostToDevice), "cudaMemcpy weight");
-    return b;
-  }
 
-  // --- Kernels
-
-  @Override
-  public void gemm(Buf x, int m, int k, Buf w, int n, Buf y, GemmPrecision precision) {
-    if (m == 0) {
-      return;
+    @Override
+    public long totalBytes() {
+        return memInfo()[1];
     }
-    x.need(Buf.Kind.F32, (long) m * k, "gemm x");
-    y.need(Buf.Kind.F32, (long) m * n, "gemm y");
-    if (w.storage() instanceof PackedInt4 p) {
-      int4Gemm(x, m, k, p, n, y, precision);
-      return;
+
+    @Override
+    public long freeBytes() {
+        return memInfo()[0];
     }
-    w.need(w.kind(), (long) n * k, "gemm w");
-    bind();
-    // Row-major y[m, n] = x[m, k] · w[n, k]ᵀ is column-major yᵀ[n, m] = w[k, n]ᵀ · xᵀ[k, m].
-    if (w.kind() == Buf.Kind.BF16) {
-      // x ≈ p0 + p1 + p2 in BF16; y = w·p0, then y += w·p1, y += w·p2 (beta = 1).
-      int parts = Math.max(1, precision.inputParts());
-      DevicePointer[] p = split(x, (long) m * k, parts);
-      for (int i = 0; i < parts; i++) {
-        bf16Gemm(m, k, w, n, y, p[i], i == 0 ? zero : one);
-      }
-    } else {
-      Cuda.checkBlas(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, one, ptr(w), CUDA_R_32F, k, ptr(x), CUDA_R_32F, k, zero,
-          ptr(y), CUDA_R_32F, n, CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT), "cublasGemmEx FP32 " + m + "x" + k + "x" + n);
+
+    private long[] memInfo() {
+        bind();
+        try (SizeTPointer free = new SizeTPointer(1);
+                SizeTPointer total = new SizeTPointer(1)) {
+            Cuda.check(cudaMemGetInfo(free, total), "cudaMemGetInfo");
+            return new long[] {free.get(), total.get()};
+        }
     }
-  }
 
-  /**
-   * The INT4 GEMM ({@link PackedInt4}): per tile of weight rows, int4_dequant_f32 or int4_dequant_bf16 into the
-   * dequantisation scratch, then the plan's cuBLAS GEMMs into that tile's columns of y (ldc n), the first with beta 0.
-   */
-  private void int4Gemm(Buf x, int m, int k, PackedInt4 w, int n, Buf y, GemmPrecision precision) {
-    w.check(n, k);
-    bind();
-    PackedInt4.Plan plan = w.plan(precision);
-    int tileRows = PackedInt4.tileRows(n, k);
-    long tileElems = (long) tileRows * k;
-    long loAt = (tileElems * 2 + 255) / 256 * 256; // lo after hi, 256-byte aligned for the tensor-core GEMMs
-    long need = plan.loParts() > 0 ? loAt + tileElems * 2 : plan.scratchBytes(tileElems);
-    if (int4ScratchBytes < need) {
-      if (int4Scratch != null) {
-        Cuda.check(cudaFree(int4Scratch), "cudaFree");
-      }
-      int4Scratch = new Pointer();
-      Cuda.check(cudaMalloc(int4Scratch, need), "cudaMalloc(INT4 dequantisation scratch, " + need + " bytes)");
-      int4ScratchBytes = need;
+    // --- Memory
+
+    @Override
+    public Buf alloc(Buf.Kind kind, long n) {
+        if (kind == Buf.Kind.INT4) {
+            throw new IllegalArgumentException("INT4 weights come from int4Weight, not alloc");
+        }
+        bind();
+        long bytes = Math.max(1, n) * kind.bytes();
+        Pointer p = new Pointer();
+        Cuda.check(cudaMalloc(p, bytes), "cudaMalloc(" + bytes + " bytes) on " + description);
+        Cuda.check(cudaMemset(p, 0, bytes), "cudaMemset");
+        return new Buf(new DevicePointer(p.address()), kind, 0, n);
     }
-    DevicePointer tile = new DevicePointer(int4Scratch.address());
-    DevicePointer lo = new DevicePointer(int4Scratch.address() + loAt);
-    DevicePointer[] parts = plan.fp32() ? null : split(x, (long) m * k, plan.hiParts());
-    int scaleBf16 = w.scales().kind() == Buf.Kind.BF16 ? 1 : 0;
-    for (int r0 = 0; r0 < n; r0 += tileRows) {
-      int nb = Math.min(tileRows, n - r0);
-      long elems = (long) nb * k;
-      DevicePointer yTile = new DevicePointer(ptr(y).address() + 4L * r0);
-      if (plan.fp32()) {
-        kernels.launch("int4_dequant_f32", grid(elems), 1, BLOCK, 0, w.packed(), w.scales(), scaleBf16, w.wordsPerRow(), w.groupsPerRow(),
-            w.groupSize(), k, (long) r0, elems, tile);
-        Cuda.checkBlas(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, nb, m, k, one, tile, CUDA_R_32F, k, ptr(x), CUDA_R_32F, k, zero,
-            yTile, CUDA_R_32F, n, CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT), "cublasGemmEx INT4 FP32 " + m + "x" + k + "x" + nb);
-        continue;
-      }
-      kernels.launch("int4_dequant_bf16", grid(elems), 1, BLOCK, 0, w.packed(), w.scales(), scaleBf16, w.wordsPerRow(), w.groupsPerRow(),
-          w.groupSize(), k, (long) r0, elems, tile, lo, plan.loParts() > 0 ? 1 : 0);
-      for (int i = 0; i < plan.hiParts() + plan.loParts(); i++) {
-        DevicePointer a = i < plan.hiParts() ? tile : lo;
-        DevicePointer b = parts[i < plan.hiParts() ? i : i - plan.hiParts()];
-        Cuda.checkBlas(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, nb, m, k, one, a, CUDA_R_16BF, k, b, CUDA_R_16BF, k, i == 0 ? zero : one,
-            yTile, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), "cublasGemmEx INT4 BF16 " + m + "x" + k + "x" + nb);
-      }
+
+    @Override
+    public void free(Buf b) {
+        if (b.storage() instanceof PackedInt4 p) {
+            free(p.packed());
+            free(p.scales());
+            return;
+        }
+        bind();
+        if (b.offset() != 0) {
+            throw new IllegalArgumentException("free takes a whole allocation, not a slice");
+        }
+        Cuda.check(cudaFree(ptr(b)), "cudaFree");
     }
-  }
 
-  /** Bytes of the INT4 dequantisation scratch now (it only grows, to the largest tile a GEMM has needed). */
-  public long int4ScratchBytes() {
-    return int4ScratchBytes;
-  }
-
-  /** x's first elems values split into parts BF16 arrays (scratch, valid until the next GEMM). */
-  private DevicePointer[] split(Buf x, long elems, int parts) {
-    long need = parts * elems;
-    if (bf16ScratchElems < need) {
-      if (bf16Scratch != null) {
-        Cuda.check(cudaFree(bf16Scratch), "cudaFree");
-      }
-      bf16ScratchElems = Math.max(need, 2 * bf16ScratchElems);
-      bf16Scratch = new Pointer();
-      Cuda.check(cudaMalloc(bf16Scratch, bf16ScratchElems * 2), "cudaMalloc(BF16 GEMM scratch)");
+    @Override
+    public void zero(Buf b) {
+        bind();
+        Cuda.check(cudaMemset(ptr(b), 0, b.bytes()), "cudaMemset");
     }
-    DevicePointer[] p = new DevicePointer[3];
-    for (int i = 0; i < 3; i++) {
-      p[i] = new DevicePointer(bf16Scratch.address() + Math.min(i, parts - 1) * elems * 2);
+
+    @Override
+    public void write(Buf dst, float[] src, int off, int n) {
+        dst.need(Buf.Kind.F32, n, "write");
+        bind();
+        stageF = grow(stageF, n);
+        stageF.put(src, off, n);
+        Cuda.check(cudaMemcpy(ptr(dst), stageF, (long) n * 4, cudaMemcpyHostToDevice), "cudaMemcpy to device");
     }
-    kernels.launch("split_bf16", grid(elems), 1, BLOCK, 0, x, p[0], p[1], p[2], parts, elems);
-    return p;
-  }
 
-  /**
-   * With {@link #BATCHED_EXPERTS}, BF16 groups at a uniform stride run as cuBLAS batched GEMMs (cublasGemmBatchedEx:
-   * BF16 in, fp32 out, fp32 compute; the grouped API, cublasGemmGroupedBatchedEx, refused that type combination
-   * with status 15 on the device check); other layouts, FP32 weights, and the default run one GEMM per group.
-   */
-  @Override
-  public void gemmGrouped(Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
-    if (groups == 0) {
-      return;
+    @Override
+    public void write(Buf dst, int[] src, int off, int n) {
+        dst.need(Buf.Kind.I32, n, "write");
+        bind();
+        stageI = grow(stageI, n);
+        stageI.put(src, off, n);
+        Cuda.check(cudaMemcpy(ptr(dst), stageI, (long) n * 4, cudaMemcpyHostToDevice), "cudaMemcpy to device");
     }
-    bind();
-    // FP32 weights run one GEMM per group: the grouped call hit an illegal address on the device check's
-    // first FP32 forward (the BF16 modes ran it cleanly), and FP32 is the slow reference mode anyway.
-    if (BATCHED_EXPERTS && w[0].kind() == Buf.Kind.BF16 && !"refused".equals(groupedStatus)) {
-      int status = grouped(x, rowStart, rows, groups, k, w, n, y, precision);
-      if (status == 0) {
-        groupedStatus = "batched";
-        return;
-      }
-      if (status > 0) {
-        groupedStatus = "refused";
-        groupedDetail = "cublasGemmBatchedEx refused (cuBLAS status " + status + "): one GEMM per expert from then on";
-      }
+
+    @Override
+    public void read(Buf src, float[] dst, int off, int n) {
+        src.need(Buf.Kind.F32, n, "read");
+        bind();
+        stageF = grow(stageF, n);
+        Cuda.check(cudaMemcpy(stageF, ptr(src), (long) n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+        stageF.get(dst, off, n);
     }
-    for (int g = 0; g < groups; g++) {
-      gemm(x.slice((long) rowStart[g] * k, (long) rows[g] * k), rows[g], k, w[g], n, y.slice((long) rowStart[g] * n, (long) rows[g] * n),
-          precision);
+
+    @Override
+    public void read(Buf src, int[] dst, int off, int n) {
+        src.need(Buf.Kind.I32, n, "read");
+        bind();
+        stageI = grow(stageI, n);
+        Cuda.check(cudaMemcpy(stageI, ptr(src), (long) n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+        stageI.get(dst, off, n);
     }
-  }
 
-  /**
-   * How grouped GEMMs ran last here: "batched" (one cuBLAS batched GEMM per part), "refused" (with the reason:
-   * cuBLAS declined, so every group runs alone), or null when none ran batched yet.
-   */
-  public String groupedStatus() {
-    return groupedDetail != null ? groupedDetail : groupedStatus;
-  }
-
-  /**
-   * Groups laid out at a uniform stride (rowStart[g] = rowStart[0] + g · capacity, rows[g] &lt;= capacity) run as one
-   * cuBLAS batched GEMM per input part over capacity rows each (rows past a group's count are padding whose
-   * outputs nobody reads). Returns a cuBLAS status, or -1 when the layout is not uniform.
-   */
-  private int grouped(Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
-    int capacity = groups == 1 ? rows[0] : rowStart[1] - rowStart[0];
-    for (int g = 0; g < groups; g++) {
-      if (rowStart[g] != rowStart[0] + g * capacity || rows[g] > capacity) {
-        return -1;
-      }
+    private static FloatPointer grow(FloatPointer p, long n) {
+        if (p.capacity() >= n) {
+            return p.position(0);
+        }
+        p.close();
+        return new FloatPointer(Math.max(n, 2 * p.capacity()));
     }
-    int parts = Math.max(1, precision.inputParts());
-    DevicePointer[] in = split(x.slice((long) rowStart[0] * k, (long) groups * capacity * k), (long) groups * capacity * k, parts);
-    // Pointer arrays on the device: per part, A (weights), B (that part's rows), C (output rows).
-    long[] ptrs = new long[3 * groups * parts];
-    for (int p = 0; p < parts; p++) {
-      for (int g = 0; g < groups; g++) {
-        ptrs[(3 * p) * groups + g] = ptr(w[g]).address();
-        ptrs[(3 * p + 1) * groups + g] = in[p].address() + (long) g * capacity * k * 2;
-        ptrs[(3 * p + 2) * groups + g] = ptr(y).address() + ((long) rowStart[0] + (long) g * capacity) * n * 4;
-      }
+
+    private static IntPointer grow(IntPointer p, long n) {
+        if (p.capacity() >= n) {
+            return p.position(0);
+        }
+        p.close();
+        return new IntPointer(Math.max(n, 2 * p.capacity()));
     }
-    if (ptrDevElems < ptrs.length) {
-      if (ptrDev != null) {
-        Cuda.check(cudaFree(ptrDev), "cudaFree");
-      }
-      ptrDevElems = Math.max(ptrs.length, 2 * ptrDevElems);
-      ptrDev = new Pointer();
-      Cuda.check(cudaMalloc(ptrDev, ptrDevElems * 8), "cudaMalloc(batched GEMM pointers)");
+
+    /** A device array of device pointers, as the void** argument cuBLAS reads it from. */
+    private static PointerPointer<Pointer> deviceArray(long address) {
+        return new PointerPointer<>(new DevicePointer(address));
     }
-    stageL = grow(stageL, ptrs.length);
-    stageL.put(ptrs, 0, ptrs.length);
-    Cuda.check(cudaMemcpy(ptrDev, stageL, ptrs.length * 8L, cudaMemcpyHostToDevice), "cudaMemcpy batched GEMM pointers");
-    for (int p = 0; p < parts; p++) {
-      long base = ptrDev.address() + 3L * p * groups * 8;
-      // The arrays go in as PointerPointer views of device memory: JavaCPP's plain-Pointer overload of a void**
-      // parameter passes the address of a host copy of the pointer (by pointer-to-pointer), not the array.
-      int status = cublasGemmBatchedEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, capacity, k, one, deviceArray(base), CUDA_R_16BF, k,
-          deviceArray(base + groups * 8L), CUDA_R_16BF, k, p == 0 ? zero : one, deviceArray(base + 2L * groups * 8), CUDA_R_32F, n, groups,
-          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-      if (status != 0) {
-        return status;
-      }
+
+    private static LongPointer grow(LongPointer p, long n) {
+        if (p.capacity() >= n) {
+            return p.position(0);
+        }
+        p.close();
+        return new LongPointer(Math.max(n, 2 * p.capacity()));
     }
-    return 0;
-  }
 
-  @Override
-  public boolean batchesGroups() {
-    return BATCHED_EXPERTS;
-  }
-
-  @Override
-  public void moeCombine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf y) {
-    bind();
-    kernels.launch("moe_combine", tokens, 1, BLOCK, 0, ye, slot, weights, topK, width, y);
-  }
-
-  private void bf16Gemm(int m, int k, Buf w, int n, Buf y, DevicePointer xb, FloatPointer beta) {
-    Cuda.checkBlas(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, one, ptr(w), CUDA_R_16BF, k, xb, CUDA_R_16BF, k, beta,
-        ptr(y), CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), "cublasGemmEx BF16 " + m + "x" + k + "x" + n);
-  }
-
-  private static int grid(long n) {
-    return (int) Math.max(1, Math.min((n + BLOCK - 1) / BLOCK, 132L * 16));
-  }
-
-  @Override
-  public void rmsNorm(Buf x, int rows, int stride, int offset, int dim, Buf weight, float eps, Buf out) {
-    out.need(Buf.Kind.F32, (long) rows * dim, "rmsNorm out");
-    bind();
-    kernels.launch("rms_norm", rows, 1, BLOCK, 0, x, stride, offset, dim, weight, eps, out);
-  }
-
-  @Override
-  public void rope(Buf x, int rows, int heads, int rowStride, int headStride, int offset, int ropeDim, Buf positions, Buf cosSin) {
-    bind();
-    kernels.launch("rope", rows, 1, 128, 0, x, heads, rowStride, headStride, offset, ropeDim, positions, cosSin);
-  }
-
-  @Override
-  public void copyCols(Buf src, int rows, int srcStride, int srcOff, int width, Buf dst, int dstStride, int dstOff) {
-    bind();
-    kernels.launch("copy_cols", rows, 1, BLOCK, 0, src, srcStride, srcOff, width, dst, dstStride, dstOff);
-  }
-
-  @Override
-  public void add(Buf x, Buf y, long n) {
-    bind();
-    kernels.launch("add_inplace", grid(n), 1, BLOCK, 0, x, y, n);
-  }
-
-  @Override
-  public void swiglu(Buf gu, int rows, int inter, Buf out) {
-    bind();
-    kernels.launch("swiglu", rows, 1, BLOCK, 0, gu, inter, out);
-  }
-
-  @Override
-  public void gatherRows(Buf x, Buf rows, int n, int width, Buf out) {
-    bind();
-    kernels.launch(x.kind() == Buf.Kind.BF16 ? "gather_rows_bf16" : "gather_rows", n, 1, BLOCK, 0, x, rows, width, out);
-  }
-
-  @Override
-  public void mlaAttention(Buf q, Buf kv, Buf kPe, Buf keyStart, Buf keyLen, Buf tiles, int numTiles, int t, int heads, int qkNope,
-      int qkRope, int vHead, float scale, Buf out) {
-    bind();
-    if (qkNope + qkRope > ATTN_MAX_QK || vHead > ATTN_MAX_V) {
-      throw new IllegalArgumentException("the CUDA attention kernel takes q_head_dim up to " + ATTN_MAX_QK + " and v_head_dim up to "
-          + ATTN_MAX_V + ", the model has " + (qkNope + qkRope) + " and " + vHead);
+    private static ShortPointer grow(ShortPointer p, long n) {
+        if (p.capacity() >= n) {
+            return p.position(0);
+        }
+        p.close();
+        return new ShortPointer(Math.max(n, 2 * p.capacity()));
     }
-    kernels.launch("mla_attention", numTiles, heads, ATTN_THREADS, 0, q, kv, kPe, keyStart, keyLen, tiles, heads, qkNope, qkRope, vHead,
-        scale, out);
-  }
 
-  @Override
-  public void moeRoute(Buf logits, Buf bias, int t, RouterShape r, Buf experts, Buf weights) {
-    if (r.nRoutedExperts() > 512 || r.nGroup() > 64) {
-      throw new IllegalArgumentException("the CUDA router takes up to 512 experts in up to 64 groups; the model has "
-          + r.nRoutedExperts() + " in " + r.nGroup());
+    /** Decodes the weight a block of rows at a time (FP8 or INT4 scales applied) and uploads it in the precision's dtype. */
+    @Override
+    public Buf denseWeight(GemmPrecision precision, Linear... stacked) {
+        long total = 0;
+        for (Linear w : stacked) {
+            total += (long) w.out() * w.in();
+        }
+        Buf b = alloc(precision.bf16Weights() ? Buf.Kind.BF16 : Buf.Kind.F32, total);
+        long at = 0;
+        for (Linear w : stacked) {
+            upload(w, precision, b.slice(at, (long) w.out() * w.in()));
+            at += (long) w.out() * w.in();
+        }
+        return b;
     }
-    bind();
-    kernels.launch("moe_route", (t + 127) / 128, 1, 128, 0, logits, bias, t, r.nRoutedExperts(), r.numExpertsPerTok(), r.nGroup(),
-        r.topkGroup(), r.normTopkProb() ? 1 : 0, r.routedScalingFactor(), experts, weights);
-  }
 
-  @Override
-  public void logSoftmaxStats(Buf logits, int rows, int vocab, Buf targets, Buf stats) {
-    bind();
-    kernels.launch("log_softmax_stats", rows, 1, BLOCK, 0, logits, vocab, targets, stats);
-  }
+    private void upload(Linear w, GemmPrecision precision, Buf b) {
+        int in = w.in();
+        int rowsPerBlock = Math.max(1, (4 << 20) / in);
+        float[] rows = new float[rowsPerBlock * in];
+        short[] bf16 = precision.bf16Weights() ? new short[rows.length] : null;
+        for (int r0 = 0; r0 < w.out(); r0 += rowsPerBlock) {
+            int n = Math.min(rowsPerBlock, w.out() - r0);
+            for (int r = 0; r < n; r++) {
+                w.row(r0 + r, 0, in, rows, r * in);
+            }
+            int elems = n * in;
+            long at = (long) r0 * in;
+            if (bf16 != null) {
+                for (int i = 0; i < elems; i++) {
+                    bf16[i] = NumberFormats.floatToBf16(rows[i]);
+                }
+                stageS = grow(stageS, elems);
+                stageS.put(bf16, 0, elems);
+                Cuda.check(
+                        cudaMemcpy(ptr(b.slice(at, elems)), stageS, elems * 2L, cudaMemcpyHostToDevice),
+                        "cudaMemcpy weight " + w.name());
+            } else {
+                write(b.slice(at, elems), rows, 0, elems);
+            }
+        }
+    }
 
-  @Override
-  public void synchronize() {
-    bind();
-    Cuda.check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-  }
+    @Override
+    public Buf weight(float[] w, GemmPrecision precision) {
+        if (!precision.bf16Weights()) {
+            return upload(w);
+        }
+        Buf b = alloc(Buf.Kind.BF16, w.length);
+        short[] bf16 = new short[w.length];
+        for (int i = 0; i < w.length; i++) {
+            bf16[i] = NumberFormats.floatToBf16(w[i]);
+        }
+        bind();
+        stageS = grow(stageS, w.length);
+        stageS.put(bf16, 0, w.length);
+        Cuda.check(cudaMemcpy(ptr(b), stageS, w.length * 2L, cudaMemcpyHostToDevice), "cudaMemcpy weight");
+        return b;
+    }
 
-  @Override
-  public void close() {
-    bind();
-    cublasDestroy_v2(cublas);
-    if (bf16Scratch != null) {
-      cudaFree(bf16Scratch);
-    }
-    if (ptrDev != null) {
-      cudaFree(ptrDev);
-    }
-    if (int4Scratch != null) {
-      cudaFree(int4Scratch);
-    }
-    kernels.close();
-    one.close();
-    zero.close();
-    stageF.close();
-    stageI.close();
-    stageS.close();
-    stageL.close();
-  }
+    // --- Kernels
 
-  static DevicePointer ptr(Buf b) {
-    if (!(b.storage() instanceof DevicePointer base)) {
-      throw new IllegalArgumentException("not a buffer of a CUDA device");
+    @Override
+    public void gemm(Buf x, int m, int k, Buf w, int n, Buf y, GemmPrecision precision) {
+        if (m == 0) {
+            return;
+        }
+        x.need(Buf.Kind.F32, (long) m * k, "gemm x");
+        y.need(Buf.Kind.F32, (long) m * n, "gemm y");
+        if (w.storage() instanceof PackedInt4 p) {
+            int4Gemm(x, m, k, p, n, y, precision);
+            return;
+        }
+        w.need(w.kind(), (long) n * k, "gemm w");
+        bind();
+        // Row-major y[m, n] = x[m, k] · w[n, k]ᵀ is column-major yᵀ[n, m] = w[k, n]ᵀ · xᵀ[k, m].
+        if (w.kind() == Buf.Kind.BF16) {
+            // x ≈ p0 + p1 + p2 in BF16; y = w·p0, then y += w·p1, y += w·p2 (beta = 1).
+            int parts = Math.max(1, precision.inputParts());
+            DevicePointer[] p = split(x, (long) m * k, parts);
+            for (int i = 0; i < parts; i++) {
+                bf16Gemm(m, k, w, n, y, p[i], i == 0 ? zero : one);
+            }
+        } else {
+            Cuda.checkBlas(
+                    cublasGemmEx(
+                            cublas,
+                            CUBLAS_OP_T,
+                            CUBLAS_OP_N,
+                            n,
+                            m,
+                            k,
+                            one,
+                            ptr(w),
+                            CUDA_R_32F,
+                            k,
+                            ptr(x),
+                            CUDA_R_32F,
+                            k,
+                            zero,
+                            ptr(y),
+                            CUDA_R_32F,
+                            n,
+                            CUBLAS_COMPUTE_32F_PEDANTIC,
+                            CUBLAS_GEMM_DEFAULT),
+                    "cublasGemmEx FP32 " + m + "x" + k + "x" + n);
+        }
     }
-    return b.offset() == 0 ? base : new DevicePointer(base.address() + b.offset() * b.kind().bytes());
-  }
+
+    /**
+     * The INT4 GEMM ({@link PackedInt4}): per tile of weight rows, int4_dequant_f32 or int4_dequant_bf16 into the
+     * dequantisation scratch, then the plan's cuBLAS GEMMs into that tile's columns of y (ldc n), the first with beta 0.
+     */
+    private void int4Gemm(Buf x, int m, int k, PackedInt4 w, int n, Buf y, GemmPrecision precision) {
+        w.check(n, k);
+        bind();
+        PackedInt4.Plan plan = w.plan(precision);
+        int tileRows = PackedInt4.tileRows(n, k);
+        long tileElems = (long) tileRows * k;
+        long loAt = (tileElems * 2 + 255) / 256 * 256; // lo after hi, 256-byte aligned for the tensor-core GEMMs
+        long need = plan.loParts() > 0 ? loAt + tileElems * 2 : plan.scratchBytes(tileElems);
+        if (int4ScratchBytes < need) {
+            if (int4Scratch != null) {
+                Cuda.check(cudaFree(int4Scratch), "cudaFree");
+            }
+            int4Scratch = new Pointer();
+            Cuda.check(cudaMalloc(int4Scratch, need), "cudaMalloc(INT4 dequantisation scratch, " + need + " bytes)");
+            int4ScratchBytes = need;
+        }
+        DevicePointer tile = new DevicePointer(int4Scratch.address());
+        DevicePointer lo = new DevicePointer(int4Scratch.address() + loAt);
+        DevicePointer[] parts = plan.fp32() ? null : split(x, (long) m * k, plan.hiParts());
+        int scaleBf16 = w.scales().kind() == Buf.Kind.BF16 ? 1 : 0;
+        for (int r0 = 0; r0 < n; r0 += tileRows) {
+            int nb = Math.min(tileRows, n - r0);
+            long elems = (long) nb * k;
+            DevicePointer yTile = new DevicePointer(ptr(y).address() + 4L * r0);
+            if (plan.fp32()) {
+                kernels.launch(
+                        "int4_dequant_f32",
+                        grid(elems),
+                        1,
+                        BLOCK,
+                        0,
+                        w.packed(),
+                        w.scales(),
+                        scaleBf16,
+                        w.wordsPerRow(),
+                        w.groupsPerRow(),
+                        w.groupSize(),
+                        k,
+                        (long) r0,
+                        elems,
+                        tile);
+                Cuda.checkBlas(
+                        cublasGemmEx(
+                                cublas,
+                                CUBLAS_OP_T,
+                                CUBLAS_OP_N,
+                                nb,
+                                m,
+                                k,
+                                one,
+                                tile,
+                                CUDA_R_32F,
+                                k,
+                                ptr(x),
+                                CUDA_R_32F,
+                                k,
+                                zero,
+                                yTile,
+                                CUDA_R_32F,
+                                n,
+                                CUBLAS_COMPUTE_32F_PEDANTIC,
+                                CUBLAS_GEMM_DEFAULT),
+                        "cublasGemmEx INT4 FP32 " + m + "x" + k + "x" + nb);
+                continue;
+            }
+            kernels.launch(
+                    "int4_dequant_bf16",
+                    grid(elems),
+                    1,
+                    BLOCK,
+                    0,
+                    w.packed(),
+                    w.scales(),
+                    scaleBf16,
+                    w.wordsPerRow(),
+                    w.groupsPerRow(),
+                    w.groupSize(),
+                    k,
+                    (long) r0,
+                    elems,
+                    tile,
+                    lo,
+                    plan.loParts() > 0 ? 1 : 0);
+            for (int i = 0; i < plan.hiParts() + plan.loParts(); i++) {
+                DevicePointer a = i < plan.hiParts() ? tile : lo;
+                DevicePointer b = parts[i < plan.hiParts() ? i : i - plan.hiParts()];
+                Cuda.checkBlas(
+                        cublasGemmEx(
+                                cublas,
+                                CUBLAS_OP_T,
+                                CUBLAS_OP_N,
+                                nb,
+                                m,
+                                k,
+                                one,
+                                a,
+                                CUDA_R_16BF,
+                                k,
+                                b,
+                                CUDA_R_16BF,
+                                k,
+                                i == 0 ? zero : one,
+                                yTile,
+                                CUDA_R_32F,
+                                n,
+                                CUBLAS_COMPUTE_32F,
+                                CUBLAS_GEMM_DEFAULT),
+                        "cublasGemmEx INT4 BF16 " + m + "x" + k + "x" + nb);
+            }
+        }
+    }
+
+    /** Bytes of the INT4 dequantisation scratch now (it only grows, to the largest tile a GEMM has needed). */
+    public long int4ScratchBytes() {
+        return int4ScratchBytes;
+    }
+
+    /** x's first elems values split into parts BF16 arrays (scratch, valid until the next GEMM). */
+    private DevicePointer[] split(Buf x, long elems, int parts) {
+        long need = parts * elems;
+        if (bf16ScratchElems < need) {
+            if (bf16Scratch != null) {
+                Cuda.check(cudaFree(bf16Scratch), "cudaFree");
+            }
+            bf16ScratchElems = Math.max(need, 2 * bf16ScratchElems);
+            bf16Scratch = new Pointer();
+            Cuda.check(cudaMalloc(bf16Scratch, bf16ScratchElems * 2), "cudaMalloc(BF16 GEMM scratch)");
+        }
+        DevicePointer[] p = new DevicePointer[3];
+        for (int i = 0; i < 3; i++) {
+            p[i] = new DevicePointer(bf16Scratch.address() + Math.min(i, parts - 1) * elems * 2);
+        }
+        kernels.launch("split_bf16", grid(elems), 1, BLOCK, 0, x, p[0], p[1], p[2], parts, elems);
+        return p;
+    }
+
+    /**
+     * With {@link #BATCHED_EXPERTS}, BF16 groups at a uniform stride run as cuBLAS batched GEMMs (cublasGemmBatchedEx:
+     * BF16 in, fp32 out, fp32 compute; the grouped API, cublasGemmGroupedBatchedEx, refused that type combination
+     * with status 15 on the device check); other layouts, FP32 weights, and the default run one GEMM per group.
+     */
+    @Override
+    public void gemmGrouped(
+            Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
+        if (groups == 0) {
+            return;
+        }
+        bind();
+        // FP32 weights run one GEMM per group: the grouped call hit an illegal address on the device check's
+        // first FP32 forward (the BF16 modes ran it cleanly), and FP32 is the slow reference mode anyway.
+        if (BATCHED_EXPERTS && w[0].kind() == Buf.Kind.BF16 && !"refused".equals(groupedStatus)) {
+            int status = grouped(x, rowStart, rows, groups, k, w, n, y, precision);
+            if (status == 0) {
+                groupedStatus = "batched";
+                return;
+            }
+            if (status > 0) {
+                groupedStatus = "refused";
+                groupedDetail =
+                        "cublasGemmBatchedEx refused (cuBLAS status " + status + "): one GEMM per expert from then on";
+            }
+        }
+        for (int g = 0; g < groups; g++) {
+            gemm(
+                    x.slice((long) rowStart[g] * k, (long) rows[g] * k),
+                    rows[g],
+                    k,
+                    w[g],
+                    n,
+                    y.slice((long) rowStart[g] * n, (long) rows[g] * n),
+                    precision);
+        }
+    }
+
+    /**
+     * How grouped GEMMs ran last here: "batched" (one cuBLAS batched GEMM per part), "refused" (with the reason:
+     * cuBLAS declined, so every group runs alone), or null when none ran batched yet.
+     */
+    public String groupedStatus() {
+        return groupedDetail != null ? groupedDetail : groupedStatus;
+    }
+
+    /**
+     * Groups laid out at a uniform stride (rowStart[g] = rowStart[0] + g · capacity, rows[g] &lt;= capacity) run as one
+     * cuBLAS batched GEMM per input part over capacity rows each (rows past a group's count are padding whose
+     * outputs nobody reads). Returns a cuBLAS status, or -1 when the layout is not uniform.
+     */
+    private int grouped(
+            Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
+        int capacity = groups == 1 ? rows[0] : rowStart[1] - rowStart[0];
+        for (int g = 0; g < groups; g++) {
+            if (rowStart[g] != rowStart[0] + g * capacity || rows[g] > capacity) {
+                return -1;
+            }
+        }
+        int parts = Math.max(1, precision.inputParts());
+        DevicePointer[] in = split(
+                x.slice((long) rowStart[0] * k, (long) groups * capacity * k), (long) groups * capacity * k, parts);
+        // Pointer arrays on the device: per part, A (weights), B (that part's rows), C (output rows).
+        long[] ptrs = new long[3 * groups * parts];
+        for (int p = 0; p < parts; p++) {
+            for (int g = 0; g < groups; g++) {
+                ptrs[(3 * p) * groups + g] = ptr(w[g]).address();
+                ptrs[(3 * p + 1) * groups + g] = in[p].address() + (long) g * capacity * k * 2;
+                ptrs[(3 * p + 2) * groups + g] = ptr(y).address() + ((long) rowStart[0] + (long) g * capacity) * n * 4;
+            }
+        }
+        if (ptrDevElems < ptrs.length) {
+            if (ptrDev != null) {
+                Cuda.check(cudaFree(ptrDev), "cudaFree");
+            }
+            ptrDevElems = Math.max(ptrs.length, 2 * ptrDevElems);
+            ptrDev = new Pointer();
+            Cuda.check(cudaMalloc(ptrDev, ptrDevElems * 8), "cudaMalloc(batched GEMM pointers)");
+        }
+        stageL = grow(stageL, ptrs.length);
+        stageL.put(ptrs, 0, ptrs.length);
+        Cuda.check(
+                cudaMemcpy(ptrDev, stageL, ptrs.length * 8L, cudaMemcpyHostToDevice),
+                "cudaMemcpy batched GEMM pointers");
+        for (int p = 0; p < parts; p++) {
+            long base = ptrDev.address() + 3L * p * groups * 8;
+            // The arrays go in as PointerPointer views of device memory: JavaCPP's plain-Pointer overload of a void**
+            // parameter passes the address of a host copy of the pointer (by pointer-to-pointer), not the array.
+            int status = cublasGemmBatchedEx(
+                    cublas,
+                    CUBLAS_OP_T,
+                    CUBLAS_OP_N,
+                    n,
+                    capacity,
+                    k,
+                    one,
+                    deviceArray(base),
+                    CUDA_R_16BF,
+                    k,
+                    deviceArray(base + groups * 8L),
+                    CUDA_R_16BF,
+                    k,
+                    p == 0 ? zero : one,
+                    deviceArray(base + 2L * groups * 8),
+                    CUDA_R_32F,
+                    n,
+                    groups,
+                    CUBLAS_COMPUTE_32F,
+                    CUBLAS_GEMM_DEFAULT);
+            if (status != 0) {
+                return status;
+            }
+        }
+        return 0;
+    }
+
+    @Override
+    public boolean batchesGroups() {
+        return BATCHED_EXPERTS;
+    }
+
+    @Override
+    public void moeCombine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf y) {
+        bind();
+        kernels.launch("moe_combine", tokens, 1, BLOCK, 0, ye, slot, weights, topK, width, y);
+    }
+
+    private void bf16Gemm(int m, int k, Buf w, int n, Buf y, DevicePointer xb, FloatPointer beta) {
+        Cuda.checkBlas(
+                cublasGemmEx(
+                        cublas,
+                        CUBLAS_OP_T,
+                        CUBLAS_OP_N,
+                        n,
+                        m,
+                        k,
+                        one,
+                        ptr(w),
+                        CUDA_R_16BF,
+                        k,
+                        xb,
+                        CUDA_R_16BF,
+                        k,
+                        beta,
+                        ptr(y),
+                        CUDA_R_32F,
+                        n,
+                        CUBLAS_COMPUTE_32F,
+                        CUBLAS_GEMM_DEFAULT),
+                "cublasGemmEx BF16 " + m + "x" + k + "x" + n);
+    }
+
+    private static int grid(long n) {
+        return (int) Math.max(1, Math.min((n + BLOCK - 1) / BLOCK, 132L * 16));
+    }
+
+    @Override
+    public void rmsNorm(Buf x, int rows, int stride, int offset, int dim, Buf weight, float eps, Buf out) {
+        out.need(Buf.Kind.F32, (long) rows * dim, "rmsNorm out");
+        bind();
+        kernels.launch("rms_norm", rows, 1, BLOCK, 0, x, stride, offset, dim, weight, eps, out);
+    }
+
+    @Override
+    public void rope(
+            Buf x,
+            int rows,
+            int heads,
+            int rowStride,
+            int headStride,
+            int offset,
+            int ropeDim,
+            Buf positions,
+            Buf cosSin) {
+        bind();
+        kernels.launch("rope", rows, 1, 128, 0, x, heads, rowStride, headStride, offset, ropeDim, positions, cosSin);
+    }
+
+    @Override
+    public void copyCols(Buf src, int rows, int srcStride, int srcOff, int width, Buf dst, int dstStride, int dstOff) {
+        bind();
+        kernels.launch("copy_cols", rows, 1, BLOCK, 0, src, srcStride, srcOff, width, dst, dstStride, dstOff);
+    }
+
+    @Override
+    public void add(Buf x, Buf y, long n) {
+        bind();
+        kernels.launch("add_inplace", grid(n), 1, BLOCK, 0, x, y, n);
+    }
+
+    @Override
+    public void swiglu(Buf gu, int rows, int inter, Buf out) {
+        bind();
+        kernels.launch("swiglu", rows, 1, BLOCK, 0, gu, inter, out);
+    }
+
+    @Override
+    public void gatherRows(Buf x, Buf rows, int n, int width, Buf out) {
+        bind();
+        kernels.launch(
+                x.kind() == Buf.Kind.BF16 ? "gather_rows_bf16" : "gather_rows", n, 1, BLOCK, 0, x, rows, width, out);
+    }
+
+    @Override
+    public void mlaAttention(
+            Buf q,
+            Buf kv,
+            Buf kPe,
+            Buf keyStart,
+            Buf keyLen,
+            Buf tiles,
+            int numTiles,
+            int t,
+            int heads,
+            int qkNope,
+            int qkRope,
+            int vHead,
+            float scale,
+            Buf out) {
+        bind();
+        if (qkNope + qkRope > ATTN_MAX_QK || vHead > ATTN_MAX_V) {
+            throw new IllegalArgumentException("the CUDA attention kernel takes q_head_dim up to " + ATTN_MAX_QK
+                    + " and v_head_dim up to " + ATTN_MAX_V + ", the model has " + (qkNope + qkRope) + " and " + vHead);
+        }
+        kernels.launch(
+                "mla_attention",
+                numTiles,
+                heads,
+                ATTN_THREADS,
+                0,
+                q,
+                kv,
+                kPe,
+                keyStart,
+                keyLen,
+                tiles,
+                heads,
+                qkNope,
+                qkRope,
+                vHead,
+                scale,
+                out);
+    }
+
+    @Override
+    public void moeRoute(Buf logits, Buf bias, int t, RouterShape r, Buf experts, Buf weights) {
+        if (r.nRoutedExperts() > 512 || r.nGroup() > 64) {
+            throw new IllegalArgumentException(
+                    "the CUDA router takes up to 512 experts in up to 64 groups; the model has " + r.nRoutedExperts()
+                            + " in " + r.nGroup());
+        }
+        bind();
+        kernels.launch(
+                "moe_route",
+                (t + 127) / 128,
+                1,
+                128,
+                0,
+                logits,
+                bias,
+                t,
+                r.nRoutedExperts(),
+                r.numExpertsPerTok(),
+                r.nGroup(),
+                r.topkGroup(),
+                r.normTopkProb() ? 1 : 0,
+                r.routedScalingFactor(),
+                experts,
+                weights);
+    }
+
+    @Override
+    public void logSoftmaxStats(Buf logits, int rows, int vocab, Buf targets, Buf stats) {
+        bind();
+        kernels.launch("log_softmax_stats", rows, 1, BLOCK, 0, logits, vocab, targets, stats);
+    }
+
+    @Override
+    public void synchronize() {
+        bind();
+        Cuda.check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    }
+
+    @Override
+    public void close() {
+        bind();
+        cublasDestroy_v2(cublas);
+        if (bf16Scratch != null) {
+            cudaFree(bf16Scratch);
+        }
+        if (ptrDev != null) {
+            cudaFree(ptrDev);
+        }
+        if (int4Scratch != null) {
+            cudaFree(int4Scratch);
+        }
+        kernels.close();
+        one.close();
+        zero.close();
+        stageF.close();
+        stageI.close();
+        stageS.close();
+        stageL.close();
+    }
+
+    static DevicePointer ptr(Buf b) {
+        if (!(b.storage() instanceof DevicePointer base)) {
+            throw new IllegalArgumentException("not a buffer of a CUDA device");
+        }
+        return b.offset() == 0
+                ? base
+                : new DevicePointer(base.address() + b.offset() * b.kind().bytes());
+    }
 }
