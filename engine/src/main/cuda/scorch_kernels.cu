@@ -232,10 +232,10 @@ extern "C" __global__ void moe_combine(const float* ye, const int* slot, const f
   }
 }
 
-// noaux_tc router, one thread per token, as dev.scorch.engine.model.MoeRouter: sigmoid scores; choice = score +
-// bias; keep the topk_group groups with the largest top-2 sum; top_k experts by choice (lowest index wins ties);
-// weights are the chosen scores, normalised when norm_topk_prob, times routed_scaling_factor. experts/weights
-// [T, top_k] in ascending expert id.
+// noaux_tc router, one thread per token, line by line dev.scorch.engine.model.NoauxTcRouter (the one router every
+// backend runs): sigmoid scores in double rounded to float; choice = score + bias; keep the topk_group groups with the
+// largest top-2 sum (-inf to start); top_k experts by choice (lowest index wins ties); weights are the chosen scores,
+// normalised when norm_topk_prob, times routed_scaling_factor. experts/weights [T, top_k] in ascending expert id.
 extern "C" __global__ void moe_route(const float* logits, const float* bias, int t, int n_experts, int top_k, int n_group,
                                      int topk_group, int norm_topk_prob, float routed_scaling_factor, int* experts,
                                      float* weights) {
@@ -246,14 +246,14 @@ extern "C" __global__ void moe_route(const float* logits, const float* bias, int
   bool chosen[MAX_EXPERTS];
   int per_group = n_experts / n_group;
   for (int e = 0; e < n_experts; e++) {
-    scores[e] = 1.f / (1.f + expf(-logits[(long)i * n_experts + e]));
+    scores[e] = (float)(1.0 / (1.0 + exp(-(double)logits[(long)i * n_experts + e])));
     choice[e] = scores[e] + bias[e];
     chosen[e] = false;
   }
   float group_score[64];
   bool keep[64];
   for (int g = 0; g < n_group; g++) {
-    float best = -FLT_MAX, second = -FLT_MAX;
+    float best = -INFINITY, second = -INFINITY;
     for (int e = g * per_group; e < (g + 1) * per_group; e++) {
       if (choice[e] > best) { second = best; best = choice[e]; }
       else if (choice[e] > second) second = choice[e];

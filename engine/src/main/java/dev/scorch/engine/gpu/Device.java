@@ -1,6 +1,7 @@
 package dev.scorch.engine.gpu;
 
 import dev.scorch.engine.kernels.Linear;
+import dev.scorch.engine.model.RouterShape;
 
 /**
  * The GPU backend's seam: memory and the kernels {@link GpuModel} runs, on one device. {@code cuda.CudaDevice}

@@ -1,6 +1,7 @@
 package dev.scorch.engine.gpu;
 
 import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.model.RouterShape;
 
 /**
  * DeepseekV3MoE on a device: the noaux_tc router (its gate in fp32), routed experts as grouped GEMMs over their

@@ -2,6 +2,8 @@ package dev.scorch.engine.gpu;
 
 import dev.scorch.engine.checkpoint.NumberFormats;
 import dev.scorch.engine.kernels.Linear;
+import dev.scorch.engine.model.NoauxTcRouter;
+import dev.scorch.engine.model.RouterShape;
 import dev.scorch.engine.scoring.LogSoftmax;
 
 /**
@@ -438,73 +440,18 @@ public final class HostDevice implements Device {
 
     @Override
     public void moeRoute(Buf logits, Buf bias, int t, RouterShape r, Buf experts, Buf weights) {
-        int n = r.nRoutedExperts();
-        int topK = r.numExpertsPerTok();
-        int perGroup = n / r.nGroup();
-        float[] ls = floats(logits);
-        float[] bs = floats(bias);
-        int[] es = ints(experts);
-        float[] ws = floats(weights);
-        float[] scores = new float[n];
-        float[] choice = new float[n];
-        for (int i = 0; i < t; i++) {
-            for (int e = 0; e < n; e++) {
-                scores[e] = 1f / (1f + (float) Math.exp(-ls[off(logits) + i * n + e]));
-                choice[e] = scores[e] + bs[off(bias) + e];
-            }
-            float[] groupScore = new float[r.nGroup()];
-            for (int g = 0; g < r.nGroup(); g++) {
-                float best = -Float.MAX_VALUE;
-                float second = -Float.MAX_VALUE;
-                for (int e = g * perGroup; e < (g + 1) * perGroup; e++) {
-                    if (choice[e] > best) {
-                        second = best;
-                        best = choice[e];
-                    } else if (choice[e] > second) {
-                        second = choice[e];
-                    }
-                }
-                groupScore[g] = perGroup == 1 ? best : best + second;
-            }
-            boolean[] keep = new boolean[r.nGroup()];
-            for (int k = 0; k < r.topkGroup(); k++) {
-                keep[argmax(groupScore, keep)] = true;
-            }
-            for (int e = 0; e < n; e++) {
-                if (!keep[e / perGroup]) {
-                    choice[e] = 0f;
-                }
-            }
-            boolean[] chosen = new boolean[n];
-            for (int k = 0; k < topK; k++) {
-                chosen[argmax(choice, chosen)] = true;
-            }
-            float sum = 0f;
-            for (int e = 0, k = 0; e < n; e++) {
-                if (chosen[e]) {
-                    es[off(experts) + i * topK + k] = e;
-                    ws[off(weights) + i * topK + k++] = scores[e];
-                    sum += scores[e];
-                }
-            }
-            for (int k = 0; k < topK; k++) {
-                float w = ws[off(weights) + i * topK + k];
-                if (topK > 1 && r.normTopkProb()) {
-                    w = w / (sum + 1e-20f);
-                }
-                ws[off(weights) + i * topK + k] = w * r.routedScalingFactor();
-            }
-        }
-    }
-
-    private static int argmax(float[] v, boolean[] taken) {
-        int best = -1;
-        for (int i = 0; i < v.length; i++) {
-            if (!taken[i] && (best < 0 || v[i] > v[best])) {
-                best = i;
-            }
-        }
-        return best;
+        NoauxTcRouter.route(
+                floats(logits),
+                off(logits),
+                floats(bias),
+                off(bias),
+                t,
+                r,
+                ints(experts),
+                off(experts),
+                floats(weights),
+                off(weights),
+                new NoauxTcRouter.Scratch());
     }
 
     @Override

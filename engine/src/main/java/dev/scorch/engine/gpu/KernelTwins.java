@@ -1,6 +1,7 @@
 package dev.scorch.engine.gpu;
 
 import dev.scorch.engine.demo.Int4Groups;
+import dev.scorch.engine.model.RouterShape;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.SplittableRandom;

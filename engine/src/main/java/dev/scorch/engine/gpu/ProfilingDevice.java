@@ -1,6 +1,7 @@
 package dev.scorch.engine.gpu;
 
 import dev.scorch.engine.kernels.Linear;
+import dev.scorch.engine.model.RouterShape;
 import java.util.Map;
 import java.util.TreeMap;
 

@@ -1,6 +1,7 @@
 package dev.scorch.engine.gpu;
 
 import dev.scorch.engine.kernels.Linear;
+import dev.scorch.engine.model.RouterShape;
 
 /**
  * {@link HostDevice} with every linear weight decoded whole into the precision's dtype ({@link Device#denseWeight}):

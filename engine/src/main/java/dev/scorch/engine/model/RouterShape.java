@@ -1,4 +1,4 @@
-package dev.scorch.engine.gpu;
+package dev.scorch.engine.model;
 
 import dev.scorch.engine.config.ModelConfig;
 
