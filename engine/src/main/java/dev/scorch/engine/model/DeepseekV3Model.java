@@ -75,7 +75,7 @@ public final class DeepseekV3Model {
      * routes, when not null, is [moe layer][T * top_k] and receives each token's experts.
      */
     public float[] forward(PackedBatch batch, Ops ops, int[][] routes) {
-        return forward(batch, ops, routes, null, new Workspace());
+        return forward(batch, ops, routes, new Workspace());
     }
 
     /**
@@ -99,7 +99,7 @@ public final class DeepseekV3Model {
      * written; when some cache lacks room, nothing is written and it fails.
      */
     public float[] prefill(PackedBatch batch, KvCache[] caches, Ops ops) {
-        return prefill(batch, caches, ops, null, new Workspace());
+        return prefill(batch, caches, ops, new Workspace());
     }
 
     /** As {@link #prefill(PackedBatch, KvCache[], Ops)} with every activation in ws: the result (at least [T, hidden]) is ws's. */
@@ -252,10 +252,6 @@ public final class DeepseekV3Model {
     }
 
     /**
-     * logits[rows, vocab] = lm_head(hidden rows) for decode rows (tokens that extended a non-empty KV cache):
-     * {@link Ops#matmulDecode}, the logits {@link #decode} returns for such rows.
-     */
-    /**
      * What an InternalError caught around a use of this model's weights means: the JVM's fault of a Java read of a shard
      * that shrank under its mapping, which it may deliver a little after the read, so callers that go on working with the
      * results (the scorer's log-softmax) catch it too. A {@link dev.scorch.engine.checkpoint.CheckpointException} naming
@@ -265,6 +261,10 @@ public final class DeepseekV3Model {
         return checkpoint.readFault(e);
     }
 
+    /**
+     * logits[rows, vocab] = lm_head(hidden rows) for decode rows (tokens that extended a non-empty KV cache):
+     * {@link Ops#matmulDecode}, the logits {@link #decode} returns for such rows.
+     */
     public void decodeLogits(float[] hiddenRows, int rows, Ops ops, float[] out) {
         try {
             ops.matmulDecode(hiddenRows, rows, lmHead, out);
