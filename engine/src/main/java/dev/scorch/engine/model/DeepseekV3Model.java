@@ -71,16 +71,9 @@ public final class DeepseekV3Model {
     }
 
     /**
-     * Runs the decoder over a packed batch and returns the final-normed hidden states [T, hidden].
-     * routes, when not null, is [moe layer][T * top_k] and receives each token's experts.
-     */
-    public float[] forward(PackedBatch batch, Ops ops, int[][] routes) {
-        return forward(batch, ops, routes, new Workspace());
-    }
-
-    /**
-     * As {@link #forward(PackedBatch, Ops, int[][])} with every activation in ws: the result is ws's buffer (at least
-     * [T, hidden]), valid until ws's next pass.
+     * Scoring: runs the decoder over a packed batch and returns the final-normed hidden states [T, hidden].
+     * routes, when not null, is [moe layer][T * top_k] and receives each token's experts. Every activation lives in
+     * ws: the result is ws's buffer (at least [T, hidden]), valid until ws's next pass.
      */
     public float[] forward(PackedBatch batch, Ops ops, int[][] routes, Workspace ws) {
         try {
@@ -92,17 +85,14 @@ public final class DeepseekV3Model {
 
     /**
      * Prefill with a KV cache: runs the decoder over batch, writing every token's latent and rotated k_pe into
-     * caches[s] (one distinct cache per sequence s), and returns the final-normed hidden states [T, hidden].
-     * Sequence s's positions must be caches[s].length(), +1, ... (see {@link KvCache#pack}). A sequence whose
-     * cache is empty attends as scoring does (same bits as {@link #forward}); one with cached tokens attends in
-     * the absorbed form over them, its linears through {@link Ops#matmulDecode} (see {@link Matmuls}). Each cache's length advances by its sequence's tokens once every layer is
-     * written; when some cache lacks room, nothing is written and it fails.
+     * caches[s] (one distinct cache per sequence s), and returns the final-normed hidden states [T, hidden]. Sequence
+     * s's positions must be caches[s].length(), +1, ... (see {@link KvCache#pack}). A sequence whose cache is empty
+     * attends as scoring does (same bits as {@link #forward(PackedBatch, Ops, int[][], Workspace)}); one with cached
+     * tokens attends in the absorbed form over them, its linears through {@link Ops#matmulDecode} (see
+     * {@link Matmuls}). Each cache's length advances by its sequence's tokens once every layer is written; when some
+     * cache lacks room, nothing is written and it fails. Every activation lives in ws: the result (at least
+     * [T, hidden]) is ws's, valid until its next pass.
      */
-    public float[] prefill(PackedBatch batch, KvCache[] caches, Ops ops) {
-        return prefill(batch, caches, ops, new Workspace());
-    }
-
-    /** As {@link #prefill(PackedBatch, KvCache[], Ops)} with every activation in ws: the result (at least [T, hidden]) is ws's. */
     public float[] prefill(PackedBatch batch, KvCache[] caches, Ops ops, Workspace ws) {
         try {
             return prefill(batch, caches, ops, null, ws);
@@ -127,20 +117,9 @@ public final class DeepseekV3Model {
      * One decode step: tokens[s] is sequence s's newest token (at position caches[s].length()); appends it to
      * caches[s] and returns the next-token logits [B, vocab] in fp32. The rows of sequences whose cache held
      * tokens take {@link Ops#matmulDecode} for every linear, lm_head included (see {@link Matmuls}), so their
-     * bits do not depend on B; a sequence started from an empty cache is computed as prefill is.
-     */
-    public float[] decode(int[] tokens, KvCache[] caches, Ops ops) {
-        return decode(tokens, caches, ops, null);
-    }
-
-    /** As {@link #decode(int[], KvCache[], Ops)}; routes, when not null, is [moe layer][B * top_k] and receives each token's experts. */
-    public float[] decode(int[] tokens, KvCache[] caches, Ops ops, int[][] routes) {
-        return decode(tokens, caches, ops, routes, new Workspace());
-    }
-
-    /**
-     * As {@link #decode(int[], KvCache[], Ops, int[][])} with every activation in ws: the logits returned (exactly
-     * [B, vocab]) are ws's, valid until its next pass.
+     * bits do not depend on B; a sequence started from an empty cache is computed as prefill is. routes, when not
+     * null, is [moe layer][B * top_k] and receives each token's experts. Every activation lives in ws: the logits
+     * returned (exactly [B, vocab]) are ws's, valid until its next pass.
      */
     public float[] decode(int[] tokens, KvCache[] caches, Ops ops, int[][] routes, Workspace ws) {
         int b = tokens.length;

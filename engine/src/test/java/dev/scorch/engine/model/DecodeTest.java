@@ -75,7 +75,7 @@ class DecodeTest {
                     for (int step = 0; step < expected.length; step++) {
                         got[step] = LogSoftmax.argmax(logits, 0, vocab);
                         if (step + 1 < expected.length) {
-                            logits = m.decode(new int[] {got[step]}, caches, ops);
+                            logits = m.decode(new int[] {got[step]}, caches, ops, null, new Workspace());
                         }
                     }
                     assertArrayEquals(
@@ -103,7 +103,7 @@ class DecodeTest {
                     if (n == seq.length) {
                         break;
                     }
-                    logits = m.decode(new int[] {seq[n]}, caches, ops);
+                    logits = m.decode(new int[] {seq[n]}, caches, ops, null, new Workspace());
                 }
                 assertEquals(seq.length, caches[0].length());
             }
@@ -150,10 +150,10 @@ class DecodeTest {
             for (int s = 0; s < caches.length; s++) {
                 caches[s] = new KvCache(m.config(), 80);
             }
-            float[] cached = m.prefill(KvCache.pack(seqs, Arrays.asList(caches)), caches, ops);
-            assertArrayEquals(m.forward(PackedBatch.of(seqs), ops, null), cached);
+            float[] cached = m.prefill(KvCache.pack(seqs, Arrays.asList(caches)), caches, ops, new Workspace());
+            assertArrayEquals(m.forward(PackedBatch.of(seqs), ops, null, new Workspace()), cached);
             KvCache alone = new KvCache(m.config(), 80);
-            m.prefill(KvCache.pack(List.of(seqs.get(1)), List.of(alone)), new KvCache[] {alone}, ops);
+            m.prefill(KvCache.pack(List.of(seqs.get(1)), List.of(alone)), new KvCache[] {alone}, ops, new Workspace());
             for (int l = 0; l < m.config().numHiddenLayers(); l++) {
                 assertArrayEquals(
                         Arrays.copyOf(alone.latents(l), 70 * alone.kvLoraRank()),
@@ -199,7 +199,7 @@ class DecodeTest {
                 for (int step = 0; step < steps; step++) {
                     ls.add(logits);
                     toks[step] = LogSoftmax.argmax(logits, 0, vocab);
-                    logits = m.decode(new int[] {toks[step]}, c, ops);
+                    logits = m.decode(new int[] {toks[step]}, c, ops, null, new Workspace());
                 }
                 ls.add(logits); // after the last step
                 aloneLogits.add(ls);
@@ -280,21 +280,23 @@ class DecodeTest {
         try (Ops ops = new CpuOps(1)) {
             KvCache[] c = {new KvCache(m.config(), 5)};
             prefill(m, ops, List.of(new int[] {1, 2, 3, 4}), c);
-            m.decode(new int[] {5}, c, ops);
+            m.decode(new int[] {5}, c, ops, null, new Workspace());
             assertEquals(5, c[0].length());
-            IllegalStateException e = assertThrows(IllegalStateException.class, () -> m.decode(new int[] {6}, c, ops));
+            IllegalStateException e = assertThrows(
+                    IllegalStateException.class, () -> m.decode(new int[] {6}, c, ops, null, new Workspace()));
             assertTrue(e.getMessage().contains("KV cache is full"), e.getMessage());
             assertEquals(5, c[0].length());
             KvCache shared = new KvCache(m.config(), 8);
             assertThrows(
                     IllegalArgumentException.class,
-                    () -> m.decode(new int[] {1, 2}, new KvCache[] {shared, shared}, ops));
+                    () -> m.decode(new int[] {1, 2}, new KvCache[] {shared, shared}, ops, null, new Workspace()));
             assertThrows(
                     IllegalArgumentException.class,
                     () -> m.prefill(
                             PackedBatch.of(List.of(new int[] {1})),
                             new KvCache[] {c[0]},
-                            ops)); // position 0, cache at 5
+                            ops,
+                            new Workspace())); // position 0, cache at 5
         }
     }
 }

@@ -10,6 +10,7 @@ import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.kernels.ReferenceOps;
 import dev.scorch.engine.runtime.PackedBatch;
+import dev.scorch.engine.runtime.Workspace;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;
@@ -158,10 +159,10 @@ class InvarianceTest {
         assertArrayEquals(l.tokens(), r.tokens());
         assertArrayEquals(l.positions(), r.positions());
         try (Ops ops = new CpuOps(2)) {
-            float[] hl = m.forward(l, ops, null);
-            float[] hr = m.forward(r, ops, null);
+            float[] hl = m.forward(l, ops, null, new Workspace());
+            float[] hr = m.forward(r, ops, null, new Workspace());
             assertArrayEquals(hl, hr);
-            float[] alone = m.forward(PackedBatch.of(List.of(seqs.get(1))), ops, null);
+            float[] alone = m.forward(PackedBatch.of(List.of(seqs.get(1))), ops, null, new Workspace());
             int h = m.config().hiddenSize();
             float[] inBatch = java.util.Arrays.copyOfRange(hl, l.seqStart()[1] * h, (l.seqStart()[1] + 20) * h);
             assertArrayEquals(alone, inBatch, "sequence 1 padded in a batch vs alone");
@@ -294,7 +295,7 @@ class InvarianceTest {
         try (Ops ops = new CpuOps(1)) {
             IllegalArgumentException e = assertThrows(
                     IllegalArgumentException.class,
-                    () -> m.forward(PackedBatch.of(List.of(new int[] {1, m.vocabSize()})), ops, null));
+                    () -> m.forward(PackedBatch.of(List.of(new int[] {1, m.vocabSize()})), ops, null, new Workspace()));
             assertTrue(e.getMessage().contains("outside the vocabulary"), e.getMessage());
         }
     }
