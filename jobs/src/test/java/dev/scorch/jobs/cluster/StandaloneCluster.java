@@ -221,6 +221,11 @@ final class StandaloneCluster implements AutoCloseable {
         return children;
     }
 
+    /** Whether h runs under Worker i (an executor it launched). */
+    boolean underWorker(int i, ProcessHandle h) {
+        return workers[i] != null && workers[i].descendants().anyMatch(h::equals);
+    }
+
     boolean workerAlive(int i) {
         return workers[i] != null && workers[i].isAlive();
     }

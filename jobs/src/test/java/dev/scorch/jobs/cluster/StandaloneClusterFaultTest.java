@@ -728,16 +728,16 @@ class StandaloneClusterFaultTest {
     @Order(7)
     void aWorkerKilled() throws Exception {
         Run run = submit("worker-sigkill", "score", List.of());
-        run.awaitScoring(
-                "scoring tasks running on both executors",
-                ts -> runningSince(500, 1).test(ts)
-                        && ts.stream()
-                                        .filter(t -> t.status().equals("RUNNING"))
-                                        .map(Task::executorId)
-                                        .distinct()
-                                        .count()
-                                == 2);
-        List<ProcessHandle> orphans = cluster.killWorker(1);
+        // Kill the Worker whose executor runs a scoring task while another task is done, so the kill is mid-stage and
+        // costs running work. Tasks take under a second and prefer the Worker the input looks local to, so waiting
+        // for a given Worker's executor, or for both at once, is a race the job can win.
+        Stage scoring = run.awaitScoring(
+                "a scoring task running with one done",
+                ts -> ts.stream().anyMatch(t -> t.status().equals("SUCCESS"))
+                        && ts.stream().anyMatch(t -> t.status().equals("RUNNING")));
+        Task victim = longestRunning(run.rest.tasks(scoring));
+        int worker = cluster.underWorker(0, executor(run, victim.executorId())) ? 0 : 1;
+        List<ProcessHandle> orphans = cluster.killWorker(worker);
         run.injected();
         assertEquals(0, run.await(), run.name + ": see " + run.log);
         long n = assertSameAsLocal(run, localScores);
@@ -749,7 +749,7 @@ class StandaloneClusterFaultTest {
                 run,
                 "score",
                 n,
-                "SIGKILL Worker 1 (its executor, pid "
+                "SIGKILL Worker " + worker + " (its executor, pid "
                         + orphans.stream().map(o -> String.valueOf(o.pid())).collect(Collectors.joining(", "))
                         + ", exits with it)",
                 "");
