@@ -1,4 +1,4 @@
-# Shared by bin/scorch and bin/jmh (sourced, not run).
+# Shared by bin/scorch and dev/jmh (sourced, not run).
 
 # The newest JDK: $JAVA_HOME, else the newest JDK 21+ installed under /usr/lib/jvm, else `java`.
 # Scorch's jars target Java 17, so any of them runs them.

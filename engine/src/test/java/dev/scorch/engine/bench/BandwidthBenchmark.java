@@ -24,7 +24,7 @@ import org.openjdk.jmh.annotations.Warmup;
  * threads (GB/s copied = 1.074 / time in s); {@code read} streams the same GiB into int[] chunks of 64 KiB as
  * the decode kernel does with weight rows (GB/s read = 1.074 / time in s).
  *
- * <pre>bin/jmh BandwidthBenchmark</pre>
+ * <pre>dev/jmh BandwidthBenchmark</pre>
  */
 @State(Scope.Benchmark)
 @BenchmarkMode(Mode.AverageTime)

@@ -35,7 +35,7 @@ import org.openjdk.jmh.annotations.Warmup;
  * decode step. At M = 1 the weight bytes per second (N·K·bytes / time) compare with the machine's read
  * bandwidth (see {@link BandwidthBenchmark}).
  *
- * <pre>bin/jmh DecodeGemmBenchmark -p m=1,8,32</pre>
+ * <pre>dev/jmh DecodeGemmBenchmark -p m=1,8,32</pre>
  */
 @State(Scope.Benchmark)
 @BenchmarkMode(Mode.AverageTime)

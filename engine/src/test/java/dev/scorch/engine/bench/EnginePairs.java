@@ -18,7 +18,7 @@ import java.util.Arrays;
 import java.util.List;
 
 /**
- * Scorch's GEMM, or one prefill of a model, timed on command, so that bin/gemm-paired and bin/prefill-paired can
+ * Scorch's GEMM, or one prefill of a model, timed on command, so that dev/gemm-paired and dev/prefill-paired can
  * alternate it with numpy's sgemm slice by slice: on a shared machine whose speed drifts over tens of seconds, a ratio
  * of neighbouring slices measures the engine, not the neighbours. One command per line on stdin, one answer per line
  * on stdout:
@@ -32,7 +32,7 @@ import java.util.List;
  *                                                                 under test reads per call, alternating in one JVM)
  *   quit
  * </pre>
- * Run through bin/jmh --main dev.scorch.engine.bench.EnginePairs THREADS (the JMH class path, Scorch's JVM flags).
+ * Run through dev/jmh --main dev.scorch.engine.bench.EnginePairs THREADS (the JMH class path, Scorch's JVM flags).
  */
 public final class EnginePairs {
     private EnginePairs() {}

@@ -13,7 +13,7 @@ import java.io.StringReader;
 import java.nio.charset.StandardCharsets;
 import org.junit.jupiter.api.Test;
 
-/** The line protocol bin/gemm-paired and bin/prefill-paired speak with EnginePairs. */
+/** The line protocol dev/gemm-paired and dev/prefill-paired speak with EnginePairs. */
 class EnginePairsTest {
     private static String[] serve(String commands) throws Exception {
         ByteArrayOutputStream bytes = new ByteArrayOutputStream();

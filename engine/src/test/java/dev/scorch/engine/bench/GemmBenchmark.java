@@ -19,8 +19,8 @@ import org.openjdk.jmh.annotations.TearDown;
 /**
  * y[M, N] = x[M, K] · Wᵀ through {@link CpuOps#matmul} (PackedGemm), W [N, K] read from a memory-mapped
  * safetensors file exactly as the model reads it: BF16, FP8 E4M3 with 128x128 weight_scale_inv, or F32 for
- * reference. Activations are fp32. GFLOP/s = 2·M·N·K / time; bin/kernel-bench computes it from JMH's JSON
- * output ({@link #flops} gives the numerator).
+ * reference. Activations are fp32. GFLOP/s = 2·M·N·K / time ({@link #flops} gives the numerator);
+ * dev/gemm-paired runs the same shapes against OpenBLAS.
  */
 @State(Scope.Benchmark)
 @BenchmarkMode(Mode.AverageTime)

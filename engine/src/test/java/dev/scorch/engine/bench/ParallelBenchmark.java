@@ -21,7 +21,7 @@ import org.openjdk.jmh.annotations.Warmup;
  * 1 µs each on the engine threads; {@code inline} runs the same items on the caller alone. With 2 threads the
  * call beats the inline loop only when handing work over costs well under the items' time.
  *
- * <pre>bin/jmh ParallelBenchmark</pre>
+ * <pre>dev/jmh ParallelBenchmark</pre>
  */
 @State(Scope.Benchmark)
 @BenchmarkMode(Mode.AverageTime)

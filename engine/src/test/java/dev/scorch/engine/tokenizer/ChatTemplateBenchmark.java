@@ -25,7 +25,7 @@ import org.openjdk.jmh.annotations.Warmup;
  * What the render sandbox costs a row: DeepSeek-V3's chat template on a four-message chat, rendered by
  * {@link ChatTemplate} (worker thread, checks, sandbox resolver) and by a bare Jinjava configured as
  * ChatTemplate was before the sandbox (same template, variables and functions, on the calling thread).
- * Sample mode: JMH prints the median (p0.50). Run: {@code bin/jmh ChatTemplateBenchmark}.
+ * Sample mode: JMH prints the median (p0.50). Run: {@code dev/jmh ChatTemplateBenchmark}.
  */
 @State(Scope.Thread)
 @BenchmarkMode(Mode.SampleTime)

@@ -22,7 +22,7 @@ import org.openjdk.jmh.annotations.Warmup;
 /**
  * DeepSeek-V3 encode/decode speed on one thread over a few MB of generated mixed text (English prose, code,
  * CJK, emoji, numbers), cut into documents of {@code docChars} characters. The {@code tokens} counter is
- * tokens per second; the primary score is documents per second. Run: {@code bin/jmh TokenizerBenchmark}.
+ * tokens per second; the primary score is documents per second. Run: {@code dev/jmh TokenizerBenchmark}.
  */
 @State(Scope.Thread)
 @BenchmarkMode(Mode.Throughput)

@@ -43,7 +43,7 @@ import org.openjdk.jmh.infra.Blackhole;
  * with Encoders.row does) and through Arrow (vectors filled from the float arrays, read back by Spark as a
  * columnar batch and projected to unsafe rows, what ScorePartition does).
  *
- * <p>Run: {@code bin/jmh --module udfs OutputConversionBenchmark}
+ * <p>Run: {@code dev/jmh --module udfs OutputConversionBenchmark}
  */
 @State(Scope.Thread)
 @BenchmarkMode(Mode.AverageTime)

@@ -1,4 +1,4 @@
-"""What bin/gemm-paired and bin/prefill-paired share: the EnginePairs process, numpy's threads and BLAS, its timed slice.
+"""What dev/gemm-paired and dev/prefill-paired share: the EnginePairs process, numpy's threads and BLAS, its timed slice.
 
 Both alternate Scorch (one Java process, answering one command line at a time) with numpy/OpenBLAS sgemm in this
 process, so that neighbouring slices share the machine's speed of the moment.
@@ -13,11 +13,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class Engine:
-    """The EnginePairs process (through bin/jmh --main): one command line in, one answer line out."""
+    """The EnginePairs process (through dev/jmh --main): one command line in, one answer line out."""
 
     def __init__(self, threads, who):
         self.who = who
-        self.proc = subprocess.Popen([os.path.join(ROOT, "bin", "jmh"), "--main", "dev.scorch.engine.bench.EnginePairs", str(threads)],
+        self.proc = subprocess.Popen([os.path.join(ROOT, "dev", "jmh"), "--main", "dev.scorch.engine.bench.EnginePairs", str(threads)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def ask(self, line):
@@ -41,7 +41,7 @@ def numpy_with_threads(threads):
     """numpy, its BLAS limited to threads (the variables must be set before numpy loads), and a description of that BLAS."""
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(threads)
-    spec = importlib.util.spec_from_file_location("openblas_sgemm", os.path.join(ROOT, "bin", "openblas-sgemm.py"))
+    spec = importlib.util.spec_from_file_location("openblas_sgemm", os.path.join(ROOT, "dev", "openblas-sgemm.py"))
     openblas_sgemm = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(openblas_sgemm)
     # The anchor is OpenBLAS's fastest kernel here, not the one it detects (Prescott on CPUs newer than its release).

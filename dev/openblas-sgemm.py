@@ -7,7 +7,7 @@ view, no copy). Each shape reports the median of several timed runs as GFLOP/s =
 Run with Debian's numpy (apt-get install -y python3-numpy libopenblas0), which links OpenBLAS through
 libblas.so.3, hence /usr/bin/python3 rather than whichever python3 is first on PATH:
 
-    OPENBLAS_NUM_THREADS=2 /usr/bin/python3 bin/openblas-sgemm.py [--threads 2] [--json out.json]
+    OPENBLAS_NUM_THREADS=2 /usr/bin/python3 dev/openblas-sgemm.py [--threads 2] [--json out.json]
 
 --threads sets OPENBLAS_NUM_THREADS (and OMP/MKL equivalents) before numpy loads; default 2, or
 $OPENBLAS_NUM_THREADS when set. OPENBLAS_CORETYPE (e.g. Haswell, SkylakeX) forces OpenBLAS's kernel choice; unset,
