@@ -3,6 +3,8 @@ package dev.scorch.engine.checkpoint;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.BufferedOutputStream;
+import java.io.FilterOutputStream;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.ByteBuffer;
@@ -14,9 +16,19 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 
-/** Writes one safetensors file: tensors in the order added, header padded with spaces to 8-byte alignment. */
+/**
+ * Writes one safetensors file: tensors in the order added, header padded with spaces to 8-byte alignment. A tensor's
+ * bytes are held from {@link #add} until {@link #write}, or, for {@link #addStreamed}, made while the file is written
+ * (tensors over a Java array's 2 GiB, such as Kimi K2's 163,840 × 7,168 BF16 embedding).
+ */
 public final class SafetensorsWriter {
-    private record Entry(String name, DType dtype, long[] shape, byte[] data) {}
+    /** A tensor's bytes, written when the file is. */
+    @FunctionalInterface
+    public interface Bytes {
+        void writeTo(OutputStream out) throws IOException;
+    }
+
+    private record Entry(String name, DType dtype, long[] shape, long length, Bytes data) {}
 
     private final List<Entry> entries = new ArrayList<>();
     private final Map<String, String> metadata;
@@ -31,16 +43,30 @@ public final class SafetensorsWriter {
 
     /** Adds a tensor whose little-endian bytes are already encoded in {@code dtype}. */
     public SafetensorsWriter add(String name, DType dtype, long[] shape, byte[] data) {
-        long numel = 1;
-        for (long d : shape) {
-            numel *= d;
-        }
+        long numel = numel(shape);
         if (numel * dtype.bytes() != data.length) {
             throw new IllegalArgumentException(
                     name + ": " + data.length + " bytes for " + dtype + " of " + numel + " elements");
         }
-        entries.add(new Entry(name, dtype, shape.clone(), data));
+        entries.add(new Entry(name, dtype, shape.clone(), data.length, out -> out.write(data)));
         return this;
+    }
+
+    /**
+     * Adds a tensor whose little-endian bytes in {@code dtype} source writes when the file is written: exactly
+     * numel × dtype bytes, or the write fails.
+     */
+    public SafetensorsWriter addStreamed(String name, DType dtype, long[] shape, Bytes source) {
+        entries.add(new Entry(name, dtype, shape.clone(), numel(shape) * dtype.bytes(), source));
+        return this;
+    }
+
+    private static long numel(long[] shape) {
+        long numel = 1;
+        for (long d : shape) {
+            numel = Math.multiplyExact(numel, d);
+        }
+        return numel;
     }
 
     /** Adds fp32 values encoded as {@code dtype} (F32, F16 is not written, BF16, F8_E4M3). */
@@ -64,7 +90,7 @@ public final class SafetensorsWriter {
     public long dataBytes() {
         long n = 0;
         for (Entry e : entries) {
-            n += e.data.length;
+            n += e.length;
         }
         return n;
     }
@@ -90,8 +116,8 @@ public final class SafetensorsWriter {
             }
             ArrayNode offs = t.putArray("data_offsets");
             offs.add(offset);
-            offs.add(offset + e.data.length);
-            offset += e.data.length;
+            offs.add(offset + e.length);
+            offset += e.length;
         }
         byte[] h = json.writeValueAsString(header).getBytes(StandardCharsets.UTF_8);
         int padded = (h.length + 7) / 8 * 8;
@@ -100,15 +126,41 @@ public final class SafetensorsWriter {
         for (int i = h.length; i < padded; i++) {
             headerBytes[i] = ' ';
         }
-        try (OutputStream out = Files.newOutputStream(file)) {
+        try (CountingStream out = new CountingStream(new BufferedOutputStream(Files.newOutputStream(file), 1 << 20))) {
             out.write(ByteBuffer.allocate(8)
                     .order(ByteOrder.LITTLE_ENDIAN)
                     .putLong(padded)
                     .array());
             out.write(headerBytes);
             for (Entry e : entries) {
-                out.write(e.data);
+                long before = out.count;
+                e.data.writeTo(out);
+                if (out.count - before != e.length) {
+                    throw new IllegalStateException(e.name + ": wrote " + (out.count - before) + " bytes, its "
+                            + e.dtype + " " + java.util.Arrays.toString(e.shape) + " takes " + e.length);
+                }
             }
+        }
+    }
+
+    /** Counts the bytes written through it. */
+    private static final class CountingStream extends FilterOutputStream {
+        long count;
+
+        CountingStream(OutputStream out) {
+            super(out);
+        }
+
+        @Override
+        public void write(int b) throws IOException {
+            out.write(b);
+            count++;
+        }
+
+        @Override
+        public void write(byte[] b, int off, int len) throws IOException {
+            out.write(b, off, len);
+            count += len;
         }
     }
 }

@@ -181,12 +181,22 @@ public final class DemoModelWriter {
 
     /** Adds one tensor (and its FP8 scales, or its INT4 triple); returns the bytes added. */
     private long addTensor(SafetensorsWriter w, WeightLayout.Spec s, ModelConfig config) {
-        SplittableRandom rnd =
-                new SplittableRandom(seed * 0x9E3779B97F4A7C15L ^ s.name().hashCode() * 0xC2B2AE3D27D4EB4FL);
-        float[] v = new float[Math.toIntExact(s.numel())];
+        long tensorSeed = seed * 0x9E3779B97F4A7C15L ^ s.name().hashCode() * 0xC2B2AE3D27D4EB4FL;
         long[] shape = s.shape();
         boolean vision = s.layer() == -2;
         String name = vision ? s.name() : config.checkpointName(s.name());
+        if (s.numel() > STREAMED_ELEMENTS
+                && (s.kind() == WeightLayout.Kind.EMBEDDING || s.kind() == WeightLayout.Kind.LM_HEAD)) {
+            return addStreamed(
+                    w,
+                    name,
+                    shape,
+                    s.numel(),
+                    tensorSeed,
+                    s.kind() == WeightLayout.Kind.EMBEDDING ? 1.0 : 2.5 / Math.sqrt(shape[1]));
+        }
+        SplittableRandom rnd = new SplittableRandom(tensorSeed);
+        float[] v = new float[Math.toIntExact(s.numel())];
         if (s.name().endsWith("rotary_emb.inv_freq")) {
             int half = v.length;
             for (int i = 0; i < half; i++) {
@@ -244,6 +254,42 @@ public final class DemoModelWriter {
         }
         w.addFloats(name, DType.BF16, shape, v);
         return v.length * 2L;
+    }
+
+    /**
+     * Tables above this many elements (the k2-layers embedding and lm_head, 1.17 G each; never a tiny or small tensor, so
+     * their bytes stay as they were) are made in chunks while their shard is written, several chunks at a time across
+     * the cores, each chunk from its own seed: the same seed still writes the same bytes.
+     */
+    static final long STREAMED_ELEMENTS = 1L << 26;
+
+    private static final int STREAM_CHUNK = 1 << 22; // elements
+
+    /** A BF16 table of N(0, std²) values written in chunks as its shard is written; returns its bytes. */
+    private static long addStreamed(
+            SafetensorsWriter w, String name, long[] shape, long numel, long tensorSeed, double std) {
+        long chunks = (numel + STREAM_CHUNK - 1) / STREAM_CHUNK;
+        int parallel = Math.max(1, Runtime.getRuntime().availableProcessors());
+        w.addStreamed(name, DType.BF16, shape, out -> {
+            for (long c0 = 0; c0 < chunks; c0 += parallel) {
+                long first = c0;
+                List<byte[]> made = java.util.stream.LongStream.range(first, Math.min(chunks, first + parallel))
+                        .parallel()
+                        .mapToObj(c -> {
+                            SplittableRandom r = new SplittableRandom(tensorSeed + c * 0xD1B54A32D192ED03L);
+                            float[] v = new float[(int) Math.min(STREAM_CHUNK, numel - c * STREAM_CHUNK)];
+                            for (int i = 0; i < v.length; i++) {
+                                v[i] = (float) (std * r.nextGaussian());
+                            }
+                            return SafetensorsWriter.encode(DType.BF16, v);
+                        })
+                        .toList();
+                for (byte[] b : made) {
+                    out.write(b);
+                }
+            }
+        });
+        return numel * 2;
     }
 
     private ObjectNode configJson() {

@@ -54,11 +54,57 @@ public record DemoPreset(
             131072,
             200L << 20);
 
+    /** Kimi K2's widths with {@link #K2_LAYERS_DEFAULT_LAYERS} layers and {@link #K2_LAYERS_DEFAULT_EXPERTS} experts. */
+    public static final int K2_LAYERS_DEFAULT_LAYERS = 3;
+
+    public static final int K2_LAYERS_DEFAULT_EXPERTS = 16;
+
+    /**
+     * Kimi K2's exact widths (Kimi-K2-Instruct's config.json: hidden 7168, 64 heads, q_lora_rank 1536, kv_lora_rank 512,
+     * qk_nope 128, qk_rope 64, v_head 128, intermediate 18432, moe_intermediate 2048, top-8 of one group, one shared
+     * expert, vocab 163840, YaRN factor 32 over 4096) with layers layers (the first dense, the rest MoE) and experts routed
+     * experts instead of 61 and 384: every GEMM keeps its real shape, the model fits one machine.
+     */
+    public static DemoPreset k2Layers(int layers, int experts) {
+        if (layers < 2 || layers > 61) {
+            throw new IllegalArgumentException(
+                    "k2-layers: --layers " + layers + " must be 2 to 61 (one dense layer, then MoE layers)");
+        }
+        if (experts < 8 || experts > 384) {
+            throw new IllegalArgumentException(
+                    "k2-layers: --experts " + experts + " must be 8 (top-8 routing) to 384 (Kimi K2's)");
+        }
+        return new DemoPreset(
+                "k2-layers",
+                163840,
+                7168,
+                layers,
+                1,
+                64,
+                1536,
+                512,
+                128,
+                64,
+                128,
+                18432,
+                experts,
+                8,
+                2048,
+                1,
+                1,
+                1,
+                32,
+                4096,
+                131072,
+                2L << 30);
+    }
+
     public static DemoPreset named(String name) {
         return switch (name) {
             case "tiny" -> TINY;
             case "small" -> SMALL;
-            default -> throw new IllegalArgumentException("unknown preset '" + name + "' (tiny, small)");
+            case "k2-layers" -> k2Layers(K2_LAYERS_DEFAULT_LAYERS, K2_LAYERS_DEFAULT_EXPERTS);
+            default -> throw new IllegalArgumentException("unknown preset '" + name + "' (tiny, small, k2-layers)");
         };
     }
 }

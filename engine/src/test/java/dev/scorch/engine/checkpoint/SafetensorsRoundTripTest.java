@@ -208,4 +208,33 @@ class SafetensorsRoundTripTest {
         assertTrue(!header.contains("__metadata__"), header);
         assertTrue(SafetensorsFile.open(file).metadata().isEmpty());
     }
+
+    /** A streamed tensor is written when the file is, between the held ones, with the offsets of its declared size. */
+    @Test
+    void streamedTensorsRoundTripAndAWrongLengthFailsTheWrite() throws Exception {
+        float[] held = {1f, -2f};
+        float[] streamed = {0.5f, 3f, -0.25f, 8f, 1f, 2f};
+        SafetensorsWriter w = new SafetensorsWriter();
+        w.addFloats("a", DType.BF16, new long[] {2}, held);
+        w.addStreamed("b", DType.BF16, new long[] {2, 3}, out -> {
+            out.write(SafetensorsWriter.encode(DType.BF16, java.util.Arrays.copyOf(streamed, 4)));
+            out.write(SafetensorsWriter.encode(DType.BF16, java.util.Arrays.copyOfRange(streamed, 4, 6)));
+        });
+        w.addFloats("c", DType.F32, new long[] {1}, new float[] {7f});
+        assertEquals(4 + 12 + 4, w.dataBytes());
+        Path file = tmp.resolve("streamed.safetensors");
+        w.write(file);
+        SafetensorsFile sf = SafetensorsFile.open(file);
+        assertArrayEquals(held, sf.tensor("a").toFloatArray());
+        assertArrayEquals(streamed, sf.tensor("b").toFloatArray());
+        assertArrayEquals(new long[] {2, 3}, sf.tensor("b").shape());
+        assertArrayEquals(new float[] {7f}, sf.tensor("c").toFloatArray());
+
+        SafetensorsWriter shortOne = new SafetensorsWriter();
+        shortOne.addStreamed("b", DType.BF16, new long[] {2, 3}, out -> out.write(new byte[10]));
+        IllegalStateException e =
+                assertThrows(IllegalStateException.class, () -> shortOne.write(tmp.resolve("short.safetensors")));
+        assertTrue(
+                e.getMessage().contains("b: wrote 10 bytes") && e.getMessage().contains("takes 12"), e.getMessage());
+    }
 }

@@ -234,6 +234,37 @@ class DemoModelWriterTest {
         }
     }
 
+    /** k2-layers: Kimi K2's published widths, only the layer and expert counts cut; out-of-range counts refused. */
+    @Test
+    void k2LayersPresetHasKimiK2Widths() {
+        DemoPreset p = DemoPreset.named("k2-layers");
+        assertEquals(
+                List.of(163840, 7168, 64, 1536, 512, 128, 64, 128, 18432, 2048, 8, 1, 1, 1),
+                List.of(
+                        p.vocabSize(),
+                        p.hiddenSize(),
+                        p.numAttentionHeads(),
+                        p.qLoraRank(),
+                        p.kvLoraRank(),
+                        p.qkNopeHeadDim(),
+                        p.qkRopeHeadDim(),
+                        p.vHeadDim(),
+                        p.intermediateSize(),
+                        p.moeIntermediateSize(),
+                        p.numExpertsPerTok(),
+                        p.nSharedExperts(),
+                        p.nGroup(),
+                        p.topkGroup()));
+        assertEquals(List.of(3, 1, 16), List.of(p.numHiddenLayers(), p.firstKDenseReplace(), p.nRoutedExperts()));
+        DemoPreset full = DemoPreset.k2Layers(61, 384);
+        assertEquals(List.of(61, 384), List.of(full.numHiddenLayers(), full.nRoutedExperts()));
+        for (int[] bad : new int[][] {{1, 16}, {62, 16}, {3, 7}, {3, 385}}) {
+            IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(
+                    IllegalArgumentException.class, () -> DemoPreset.k2Layers(bad[0], bad[1]));
+            assertTrue(e.getMessage().startsWith("k2-layers: --"), e.getMessage());
+        }
+    }
+
     @Test
     void withoutQLoraWritesPlainQProj() throws Exception {
         Path dir = write("noqlora", false, false, 1);

@@ -40,8 +40,23 @@ public final class MakeDemoModelCommand implements Callable<Integer> {
     @Option(
             names = "--preset",
             defaultValue = "tiny",
-            description = "tiny (fast tests) or small (the benchmark model). Default: ${DEFAULT-VALUE}.")
+            description = {
+                "tiny (fast tests), small (the benchmark model) or k2-layers (Kimi K2's exact widths with",
+                "--layers layers and --experts routed experts: real GEMM shapes on one machine). Default: ${DEFAULT-VALUE}."
+            })
     String preset;
+
+    @Option(
+            names = "--layers",
+            description = "k2-layers: layers in all, the first dense (default " + DemoPreset.K2_LAYERS_DEFAULT_LAYERS
+                    + "; Kimi K2 has 61).")
+    Integer layers;
+
+    @Option(
+            names = "--experts",
+            description = "k2-layers: routed experts per MoE layer, 8 to 384 (default "
+                    + DemoPreset.K2_LAYERS_DEFAULT_EXPERTS + "; Kimi K2 has 384).")
+    Integer experts;
 
     @Option(
             names = "--fp8",
@@ -85,7 +100,16 @@ public final class MakeDemoModelCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
-        DemoPreset p = DemoPreset.named(preset);
+        DemoPreset p;
+        if (preset.equals("k2-layers")) {
+            p = DemoPreset.k2Layers(
+                    layers != null ? layers : DemoPreset.K2_LAYERS_DEFAULT_LAYERS,
+                    experts != null ? experts : DemoPreset.K2_LAYERS_DEFAULT_EXPERTS);
+        } else if (layers != null || experts != null) {
+            throw new IllegalArgumentException("--layers and --experts shape the k2-layers preset, not " + preset);
+        } else {
+            p = DemoPreset.named(preset);
+        }
         long t0 = System.nanoTime();
         if (Files.isRegularFile(out) || Files.isDirectory(out) && !Files.exists(out.resolve(MARKER)) && !isEmpty(out)) {
             throw new IllegalArgumentException("--out " + out + " exists and was not written by make-demo-model (no "
