@@ -220,6 +220,99 @@ extern "C" __global__ void __launch_bounds__(ATTN_THREADS) mla_attention(
   }
 }
 
+// MLA attention, absorbed form (decode), for the rows new tokens of one sequence over its latent cache, which already
+// holds them: q [rows, heads, qk_nope + qk_rope] (rope applied), cache [past + rows, kv_lora_rank + qk_rope] = [c | k_pe]
+// per token, w = kv_b_proj [heads * (qk_nope + v_head), kv_lora_rank] in fp32 or BF16 (W_UK of head h: rows
+// h * (qk_nope + v_head) + d, d < qk_nope; W_UV: the v_head rows after them). Query i attends cache rows 0 .. past + i:
+// q_latent = W_UK^T q_nope; score_j = (q_latent . c_j + q_pe . k_pe_j) * scale; softmax in fp32;
+// o_latent = sum_j p_j c_j; out[i, h] = W_UV o_latent. out [rows, heads, v_head]. Twin: HostDevice.mlaDecode.
+//
+// One block per (query, head). Its threads compute q_latent (per element an FMA chain over d, HostDevice's order);
+// warp k then takes keys k, k + DEC_WARPS, ... with its own online softmax (max, sum, and o_latent in shared memory,
+// lane owning elements lane + 32n); the warps' partials are merged, and each warp computes W_UV rows e = warp + ....
+// Dynamic shared memory: (DEC_WARPS + 1) * kv_lora_rank + qk_rope floats.
+#define DEC_THREADS 256
+#define DEC_WARPS (DEC_THREADS / 32)
+
+__device__ __forceinline__ float weight_at(const float* w, long i) { return w[i]; }
+__device__ __forceinline__ float weight_at(const __nv_bfloat16* w, long i) { return __bfloat162float(w[i]); }
+
+template <typename W>
+__device__ void mla_decode(const float* q, const float* cache, int past, const W* w, int heads, int qk_nope,
+                           int qk_rope, int v_head, int rank, float scale, float* out) {
+  extern __shared__ float dec_smem[];
+  float* lat = dec_smem;                     // [rank]: q_latent, then o_latent
+  float* o_part = dec_smem + rank;           // [DEC_WARPS, rank]: each warp's unnormalised o_latent
+  float* q_pe = o_part + DEC_WARPS * rank;   // [qk_rope]
+  __shared__ float m_part[DEC_WARPS], l_part[DEC_WARPS];
+  int i = blockIdx.x, h = blockIdx.y;
+  int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  int width = rank + qk_rope;
+  int len = past + i + 1;
+  const float* qi = q + ((long)i * heads + h) * (qk_nope + qk_rope);
+  const W* wk = w + (long)h * (qk_nope + v_head) * rank;  // W_UK [qk_nope, rank]
+  const W* wv = wk + (long)qk_nope * rank;                 // W_UV [v_head, rank]
+  for (int d = tid; d < qk_rope; d += DEC_THREADS) q_pe[d] = qi[qk_nope + d];
+  for (int c = tid; c < rank; c += DEC_THREADS) {
+    float a = 0.f;
+    for (int d = 0; d < qk_nope; d++) a = fmaf(qi[d], weight_at(wk, (long)d * rank + c), a);
+    lat[c] = a;
+  }
+  float* o = o_part + warp * rank;
+  for (int c = lane; c < rank; c += 32) o[c] = 0.f;
+  __syncthreads();
+  float m = -INFINITY, l = 0.f;
+  for (int j = warp; j < len; j += DEC_WARPS) {
+    const float* cj = cache + (long)j * width;
+    float s = 0.f;
+    for (int c = lane; c < rank; c += 32) s = fmaf(lat[c], cj[c], s);
+    for (int d = lane; d < qk_rope; d += 32) s = fmaf(q_pe[d], cj[rank + d], s);
+    s = warp_sum(s) * scale;
+    float m_new = fmaxf(m, s);
+    float alpha = expf(m - m_new);  // 0 at the warp's first key (m = -inf)
+    float p = expf(s - m_new);
+    l = l * alpha + p;
+    m = m_new;
+    for (int c = lane; c < rank; c += 32) o[c] = fmaf(p, cj[c], o[c] * alpha);
+  }
+  if (lane == 0) {
+    m_part[warp] = m;
+    l_part[warp] = l;
+  }
+  __syncthreads();
+  float mx = -INFINITY;
+  for (int k = 0; k < DEC_WARPS; k++) mx = fmaxf(mx, m_part[k]);  // finite: warp 0 has key 0
+  float sum = 0.f;
+  for (int k = 0; k < DEC_WARPS; k++) sum += l_part[k] * expf(m_part[k] - mx);  // warps without keys add 0
+  float inv = 1.f / sum;
+  for (int c = tid; c < rank; c += DEC_THREADS) {
+    float a = 0.f;
+    for (int k = 0; k < DEC_WARPS; k++) a = fmaf(o_part[k * rank + c], expf(m_part[k] - mx), a);
+    lat[c] = a * inv;
+  }
+  __syncthreads();
+  float* oi = out + ((long)i * heads + h) * v_head;
+  for (int e = warp; e < v_head; e += DEC_WARPS) {
+    float a = 0.f;
+    for (int c = lane; c < rank; c += 32) a = fmaf(weight_at(wv, (long)e * rank + c), lat[c], a);
+    a = warp_sum(a);
+    if (lane == 0) oi[e] = a;
+  }
+}
+
+// grid: (rows, heads), block: DEC_THREADS.
+extern "C" __global__ void __launch_bounds__(DEC_THREADS) mla_decode_f32(
+    const float* q, const float* cache, int past, const float* w, int heads, int qk_nope, int qk_rope, int v_head,
+    int rank, float scale, float* out) {
+  mla_decode(q, cache, past, w, heads, qk_nope, qk_rope, v_head, rank, scale, out);
+}
+
+extern "C" __global__ void __launch_bounds__(DEC_THREADS) mla_decode_bf16(
+    const float* q, const float* cache, int past, const __nv_bfloat16* w, int heads, int qk_nope, int qk_rope,
+    int v_head, int rank, float scale, float* out) {
+  mla_decode(q, cache, past, w, heads, qk_nope, qk_rope, v_head, rank, scale, out);
+}
+
 // MoE combine: y[t, :] = sum over k < top_k (experts in ascending id) of weights[t, k] * ye[slot[t, k], :], the
 // order the CPU sums the experts in. grid: T.
 extern "C" __global__ void moe_combine(const float* ye, const int* slot, const float* weights, int top_k, int width,

@@ -3,16 +3,9 @@ package dev.scorch.engine.gpu;
 import dev.scorch.engine.runtime.PackedBatch;
 
 /**
- * A batch as attention sees it, on the device: each token's position, each query's key range (keyStart, keyLen),
- * the query tiles, and where each sequence's keys start among all keys (the batch's own tokens, or every cached
- * token of each sequence).
+ * A batch as attention sees it, on the device: each token's position, and for the prefill form (over the batch's
+ * own tokens) each query's key range (keyStart, keyLen) and the query tiles of the sequences that attend in it (all
+ * of them without caches; with caches, those whose cache was empty: the others attend over their caches in the
+ * absorbed form).
  */
-record AttentionBatch(
-        PackedBatch packed,
-        Buf positions,
-        Buf keyStart,
-        Buf keyLen,
-        Buf tiles,
-        int numTiles,
-        int keys,
-        int[] keyOffset) {}
+record AttentionBatch(PackedBatch packed, Buf positions, Buf keyStart, Buf keyLen, Buf tiles, int numTiles) {}

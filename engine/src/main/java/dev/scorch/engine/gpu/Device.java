@@ -131,9 +131,9 @@ public interface Device extends AutoCloseable {
     /**
      * MLA attention, prefill form: q [t, heads, qk_nope + qk_rope], kv [keys, heads, qk_nope + v_head] = [k_nope | v],
      * kPe [keys, qk_rope]; query i attends keys keyStart[i] .. keyStart[i] + keyLen[i] - 1, softmax in fp32.
-     * out [t, heads, v_head]. tiles holds numTiles pairs (first query, queries) that cover the t queries in order,
-     * at most {@link #ATTENTION_TILE} each, every tile inside one sequence: a device may share key loads across a
-     * tile's queries.
+     * out [t, heads, v_head]. tiles holds numTiles pairs (first query, queries), in ascending order and apart, at most
+     * {@link #ATTENTION_TILE} each, every tile inside one sequence: only the tiles' queries are computed (rows of out
+     * outside them are left as they are), and a device may share key loads across a tile's queries.
      */
     void mlaAttention(
             Buf q,
@@ -153,6 +153,30 @@ public interface Device extends AutoCloseable {
 
     /** Queries per attention tile (the CUDA kernel's ATTN_Q). */
     int ATTENTION_TILE = 16;
+
+    /**
+     * MLA attention, absorbed form (decode): the rows new tokens of one sequence over its latent cache, which already
+     * holds them. q [rows, heads, qk_nope + qk_rope] (RoPE applied); cache [past + rows, kv_lora_rank + qk_rope], a
+     * token's normed latent c and rotated k_pe ({@link GpuKvCache}); kvBProj [heads * (qk_nope + v_head), kv_lora_rank],
+     * F32 or BF16 ({@link #weight}), whose rows h · (qk_nope + v_head) + d are W_UK of head h for d &lt; qk_nope and
+     * W_UV after them. Query i and head h, over cache rows j &lt;= past + i:
+     * q_latent = W_UKᵀ q_nope; score_j = (q_latent · c_j + q_pe · k_pe_j) · scale; p = softmax(score) in fp32;
+     * o_latent = Σ_j p_j c_j; out[i, h] = W_UV o_latent. out [rows, heads, v_head]. No kv_b_proj GEMM over the cache:
+     * a step costs O(cache · kv_lora_rank) per head, and a row's bits depend only on its own sequence.
+     */
+    void mlaDecode(
+            Buf q,
+            int rows,
+            Buf cache,
+            int past,
+            Buf kvBProj,
+            int heads,
+            int qkNope,
+            int qkRope,
+            int vHead,
+            int kvLoraRank,
+            float scale,
+            Buf out);
 
     /**
      * Grouped GEMM (one per expert): for g < groups, rows [rowStart[g], + rows[g]) of y [*, n] = the same rows of

@@ -37,7 +37,10 @@ final class DeviceWeights {
         return own(dev.denseWeight(precision, w.linear(name)));
     }
 
-    /** A linear weight kept in fp32 whatever the precision and the checkpoint's dtype (the MoE router gate). */
+    /**
+     * A linear weight kept in fp32 whatever the precision and the checkpoint's dtype (the MoE router gate; kv_b_proj for
+     * the absorbed attention when it is INT4).
+     */
     Buf fp32(String name) {
         return own(dev.denseWeight(GemmPrecision.FP32, w.linear(name)));
     }

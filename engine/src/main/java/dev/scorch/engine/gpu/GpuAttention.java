@@ -5,8 +5,10 @@ import dev.scorch.engine.kernels.Rope;
 import dev.scorch.engine.runtime.PackedBatch;
 
 /**
- * Multi-head latent attention (DeepseekV3Attention) on a device, in the prefill form: kv_b_proj expands the latent
- * of every key (the batch's own tokens, or a sequence's whole cache once its new tokens are appended).
+ * Multi-head latent attention (DeepseekV3Attention) on a device. As the CPU's MlaAttention: a sequence without
+ * cached tokens (scoring, a prompt into an empty cache) attends in the prefill form, kv_b_proj expanding the latents
+ * of its own tokens; one with cached tokens (a decode step) in the absorbed form over its latent cache
+ * ({@link Device#mlaDecode}), so a step's cost grows with the cache only through the attention itself.
  */
 final class GpuAttention {
     private final int layer;
@@ -25,6 +27,8 @@ final class GpuAttention {
     private final Buf qBProj; // [heads * q_head_dim, q_lora_rank]; null without q_lora_rank
     private final Buf kvALayernorm; // [kv_lora_rank]
     private final Buf kvBProj; // [heads * (qk_nope + v_head), kv_lora_rank]
+    // kv_b_proj as the absorbed form reads it: kvBProj itself, or its fp32 values when it is packed INT4
+    private final Buf kvBProjAbsorbed;
     private final Buf oProj; // [hidden, heads * v_head]
 
     GpuAttention(DeviceWeights w, ModelConfig c, String prefix, int layer) {
@@ -49,6 +53,7 @@ final class GpuAttention {
         }
         kvALayernorm = w.vector(prefix + "kv_a_layernorm.weight");
         kvBProj = w.linear(prefix + "kv_b_proj.weight");
+        kvBProjAbsorbed = kvBProj.kind() == Buf.Kind.INT4 ? w.fp32(prefix + "kv_b_proj.weight") : kvBProj;
         oProj = w.linear(prefix + "o_proj.weight");
     }
 
@@ -82,78 +87,61 @@ final class GpuAttention {
         // RoPE on q_pe of every head and on k_pe, at each token's position.
         dev.rope(q, t, heads, heads * qHead, qHead, qkNope, qkRope, b.positions(), cosSin);
         dev.rope(kPe, t, 1, qkRope, 0, 0, qkRope, b.positions(), cosSin);
-        // Keys: this batch's tokens, or each sequence's whole cache once the new tokens are appended to it.
-        Buf keyLatent = latent;
-        Buf keyPe = kPe;
+        Buf attn = p.floats().take((long) t * heads * vHead); // [T, heads, v_head]
         if (caches != null) {
-            keyLatent = p.floats().take((long) b.keys() * kvLora);
-            keyPe = p.floats().take((long) b.keys() * qkRope);
             PackedBatch pb = b.packed();
             for (int s = 0; s < caches.length; s++) {
                 GpuKvCache c = caches[s];
                 int w = c.width();
-                int past = c.length();
+                int past = c.length(); // the caches advance once every layer has run
                 int len = pb.seqLen()[s];
-                Buf rows = c.layer(layer);
-                Buf fresh = rows.slice((long) past * w, (long) len * w);
+                int row0 = pb.seqStart()[s];
+                // This pass's latents and k_pe join the sequence's cache.
+                Buf fresh = c.layer(layer).slice((long) past * w, (long) len * w);
                 dev.copyCols(
-                        latent.slice((long) pb.seqStart()[s] * kvLora, (long) len * kvLora),
-                        len,
-                        kvLora,
-                        0,
-                        kvLora,
-                        fresh,
-                        w,
-                        0);
+                        latent.slice((long) row0 * kvLora, (long) len * kvLora), len, kvLora, 0, kvLora, fresh, w, 0);
                 dev.copyCols(
-                        kPe.slice((long) pb.seqStart()[s] * qkRope, (long) len * qkRope),
-                        len,
-                        qkRope,
-                        0,
-                        qkRope,
-                        fresh,
-                        w,
-                        kvLora);
-                int all = past + len;
-                dev.copyCols(
-                        rows,
-                        all,
-                        w,
-                        0,
-                        kvLora,
-                        keyLatent.slice((long) b.keyOffset()[s] * kvLora, (long) all * kvLora),
-                        kvLora,
-                        0);
-                dev.copyCols(
-                        rows,
-                        all,
-                        w,
-                        kvLora,
-                        qkRope,
-                        keyPe.slice((long) b.keyOffset()[s] * qkRope, (long) all * qkRope),
-                        qkRope,
-                        0);
+                        kPe.slice((long) row0 * qkRope, (long) len * qkRope), len, qkRope, 0, qkRope, fresh, w, kvLora);
+                if (past > 0) {
+                    // A sequence with cached tokens attends in the absorbed form over its latent cache.
+                    dev.mlaDecode(
+                            q.slice((long) row0 * heads * qHead, (long) len * heads * qHead),
+                            len,
+                            c.layer(layer),
+                            past,
+                            kvBProjAbsorbed,
+                            heads,
+                            qkNope,
+                            qkRope,
+                            vHead,
+                            kvLora,
+                            softmaxScale,
+                            attn.slice((long) row0 * heads * vHead, (long) len * heads * vHead));
+                }
             }
         }
-        // kv = kv_b_proj(latent of every key): [keys, heads, qk_nope + v_head] = [k_nope | v]
-        Buf kv = p.floats().take((long) b.keys() * heads * (qkNope + vHead));
-        dev.gemm(keyLatent, b.keys(), kvLora, kvBProj, heads * (qkNope + vHead), kv, p.precision());
-        Buf attn = p.floats().take((long) t * heads * vHead); // [T, heads, v_head]
-        dev.mlaAttention(
-                q,
-                kv,
-                keyPe,
-                b.keyStart(),
-                b.keyLen(),
-                b.tiles(),
-                b.numTiles(),
-                t,
-                heads,
-                qkNope,
-                qkRope,
-                vHead,
-                softmaxScale,
-                attn);
+        if (b.numTiles() > 0) {
+            // The other sequences (scoring; a prompt into an empty cache) attend in the prefill form over their own
+            // tokens: kv = kv_b_proj(latent) [T, heads, qk_nope + v_head] = [k_nope | v] (in a batch that mixes the
+            // forms, the absorbed rows are expanded too, and not attended)
+            Buf kv = p.floats().take((long) t * heads * (qkNope + vHead));
+            dev.gemm(latent, t, kvLora, kvBProj, heads * (qkNope + vHead), kv, p.precision());
+            dev.mlaAttention(
+                    q,
+                    kv,
+                    kPe,
+                    b.keyStart(),
+                    b.keyLen(),
+                    b.tiles(),
+                    b.numTiles(),
+                    t,
+                    heads,
+                    qkNope,
+                    qkRope,
+                    vHead,
+                    softmaxScale,
+                    attn);
+        }
         Buf out = p.floats().take((long) t * hidden);
         dev.gemm(attn, t, heads * vHead, oProj, hidden, out, p.precision());
         return out;

@@ -69,8 +69,13 @@ public final class GpuDecodingModel implements DecodingModel {
     private static GpuKvCache[] kv(Cache[] caches) {
         GpuKvCache[] kv = new GpuKvCache[caches.length];
         for (int i = 0; i < caches.length; i++) {
-            kv[i] = ((DeviceCache) caches[i]).kv;
+            kv[i] = kv(caches[i]);
         }
         return kv;
+    }
+
+    /** The device cache of one of this model's caches. */
+    static GpuKvCache kv(Cache cache) {
+        return ((DeviceCache) cache).kv;
     }
 }

@@ -98,7 +98,8 @@ public final class GpuModel implements AutoCloseable {
     /**
      * Runs the decoder over batch and passes the final-normed hidden states [T, hidden] (device scratch, valid
      * until the next call) to then. caches, when not null, holds one cache per sequence, positions numbered from
-     * its length; every token's latent and k_pe are appended and each sequence attends over its whole cache.
+     * its length; every token's latent and k_pe are appended, and a sequence whose cache held tokens attends over
+     * all of it in the absorbed form ({@link GpuAttention}).
      * routes, when not null, is [moe layer][T * top_k] and receives each token's experts.
      */
     public synchronized <R> R forward(
@@ -153,7 +154,10 @@ public final class GpuModel implements AutoCloseable {
         return then.apply(out);
     }
 
-    /** Positions, each query's key range and the query tiles, on the device. */
+    /**
+     * Positions, each query's key range among the batch's own tokens and the prefill form's query tiles (sequences
+     * without cached tokens), on the device.
+     */
     private AttentionBatch batch(PackedBatch batch, GpuKvCache[] caches) {
         int t = batch.numTokens();
         int n = batch.numSequences();
@@ -162,15 +166,12 @@ public final class GpuModel implements AutoCloseable {
         }
         int[] keyStart = new int[t];
         int[] keyLen = new int[t];
-        int[] keyOffset = new int[n]; // first key row of sequence s
-        int keys = 0;
         int maxPos = 0;
         for (int s = 0; s < n; s++) {
             int past = caches == null ? 0 : caches[s].length();
             if (caches != null) {
                 caches[s].checkRoom(batch.seqLen()[s]);
             }
-            keyOffset[s] = caches == null ? batch.seqStart()[s] : keys;
             for (int i = 0; i < batch.seqLen()[s]; i++) {
                 int row = batch.seqStart()[s] + i;
                 int pos = batch.positions()[row];
@@ -178,11 +179,10 @@ public final class GpuModel implements AutoCloseable {
                     throw new IllegalArgumentException(
                             "sequence " + s + " token " + i + " has position " + pos + ", expected " + (past + i));
                 }
-                keyStart[row] = keyOffset[s];
-                keyLen[row] = past + i + 1; // causal: the cache, then new tokens up to this one
+                keyStart[row] = batch.seqStart()[s];
+                keyLen[row] = i + 1; // causal, in the prefill form (only sequences without cached tokens use it)
                 maxPos = Math.max(maxPos, pos);
             }
-            keys += past + batch.seqLen()[s];
         }
         ensureCosSin(maxPos + 1);
         Buf positions = ints.take(t);
@@ -191,10 +191,13 @@ public final class GpuModel implements AutoCloseable {
         dev.write(ks, keyStart, 0, t);
         Buf kl = ints.take(t);
         dev.write(kl, keyLen, 0, t);
-        // Attention tiles: runs of up to ATTENTION_TILE consecutive queries of one sequence.
+        // Prefill-form tiles: runs of up to ATTENTION_TILE consecutive queries of one sequence without cached tokens.
         int[] tiles = new int[2 * (t + n)];
         int numTiles = 0;
         for (int s = 0; s < n; s++) {
+            if (caches != null && caches[s].length() > 0) {
+                continue;
+            }
             for (int i = 0; i < batch.seqLen()[s]; i += Device.ATTENTION_TILE) {
                 tiles[2 * numTiles] = batch.seqStart()[s] + i;
                 tiles[2 * numTiles++ + 1] = Math.min(Device.ATTENTION_TILE, batch.seqLen()[s] - i);
@@ -202,7 +205,7 @@ public final class GpuModel implements AutoCloseable {
         }
         Buf tb = ints.take(2L * numTiles);
         dev.write(tb, tiles, 0, 2 * numTiles);
-        return new AttentionBatch(batch, positions, ks, kl, tb, numTiles, caches == null ? t : keys, keyOffset);
+        return new AttentionBatch(batch, positions, ks, kl, tb, numTiles);
     }
 
     private void ensureCosSin(int positions) {

@@ -339,50 +339,71 @@ public final class HostDevice implements Device {
             float scale,
             Buf out) {
         checkTiles(tiles, numTiles, t, keyStart);
+        int[] ts = ints(tiles);
+        for (int tile = 0; tile < numTiles; tile++) {
+            int q0 = ts[off(tiles) + 2 * tile];
+            for (int i = q0; i < q0 + ts[off(tiles) + 2 * tile + 1]; i++) {
+                attend(q, kv, kPe, keyStart, keyLen, i, heads, qkNope, qkRope, vHead, scale, out);
+            }
+        }
+    }
+
+    /** Query i of {@link #mlaAttention}, every head. */
+    private static void attend(
+            Buf q,
+            Buf kv,
+            Buf kPe,
+            Buf keyStart,
+            Buf keyLen,
+            int i,
+            int heads,
+            int qkNope,
+            int qkRope,
+            int vHead,
+            float scale,
+            Buf out) {
         float[] qs = floats(q);
         float[] kvs = floats(kv);
         float[] pes = floats(kPe);
         float[] os = floats(out);
         int qHead = qkNope + qkRope;
         int kvHead = qkNope + vHead;
-        for (int i = 0; i < t; i++) {
-            int k0 = ints(keyStart)[off(keyStart) + i];
-            int len = ints(keyLen)[off(keyLen) + i];
-            for (int h = 0; h < heads; h++) {
-                int qo = off(q) + (i * heads + h) * qHead;
-                float[] s = new float[len];
-                float max = Float.NEGATIVE_INFINITY;
+        int k0 = ints(keyStart)[off(keyStart) + i];
+        int len = ints(keyLen)[off(keyLen) + i];
+        for (int h = 0; h < heads; h++) {
+            int qo = off(q) + (i * heads + h) * qHead;
+            float[] s = new float[len];
+            float max = Float.NEGATIVE_INFINITY;
+            for (int j = 0; j < len; j++) {
+                int ko = off(kv) + ((k0 + j) * heads + h) * kvHead;
+                int po = off(kPe) + (k0 + j) * qkRope;
+                float dot = 0f;
+                for (int d = 0; d < qkNope; d++) {
+                    dot += qs[qo + d] * kvs[ko + d];
+                }
+                for (int d = 0; d < qkRope; d++) {
+                    dot += qs[qo + qkNope + d] * pes[po + d];
+                }
+                s[j] = dot * scale;
+                max = Math.max(max, s[j]);
+            }
+            float sum = 0f;
+            for (int j = 0; j < len; j++) {
+                s[j] = (float) Math.exp(s[j] - max);
+                sum += s[j];
+            }
+            int oo = off(out) + (i * heads + h) * vHead;
+            for (int d = 0; d < vHead; d++) {
+                float acc = 0f;
                 for (int j = 0; j < len; j++) {
-                    int ko = off(kv) + ((k0 + j) * heads + h) * kvHead;
-                    int po = off(kPe) + (k0 + j) * qkRope;
-                    float dot = 0f;
-                    for (int d = 0; d < qkNope; d++) {
-                        dot += qs[qo + d] * kvs[ko + d];
-                    }
-                    for (int d = 0; d < qkRope; d++) {
-                        dot += qs[qo + qkNope + d] * pes[po + d];
-                    }
-                    s[j] = dot * scale;
-                    max = Math.max(max, s[j]);
+                    acc += s[j] * kvs[off(kv) + ((k0 + j) * heads + h) * kvHead + qkNope + d];
                 }
-                float sum = 0f;
-                for (int j = 0; j < len; j++) {
-                    s[j] = (float) Math.exp(s[j] - max);
-                    sum += s[j];
-                }
-                int oo = off(out) + (i * heads + h) * vHead;
-                for (int d = 0; d < vHead; d++) {
-                    float acc = 0f;
-                    for (int j = 0; j < len; j++) {
-                        acc += s[j] * kvs[off(kv) + ((k0 + j) * heads + h) * kvHead + qkNope + d];
-                    }
-                    os[oo + d] = acc / sum;
-                }
+                os[oo + d] = acc / sum;
             }
         }
     }
 
-    /** The tiles must cover the queries in order, each inside one sequence (one key_start). */
+    /** The tiles must be in ascending order and apart, within the t queries, each inside one sequence (one key_start). */
     private static void checkTiles(Buf tiles, int numTiles, int t, Buf keyStart) {
         int[] ts = ints(tiles);
         int[] ks = ints(keyStart);
@@ -390,9 +411,9 @@ public final class HostDevice implements Device {
         for (int i = 0; i < numTiles; i++) {
             int q0 = ts[off(tiles) + 2 * i];
             int n = ts[off(tiles) + 2 * i + 1];
-            if (q0 != next || n < 1 || n > ATTENTION_TILE) {
-                throw new IllegalArgumentException(
-                        "attention tile " + i + " (" + q0 + ", " + n + ") does not continue at query " + next);
+            if (q0 < next || n < 1 || n > ATTENTION_TILE || q0 + n > t) {
+                throw new IllegalArgumentException("attention tile " + i + " (" + q0 + ", " + n
+                        + ") does not follow query " + (next - 1) + " within " + t + " queries");
             }
             for (int j = 1; j < n; j++) {
                 if (ks[off(keyStart) + q0 + j] != ks[off(keyStart) + q0]) {
@@ -401,8 +422,91 @@ public final class HostDevice implements Device {
             }
             next = q0 + n;
         }
-        if (next != t) {
-            throw new IllegalArgumentException("attention tiles cover " + next + " of " + t + " queries");
+    }
+
+    /**
+     * The absorbed form with the order of every sum of the CPU's {@code LatentAttention.attendScalar}: FMA chains in
+     * index order, exp in double rounded to float, one sum of the exponentials, then the probabilities.
+     */
+    @Override
+    public void mlaDecode(
+            Buf q,
+            int rows,
+            Buf cache,
+            int past,
+            Buf kvBProj,
+            int heads,
+            int qkNope,
+            int qkRope,
+            int vHead,
+            int kvLoraRank,
+            float scale,
+            Buf out) {
+        int qHead = qkNope + qkRope;
+        int width = kvLoraRank + qkRope;
+        int rank = kvLoraRank;
+        float[] qs = floats(q.need(Buf.Kind.F32, (long) rows * heads * qHead, "mlaDecode q"));
+        float[] cs = floats(cache.need(Buf.Kind.F32, (long) (past + rows) * width, "mlaDecode cache"));
+        if (kvBProj.kind() != Buf.Kind.F32 && kvBProj.kind() != Buf.Kind.BF16) {
+            throw new IllegalArgumentException("mlaDecode takes kv_b_proj in F32 or BF16, not " + kvBProj.kind());
+        }
+        float[] w = floats(kvBProj.need(kvBProj.kind(), (long) heads * (qkNope + vHead) * rank, "mlaDecode kv_b_proj"));
+        float[] os = floats(out.need(Buf.Kind.F32, (long) rows * heads * vHead, "mlaDecode out"));
+        int c0 = off(cache);
+        float[] qLat = new float[rank];
+        float[] oLat = new float[rank];
+        float[] scores = new float[past + rows];
+        for (int i = 0; i < rows; i++) {
+            int len = past + i + 1; // causal: the cache before this pass, then its tokens up to i
+            for (int h = 0; h < heads; h++) {
+                int qo = off(q) + (i * heads + h) * qHead;
+                int wo = off(kvBProj) + h * (qkNope + vHead) * rank; // W_UK of head h; W_UV at + qk_nope rows
+                // q_latent[c] = Σ_d q_nope[d] · W_UK[d, c]
+                java.util.Arrays.fill(qLat, 0f);
+                for (int d = 0; d < qkNope; d++) {
+                    for (int c = 0; c < rank; c++) {
+                        qLat[c] = Math.fma(qs[qo + d], w[wo + d * rank + c], qLat[c]);
+                    }
+                }
+                float max = Float.NEGATIVE_INFINITY;
+                for (int j = 0; j < len; j++) {
+                    int co = c0 + j * width;
+                    float lat = 0f;
+                    for (int c = 0; c < rank; c++) {
+                        lat = Math.fma(qLat[c], cs[co + c], lat);
+                    }
+                    float pe = 0f;
+                    for (int d = 0; d < qkRope; d++) {
+                        pe = Math.fma(qs[qo + qkNope + d], cs[co + rank + d], pe);
+                    }
+                    scores[j] = (lat + pe) * scale;
+                    max = Math.max(max, scores[j]);
+                }
+                float sum = 0f;
+                for (int j = 0; j < len; j++) {
+                    scores[j] = (float) Math.exp(scores[j] - max);
+                    sum += scores[j];
+                }
+                float inv = 1f / sum;
+                // o_latent = Σ_j p_j c_j
+                java.util.Arrays.fill(oLat, 0f);
+                for (int j = 0; j < len; j++) {
+                    float p = scores[j] * inv;
+                    for (int c = 0; c < rank; c++) {
+                        oLat[c] = Math.fma(p, cs[c0 + j * width + c], oLat[c]);
+                    }
+                }
+                // out[e] = W_UV[e] · o_latent
+                int oo = off(out) + (i * heads + h) * vHead;
+                for (int e = 0; e < vHead; e++) {
+                    int uv = wo + (qkNope + e) * rank;
+                    float acc = 0f;
+                    for (int c = 0; c < rank; c++) {
+                        acc = Math.fma(w[uv + c], oLat[c], acc);
+                    }
+                    os[oo + e] = acc;
+                }
+            }
         }
     }
 

@@ -197,6 +197,46 @@ public final class KernelTwins {
                             },
                             m * heads * dims[2]));
         }
+        // Absorbed (decode) attention over a latent cache: 3 new tokens after 40 cached at the small model's dims with
+        // fp32 kv_b_proj, and 1 after 300 (more keys than the CUDA kernel's warps take at once) at DeepSeek-V3's with
+        // BF16; the cache a slice that starts past its allocation's first row, as a layer of a GpuKvCache does.
+        int[][] decodeDims = {{64, 32, 64, 256, 40, 3}, {128, 64, 128, 512, 300, 1}};
+        for (int[] dims : decodeDims) {
+            int heads = 3;
+            int nope = dims[0];
+            int rope = dims[1];
+            int v = dims[2];
+            int rank = dims[3];
+            int past = dims[4];
+            int news = dims[5];
+            GemmPrecision p = rank == 256 ? GemmPrecision.FP32 : GemmPrecision.BF16X3;
+            float[] q = random(rnd, news * heads * (nope + rope));
+            float[] cache = random(rnd, (past + news + 1) * (rank + rope));
+            float[] kvB = random(rnd, heads * (nope + v) * rank);
+            out.put(
+                    "mlaDecode " + nope + "+" + rope + "/" + v + " rank " + rank + " " + p,
+                    diff(
+                            a,
+                            b,
+                            dev -> {
+                                Buf o = dev.alloc(Buf.Kind.F32, (long) news * heads * v);
+                                dev.mlaDecode(
+                                        dev.upload(q),
+                                        news,
+                                        dev.upload(cache).slice(rank + rope, (long) (past + news) * (rank + rope)),
+                                        past,
+                                        dev.weight(kvB, p),
+                                        heads,
+                                        nope,
+                                        rope,
+                                        v,
+                                        rank,
+                                        0.07f,
+                                        o);
+                                return o;
+                            },
+                            news * heads * v));
+        }
         // Grouped GEMMs: three groups of 5, 12 and 9 rows, packed (5, 12, 20 rows apart) and at a uniform stride of 12
         // rows (padding a device may compute); only the groups' own rows are compared.
         int[][] layouts = {{0, 5, 17}, {0, 12, 24}};

@@ -139,6 +139,23 @@ final class DenseWeightsDevice implements Device {
     }
 
     @Override
+    public void mlaDecode(
+            Buf q,
+            int rows,
+            Buf cache,
+            int past,
+            Buf kvBProj,
+            int heads,
+            int qkNope,
+            int qkRope,
+            int vHead,
+            int kvLoraRank,
+            float scale,
+            Buf out) {
+        dev.mlaDecode(q, rows, cache, past, kvBProj, heads, qkNope, qkRope, vHead, kvLoraRank, scale, out);
+    }
+
+    @Override
     public void gemmGrouped(
             Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
         dev.gemmGrouped(x, rowStart, rows, groups, k, w, n, y, precision);

@@ -55,6 +55,10 @@ public final class CudaDevice implements Device {
     private static final int ATTN_THREADS = 128; // as scorch_kernels.cu's ATTN_THREADS, ATTN_MAX_QK, ATTN_MAX_V
     private static final int ATTN_MAX_QK = 192;
     private static final int ATTN_MAX_V = 128;
+    private static final int DEC_THREADS = 256; // as scorch_kernels.cu's DEC_THREADS (DEC_WARPS = DEC_THREADS / 32)
+    private static final int DEC_WARPS = DEC_THREADS / 32;
+    // Dynamic shared memory a launch may take without opting in: 48 KiB, less the kernels' static arrays.
+    private static final int DEC_MAX_SHARED = 47 << 10;
 
     private final int ordinal;
     private final String description;
@@ -723,6 +727,52 @@ public final class CudaDevice implements Device {
                 qkNope,
                 qkRope,
                 vHead,
+                scale,
+                out);
+    }
+
+    @Override
+    public void mlaDecode(
+            Buf q,
+            int rows,
+            Buf cache,
+            int past,
+            Buf kvBProj,
+            int heads,
+            int qkNope,
+            int qkRope,
+            int vHead,
+            int kvLoraRank,
+            float scale,
+            Buf out) {
+        long shared = ((long) (DEC_WARPS + 1) * kvLoraRank + qkRope) * Float.BYTES;
+        if (shared > DEC_MAX_SHARED) {
+            throw new IllegalArgumentException("the CUDA absorbed attention kernel takes up to " + DEC_MAX_SHARED
+                    + " bytes of shared memory; kv_lora_rank " + kvLoraRank + " needs " + shared);
+        }
+        if (kvBProj.kind() != Buf.Kind.F32 && kvBProj.kind() != Buf.Kind.BF16) {
+            throw new IllegalArgumentException("mlaDecode takes kv_b_proj in F32 or BF16, not " + kvBProj.kind());
+        }
+        q.need(Buf.Kind.F32, (long) rows * heads * (qkNope + qkRope), "mlaDecode q");
+        cache.need(Buf.Kind.F32, (long) (past + rows) * (kvLoraRank + qkRope), "mlaDecode cache");
+        kvBProj.need(kvBProj.kind(), (long) heads * (qkNope + vHead) * kvLoraRank, "mlaDecode kv_b_proj");
+        out.need(Buf.Kind.F32, (long) rows * heads * vHead, "mlaDecode out");
+        bind();
+        kernels.launch(
+                kvBProj.kind() == Buf.Kind.BF16 ? "mla_decode_bf16" : "mla_decode_f32",
+                rows,
+                heads,
+                DEC_THREADS,
+                (int) shared,
+                q,
+                cache,
+                past,
+                kvBProj,
+                heads,
+                qkNope,
+                qkRope,
+                vHead,
+                kvLoraRank,
                 scale,
                 out);
     }
