@@ -172,6 +172,16 @@ public record KernelSelection(
         return Current.SELECTION;
     }
 
+    /**
+     * The selection these inputs give with -Dscorch.cpu.precision=asked instead (for bench's --cpu-precision, in a JVM
+     * whose own selection is made): the same kernels, and the precision that runs of the one asked, and why.
+     */
+    public KernelSelection withPrecision(String asked) {
+        Map<String, String> p = new TreeMap<>(inputs.properties());
+        p.put(CpuPrecision.PROPERTY, asked);
+        return choose(new Inputs(inputs.jdk(), inputs.lanes(), inputs.os(), inputs.arch(), p, inputs.library()));
+    }
+
     /** Whether CpuOps runs the Vector API (and native) kernels rather than the scalar ones. */
     public boolean simd() {
         return prefillGemm.impl() != Impl.SCALAR;
