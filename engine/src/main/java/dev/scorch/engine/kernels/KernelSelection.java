@@ -12,7 +12,8 @@ import jdk.incubator.vector.FloatVector;
  * {@link Inputs} (the Vector API's preferred width, the JDK, the scorch.* properties, and whether the native library
  * loaded, with the CPU features it reports); {@link #current} is its answer for this JVM, made once. The kernels read
  * their switches from it (PackedGemm its tile, NativeAttention and NativeVecMath whether they run, RowDecoder which
- * in-register decoders exist, CpuOps the Vector API or the scalar code, CudaDevice its expert GEMMs); bench, inspect
+ * in-register decoders exist, CpuOps the Vector API or the scalar code and its default precision, CudaDevice its expert
+ * GEMMs); bench, inspect
  * and the executors' log print it.
  *
  * <p>A native kernel gives the bits of the Java kernel it stands in for; the vector width and the scalar fallback do
