@@ -18,6 +18,7 @@
 #include <string.h>
 #include <ucontext.h>
 
+#include "scorch_cpu.h"
 #include "scorch_jni.h"
 
 /* Rows of x per tile (two 8-lane vectors) and weight rows per tile of the AVX2 kernel, as PackedGemm's MR and NR. */
@@ -155,19 +156,20 @@ static void kernel_block_512(const float* xt, int tiles, int kDim, int k0, int k
 }
 
 /*
- * x^T of one tile of mr rows (a multiple of 8), as PackedGemm.transposeTile writes it: xt[k * mr + r] = x[r * kDim + k]
- * for the tile's rows r < rows (x points at its first row), 0 for r >= rows. 8 x 8 blocks go through registers (8 rows
- * in, 8 inputs out); the inputs past the last multiple of 8 one by one.
+ * x^T of one tile of mr rows (a multiple of 8), as PackedGemm.transposeTile writes it: xt[k * mr + r] = x[r * stride + k]
+ * for k < kDim and the tile's rows r < rows (x points at its first row), 0 for r >= rows. 8 x 8 blocks go through
+ * registers (8 rows in, 8 inputs out); the inputs past the last multiple of 8 one by one. scorch_bf16.c transposes
+ * 16 inputs of its rows at a time with it (stride: the rows' length).
  */
 __attribute__((target("avx2,fma")))
-static void transpose_tile(const float* x, int rows, int kDim, int mr, float* xt) {
+void scorch_transpose_tile(const float* x, int rows, int stride, int kDim, int mr, float* xt) {
   int k8 = kDim / 8 * 8;
   for (int half = 0; half < mr; half += 8) {
     const float* src[8];
     int live[8];
     for (int r = 0; r < 8; r++) {
       live[r] = half + r < rows;
-      src[r] = x + (size_t)(live[r] ? half + r : 0) * kDim;
+      src[r] = x + (size_t)(live[r] ? half + r : 0) * stride;
     }
     __m256 zero = _mm256_setzero_ps();
     for (int k = 0; k < k8; k += 8) {
@@ -723,6 +725,6 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_transposeTile0(
     scorch_unpinned(env, "cannot pin x");
     return;
   }
-  transpose_tile(px + xOff, rows, kDim, mr, pxt + xtOff);
+  scorch_transpose_tile(px + xOff, rows, kDim, kDim, mr, pxt + xtOff);
   (*env)->ReleasePrimitiveArrayCritical(env, x, px, JNI_ABORT);
 }

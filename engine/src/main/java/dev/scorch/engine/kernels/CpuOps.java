@@ -17,15 +17,38 @@ import jdk.incubator.vector.VectorSpecies;
 public final class CpuOps implements Ops {
     private final Parallel par;
     private final boolean simd;
+    private final CpuPrecision precision;
 
-    /** The Vector API and native kernels where {@link KernelSelection} picks them (the Vector API has 4+ lanes), else scalar. */
+    /**
+     * The Vector API and native kernels where {@link KernelSelection} picks them (the Vector API has 4+ lanes), else
+     * scalar; prefill's GEMMs in the selection's precision.
+     */
     public CpuOps(int threads) {
         this(threads, KernelSelection.current().simd());
     }
 
     public CpuOps(int threads, boolean simd) {
+        this(threads, simd, simd ? KernelSelection.current().cpuPrecision() : CpuPrecision.FP32);
+    }
+
+    /** Prefill's GEMMs in precision, which must run here ({@link PackedGemm#runs}; fp32 without simd). */
+    public CpuOps(int threads, CpuPrecision precision) {
+        this(threads, KernelSelection.current().simd(), precision);
+    }
+
+    private CpuOps(int threads, boolean simd, CpuPrecision precision) {
+        if (precision != CpuPrecision.FP32 && !(simd && PackedGemm.runs(precision))) {
+            throw new IllegalArgumentException("CPU precision " + precision.id() + " does not run here: "
+                    + KernelSelection.current().precision().reason());
+        }
         this.par = new Parallel(threads);
         this.simd = simd;
+        this.precision = precision;
+    }
+
+    /** How prefill's GEMMs multiply (decode's row-dot GEMMs are fp32 in every precision). */
+    public CpuPrecision precision() {
+        return precision;
     }
 
     @Override
@@ -45,7 +68,7 @@ public final class CpuOps implements Ops {
     @Override
     public void matmul(float[] x, int m, Linear w, float[] y) {
         if (simd) {
-            PackedGemm.matmul(x, m, w, y, par);
+            PackedGemm.matmul(x, m, w, y, par, precision);
         } else {
             ScalarGemm.matmul(x, m, w, y, par);
         }
@@ -54,7 +77,7 @@ public final class CpuOps implements Ops {
     @Override
     public void matmul(float[] x, int m, Linear[] w, float[][] y) {
         if (simd) {
-            PackedGemm.matmul(x, m, w, y, par);
+            PackedGemm.matmul(x, m, w, y, par, precision);
         } else {
             Ops.super.matmul(x, m, w, y);
         }

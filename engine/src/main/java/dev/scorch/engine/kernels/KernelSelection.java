@@ -12,7 +12,8 @@ import jdk.incubator.vector.FloatVector;
  * {@link Inputs} (the Vector API's preferred width, the JDK, the scorch.* properties, and whether the native library
  * loaded, with the CPU features it reports); {@link #current} is its answer for this JVM, made once. The kernels read
  * their switches from it (PackedGemm its tile, NativeAttention and NativeVecMath whether they run, RowDecoder which
- * in-register decoders exist, CpuOps the Vector API or the scalar code, CudaDevice its expert GEMMs); bench, inspect
+ * in-register decoders exist, CpuOps the Vector API or the scalar code and its default precision, CudaDevice its expert
+ * GEMMs); bench, inspect
  * and the executors' log print it.
  *
  * <p>A native kernel gives the bits of the Java kernel it stands in for; the vector width and the scalar fallback do
@@ -27,6 +28,8 @@ import jdk.incubator.vector.FloatVector;
  * @param attention CpuOps.attention, prefill's causal attention of each head
  * @param vectorMath CpuOps.logSumExp and siluMul
  * @param cudaExperts CudaDevice's routed-expert GEMMs (cudaBatchedExperts: the batched ones)
+ * @param cpuPrecision how PackedGemm multiplies (fp32, or bf16 parts on AVX512-BF16): CpuOps' default
+ * @param precision the same as a choice: where it runs, and why (with the matrix units found)
  */
 public record KernelSelection(
         Inputs inputs,
@@ -40,7 +43,9 @@ public record KernelSelection(
         Choice attention,
         Choice vectorMath,
         Choice cudaExperts,
-        boolean cudaBatchedExperts) {
+        boolean cudaBatchedExperts,
+        CpuPrecision cpuPrecision,
+        Choice precision) {
 
     /** -Dscorch.native=false: no native code at all. */
     public static final String NATIVE = "scorch.native";
@@ -55,7 +60,12 @@ public record KernelSelection(
      */
     public static final String CUDA_BATCHED_EXPERTS = "scorch.cuda.batched-experts";
 
-    private static final String[] PROPERTIES = {NATIVE, NATIVE_ATTENTION, NATIVE_VECMATH, CUDA_BATCHED_EXPERTS};
+    /** -Dscorch.native.bf16=false: the CPU's AVX512-BF16 taken as absent (fp32 whatever the precision asked). */
+    public static final String NATIVE_BF16 = "scorch.native.bf16";
+
+    private static final String[] PROPERTIES = {
+        NATIVE, NATIVE_ATTENTION, NATIVE_VECMATH, NATIVE_BF16, CUDA_BATCHED_EXPERTS, CpuPrecision.PROPERTY
+    };
 
     /** Where a kernel runs. */
     public enum Impl {
@@ -121,13 +131,31 @@ public record KernelSelection(
      * How loading the native library went: whyNotLoaded null when System.load took it, and then isa, what the CPU has (2:
      * AVX-512 F, AVX2 and FMA; 1: AVX2 and FMA; 0: neither).
      */
-    public record Library(String whyNotLoaded, int isa) {
+    public record Library(String whyNotLoaded, int isa, int units) {
+        /** A bit of units: the CPU (and the OS) run AVX512-BF16, and the library has its kernel. */
+        public static final int AVX512_BF16 = 1;
+        /** AMX-BF16 and AMX-TILE: found and reported; no kernel uses them yet. */
+        public static final int AMX_BF16 = 2;
+
+        public static final int AMX_TILE = 4;
+
         public static Library loaded(int isa) {
-            return new Library(null, isa);
+            return new Library(null, isa, 0);
+        }
+
+        /** Loaded, with the matrix units found (bits AVX512_BF16, AMX_BF16, AMX_TILE). */
+        public static Library loaded(int isa, int units) {
+            return new Library(null, isa, units);
         }
 
         public static Library notLoaded(String why) {
-            return new Library(why, 0);
+            return new Library(why, 0, 0);
+        }
+
+        /** The units found, in words. */
+        String unitsFound() {
+            return "AVX512-BF16 " + ((units & AVX512_BF16) != 0 ? "yes" : "no") + ", AMX-BF16 "
+                    + ((units & AMX_BF16) != 0 ? "yes" : "no");
         }
 
         /** Null where its kernels run on this CPU; else why not. */
@@ -143,6 +171,16 @@ public record KernelSelection(
     /** This JVM's selection (the first call loads the native library where it may). */
     public static KernelSelection current() {
         return Current.SELECTION;
+    }
+
+    /**
+     * The selection these inputs give with -Dscorch.cpu.precision=asked instead (for bench's --cpu-precision, in a JVM
+     * whose own selection is made): the same kernels, and the precision that runs of the one asked, and why.
+     */
+    public KernelSelection withPrecision(String asked) {
+        Map<String, String> p = new TreeMap<>(inputs.properties());
+        p.put(CpuPrecision.PROPERTY, asked);
+        return choose(new Inputs(inputs.jdk(), inputs.lanes(), inputs.os(), inputs.arch(), p, inputs.library()));
     }
 
     /** Whether CpuOps runs the Vector API (and native) kernels rather than the scalar ones. */
@@ -268,8 +306,62 @@ public record KernelSelection(
                         Impl.CUDA,
                         "one cuBLAS GEMM per expert",
                         "the batched path has not passed the device check yet");
+        // Precision: bf16 parts need the AVX-512 tile (32 rows) and AVX512-BF16; fp32 is the default and the fallback.
+        String asked = in.property(CpuPrecision.PROPERTY);
+        CpuPrecision wanted;
+        String unknown = null;
+        try {
+            wanted = asked == null ? CpuPrecision.FP32 : CpuPrecision.parse(asked);
+        } catch (IllegalArgumentException e) {
+            wanted = CpuPrecision.FP32;
+            unknown = e.getMessage();
+        }
+        String units = library ? in.library().unitsFound() : "none (" + libraryOff + ")";
+        String noBf16 = !simd
+                ? noVectors
+                : !nativeGemm || mr != 32
+                        ? "the AVX-512 tile does not run: " + prefill.reason()
+                        : (in.library().units() & Library.AVX512_BF16) == 0
+                                ? "CPU lacks AVX512-BF16"
+                                : "false".equals(in.property(NATIVE_BF16)) ? "-D" + NATIVE_BF16 + "=false" : null;
+        CpuPrecision precisionMode;
+        Choice precision;
+        if (unknown != null) {
+            precisionMode = CpuPrecision.FP32;
+            precision = new Choice(prefill.impl(), "fp32", unknown + "; units: " + units);
+        } else if (wanted == CpuPrecision.FP32) {
+            precisionMode = CpuPrecision.FP32;
+            precision = new Choice(
+                    prefill.impl(),
+                    "fp32",
+                    (asked == null ? "the default" : "-D" + CpuPrecision.PROPERTY + "=fp32") + "; units: " + units);
+        } else if (noBf16 != null) {
+            precisionMode = CpuPrecision.FP32;
+            precision = new Choice(prefill.impl(), "fp32", wanted.id() + " asked, but " + noBf16 + "; units: " + units);
+        } else {
+            precisionMode = wanted;
+            precision = new Choice(
+                    Impl.NATIVE,
+                    wanted.id() + ": " + wanted.parts() + " bf16 part" + (wanted.parts() > 1 ? "s" : "")
+                            + " a product on AVX512-BF16 (VDPBF16PS), 2 x 12 on 32-row tiles",
+                    "-D" + CpuPrecision.PROPERTY + "=" + wanted.id() + "; units: " + units
+                            + (((in.library().units() & Library.AMX_BF16) != 0) ? " (no AMX kernel yet)" : ""));
+        }
         return new KernelSelection(
-                in, nativeLibrary, prefill, gemmNr, decode, bf16, fp8, int4, attention, vectorMath, cuda, batched);
+                in,
+                nativeLibrary,
+                prefill,
+                gemmNr,
+                decode,
+                bf16,
+                fp8,
+                int4,
+                attention,
+                vectorMath,
+                cuda,
+                batched,
+                precisionMode,
+                precision);
     }
 
     /** PackedGemm's decoder of one weight dtype whose Java vectors need minLanes. */
@@ -300,6 +392,7 @@ public record KernelSelection(
     private Map<String, Choice> choices() {
         Map<String, Choice> m = new java.util.LinkedHashMap<>();
         m.put("prefill_gemm", prefillGemm);
+        m.put("cpu_precision", precision);
         m.put("decode_gemm", decodeGemm);
         m.put("bf16_decoder", bf16Decoder);
         m.put("fp8_decoder", fp8Decoder);
@@ -329,7 +422,7 @@ public record KernelSelection(
     }
 
     /**
-     * {"prefill_gemm": {"impl", "kernel", "reason"}, "decode_gemm", "bf16_decoder", "fp8_decoder", "int4_decoder",
+     * {"prefill_gemm": {"impl", "kernel", "reason"}, "cpu_precision", "decode_gemm", "bf16_decoder", "fp8_decoder", "int4_decoder",
      * "attention", "vector_math", "cuda_experts", "gemm_nr", "native_library", "inputs": {"jdk", "vector_lanes", "os",
      * "arch", "properties"}}.
      */

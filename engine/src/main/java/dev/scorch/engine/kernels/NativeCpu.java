@@ -56,6 +56,14 @@ public final class NativeCpu {
                 .order(ByteOrder.nativeOrder());
     }
 
+    /** Whether the CPU has AVX512-BF16 for {@link #bf16KernelBlock} and {@link #splitTile} (with the AVX-512 kernel). */
+    private static final boolean BF16 = AVX512 && (LIBRARY.units() & KernelSelection.Library.AVX512_BF16) != 0;
+
+    /** Whether the AVX512-BF16 kernel runs here (whatever the selection chose). */
+    public static boolean bf16() {
+        return BF16;
+    }
+
     /** Whether the AVX-512 kernel (tiles of 32 rows) runs here too. */
     public static boolean avx512() {
         return AVX512;
@@ -107,7 +115,7 @@ public final class NativeCpu {
         } catch (IOException e) {
             // best effort: what is left is only disk space
         }
-        return KernelSelection.Library.loaded(isa());
+        return KernelSelection.Library.loaded(isa(), units0());
     }
 
     /** The library's SIGBUS guard (false where asking fails: the decoders then copy the weights out first). */
@@ -192,6 +200,51 @@ public final class NativeCpu {
             int nDim,
             int n0,
             int nn) {
+        checkKernelBlock(
+                mr,
+                xtDirect,
+                xtFloats,
+                (long) kDim * mr,
+                xtOff,
+                tiles,
+                kDim,
+                k0,
+                kc,
+                wbLength,
+                groups,
+                cDirect,
+                cFloats,
+                mPad,
+                yLength,
+                rowBase,
+                mb,
+                nDim,
+                n0,
+                nn);
+    }
+
+    /** The same, with tiles of tileFloats floats (kDim·mr for kernelBlock; a split tile's pairs·parts·32). */
+    static void checkKernelBlock(
+            int mr,
+            boolean xtDirect,
+            long xtFloats,
+            long tileFloats,
+            int xtOff,
+            int tiles,
+            int kDim,
+            int k0,
+            int kc,
+            int wbLength,
+            int groups,
+            boolean cDirect,
+            long cFloats,
+            int mPad,
+            int yLength,
+            int rowBase,
+            int mb,
+            int nDim,
+            int n0,
+            int nn) {
         int nr = nr(mr);
         boolean y = yLength >= 0;
         // In long throughout: an int sum or product of valid-looking arguments can wrap to a small one that passes.
@@ -203,7 +256,7 @@ public final class NativeCpu {
                 || groups < 0
                 || mPad < (long) tiles * mr
                 || !xtDirect
-                || (long) xtOff + (long) tiles * kDim * mr > xtFloats
+                || (long) xtOff + tiles * tileFloats > xtFloats
                 || (long) groups * nr * kc > wbLength
                 || !cDirect
                 || (long) groups * nr * mPad > cFloats
@@ -520,6 +573,118 @@ public final class NativeCpu {
         }
         transposeTile0(mr, x, xOff, rows, kDim, xt, xtOff);
     }
+
+    /** Pairs of inputs per row of a split tile: an odd K takes a zero input at its end. */
+    static int pairs(int kDim) {
+        return (kDim + 1) / 2;
+    }
+
+    /**
+     * One tile of 32 rows of x split into parts bf16 values per input (see {@code split_tile} in scorch_bf16.c):
+     * xs[xsOff + (p·parts + q)·32 + r] holds part q of inputs 2p and 2p + 1 of row r (x[xOff + r·kDim + k]; 0 past rows
+     * and past kDim), the even input in the low half.
+     */
+    static void splitTile(int parts, float[] x, int xOff, int rows, int kDim, ByteBuffer xs, int xsOff) {
+        if (!BF16) {
+            throw new IllegalStateException("no AVX512-BF16 kernel here");
+        }
+        if (parts < 1
+                || parts > 3
+                || xOff < 0
+                || xsOff < 0
+                || kDim < 0
+                || rows < 0
+                || rows > 32
+                || (long) xOff + (long) rows * kDim > x.length
+                || !xs.isDirect()
+                || (long) xsOff + (long) pairs(kDim) * parts * 32 > xs.capacity() / Integer.BYTES) {
+            throw new IndexOutOfBoundsException("split tile out of its arrays: " + parts + " parts, x " + x.length
+                    + " from " + xOff + ", " + rows + " rows of " + kDim + ", xs " + xs.capacity() / Integer.BYTES
+                    + " from " + xsOff);
+        }
+        splitTile0(parts, x, xOff, rows, kDim, xs, xsOff);
+    }
+
+    /**
+     * {@link #kernelBlock} on split tiles of 32 rows (see {@code kernel_block_bf16} in scorch_bf16.c): xs from xsOff holds
+     * the tiles as {@link #splitTile} writes them, parts a pair; the weights wb are fp32 as for kernelBlock (groups of 12
+     * rows, at most 96 rows and 256 inputs). A group whose block is not exact in bf16 runs in fp32 FMAs. k0 is even.
+     */
+    static void bf16KernelBlock(
+            int parts,
+            ByteBuffer xs,
+            int xsOff,
+            int tiles,
+            int kDim,
+            int k0,
+            int kc,
+            float[] wb,
+            int groups,
+            ByteBuffer c,
+            int mPad,
+            boolean first,
+            float[] y,
+            int rowBase,
+            int mb,
+            int nDim,
+            int n0,
+            int nn) {
+        if (!BF16) {
+            throw new IllegalStateException("no AVX512-BF16 kernel here");
+        }
+        if (parts < 1 || parts > 3 || k0 % 2 != 0 || kc > 256 || groups > 8) {
+            throw new IllegalArgumentException("no bf16 kernel block of " + parts + " parts, " + groups
+                    + " groups of 12 rows, " + kc + " inputs from " + k0);
+        }
+        checkKernelBlock(
+                32,
+                xs.isDirect(),
+                xs.capacity() / Integer.BYTES,
+                (long) pairs(kDim) * parts * 32,
+                xsOff,
+                tiles,
+                kDim,
+                k0,
+                kc,
+                wb.length,
+                groups,
+                c.isDirect(),
+                c.capacity() / Float.BYTES,
+                mPad,
+                y == null ? -1 : y.length,
+                rowBase,
+                mb,
+                nDim,
+                n0,
+                nn);
+        bf16KernelBlock0(
+                parts, xs, xsOff, tiles, kDim, k0, kc, wb, groups, c, mPad, first, y, rowBase, mb, nDim, n0, nn);
+    }
+
+    /** The BF16 and AMX units the CPU has (KernelSelection.Library's bits; asked of the CPU in scorch_bf16.c). */
+    private static native int units0();
+
+    private static native void splitTile0(int parts, float[] x, int xOff, int rows, int kDim, ByteBuffer xs, int xsOff);
+
+    private static native void bf16KernelBlock0(
+            int parts,
+            ByteBuffer xs,
+            int xsOff,
+            int tiles,
+            int kDim,
+            int k0,
+            int kc,
+            float[] wb,
+            int groups,
+            ByteBuffer c,
+            int mPad,
+            boolean first,
+            float[] y,
+            int rowBase,
+            int mb,
+            int nDim,
+            int n0,
+            int nn);
 
     /** 2: AVX-512 F, AVX2 and FMA; 1: AVX2 and FMA; 0: neither (asked of the CPU in scorch_cpu.c). */
     private static native int isa();

@@ -22,6 +22,12 @@ import jdk.incubator.vector.VectorSpecies;
  * <p>Every output is one fused-multiply-add chain over k = 0 .. K-1 in order, whatever M, the tile a row
  * lands in, or the thread that runs it: a row's result is bit-identical in any batch and at any thread count,
  * and to {@link ScalarGemm}'s.
+ *
+ * <p>In a bf16 {@link CpuPrecision} (where the CPU has AVX512-BF16) the AVX-512 tile's K blocks run on VDPBF16PS
+ * instead: each tile of x is split, not transposed, into bf16 parts of each pair of inputs, and each block's weight rows
+ * are packed to bf16 pairs (groups of 12 rows not exact in bf16 run that block in fp32 FMAs). Each output is then one
+ * chain over the pairs in order, part by part: again the same bits in any batch and at any thread count, within the
+ * mode.
  */
 public final class PackedGemm {
     static final VectorSpecies<Float> S = FloatVector.SPECIES_PREFERRED;
@@ -33,6 +39,8 @@ public final class PackedGemm {
      * 8-lane vectors, 32 with AVX-512's 16-lane ones). {@link KernelSelection} decides.
      */
     static final boolean NATIVE = KernelSelection.current().prefillGemm().impl() == KernelSelection.Impl.NATIVE;
+    /** The precision matmul runs in unless told: {@link KernelSelection}'s (fp32 where the BF16 units are absent). */
+    static final CpuPrecision PRECISION = KernelSelection.current().cpuPrecision();
     /** Weight rows per tile of the native kernel for MR: 6 (AVX2) or 12 (AVX-512). */
     static final int NATIVE_NR = NativeCpu.nr(MR);
     /**
@@ -122,6 +130,8 @@ public final class PackedGemm {
         int nr;
         /** Whether the row tasks run their K blocks in {@link NativeCpu}'s kernel. */
         boolean nativeKernel;
+        /** bf16 parts per input on the AVX512-BF16 kernel (its tiles split, not transposed); 0: fp32. */
+        int parts;
         /**
          * Micro-kernel groups of nr weight rows in weight g (the last may be partial), and the first task of each weight
          * (firstTask[g + 1] - firstTask[g] tasks, each a run of whole groups).
@@ -146,7 +156,16 @@ public final class PackedGemm {
 
         /** The xᵀ tile t of the chunk (in C with the native kernel). */
         void transposeTile(int t) {
-            if (nativeKernel) {
+            if (parts > 0) {
+                NativeCpu.splitTile(
+                        parts,
+                        x,
+                        (chunkBase + t * MR) * kDim,
+                        Math.min(MR, rows - t * MR),
+                        kDim,
+                        xtNative,
+                        t * splitTileInts(kDim, parts));
+            } else if (nativeKernel) {
                 NativeCpu.transposeTile(
                         MR, x, (chunkBase + t * MR) * kDim, Math.min(MR, rows - t * MR), kDim, xtNative, t * kDim * MR);
             } else {
@@ -178,7 +197,8 @@ public final class PackedGemm {
                     n1 - n0,
                     y[g],
                     nr,
-                    nativeKernel);
+                    nativeKernel,
+                    parts);
         }
 
         /** Owned pass, item b: block b's tiles transposed, then all its tasks, on one thread. */
@@ -219,10 +239,25 @@ public final class PackedGemm {
     private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
 
     public static void matmul(float[] x, int m, Linear w, float[] y, Parallel par) {
+        matmul(x, m, w, y, par, PRECISION);
+    }
+
+    /** y = x · wᵀ in the given precision (fp32, or bf16 parts where {@link #runs} says so). */
+    public static void matmul(float[] x, int m, Linear w, float[] y, Parallel par, CpuPrecision precision) {
         Call call = SCRATCH.get().call;
         call.w1[0] = w;
         call.y1[0] = y;
-        matmul(x, m, call.w1, call.y1, par, NR);
+        matmul(x, m, call.w1, call.y1, par, precision);
+    }
+
+    /** Whether precision runs here: fp32 always; the bf16 modes where the AVX512-BF16 kernel and the AVX-512 tile run. */
+    public static boolean runs(CpuPrecision precision) {
+        return precision == CpuPrecision.FP32 || NATIVE && NATIVE_NR == 12 && NR == 12 && NativeCpu.bf16();
+    }
+
+    /** Ints of one split tile: pairs of inputs × parts × MR. */
+    static int splitTileInts(int kDim, int parts) {
+        return NativeCpu.pairs(kDim) * parts * MR;
     }
 
     /**
@@ -230,7 +265,19 @@ public final class PackedGemm {
      * transposed once and every weight's row tasks run in one parallel pass. Each y[g] has the bits of its own call.
      */
     public static void matmul(float[] x, int m, Linear[] w, float[][] y, Parallel par) {
-        matmul(x, m, w, y, par, NR);
+        matmul(x, m, w, y, par, PRECISION);
+    }
+
+    /** The same in the given precision, which must run here ({@link #runs}). */
+    public static void matmul(float[] x, int m, Linear[] w, float[][] y, Parallel par, CpuPrecision precision) {
+        if (precision == CpuPrecision.FP32) {
+            matmul(x, m, w, y, par, NR);
+        } else if (!runs(precision)) {
+            throw new IllegalArgumentException("CPU precision " + precision.id() + " does not run here: "
+                    + KernelSelection.current().precision().reason());
+        } else {
+            matmul(x, m, w, y, par, NR, true, precision.parts());
+        }
     }
 
     /** {@link #matmul(float[], int, Linear[], float[][], Parallel)} with nr weight rows per micro-kernel call (4 or 6). */
@@ -244,6 +291,12 @@ public final class PackedGemm {
      * bits either way.
      */
     static void matmul(float[] x, int m, Linear[] w, float[][] y, Parallel par, int nr, boolean nativeKernel) {
+        matmul(x, m, w, y, par, nr, nativeKernel, 0);
+    }
+
+    /** The same, the native tile's K blocks on AVX512-BF16 with parts bf16 parts an input where parts &gt; 0. */
+    private static void matmul(
+            float[] x, int m, Linear[] w, float[][] y, Parallel par, int nr, boolean nativeKernel, int parts) {
         boolean inC = nativeKernel && NATIVE;
         if (inC ? nr != NATIVE_NR : nr != 4 && nr != 6) {
             throw new IllegalArgumentException("no 2 x " + nr + " micro-kernel" + (inC ? " in C" : " in Java"));
@@ -284,6 +337,7 @@ public final class PackedGemm {
             call.y = y;
             call.nr = nr;
             call.nativeKernel = inC;
+            call.parts = parts;
             call.nTasks = firstTask[w.length];
             int weightRows = 0; // of all the weights: the rows every block decodes
             for (Linear wg : w) {
@@ -308,7 +362,9 @@ public final class PackedGemm {
                 int rows = Math.min(CHUNK, m - c0);
                 int tiles = (rows + MR - 1) / MR;
                 // xᵀ: tile t holds x[c0 + t·MR + r, k] at t·K·MR + k·MR + r (rows past the chunk are zero).
-                if (call.nativeKernel) {
+                if (parts > 0) {
+                    call.xtNative = s.xtNative(tiles * splitTileInts(kDim, parts));
+                } else if (call.nativeKernel) {
                     call.xtNative = s.xtNative(tiles * MR * kDim);
                 } else {
                     call.xt = s.xt(tiles * MR * kDim);
@@ -358,7 +414,8 @@ public final class PackedGemm {
             int nn,
             float[] y,
             int nr,
-            boolean nativeKernel) {
+            boolean nativeKernel,
+            int parts) {
         Scratch s = SCRATCH.get();
         int kDim = w.in();
         int nDim = w.out();
@@ -386,6 +443,29 @@ public final class PackedGemm {
             }
             boolean first = k0 == 0;
             boolean last = k0 + kc == kDim;
+            if (parts > 0) {
+                // On AVX512-BF16: the block's weight rows packed to bf16 pairs in C, against the split tiles.
+                NativeCpu.bf16KernelBlock(
+                        parts,
+                        xtNative,
+                        firstTile * splitTileInts(kDim, parts),
+                        tiles,
+                        kDim,
+                        k0,
+                        kc,
+                        wb,
+                        groups,
+                        cNative,
+                        mPad,
+                        first,
+                        last ? y : null,
+                        rowBase,
+                        mb,
+                        nDim,
+                        n0,
+                        nn);
+                continue;
+            }
             if (nativeKernel) {
                 // The whole block in C: into the accumulators, and the last block's sums into y[rowBase + i, n0 + j].
                 NativeCpu.kernelBlock(

@@ -2,6 +2,7 @@ package dev.scorch.engine.bench;
 
 import dev.scorch.engine.checkpoint.DType;
 import dev.scorch.engine.kernels.CpuOps;
+import dev.scorch.engine.kernels.CpuPrecision;
 import dev.scorch.engine.kernels.KernelSelection;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.runtime.HeapAllocation;
@@ -30,6 +31,8 @@ import java.util.List;
  *   run                        →  SECONDS HEAP_BYTES          (one prefill, scored into a kept BatchScores)
  *   prop KEY VALUE             →  ok                          (a system property: A/B runs of a setting the code
  *                                                                 under test reads per call, alternating in one JVM)
+ *   precision MODE             →  ok                          (GEMMs and prefills from now on in CpuPrecision MODE:
+ *                                                                 fp32, bf16x3, bf16x2, bf16)
  *   quit
  * </pre>
  * Run through dev/jmh --main dev.scorch.engine.bench.EnginePairs THREADS (the JMH class path, Scorch's JVM flags).
@@ -49,7 +52,8 @@ public final class EnginePairs {
     static void serve(BufferedReader in, PrintStream out, int threads) throws IOException {
         GemmFixture gemm = null;
         Prefill prefill = null;
-        try (CpuOps ops = new CpuOps(threads)) {
+        CpuOps ops = new CpuOps(threads);
+        try {
             for (String line = in.readLine(); line != null; line = in.readLine()) {
                 String[] cmd = line.trim().split("\\s+");
                 switch (cmd[0]) {
@@ -69,6 +73,14 @@ public final class EnginePairs {
                     }
                     case "prop" -> {
                         System.setProperty(cmd[1], cmd[2]);
+                        out.println("ok");
+                    }
+                    case "precision" -> {
+                        ops.close();
+                        ops = new CpuOps(threads, CpuPrecision.parse(cmd[1]));
+                        if (prefill != null) {
+                            prefill = new Prefill(prefill.model, ops, prefill.batch, prefill.seq);
+                        }
                         out.println("ok");
                     }
                     case "time" -> out.println(time(ops, gemm, Double.parseDouble(cmd[1])));
@@ -93,6 +105,7 @@ public final class EnginePairs {
                 }
             }
         } finally {
+            ops.close();
             if (gemm != null) {
                 gemm.close();
             }
@@ -123,12 +136,18 @@ public final class EnginePairs {
 
     /** One prefill of batch × seq random tokens, as {@link PrefillBenchmark} times it: a kept scorer and BatchScores. */
     private static final class Prefill {
+        final DeepseekV3Model model;
+        final int batch;
+        final int seq;
         final Scorer scorer;
         final List<ScoreRequest> requests;
         final BatchScores scores = new BatchScores();
         final double flops;
 
         Prefill(DeepseekV3Model model, CpuOps ops, int batch, int seq) {
+            this.model = model;
+            this.batch = batch;
+            this.seq = seq;
             scorer = new Scorer(model, ops);
             requests = PrefillBenchmark.randomRequests(model.vocabSize(), batch, seq, 0);
             flops = PrefillBenchmark.modelFlops(model.config(), batch, seq);

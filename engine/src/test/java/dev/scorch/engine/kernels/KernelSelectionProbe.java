@@ -16,6 +16,10 @@ public final class KernelSelectionProbe {
         System.out.println("vectorMath=" + k.vectorMath());
         System.out.println("gemm.native=" + PackedGemm.NATIVE);
         System.out.println("gemm.nr=" + PackedGemm.NR);
+        System.out.println("gemm.precision=" + PackedGemm.PRECISION.id());
+        try (CpuOps ops = new CpuOps(1)) {
+            System.out.println("cpuops.precision=" + ops.precision().id());
+        }
         System.out.println("attention.native=" + NativeAttention.AVAILABLE);
         System.out.println("vecmath.native=" + NativeVecMath.AVAILABLE);
         System.out.println("native.status=" + NativeCpu.status());

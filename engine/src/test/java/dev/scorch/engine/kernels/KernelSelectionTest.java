@@ -413,12 +413,94 @@ class KernelSelectionTest {
     }
 
     @Test
+    void theBf16ModesRunOnlyWhereTheUnitsAreAndSayWhich() {
+        Library units = Library.loaded(2, Library.AVX512_BF16);
+        Library amx = Library.loaded(2, Library.AVX512_BF16 | Library.AMX_BF16 | Library.AMX_TILE);
+        Map<String, String> bf16x3 = Map.of("scorch.cpu.precision", "bf16x3");
+        // Asked for, with the units: it runs, and says which units it found.
+        KernelSelection k = choose(21, 16, units, bf16x3);
+        assertEquals(CpuPrecision.BF16X3, k.cpuPrecision());
+        assertChoice(
+                Impl.NATIVE,
+                "bf16x3: 3 bf16 parts a product on AVX512-BF16 (VDPBF16PS), 2 x 12 on 32-row tiles",
+                "-Dscorch.cpu.precision=bf16x3; units: AVX512-BF16 yes, AMX-BF16 no",
+                k.precision());
+        assertEquals(
+                CpuPrecision.BF16,
+                choose(21, 16, amx, Map.of("scorch.cpu.precision", "BF16")).cpuPrecision());
+        assertEquals(
+                "-Dscorch.cpu.precision=bf16x2; units: AVX512-BF16 yes, AMX-BF16 yes (no AMX kernel yet)",
+                choose(21, 16, amx, Map.of("scorch.cpu.precision", "bf16x2"))
+                        .precision()
+                        .reason());
+        // Not asked for: fp32, the default.
+        assertChoice(
+                Impl.NATIVE,
+                "fp32",
+                "the default; units: AVX512-BF16 yes, AMX-BF16 no",
+                choose(21, 16, units, Map.of()).precision());
+        assertEquals(CpuPrecision.FP32, choose(21, 16, units, Map.of()).cpuPrecision());
+        // Asked for without the units, or with them masked, or on an AVX2 machine, or without the library: fp32, and
+        // why.
+        assertChoice(
+                Impl.NATIVE,
+                "fp32",
+                "bf16x3 asked, but CPU lacks AVX512-BF16; units: AVX512-BF16 no, AMX-BF16 no",
+                choose(21, 16, Library.loaded(2), bf16x3).precision());
+        KernelSelection masked =
+                choose(21, 16, units, Map.of("scorch.cpu.precision", "bf16x3", "scorch.native.bf16", "false"));
+        assertEquals(CpuPrecision.FP32, masked.cpuPrecision());
+        assertEquals(
+                "bf16x3 asked, but -Dscorch.native.bf16=false; units: AVX512-BF16 yes, AMX-BF16 no",
+                masked.precision().reason());
+        KernelSelection avx2 = choose(21, 8, Library.loaded(1), bf16x3);
+        assertEquals(CpuPrecision.FP32, avx2.cpuPrecision());
+        assertEquals(
+                "bf16x3 asked, but the AVX-512 tile does not run: CPU has AVX2 and FMA, not AVX-512; units:"
+                        + " AVX512-BF16 no, AMX-BF16 no",
+                avx2.precision().reason());
+        assertEquals(
+                avx2.prefillGemm(), choose(21, 8, Library.loaded(1), Map.of()).prefillGemm());
+        assertEquals(CpuPrecision.FP32, choose(21, 16, NOT_BUILT, bf16x3).cpuPrecision());
+        assertEquals(
+                CpuPrecision.FP32,
+                choose(21, 16, units, Map.of("scorch.native", "false", "scorch.cpu.precision", "bf16"))
+                        .cpuPrecision());
+        // A value that names no mode: fp32, and the message says what would.
+        assertEquals(
+                "unknown CPU precision 'fp16': expected fp32, bf16x3, bf16x2 or bf16; units: AVX512-BF16 yes,"
+                        + " AMX-BF16 no",
+                choose(21, 16, units, Map.of("scorch.cpu.precision", "fp16"))
+                        .precision()
+                        .reason());
+    }
+
+    /** A JVM told to mask the units runs fp32 whatever precision it is asked for; one asked for bf16x3 runs it where it can. */
+    @Test
+    void aJvmWithTheUnitsMaskedRunsFp32() throws Exception {
+        String masked = ChildJvm.run(
+                        KernelSelectionProbe.class,
+                        List.of("-Dscorch.cpu.precision=bf16x3", "-Dscorch.native.bf16=false"),
+                        Map.of(),
+                        120)
+                .output();
+        assertTrue(masked.contains("\ngemm.precision=fp32\n"), masked);
+        assertTrue(masked.contains("\ncpuops.precision=fp32\n"), masked);
+        String asked = ChildJvm.run(KernelSelectionProbe.class, List.of("-Dscorch.cpu.precision=bf16x3"), Map.of(), 120)
+                .output();
+        String runs = PackedGemm.runs(CpuPrecision.BF16X3) ? "bf16x3" : "fp32";
+        assertTrue(asked.contains("\ngemm.precision=" + runs + "\n"), asked);
+        assertTrue(asked.contains("\ncpuops.precision=" + runs + "\n"), asked);
+    }
+
+    @Test
     void jsonAndLogLineNameEveryKernel() {
         KernelSelection k = choose(17, 16, Library.loaded(2), Map.of("scorch.native.attention", "false"));
         JsonNode j = k.toJson();
         assertEquals(
                 List.of(
                         "prefill_gemm",
+                        "cpu_precision",
                         "decode_gemm",
                         "bf16_decoder",
                         "fp8_decoder",
@@ -444,7 +526,8 @@ class KernelSelectionTest {
                 "{\"jdk\":17,\"vector_lanes\":16,\"os\":\"Linux\",\"arch\":\"amd64\",\"properties\":{\"scorch.native.attention\":\"false\"}}",
                 j.get("inputs").toString());
         assertEquals(
-                "prefill_gemm: native C 2 x 12 on 32-row tiles (AVX-512) (CPU has AVX-512); decode_gemm: Java Vector API row-dot, "
+                "prefill_gemm: native C 2 x 12 on 32-row tiles (AVX-512) (CPU has AVX-512); cpu_precision: fp32 (the default; units:"
+                        + " AVX512-BF16 no, AMX-BF16 no); decode_gemm: Java Vector API row-dot, "
                         + "16 fp32 lanes (512-bit) (one pass over the weights, straight from the mapping; no native row-dot); bf16_decoder: native C "
                         + "(beside the native GEMM tile); fp8_decoder: native C (beside the native GEMM tile); int4_decoder: native C, AVX-512 build "
                         + "(beside the native GEMM tile); attention: Java Vector API, 16 lanes (-Dscorch.native.attention=false); vector_math: native "

@@ -6,6 +6,7 @@ import dev.scorch.engine.bench.DecodeBenchmark;
 import dev.scorch.engine.bench.PrefillBenchmark;
 import dev.scorch.engine.checkpoint.Checkpoint;
 import dev.scorch.engine.kernels.CpuOps;
+import dev.scorch.engine.kernels.CpuPrecision;
 import dev.scorch.engine.kernels.KernelSelection;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.model.ModelWeights;
@@ -28,6 +29,7 @@ import picocli.CommandLine.Option;
             "  bin/scorch make-demo-model --out models/demo-small --preset small",
             "  bin/scorch bench --model models/demo-small --mode prefill --batch 8 --seq 256 --threads 2",
             "  bin/scorch bench --model models/demo-small --mode prefill --batch 1 --seq 1024 --runs 5",
+            "  bin/scorch bench --model models/demo-small --mode prefill --cpu-precision bf16x3",
             "  bin/scorch bench --model models/demo-small --mode decode --batch 8 --seq 64 --steps 32"
         })
 public final class BenchCommand implements Callable<Integer> {
@@ -63,6 +65,12 @@ public final class BenchCommand implements Callable<Integer> {
     int steps;
 
     @Option(
+            names = "--cpu-precision",
+            description = "Prefill GEMMs: fp32, or bf16x3, bf16x2, bf16 (bf16 parts on AVX512-BF16; fp32, with the"
+                    + " reason, where the CPU lacks it). Default: -Dscorch.cpu.precision, else fp32.")
+    String cpuPrecision;
+
+    @Option(
             names = "--seed",
             defaultValue = "0",
             description = "Seed of the random token ids. Default: ${DEFAULT-VALUE}.")
@@ -81,6 +89,9 @@ public final class BenchCommand implements Callable<Integer> {
         if (batch < 1 || seq < 1 || runs < 1 || warmup < 0) {
             throw new IllegalArgumentException("--batch, --seq and --runs must be >= 1, --warmup >= 0");
         }
+        if (cpuPrecision != null) {
+            CpuPrecision.parse(cpuPrecision); // a name that is no mode fails here, not as fp32
+        }
         int n = threads == null ? Runtime.getRuntime().availableProcessors() : threads;
         DeepseekV3Model m = DeepseekV3Model.load(model);
         quantization = m.config().isInt4() ? "int4" : m.config().isFp8() ? "fp8" : "none";
@@ -88,9 +99,9 @@ public final class BenchCommand implements Callable<Integer> {
         if (mode.equals("decode")) {
             return decode(m, n);
         }
-        KernelSelection kernels = KernelSelection.current();
+        KernelSelection kernels = kernels();
         System.out.println("kernels: " + kernels.describe());
-        try (CpuOps ops = new CpuOps(n)) {
+        try (CpuOps ops = new CpuOps(n, kernels.cpuPrecision())) {
             PrefillBenchmark.Result r = PrefillBenchmark.run(m, ops, batch, seq, warmup, runs, seed);
             System.out.printf(
                     "prefill %d x %d, %d threads (%s), java %s: %.1f tokens/s median (min %.1f, max %.1f) over %d runs;"
@@ -99,7 +110,8 @@ public final class BenchCommand implements Callable<Integer> {
                     batch,
                     seq,
                     n,
-                    "GEMM " + kernels.prefillGemm().kernel(),
+                    "GEMM " + kernels.prefillGemm().kernel() + ", "
+                            + kernels.cpuPrecision().id(),
                     Runtime.version().feature(),
                     r.medianTokensPerSec(),
                     r.minTokensPerSec(),
@@ -114,6 +126,7 @@ public final class BenchCommand implements Callable<Integer> {
             j.put("seq", seq);
             j.put("simd", ops.simd());
             j.put("gemm_kernel", kernels.prefillGemm().toString());
+            j.put("cpu_precision", kernels.cpuPrecision().id());
             j.put("runs", runs);
             j.put("tokens_per_s_median", r.medianTokensPerSec());
             j.put("tokens_per_s_min", r.minTokensPerSec());
@@ -128,6 +141,12 @@ public final class BenchCommand implements Callable<Integer> {
             System.out.println(new ObjectMapper().writeValueAsString(j));
         }
         return 0;
+    }
+
+    /** This JVM's kernels, with --cpu-precision's precision where it is given. */
+    private KernelSelection kernels() {
+        KernelSelection k = KernelSelection.current();
+        return cpuPrecision == null ? k : k.withPrecision(cpuPrecision);
     }
 
     /** The fields both modes' JSON lines start with. */
@@ -146,9 +165,9 @@ public final class BenchCommand implements Callable<Integer> {
     private int decode(DeepseekV3Model m, int n) throws Exception {
         // Weight bytes as the checkpoint stores each tensor (BF16, FP8 codes and scales, INT4 words and group scales).
         ModelWeights weights = ModelWeights.open(model);
-        KernelSelection kernels = KernelSelection.current();
+        KernelSelection kernels = kernels();
         System.out.println("kernels: " + kernels.describe());
-        try (CpuOps ops = new CpuOps(n)) {
+        try (CpuOps ops = new CpuOps(n, kernels.cpuPrecision())) {
             DecodeBenchmark.Result r = DecodeBenchmark.run(
                     m, ops, batch, seq, steps, warmup, runs, seed, DecodeBenchmark.checkpointBytes(weights));
             System.out.printf(

@@ -2,12 +2,14 @@ package dev.scorch.jobs.cli;
 
 import dev.scorch.engine.backend.BackendMode;
 import dev.scorch.engine.gpu.GemmPrecision;
+import dev.scorch.engine.kernels.CpuPrecision;
 import dev.scorch.jobs.DemoModel;
 import dev.scorch.jobs.output.WriteMode;
 import dev.scorch.udfs.score.ScoreOptions;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Locale;
+import org.apache.spark.SparkConf;
 import picocli.CommandLine.Option;
 
 /**
@@ -89,6 +91,12 @@ public final class JobOptions extends SparkOptions {
     String gpuPrecision;
 
     @Option(
+            names = "--cpu-precision",
+            description = "Prefill GEMMs of tasks that run on the CPU: fp32, or bf16x3, bf16x2, bf16 (bf16 parts on"
+                    + " AVX512-BF16; an executor whose CPU lacks it runs fp32 and logs why). Default: fp32.")
+    String cpuPrecision;
+
+    @Option(
             names = "--overwrite",
             description = "Replace an existing Scorch output folder (the new run is swapped in only when it"
                     + " succeeds). Refused for a folder that holds anything Scorch did not write.")
@@ -119,6 +127,33 @@ public final class JobOptions extends SparkOptions {
         } catch (IllegalArgumentException e) {
             throw new IllegalArgumentException("--" + e.getMessage(), e);
         }
+    }
+
+    /**
+     * With --cpu-precision (else the config's scorch.cpu-precision): the session's settings with
+     * -Dscorch.cpu.precision for executors in JVMs of their own, and the property set in this JVM (a local master's
+     * executors), before any kernel is chosen.
+     */
+    @Override
+    SparkConf conf(String appName) {
+        SparkConf sc = super.conf(appName);
+        String v = cpuPrecision != null ? cpuPrecision : config().option("cpu-precision", null);
+        if (v != null) {
+            String id;
+            try {
+                id = CpuPrecision.parse(v).id();
+            } catch (IllegalArgumentException e) {
+                throw new IllegalArgumentException("--cpu-precision: " + e.getMessage(), e);
+            }
+            System.setProperty(CpuPrecision.PROPERTY, id);
+            String m = sc.get("spark.master");
+            if (!m.equals("local") && !m.startsWith("local[")) {
+                String flag = "-D" + CpuPrecision.PROPERTY + "=" + id;
+                String opts = sc.get("spark.executor.extraJavaOptions", "");
+                sc.set("spark.executor.extraJavaOptions", opts.isBlank() ? flag : opts + " " + flag);
+            }
+        }
+        return sc;
     }
 
     WriteMode write() {

@@ -7,7 +7,9 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.scorch.engine.demo.DemoModelWriter;
 import dev.scorch.engine.demo.DemoPreset;
+import dev.scorch.engine.kernels.CpuPrecision;
 import dev.scorch.engine.kernels.KernelSelection;
+import dev.scorch.engine.kernels.PackedGemm;
 import dev.scorch.jobs.ScorchCli;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
@@ -50,13 +52,24 @@ class BenchCommandTest {
         String[] prefill = bench(common);
         assertEquals("kernels: " + k.describe(), prefill[0]);
         assertTrue(
-                prefill[1].startsWith(
-                        "prefill 1 x 8, 1 threads (GEMM " + k.prefillGemm().kernel() + "), java "),
+                prefill[1].startsWith("prefill 1 x 8, 1 threads (GEMM "
+                        + k.prefillGemm().kernel() + ", " + k.cpuPrecision().id() + "), java "),
                 prefill[1]);
         JsonNode j = new ObjectMapper().readTree(prefill[2]);
         assertEquals(k.prefillGemm().toString(), j.get("gemm_kernel").asText());
         assertEquals(k.simd(), j.get("simd").asBoolean());
         assertEquals(k.toJson(), j.get("kernels"));
+        assertEquals(k.cpuPrecision().id(), j.get("cpu_precision").asText());
+
+        // --cpu-precision: the mode where this CPU runs it, else fp32 and why; the kernels line says which.
+        KernelSelection asked = k.withPrecision("bf16x3");
+        String[] bf16x3 = bench(concat(common, "--cpu-precision", "bf16x3"));
+        assertEquals("kernels: " + asked.describe(), bf16x3[0]);
+        assertTrue(bf16x3[0].contains("; cpu_precision: " + asked.precision() + "; "), bf16x3[0]);
+        assertEquals(
+                PackedGemm.runs(CpuPrecision.BF16X3) ? "bf16x3" : "fp32",
+                new ObjectMapper().readTree(bf16x3[2]).get("cpu_precision").asText());
+        assertEquals(2, ScorchCli.run("bench", concat(common, "--cpu-precision", "fp16")));
 
         String[] decode = bench(concat(common, "--mode", "decode", "--steps", "2"));
         assertEquals("kernels: " + k.describe(), decode[0]);

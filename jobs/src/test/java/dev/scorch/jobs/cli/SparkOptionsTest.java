@@ -81,4 +81,38 @@ class SparkOptionsTest {
                 options("yarn", "spark.executor.extraJavaOptions=-Xss4m").conf("t");
         assertEquals("-Xss4m", given.get("spark.executor.extraJavaOptions"));
     }
+
+    /** --cpu-precision: the property in this JVM (a local master's executors) and in the flags of executors of their own. */
+    @Test
+    void cpuPrecisionReachesTheExecutors() {
+        String before = System.getProperty("scorch.cpu.precision");
+        try {
+            JobOptions cluster = new JobOptions();
+            cluster.master = "spark://10.0.0.1:7077";
+            cluster.cpuPrecision = "BF16X3";
+            String flags = cluster.conf("t").get("spark.executor.extraJavaOptions");
+            assertTrue(flags.contains("--add-modules=jdk.incubator.vector"), flags);
+            assertTrue(flags.endsWith(" -Dscorch.cpu.precision=bf16x3"), flags);
+            assertEquals("bf16x3", System.getProperty("scorch.cpu.precision"));
+
+            JobOptions local = new JobOptions();
+            local.master = "local[2]";
+            local.cpuPrecision = "bf16";
+            assertFalse(local.conf("t").contains("spark.executor.extraJavaOptions"));
+            assertEquals("bf16", System.getProperty("scorch.cpu.precision"));
+
+            local.cpuPrecision = "fp16";
+            IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(
+                    IllegalArgumentException.class, () -> local.conf("t"));
+            assertEquals(
+                    "--cpu-precision: unknown CPU precision 'fp16': expected fp32, bf16x3, bf16x2 or bf16",
+                    e.getMessage());
+        } finally {
+            if (before == null) {
+                System.clearProperty("scorch.cpu.precision");
+            } else {
+                System.setProperty("scorch.cpu.precision", before);
+            }
+        }
+    }
 }
