@@ -258,7 +258,7 @@ public final class GpuCheck {
                 s.put("weight_bytes", m.weightBytes());
                 if (m.device() instanceof CudaDevice cd) {
                     s.put("grouped_gemm", cd.groupedStatus());
-                    s.put("int4_dequant_scratch_bytes", cd.int4ScratchBytes());
+                    s.put("dequant_scratch_bytes", cd.dequantScratchBytes());
                     System.out.println("  grouped GEMMs: " + cd.groupedStatus());
                 }
                 System.out.printf(
