@@ -489,3 +489,54 @@ extern "C" __global__ void int4_dequant_bf16(const int* packed, const void* scal
     }
   }
 }
+
+// FP8 E4M3 block-scaled weights (DeepSeek's weight_scale_inv, compressed-tensors' float-quantized weight_scale)
+// dequantised for a GEMM, one tile of weight rows at a time: elements [0, n) of the tile are W[row0 + i / k, i % k] with
+// W[r, c] = e4m3(code[r, c]) * scales[scale_rows[r], c / block_cols], the fp32 product the CPU's Linear.row computes.
+// codes are row-major bytes. Twins: HostDevice.fp8Dequant.
+__device__ __forceinline__ float e4m3_to_float(unsigned code) {
+  unsigned e = (code >> 3) & 15u, m = code & 7u;
+  float v;
+  if (e == 15u && m == 7u) {
+    v = __int_as_float(0x7fc00000);  // 0x7F / 0xFF: NaN (E4M3FN has no infinities)
+  } else if (e == 0u) {
+    v = (float)m * 0.001953125f;  // subnormal: m * 2^-9, exact
+  } else {
+    v = __int_as_float((int)(((e + 120u) << 23) | (m << 20)));  // (1 + m / 8) * 2^(e - 7)
+  }
+  return (code & 0x80u) ? -v : v;
+}
+
+__device__ __forceinline__ float fp8_weight(const unsigned char* codes, const float* scales, const int* scale_rows,
+                                            int scale_cols, int block_cols, int k, long row0, long i) {
+  long r = row0 + i / k;
+  int c = (int)(i % k);
+  float s = scales[(long)scale_rows[r] * scale_cols + c / block_cols];
+  return __fmul_rn(e4m3_to_float(codes[r * k + c]), s);
+}
+
+// The tile in fp32 (the fp32 GEMM's weights).
+extern "C" __global__ void fp8_dequant_f32(const unsigned char* codes, const float* scales, const int* scale_rows,
+                                           int scale_cols, int block_cols, int k, long row0, long n, float* out) {
+  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
+    out[i] = fp8_weight(codes, scales, scale_rows, scale_cols, block_cols, k, row0, i);
+}
+
+// The tile as parts (1 to 3) BF16 parts, part a at out + a * stride bytes: w0 = bf16(W), w1 = bf16(W - w0),
+// w2 = bf16(W - w0 - w1) (the later parts 0 where w0 is not finite). Three parts hold any fp32 W exactly, two when the
+// scale has at most 12 significant bits (W then has at most 16).
+extern "C" __global__ void fp8_dequant_bf16(const unsigned char* codes, const float* scales, const int* scale_rows,
+                                            int scale_cols, int block_cols, int k, long row0, long n, char* out,
+                                            long stride, int parts) {
+  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+    float w = fp8_weight(codes, scales, scale_rows, scale_cols, block_cols, k, row0, i);
+    bool finite = true;
+    for (int a = 0; a < parts; a++) {
+      __nv_bfloat16 p = __float2bfloat16_rn(finite ? w : 0.f);
+      ((__nv_bfloat16*)(out + a * stride))[i] = p;
+      float pf = __bfloat162float(p);
+      finite = finite && isfinite(pf);
+      w = __fsub_rn(w, pf);
+    }
+  }
+}

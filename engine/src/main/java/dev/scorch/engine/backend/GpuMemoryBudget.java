@@ -2,13 +2,14 @@ package dev.scorch.engine.backend;
 
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.config.QuantizationConfig;
+import dev.scorch.engine.gpu.DequantPlan;
 import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.gpu.GpuKvCache;
-import dev.scorch.engine.gpu.PackedInt4;
 import dev.scorch.engine.model.WeightLayout;
 import java.util.HashMap;
 import java.util.Locale;
 import java.util.Map;
+import java.util.function.Predicate;
 import java.util.function.ToIntFunction;
 
 /**
@@ -21,7 +22,13 @@ import java.util.function.ToIntFunction;
  * the routed experts of Kimi K2) stay packed ({@code PackedInt4}): 4 bits a weight in int32 words, ceil(in / 8) a
  * row, plus one scale per group, counted as BF16 (2 bytes: published checkpoints' scales; F16 or F32 scales that are
  * not BF16 values are held in fp32, 2 bytes more each). A stacked pair (gate_proj with up_proj, q_a_proj with
- * kv_a_proj_with_mqa) stays packed only when both are INT4 of one group size, else both are decoded.
+ * kv_a_proj_with_mqa) stays packed only when both are INT4 of one group size, else both are decoded. FP8 block
+ * linears stay as their codes ({@code PackedFp8}): 1 byte a weight (rounded up to whole 4-byte words per weight), one
+ * fp32 scale per block (ceil(out / blockRows) x ceil(in / blockCols), an upper bound: rows whose scales equal the row
+ * before's share them) and a 4-byte scale-row index per row; a stack stays packed only when both are FP8. Which linears
+ * are FP8 is config.json's say: compressed-tensors' targets, and under DeepSeek's quant_method fp8 every linear of the
+ * decoder layers (as DeepSeek-V3/R1 and Kimi-K2-Instruct publish them; the router gate, embedding and lm_head BF16).
+ * A packed kv_b_proj (INT4 or FP8) is held a second time in fp32 for the absorbed decode ({@code GpuAttention}).
  *
  * <p><b>Scratch</b> of one scoring forward ({@code GpuModel.forward} then {@code GpuScorer}'s logits, no KV cache):
  * <ul>
@@ -38,8 +45,9 @@ import java.util.function.ToIntFunction;
  *   <li>CUDA's BF16 GEMM input scratch: the precision's BF16 parts ({@link GemmPrecision#inputParts}) of the largest
  *       GEMM input [rows, k], grown by doubling (so up to twice that); and the batched GEMMs' pointer arrays.</li>
  * </ul>
- * <p><b>INT4 dequantisation scratch</b>: one GEMM tile of the largest INT4 weight (stacked), at most
- * {@code PackedInt4.TILE_ELEMS} weights, 4 bytes a weight (fp32, or BF16 hi and lo), 2 in BF16 mode.
+ * <p><b>Dequantisation scratch</b> (one buffer, grown to the largest need): one GEMM tile of the largest packed weight
+ * (stacked), at most {@code DequantPlan.TILE_ELEMS} weights. INT4: 4 bytes a weight (fp32, or BF16 hi and lo), 2 in
+ * BF16 mode. FP8: 4 in FP32 and BF16X2, 2 in BF16, 6 in BF16X3 (three BF16 parts: fp32 scales; BF16 scales need 4).
  * <p><b>Reserve</b>: the CUDA context and cuBLAS workspaces, which no allocation of ours shows ({@link #DEFAULT_RESERVE_BYTES}).
  *
  * <p>KV caches are not used when scoring; {@link #kvBytesPerToken} is there for generation.
@@ -54,7 +62,7 @@ import java.util.function.ToIntFunction;
  * @param arenaTakes              arena takes held at the peak, a logits chunk's excepted (each may waste up to 64 elements)
  * @param fixedBytes              the arenas' first blocks, the cos/sin table's largest size, batched GEMM pointer arrays
  * @param logitsChunkRows         logits rows GpuScorer computes per chunk (5 more arena takes per chunk)
- * @param dequantScratchBytes     the INT4 dequantisation scratch (0 without INT4 weights)
+ * @param dequantScratchBytes     the INT4 and FP8 dequantisation scratch (0 without packed weights)
  */
 public record GpuMemoryBudget(
         GemmPrecision precision,
@@ -71,6 +79,11 @@ public record GpuMemoryBudget(
 
     /** Device bytes of one INT4 group scale (BF16, as published checkpoints store them). */
     static final long INT4_SCALE_BYTES = 2;
+
+    /** Device bytes of one FP8 block scale and of one row's scale-row index. */
+    static final long FP8_SCALE_BYTES = 4;
+
+    static final long FP8_SCALE_ROW_BYTES = 4;
 
     /** CUDA context, cuBLAS handle and workspaces, and allocator slack: memory the engine uses but never allocates itself. */
     public static final long DEFAULT_RESERVE_BYTES = 512L << 20;
@@ -106,7 +119,31 @@ public record GpuMemoryBudget(
      * (token, expert) pairs.
      */
     public static GpuMemoryBudget of(ModelConfig c, GemmPrecision precision, boolean batchesGroups) {
-        return of(c, precision, batchesGroups, int4GroupSizes(c));
+        return of(c, precision, batchesGroups, int4GroupSizes(c), fp8Linears(c));
+    }
+
+    /**
+     * Which linear weights of config's checkpoint are FP8 blocks, by name: under compressed-tensors float-quantized the
+     * modules its group quantizes (the validator holds the checkpoint to it); under DeepSeek's quant_method fp8, whose
+     * FP8 linears are known by their dtype only, every linear of the decoder layers (as published checkpoints have them;
+     * a checkpoint with BF16 ones among them holds more than this budget counts).
+     */
+    static Predicate<String> fp8Linears(ModelConfig c) {
+        QuantizationConfig q = c.quantization();
+        if (q == null || q.scheme() != QuantizationConfig.Scheme.FP8_BLOCK) {
+            return name -> false;
+        }
+        if (!q.compressedTensors()) {
+            Map<String, WeightLayout.Kind> kinds = new HashMap<>();
+            for (WeightLayout.Spec s : WeightLayout.of(c)) {
+                kinds.put(s.name(), s.kind());
+            }
+            return name -> kinds.get(name) == WeightLayout.Kind.LINEAR;
+        }
+        return name -> {
+            String module = name.endsWith(".weight") ? name.substring(0, name.length() - ".weight".length()) : name;
+            return q.quantizes(c.checkpointName(module), true);
+        };
     }
 
     /**
@@ -131,35 +168,59 @@ public record GpuMemoryBudget(
      */
     public static GpuMemoryBudget of(
             ModelConfig c, GemmPrecision precision, boolean batchesGroups, ToIntFunction<String> int4GroupSize) {
+        return of(c, precision, batchesGroups, int4GroupSize, name -> false);
+    }
+
+    /**
+     * As {@link #of(ModelConfig, GemmPrecision, boolean, ToIntFunction)}, with fp8 saying which linear weights (by name,
+     * X.weight) are FP8 blocks of config.json's block size.
+     */
+    public static GpuMemoryBudget of(
+            ModelConfig c,
+            GemmPrecision precision,
+            boolean batchesGroups,
+            ToIntFunction<String> int4GroupSize,
+            Predicate<String> fp8) {
+        QuantizationConfig q = c.quantization();
+        long blockRows = q != null && q.scheme() == QuantizationConfig.Scheme.FP8_BLOCK ? q.blockRows() : 128;
+        long blockCols = q != null && q.scheme() == QuantizationConfig.Scheme.FP8_BLOCK ? q.blockCols() : 128;
         // Weights, tensor by tensor, as GpuModel uploads them (stacked projections hold the same elements).
         long weights = 0;
         long embedding = 0;
-        long dequantTile = 0;
+        long int4Tile = 0;
+        long fp8Tile = 0;
         Map<String, WeightLayout.Spec> byName = new HashMap<>();
         for (WeightLayout.Spec s : WeightLayout.of(c)) {
             byName.put(s.name(), s);
         }
         for (WeightLayout.Spec s : WeightLayout.of(c)) {
-            int group = s.kind() == WeightLayout.Kind.LINEAR || s.kind() == WeightLayout.Kind.LM_HEAD
-                    ? int4GroupSize.applyAsInt(s.name())
-                    : 0;
+            boolean linear = s.kind() == WeightLayout.Kind.LINEAR || s.kind() == WeightLayout.Kind.LM_HEAD;
+            int group = linear ? int4GroupSize.applyAsInt(s.name()) : 0;
+            boolean isFp8 = linear && group == 0 && fp8.test(s.name());
             String partner = stackPartner(s.name(), byName.keySet());
             long stackRows = s.shape()[0];
-            if (group > 0 && partner != null) {
+            if (partner != null) {
                 stackRows += byName.get(partner).shape()[0];
                 if (int4GroupSize.applyAsInt(partner) != group) {
                     group = 0; // a stack that is not all INT4 of one group size is decoded whole
                 }
+                if (int4GroupSize.applyAsInt(partner) != 0 || !fp8.test(partner)) {
+                    isFp8 = false; // and one that is not all FP8
+                }
             }
             long bytes;
+            long out = s.shape()[0];
+            long in = s.shape()[s.shape().length - 1];
+            long tile =
+                    Math.min(stackRows, DequantPlan.tileRows((int) Math.min(Integer.MAX_VALUE, stackRows), in)) * in;
             if (group > 0) {
-                long out = s.shape()[0];
-                long in = s.shape()[1];
                 bytes = out * ((in + 7) / 8) * Integer.BYTES + out * ((in + group - 1) / group) * INT4_SCALE_BYTES;
-                dequantTile = Math.max(
-                        dequantTile,
-                        Math.min(stackRows, PackedInt4.tileRows((int) Math.min(Integer.MAX_VALUE, stackRows), in))
-                                * in);
+                int4Tile = Math.max(int4Tile, tile);
+            } else if (isFp8) {
+                bytes = (out * in + 3) / 4 * Integer.BYTES
+                        + (out + blockRows - 1) / blockRows * ((in + blockCols - 1) / blockCols) * FP8_SCALE_BYTES
+                        + out * FP8_SCALE_ROW_BYTES;
+                fp8Tile = Math.max(fp8Tile, tile);
             } else {
                 bytes = s.numel()
                         * switch (s.kind()) {
@@ -167,6 +228,9 @@ public record GpuMemoryBudget(
                             case ROUTER, NORM, ROUTER_BIAS ->
                                 Float.BYTES; // the gate is uploaded in fp32; vectors are fp32
                         };
+            }
+            if ((group > 0 || isFp8) && s.name().endsWith(".kv_b_proj.weight")) {
+                bytes += s.numel() * Float.BYTES; // its fp32 copy for the absorbed decode
             }
             weights += bytes;
             if (s.kind() == WeightLayout.Kind.EMBEDDING) {
@@ -251,8 +315,14 @@ public record GpuMemoryBudget(
         long cosSin = (long) Math.max(COS_SIN_MIN_POSITIONS, 2L * c.maxPositionEmbeddings()) * c.qkRopeHeadDim() * F;
         long fixed = (ARENA_FIRST_FLOATS + ARENA_FIRST_INTS) * F + cosSin + batchedPointers;
         int chunkRows = Math.max(1, LOGITS_CHUNK_FLOATS / c.vocabSize());
-        long dequantScratch =
-                dequantTile * (precision == GemmPrecision.BF16 ? 2 : 4); // BF16: hi only; else fp32, or hi and lo
+        long dequantScratch = Math.max(
+                int4Tile * (precision == GemmPrecision.BF16 ? 2 : 4), // BF16: hi only; else fp32, or hi and lo
+                fp8Tile
+                        * switch (precision) {
+                            case BF16 -> 2;
+                            case BF16X2, FP32 -> 4;
+                            case BF16X3 -> 6; // three BF16 parts of W (fp32 scales)
+                        });
         return new GpuMemoryBudget(
                 precision,
                 weights,

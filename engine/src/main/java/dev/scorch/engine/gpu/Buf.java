@@ -15,7 +15,12 @@ public final class Buf {
          * An INT4 group-quantised weight kept packed ({@link PackedInt4}: packed words and group scales, each a buffer of
          * its own); made by {@link Device#int4Weight}, never by alloc, and only multiplied. Its length counts weights.
          */
-        INT4(0);
+        INT4(0),
+        /**
+         * An FP8 E4M3 block-scaled weight kept as its codes ({@link PackedFp8}: codes, scales and scale rows, each a buffer
+         * of its own); made by {@link Device#fp8Weight}, never by alloc, and only multiplied. Its length counts weights.
+         */
+        FP8(0);
 
         final int bytes;
 
@@ -59,13 +64,16 @@ public final class Buf {
     }
 
     public long bytes() {
-        return storage instanceof PackedInt4 p ? p.bytes() : length * kind.bytes;
+        if (storage instanceof PackedInt4 p) {
+            return p.bytes();
+        }
+        return storage instanceof PackedFp8 p ? p.bytes() : length * kind.bytes;
     }
 
     /** Elements [from, from + n) of this range. */
     public Buf slice(long from, long n) {
-        if (kind == Kind.INT4) {
-            throw new IllegalArgumentException("an INT4 weight is not sliced");
+        if (kind == Kind.INT4 || kind == Kind.FP8) {
+            throw new IllegalArgumentException("an " + kind + " weight is not sliced");
         }
         if (from < 0 || n < 0 || from + n > length) {
             throw new IndexOutOfBoundsException(

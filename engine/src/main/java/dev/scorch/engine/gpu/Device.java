@@ -37,11 +37,15 @@ public interface Device extends AutoCloseable {
 
     /**
      * Linear weights [out, in] stacked along out (one GEMM computes all of them: q_a_proj with kv_a_proj_with_mqa,
-     * gate_proj with up_proj). All share in. INT4 weights of one group size stay packed ({@link PackedInt4}, the same
-     * whatever the precision: the GEMM decides how it multiplies them); others as {@link #denseWeight}.
+     * gate_proj with up_proj). All share in. INT4 weights of one group size stay packed ({@link PackedInt4}), FP8 block
+     * weights of one block width stay as their codes and scales ({@link PackedFp8}), the same whatever the precision:
+     * the GEMM decides how it multiplies them; others (and mixed stacks) as {@link #denseWeight}.
      */
     default Buf weight(GemmPrecision precision, Linear... stacked) {
-        return PackedInt4.packable(stacked) ? PackedInt4.upload(this, stacked) : denseWeight(precision, stacked);
+        if (PackedInt4.packable(stacked)) {
+            return PackedInt4.upload(this, stacked);
+        }
+        return PackedFp8.packable(stacked) ? PackedFp8.upload(this, stacked) : denseWeight(precision, stacked);
     }
 
     /**
@@ -73,6 +77,44 @@ public interface Device extends AutoCloseable {
                 (long) rows * cols);
     }
 
+    /**
+     * An FP8 E4M3 block-scaled weight [rows, cols] kept as its codes (a {@link Buf.Kind#FP8} buffer over a
+     * {@link PackedFp8}): codes four a word [ceil(rows · cols / 4)], scales [scale rows, ceil(cols / blockCols)] in fp32,
+     * and each weight row's scale row [rows].
+     */
+    default Buf fp8Weight(int[] codes, float[] scales, int[] scaleRows, int rows, int cols, int blockCols) {
+        int scaleCols = blockCols <= 0 ? 0 : PackedFp8.scaleColsOf(cols, blockCols);
+        if (rows <= 0
+                || cols <= 0
+                || blockCols <= 0
+                || codes.length != PackedFp8.words(rows, cols)
+                || scaleRows.length != rows
+                || scales.length == 0
+                || scales.length % scaleCols != 0) {
+            throw new IllegalArgumentException("FP8 weight [" + rows + ", " + cols + "] in blocks of " + blockCols
+                    + " columns: " + codes.length + " code words, " + scales.length + " scales and "
+                    + scaleRows.length + " scale rows");
+        }
+        for (int r = 0; r < rows; r++) {
+            if (scaleRows[r] < 0 || scaleRows[r] >= scales.length / scaleCols) {
+                throw new IllegalArgumentException("FP8 weight [" + rows + ", " + cols + "]: row " + r
+                        + " has scale row " + scaleRows[r] + " of " + scales.length / scaleCols);
+            }
+        }
+        return new Buf(
+                new PackedFp8(
+                        upload(codes),
+                        upload(scales),
+                        upload(scaleRows),
+                        rows,
+                        cols,
+                        blockCols,
+                        PackedFp8.weightParts(scales)),
+                Buf.Kind.FP8,
+                0,
+                (long) rows * cols);
+    }
+
     /** A weight given as fp32 values, in the precision's dtype (small matrices and tests). */
     Buf weight(float[] w, GemmPrecision precision);
 
@@ -93,8 +135,8 @@ public interface Device extends AutoCloseable {
     /**
      * y[m, n] = x[m, k] · wᵀ, w [n, k] from {@link #weight}, fp32 accumulate. An fp32 w multiplies fp32 x; a BF16 w
      * multiplies x split into the precision's BF16 parts (x ≈ p0 + p1 + p2, {@link GemmPrecision#inputParts}), one
-     * GEMM per part, summed in fp32; an INT4 w is dequantised a tile at a time and multiplied as {@link PackedInt4}
-     * says for the precision.
+     * GEMM per part, summed in fp32; an INT4 or FP8 w is dequantised a tile at a time and multiplied as
+     * {@link PackedInt4} or {@link PackedFp8} says for the precision ({@link DequantPlan}).
      */
     void gemm(Buf x, int m, int k, Buf w, int n, Buf y, GemmPrecision precision);
 

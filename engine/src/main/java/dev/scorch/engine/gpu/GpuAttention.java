@@ -27,7 +27,7 @@ final class GpuAttention {
     private final Buf qBProj; // [heads * q_head_dim, q_lora_rank]; null without q_lora_rank
     private final Buf kvALayernorm; // [kv_lora_rank]
     private final Buf kvBProj; // [heads * (qk_nope + v_head), kv_lora_rank]
-    // kv_b_proj as the absorbed form reads it: kvBProj itself, or its fp32 values when it is packed INT4
+    // kv_b_proj as the absorbed form reads it: kvBProj itself, or its fp32 values when it is packed (INT4 or FP8)
     private final Buf kvBProjAbsorbed;
     private final Buf oProj; // [hidden, heads * v_head]
 
@@ -53,7 +53,9 @@ final class GpuAttention {
         }
         kvALayernorm = w.vector(prefix + "kv_a_layernorm.weight");
         kvBProj = w.linear(prefix + "kv_b_proj.weight");
-        kvBProjAbsorbed = kvBProj.kind() == Buf.Kind.INT4 ? w.fp32(prefix + "kv_b_proj.weight") : kvBProj;
+        kvBProjAbsorbed = kvBProj.kind() == Buf.Kind.INT4 || kvBProj.kind() == Buf.Kind.FP8
+                ? w.fp32(prefix + "kv_b_proj.weight")
+                : kvBProj;
         oProj = w.linear(prefix + "o_proj.weight");
     }
 

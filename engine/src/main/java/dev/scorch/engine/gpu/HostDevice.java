@@ -13,7 +13,7 @@ import dev.scorch.engine.scoring.LogSoftmax;
  */
 public final class HostDevice implements Device {
     private long allocated;
-    private long int4ScratchBytes;
+    private long dequantScratchBytes;
 
     @Override
     public String describe() {
@@ -32,8 +32,8 @@ public final class HostDevice implements Device {
 
     @Override
     public Buf alloc(Buf.Kind kind, long n) {
-        if (kind == Buf.Kind.INT4) {
-            throw new IllegalArgumentException("INT4 weights come from int4Weight, not alloc");
+        if (kind == Buf.Kind.INT4 || kind == Buf.Kind.FP8) {
+            throw new IllegalArgumentException(kind + " weights come from int4Weight or fp8Weight, not alloc");
         }
         int len = Math.toIntExact(n);
         allocated += n * kind.bytes();
@@ -109,8 +109,16 @@ public final class HostDevice implements Device {
 
     @Override
     public void gemm(Buf x, int m, int k, Buf w, int n, Buf y, GemmPrecision precision) {
-        if (w.kind() == Buf.Kind.INT4) {
-            int4Gemm(x, m, k, (PackedInt4) w.storage(), n, y, precision);
+        if (w.storage() instanceof PackedInt4 p) {
+            p.check(n, k);
+            DequantPlan plan = p.plan(precision);
+            dequantGemm(x, m, k, n, y, plan, (row0, rows, parts) -> int4Dequant(p, row0, rows, plan.fp32(), parts));
+            return;
+        }
+        if (w.storage() instanceof PackedFp8 p) {
+            p.check(n, k);
+            DequantPlan plan = p.plan(precision);
+            dequantGemm(x, m, k, n, y, plan, (row0, rows, parts) -> fp8Dequant(p, row0, rows, plan.fp32(), parts));
             return;
         }
         float[] xs = floats(x.need(Buf.Kind.F32, (long) m * k, "gemm x"));
@@ -147,47 +155,50 @@ public final class HostDevice implements Device {
         }
     }
 
+    /** Writes rows [row0, row0 + rows) of a packed weight into a tile: fp32 into parts[0], or its BF16 parts. */
+    private interface Dequantiser {
+        void tile(int row0, int rows, float[][] parts);
+    }
+
     /**
-     * The INT4 GEMM as CUDA runs it ({@link PackedInt4}): per tile of weight rows, the int4_dequant kernel's weights
-     * (fp32, or BF16 hi and lo), then the plan's GEMMs, each a sequential fp32 sum over k as {@link #gemm}'s, added into
-     * y in order.
+     * A packed weight's GEMM as CUDA runs it ({@link DequantPlan}): per tile of weight rows, the dequantisation kernel's
+     * weights (fp32, or BF16 parts), then the plan's GEMMs, each a sequential fp32 sum over k as {@link #gemm}'s, added
+     * into y in order.
      */
-    private void int4Gemm(Buf x, int m, int k, PackedInt4 w, int n, Buf y, GemmPrecision precision) {
-        w.check(n, k);
+    private void dequantGemm(Buf x, int m, int k, int n, Buf y, DequantPlan plan, Dequantiser dequant) {
         float[] xs = floats(x.need(Buf.Kind.F32, (long) m * k, "gemm x"));
         float[] ys = floats(y.need(Buf.Kind.F32, (long) m * n, "gemm y"));
-        PackedInt4.Plan plan = w.plan(precision);
-        int tileRows = PackedInt4.tileRows(n, k);
+        int tileRows = DequantPlan.tileRows(n, k);
         long scratch = plan.scratchBytes((long) tileRows * k);
-        if (scratch > int4ScratchBytes) { // as CUDA's dequantisation scratch, which only grows
-            allocated += scratch - int4ScratchBytes;
-            int4ScratchBytes = scratch;
+        if (scratch > dequantScratchBytes) { // as CUDA's dequantisation scratch, which only grows
+            allocated += scratch - dequantScratchBytes;
+            dequantScratchBytes = scratch;
         }
-        float[] hi = new float[tileRows * k]; // fp32 weights in an fp32 plan
-        float[] lo = plan.loParts() > 0 ? new float[tileRows * k] : null;
-        int parts = Math.max(1, plan.hiParts());
-        float[][] part = new float[parts][k];
+        float[][] tile = new float[Math.max(1, plan.weightParts())][tileRows * k]; // fp32 weights in an fp32 plan
+        float[][] part = new float[Math.max(1, plan.inputParts())][k];
         for (int r0 = 0; r0 < n; r0 += tileRows) {
             int nb = Math.min(tileRows, n - r0);
-            int4Dequant(w, r0, nb, plan.fp32(), hi, lo);
+            dequant.tile(r0, nb, tile);
             for (int i = 0; i < m; i++) {
                 for (int c = 0; c < k; c++) {
                     float r = xs[off(x) + i * k + c];
                     if (plan.fp32()) {
                         part[0][c] = r;
                     }
-                    for (int p = 0; p < plan.hiParts(); p++) {
+                    for (int p = 0; p < plan.inputParts(); p++) {
                         part[p][c] = bf16(r);
                         r -= part[p][c];
                     }
                 }
                 for (int j = 0; j < nb; j++) {
                     float acc = 0f;
-                    for (int p = 0; p < parts; p++) {
-                        acc += dot(part[p], hi, j * k, k);
+                    if (plan.fp32()) {
+                        acc += dot(part[0], tile[0], j * k, k);
                     }
-                    for (int p = 0; p < plan.loParts(); p++) {
-                        acc += dot(part[p], lo, j * k, k);
+                    for (int a = 0; a < plan.weightParts(); a++) {
+                        for (int p = 0; p < plan.inputParts() - a; p++) {
+                            acc += dot(part[p], tile[a], j * k, k);
+                        }
                     }
                     ys[off(y) + i * n + r0 + j] = acc;
                 }
@@ -204,10 +215,10 @@ public final class HostDevice implements Device {
     }
 
     /**
-     * The int4_dequant kernels' twin: rows [row0, row0 + rows) of w, W = q · scale in fp32, into out (fp32), or its BF16
-     * parts hi = bf16(W) into out and lo = bf16(W - hi) into lo when lo is not null.
+     * The int4_dequant kernels' twin: rows [row0, row0 + rows) of w, W = q · scale in fp32, into parts[0] (fp32), or its
+     * BF16 parts hi = bf16(W) into parts[0] and lo = bf16(W - hi) into parts[1] when there is a second.
      */
-    static void int4Dequant(PackedInt4 w, int row0, int rows, boolean fp32, float[] out, float[] lo) {
+    static void int4Dequant(PackedInt4 w, int row0, int rows, boolean fp32, float[][] parts) {
         int[] packed = ints(w.packed());
         float[] scales = floats(w.scales());
         int words = w.wordsPerRow();
@@ -220,12 +231,39 @@ public final class HostDevice implements Device {
                 int q = ((packed[po + c / 8] >>> (4 * (c % 8))) & 0xF) - 8;
                 float v = q * scales[so + c / w.groupSize()];
                 if (fp32) {
-                    out[r * k + c] = v;
+                    parts[0][r * k + c] = v;
                 } else {
                     float h = bf16(v);
-                    out[r * k + c] = h;
-                    if (lo != null) {
-                        lo[r * k + c] = PackedInt4.lo(v, h);
+                    parts[0][r * k + c] = h;
+                    if (parts.length > 1) {
+                        parts[1][r * k + c] = PackedInt4.lo(v, h);
+                    }
+                }
+            }
+        }
+    }
+
+    /**
+     * The fp8_dequant kernels' twin: rows [row0, row0 + rows) of w, W = e4m3(code) · scale in fp32, into parts[0] (fp32),
+     * or its BF16 parts into parts[0 ..] ({@link PackedFp8#part}).
+     */
+    static void fp8Dequant(PackedFp8 w, int row0, int rows, boolean fp32, float[][] parts) {
+        int[] codes = ints(w.codes());
+        float[] scales = floats(w.scales());
+        int[] scaleRows = ints(w.scaleRows());
+        int k = w.cols();
+        int scaleCols = w.scaleCols();
+        for (int r = 0; r < rows; r++) {
+            long at = (long) (row0 + r) * k;
+            int so = off(w.scales()) + scaleRows[off(w.scaleRows()) + row0 + r] * scaleCols;
+            for (int c = 0; c < k; c++, at++) {
+                byte code = (byte) (codes[off(w.codes()) + (int) (at >>> 2)] >>> (8 * (int) (at & 3)));
+                float v = NumberFormats.e4m3ToFloat(code) * scales[so + c / w.blockCols()];
+                if (fp32) {
+                    parts[0][r * k + c] = v;
+                } else {
+                    for (int a = 0; a < parts.length; a++) {
+                        parts[a][r * k + c] = PackedFp8.part(v, a);
                     }
                 }
             }

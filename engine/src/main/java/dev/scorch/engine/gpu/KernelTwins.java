@@ -1,5 +1,6 @@
 package dev.scorch.engine.gpu;
 
+import dev.scorch.engine.demo.Fp8Blocks;
 import dev.scorch.engine.demo.Int4Groups;
 import dev.scorch.engine.model.RouterShape;
 import java.util.LinkedHashMap;
@@ -78,6 +79,39 @@ public final class KernelTwins {
                                     n,
                                     y,
                                     GemmPrecision.BF16X3);
+                            return y;
+                        },
+                        m * n));
+        // FP8 weights kept as codes ([129, 300]: partial row and column blocks of 128), in every precision with fp32
+        // scales (three BF16 parts a weight), then BF16 scales (two) in BF16X3.
+        Fp8Blocks q8 = Fp8Blocks.quantize(w, n, k, 128, 128);
+        float[] bf16Scales = q8.scaleInv().clone();
+        for (int i = 0; i < bf16Scales.length; i++) {
+            bf16Scales[i] = HostDevice.bf16(bf16Scales[i]);
+        }
+        for (GemmPrecision p : GemmPrecision.values()) {
+            out.put(
+                    "gemm FP8 " + p,
+                    diff(
+                            a,
+                            b,
+                            dev -> {
+                                Buf y = dev.alloc(Buf.Kind.F32, (long) m * n);
+                                Buf w8 = PackedFp8.upload(dev, q8.codes(), q8.scaleInv(), n, k, 128, 128);
+                                dev.gemm(dev.upload(x), m, k, w8, n, y, p);
+                                return y;
+                            },
+                            m * n));
+        }
+        out.put(
+                "gemm FP8 BF16 scales BF16X3",
+                diff(
+                        a,
+                        b,
+                        dev -> {
+                            Buf y = dev.alloc(Buf.Kind.F32, (long) m * n);
+                            Buf w8 = PackedFp8.upload(dev, q8.codes(), bf16Scales, n, k, 128, 128);
+                            dev.gemm(dev.upload(x), m, k, w8, n, y, GemmPrecision.BF16X3);
                             return y;
                         },
                         m * n));
@@ -288,6 +322,31 @@ public final class KernelTwins {
                                 Buf[] ws = new Buf[3];
                                 for (int g = 0; g < 3; g++) {
                                     ws[g] = dev.int4Weight(g4[g].packed(), g4[g].scales(), n, k, 32);
+                                }
+                                dev.gemmGrouped(dev.upload(x), packedStart, gRows, 3, k, ws, n, y, p);
+                                Buf rowsOut = dev.alloc(Buf.Kind.F32, 26L * n);
+                                dev.gatherRows(y, dev.upload(packedValid), 26, n, rowsOut);
+                                return rowsOut;
+                            },
+                            26 * n));
+        }
+        // FP8 experts: each expert's codes dequantised before its GEMM.
+        Fp8Blocks[] g8 = {
+            Fp8Blocks.quantize(gw[0], n, k, 128, 128),
+            Fp8Blocks.quantize(gw[1], n, k, 128, 128),
+            Fp8Blocks.quantize(gw[2], n, k, 128, 128)
+        };
+        for (GemmPrecision p : new GemmPrecision[] {GemmPrecision.BF16X3, GemmPrecision.FP32}) {
+            out.put(
+                    "gemmGrouped FP8 " + p,
+                    diff(
+                            a,
+                            b,
+                            dev -> {
+                                Buf y = dev.alloc(Buf.Kind.F32, (long) m * n);
+                                Buf[] ws = new Buf[3];
+                                for (int g = 0; g < 3; g++) {
+                                    ws[g] = PackedFp8.upload(dev, g8[g].codes(), g8[g].scaleInv(), n, k, 128, 128);
                                 }
                                 dev.gemmGrouped(dev.upload(x), packedStart, gRows, 3, k, ws, n, y, p);
                                 Buf rowsOut = dev.alloc(Buf.Kind.F32, 26L * n);

@@ -7,8 +7,8 @@ import java.nio.ByteOrder;
 /**
  * An INT4 group-quantised weight [rows, cols] resident on a device as the checkpoint packs it (compressed-tensors
  * pack-quantized, {@link Linear.Format#INT4_GROUP}): 4 bits a weight plus one scale per group of groupSize inputs.
- * A GEMM dequantises it, a tile of at most {@link #TILE_ELEMS} weights at a time, into a device scratch right before
- * multiplying: W[r, c] = q · scale[r, c / groupSize] with q = nibble − 8, the fp32 product the CPU's
+ * A GEMM dequantises it, a tile of at most {@link DequantPlan#TILE_ELEMS} weights at a time, into a device scratch right
+ * before multiplying: W[r, c] = q · scale[r, c / groupSize] with q = nibble − 8, the fp32 product the CPU's
  * {@code Linear.row} computes (exact for BF16 and F16 scales). How the GEMM then multiplies, by precision
  * ({@link #plan}):
  * <ul>
@@ -30,9 +30,6 @@ import java.nio.ByteOrder;
  * @param splitExact whether every scale has at most 13 significant bits
  */
 public record PackedInt4(Buf packed, Buf scales, int rows, int cols, int groupSize, boolean splitExact) {
-    /** Weights dequantised per GEMM tile at most: 32 Mi (128 MiB of scratch), a Kimi K2 expert's gate_up (4096 x 7168) whole. */
-    public static final long TILE_ELEMS = 1L << 25;
-
     public PackedInt4 {
         if (rows <= 0 || cols <= 0 || groupSize <= 0) {
             throw new IllegalArgumentException("INT4 weight [" + rows + ", " + cols + "] in groups of " + groupSize);
@@ -74,28 +71,16 @@ public record PackedInt4(Buf packed, Buf scales, int rows, int cols, int groupSi
         }
     }
 
-    /** Rows of a weight [n, k] dequantised per tile. */
-    public static int tileRows(int n, long k) {
-        return (int) Math.max(1, Math.min(n, TILE_ELEMS / Math.max(1, k)));
-    }
-
     /**
-     * How a GEMM multiplies a dequantised tile: the fp32 weights with fp32 x (fp32); else hiParts GEMMs of hi with x's
-     * first BF16 parts and loParts of lo with x's first parts, summed in that order.
+     * How a GEMM multiplies a dequantised tile ({@link DequantPlan}): the fp32 GEMM in FP32, and in BF16X3 when the
+     * scales are not {@link #splitExact}; else hi (and lo, from BF16X2 on) with x's BF16 parts.
      */
-    public record Plan(boolean fp32, int hiParts, int loParts) {
-        /** Scratch bytes of a tile of elems weights. */
-        public long scratchBytes(long elems) {
-            return elems * (fp32 || loParts > 0 ? 4 : 2);
-        }
-    }
-
-    public Plan plan(GemmPrecision precision) {
+    public DequantPlan plan(GemmPrecision precision) {
         int parts = precision.inputParts();
         if (parts == 0 || parts == 3 && !splitExact) {
-            return new Plan(true, 0, 0);
+            return DequantPlan.FP32;
         }
-        return new Plan(false, parts, parts - 1);
+        return new DequantPlan(false, Math.min(2, parts), parts);
     }
 
     /** Whether every scale lies in a BF16 (its low 16 bits are zero). */

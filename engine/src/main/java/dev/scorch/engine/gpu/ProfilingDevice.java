@@ -109,6 +109,11 @@ public final class ProfilingDevice implements Device {
     }
 
     @Override
+    public Buf fp8Weight(int[] codes, float[] scales, int[] scaleRows, int rows, int cols, int blockCols) {
+        return dev.fp8Weight(codes, scales, scaleRows, rows, cols, blockCols);
+    }
+
+    @Override
     public Buf weight(float[] w, GemmPrecision precision) {
         return dev.weight(w, precision);
     }

@@ -239,6 +239,68 @@ class GpuMemoryBudgetTest {
         }
     }
 
+    /**
+     * Routed experts in FP8 128 x 128 blocks: codes (a byte a weight), one fp32 scale per block and a scale-row index per
+     * row instead of the precision's dtype, and one dequantised GEMM tile of scratch. Per expert: gate and up [32, 64]
+     * each 2048 + 1 x 4 + 32 x 4 = 2180 bytes, down [64, 32] 2048 + 4 + 64 x 4 = 2308: 6668, x 8 experts x 2 layers =
+     * 106,688 bytes, where BF16 took 196,608. The largest tile is an expert's gate_up, 64 x 64 weights: 6 bytes a weight
+     * in BF16X3 (three BF16 parts), 4 in FP32 and BF16X2, 2 in BF16.
+     */
+    @Test
+    void fp8ExpertsAreCodesAndBlockScalesPlusOneTileOfScratch() {
+        java.util.function.ToIntFunction<String> noInt4 = name -> 0;
+        java.util.function.Predicate<String> experts = name -> name.contains(".experts.");
+        for (GemmPrecision p : GemmPrecision.values()) {
+            GpuMemoryBudget b = GpuMemoryBudget.of(CONFIG, p, false, noInt4, experts);
+            long dense = p == GemmPrecision.FP32 ? 2 * 196_608 : 196_608;
+            assertEquals(
+                    GpuMemoryBudget.of(CONFIG, p, false).weightBytes() - dense + 106_688, b.weightBytes(), p.name());
+            int perWeight = switch (p) {
+                case BF16 -> 2;
+                case BF16X2, FP32 -> 4;
+                case BF16X3 -> 6;
+            };
+            assertEquals(64 * 64 * perWeight, b.dequantScratchBytes(), p.name());
+        }
+        // A stack that is not all FP8 is decoded whole: only down_proj stays as codes.
+        java.util.function.Predicate<String> gateOnly =
+                name -> name.contains(".experts.") && !name.endsWith("up_proj.weight");
+        assertEquals(
+                509_312 - 16 * 32 * 64 * 2 + 16 * 2308,
+                GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16, false, noInt4, gateOnly)
+                        .weightBytes());
+        // An FP8 kv_b_proj [128, 16] is held a second time in fp32 for the absorbed decode.
+        java.util.function.Predicate<String> kvB = name -> name.endsWith("kv_b_proj.weight");
+        assertEquals(
+                509_312 + 3 * (-2048 * 2 + 2048 + 4 + 128 * 4 + 2048 * 4),
+                GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16, false, noInt4, kvB)
+                        .weightBytes());
+    }
+
+    /**
+     * The FP8 demos (DeepSeek's quant_method fp8, every linear FP8; compressed-tensors float-quantized, q_a_proj and
+     * kv_a_proj_with_mqa left BF16), as config.json declares them: the budget counts what HostDevice holds, and its
+     * scratch includes the dequantised tile of the largest (the dense layer's gate_up, 2 x 320 rows x 192).
+     */
+    @Test
+    void fp8LinearsOfTheDemosAsConfigJsonDeclaresThem() {
+        for (Path dir : List.of(DemoModels.tinyFp8(), DemoModels.tinyFp8Ct())) {
+            ModelWeights w = ModelWeights.open(dir);
+            for (GemmPrecision p : new GemmPrecision[] {GemmPrecision.BF16, GemmPrecision.BF16X3, GemmPrecision.FP32}) {
+                GpuMemoryBudget b = GpuMemoryBudget.of(w.config(), p, false);
+                assertEquals(
+                        640 * 192 * (p == GemmPrecision.BF16 ? 2 : p == GemmPrecision.BF16X3 ? 6 : 4),
+                        b.dequantScratchBytes(),
+                        dir + " " + p);
+                HostDevice dev = new HostDevice();
+                try (GpuModel m = GpuModel.load(w, dev, p)) {
+                    assertEquals(b.weightBytes(), m.weightBytes(), dir + " " + p);
+                }
+            }
+            scratchStaysWithinTheBudget(w, GemmPrecision.BF16X3);
+        }
+    }
+
     static void scratchStaysWithinTheBudget(ModelWeights w, GemmPrecision p) {
         HostDevice dev = new HostDevice();
         GpuMemoryBudget b = GpuMemoryBudget.of(w.config(), p, dev.batchesGroups());

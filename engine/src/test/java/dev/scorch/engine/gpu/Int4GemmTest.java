@@ -94,7 +94,7 @@ class Int4GemmTest {
     static float[] dequantised(Buf b) {
         PackedInt4 p = (PackedInt4) b.storage();
         float[] w = new float[p.rows() * p.cols()];
-        HostDevice.int4Dequant(p, 0, p.rows(), true, w, null);
+        HostDevice.int4Dequant(p, 0, p.rows(), true, new float[][] {w});
         return w;
     }
 
@@ -171,15 +171,15 @@ class Int4GemmTest {
                 .int4Weight(new int[1], new float[] {0.1f}, 1, 8, 8)
                 .storage();
         assertFalse(f32.splitExact());
-        assertEquals(new PackedInt4.Plan(true, 0, 0), f32.plan(GemmPrecision.BF16X3));
-        assertEquals(new PackedInt4.Plan(false, 2, 1), f32.plan(GemmPrecision.BF16X2));
+        assertEquals(DequantPlan.FP32, f32.plan(GemmPrecision.BF16X3));
+        assertEquals(new DequantPlan(false, 2, 2), f32.plan(GemmPrecision.BF16X2));
         PackedInt4 bf16 = (PackedInt4) new HostDevice()
                 .int4Weight(new int[1], new float[] {0.125f}, 1, 8, 8)
                 .storage();
         assertEquals(Buf.Kind.BF16, bf16.scales().kind());
-        assertEquals(new PackedInt4.Plan(false, 3, 2), bf16.plan(GemmPrecision.BF16X3));
-        assertEquals(new PackedInt4.Plan(false, 1, 0), bf16.plan(GemmPrecision.BF16));
-        assertEquals(new PackedInt4.Plan(true, 0, 0), bf16.plan(GemmPrecision.FP32));
+        assertEquals(new DequantPlan(false, 2, 3), bf16.plan(GemmPrecision.BF16X3));
+        assertEquals(new DequantPlan(false, 1, 1), bf16.plan(GemmPrecision.BF16));
+        assertEquals(DequantPlan.FP32, bf16.plan(GemmPrecision.FP32));
     }
 
     /**
@@ -279,8 +279,8 @@ class Int4GemmTest {
     @Test
     void aWeightBeyondOneTileIsMultipliedTileByTile() {
         int k = 8;
-        int n = (int) (PackedInt4.TILE_ELEMS / k) + 3; // two tiles: all but 3 rows, then 3
-        assertEquals(2, (n + PackedInt4.tileRows(n, k) - 1) / PackedInt4.tileRows(n, k));
+        int n = (int) (DequantPlan.TILE_ELEMS / k) + 3; // two tiles: all but 3 rows, then 3
+        assertEquals(2, (n + DequantPlan.tileRows(n, k) - 1) / DequantPlan.tileRows(n, k));
         int[] packed = new int[n];
         float[] scales = new float[n];
         for (int r = 0; r < n; r++) {

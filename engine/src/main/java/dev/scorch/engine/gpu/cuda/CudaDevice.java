@@ -24,8 +24,10 @@ import static org.bytedeco.cuda.global.cudart.cudaSetDevice;
 
 import dev.scorch.engine.checkpoint.NumberFormats;
 import dev.scorch.engine.gpu.Buf;
+import dev.scorch.engine.gpu.DequantPlan;
 import dev.scorch.engine.gpu.Device;
 import dev.scorch.engine.gpu.GemmPrecision;
+import dev.scorch.engine.gpu.PackedFp8;
 import dev.scorch.engine.gpu.PackedInt4;
 import dev.scorch.engine.kernels.KernelSelection;
 import dev.scorch.engine.kernels.Linear;
@@ -67,8 +69,8 @@ public final class CudaDevice implements Device {
     private final FloatPointer one = new FloatPointer(1f);
     private final FloatPointer zero = new FloatPointer(0f);
     private Pointer bf16Scratch; // GEMM inputs rounded to BF16
-    private Pointer int4Scratch; // INT4 weights dequantised, one GEMM tile
-    private long int4ScratchBytes;
+    private Pointer dequantScratch; // INT4 or FP8 weights dequantised, one GEMM tile
+    private long dequantScratchBytes;
     private Pointer ptrDev; // grouped GEMM pointer arrays
     private long ptrDevElems;
     private String groupedStatus;
@@ -134,8 +136,8 @@ public final class CudaDevice implements Device {
 
     @Override
     public Buf alloc(Buf.Kind kind, long n) {
-        if (kind == Buf.Kind.INT4) {
-            throw new IllegalArgumentException("INT4 weights come from int4Weight, not alloc");
+        if (kind == Buf.Kind.INT4 || kind == Buf.Kind.FP8) {
+            throw new IllegalArgumentException(kind + " weights come from int4Weight or fp8Weight, not alloc");
         }
         bind();
         long bytes = Math.max(1, n) * kind.bytes();
@@ -150,6 +152,12 @@ public final class CudaDevice implements Device {
         if (b.storage() instanceof PackedInt4 p) {
             free(p.packed());
             free(p.scales());
+            return;
+        }
+        if (b.storage() instanceof PackedFp8 p) {
+            free(p.codes());
+            free(p.scales());
+            free(p.scaleRows());
             return;
         }
         bind();
@@ -308,7 +316,88 @@ public final class CudaDevice implements Device {
         x.need(Buf.Kind.F32, (long) m * k, "gemm x");
         y.need(Buf.Kind.F32, (long) m * n, "gemm y");
         if (w.storage() instanceof PackedInt4 p) {
-            int4Gemm(x, m, k, p, n, y, precision);
+            p.check(n, k);
+            dequantGemm(x, m, k, n, y, p.plan(precision), (r0, elems, tile, parts, stride) -> {
+                int scaleBf16 = p.scales().kind() == Buf.Kind.BF16 ? 1 : 0;
+                if (parts == 0) {
+                    kernels.launch(
+                            "int4_dequant_f32",
+                            grid(elems),
+                            1,
+                            BLOCK,
+                            0,
+                            p.packed(),
+                            p.scales(),
+                            scaleBf16,
+                            p.wordsPerRow(),
+                            p.groupsPerRow(),
+                            p.groupSize(),
+                            k,
+                            (long) r0,
+                            elems,
+                            tile);
+                } else {
+                    kernels.launch(
+                            "int4_dequant_bf16",
+                            grid(elems),
+                            1,
+                            BLOCK,
+                            0,
+                            p.packed(),
+                            p.scales(),
+                            scaleBf16,
+                            p.wordsPerRow(),
+                            p.groupsPerRow(),
+                            p.groupSize(),
+                            k,
+                            (long) r0,
+                            elems,
+                            tile,
+                            new DevicePointer(tile.address() + stride),
+                            parts > 1 ? 1 : 0);
+                }
+            });
+            return;
+        }
+        if (w.storage() instanceof PackedFp8 p) {
+            p.check(n, k);
+            dequantGemm(x, m, k, n, y, p.plan(precision), (r0, elems, tile, parts, stride) -> {
+                if (parts == 0) {
+                    kernels.launch(
+                            "fp8_dequant_f32",
+                            grid(elems),
+                            1,
+                            BLOCK,
+                            0,
+                            p.codes(),
+                            p.scales(),
+                            p.scaleRows(),
+                            p.scaleCols(),
+                            p.blockCols(),
+                            k,
+                            (long) r0,
+                            elems,
+                            tile);
+                } else {
+                    kernels.launch(
+                            "fp8_dequant_bf16",
+                            grid(elems),
+                            1,
+                            BLOCK,
+                            0,
+                            p.codes(),
+                            p.scales(),
+                            p.scaleRows(),
+                            p.scaleCols(),
+                            p.blockCols(),
+                            k,
+                            (long) r0,
+                            elems,
+                            tile,
+                            stride,
+                            parts);
+                }
+            });
             return;
         }
         w.need(w.kind(), (long) n * k, "gemm w");
@@ -347,51 +436,39 @@ public final class CudaDevice implements Device {
         }
     }
 
+    /** Launches the dequantisation kernel of a packed weight's rows [r0, r0 + elems / k) into the scratch tile. */
+    private interface Dequantiser {
+        /** parts 0: fp32 weights; else that many BF16 parts, part a at tile + a · stride bytes. */
+        void tile(int r0, long elems, DevicePointer tile, int parts, long stride);
+    }
+
     /**
-     * The INT4 GEMM ({@link PackedInt4}): per tile of weight rows, int4_dequant_f32 or int4_dequant_bf16 into the
-     * dequantisation scratch, then the plan's cuBLAS GEMMs into that tile's columns of y (ldc n), the first with beta 0.
+     * A packed weight's GEMM ({@link DequantPlan}): per tile of weight rows, its dequantisation kernel into the scratch
+     * (fp32, or the BF16 parts, each 256-byte aligned for the tensor-core GEMMs), then the plan's cuBLAS GEMMs into that
+     * tile's columns of y (ldc n), the first with beta 0: w_a · p_b for a &lt; weightParts, b &lt; inputParts − a.
      */
-    private void int4Gemm(Buf x, int m, int k, PackedInt4 w, int n, Buf y, GemmPrecision precision) {
-        w.check(n, k);
+    private void dequantGemm(Buf x, int m, int k, int n, Buf y, DequantPlan plan, Dequantiser dequant) {
         bind();
-        PackedInt4.Plan plan = w.plan(precision);
-        int tileRows = PackedInt4.tileRows(n, k);
+        int tileRows = DequantPlan.tileRows(n, k);
         long tileElems = (long) tileRows * k;
-        long loAt = (tileElems * 2 + 255) / 256 * 256; // lo after hi, 256-byte aligned for the tensor-core GEMMs
-        long need = plan.loParts() > 0 ? loAt + tileElems * 2 : plan.scratchBytes(tileElems);
-        if (int4ScratchBytes < need) {
-            if (int4Scratch != null) {
-                Cuda.check(cudaFree(int4Scratch), "cudaFree");
+        long stride = (tileElems * 2 + 255) / 256 * 256; // one BF16 part
+        long need = plan.fp32() ? plan.scratchBytes(tileElems) : (plan.weightParts() - 1) * stride + tileElems * 2;
+        if (dequantScratchBytes < need) {
+            if (dequantScratch != null) {
+                Cuda.check(cudaFree(dequantScratch), "cudaFree");
             }
-            int4Scratch = new Pointer();
-            Cuda.check(cudaMalloc(int4Scratch, need), "cudaMalloc(INT4 dequantisation scratch, " + need + " bytes)");
-            int4ScratchBytes = need;
+            dequantScratch = new Pointer();
+            Cuda.check(cudaMalloc(dequantScratch, need), "cudaMalloc(dequantisation scratch, " + need + " bytes)");
+            dequantScratchBytes = need;
         }
-        DevicePointer tile = new DevicePointer(int4Scratch.address());
-        DevicePointer lo = new DevicePointer(int4Scratch.address() + loAt);
-        DevicePointer[] parts = plan.fp32() ? null : split(x, (long) m * k, plan.hiParts());
-        int scaleBf16 = w.scales().kind() == Buf.Kind.BF16 ? 1 : 0;
+        DevicePointer tile = new DevicePointer(dequantScratch.address());
+        DevicePointer[] parts = plan.fp32() ? null : split(x, (long) m * k, plan.inputParts());
         for (int r0 = 0; r0 < n; r0 += tileRows) {
             int nb = Math.min(tileRows, n - r0);
             long elems = (long) nb * k;
             DevicePointer yTile = new DevicePointer(ptr(y).address() + 4L * r0);
+            dequant.tile(r0, elems, tile, plan.weightParts(), stride);
             if (plan.fp32()) {
-                kernels.launch(
-                        "int4_dequant_f32",
-                        grid(elems),
-                        1,
-                        BLOCK,
-                        0,
-                        w.packed(),
-                        w.scales(),
-                        scaleBf16,
-                        w.wordsPerRow(),
-                        w.groupsPerRow(),
-                        w.groupSize(),
-                        k,
-                        (long) r0,
-                        elems,
-                        tile);
                 Cuda.checkBlas(
                         cublasGemmEx(
                                 cublas,
@@ -413,59 +490,43 @@ public final class CudaDevice implements Device {
                                 n,
                                 CUBLAS_COMPUTE_32F_PEDANTIC,
                                 CUBLAS_GEMM_DEFAULT),
-                        "cublasGemmEx INT4 FP32 " + m + "x" + k + "x" + nb);
+                        "cublasGemmEx dequantised FP32 " + m + "x" + k + "x" + nb);
                 continue;
             }
-            kernels.launch(
-                    "int4_dequant_bf16",
-                    grid(elems),
-                    1,
-                    BLOCK,
-                    0,
-                    w.packed(),
-                    w.scales(),
-                    scaleBf16,
-                    w.wordsPerRow(),
-                    w.groupsPerRow(),
-                    w.groupSize(),
-                    k,
-                    (long) r0,
-                    elems,
-                    tile,
-                    lo,
-                    plan.loParts() > 0 ? 1 : 0);
-            for (int i = 0; i < plan.hiParts() + plan.loParts(); i++) {
-                DevicePointer a = i < plan.hiParts() ? tile : lo;
-                DevicePointer b = parts[i < plan.hiParts() ? i : i - plan.hiParts()];
-                Cuda.checkBlas(
-                        cublasGemmEx(
-                                cublas,
-                                CUBLAS_OP_T,
-                                CUBLAS_OP_N,
-                                nb,
-                                m,
-                                k,
-                                one,
-                                a,
-                                CUDA_R_16BF,
-                                k,
-                                b,
-                                CUDA_R_16BF,
-                                k,
-                                i == 0 ? zero : one,
-                                yTile,
-                                CUDA_R_32F,
-                                n,
-                                CUBLAS_COMPUTE_32F,
-                                CUBLAS_GEMM_DEFAULT),
-                        "cublasGemmEx INT4 BF16 " + m + "x" + k + "x" + nb);
+            boolean first = true;
+            for (int a = 0; a < plan.weightParts(); a++) {
+                for (int b = 0; b < plan.inputParts() - a; b++) {
+                    Cuda.checkBlas(
+                            cublasGemmEx(
+                                    cublas,
+                                    CUBLAS_OP_T,
+                                    CUBLAS_OP_N,
+                                    nb,
+                                    m,
+                                    k,
+                                    one,
+                                    new DevicePointer(tile.address() + a * stride),
+                                    CUDA_R_16BF,
+                                    k,
+                                    parts[b],
+                                    CUDA_R_16BF,
+                                    k,
+                                    first ? zero : one,
+                                    yTile,
+                                    CUDA_R_32F,
+                                    n,
+                                    CUBLAS_COMPUTE_32F,
+                                    CUBLAS_GEMM_DEFAULT),
+                            "cublasGemmEx dequantised BF16 " + m + "x" + k + "x" + nb);
+                    first = false;
+                }
             }
         }
     }
 
-    /** Bytes of the INT4 dequantisation scratch now (it only grows, to the largest tile a GEMM has needed). */
-    public long int4ScratchBytes() {
-        return int4ScratchBytes;
+    /** Bytes of the dequantisation scratch now (it only grows, to the largest tile a GEMM has needed). */
+    public long dequantScratchBytes() {
+        return dequantScratchBytes;
     }
 
     /** x's first elems values split into parts BF16 arrays (scratch, valid until the next GEMM). */
@@ -826,8 +887,8 @@ public final class CudaDevice implements Device {
         if (ptrDev != null) {
             cudaFree(ptrDev);
         }
-        if (int4Scratch != null) {
-            cudaFree(int4Scratch);
+        if (dequantScratch != null) {
+            cudaFree(dequantScratch);
         }
         kernels.close();
         one.close();

@@ -9,6 +9,7 @@ import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.demo.DemoModelWriter;
 import dev.scorch.engine.demo.DemoPreset;
 import dev.scorch.engine.gpu.Device;
+import dev.scorch.engine.gpu.Fp8Equivalence;
 import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.gpu.GpuConformance;
 import dev.scorch.engine.gpu.GpuKvCache;
@@ -81,6 +82,12 @@ public final class GpuCheck {
                 System.out.printf("  INT4 %-40s %.3g%n", e.getKey(), e.getValue());
                 int4.put(e.getKey(), e.getValue());
             }
+            // 0c. FP8 block weights kept as codes vs the same weights dequantised and uploaded, and vs fp64.
+            ObjectNode fp8 = out.putObject("fp8_gemm_max_abs_diff");
+            for (Map.Entry<String, Double> e : Fp8Equivalence.measure(dev).entrySet()) {
+                System.out.printf("  FP8 %-50s %.3g%n", e.getKey(), e.getValue());
+                fp8.put(e.getKey(), e.getValue());
+            }
         } catch (RuntimeException e) {
             e.printStackTrace(System.out);
             out.put("kernel_twins", "FAILED: " + e);
@@ -114,6 +121,20 @@ public final class GpuCheck {
                 List.of(GemmPrecision.values()),
                 false,
                 out.putObject("tiny_int4"),
+                null,
+                out,
+                outJson);
+
+        // 1c. FP8 (DeepSeek's quant_method fp8: every linear F8_E4M3 with 128 x 128 fp32 scales, kept as codes on the
+        // GPU): the tiny demo against the CPU engine in every precision.
+        Path tinyFp8 = Files.createTempDirectory("scorch-tiny-fp8");
+        write(new DemoModelWriter(DemoPreset.TINY, DemoModelWriter.Weights.FP8, true, false, 1234), tinyFp8);
+        modelVsCpu(
+                tinyFp8,
+                cpuThreads,
+                List.of(GemmPrecision.values()),
+                false,
+                out.putObject("tiny_fp8"),
                 null,
                 out,
                 outJson);
@@ -258,7 +279,7 @@ public final class GpuCheck {
                 s.put("weight_bytes", m.weightBytes());
                 if (m.device() instanceof CudaDevice cd) {
                     s.put("grouped_gemm", cd.groupedStatus());
-                    s.put("int4_dequant_scratch_bytes", cd.int4ScratchBytes());
+                    s.put("dequant_scratch_bytes", cd.dequantScratchBytes());
                     System.out.println("  grouped GEMMs: " + cd.groupedStatus());
                 }
                 System.out.printf(
