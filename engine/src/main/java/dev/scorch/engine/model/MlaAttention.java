@@ -56,7 +56,7 @@ final class MlaAttention {
         private KvCache[] caches;
         private int[] seqs;
         private boolean simd;
-        private final IntConsumer rotateRow = i -> attention.rotate(i, this);
+        private final IntConsumer rotateRow = i -> attention.rotateRow(i, this);
         private final IntConsumer absorbedItem = item -> attention.attendAbsorbed(item, this);
 
         Scratch(Workspace ws) {
@@ -173,18 +173,7 @@ final class MlaAttention {
         float[] latent = s.latent = s.floats(s.latent, t * kvLoraRank); // [T, kv_lora_rank]
         s.norm.apply(ops, kvA, t, kvAWidth, 0, kvLoraRank, kvALayernorm, ModelConfig.LORA_NORM_EPS, latent);
         float[] kPe = s.kPe = s.floats(s.kPe, t * qkRope); // [T, qk_rope]: one rotary key head shared by all heads
-        // RoPE on q_pe (every head) and k_pe at each token's position, token by token over the engine's threads.
-        int last = 0;
-        for (int i = 0; i < t; i++) {
-            last = Math.max(last, batch.positions()[i]);
-        }
-        s.attention = this;
-        s.rope = rope;
-        s.cs = rope.table(last + 1);
-        s.positions = batch.positions();
-        s.queries = q;
-        s.kvA = kvA;
-        ops.forEachRow(t, s.rotateRow);
+        rotate(batch.positions(), t, rope, q, kvA, ops, s); // kPe = k_pe out of kvA; RoPE on q_pe and kPe
         float[] attn = s.headsOut = s.zeros(s.headsOut, t * heads * vHead); // [T, heads, v_head]
         int[] freshStart = batch.seqStart();
         int[] freshLen = batch.seqLen();
@@ -263,8 +252,26 @@ final class MlaAttention {
         }
     }
 
-    /** Row i of s's pass: k_pe of token i out of kv_a's output, then q_pe of every head and k_pe rotated at its position. */
-    private void rotate(int i, Scratch s) {
+    /**
+     * k_pe of each token out of kv_a's output into s's buffer, then q_pe of every head and k_pe rotated at the token's
+     * position, token by token over the engine's threads.
+     */
+    private void rotate(int[] positions, int t, Rope rope, float[] q, float[] kvA, Ops ops, Scratch s) {
+        int last = 0;
+        for (int i = 0; i < t; i++) {
+            last = Math.max(last, positions[i]);
+        }
+        s.attention = this;
+        s.rope = rope;
+        s.cs = rope.table(last + 1);
+        s.positions = positions;
+        s.queries = q;
+        s.kvA = kvA;
+        ops.forEachRow(t, s.rotateRow);
+    }
+
+    /** Token i of s's {@link #rotate} pass. */
+    private void rotateRow(int i, Scratch s) {
         int csOff = s.positions[i] * qkRope;
         System.arraycopy(s.kvA, i * (kvLoraRank + qkRope) + kvLoraRank, s.kPe, i * qkRope, qkRope);
         for (int h = 0; h < heads; h++) {
