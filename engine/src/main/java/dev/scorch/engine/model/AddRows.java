@@ -5,7 +5,8 @@ import java.util.function.IntConsumer;
 
 /**
  * Item j: y[rows[j]] += weight[j] · src[j] over hidden (rows and weight null: y[j] += src[j]): the MoE's weighted sums and
- * the residual adds, rows spread over the engine's threads. One per workspace, set per use, so that a pass makes no lambda.
+ * the residual adds, rows spread over the engine's threads. A scratch keeps one and sets its operands per pass, so that a
+ * pass makes no lambda.
  */
 final class AddRows implements IntConsumer {
     private float[] y;
@@ -14,26 +15,14 @@ final class AddRows implements IntConsumer {
     private float[] weight;
     private int hidden;
 
-    void set(float[] y, float[] src, int[] rows, float[] weight, int hidden) {
+    /** The n items through ops' threads. */
+    void run(Ops ops, int n, float[] y, float[] src, int[] rows, float[] weight, int hidden) {
         this.y = y;
         this.src = src;
         this.rows = rows;
         this.weight = weight;
         this.hidden = hidden;
-    }
-
-    void clear() {
-        set(null, null, null, null, 0);
-    }
-
-    /** The n items through ops' threads, then clears. */
-    void run(Ops ops, int n, float[] y, float[] src, int[] rows, float[] weight, int hidden) {
-        set(y, src, rows, weight, hidden);
-        try {
-            ops.forEachRow(n, this);
-        } finally {
-            clear();
-        }
+        ops.forEachRow(n, this);
     }
 
     @Override

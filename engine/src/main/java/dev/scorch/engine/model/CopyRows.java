@@ -5,7 +5,8 @@ import java.util.function.IntConsumer;
 
 /**
  * Item j: dst[dstRow0 + j] = src[rows[j]] over width (rows null: src[srcRow0 + j]): gathering an expert's tokens,
- * moving a chunk of rows, rows spread over the engine's threads. One per workspace, set per use, so that a pass makes no lambda.
+ * moving a chunk of rows, rows spread over the engine's threads. A scratch keeps one and sets its operands per pass, so
+ * that a pass makes no lambda.
  */
 final class CopyRows implements IntConsumer {
     private float[] src;
@@ -32,12 +33,7 @@ final class CopyRows implements IntConsumer {
         this.dst = dst;
         this.dstRow0 = dstRow0;
         this.width = width;
-        try {
-            ops.forEachRow(n, this);
-        } finally {
-            this.src = this.dst = null;
-            this.rows = null;
-        }
+        ops.forEachRow(n, this);
     }
 
     @Override

@@ -1,7 +1,6 @@
 package dev.scorch.engine.model;
 
 import dev.scorch.engine.config.ModelConfig;
-import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.kernels.RmsNorm;
 import dev.scorch.engine.kernels.Rope;
 import dev.scorch.engine.runtime.KvCache;
@@ -10,9 +9,23 @@ import dev.scorch.engine.runtime.Workspace;
 
 /** One block: input RMSNorm → MLA → residual → post-attention RMSNorm → dense MLP or MoE → residual. */
 final class DecoderLayer {
-    private static final Workspace.Key NORMED = new Workspace.Key("layer.normed"); // [T, hidden]
-    private static final Workspace.Key NORM = new Workspace.Key("layer.norm"); // the RmsNorm.Rows items
-    private static final Workspace.Key RESIDUAL = new Workspace.Key("layer.residual"); // the AddRows items
+    /** A workspace's activations for every layer (one runs at a time), and those of the modules inside. */
+    static final class Scratch extends Workspace.Buffers {
+        private float[] normed; // [T, hidden]
+        private final RmsNorm.Rows norm = new RmsNorm.Rows();
+        private final AddRows residual = new AddRows();
+        private final MlaAttention.Scratch attention;
+        private final DenseMlp.Scratch mlp;
+        private final Moe.Scratch moe;
+
+        Scratch(Workspace ws) {
+            super(ws);
+            attention = new MlaAttention.Scratch(ws);
+            mlp = new DenseMlp.Scratch(ws);
+            moe = new Moe.Scratch(ws, mlp); // the experts run as the dense MLPs do, one at a time: one scratch
+        }
+    }
+
     private final int hidden;
     private final double eps;
     private final float[] inputLayernorm; // [hidden]
@@ -42,30 +55,24 @@ final class DecoderLayer {
         return moe != null;
     }
 
-    /** x: [T, hidden], updated in place; routes receives the MoE choice of each token when not null. */
-    void forward(float[] x, PackedBatch batch, Rope rope, Ops ops, int[] routes) {
-        forward(x, batch, rope, Matmuls.prefill(ops), routes, null, new Workspace());
-    }
-
     /**
-     * As above, each row's linears through the matmul mm picks for it; caches (one per sequence, room reserved)
-     * receive this layer's latents and rotated k_pe when not null; activations live in ws.
+     * x: [T, hidden], updated in place, each row's linears through the matmul mm picks for it; routes receives the MoE
+     * choice of each token when not null; caches (one per sequence, room reserved) receive this layer's latents and
+     * rotated k_pe when not null; activations live in s.
      */
-    void forward(float[] x, PackedBatch batch, Rope rope, Matmuls mm, int[] routes, KvCache[] caches, Workspace ws) {
+    void forward(float[] x, PackedBatch batch, Rope rope, Matmuls mm, int[] routes, KvCache[] caches, Scratch s) {
         int t = batch.numTokens();
-        int n = t * hidden;
-        float[] h = ws.floats(NORMED, n);
+        float[] h = s.normed = s.floats(s.normed, t * hidden);
         // Norms and residual adds row by row over the engine's threads.
-        RmsNorm.Rows norm = ws.object(NORM, RmsNorm.Rows::new);
-        norm.apply(mm.ops(), x, t, hidden, inputLayernorm, eps, h);
-        selfAttn.forward(h, batch, rope, mm, caches, ws, h); // h: the normed input, then attention's output
-        norm.addThenApply(mm.ops(), x, h, t, hidden, postAttentionLayernorm, eps, h); // x += attention; h = its norm
+        s.norm.apply(mm.ops(), x, t, hidden, inputLayernorm, eps, h);
+        selfAttn.forward(h, batch, rope, mm, caches, s.attention, h); // h: the normed input, then attention's output
+        s.norm.addThenApply(mm.ops(), x, h, t, hidden, postAttentionLayernorm, eps, h); // x += attention; h = its norm
         float[] m = h; // the dense MLP's output replaces its input; the MoE's is its own buffer (h is its scratch)
         if (moe != null) {
-            m = moe.forward(h, t, mm, routes, ws);
+            m = moe.forward(h, t, mm, routes, s.moe);
         } else {
-            mlp.forward(h, t, mm, ws, h);
+            mlp.forward(h, t, mm, s.mlp, h);
         }
-        ws.object(RESIDUAL, AddRows::new).run(mm.ops(), t, x, m, null, null, hidden); // x += m
+        s.residual.run(mm.ops(), t, x, m, null, null, hidden); // x += m
     }
 }

@@ -19,11 +19,21 @@ import java.nio.file.Path;
  * a read past its new end, caught at each entry point here).
  */
 public final class DeepseekV3Model {
-    private static final Workspace.Key HIDDEN = new Workspace.Key("model.hidden"); // [T, hidden]: the residual stream
-    private static final Workspace.Key FINAL_NORM = new Workspace.Key("model.final_norm"); // the RmsNorm.Rows items
-    private static final Workspace.Key LOGITS = new Workspace.Key("model.decode_logits"); // [B, vocab]
-    private static final Workspace.Key DECODE_BATCH =
-            new Workspace.Key("model.decode_batch"); // a step's one token per sequence
+    private static final Workspace.Slot<Scratch> SCRATCH = new Workspace.Slot<>(Scratch::new);
+
+    /** A workspace's activations: the model's own and its layers'. */
+    private static final class Scratch extends Workspace.Buffers {
+        private float[] hidden; // [T, hidden]: the residual stream
+        private final RmsNorm.Rows finalNorm = new RmsNorm.Rows();
+        private float[] logits; // [B, vocab], exactly: decode returns it
+        private PackedBatch decodeBatch; // a decode step's, one token per sequence, refilled while B stays the same
+        private final DecoderLayer.Scratch layer;
+
+        Scratch(Workspace ws) {
+            super(ws);
+            layer = new DecoderLayer.Scratch(ws);
+        }
+    }
 
     private final ModelConfig config;
     private final Checkpoint checkpoint; // its mappings hold the weights: a fault reading them names the shard
@@ -127,7 +137,11 @@ public final class DeepseekV3Model {
             throw new IllegalArgumentException(
                     b + " tokens but " + (caches == null ? "no" : caches.length) + " caches");
         }
-        PackedBatch batch = ws.object(DECODE_BATCH, DecodeBatch::new).of(b); // one token per sequence
+        Scratch scratch = ws.get(SCRATCH);
+        if (scratch.decodeBatch == null || scratch.decodeBatch.numSequences() != b) {
+            scratch.decodeBatch = new PackedBatch(new int[b], new int[b], new int[b], new int[b]);
+        }
+        PackedBatch batch = scratch.decodeBatch; // one token per sequence
         for (int s = 0; s < b; s++) {
             batch.tokens()[s] = tokens[s];
             batch.positions()[s] = caches[s].length();
@@ -137,23 +151,11 @@ public final class DeepseekV3Model {
         Matmuls mm = Matmuls.of(ops, batch, caches); // before the caches advance
         try {
             float[] hidden = prefill(batch, caches, ops, routes, ws);
-            float[] out = ws.exactFloats(LOGITS, b * config.vocabSize());
+            float[] out = scratch.logits = scratch.exactFloats(scratch.logits, b * config.vocabSize());
             mm.apply(hidden, b, lmHead, out);
             return out;
         } catch (InternalError e) {
             throw checkpoint.readFault(e);
-        }
-    }
-
-    /** A decode step's batch, kept in the workspace and refilled step after step while B stays the same. */
-    private static final class DecodeBatch {
-        private PackedBatch batch;
-
-        PackedBatch of(int b) {
-            if (batch == null || batch.numSequences() != b) {
-                batch = new PackedBatch(new int[b], new int[b], new int[b], new int[b]);
-            }
-            return batch;
         }
     }
 
@@ -195,7 +197,8 @@ public final class DeepseekV3Model {
                 .checkMapped(); // a shard cut short since the last pass fails here, named, before any read of it faults
         int t = batch.numTokens();
         int hidden = config.hiddenSize();
-        float[] x = ws.floats(HIDDEN, t * hidden); // [T, hidden]
+        Scratch s = ws.get(SCRATCH);
+        float[] x = s.hidden = s.floats(s.hidden, t * hidden); // [T, hidden]
         for (int i = 0; i < t; i++) {
             int id = batch.tokens()[i];
             if (id < 0 || id >= config.vocabSize()) {
@@ -215,9 +218,9 @@ public final class DeepseekV3Model {
                 }
             }
             moeIndex += layer.isMoe() ? 1 : 0;
-            layer.forward(x, batch, rope, mm, r, caches, ws);
+            layer.forward(x, batch, rope, mm, r, caches, s.layer);
         }
-        ws.object(FINAL_NORM, RmsNorm.Rows::new).apply(ops, x, t, hidden, norm, config.rmsNormEps(), x);
+        s.finalNorm.apply(ops, x, t, hidden, norm, config.rmsNormEps(), x);
         return x;
     }
 

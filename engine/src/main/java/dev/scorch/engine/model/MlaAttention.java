@@ -10,6 +10,7 @@ import dev.scorch.engine.kernels.Rope;
 import dev.scorch.engine.runtime.KvCache;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.runtime.Workspace;
+import java.util.Arrays;
 import java.util.function.IntConsumer;
 
 /**
@@ -19,31 +20,73 @@ import java.util.function.IntConsumer;
  * cached tokens attends in the absorbed form over its cache.
  */
 final class MlaAttention {
-    private static final Workspace.Key Q = new Workspace.Key("attn.q"); // [T, heads, q_head_dim]
-    // The two projections of x: q_a (or q) [T, q_lora_rank (or heads * q_head_dim)] and kv_a [T, kv_lora_rank +
-    // qk_rope].
-    private static final Workspace.Key X_PROJECTIONS = new Workspace.Key("attn.x_projections");
-    private static final Workspace.Key LATENT = new Workspace.Key("attn.latent"); // [T, kv_lora_rank]
-    private static final Workspace.Key K_PE = new Workspace.Key("attn.k_pe"); // [T, qk_rope]
-    private static final Workspace.Key NORM = new Workspace.Key("attn.norm"); // the RmsNorm.Rows items
-    private static final Workspace.Key ROTATE = new Workspace.Key("attn.rotate"); // the RotateRows items
     // Fresh sequences' keys and values are expanded from their latents in groups of whole sequences of up to this many
     // rows: 256 = PackedGemm.MB, the rows kv_b_proj runs per decode of its weights, so longer groups only add memory.
     static final int KV_GROUP_ROWS = 256;
-    private static final Workspace.Key GROUP_LATENT =
-            new Workspace.Key("attn.group_latent"); // [group rows, kv_lora_rank]
-    private static final Workspace.Key KV = new Workspace.Key("attn.kv"); // [group rows, heads, qk_nope + v_head]
-    private static final Workspace.Key GROUP_START = new Workspace.Key("attn.group_start"); // [group's sequences]
-    private static final Workspace.Key GROUP_LEN = new Workspace.Key("attn.group_len"); // [group's sequences]
-    private static final Workspace.Key KEPT_INPUTS = new Workspace.Key("attn.kept_inputs"); // the groups' MlaInputs
-    private static final Workspace.Key HEADS_OUT = new Workspace.Key("attn.heads_out"); // [T, heads, v_head]
-    private static final Workspace.Key FRESH_START =
-            new Workspace.Key("attn.fresh_start"); // [sequences with empty caches]
-    private static final Workspace.Key FRESH_LEN = new Workspace.Key("attn.fresh_len"); // [sequences with empty caches]
-    private static final Workspace.Key CACHED_SEQS =
-            new Workspace.Key("attn.cached_seqs"); // [sequences with cached tokens]
-    private static final Workspace.Key ABSORBED =
-            new Workspace.Key("attn.absorbed"); // the absorbed pass's AbsorbedItems
+
+    /** A workspace's activations for every layer's attention (one runs at a time). */
+    static final class Scratch extends Workspace.Buffers {
+        // The two projections of x: q_a (or q) [T, q_lora_rank (or heads * q_head_dim)] and kv_a [T, kv_lora_rank +
+        // qk_rope].
+        private float[][] xProjections;
+        private float[] q; // [T, heads, q_head_dim]
+        private float[] latent; // [T, kv_lora_rank]
+        private float[] kPe; // [T, qk_rope]
+        private float[] headsOut; // [T, heads, v_head]
+        private final RmsNorm.Rows norm = new RmsNorm.Rows();
+        private final Workspace.ByLength<int[]> freshStart = new Workspace.ByLength<>(int[]::new); // [empty caches]
+        private final Workspace.ByLength<int[]> freshLen = new Workspace.ByLength<>(int[]::new); // [empty caches]
+        private final Workspace.ByLength<int[]> cachedSeqs = new Workspace.ByLength<>(int[]::new); // [cached tokens]
+        // fresh's groups: their latents [group rows, kv_lora_rank], keys and values [group rows, heads, qk_nope +
+        // v_head], sequences (when not all of them) and attention operands, kept group by group while a call names the
+        // same buffers and first row: every layer of a batch does, so the layers after the first make no new ones.
+        private float[] groupLatent;
+        private float[] kv;
+        private final Workspace.ByLength<int[]> groupStart = new Workspace.ByLength<>(int[]::new);
+        private final Workspace.ByLength<int[]> groupLen = new Workspace.ByLength<>(int[]::new);
+        private MlaInputs[] groupInputs = new MlaInputs[0];
+        // The operands of the pass running now, read by the row bodies below (made once: a pass makes no lambda).
+        private MlaAttention attention;
+        private Rope rope;
+        private float[] cs; // the rope's table, position p's cos/sin at p · qk_rope
+        private int[] positions;
+        private float[] queries; // q, or q_proj's output
+        private float[] kvA;
+        private PackedBatch batch;
+        private KvCache[] caches;
+        private int[] seqs;
+        private boolean simd;
+        private final IntConsumer rotateRow = i -> attention.rotateRow(i, this);
+        private final IntConsumer absorbedItem = item -> attention.attendAbsorbed(item, this);
+
+        Scratch(Workspace ws) {
+            super(ws);
+        }
+
+        /** fresh's operands of group g (keys and values in kv): the kept ones while they are the same. */
+        private MlaInputs groupInputs(int g, MlaAttention a, float[] q, float[] kPe, int[] start, int[] len, int row0) {
+            if (g >= groupInputs.length) {
+                groupInputs = Arrays.copyOf(groupInputs, Math.max(g + 1, 2 * groupInputs.length));
+            }
+            MlaInputs k = groupInputs[g];
+            if (k == null
+                    || k.q() != q
+                    || k.kv() != kv
+                    || k.kPe() != kPe
+                    || k.heads() != a.heads
+                    || k.qkNope() != a.qkNope
+                    || k.qkRope() != a.qkRope
+                    || k.vHead() != a.vHead
+                    || k.seqStart() != start
+                    || k.seqLen() != len
+                    || k.scale() != a.softmaxScale
+                    || k.kvRow0() != row0) {
+                k = groupInputs[g] = new MlaInputs(
+                        q, kv, kPe, a.heads, a.qkNope, a.qkRope, a.vHead, start, len, a.softmaxScale, row0);
+            }
+            return k;
+        }
+    }
 
     private final int layer;
     private final int heads;
@@ -99,21 +142,14 @@ final class MlaAttention {
         oProj = w.linear(p + "o_proj.weight");
     }
 
-    /** x: [T, hidden] (already input-normed) → [T, hidden], a new array. */
-    float[] forward(float[] x, PackedBatch batch, Rope rope, Ops ops) {
-        float[] out = new float[batch.numTokens() * oProj.out()];
-        forward(x, batch, rope, Matmuls.prefill(ops), null, new Workspace(), out);
-        return out;
-    }
-
     /**
-     * As {@link #forward(float[], PackedBatch, Rope, Ops)}; caches, when not null, holds one cache per
-     * sequence (room reserved, positions numbered from each cache's length): this layer's latent and rotated
-     * k_pe of every token are written there, and sequences with cached tokens attend in the absorbed form.
-     * Activations live in ws; the result goes to out ([T, hidden]), which may be x: x is read only by the first
-     * projections, so the layer's normed input can take its output and a [T, hidden] buffer is saved.
+     * x: [T, hidden] (already input-normed) → out [T, hidden]. caches, when not null, holds one cache per sequence
+     * (room reserved, positions numbered from each cache's length): this layer's latent and rotated k_pe of every
+     * token are written there, and sequences with cached tokens attend in the absorbed form. Activations live in s.
+     * out may be x: x is read only by the first projections, so the layer's normed input can take its output and a
+     * [T, hidden] buffer is saved.
      */
-    void forward(float[] x, PackedBatch batch, Rope rope, Matmuls mm, KvCache[] caches, Workspace ws, float[] out) {
+    void forward(float[] x, PackedBatch batch, Rope rope, Matmuls mm, KvCache[] caches, Scratch s, float[] out) {
         Ops ops = mm.ops();
         int t = batch.numTokens();
         // Queries: q_a_proj → q_a_layernorm → q_b_proj (or q_proj): [T, heads, q_head_dim] = [q_nope | q_pe].
@@ -121,55 +157,54 @@ final class MlaAttention {
         // q_a_proj and kv_a_proj_with_mqa read the same x: one pass.
         int kvAWidth = kvLoraRank + qkRope;
         int qWidth = heads * qHead;
-        float[][] proj = ws.floatRows(X_PROJECTIONS, 2, t * Math.max(qLoraRank > 0 ? qLoraRank : qWidth, kvAWidth));
+        float[][] proj = s.xProjections =
+                s.floatRows(s.xProjections, 2, t * Math.max(qLoraRank > 0 ? qLoraRank : qWidth, kvAWidth));
         mm.apply(x, t, xProjections, proj);
         float[] kvA = proj[1];
         float[] q;
-        RmsNorm.Rows norm = ws.object(NORM, RmsNorm.Rows::new); // norms row by row over the engine's threads
         if (qLoraRank > 0) {
             float[] qA = proj[0];
-            norm.apply(ops, qA, t, qLoraRank, qALayernorm, ModelConfig.LORA_NORM_EPS, qA);
-            q = ws.floats(Q, t * qWidth);
+            s.norm.apply(ops, qA, t, qLoraRank, qALayernorm, ModelConfig.LORA_NORM_EPS, qA);
+            q = s.q = s.floats(s.q, t * qWidth);
             mm.apply(qA, t, qBProj, q);
         } else {
             q = proj[0];
         }
-        float[] latent = ws.floats(LATENT, t * kvLoraRank); // [T, kv_lora_rank]
-        norm.apply(ops, kvA, t, kvAWidth, 0, kvLoraRank, kvALayernorm, ModelConfig.LORA_NORM_EPS, latent);
-        float[] kPe = ws.floats(K_PE, t * qkRope); // [T, qk_rope]: one rotary key head shared by all heads
-        // RoPE on q_pe (every head) and k_pe at each token's position, token by token over the engine's threads.
-        ws.object(ROTATE, RotateRows::new).run(this, ops, rope, batch.positions(), t, q, kvA, kPe);
-        float[] attn = ws.zeros(HEADS_OUT, t * heads * vHead); // [T, heads, v_head]
+        float[] latent = s.latent = s.floats(s.latent, t * kvLoraRank); // [T, kv_lora_rank]
+        s.norm.apply(ops, kvA, t, kvAWidth, 0, kvLoraRank, kvALayernorm, ModelConfig.LORA_NORM_EPS, latent);
+        float[] kPe = s.kPe = s.floats(s.kPe, t * qkRope); // [T, qk_rope]: one rotary key head shared by all heads
+        rotate(batch.positions(), t, rope, q, kvA, ops, s); // kPe = k_pe out of kvA; RoPE on q_pe and kPe
+        float[] attn = s.headsOut = s.zeros(s.headsOut, t * heads * vHead); // [T, heads, v_head]
         int[] freshStart = batch.seqStart();
         int[] freshLen = batch.seqLen();
         if (caches != null) {
             int n = batch.numSequences();
             int fresh = 0;
-            for (int s = 0; s < n; s++) {
-                int past = caches[s].length();
-                for (int i = 0; i < batch.seqLen()[s]; i++) {
-                    int row = batch.seqStart()[s] + i;
-                    caches[s].put(layer, past + i, latent, row * kvLoraRank, kPe, row * qkRope);
+            for (int b = 0; b < n; b++) {
+                int past = caches[b].length();
+                for (int i = 0; i < batch.seqLen()[b]; i++) {
+                    int row = batch.seqStart()[b] + i;
+                    caches[b].put(layer, past + i, latent, row * kvLoraRank, kPe, row * qkRope);
                 }
                 fresh += past == 0 ? 1 : 0;
             }
-            freshStart = ws.exactInts(FRESH_START, fresh);
-            freshLen = ws.exactInts(FRESH_LEN, fresh);
-            int[] cachedSeqs = ws.exactInts(CACHED_SEQS, n - fresh);
-            for (int s = 0, f = 0, c = 0; s < n; s++) {
-                if (caches[s].length() == 0) {
-                    freshStart[f] = batch.seqStart()[s];
-                    freshLen[f++] = batch.seqLen()[s];
+            freshStart = s.freshStart.get(fresh);
+            freshLen = s.freshLen.get(fresh);
+            int[] cachedSeqs = s.cachedSeqs.get(n - fresh);
+            for (int b = 0, f = 0, c = 0; b < n; b++) {
+                if (caches[b].length() == 0) {
+                    freshStart[f] = batch.seqStart()[b];
+                    freshLen[f++] = batch.seqLen()[b];
                 } else {
-                    cachedSeqs[c++] = s;
+                    cachedSeqs[c++] = b;
                 }
             }
             if (cachedSeqs.length > 0) {
-                absorbed(q, batch, caches, cachedSeqs, ops, attn, ws);
+                absorbed(q, batch, caches, cachedSeqs, ops, s);
             }
         }
         if (freshStart.length > 0) {
-            fresh(q, latent, kPe, freshStart, freshLen, ops, attn, ws);
+            fresh(q, latent, kPe, freshStart, freshLen, ops, attn, s);
         }
         mm.apply(attn, t, oProj, out);
     }
@@ -188,16 +223,14 @@ final class MlaAttention {
             int[] freshLen,
             Ops ops,
             float[] attn,
-            Workspace ws) {
+            Scratch s) {
         int longest = 0;
         for (int len : freshLen) {
             longest = Math.max(longest, len);
         }
         int cap = Math.max(KV_GROUP_ROWS, longest);
-        float[] groupLatent = ws.floats(GROUP_LATENT, cap * kvLoraRank); // [group rows, kv_lora_rank]
-        float[] kv =
-                ws.floats(KV, cap * heads * (qkNope + vHead)); // [group rows, heads, qk_nope + v_head] = [k_nope | v]
-        KeptInputs kept = ws.object(KEPT_INPUTS, KeptInputs::new);
+        float[] groupLatent = s.groupLatent = s.floats(s.groupLatent, cap * kvLoraRank); // [group rows, kv_lora_rank]
+        float[] kv = s.kv = s.floats(s.kv, cap * heads * (qkNope + vHead)); // [group rows, heads, k_nope | v]
         for (int g0 = 0, g1; g0 < freshStart.length; g0 = g1) {
             int row0 = freshStart[g0];
             g1 = g0 + 1;
@@ -210,103 +243,41 @@ final class MlaAttention {
             int[] start = freshStart;
             int[] len = freshLen;
             if (g1 - g0 < freshStart.length) {
-                start = ws.exactInts(GROUP_START, g1 - g0);
-                len = ws.exactInts(GROUP_LEN, g1 - g0);
+                start = s.groupStart.get(g1 - g0);
+                len = s.groupLen.get(g1 - g0);
                 System.arraycopy(freshStart, g0, start, 0, g1 - g0);
                 System.arraycopy(freshLen, g0, len, 0, g1 - g0);
             }
-            ops.attention(
-                    kept.inputs(g0, q, kv, kPe, heads, qkNope, qkRope, vHead, start, len, softmaxScale, row0), attn);
+            ops.attention(s.groupInputs(g0, this, q, kPe, start, len, row0), attn);
         }
     }
 
     /**
-     * Item i: k_pe of token i out of kv_a's output, then q_pe of every head and k_pe rotated at the token's position. One per
-     * workspace, set per use (no lambda per layer).
+     * k_pe of each token out of kv_a's output into s's buffer, then q_pe of every head and k_pe rotated at the token's
+     * position, token by token over the engine's threads.
      */
-    private static final class RotateRows implements IntConsumer {
-        private MlaAttention a;
-        private Rope rope;
-        private float[] cs; // the rope's table, position p's cos/sin at p · qk_rope
-        private int[] positions;
-        private float[] q;
-        private float[] kvA;
-        private float[] kPe;
-
-        void run(MlaAttention a, Ops ops, Rope rope, int[] positions, int t, float[] q, float[] kvA, float[] kPe) {
-            int last = 0;
-            for (int i = 0; i < t; i++) {
-                last = Math.max(last, positions[i]);
-            }
-            this.a = a;
-            this.rope = rope;
-            this.cs = rope.table(last + 1);
-            this.positions = positions;
-            this.q = q;
-            this.kvA = kvA;
-            this.kPe = kPe;
-            try {
-                ops.forEachRow(t, this);
-            } finally {
-                this.a = null;
-                this.rope = null;
-                this.cs = this.q = this.kvA = this.kPe = null;
-                this.positions = null;
-            }
+    private void rotate(int[] positions, int t, Rope rope, float[] q, float[] kvA, Ops ops, Scratch s) {
+        int last = 0;
+        for (int i = 0; i < t; i++) {
+            last = Math.max(last, positions[i]);
         }
-
-        @Override
-        public void accept(int i) {
-            int qkRope = a.qkRope;
-            int csOff = positions[i] * qkRope;
-            System.arraycopy(kvA, i * (a.kvLoraRank + qkRope) + a.kvLoraRank, kPe, i * qkRope, qkRope);
-            for (int h = 0; h < a.heads; h++) {
-                rope.rotate(q, (i * a.heads + h) * a.qHead + a.qkNope, cs, csOff);
-            }
-            rope.rotate(kPe, i * qkRope, cs, csOff);
-        }
+        s.attention = this;
+        s.rope = rope;
+        s.cs = rope.table(last + 1);
+        s.positions = positions;
+        s.queries = q;
+        s.kvA = kvA;
+        ops.forEachRow(t, s.rotateRow);
     }
 
-    /**
-     * The groups' attention operands, group by group, kept while a call names the same buffers and first row: every
-     * layer of a batch does (they share the workspace), so the layers after the first make no new ones.
-     */
-    private static final class KeptInputs {
-        private MlaInputs[] byGroup = new MlaInputs[0];
-
-        MlaInputs inputs(
-                int g,
-                float[] q,
-                float[] kv,
-                float[] kPe,
-                int heads,
-                int qkNope,
-                int qkRope,
-                int vHead,
-                int[] start,
-                int[] len,
-                float scale,
-                int row0) {
-            if (g >= byGroup.length) {
-                byGroup = java.util.Arrays.copyOf(byGroup, Math.max(g + 1, 2 * byGroup.length));
-            }
-            MlaInputs k = byGroup[g];
-            if (k == null
-                    || k.q() != q
-                    || k.kv() != kv
-                    || k.kPe() != kPe
-                    || k.heads() != heads
-                    || k.qkNope() != qkNope
-                    || k.qkRope() != qkRope
-                    || k.vHead() != vHead
-                    || k.seqStart() != start
-                    || k.seqLen() != len
-                    || k.scale() != scale
-                    || k.kvRow0() != row0) {
-                k = byGroup[g] = new MlaInputs(q, kv, kPe, heads, qkNope, qkRope, vHead, start, len, scale, row0);
-            }
-            return k;
+    /** Token i of s's {@link #rotate} pass. */
+    private void rotateRow(int i, Scratch s) {
+        int csOff = s.positions[i] * qkRope;
+        System.arraycopy(s.kvA, i * (kvLoraRank + qkRope) + kvLoraRank, s.kPe, i * qkRope, qkRope);
+        for (int h = 0; h < heads; h++) {
+            s.rope.rotate(s.queries, (i * heads + h) * qHead + qkNope, s.cs, csOff);
         }
+        s.rope.rotate(s.kPe, i * qkRope, s.cs, csOff);
     }
 
     private LatentAttention.Head[] absorbedHeads() {
@@ -333,78 +304,43 @@ final class MlaAttention {
      * hold this layer's entries for the new tokens. Per head h and query i at position p:
      * q_latent = W_UK_hᵀ q_nope; score_j = (q_latent · c_j + q_pe · k_pe_j) · scale for j <= p; softmax in fp32;
      * o_latent = Σ p_j c_j; out_h = W_UV_h o_latent ({@link LatentAttention}: vectorised where {@link Ops#simd}, plain
-     * loops otherwise). One work item per (sequence, head), every sum in a fixed order.
+     * loops otherwise). One work item per (sequence, head), every sum in a fixed order; the output goes to s's
+     * [T, heads, v_head] buffer.
      */
-    private void absorbed(
-            float[] q, PackedBatch batch, KvCache[] caches, int[] seqs, Ops ops, float[] attn, Workspace ws) {
-        AbsorbedItems items = ws.object(ABSORBED, AbsorbedItems::new);
-        items.set(this, q, batch, caches, seqs, ops.simd(), attn);
+    private void absorbed(float[] q, PackedBatch batch, KvCache[] caches, int[] seqs, Ops ops, Scratch s) {
+        s.attention = this;
+        s.queries = q;
+        s.batch = batch;
+        s.caches = caches;
+        s.seqs = seqs;
+        s.simd = ops.simd();
         try {
-            ops.forEachRow(seqs.length * heads, items);
+            ops.forEachRow(seqs.length * heads, s.absorbedItem);
         } finally {
-            items.set(null, null, null, null, null, false, null);
+            s.batch = null; // the workspace outlives the caches' sequences: it keeps none of them
+            s.caches = null;
         }
     }
 
-    /**
-     * The work items of one absorbed pass, (sequence, head) each; one object per workspace whose fields each pass
-     * sets (a capturing lambda would be a new object per layer and step).
-     */
-    private static final class AbsorbedItems implements IntConsumer {
-        private MlaAttention attention;
-        private float[] q;
-        private PackedBatch batch;
-        private KvCache[] caches;
-        private int[] seqs;
-        private boolean simd;
-        private float[] attn;
-
-        void set(
-                MlaAttention attention,
-                float[] q,
-                PackedBatch batch,
-                KvCache[] caches,
-                int[] seqs,
-                boolean simd,
-                float[] attn) {
-            this.attention = attention;
-            this.q = q;
-            this.batch = batch;
-            this.caches = caches;
-            this.seqs = seqs;
-            this.simd = simd;
-            this.attn = attn;
-        }
-
-        @Override
-        public void accept(int item) {
-            attention.attendAbsorbed(
-                    q,
-                    batch,
-                    caches[seqs[item / attention.heads]],
-                    seqs[item / attention.heads],
-                    item % attention.heads,
-                    simd,
-                    attn);
-        }
-    }
-
-    /** Head h of sequence s's new tokens over its cache. */
-    private void attendAbsorbed(float[] q, PackedBatch batch, KvCache cache, int s, int h, boolean simd, float[] attn) {
+    /** Item (sequence seqs[item / heads], head item % heads) of s's absorbed pass: the head's new tokens over its cache. */
+    private void attendAbsorbed(int item, Scratch s) {
+        int b = s.seqs[item / heads];
+        int h = item % heads;
+        KvCache cache = s.caches[b];
         int past = cache.length();
         float[] lat = cache.latents(layer); // [positions, kv_lora_rank]
         float[] pe = cache.kPes(layer); // [positions, qk_rope]
         LatentAttention.Head head = absorbedHeads()[h];
         LatentAttention.Scratch scratch = LatentAttention.scratch();
-        for (int i = 0; i < batch.seqLen()[s]; i++) {
-            int row = batch.seqStart()[s] + i;
+        for (int i = 0; i < s.batch.seqLen()[b]; i++) {
+            int row = s.batch.seqStart()[b] + i;
             int len = past + i + 1; // causal: the cache before this batch, then new tokens up to i
             int qOff = (row * heads + h) * qHead;
             int oOff = (row * heads + h) * vHead;
-            if (simd) {
-                LatentAttention.attendVector(head, q, qOff, lat, pe, len, attn, oOff, scratch);
+            if (s.simd) {
+                LatentAttention.attendVector(head, s.queries, qOff, lat, pe, len, s.headsOut, oOff, scratch);
             } else {
-                LatentAttention.attendScalar(head, q, qOff, lat, pe, len, attn, oOff, scratch);
+                LatentAttention.attendScalar(head, s.queries, qOff, lat, pe, len, s.headsOut, oOff, scratch);
             }
         }
     }

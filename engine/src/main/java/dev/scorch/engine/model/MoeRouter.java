@@ -6,37 +6,34 @@ import dev.scorch.engine.runtime.Workspace;
 
 /** MoEGate with topk_method noaux_tc: the gate's logits in fp32 (through the layer's Matmuls), routed by {@link NoauxTcRouter}. */
 final class MoeRouter {
-    private static final Workspace.Key LOGITS = new Workspace.Key("router.logits"); // [T, n_routed_experts]
-    private static final Workspace.Key EXPERTS = new Workspace.Key("router.experts"); // [T, top_k]
-    private static final Workspace.Key WEIGHTS = new Workspace.Key("router.weights"); // [T, top_k]
-    private static final Workspace.Key SCRATCH = new Workspace.Key("router.scratch"); // NoauxTcRouter.Scratch
-    private static final Workspace.Key ROUTING = new Workspace.Key("router.routing"); // the Routing route returns
-
-    private final Linear gate; // [n_routed_experts, hidden]
-    private final float[] eScoreCorrectionBias; // [n_routed_experts]
-    private final RouterShape shape;
-
     /**
-     * The experts chosen for each token, in ascending id order, and their weights ([T, top_k] each; the arrays, the
-     * workspace's, may be longer). One per workspace, refilled by each {@link #route}.
+     * A workspace's router buffers, holding the routing {@link #route} made last: for each token its top_k experts in
+     * ascending id order, and their weights.
      */
-    static final class Routing {
-        private int[] experts;
-        private float[] weights;
-        private int topK;
+    static final class Scratch extends Workspace.Buffers {
+        private float[] logits; // [T, n_routed_experts]
+        private int[] experts; // [T, top_k]
+        private float[] weights; // [T, top_k]
+        private final NoauxTcRouter.Scratch router = new NoauxTcRouter.Scratch();
 
+        Scratch(Workspace ws) {
+            super(ws);
+        }
+
+        /** [T, top_k]: each token's experts, ascending (the array may be longer). */
         int[] experts() {
             return experts;
         }
 
+        /** [T, top_k]: their weights (the array may be longer). */
         float[] weights() {
             return weights;
         }
-
-        int topK() {
-            return topK;
-        }
     }
+
+    private final Linear gate; // [n_routed_experts, hidden]
+    private final float[] eScoreCorrectionBias; // [n_routed_experts]
+    private final RouterShape shape;
 
     MoeRouter(ModelWeights w, String prefix) {
         ModelConfig c = w.config();
@@ -45,30 +42,18 @@ final class MoeRouter {
         shape = RouterShape.of(c);
     }
 
-    /** x: [T, hidden] → for each token its top_k experts (ascending ids) and weights, in ws's buffers. */
-    Routing route(float[] x, int t, Matmuls mm, Workspace ws) {
+    int topK() {
+        return shape.numExpertsPerTok();
+    }
+
+    /** x: [T, hidden] → for each token its top_k experts (ascending ids) and weights, in s. */
+    void route(float[] x, int t, Matmuls mm, Scratch s) {
         int nExperts = shape.nRoutedExperts();
         int topK = shape.numExpertsPerTok();
-        float[] logits = ws.floats(LOGITS, t * nExperts); // [T, n_routed_experts]
+        float[] logits = s.logits = s.floats(s.logits, t * nExperts);
         mm.apply(x, t, gate, logits);
-        int[] experts = ws.ints(EXPERTS, t * topK);
-        float[] weights = ws.floats(WEIGHTS, t * topK);
-        NoauxTcRouter.route(
-                logits,
-                0,
-                eScoreCorrectionBias,
-                0,
-                t,
-                shape,
-                experts,
-                0,
-                weights,
-                0,
-                ws.object(SCRATCH, NoauxTcRouter.Scratch::new));
-        Routing r = ws.object(ROUTING, Routing::new);
-        r.experts = experts;
-        r.weights = weights;
-        r.topK = topK;
-        return r;
+        s.experts = s.ints(s.experts, t * topK);
+        s.weights = s.floats(s.weights, t * topK);
+        NoauxTcRouter.route(logits, 0, eScoreCorrectionBias, 0, t, shape, s.experts, 0, s.weights, 0, s.router);
     }
 }

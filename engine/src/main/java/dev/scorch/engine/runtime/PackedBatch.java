@@ -13,10 +13,26 @@ import java.util.List;
  * @param numTokens T, the rows of tokens and positions that belong to the batch
  */
 public record PackedBatch(int[] tokens, int[] positions, int[] seqStart, int[] seqLen, int numTokens) {
-    private static final Workspace.Key TOKENS = new Workspace.Key("packed.tokens"); // [T]
-    private static final Workspace.Key POSITIONS = new Workspace.Key("packed.positions"); // [T]
-    private static final Workspace.Key SEQ_START = new Workspace.Key("packed.seq_start"); // [B]
-    private static final Workspace.Key SEQ_LEN = new Workspace.Key("packed.seq_len"); // [B]
+    private static final Workspace.Slot<Scratch> SCRATCH = new Workspace.Slot<>(Scratch::new);
+
+    /** The arrays a workspace packs its batches into. */
+    private static final class Scratch extends Workspace.Buffers {
+        private int[] tokens; // [T]
+        private int[] positions; // [T]
+        private final Workspace.ByLength<int[]> seqStart = new Workspace.ByLength<>(int[]::new); // [B]
+        private final Workspace.ByLength<int[]> seqLen = new Workspace.ByLength<>(int[]::new); // [B]
+
+        Scratch(Workspace ws) {
+            super(ws);
+        }
+
+        PackedBatch pack(List<int[]> sequences, int total) {
+            tokens = ints(tokens, total);
+            positions = ints(positions, total);
+            int b = sequences.size();
+            return PackedBatch.pack(sequences, tokens, positions, seqStart.get(b), seqLen.get(b));
+        }
+    }
 
     public PackedBatch {
         if (seqStart.length != seqLen.length) {
@@ -45,14 +61,7 @@ public record PackedBatch(int[] tokens, int[] positions, int[] seqStart, int[] s
      * steady scoring packs its batches without allocating.
      */
     public static PackedBatch of(List<int[]> sequences, Workspace ws) {
-        int b = sequences.size();
-        int total = totalTokens(sequences);
-        return pack(
-                sequences,
-                ws.ints(TOKENS, total),
-                ws.ints(POSITIONS, total),
-                ws.exactInts(SEQ_START, b),
-                ws.exactInts(SEQ_LEN, b));
+        return ws.get(SCRATCH).pack(sequences, totalTokens(sequences));
     }
 
     private static int totalTokens(List<int[]> sequences) {

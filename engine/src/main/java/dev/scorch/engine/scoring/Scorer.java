@@ -7,6 +7,7 @@ import dev.scorch.engine.runtime.Workspace;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.IntConsumer;
 
 /**
  * Log-prob scoring of a batch of sequences in one packed prefill. Logits are computed only for the rows
@@ -22,14 +23,29 @@ public final class Scorer implements BatchScorer {
      */
     static final int LOGITS_CHUNK_FLOATS = 8 << 20;
 
-    private static final Workspace.Key NEEDED_SEQ = new Workspace.Key("scorer.needed_seq"); // [rows needing logits]
-    private static final Workspace.Key NEEDED_POS = new Workspace.Key("scorer.needed_pos"); // [rows needing logits]
-    private static final Workspace.Key X = new Workspace.Key("scorer.x"); // [chunk, hidden]
-    private static final Workspace.Key LOGITS = new Workspace.Key("scorer.logits"); // [chunk, vocab]
-    private static final Workspace.Key LSE = new Workspace.Key("scorer.lse"); // [chunk]
-    private static final Workspace.Key BEST = new Workspace.Key("scorer.best"); // [chunk]
-    private static final Workspace.Key SEQS =
-            new Workspace.Key("scorer.seqs"); // the requests' token arrays, while packing
+    private static final Workspace.Slot<Scratch> SCRATCH = new Workspace.Slot<>(Scratch::new);
+
+    /** A workspace's buffers for scoring, beside the model's activations. */
+    private static final class Scratch extends Workspace.Buffers {
+        private final List<int[]> seqs = new ArrayList<>(); // the requests' token arrays, while packing
+        private int[] neededSeq; // [rows needing logits]
+        private int[] neededPos; // [rows needing logits]
+        private float[] x; // [chunk, hidden]
+        private float[] logits; // [chunk, vocab]
+        private double[] lse; // [chunk]
+        private int[] best; // [chunk]
+        // Each row's log-sum-exp and argmax, the body of a pass over a chunk's rows (made once: no lambda per chunk).
+        private Ops ops;
+        private int vocab;
+        private final IntConsumer lseAndArgmax = j -> {
+            lse[j] = ops.logSumExp(logits, j * vocab, vocab);
+            best[j] = LogSoftmax.argmax(logits, j * vocab, vocab);
+        };
+
+        Scratch(Workspace ws) {
+            super(ws);
+        }
+    }
 
     private final DeepseekV3Model model;
     private final Ops ops;
@@ -77,7 +93,8 @@ public final class Scorer implements BatchScorer {
     private void score(List<ScoreRequest> requests, int[][] routes, Workspace ws, BatchScores out) {
         int vocab = model.vocabSize();
         out.reset(requests, vocab);
-        List<int[]> seqs = ws.object(SEQS, ArrayList::new);
+        Scratch s = ws.get(SCRATCH);
+        List<int[]> seqs = s.seqs;
         seqs.clear();
         for (ScoreRequest r : requests) {
             seqs.add(r.tokens());
@@ -88,14 +105,16 @@ public final class Scorer implements BatchScorer {
         int hiddenSize = model.config().hiddenSize();
 
         // Rows whose logits are needed: (sequence, position) pairs, in packed order.
-        int[] neededSeq = ws.ints(NEEDED_SEQ, batch.numTokens());
-        int[] neededPos = ws.ints(NEEDED_POS, batch.numTokens());
+        int[] neededSeq = s.neededSeq = s.ints(s.neededSeq, batch.numTokens());
+        int[] neededPos = s.neededPos = s.ints(s.neededPos, batch.numTokens());
         int needed = out.neededRows(neededSeq, neededPos);
         int chunk = Math.max(1, Math.min(needed, LOGITS_CHUNK_FLOATS / vocab));
-        float[] x = ws.floats(X, chunk * hiddenSize);
-        float[] logits = ws.floats(LOGITS, chunk * vocab);
-        double[] lse = ws.doubles(LSE, chunk);
-        int[] best = ws.ints(BEST, chunk);
+        float[] x = s.x = s.floats(s.x, chunk * hiddenSize);
+        float[] logits = s.logits = s.floats(s.logits, chunk * vocab);
+        double[] lse = s.lse = s.doubles(s.lse, chunk);
+        int[] best = s.best = s.ints(s.best, chunk);
+        s.ops = ops;
+        s.vocab = vocab;
         for (int c0 = 0; c0 < needed; c0 += chunk) {
             int rows = Math.min(chunk, needed - c0);
             for (int j = 0; j < rows; j++) {
@@ -103,16 +122,12 @@ public final class Scorer implements BatchScorer {
                 System.arraycopy(hidden, row * hiddenSize, x, j * hiddenSize, hiddenSize);
             }
             model.logits(x, rows, ops, logits);
-            // Each row's log-sum-exp and argmax, rows spread over the engine's threads.
-            ops.forEachRow(rows, j -> {
-                lse[j] = ops.logSumExp(logits, j * vocab, vocab);
-                best[j] = LogSoftmax.argmax(logits, j * vocab, vocab);
-            });
+            ops.forEachRow(rows, s.lseAndArgmax); // rows spread over the engine's threads
             for (int j = 0; j < rows; j++) {
-                int s = neededSeq[c0 + j];
+                int seq = neededSeq[c0 + j];
                 int pos = neededPos[c0 + j];
-                int target = out.target(s, pos);
-                out.accept(s, pos, lse[j], best[j], target >= 0 ? logits[j * vocab + target] : 0f, logits, j * vocab);
+                int target = out.target(seq, pos);
+                out.accept(seq, pos, lse[j], best[j], target >= 0 ? logits[j * vocab + target] : 0f, logits, j * vocab);
             }
         }
     }

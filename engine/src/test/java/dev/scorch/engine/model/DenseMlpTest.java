@@ -39,7 +39,7 @@ class DenseMlpTest {
             x[i] = (float) rnd.nextGaussian();
         }
         try (Ops ops = new CpuOps(2)) {
-            Workspace ws = new Workspace();
+            DenseMlp.Scratch ws = new DenseMlp.Scratch(new Workspace());
             float[] all = new float[rows * hidden];
             mlp.forward(x, rows, Matmuls.prefill(ops), ws, all);
             // Short batches (no chunking) over windows that straddle the chunk borders.

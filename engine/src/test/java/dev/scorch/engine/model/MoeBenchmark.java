@@ -6,6 +6,7 @@ import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.demo.DemoModelWriter;
 import dev.scorch.engine.demo.DemoPreset;
 import dev.scorch.engine.kernels.CpuOps;
+import dev.scorch.engine.runtime.Workspace;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -50,6 +51,7 @@ public class MoeBenchmark {
 
     private Path dir;
     private Moe moe;
+    private Moe.Scratch scratch;
     private CpuOps ops;
     private float[] x;
 
@@ -87,6 +89,8 @@ public class MoeBenchmark {
         CheckpointValidator.validate(config, ckpt).orThrow();
         // Layer 1 is the MoE layer.
         moe = new Moe(new ModelWeights(ckpt, config), 1);
+        Workspace ws = new Workspace();
+        scratch = new Moe.Scratch(ws, new DenseMlp.Scratch(ws));
         // Hidden states of unit scale, as after the post-attention RMSNorm.
         SplittableRandom rnd = new SplittableRandom(11);
         x = new float[tokens * config.hiddenSize()];
@@ -98,7 +102,7 @@ public class MoeBenchmark {
 
     @Benchmark
     public float[] forward() {
-        return moe.forward(x, tokens, ops, null);
+        return moe.forward(x.clone(), tokens, Matmuls.prefill(ops), null, scratch); // x.clone(): forward consumes x
     }
 
     @TearDown(Level.Trial)
