@@ -174,7 +174,7 @@ public final class ScorchModel implements AutoCloseable {
                 Staging.nullable(ScoreSchema.output(DataTypes.LongType, options), ScoreSchema.SOURCE_ROW);
         ScorePartition fn = new ScorePartition(
                 source, options, engineIn, engineOut, label(), metrics(p.metrics()), p.arrowMemoryBytes());
-        return transform(df, in, engine, engineOut, fn, 1, p.outputPrefix(), "ScoreParams.setOutputPrefix");
+        return transform(df, engine, engineOut, fn, 1, p.outputPrefix(), "ScoreParams.setOutputPrefix");
     }
 
     /** {@link #generate(Dataset, GenerateParams)} with these sampling settings and the other parameters' defaults. */
@@ -220,8 +220,7 @@ public final class ScorchModel implements AutoCloseable {
                 Staging.nullable(GenerateSchema.output(DataTypes.LongType, options), ScoreSchema.SOURCE_ROW);
         GeneratePartition fn =
                 new GeneratePartition(source, options, engineIn, engineOut, label(), metrics(p.metrics()));
-        return transform(
-                df, in, engine, engineOut, fn, options.n(), p.outputPrefix(), "GenerateParams.setOutputPrefix");
+        return transform(df, engine, engineOut, fn, options.n(), p.outputPrefix(), "GenerateParams.setOutputPrefix");
     }
 
     /**
@@ -230,7 +229,6 @@ public final class ScorchModel implements AutoCloseable {
      */
     private Dataset<Row> transform(
             Dataset<Row> df,
-            Staging in,
             List<Column> engineColumns,
             StructType engineOut,
             FlatMapFunction<Iterator<InternalRow>, InternalRow> fn,
@@ -243,18 +241,12 @@ public final class ScorchModel implements AutoCloseable {
             select.add(engineColumns.get(j).as("__scorch_" + j));
         }
         Dataset<Row> staged = df.select(select.toArray(new Column[0]));
+        StructType out = outputSchema(df.schema(), engineOut, prefix, prefixSetter);
         int userFields = df.schema().size();
         int[] results = new int[engineOut.size() - 2];
-        StructType out = df.schema();
-        List<String> names = new ArrayList<>();
         for (int k = 0; k < results.length; k++) {
             results[k] = k + 1;
-            StructField f = engineOut.fields()[k + 1];
-            String name = prefix + (f.name().equals(ScoreSchema.TOKEN_IDS) ? "scored_token_ids" : f.name());
-            names.add(name);
-            out = out.add(new StructField(name, f.dataType(), f.nullable(), f.metadata()));
         }
-        in.requireFree(names, prefixSetter);
         PassThrough pass = new PassThrough(fn, staged.schema(), userFields, engineOut, results, perRow);
         var classic = (org.apache.spark.sql.classic.SparkSession) spark;
         DeferredRDD rdd = new DeferredRDD(
@@ -265,6 +257,48 @@ public final class ScorchModel implements AutoCloseable {
                         .mapPartitions(pass)
                         .rdd());
         return classic.internalCreateDataFrame(rdd, out, false);
+    }
+
+    /**
+     * The schema {@link #score} gives a DataFrame of this schema: its fields, then the result columns the parameters
+     * ask for. Fails as score does when a result would take an input column's name. Needs no model.
+     */
+    public static StructType scoreSchema(StructType input, ScoreParams p) {
+        ScoreOptions o = new ScoreOptions(1, 1, p.topK(), p.logits(), 1);
+        StructType engineOut = ScoreSchema.output(DataTypes.LongType, o);
+        return outputSchema(input, engineOut, p.outputPrefix(), "ScoreParams.setOutputPrefix");
+    }
+
+    /** The schema {@link #generate} gives a DataFrame of this schema (see {@link #scoreSchema}). */
+    public static StructType generateSchema(StructType input, GenerateParams p) {
+        GenerateOptions o = new GenerateOptions(
+                SamplingParams.greedy(),
+                1,
+                List.of(),
+                List.of(),
+                p.n(),
+                p.logprobs(),
+                p.topLogprobs(),
+                new GenerateOptions.Limits(2048L << 20, 4096, 32),
+                1,
+                BackendMode.AUTO,
+                ScoreOptions.defaultGpuPrecision());
+        StructType engineOut = GenerateSchema.output(DataTypes.LongType, o);
+        return outputSchema(input, engineOut, p.outputPrefix(), "GenerateParams.setOutputPrefix");
+    }
+
+    /** The input's fields, then the engine's output fields between its key (first) and row label (last), prefixed. */
+    private static StructType outputSchema(StructType input, StructType engineOut, String prefix, String setter) {
+        StructType out = input;
+        List<String> names = new ArrayList<>();
+        for (int k = 1; k < engineOut.size() - 1; k++) {
+            StructField f = engineOut.fields()[k];
+            String name = prefix + (f.name().equals(ScoreSchema.TOKEN_IDS) ? "scored_token_ids" : f.name());
+            names.add(name);
+            out = out.add(new StructField(name, f.dataType(), f.nullable(), f.metadata()));
+        }
+        Staging.requireFree(List.of(input.fieldNames()), names, setter);
+        return out;
     }
 
     private JobMetrics metrics(JobMetrics given) {

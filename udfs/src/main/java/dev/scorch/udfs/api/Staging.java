@@ -135,7 +135,7 @@ final class Staging {
     }
 
     /** Fails when a result column would take the name of an input column (Spark compares names without case). */
-    void requireFree(List<String> results, String prefixSetter) {
+    static void requireFree(List<String> names, List<String> results, String prefixSetter) {
         List<String> clashes = new ArrayList<>();
         for (String r : results) {
             for (String n : names) {
