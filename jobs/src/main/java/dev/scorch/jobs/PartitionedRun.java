@@ -120,25 +120,26 @@ public final class PartitionedRun implements AutoCloseable {
         ScorchModel model = ScorchModel.ship(spark, checked, spec.weights());
         try {
             transform.apply(model, input);
-        } catch (RuntimeException e) {
-            model.close();
+
+            // 5. Make the output's folder ready and, on resume, drop the rows already written.
+            folder.start();
+            long skipped = 0;
+            boolean balanced = balanced(in.partitionRows, spec.partitions());
+            if (folder.resumesRows()) {
+                Dataset<Row> done = readDone(spark, spec, folder.target());
+                if (done != null) {
+                    requireSameInput(done, input, folder.target());
+                    input = input.join(
+                            done, input.col(ScoreSchema.SOURCE).equalTo(done.col("done_source")), "left_anti");
+                    skipped = in.count() - input.count();
+                    balanced = false;
+                }
+            }
+            return new PartitionedRun(spark, spec, model, transform, input, skipped, balanced, folder);
+        } catch (RuntimeException | IOException e) {
+            model.close(); // frees broadcast weights
             throw e;
         }
-
-        // 5. Make the output's folder ready and, on resume, drop the rows already written.
-        folder.start();
-        long skipped = 0;
-        boolean balanced = balanced(in.partitionRows, spec.partitions());
-        if (folder.resumesRows()) {
-            Dataset<Row> done = readDone(spark, spec, folder.target());
-            if (done != null) {
-                requireSameInput(done, input, folder.target());
-                input = input.join(done, input.col(ScoreSchema.SOURCE).equalTo(done.col("done_source")), "left_anti");
-                skipped = in.count() - input.count();
-                balanced = false;
-            }
-        }
-        return new PartitionedRun(spark, spec, model, transform, input, skipped, balanced, folder);
     }
 
     /**
