@@ -1,83 +1,75 @@
 package dev.scorch.jobs;
 
+import static org.apache.spark.sql.functions.coalesce;
 import static org.apache.spark.sql.functions.col;
 import static org.apache.spark.sql.functions.hash;
 import static org.apache.spark.sql.functions.lit;
 import static org.apache.spark.sql.functions.pmod;
+import static org.apache.spark.sql.functions.when;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import dev.scorch.engine.backend.BackendChoice;
 import dev.scorch.engine.backend.BackendMode;
-import dev.scorch.engine.checkpoint.ModelManifest;
-import dev.scorch.engine.gpu.cuda.Cuda;
-import dev.scorch.engine.model.ModelInfo;
 import dev.scorch.jobs.output.OutputFolder;
 import dev.scorch.jobs.output.PathGuard;
-import dev.scorch.udfs.model.BroadcastSource;
-import dev.scorch.udfs.model.ModelSource;
-import dev.scorch.udfs.model.SharedPathSource;
-import dev.scorch.udfs.model.SparkFilesSource;
+import dev.scorch.udfs.api.CheckedModel;
+import dev.scorch.udfs.api.ScorchModel;
 import dev.scorch.udfs.score.ScoreSchema;
 import java.io.IOException;
+import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Iterator;
 import java.util.List;
+import java.util.function.BiFunction;
 import java.util.function.Function;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
-import org.apache.spark.api.java.JavaRDD;
-import org.apache.spark.api.java.JavaSparkContext;
-import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SaveMode;
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 
 /**
- * The skeleton the score and generate jobs share. {@link #prepare} validates the checkpoint, reads and checks the input
- * (id, token_ids, prompt, the job's own columns, _input_error, _source: see {@link JobInput}), then opens the output
- * ({@link OutputFolder}: a new run writes beside the old output and replaces it only when it commits), drops the rows a
- * resumed run already wrote, and ships the weights once per executor. {@link #run} then runs the job's partition
- * function slice by slice: each slice is one Spark job committed on its own, so a killed run loses at most the slice in
- * flight and --resume picks up from there.
+ * The skeleton the score and generate jobs share around {@link ScorchModel}. {@link #prepare} validates the checkpoint,
+ * reads and checks the input (id, token_ids, prompt, the job's own columns, _input_error, _source: see {@link JobInput}),
+ * ships the weights, checks the job's transform against the input, then opens the output ({@link OutputFolder}: a new
+ * run writes beside the old output and replaces it only when it commits) and drops the rows a resumed run already
+ * wrote. {@link #run} then writes the transform's rows slice by slice: each slice is one Spark job committed on its
+ * own, so a killed run loses at most the slice in flight and --resume picks up from there.
  */
 public final class PartitionedRun implements AutoCloseable {
+    /** The API's name for the tokens scored; the score job writes them as token_ids. */
+    private static final String SCORED_TOKEN_IDS = "scored_token_ids";
+
     private final SparkSession spark;
     private final JobSpec spec;
-    private final ModelInfo info;
-    private final String modelLabel;
+    private final ScorchModel model;
+    private final BiFunction<ScorchModel, Dataset<Row>, Dataset<Row>> transform;
     private final Dataset<Row> input;
     private final long skipped;
     /** Whether the input rows already fill the partitions asked for evenly (never after a resume's anti-join). */
     private final boolean balanced;
 
-    private final ModelSource source;
     private final OutputFolder folder;
 
     private PartitionedRun(
             SparkSession spark,
             JobSpec spec,
-            ModelInfo info,
-            String modelLabel,
+            ScorchModel model,
+            BiFunction<ScorchModel, Dataset<Row>, Dataset<Row>> transform,
             Dataset<Row> input,
             long skipped,
             boolean balanced,
-            ModelSource source,
             OutputFolder folder) {
         this.spark = spark;
         this.spec = spec;
-        this.info = info;
-        this.modelLabel = modelLabel;
+        this.model = model;
+        this.transform = transform;
         this.input = input;
         this.skipped = skipped;
         this.balanced = balanced;
-        this.source = source;
         this.folder = folder;
     }
 
@@ -86,91 +78,104 @@ public final class PartitionedRun implements AutoCloseable {
      * runs, naming why. (On a cluster each task decides on its executor.)
      */
     public static void checkBackend(SparkSession spark, BackendMode backend) {
-        if (backend == BackendMode.CUDA && spark.sparkContext().isLocal()) {
-            BackendChoice.choose(BackendMode.CUDA, List.of(), Cuda::probe);
-        }
+        ScorchModel.requireBackend(spark, backend);
     }
 
     /**
-     * Steps 1 to 4 of a job. {@code extraColumns} gives the job's own input columns (named as the partition function
-     * reads them) from the raw input. The output is touched only after the checkpoint and the input have been read
-     * and checked, and never where it could reach a user's own files.
+     * Everything before the rows run. {@code extraColumns} gives the job's own input columns (named as the transform
+     * reads them) from the raw input; {@code transform} is the job's use of the model (score or generate) on the
+     * normalised input. The output is touched only after the checkpoint and the input have been read and checked,
+     * and never where it could reach a user's own files.
      */
     public static PartitionedRun prepare(
-            SparkSession spark, JobSpec spec, Function<Dataset<Row>, List<Column>> extraColumns) throws IOException {
+            SparkSession spark,
+            JobSpec spec,
+            Function<Dataset<Row>, List<Column>> extraColumns,
+            BiFunction<ScorchModel, Dataset<Row>, Dataset<Row>> transform)
+            throws IOException {
         // 1. Validate the checkpoint before anything runs, and describe it for shipping and caching.
-        ModelInfo info = ModelInfo.of(spec.model());
-        info.validation().orThrow();
-        ModelManifest manifest = ModelManifest.of(spec.model());
-        String modelLabel = manifest.name() + "@" + manifest.shortHash();
+        CheckedModel checked = CheckedModel.of(spec.model());
 
         // 2. The output: never the input, the model, the root, home or working folder, nor anything Scorch did not
-        // write;
-        //    a new run goes to a partial folder swapped in when it commits. Nothing is written yet.
+        //    write; a new run goes to a partial folder swapped in when it commits. Nothing is written yet.
         FileSystem fs =
                 new Path(spec.output()).getFileSystem(spark.sparkContext().hadoopConfiguration());
         new PathGuard(fs)
                 .input("the input", spec.input())
                 .input("the model folder", spec.model())
                 .check("--output", spec.output());
-        ObjectNode describe =
-                new ObjectMapper().createObjectNode().put("model", modelLabel).put("input", spec.input());
+        ObjectNode describe = new ObjectMapper()
+                .createObjectNode()
+                .put("model", checked.label())
+                .put("input", spec.input());
         OutputFolder folder = OutputFolder.open(fs, spec.output(), spec.job(), spec.write(), describe);
 
-        // 3. Read, check and number the input (every row's locator FILE:ROW); then make the output's folder ready and,
-        // on
-        //    resume, drop the rows already written.
+        // 3. Read, check and number the input (every row's locator FILE:ROW; a row without an id is an input error).
         JobInput in = JobInput.read(spark, spec, extraColumns);
-        folder.start();
-        Dataset<Row> input = in.rows;
-        long skipped = 0;
-        boolean balanced = balanced(in.partitionRows, spec.partitions());
-        if (folder.resumesRows()) {
-            Dataset<Row> done = readDone(spark, spec, folder.target());
-            if (done != null) {
-                requireSameInput(done, input, folder.target());
-                input = input.join(done, input.col(ScoreSchema.SOURCE).equalTo(done.col("done_source")), "left_anti");
-                skipped = in.count() - input.count();
-                balanced = false;
-            }
-        }
+        Dataset<Row> input = in.rows.withColumn(
+                ScoreSchema.INPUT_ERROR,
+                coalesce(col(ScoreSchema.INPUT_ERROR), when(col(ScoreSchema.ID).isNull(), lit("id is null"))));
 
-        // 4. Ship the weights once per executor.
-        JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
-        ModelSource source = switch (spec.weights()) {
-            case "broadcast" -> BroadcastSource.ship(jsc, spec.model(), manifest);
-            case "files" -> SparkFilesSource.ship(spark.sparkContext(), spec.model(), manifest);
-            default -> new SharedPathSource(spec.model().toAbsolutePath().toString(), manifest);
-        };
-        return new PartitionedRun(spark, spec, info, modelLabel, input, skipped, balanced, source, folder);
+        // 4. Ship the weights once per executor, and check the transform's columns against the input (no rows run).
+        ScorchModel model = ScorchModel.ship(spark, checked, spec.weights());
+        try {
+            transform.apply(model, input);
+
+            // 5. Make the output's folder ready and, on resume, drop the rows already written.
+            folder.start();
+            long skipped = 0;
+            boolean balanced = balanced(in.partitionRows, spec.partitions());
+            if (folder.resumesRows()) {
+                Dataset<Row> done = readDone(spark, spec, folder.target());
+                if (done != null) {
+                    requireSameInput(done, input, folder.target());
+                    input = input.join(
+                            done, input.col(ScoreSchema.SOURCE).equalTo(done.col("done_source")), "left_anti");
+                    skipped = in.count() - input.count();
+                    balanced = false;
+                }
+            }
+            return new PartitionedRun(spark, spec, model, transform, input, skipped, balanced, folder);
+        } catch (RuntimeException | IOException e) {
+            model.close(); // frees broadcast weights
+            throw e;
+        }
     }
 
     /**
-     * 5. Runs fn over every partition of every slice (internal rows in, internal rows of outSchema out), writes each slice,
+     * 6. Writes the transform's rows slice by slice (the input's id, the results, the input's locator as source_row),
      * and puts the finished output in place. A failure leaves the previous output as it was and says where the rows
      * written so far are.
      */
-    public void run(FlatMapFunction<Iterator<InternalRow>, InternalRow> fn, StructType outSchema) throws IOException {
-        var classic = (org.apache.spark.sql.classic.SparkSession) spark;
+    public void run() throws IOException {
         try (ProgressLine progress = ProgressLine.start(spark, input::count)) {
             for (int k = 0; k < spec.slices(); k++) {
                 Dataset<Row> slice = spec.slices() == 1
                         ? input
                         : input.where(pmod(hash(col(ScoreSchema.SOURCE)), lit(spec.slices()))
                                 .equalTo(k));
-                // Internal rows in and out: no Row objects or boxed arrays per token.
-                JavaRDD<InternalRow> rows = spread(slice, balanced, spec.partitions())
-                        .queryExecution()
-                        .toRdd()
-                        .toJavaRDD()
-                        .mapPartitions(fn);
-                write(classic.internalCreateDataFrame(rows.rdd(), outSchema, false), spec, folder.target());
+                write(
+                        output(transform.apply(model, spread(slice, balanced, spec.partitions()))),
+                        spec,
+                        folder.target());
             }
             folder.commit();
         } catch (RuntimeException | IOException e) {
             System.err.println("scorch " + spec.job() + ": " + folder.afterFailure());
             throw e;
         }
+    }
+
+    /** A job's output row: the input's id, the transform's result columns, the input's locator. */
+    private Dataset<Row> output(Dataset<Row> results) {
+        List<Column> cols = new ArrayList<>();
+        cols.add(col(ScoreSchema.ID));
+        String[] names = results.columns();
+        for (int i = input.columns().length; i < names.length; i++) {
+            cols.add(col(names[i]).as(names[i].equals(SCORED_TOKEN_IDS) ? ScoreSchema.TOKEN_IDS : names[i]));
+        }
+        cols.add(col(ScoreSchema.SOURCE).as(ScoreSchema.SOURCE_ROW));
+        return results.select(cols.toArray(new Column[0]));
     }
 
     /**
@@ -200,26 +205,14 @@ public final class PartitionedRun implements AutoCloseable {
         return max <= even * 1.1 + 1;
     }
 
-    public ModelInfo info() {
-        return info;
-    }
-
-    /** name@hash of the checkpoint, written in every output row. */
-    public String modelLabel() {
-        return modelLabel;
-    }
-
-    public ModelSource source() {
-        return source;
+    /** The model the job runs, shipped. */
+    public ScorchModel model() {
+        return model;
     }
 
     /** The normalised input still to do. */
     public Dataset<Row> input() {
         return input;
-    }
-
-    public DataType idType() {
-        return input.schema().apply(ScoreSchema.ID).dataType();
     }
 
     /** Rows a resumed run found already written. */
@@ -229,9 +222,7 @@ public final class PartitionedRun implements AutoCloseable {
 
     @Override
     public void close() {
-        if (source instanceof BroadcastSource b) {
-            b.destroy();
-        }
+        model.close();
     }
 
     /** The locators already in an output folder (null when it holds no rows yet). */

@@ -3,18 +3,17 @@ package dev.scorch.jobs.eval;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.scorch.engine.backend.BackendMode;
 import dev.scorch.engine.gpu.GemmPrecision;
-import dev.scorch.engine.scoring.LogitsMode;
+import dev.scorch.engine.sampling.SamplingParams;
 import dev.scorch.engine.tokenizer.Tokenizer;
 import dev.scorch.engine.tokenizer.Tokenizers;
 import dev.scorch.jobs.ScorchCli;
-import dev.scorch.jobs.generate.GenerateJob;
-import dev.scorch.jobs.generate.GenerateSpec;
 import dev.scorch.jobs.output.OutputFolder;
 import dev.scorch.jobs.output.PathGuard;
 import dev.scorch.jobs.output.WriteMode;
-import dev.scorch.jobs.score.ScoreJob;
-import dev.scorch.jobs.score.ScoreSpec;
-import dev.scorch.udfs.score.ScoreOptions;
+import dev.scorch.udfs.api.CheckedModel;
+import dev.scorch.udfs.api.GenerateParams;
+import dev.scorch.udfs.api.ScorchModel;
+import dev.scorch.udfs.api.ScoreParams;
 import java.io.IOException;
 import java.time.Instant;
 import java.time.format.DateTimeFormatter;
@@ -26,6 +25,7 @@ import java.util.Map;
 import java.util.regex.Pattern;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
+import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.SaveMode;
@@ -35,8 +35,8 @@ import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 
 /**
- * The eval job: every task of a suite against one checkpoint, in at most two Spark jobs (one score job for the
- * multiple_choice and perplexity tasks' sequences, one generate job for the generate_match prompts), then per-example
+ * The eval job: every task of a suite against one checkpoint, loaded once ({@link ScorchModel}): one scoring of the
+ * multiple_choice and perplexity tasks' sequences, one greedy generation for the generate_match prompts, then per-example
  * rows under {@code OUTPUT/runs/RUN_ID/TASK/}, one summary row per task and metric appended to {@code OUTPUT/history/},
  * and with a base run a comparison whose regressions set the exit code. Runs as {@code bin/scorch eval} or
  * {@code spark-submit --class dev.scorch.jobs.eval.EvalJob scorch-jobs.jar ...}.
@@ -84,6 +84,7 @@ public final class EvalJob {
                             new GenerateMatchTask(EvalData.load(spark, t, tokenizer, "prompt", "reference"));
                     });
         }
+        CheckedModel checked = CheckedModel.of(spec.model());
         // The output holds runs/ and history/ and nothing of the user's; a run (a rerun of an id too) is written beside
         // runs/RUN_ID and swapped in when it is complete.
         FileSystem fs =
@@ -106,12 +107,15 @@ public final class EvalJob {
                                 .put("suite", suite.name()))
                 .start();
         String runDir = run.target().toString();
-        String work = runDir + "/_work";
 
-        // 2. One score job and one generate job for all tasks.
-        Map<String, TaskRun.Scored> scored = score(spark, spec, tasks, work);
-        Map<String, TaskRun.Generated> generated = generate(spark, spec, tasks, work);
-        String modelLabel = labelOf(spark, work);
+        // 2. One scoring and one generation for all tasks.
+        Map<String, TaskRun.Scored> scored;
+        Map<String, TaskRun.Generated> generated;
+        String modelLabel = checked.label();
+        try (ScorchModel model = ScorchModel.ship(spark, checked, spec.weights())) {
+            scored = score(spark, spec, model, tasks);
+            generated = generate(spark, spec, model, tasks);
+        }
 
         // 3. Per-example rows and summaries.
         List<History.Entry> entries = new ArrayList<>();
@@ -143,7 +147,6 @@ public final class EvalJob {
                         t.task().name(), m.metric(), m.value(), m.stderr(), m.n(), m.errors()));
             }
         }
-        fs.delete(new Path(work), true);
         run.commit();
         History.write(spark, spec.output(), entries);
 
@@ -157,7 +160,7 @@ public final class EvalJob {
     }
 
     private static Map<String, TaskRun.Scored> score(
-            SparkSession spark, EvalSpec spec, List<TaskRun> tasks, String work) throws IOException {
+            SparkSession spark, EvalSpec spec, ScorchModel model, List<TaskRun> tasks) {
         List<Row> rows = new ArrayList<>();
         for (TaskRun t : tasks) {
             for (TaskRun.ScoreRow r : t.scoreRows()) {
@@ -171,35 +174,13 @@ public final class EvalJob {
         StructType schema = new StructType()
                 .add("id", DataTypes.StringType)
                 .add("token_ids", new ArrayType(DataTypes.LongType, false));
-        spark.createDataFrame(rows, schema).write().mode(SaveMode.Overwrite).parquet(work + "/score-input");
-        ScoreJob.run(
-                spark,
-                new ScoreSpec(
-                        spec.model(),
-                        work + "/score-input",
-                        "parquet",
-                        work + "/scores",
-                        "parquet",
-                        spec.partitions(),
-                        spec.maxBatchTokens(),
-                        256,
-                        1024L << 20,
-                        0,
-                        LogitsMode.NONE,
-                        "id",
-                        "token_ids",
-                        "prompt",
-                        "continuation",
-                        spec.weights(),
-                        spec.threads(),
-                        1,
-                        WriteMode.OVERWRITE,
-                        BackendMode.CPU,
-                        ScoreOptions.defaultGpuPrecision())); // eval stays on CPU for now
-        for (Row r : spark.read()
-                .parquet(work + "/scores")
-                .select("id", "token_logprobs", "error")
-                .collectAsList()) {
+        ScoreParams params = new ScoreParams()
+                .setMaxBatchTokens(spec.maxBatchTokens())
+                .setThreads(spec.threads())
+                .setBackend(BackendMode.CPU); // eval stays on CPU for now
+        Dataset<Row> in = spark.createDataFrame(rows, schema).repartition(spec.partitions());
+        for (Row r :
+                model.score(in, params).select("id", "token_logprobs", "error").collectAsList()) {
             double[] lps = null;
             if (!r.isNullAt(1)) {
                 List<Object> l = r.getList(1);
@@ -214,7 +195,7 @@ public final class EvalJob {
     }
 
     private static Map<String, TaskRun.Generated> generate(
-            SparkSession spark, EvalSpec spec, List<TaskRun> tasks, String work) throws IOException {
+            SparkSession spark, EvalSpec spec, ScorchModel model, List<TaskRun> tasks) {
         List<Row> rows = new ArrayList<>();
         for (TaskRun t : tasks) {
             for (TaskRun.GenerateRow r : t.generateRows()) {
@@ -230,70 +211,22 @@ public final class EvalJob {
                 .add("token_ids", new ArrayType(DataTypes.LongType, false))
                 .add("max_new_tokens", DataTypes.IntegerType)
                 .add("stop", new ArrayType(DataTypes.StringType, false));
-        spark.createDataFrame(rows, schema).write().mode(SaveMode.Overwrite).parquet(work + "/generate-input");
-        // Greedy: temperature 0 whatever generation_config.json says; EOS still ends a completion.
-        GenerateJob.run(
-                spark,
-                new GenerateSpec(
-                        spec.model(),
-                        work + "/generate-input",
-                        "parquet",
-                        work + "/completions",
-                        "parquet",
-                        spec.partitions(),
-                        "id",
-                        "token_ids",
-                        "prompt",
-                        "messages",
-                        spec.weights(),
-                        spec.threads(),
-                        1,
-                        WriteMode.OVERWRITE,
-                        null,
-                        0.0,
-                        0,
-                        1.0,
-                        0,
-                        1,
-                        0,
-                        0,
-                        0,
-                        List.of(),
-                        List.of(),
-                        false,
-                        1,
-                        false,
-                        0,
-                        2048L << 20,
-                        spec.maxBatchTokens(),
-                        32,
-                        BackendMode.CPU,
-                        GemmPrecision.BF16X3));
-        for (Row r : spark.read()
-                .parquet(work + "/completions")
+        // Greedy: temperature 0 whatever generation_config.json says; EOS still ends a completion. The rows give
+        // their task's max_new_tokens and stop strings.
+        GenerateParams params = new GenerateParams()
+                .setSampling(SamplingParams.greedy())
+                .setRowOverrides(true)
+                .setMaxBatchTokens(spec.maxBatchTokens())
+                .setThreads(spec.threads())
+                .setBackend(BackendMode.CPU)
+                .setGpuPrecision(GemmPrecision.BF16X3);
+        Dataset<Row> in = spark.createDataFrame(rows, schema).repartition(spec.partitions());
+        for (Row r : model.generate(in, params)
                 .select("id", "completion", "finish_reason", "error")
                 .collectAsList()) {
             out.put(r.getString(0), new TaskRun.Generated(r.getString(1), r.getString(2), r.getString(3)));
         }
         return out;
-    }
-
-    /** The model label (name@hash) the score or generate job wrote. */
-    private static String labelOf(SparkSession spark, String work) throws IOException {
-        FileSystem fs = new Path(work).getFileSystem(spark.sparkContext().hadoopConfiguration());
-        for (String sub : List.of("/scores", "/completions")) {
-            if (fs.exists(new Path(work + sub))) {
-                List<Row> r = spark.read()
-                        .parquet(work + sub)
-                        .select("model")
-                        .limit(1)
-                        .collectAsList();
-                if (!r.isEmpty()) {
-                    return r.get(0).getString(0);
-                }
-            }
-        }
-        throw new IllegalStateException("no task of the suite produced a row to score or generate");
     }
 
     private static List<Long> longs(int[] ids) {

@@ -9,7 +9,7 @@ import java.util.List;
 
 /**
  * Everything one generate run needs, resolved from the command line and the job config. Sampling values left
- * null come from the checkpoint's generation_config.json (see {@link GenerateJob#options}).
+ * null come from the checkpoint's generation_config.json (see {@link dev.scorch.udfs.api.GenerateParams}).
  *
  * @param maxCacheBytes  KV cache bytes one task may hold (running sequences reserve prompt + max_new_tokens each)
  * @param maxBatchTokens prompt tokens prefilled together

@@ -137,7 +137,7 @@ public final class OutputFolder {
 
     /**
      * Makes the target ready once the run's input has been checked: a new partial folder, marked (an earlier interrupted
-     * run's partial folder, ours, goes), or for a resume in place the removal of a killed run's uncommitted task files.
+     * run's partial folder, ours, goes), or for a resume the removal of a killed run's uncommitted task files.
      */
     public OutputFolder start() throws IOException {
         if (freshMarker != null) {
@@ -154,8 +154,10 @@ public final class OutputFolder {
                             .deepCopy()
                             .put("started", Instant.now().toString())
                             .put("complete", false));
-        } else if (target.equals(out)) {
-            fs.delete(new Path(out, "_temporary"), true); // a killed run's uncommitted task files, Spark's own
+        } else {
+            // A resume, in place or into the partial folder: a killed run's task files, Spark's own, which the next
+            // job's commit would otherwise move in beside the rows the resume writes again.
+            fs.delete(new Path(target, "_temporary"), true);
         }
         return this;
     }

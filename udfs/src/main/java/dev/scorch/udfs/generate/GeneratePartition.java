@@ -190,13 +190,11 @@ public final class GeneratePartition implements FlatMapFunction<Iterator<Interna
         Generator.Tagged<RowTag> request(InternalRow row, Deque<InternalRow> out) {
             // Copies: the input row's buffer is reused.
             Object rowId = row.isNullAt(id) ? null : InternalRow.copyValue(row.get(id, idType));
-            UTF8String source = row.getUTF8String(where).copy();
+            UTF8String source =
+                    row.isNullAt(where) ? null : row.getUTF8String(where).copy();
             if (!row.isNullAt(inputError)) {
-                failed(rowId, source, null, row.getUTF8String(inputError) + " (input row " + source + ")", out);
-                return null;
-            }
-            if (rowId == null) {
-                failed(null, source, null, "id is null (input row " + source + ")", out);
+                String at = source == null ? "" : " (input row " + source + ")";
+                failed(rowId, source, null, row.getUTF8String(inputError) + at, out);
                 return null;
             }
             Object ids = promptIds(row);

@@ -211,9 +211,8 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
             List<Integer> good = new ArrayList<>();
             for (int i = 0; i < n; i++) {
                 if (!inputError.isNull(i)) {
-                    errors[i] = inputError.getObject(i) + " (input row " + where.getObject(i) + ")";
-                } else if (ids.isNull(i)) {
-                    errors[i] = "id is null (input row " + where.getObject(i) + ")";
+                    errors[i] = inputError.getObject(i)
+                            + (where.isNull(i) ? "" : " (input row " + where.getObject(i) + ")");
                 } else if (tokenIds.isNull(i) && !prompt.isNull(i)) {
                     errors[i] = tokenizeText(prompt, continuation, i, tokens, scoreFrom);
                     if (errors[i] == null) {

@@ -1,0 +1,225 @@
+package dev.scorch.udfs.api;
+
+import dev.scorch.engine.backend.BackendMode;
+import dev.scorch.engine.gpu.GemmPrecision;
+import dev.scorch.engine.scoring.LogitsMode;
+import dev.scorch.udfs.progress.JobMetrics;
+import dev.scorch.udfs.score.ScoreOptions;
+import java.util.Locale;
+import java.util.Map;
+import org.apache.spark.sql.SparkSession;
+
+/**
+ * What {@link ScorchModel#score} reads and computes: the input columns (a row's token ids, or its text and an optional
+ * continuation whose tokens alone are scored), the result columns' prefix, the scores asked for, and how tasks batch
+ * and run. Setters return this; the defaults are the score job's.
+ */
+public final class ScoreParams {
+    private String tokenIdsCol = "token_ids";
+    private String textCol = "prompt";
+    private String continuationCol = "continuation";
+    private String inputErrorCol;
+    private String rowLabelCol;
+    private String outputPrefix = "";
+    private int topK;
+    private LogitsMode logits = LogitsMode.NONE;
+    private int maxBatchTokens = 4096;
+    private int windowRows = 256;
+    private long arrowMemoryBytes = 1024L << 20;
+    private int threads;
+    private BackendMode backend = BackendMode.AUTO;
+    private GemmPrecision gpuPrecision = ScoreOptions.defaultGpuPrecision();
+    private JobMetrics metrics;
+
+    /**
+     * The settings a map names, by the CLI's option names with '_' for '-' (as the Python module passes them):
+     * token_ids_col, text_col, continuation_col, output_prefix, top_k, logits (none|last|all), max_batch_tokens,
+     * window_rows, arrow_memory_mb, threads, backend (auto|cpu|cuda), gpu_precision.
+     */
+    public static ScoreParams fromMap(Map<String, ?> m) {
+        ScoreParams p = new ScoreParams();
+        for (Map.Entry<String, ?> e : m.entrySet()) {
+            Object v = e.getValue();
+            switch (e.getKey()) {
+                case "token_ids_col" -> p.setTokenIdsCol(Values.string(e.getKey(), v));
+                case "text_col" -> p.setTextCol(Values.string(e.getKey(), v));
+                case "continuation_col" -> p.setContinuationCol(Values.string(e.getKey(), v));
+                case "output_prefix" -> p.setOutputPrefix(Values.string(e.getKey(), v));
+                case "top_k" -> p.setTopK(Values.integer(e.getKey(), v));
+                case "logits" -> p.setLogits(Values.logits(Values.string(e.getKey(), v)));
+                case "max_batch_tokens" -> p.setMaxBatchTokens(Values.integer(e.getKey(), v));
+                case "window_rows" -> p.setWindowRows(Values.integer(e.getKey(), v));
+                case "arrow_memory_mb" -> p.setArrowMemoryBytes((long) Values.integer(e.getKey(), v) << 20);
+                case "threads" -> p.setThreads(Values.integer(e.getKey(), v));
+                case "backend" -> p.setBackend(BackendMode.parse(Values.string(e.getKey(), v)));
+                case "gpu_precision" -> p.setGpuPrecision(GemmPrecision.parse(Values.string(e.getKey(), v)));
+                default ->
+                    throw new IllegalArgumentException("score parameter '" + e.getKey() + "': unknown; expected one of"
+                            + " token_ids_col, text_col, continuation_col, output_prefix, top_k, logits,"
+                            + " max_batch_tokens, window_rows, arrow_memory_mb, threads, backend, gpu_precision");
+            }
+        }
+        return p;
+    }
+
+    /** Column of token ids (array of int or bigint; the first token is context only). Default token_ids. */
+    public ScoreParams setTokenIdsCol(String v) {
+        tokenIdsCol = Values.name("token ids column", v);
+        return this;
+    }
+
+    /** Column of text, tokenised with the model's tokenizer (BOS first), for rows whose token ids are null. Default prompt. */
+    public ScoreParams setTextCol(String v) {
+        textCol = Values.name("text column", v);
+        return this;
+    }
+
+    /** Column of a continuation of the text: when set, only its tokens are scored. Default continuation. */
+    public ScoreParams setContinuationCol(String v) {
+        continuationCol = Values.name("continuation column", v);
+        return this;
+    }
+
+    /**
+     * A string column that, where not null, makes its row an error row with that message (a problem found while
+     * reading the row). Default: none.
+     */
+    public ScoreParams setInputErrorCol(String v) {
+        inputErrorCol = v;
+        return this;
+    }
+
+    /** A string column naming each row in the messages of its input errors ("... (input row LABEL)"). Default: none. */
+    public ScoreParams setRowLabelCol(String v) {
+        rowLabelCol = v;
+        return this;
+    }
+
+    /** Put before every result column's name (to score twice with two models, or beside a column named error). */
+    public ScoreParams setOutputPrefix(String v) {
+        outputPrefix = v == null ? "" : v;
+        return this;
+    }
+
+    /** Alternatives per scored token in top_logprobs (0: no such column). */
+    public ScoreParams setTopK(int v) {
+        topK = v;
+        return this;
+    }
+
+    /** Which positions' full logits go into a logits column (NONE: no such column). */
+    public ScoreParams setLogits(LogitsMode v) {
+        logits = v;
+        return this;
+    }
+
+    /** Token budget of one engine batch (a GPU's free memory may lower it; the scores do not change). */
+    public ScoreParams setMaxBatchTokens(int v) {
+        maxBatchTokens = v;
+        return this;
+    }
+
+    /** Rows a task reads, sorts by length and batches together before their results leave. */
+    public ScoreParams setWindowRows(int v) {
+        windowRows = v;
+        return this;
+    }
+
+    /** Off-heap memory one task's Arrow buffers may take. */
+    public ScoreParams setArrowMemoryBytes(long v) {
+        arrowMemoryBytes = v;
+        return this;
+    }
+
+    /** Engine threads per task on the CPU (0: spark.task.cpus). */
+    public ScoreParams setThreads(int v) {
+        threads = v;
+        return this;
+    }
+
+    /** auto (CUDA where a task holds a GPU and CUDA loads), cpu or cuda. */
+    public ScoreParams setBackend(BackendMode v) {
+        backend = v;
+        return this;
+    }
+
+    /** GEMM precision of tasks that run on CUDA. */
+    public ScoreParams setGpuPrecision(GemmPrecision v) {
+        gpuPrecision = v;
+        return this;
+    }
+
+    /** Accumulators the tasks add their rows, tokens, batches, errors and engine time to (null: none). */
+    public ScoreParams setMetrics(JobMetrics v) {
+        metrics = v;
+        return this;
+    }
+
+    public String tokenIdsCol() {
+        return tokenIdsCol;
+    }
+
+    public String textCol() {
+        return textCol;
+    }
+
+    public String continuationCol() {
+        return continuationCol;
+    }
+
+    public String inputErrorCol() {
+        return inputErrorCol;
+    }
+
+    public String rowLabelCol() {
+        return rowLabelCol;
+    }
+
+    public String outputPrefix() {
+        return outputPrefix;
+    }
+
+    public int topK() {
+        return topK;
+    }
+
+    public LogitsMode logits() {
+        return logits;
+    }
+
+    public long arrowMemoryBytes() {
+        return arrowMemoryBytes;
+    }
+
+    public JobMetrics metrics() {
+        return metrics;
+    }
+
+    /** What the tasks run, threads resolved against the session (checks every value). */
+    public ScoreOptions options(SparkSession spark) {
+        if (arrowMemoryBytes < 1) {
+            throw new IllegalArgumentException("arrow memory must be positive, got " + arrowMemoryBytes);
+        }
+        return new ScoreOptions(
+                maxBatchTokens, windowRows, topK, logits, Values.threads(spark, threads), backend, gpuPrecision);
+    }
+
+    @Override
+    public String toString() {
+        return String.format(
+                Locale.ROOT,
+                "ScoreParams[tokenIdsCol=%s, textCol=%s, continuationCol=%s, outputPrefix=%s, topK=%d, logits=%s,"
+                        + " maxBatchTokens=%d, windowRows=%d, threads=%d, backend=%s, gpuPrecision=%s]",
+                tokenIdsCol,
+                textCol,
+                continuationCol,
+                outputPrefix,
+                topK,
+                logits,
+                maxBatchTokens,
+                windowRows,
+                threads,
+                backend.flag(),
+                gpuPrecision);
+    }
+}
