@@ -35,10 +35,11 @@ class GpuBudgetPlanTest {
 
     @Test
     void kimiK2InstructFp8TakesTwoNodes() {
-        // A MoE layer is 17.07 GB in FP8 (1 byte a weight, an fp32 scale per 128 x 128 block). An H100 leaves 80 - 1.52
-        // (reserves) - 10.08 (scratch of 4,096 tokens, with the FP8 dequantisation tile) = 68.4 GB: 4 layers (68.27 GB); a node's first GPU 4 GB less (the
-        // RAPIDS pool): 3, or the embedding (2.35 GB), the dense layer 0 (0.80 GB) and 3. Packed in order, 15 GPUs hold
-        // 4 + 7 x 4 + 3 + 6 x 4 = 59 of the 61 layers: 16 GPUs, 2 nodes.
+        // A MoE layer is 17.07 GB in FP8 (1 byte a weight, an fp32 scale per 128 x 128 block). An H100 leaves
+        // 80 - 1.52 (reserves) - 10.08 (scratch of 4,096 tokens, the FP8 dequantisation tile included) = 68.4 GB:
+        // 4 layers (68.27 GB); a node's first GPU 4 GB less (the RAPIDS pool): 3, or the embedding (2.35 GB), the
+        // dense layer 0 (0.80 GB) and 3. Packed in order, 15 GPUs hold 4 + 7 x 4 + 3 + 6 x 4 = 59 of the 61 layers:
+        // 16 GPUs, 2 nodes.
         assertPlan(
                 "kimi-k2-instruct",
                 "h100",
