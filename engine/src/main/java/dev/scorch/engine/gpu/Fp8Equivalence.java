@@ -29,22 +29,14 @@ public final class Fp8Equivalence {
      * each mode), and "max |y|" for scale.
      */
     public static Map<String, Double> measure(Device dev) {
-        SplittableRandom rnd = new SplittableRandom(28);
-        float[] x = new float[M * K];
-        for (int i = 0; i < x.length; i++) {
-            x[i] = (float) (rnd.nextDouble() * 2 - 1);
-        }
-        float[] w = new float[N * K];
-        for (int i = 0; i < w.length; i++) {
-            w[i] = (float) (rnd.nextGaussian() * 0.02);
-        }
-        Fp8Blocks q = Fp8Blocks.quantize(w, N, K, BLOCK, BLOCK);
+        float[][] xw = PackedEquivalence.operands(new SplittableRandom(28), M, N, K);
+        Fp8Blocks q = Fp8Blocks.quantize(xw[1], N, K, BLOCK, BLOCK);
         float[] bf16Scales = q.scaleInv().clone();
         for (int i = 0; i < bf16Scales.length; i++) {
             bf16Scales[i] = HostDevice.bf16(bf16Scales[i]);
         }
         Map<String, Double> out = new LinkedHashMap<>();
-        Buf xb = dev.upload(x);
+        Buf xb = dev.upload(xw[0]);
         double maxY = 0;
         for (String s : new String[] {"fp32 scales", "bf16 scales"}) {
             float[] scales = s.startsWith("fp32") ? q.scaleInv() : bf16Scales;
@@ -55,59 +47,12 @@ public final class Fp8Equivalence {
                             * scales[(r / BLOCK) * q.scaleCols() + c / BLOCK];
                 }
             }
-            double[] exact = new double[M * N];
-            for (int i = 0; i < M; i++) {
-                for (int j = 0; j < N; j++) {
-                    double sum = 0;
-                    for (int c = 0; c < K; c++) {
-                        sum += (double) x[i * K + c] * deq[j * K + c];
-                    }
-                    exact[i * N + j] = sum;
-                    maxY = Math.max(maxY, Math.abs(sum));
-                }
-            }
             Buf packed = PackedFp8.upload(dev, q.codes(), scales, N, K, BLOCK, BLOCK);
-            Buf plain = dev.weight(deq, GemmPrecision.FP32);
-            float[] fp32 = gemm(dev, xb, plain, GemmPrecision.FP32);
-            dev.free(plain);
-            out.put(s + " dequantised fp32 vs fp64", diff(fp32, exact));
-            for (GemmPrecision p : GemmPrecision.values()) {
-                float[] y = gemm(dev, xb, packed, p);
-                out.put(s + " " + p + " packed vs dequantised fp32", diff(y, fp32));
-                plain = dev.weight(deq, p);
-                out.put(s + " " + p + " packed vs dequantised " + p, diff(y, gemm(dev, xb, plain, p)));
-                dev.free(plain);
-                out.put(s + " " + p + " packed vs fp64", diff(y, exact));
-            }
+            maxY = Math.max(maxY, PackedEquivalence.measure(dev, xw[0], xb, M, K, packed, deq, N, s + " ", out));
             dev.free(packed);
         }
         out.put("max |y|", maxY);
         dev.free(xb);
         return out;
-    }
-
-    private static float[] gemm(Device dev, Buf x, Buf w, GemmPrecision p) {
-        Buf y = dev.alloc(Buf.Kind.F32, (long) M * N);
-        dev.gemm(x, M, K, w, N, y, p);
-        float[] out = new float[M * N];
-        dev.read(y, out, 0, out.length);
-        dev.free(y);
-        return out;
-    }
-
-    private static double diff(float[] a, float[] b) {
-        double d = 0;
-        for (int i = 0; i < a.length; i++) {
-            d = Math.max(d, Math.abs((double) a[i] - b[i]));
-        }
-        return d;
-    }
-
-    private static double diff(float[] a, double[] b) {
-        double d = 0;
-        for (int i = 0; i < a.length; i++) {
-            d = Math.max(d, Math.abs(a[i] - b[i]));
-        }
-        return d;
     }
 }
