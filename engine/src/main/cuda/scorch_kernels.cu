@@ -315,12 +315,15 @@ extern "C" __global__ void __launch_bounds__(DEC_THREADS) mla_decode_bf16(
 
 // MoE combine: y[t, :] = sum over k < top_k (experts in ascending id) of weights[t, k] * ye[slot[t, k], :], the
 // order the CPU sums the experts in. grid: T.
+// y[t, :] = sum_k weights[t, k] * ye[slot[t, k], :] in k order (the CPU's), then + addend[t, :] when addend is not
+// null (the shared experts). grid: tokens.
 extern "C" __global__ void moe_combine(const float* ye, const int* slot, const float* weights, int top_k, int width,
-                                       float* y) {
+                                       const float* addend, float* y) {
   int t = blockIdx.x;
   for (int c = threadIdx.x; c < width; c += blockDim.x) {
     float a = 0.f;
     for (int k = 0; k < top_k; k++) a += weights[t * top_k + k] * ye[(long)slot[t * top_k + k] * width + c];
+    if (addend) a += addend[(long)t * width + c];
     y[(long)t * width + c] = a;
   }
 }
@@ -537,6 +540,203 @@ extern "C" __global__ void fp8_dequant_bf16(const unsigned char* codes, const fl
       float pf = __bfloat162float(p);
       finite = finite && isfinite(pf);
       w = __fsub_rn(w, pf);
+    }
+  }
+}
+
+// MoE permutation, first half: offsets[e] = pairs routed to experts below e, offsets[n_experts] = pairs. One block: its
+// threads count each expert's pairs in shared memory (integer adds, so the order does not matter), thread 0 scans.
+extern "C" __global__ void moe_offsets(const int* experts, int pairs, int n_experts, int* offsets) {
+  __shared__ int count[MAX_EXPERTS];
+  for (int e = threadIdx.x; e < n_experts; e += blockDim.x) count[e] = 0;
+  __syncthreads();
+  for (int i = threadIdx.x; i < pairs; i += blockDim.x) atomicAdd(&count[experts[i]], 1);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int s = 0;
+    offsets[0] = 0;
+    for (int e = 0; e < n_experts; e++) {
+      s += count[e];
+      offsets[e + 1] = s;
+    }
+  }
+}
+
+// MoE permutation, second half: block e gives expert e's pairs the slots offsets[e] .. in pair order (tokens in order,
+// as a token routes to an expert at most once): a block-wide exclusive count of the earlier pairs of e, a chunk of
+// blockDim pairs at a time (ballot within a warp, the warps' totals across). slot_of[pair] = its slot, slot_row[slot]
+// = its token. grid: n_experts, block: BLOCK. Twin: HostDevice.moePermute.
+extern "C" __global__ void moe_slots(const int* experts, int pairs, int top_k, const int* offsets, int* slot_of,
+                                     int* slot_row) {
+  __shared__ int warp_count[BLOCK / 32];
+  int e = blockIdx.x;
+  int base = offsets[e];
+  if (offsets[e + 1] == base) return;  // the whole block: no pair chose e
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int p0 = 0; p0 < pairs; p0 += blockDim.x) {
+    int p = p0 + threadIdx.x;
+    bool mine = p < pairs && experts[p] == e;
+    unsigned ballot = __ballot_sync(0xffffffffu, mine);
+    if (lane == 0) warp_count[warp] = __popc(ballot);
+    __syncthreads();
+    int before = 0, total = 0;
+    for (int w = 0; w < (int)(blockDim.x >> 5); w++) {
+      before += w < warp ? warp_count[w] : 0;
+      total += warp_count[w];
+    }
+    if (mine) {
+      int slot = base + before + __popc(ballot & ((1u << lane) - 1u));
+      slot_of[p] = slot;
+      slot_row[slot] = p / top_k;
+    }
+    base += total;
+    __syncthreads();  // warp_count is rewritten by the next chunk
+  }
+}
+
+// Row tiles of the experts' grouped GEMM: tile_start[e] = tiles of the experts below e, MG_TM slots a tile, a tile
+// never spanning two experts; tile_start[n_experts] = all tiles. One thread.
+#define MG_TM 64
+#define MG_TN 64
+#define MG_TK 16
+extern "C" __global__ void moe_tile_starts(const int* offsets, int n_experts, int* tile_start) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  int s = 0;
+  tile_start[0] = 0;
+  for (int e = 0; e < n_experts; e++) {
+    s += (offsets[e + 1] - offsets[e] + MG_TM - 1) / MG_TM;
+    tile_start[e + 1] = s;
+  }
+}
+
+// One expert's weights in the grouped GEMM's table: data (F32, BF16, INT4 packed words or FP8 codes), scales and scale
+// rows for packed weights, and flags: bit 0 BF16 INT4 scales; bits 4-7 the weight's BF16 parts and bits 8-11 the
+// input's (DequantPlan; both 0: fp32 products).
+struct ExpertWeight {
+  const void* data;
+  const void* scales;
+  const int* scale_rows;
+  long long flags;
+};
+
+// meta: [0] kind (0 F32, 1 BF16, 2 INT4, 3 FP8), INT4 [1] words a row, [2] groups a row, [3] group size, FP8 [4] scale
+// columns, [5] block columns. W[r, c] as the dequantisation kernels compute it.
+__device__ __forceinline__ float expert_weight(const ExpertWeight& w, const int* meta, int k, long r, int c) {
+  switch (meta[0]) {
+    case 0:
+      return ((const float*)w.data)[r * k + c];
+    case 1:
+      return __bfloat162float(((const __nv_bfloat16*)w.data)[r * k + c]);
+    case 2:
+      return int4_weight((const int*)w.data, w.scales, (int)(w.flags & 1), meta[1], meta[2], meta[3], k, r, c);
+    default:
+      return fp8_weight((const unsigned char*)w.data, (const float*)w.scales, w.scale_rows, meta[4], meta[5], k, r, c);
+  }
+}
+
+// v as `parts` BF16 parts (p0 = bf16(v), p1 = bf16(v - p0), ...; later parts 0 once a part is not finite), widened
+// back to fp32 into out[0 ..]; parts 0 keeps v itself (fp32 products).
+__device__ __forceinline__ void bf16_parts(float v, int parts, float* out, int stride) {
+  if (parts == 0) {
+    out[0] = v;
+    return;
+  }
+  bool finite = true;
+  for (int a = 0; a < parts; a++) {
+    float p = __bfloat162float(__float2bfloat16_rn(finite ? v : 0.f));
+    out[a * stride] = p;
+    finite = finite && isfinite(p);
+    v = __fsub_rn(v, p);
+  }
+}
+
+// All experts of a layer as one grouped GEMM, group bounds on the device (offsets from moe_slots' permutation): block
+// (b, j) computes row tile b (tile_start says whose expert: tile b - tile_start[e] of expert e) times column tile j
+// of y [slots, n] = x [slots, k] . w[e]^T, fp32 accumulate over k in MG_TK steps, with the products DequantPlan says
+// (w_a . x_b for a < weight parts, b < input parts - a; or fp32). With swiglu_inter > 0, w[e] is gate|up
+// [2 * swiglu_inter, k] and a column tile holds MG_TN / 2 gate columns and their up columns: the block writes
+// silu(gate) * up to y [slots, swiglu_inter]. Tiles past the last expert's return at once (the grid is an upper
+// bound the host knows without reading the routing). block: 256 threads, a 4 x 4 outputs each. Twin:
+// HostDevice.gemmExperts / gemmExpertsSwiglu (the rows of each expert through gemm).
+extern "C" __global__ void __launch_bounds__(256) moe_gemm(const float* x, const int* offsets, const int* tile_start,
+                                                           int n_experts, const ExpertWeight* table, const int* meta,
+                                                           int k, int n, int swiglu_inter, float* y) {
+  __shared__ float xs[3][MG_TK][MG_TM];
+  __shared__ float ws[3][MG_TK][MG_TN + 1];
+  __shared__ float tile[MG_TM * MG_TN];  // SwiGLU: the block's outputs, gate and up columns side by side
+  int b = blockIdx.x;
+  if (b >= tile_start[n_experts]) return;
+  int lo = 0, hi = n_experts - 1;  // the last expert whose tiles start at or before b (an empty one starts where
+  while (lo < hi) {                // the next does, so the last is the one b is in)
+    int mid = (lo + hi + 1) >> 1;
+    if (tile_start[mid] <= b) lo = mid; else hi = mid - 1;
+  }
+  int e = lo;
+  int row0 = offsets[e] + (b - tile_start[e]) * MG_TM;
+  int rows = min(MG_TM, offsets[e + 1] - row0);
+  ExpertWeight w = table[e];
+  int w_parts = (int)((w.flags >> 4) & 15), x_parts = (int)((w.flags >> 8) & 15);
+  int half = MG_TN / 2;
+  int cols = swiglu_inter > 0 ? 2 * half : min(MG_TN, n - (int)blockIdx.y * MG_TN);
+  int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+  float acc[4][4];
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 4; j++) acc[i][j] = 0.f;
+  for (int k0 = 0; k0 < k; k0 += MG_TK) {
+    for (int i = threadIdx.x; i < MG_TM * MG_TK; i += blockDim.x) {
+      int r = i / MG_TK, c = i % MG_TK;
+      float v = r < rows && k0 + c < k ? x[(long)(row0 + r) * k + k0 + c] : 0.f;
+      bf16_parts(v, x_parts, &xs[0][c][r], MG_TK * MG_TM);
+    }
+    for (int i = threadIdx.x; i < MG_TN * MG_TK; i += blockDim.x) {
+      int j = i / MG_TK, c = i % MG_TK;
+      long wr;
+      bool valid;
+      if (swiglu_inter > 0) {
+        int g = blockIdx.y * half + (j % half);
+        valid = g < swiglu_inter;
+        wr = j < half ? g : swiglu_inter + g;
+      } else {
+        wr = (long)blockIdx.y * MG_TN + j;
+        valid = j < cols;
+      }
+      float v = valid && k0 + c < k ? expert_weight(w, meta, k, wr, k0 + c) : 0.f;
+      bf16_parts(v, x_parts == 0 ? 0 : w_parts, &ws[0][c][j], MG_TK * (MG_TN + 1));
+    }
+    __syncthreads();
+    for (int c = 0; c < MG_TK; c++) {
+      for (int i = 0; i < 4; i++) {
+        for (int j = 0; j < 4; j++) {
+          int r = ty * 4 + i, col = tx * 4 + j;
+          if (x_parts == 0) {
+            acc[i][j] = fmaf(xs[0][c][r], ws[0][c][col], acc[i][j]);
+          } else {
+            for (int a = 0; a < w_parts; a++)
+              for (int p = 0; p < x_parts - a; p++) acc[i][j] = fmaf(xs[p][c][r], ws[a][c][col], acc[i][j]);
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+  if (swiglu_inter == 0) {
+    for (int i = 0; i < 4; i++)
+      for (int j = 0; j < 4; j++) {
+        int r = ty * 4 + i, col = tx * 4 + j;
+        if (r < rows && col < cols) y[(long)(row0 + r) * n + blockIdx.y * MG_TN + col] = acc[i][j];
+      }
+    return;
+  }
+  // SwiGLU: silu(gate[r, g]) * up[r, g] as the swiglu kernel computes it, through shared memory.
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 4; j++) tile[(ty * 4 + i) * MG_TN + tx * 4 + j] = acc[i][j];
+  __syncthreads();
+  for (int i = threadIdx.x; i < MG_TM * half; i += blockDim.x) {
+    int r = i / half, g = i % half;
+    int col = blockIdx.y * half + g;
+    if (r < rows && col < swiglu_inter) {
+      float a = tile[r * MG_TN + g];
+      y[(long)(row0 + r) * swiglu_inter + col] = a / (1.f + expf(-a)) * tile[r * MG_TN + half + g];
     }
   }
 }
