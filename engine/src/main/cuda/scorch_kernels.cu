@@ -88,6 +88,29 @@ extern "C" __global__ void rope(float* x, int heads, int row_stride, int head_st
   }
 }
 
+// kv_a_layernorm and the key's RoPE in one launch: latent[r, :rank] as rms_norm of x[r * stride + offset ..][:rank], and
+// k_pe[r, :rope_dim] = x[r * stride + offset + rank ..][:rope_dim] rotated as rope rotates it. grid: rows.
+// Twin: HostDevice.rmsNormRope (rmsNorm, copyCols, rope).
+extern "C" __global__ void rms_norm_rope(const float* x, int stride, int offset, int rank, const float* weight, float eps,
+                                         int rope_dim, const int* positions, const float* cos_sin, float* latent,
+                                         float* k_pe) {
+  const float* xr = x + (long)blockIdx.x * stride + offset;
+  float ss = 0.f;
+  for (int i = threadIdx.x; i < rank; i += blockDim.x) ss += xr[i] * xr[i];
+  ss = block_sum(ss);
+  float inv = rsqrtf(ss / rank + eps);
+  float* o = latent + (long)blockIdx.x * rank;
+  for (int i = threadIdx.x; i < rank; i += blockDim.x) o[i] = weight[i] * (xr[i] * inv);
+  const float* cs = cos_sin + (long)positions[blockIdx.x] * rope_dim;
+  const float* pe = xr + rank;
+  float* kp = k_pe + (long)blockIdx.x * rope_dim;
+  for (int i = threadIdx.x; i < rope_dim / 2; i += blockDim.x) {
+    float x0 = pe[2 * i], x1 = pe[2 * i + 1], c = cs[2 * i], s = cs[2 * i + 1];
+    kp[2 * i] = x0 * c - x1 * s;
+    kp[2 * i + 1] = x1 * c + x0 * s;
+  }
+}
+
 // dst[r * dst_stride + dst_off + c] = src[r * src_stride + src_off + c], c < width. grid: rows.
 extern "C" __global__ void copy_cols(const float* src, int src_stride, int src_off, int width, float* dst, int dst_stride,
                                      int dst_off) {

@@ -158,6 +158,26 @@ public interface Device extends AutoCloseable {
             Buf positions,
             Buf cosSin);
 
+    /**
+     * kv_a_layernorm and the key's RoPE over kv_a_proj_with_mqa's output [latent | k_pe] in one kernel: for r &lt; rows,
+     * latent[r, :rank] = weight · x[r·stride + offset ..][:rank] / rms (as {@link #rmsNorm}), and kPe[r, :ropeDim] =
+     * x[r·stride + offset + rank ..][:ropeDim] rotated by the angles of positions[r] (as {@link #copyCols} then one
+     * head of {@link #rope}).
+     */
+    void rmsNormRope(
+            Buf x,
+            int rows,
+            int stride,
+            int offset,
+            int rank,
+            Buf weight,
+            float eps,
+            int ropeDim,
+            Buf positions,
+            Buf cosSin,
+            Buf latent,
+            Buf kPe);
+
     /** dst[r·dstStride + dstOff + c] = src[r·srcStride + srcOff + c] for r < rows, c < width. */
     void copyCols(Buf src, int rows, int srcStride, int srcOff, int width, Buf dst, int dstStride, int dstOff);
 

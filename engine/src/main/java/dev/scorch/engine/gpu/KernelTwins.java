@@ -144,6 +144,29 @@ public final class KernelTwins {
                         },
                         m * k));
         out.put(
+                "rmsNormRope",
+                diff(
+                        a,
+                        b,
+                        dev -> {
+                            Buf o = dev.alloc(Buf.Kind.F32, (long) m * (200 + 32));
+                            dev.rmsNormRope(
+                                    dev.upload(x),
+                                    m,
+                                    k,
+                                    50,
+                                    200,
+                                    dev.upload(norm),
+                                    1e-6f,
+                                    32,
+                                    dev.upload(positions),
+                                    dev.upload(cs),
+                                    o.slice(0, m * 200L),
+                                    o.slice(m * 200L, m * 32L));
+                            return o;
+                        },
+                        m * (200 + 32)));
+        out.put(
                 "copyCols",
                 diff(
                         a,

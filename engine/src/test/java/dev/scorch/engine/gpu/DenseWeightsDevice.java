@@ -100,6 +100,23 @@ final class DenseWeightsDevice implements Device {
     }
 
     @Override
+    public void rmsNormRope(
+            Buf x,
+            int rows,
+            int stride,
+            int offset,
+            int rank,
+            Buf weight,
+            float eps,
+            int ropeDim,
+            Buf positions,
+            Buf cosSin,
+            Buf latent,
+            Buf kPe) {
+        dev.rmsNormRope(x, rows, stride, offset, rank, weight, eps, ropeDim, positions, cosSin, latent, kPe);
+    }
+
+    @Override
     public void copyCols(Buf src, int rows, int srcStride, int srcOff, int width, Buf dst, int dstStride, int dstOff) {
         dev.copyCols(src, rows, srcStride, srcOff, width, dst, dstStride, dstOff);
     }

@@ -876,6 +876,42 @@ public final class CudaDevice implements Device {
     }
 
     @Override
+    public void rmsNormRope(
+            Buf x,
+            int rows,
+            int stride,
+            int offset,
+            int rank,
+            Buf weight,
+            float eps,
+            int ropeDim,
+            Buf positions,
+            Buf cosSin,
+            Buf latent,
+            Buf kPe) {
+        latent.need(Buf.Kind.F32, (long) rows * rank, "rmsNormRope latent");
+        kPe.need(Buf.Kind.F32, (long) rows * ropeDim, "rmsNormRope kPe");
+        bind();
+        kernels.launch(
+                "rms_norm_rope",
+                rows,
+                1,
+                BLOCK,
+                0,
+                x,
+                stride,
+                offset,
+                rank,
+                weight,
+                eps,
+                ropeDim,
+                positions,
+                cosSin,
+                latent,
+                kPe);
+    }
+
+    @Override
     public void copyCols(Buf src, int rows, int srcStride, int srcOff, int width, Buf dst, int dstStride, int dstOff) {
         bind();
         kernels.launch("copy_cols", rows, 1, BLOCK, 0, src, srcStride, srcOff, width, dst, dstStride, dstOff);
