@@ -53,6 +53,8 @@ public final class CudaDevice implements Device {
     private static final int BLOCK = 256; // log_softmax_stats and the block reductions assume it
     /** Experts as cuBLAS batched GEMMs (-Dscorch.cuda.batched-experts=true; {@link KernelSelection} says why not by default). */
     static final boolean BATCHED_EXPERTS = KernelSelection.current().cudaBatchedExperts();
+    /** Experts through moe_gemm, group bounds on the device (-Dscorch.cuda.moe-gemm=false: one cuBLAS GEMM each). */
+    static final boolean MOE_GEMM = KernelSelection.moeGemm(System.getProperty(KernelSelection.CUDA_MOE_GEMM));
 
     private static final int ATTN_THREADS = 128; // as scorch_kernels.cu's ATTN_THREADS, ATTN_MAX_QK, ATTN_MAX_V
     private static final int ATTN_MAX_QK = 192;
@@ -80,6 +82,7 @@ public final class CudaDevice implements Device {
     private final java.util.Map<Buf[], java.util.Map<GemmPrecision, ExpertTable>> expertTables =
             new java.util.IdentityHashMap<>();
     private Buf tileStart; // moe_gemm's row tiles per expert [experts + 1]
+    private Buf guScratch; // -Dscorch.cuda.moe-gemm=false: one expert's gate|up rows before SwiGLU
     private String groupedDetail;
     private LongPointer stageL = new LongPointer(0);
     private long bf16ScratchElems;
@@ -723,6 +726,10 @@ public final class CudaDevice implements Device {
         x.need(Buf.Kind.F32, (long) slots * k, "gemmExperts x");
         offsets.need(Buf.Kind.I32, w.length + 1L, "gemmExperts offsets");
         bind();
+        if (!MOE_GEMM) {
+            perExpert(x, offsets, slots, k, w, n, swigluInter, y, precision);
+            return;
+        }
         ExpertTable table = expertTable(w, n, k, precision);
         if (tileStart == null || tileStart.length() < w.length + 1L) {
             if (tileStart != null) {
@@ -749,6 +756,39 @@ public final class CudaDevice implements Device {
                 n,
                 swigluInter,
                 y);
+    }
+
+    /**
+     * -Dscorch.cuda.moe-gemm=false: the offsets read back (a host round trip per projection), then one cuBLAS GEMM per
+     * expert with rows, as the MoE ran before moe_gemm; SwiGLU after each expert's gate_up GEMM, through a scratch.
+     */
+    private void perExpert(
+            Buf x, Buf offsets, int slots, int k, Buf[] w, int n, int swigluInter, Buf y, GemmPrecision precision) {
+        int[] o = new int[w.length + 1];
+        read(offsets, o, 0, o.length);
+        for (int e = 0; e < w.length; e++) {
+            int rows = o[e + 1] - o[e];
+            if (rows <= 0) {
+                continue;
+            }
+            if (o[e] < 0 || o[e + 1] > slots) {
+                throw new IllegalStateException("gemmExperts: expert " + e + " has rows [" + o[e] + ", " + o[e + 1]
+                        + ") of " + slots + " slots");
+            }
+            Buf xe = x.slice((long) o[e] * k, (long) rows * k);
+            if (swigluInter == 0) {
+                gemm(xe, rows, k, w[e], n, y.slice((long) o[e] * n, (long) rows * n), precision);
+                continue;
+            }
+            if (guScratch == null || guScratch.length() < (long) rows * n) {
+                if (guScratch != null) {
+                    free(guScratch);
+                }
+                guScratch = alloc(Buf.Kind.F32, (long) rows * n);
+            }
+            gemm(xe, rows, k, w[e], n, guScratch, precision);
+            swiglu(guScratch, rows, swigluInter, y.slice((long) o[e] * swigluInter, (long) rows * swigluInter));
+        }
     }
 
     /** A layer's experts for moe_gemm: each one's ExpertWeight (4 words) and the shape facts they share. */
@@ -1073,6 +1113,9 @@ public final class CudaDevice implements Device {
         }
         if (tileStart != null) {
             free(tileStart);
+        }
+        if (guScratch != null) {
+            free(guScratch);
         }
         cublasDestroy_v2(cublas);
         if (bf16Scratch != null) {
