@@ -7,6 +7,7 @@
 // Every reduction is in fp32 (log-sum-exp in fp64), softmax in fp32.
 
 #include <cuda_bf16.h>
+#include <mma.h>
 #include <float.h>
 #include <stdint.h>
 
@@ -673,34 +674,90 @@ __device__ __forceinline__ void bf16_parts(float v, int parts, float* out, int s
   }
 }
 
+// Row tile blockIdx.x of the experts' grouped GEMM: its expert e (the last whose tiles start at or before it: an empty
+// expert's start where the next one's do), first slot and rows. False past the last tile.
+__device__ __forceinline__ bool moe_row_tile(const int* offsets, const int* tile_start, int n_experts, int* e, int* row0,
+                                             int* rows) {
+  int b = blockIdx.x;
+  if (b >= tile_start[n_experts]) return false;
+  int lo = 0, hi = n_experts - 1;
+  while (lo < hi) {
+    int mid = (lo + hi + 1) >> 1;
+    if (tile_start[mid] <= b) lo = mid; else hi = mid - 1;
+  }
+  *e = lo;
+  *row0 = offsets[lo] + (b - tile_start[lo]) * MG_TM;
+  *rows = min(MG_TM, offsets[lo + 1] - *row0);
+  return true;
+}
+
+// The block's output tile [MG_TM, MG_TN] (in shared memory, synchronised) into y: its columns of y [slots, n]; or with
+// swiglu_inter > 0, gate columns [0, MG_TN / 2) and their up columns after them, silu(gate) * up as the swiglu kernel
+// computes it into y [slots, swiglu_inter].
+__device__ __forceinline__ void moe_store(const float* tile, int row0, int rows, int n, int swiglu_inter, float* y) {
+  if (swiglu_inter == 0) {
+    int cols = min(MG_TN, n - (int)blockIdx.y * MG_TN);
+    for (int i = threadIdx.x; i < MG_TM * MG_TN; i += blockDim.x) {
+      int r = i / MG_TN, col = i % MG_TN;
+      if (r < rows && col < cols) y[(long)(row0 + r) * n + blockIdx.y * MG_TN + col] = tile[i];
+    }
+    return;
+  }
+  int half = MG_TN / 2;
+  for (int i = threadIdx.x; i < MG_TM * half; i += blockDim.x) {
+    int r = i / half, g = i % half;
+    int col = blockIdx.y * half + g;
+    if (r < rows && col < swiglu_inter) {
+      float a = tile[r * MG_TN + g];
+      y[(long)(row0 + r) * swiglu_inter + col] = a / (1.f + expf(-a)) * tile[r * MG_TN + half + g];
+    }
+  }
+}
+
+// The weight row behind column j of column tile blockIdx.y: j itself, or with swiglu_inter > 0 gate row g for j < MG_TN / 2
+// and up row swiglu_inter + g after (g the tile's gate column); false past the weight's rows.
+__device__ __forceinline__ bool moe_weight_row(int j, int n, int swiglu_inter, long* row) {
+  if (swiglu_inter > 0) {
+    int half = MG_TN / 2;
+    int g = blockIdx.y * half + (j % half);
+    *row = j < half ? g : swiglu_inter + g;
+    return g < swiglu_inter;
+  }
+  *row = (long)blockIdx.y * MG_TN + j;
+  return *row < n;
+}
+
+// v as parts BF16 parts (p0 = bf16(v), p1 = bf16(v - p0), ...; the later parts 0 once one is not finite).
+__device__ __forceinline__ void bf16_split(float v, int parts, __nv_bfloat16* out, int stride) {
+  bool finite = true;
+  for (int a = 0; a < parts; a++) {
+    __nv_bfloat16 p = __float2bfloat16_rn(finite ? v : 0.f);
+    out[a * stride] = p;
+    float pf = __bfloat162float(p);
+    finite = finite && isfinite(pf);
+    v = __fsub_rn(v, pf);
+  }
+}
+
 // All experts of a layer as one grouped GEMM, group bounds on the device (offsets from moe_slots' permutation): block
 // (b, j) computes row tile b (tile_start says whose expert: tile b - tile_start[e] of expert e) times column tile j
 // of y [slots, n] = x [slots, k] . w[e]^T, fp32 accumulate over k in MG_TK steps, with the products DequantPlan says
 // (w_a . x_b for a < weight parts, b < input parts - a; or fp32). With swiglu_inter > 0, w[e] is gate|up
 // [2 * swiglu_inter, k] and a column tile holds MG_TN / 2 gate columns and their up columns: the block writes
 // silu(gate) * up to y [slots, swiglu_inter]. Tiles past the last expert's return at once (the grid is an upper
-// bound the host knows without reading the routing). block: 256 threads, a 4 x 4 outputs each. Twin:
-// HostDevice.gemmExperts / gemmExpertsSwiglu (the rows of each expert through gemm).
+// bound the host knows without reading the routing). block: 256 threads, a 4 x 4 outputs each, on the CUDA cores (the
+// fp32 plans; moe_gemm_bf16 runs the others). Twin: HostDevice.gemmExperts / gemmExpertsSwiglu (each expert's rows
+// through gemm).
 extern "C" __global__ void __launch_bounds__(256) moe_gemm(const float* x, const int* offsets, const int* tile_start,
                                                            int n_experts, const ExpertWeight* table, const int* meta,
                                                            int k, int n, int swiglu_inter, float* y) {
   __shared__ float xs[3][MG_TK][MG_TM];
   __shared__ float ws[3][MG_TK][MG_TN + 1];
   __shared__ float tile[MG_TM * MG_TN];  // SwiGLU: the block's outputs, gate and up columns side by side
-  int b = blockIdx.x;
-  if (b >= tile_start[n_experts]) return;
-  int lo = 0, hi = n_experts - 1;  // the last expert whose tiles start at or before b (an empty one starts where
-  while (lo < hi) {                // the next does, so the last is the one b is in)
-    int mid = (lo + hi + 1) >> 1;
-    if (tile_start[mid] <= b) lo = mid; else hi = mid - 1;
-  }
-  int e = lo;
-  int row0 = offsets[e] + (b - tile_start[e]) * MG_TM;
-  int rows = min(MG_TM, offsets[e + 1] - row0);
+  int e, row0, rows;
+  if (!moe_row_tile(offsets, tile_start, n_experts, &e, &row0, &rows)) return;
   ExpertWeight w = table[e];
   int w_parts = (int)((w.flags >> 4) & 15), x_parts = (int)((w.flags >> 8) & 15);
-  int half = MG_TN / 2;
-  int cols = swiglu_inter > 0 ? 2 * half : min(MG_TN, n - (int)blockIdx.y * MG_TN);
   int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
   float acc[4][4];
   for (int i = 0; i < 4; i++)
@@ -714,15 +771,7 @@ extern "C" __global__ void __launch_bounds__(256) moe_gemm(const float* x, const
     for (int i = threadIdx.x; i < MG_TN * MG_TK; i += blockDim.x) {
       int j = i / MG_TK, c = i % MG_TK;
       long wr;
-      bool valid;
-      if (swiglu_inter > 0) {
-        int g = blockIdx.y * half + (j % half);
-        valid = g < swiglu_inter;
-        wr = j < half ? g : swiglu_inter + g;
-      } else {
-        wr = (long)blockIdx.y * MG_TN + j;
-        valid = j < cols;
-      }
+      bool valid = moe_weight_row(j, n, swiglu_inter, &wr);
       float v = valid && k0 + c < k ? expert_weight(w, meta, k, wr, k0 + c) : 0.f;
       bf16_parts(v, x_parts == 0 ? 0 : w_parts, &ws[0][c][j], MG_TK * (MG_TN + 1));
     }
@@ -742,24 +791,66 @@ extern "C" __global__ void __launch_bounds__(256) moe_gemm(const float* x, const
     }
     __syncthreads();
   }
-  if (swiglu_inter == 0) {
-    for (int i = 0; i < 4; i++)
-      for (int j = 0; j < 4; j++) {
-        int r = ty * 4 + i, col = tx * 4 + j;
-        if (r < rows && col < cols) y[(long)(row0 + r) * n + blockIdx.y * MG_TN + col] = acc[i][j];
-      }
-    return;
-  }
-  // SwiGLU: silu(gate[r, g]) * up[r, g] as the swiglu kernel computes it, through shared memory.
   for (int i = 0; i < 4; i++)
     for (int j = 0; j < 4; j++) tile[(ty * 4 + i) * MG_TN + tx * 4 + j] = acc[i][j];
   __syncthreads();
-  for (int i = threadIdx.x; i < MG_TM * half; i += blockDim.x) {
-    int r = i / half, g = i % half;
-    int col = blockIdx.y * half + g;
-    if (r < rows && col < swiglu_inter) {
-      float a = tile[r * MG_TN + g];
-      y[(long)(row0 + r) * swiglu_inter + col] = a / (1.f + expf(-a)) * tile[r * MG_TN + half + g];
+  moe_store(tile, row0, rows, n, swiglu_inter, y);
+}
+
+// moe_gemm on the tensor cores, for layers whose every expert multiplies BF16 parts (no fp32 plan): the same row tiles,
+// column tiles and store; per MW_TK step of k the block writes the tile's x and weight parts as BF16 into shared memory
+// (x row-major, the weight column-major: a weight row's k values side by side), and each of the 8 warps accumulates its
+// two 16 x 16 output fragments (warp w: rows 16 * (w / 2), columns 32 * (w % 2)) with wmma BF16 16x16x16 products in
+// fp32, one per (weight part a, input part p) with a + p < input parts. Twin: HostDevice.gemmExperts.
+#define MW_TK 32
+extern "C" __global__ void __launch_bounds__(256) moe_gemm_bf16(const float* x, const int* offsets, const int* tile_start,
+                                                                int n_experts, const ExpertWeight* table,
+                                                                const int* meta, int k, int n, int swiglu_inter,
+                                                                float* y) {
+  using namespace nvcuda;
+  __shared__ __align__(32) __nv_bfloat16 xs[3][MG_TM * MW_TK];
+  __shared__ __align__(32) __nv_bfloat16 ws[3][MG_TN * MW_TK];
+  __shared__ __align__(32) float tile[MG_TM * MG_TN];
+  int e, row0, rows;
+  if (!moe_row_tile(offsets, tile_start, n_experts, &e, &row0, &rows)) return;
+  ExpertWeight w = table[e];
+  int w_parts = (int)((w.flags >> 4) & 15), x_parts = (int)((w.flags >> 8) & 15);
+  int warp = threadIdx.x >> 5;
+  int fr = warp >> 1, fc = (warp & 1) * 2;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2];
+  wmma::fill_fragment(acc[0], 0.f);
+  wmma::fill_fragment(acc[1], 0.f);
+  for (int k0 = 0; k0 < k; k0 += MW_TK) {
+    for (int i = threadIdx.x; i < MG_TM * MW_TK; i += blockDim.x) {
+      int r = i / MW_TK, c = i % MW_TK;
+      float v = r < rows && k0 + c < k ? x[(long)(row0 + r) * k + k0 + c] : 0.f;
+      bf16_split(v, x_parts, &xs[0][i], MG_TM * MW_TK);
     }
+    for (int i = threadIdx.x; i < MG_TN * MW_TK; i += blockDim.x) {
+      int j = i / MW_TK, c = i % MW_TK;
+      long wr;
+      bool valid = moe_weight_row(j, n, swiglu_inter, &wr);
+      float v = valid && k0 + c < k ? expert_weight(w, meta, k, wr, k0 + c) : 0.f;
+      bf16_split(v, w_parts, &ws[0][i], MG_TN * MW_TK);
+    }
+    __syncthreads();
+    for (int kk = 0; kk < MW_TK; kk += 16) {
+      for (int a = 0; a < w_parts; a++) {
+        for (int p = 0; p < x_parts - a; p++) {
+          wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+          wmma::load_matrix_sync(fa, &xs[p][fr * 16 * MW_TK + kk], MW_TK);
+          for (int f = 0; f < 2; f++) {
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
+            wmma::load_matrix_sync(fb, &ws[a][(fc + f) * 16 * MW_TK + kk], MW_TK);
+            wmma::mma_sync(acc[f], fa, fb, acc[f]);
+          }
+        }
+      }
+    }
+    __syncthreads();
   }
+  for (int f = 0; f < 2; f++)
+    wmma::store_matrix_sync(&tile[fr * 16 * MG_TN + (fc + f) * 16], acc[f], MG_TN, wmma::mem_row_major);
+  __syncthreads();
+  moe_store(tile, row0, rows, n, swiglu_inter, y);
 }

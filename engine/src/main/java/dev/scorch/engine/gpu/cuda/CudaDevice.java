@@ -715,8 +715,9 @@ public final class CudaDevice implements Device {
     }
 
     /**
-     * The moe_gemm kernel over w's experts: the row tiles of each expert from the device's offsets (moe_tile_starts),
-     * then a grid of (an upper bound on the row tiles: one partial tile per expert at most) × column tiles.
+     * The moe_gemm kernels over w's experts (moe_gemm_bf16 on the tensor cores when every expert multiplies BF16 parts):
+     * the row tiles of each expert from the device's offsets (moe_tile_starts), then a grid of (an upper bound on the
+     * row tiles: one partial tile per expert at most) × column tiles.
      */
     private void expertGemm(
             Buf x, Buf offsets, int slots, int k, Buf[] w, int n, int swigluInter, Buf y, GemmPrecision precision) {
@@ -741,7 +742,7 @@ public final class CudaDevice implements Device {
         int rowTiles = (slots + MG_TM - 1) / MG_TM + Math.min(w.length, slots);
         int colTiles = swigluInter > 0 ? (swigluInter + MG_TN / 2 - 1) / (MG_TN / 2) : (n + MG_TN - 1) / MG_TN;
         kernels.launch(
-                "moe_gemm",
+                table.tensorCores() ? "moe_gemm_bf16" : "moe_gemm",
                 rowTiles,
                 colTiles,
                 256,
@@ -791,8 +792,11 @@ public final class CudaDevice implements Device {
         }
     }
 
-    /** A layer's experts for moe_gemm: each one's ExpertWeight (4 words) and the shape facts they share. */
-    private record ExpertTable(Buf experts, Buf meta) {}
+    /**
+     * A layer's experts for moe_gemm: each one's ExpertWeight (4 words) and the shape facts they share; tensorCores when
+     * every expert multiplies BF16 parts (moe_gemm_bf16), not fp32 weights.
+     */
+    private record ExpertTable(Buf experts, Buf meta, boolean tensorCores) {}
 
     /**
      * w's table, built on first use in this precision (the plan of each expert's products depends on it) and kept while
@@ -804,6 +808,7 @@ public final class CudaDevice implements Device {
                 .computeIfAbsent(precision, p -> {
                     long[] words = new long[4 * w.length];
                     int[] meta = new int[6];
+                    boolean tensorCores = true;
                     meta[0] = expertKind(w[0]);
                     for (int e = 0; e < w.length; e++) {
                         Buf b = w[e];
@@ -843,13 +848,14 @@ public final class CudaDevice implements Device {
                                     : DequantPlan.FP32;
                         }
                         words[4 * e + 3] = flags | (long) plan.weightParts() << 4 | (long) plan.inputParts() << 8;
+                        tensorCores &= !plan.fp32();
                     }
                     int[] asInts = new int[2 * words.length]; // little-endian halves, as the kernel's struct reads them
                     for (int i = 0; i < words.length; i++) {
                         asInts[2 * i] = (int) words[i];
                         asInts[2 * i + 1] = (int) (words[i] >>> 32);
                     }
-                    return new ExpertTable(upload(asInts), upload(meta));
+                    return new ExpertTable(upload(asInts), upload(meta), tensorCores);
                 });
     }
 
