@@ -64,12 +64,17 @@ public record DevicePeak(String name, double bf16Flops, double fp8Flops, String 
         return flopsPerSecond / fp8Flops;
     }
 
-    /** "H200 SXM: BF16 989.4 TFLOPS, FP8 1978.9 TFLOPS (source)". */
+    /** "H200 SXM: BF16 989.4 TFLOP/s, FP8 1978.9 TFLOP/s (source)"; a peak under 1 TFLOP/s in GFLOP/s. */
     public String describe() {
-        String fp8 = Double.isNaN(fp8Flops) || fp8Flops == bf16Flops
-                ? ""
-                : String.format(Locale.ROOT, ", FP8 %.1f TFLOPS", fp8Flops / 1e12);
+        String fp8 = Double.isNaN(fp8Flops) || fp8Flops == bf16Flops ? "" : ", FP8 " + rate(fp8Flops);
         String bf16 = fp8.isEmpty() ? "" : "BF16 ";
-        return String.format(Locale.ROOT, "%s: %s%.1f TFLOPS%s (%s)", name, bf16, bf16Flops / 1e12, fp8, source);
+        return String.format(Locale.ROOT, "%s: %s%s%s (%s)", name, bf16, rate(bf16Flops), fp8, source);
+    }
+
+    /** FLOP/s in words: "989.4 TFLOP/s", "69.8 GFLOP/s". */
+    public static String rate(double flopsPerSecond) {
+        return flopsPerSecond >= 1e12
+                ? String.format(Locale.ROOT, "%.1f TFLOP/s", flopsPerSecond / 1e12)
+                : String.format(Locale.ROOT, "%.1f GFLOP/s", flopsPerSecond / 1e9);
     }
 }

@@ -137,14 +137,14 @@ public record FullModelEstimate(
                 fullSeconds()));
         out.add(String.format(
                 Locale.ROOT,
-                "  prefill %d tokens / %.4f s = %.1f tokens/s (one device running every layer; per GPU of a balanced"
+                "  prefill %d tokens / %.4f s = %.3g tokens/s (one device running every layer; per GPU of a balanced"
                         + " pipeline)",
                 tokens,
                 fullSeconds(),
                 tokensPerSecond()));
         out.add(String.format(
                 Locale.ROOT,
-                "  FLOPs/token = %d x %.1f M + %d x %.1f M + %.1f M (lm_head) = %.2f G; x %.1f tokens/s = %.3f TFLOP/s%s",
+                "  FLOPs/token = %d x %.1f M + %d x %.1f M + %.1f M (lm_head) = %.2f G; x %.3g tokens/s = %s%s",
                 denseLayers,
                 denseFlops() / 1e6,
                 layers - denseLayers,
@@ -152,7 +152,7 @@ public record FullModelEstimate(
                 LayerFlops.head(bench) / 1e6,
                 fullFlopsPerToken() / 1e9,
                 tokensPerSecond(),
-                flopsPerSecond() / 1e12,
+                DevicePeak.rate(flopsPerSecond()),
                 peak == null ? "" : "; " + Mfu.describe(peak, flopsPerSecond())));
         return out;
     }

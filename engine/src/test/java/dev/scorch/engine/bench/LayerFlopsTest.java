@@ -85,8 +85,8 @@ class LayerFlopsTest {
         assertTrue(
                 lines.get(2).contains("1 x 0.1000 s (dense) + 60 x 0.2000 s x 1.00541 (MoE) + 0.0500 s"), lines.get(2));
         assertTrue(lines.get(2).endsWith("= 12.2149 s"), lines.get(2));
-        assertTrue(lines.get(3).contains("64 tokens / 12.2149 s = 5.2 tokens/s"), lines.get(3));
-        assertTrue(lines.get(4).contains("= 63.45 G"), lines.get(4));
+        assertTrue(lines.get(3).contains("64 tokens / 12.2149 s = 5.24 tokens/s"), lines.get(3));
+        assertTrue(lines.get(4).contains("= 63.45 G; x 5.24 tokens/s = 332.5 GFLOP/s"), lines.get(4));
         assertTrue(lines.get(4).contains("MFU 33.25 % of test"), lines.get(4));
 
         assertThrows(IllegalArgumentException.class, () -> new FullModelEstimate(bench, 61, 62, 384, 64, 64, 1, 1, 0));
@@ -109,6 +109,12 @@ class LayerFlopsTest {
         assertTrue(DevicePeak.ofCudaName("NVIDIA A100-SXM4-80GB").isEmpty());
         assertEquals(0.25, DevicePeak.stated("CPU", 0.2).mfuBf16(50e9), 1e-12);
         assertThrows(IllegalArgumentException.class, () -> DevicePeak.stated("CPU", 0));
+        assertEquals(
+                "H200 SXM: BF16 989.4 TFLOP/s, FP8 1978.9 TFLOP/s (NVIDIA datasheet, dense (half the 2:4-sparsity figure))",
+                h200.describe());
+        assertEquals(
+                "CPU: 69.8 GFLOP/s (stated with --peak-tflops)",
+                DevicePeak.stated("CPU", 0.0698).describe());
     }
 
     @Test

@@ -296,13 +296,13 @@ public final class BenchCommand implements Callable<Integer> {
             double secs = r.layerSeconds()[l];
             double flops = LayerFlops.layer(c, l, keys);
             System.out.printf(
-                    "  layer %d (%s): %.4f s a pass, %.1f tokens/s; %.1f MFLOP/token -> %.4f TFLOP/s%s%n",
+                    "  layer %d (%s): %.4f s a pass, %.1f tokens/s; %.1f MFLOP/token -> %s%s%n",
                     l,
                     c.isMoeLayer(l) ? "MoE, " + c.nRoutedExperts() + " experts, top-" + c.numExpertsPerTok() : "dense",
                     secs,
                     tokens / secs,
                     flops / 1e6,
-                    flops * tokens / secs / 1e12,
+                    DevicePeak.rate(flops * tokens / secs),
                     peak == null ? "" : "; " + Mfu.describe(peak, flops * tokens / secs));
             ObjectNode o = layersJson.addObject();
             o.put("layer", l);
@@ -319,10 +319,10 @@ public final class BenchCommand implements Callable<Integer> {
                 LayerFlops.head(c) / 1e6, r.restSeconds());
         double modelFlops = LayerFlops.model(c, keys) * tokens / r.scoreSeconds();
         System.out.printf(
-                "  scoring pass: %.4f s, %.1f tokens/s, %.4f TFLOP/s%s%n",
+                "  scoring pass: %.4f s, %.1f tokens/s, %s%s%n",
                 r.scoreSeconds(),
                 tokens / r.scoreSeconds(),
-                modelFlops / 1e12,
+                DevicePeak.rate(modelFlops),
                 peak == null ? "" : "; " + Mfu.describe(peak, modelFlops));
         if (steps > 0) {
             System.out.printf(
