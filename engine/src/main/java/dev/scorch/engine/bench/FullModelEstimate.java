@@ -105,7 +105,8 @@ public record FullModelEstimate(
         List<String> out = new ArrayList<>();
         out.add(String.format(
                 Locale.ROOT,
-                "full model: %d layers (%d dense + %d MoE), %d experts, top-%d; %d tokens a pass, %d per sequence",
+                "full model at these widths: %d layers (%d dense + %d MoE), %d experts, top-%d; %d tokens a pass, %d"
+                        + " per sequence",
                 layers,
                 denseLayers,
                 layers - denseLayers,
