@@ -102,8 +102,18 @@ public final class GpuModel implements AutoCloseable {
      * all of it in the absorbed form ({@link GpuAttention}).
      * routes, when not null, is [moe layer][T * top_k] and receives each token's experts.
      */
-    public synchronized <R> R forward(
+    public <R> R forward(
             PackedBatch batch, GpuKvCache[] caches, int[][] routes, java.util.function.Function<Buf, R> then) {
+        return forward(batch, caches, routes, then, null);
+    }
+
+    /** As {@link #forward(PackedBatch, GpuKvCache[], int[][], java.util.function.Function)}, calling boundary with l before layer l and with the layer count after the last (the benchmark's per-layer clock). */
+    public synchronized <R> R forward(
+            PackedBatch batch,
+            GpuKvCache[] caches,
+            int[][] routes,
+            java.util.function.Function<Buf, R> then,
+            java.util.function.IntConsumer boundary) {
         floats.reset();
         ints.reset();
         int t = batch.numTokens();
@@ -123,6 +133,9 @@ public final class GpuModel implements AutoCloseable {
         AttentionBatch b = batch(batch, caches);
         int moeIndex = 0;
         for (int l = 0; l < layers.length; l++) {
+            if (boundary != null) {
+                boundary.accept(l);
+            }
             Layer layer = layers[l];
             long floatMark = floats.mark(); // this layer's scratch goes back once its output is in x
             long intMark = ints.mark();
@@ -143,6 +156,9 @@ public final class GpuModel implements AutoCloseable {
             dev.add(x, m, (long) t * hidden);
             floats.release(floatMark);
             ints.release(intMark);
+        }
+        if (boundary != null) {
+            boundary.accept(layers.length);
         }
         if (caches != null) {
             for (int s = 0; s < caches.length; s++) {

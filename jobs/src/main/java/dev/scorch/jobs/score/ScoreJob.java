@@ -40,6 +40,7 @@ public final class ScoreJob {
                 .setThreads(spec.threads())
                 .setBackend(spec.backend())
                 .setGpuPrecision(spec.gpuPrecision())
+                .setGpuBatchTokens(spec.gpuBatchTokens())
                 .setInputErrorCol(ScoreSchema.INPUT_ERROR)
                 .setRowLabelCol(ScoreSchema.SOURCE)
                 .setMetrics(metrics);
@@ -59,6 +60,7 @@ public final class ScoreJob {
                     metrics.batches().value(),
                     (System.nanoTime() - t0) / 1e9,
                     metrics.engineSeconds(),
+                    metrics.partitionSeconds(),
                     metrics.paddingRatio(),
                     run.model().label(),
                     run.model().weights(),

@@ -5,6 +5,7 @@ import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.jobs.JobSpec;
 import dev.scorch.jobs.output.WriteMode;
+import dev.scorch.udfs.score.ScoreOptions;
 import java.nio.file.Path;
 
 /**
@@ -12,6 +13,7 @@ import java.nio.file.Path;
  *
  * @param backend      where each task runs the engine (auto: CUDA when the task holds a GPU and CUDA loads)
  * @param gpuPrecision GEMM precision of tasks that run on CUDA
+ * @param gpuBatchTokens tokens a CUDA task packs into one forward at least, where its memory budget holds them
  */
 public record ScoreSpec(
         Path model,
@@ -34,8 +36,57 @@ public record ScoreSpec(
         int slices,
         WriteMode write,
         BackendMode backend,
-        GemmPrecision gpuPrecision)
+        GemmPrecision gpuPrecision,
+        int gpuBatchTokens)
         implements JobSpec {
+
+    /** As the canonical constructor, with {@link ScoreOptions#DEFAULT_GPU_BATCH_TOKENS}. */
+    public ScoreSpec(
+            Path model,
+            String input,
+            String inputFormat,
+            String output,
+            String outputFormat,
+            int partitions,
+            int maxBatchTokens,
+            int windowRows,
+            long arrowMemoryBytes,
+            int topK,
+            LogitsMode logits,
+            String idColumn,
+            String tokenIdsColumn,
+            String textColumn,
+            String continuationColumn,
+            String weights,
+            int threads,
+            int slices,
+            WriteMode write,
+            BackendMode backend,
+            GemmPrecision gpuPrecision) {
+        this(
+                model,
+                input,
+                inputFormat,
+                output,
+                outputFormat,
+                partitions,
+                maxBatchTokens,
+                windowRows,
+                arrowMemoryBytes,
+                topK,
+                logits,
+                idColumn,
+                tokenIdsColumn,
+                textColumn,
+                continuationColumn,
+                weights,
+                threads,
+                slices,
+                write,
+                backend,
+                gpuPrecision,
+                ScoreOptions.DEFAULT_GPU_BATCH_TOKENS);
+    }
 
     @Override
     public String job() {

@@ -25,6 +25,7 @@ public final class ScoreParams {
     private LogitsMode logits = LogitsMode.NONE;
     private int maxBatchTokens = 4096;
     private int windowRows = 256;
+    private int gpuBatchTokens = ScoreOptions.DEFAULT_GPU_BATCH_TOKENS;
     private long arrowMemoryBytes = 1024L << 20;
     private int threads;
     private BackendMode backend = BackendMode.AUTO;
@@ -119,6 +120,15 @@ public final class ScoreParams {
         return this;
     }
 
+    /**
+     * Tokens a CUDA task packs into one forward at least, above {@link #setMaxBatchTokens} (sized for the CPU), where
+     * the GPU's free memory holds them; a task's windows then hold two such batches (the scores do not change).
+     */
+    public ScoreParams setGpuBatchTokens(int v) {
+        gpuBatchTokens = v;
+        return this;
+    }
+
     /** Rows a task reads, sorts by length and batches together before their results leave. */
     public ScoreParams setWindowRows(int v) {
         windowRows = v;
@@ -201,7 +211,14 @@ public final class ScoreParams {
             throw new IllegalArgumentException("arrow memory must be positive, got " + arrowMemoryBytes);
         }
         return new ScoreOptions(
-                maxBatchTokens, windowRows, topK, logits, Values.threads(spark, threads), backend, gpuPrecision);
+                maxBatchTokens,
+                windowRows,
+                topK,
+                logits,
+                Values.threads(spark, threads),
+                backend,
+                gpuPrecision,
+                gpuBatchTokens);
     }
 
     @Override
@@ -209,7 +226,8 @@ public final class ScoreParams {
         return String.format(
                 Locale.ROOT,
                 "ScoreParams[tokenIdsCol=%s, textCol=%s, continuationCol=%s, outputPrefix=%s, topK=%d, logits=%s,"
-                        + " maxBatchTokens=%d, windowRows=%d, threads=%d, backend=%s, gpuPrecision=%s]",
+                        + " maxBatchTokens=%d, gpuBatchTokens=%d, windowRows=%d, threads=%d, backend=%s,"
+                        + " gpuPrecision=%s]",
                 tokenIdsCol,
                 textCol,
                 continuationCol,
@@ -217,6 +235,7 @@ public final class ScoreParams {
                 topK,
                 logits,
                 maxBatchTokens,
+                gpuBatchTokens,
                 windowRows,
                 threads,
                 backend.flag(),
