@@ -60,9 +60,9 @@ public record KernelSelection(
      */
     public static final String CUDA_BATCHED_EXPERTS = "scorch.cuda.batched-experts";
     /**
-     * -Dscorch.cuda.moe-gemm=false: routed experts as one cuBLAS GEMM per expert after reading the expert offsets back
-     * (the path that has passed the device check), instead of the moe_gemm kernel over all experts with its group
-     * bounds on the device (the default, not yet run on a GPU).
+     * -Dscorch.cuda.moe-gemm=true: routed experts through the moe_gemm kernel over all experts, group bounds on the
+     * device, instead of one cuBLAS GEMM per expert after reading the expert offsets back. Off by default until it passes
+     * the device check (bin/gpu-check turns it on); the cuBLAS path has passed it.
      */
     public static final String CUDA_MOE_GEMM = "scorch.cuda.moe-gemm";
 
@@ -79,9 +79,9 @@ public record KernelSelection(
         CpuPrecision.PROPERTY
     };
 
-    /** Whether the value of -Dscorch.cuda.moe-gemm leaves moe_gemm on: anything but false (in any case). */
+    /** Whether the value of -Dscorch.cuda.moe-gemm turns moe_gemm on: true (in any case), as Boolean.getBoolean. */
     public static boolean moeGemm(String value) {
-        return !"false".equalsIgnoreCase(value);
+        return Boolean.parseBoolean(value);
     }
 
     /** Where a kernel runs. */
@@ -320,9 +320,11 @@ public record KernelSelection(
                 ? new Choice(
                         Impl.CUDA,
                         "moe_gemm, one grouped kernel per projection over all experts",
-                        "the default: group bounds stay on the device")
+                        "-D" + CUDA_MOE_GEMM + "=true")
                 : new Choice(
-                        Impl.CUDA, "one cuBLAS GEMM per expert, offsets read back", "-D" + CUDA_MOE_GEMM + "=false");
+                        Impl.CUDA,
+                        "one cuBLAS GEMM per expert, offsets read back",
+                        "the default until moe_gemm passes the device check");
         // Precision: bf16 parts need the AVX-512 tile (32 rows) and AVX512-BF16; fp32 is the default and the fallback.
         String asked = in.property(CpuPrecision.PROPERTY);
         CpuPrecision wanted;

@@ -218,19 +218,19 @@ class KernelSelectionTest {
     }
 
     @Test
-    void cudaExpertsRunMoeGemmUnlessToldNot() {
-        for (String v : new String[] {"false", "FALSE", "False"}) {
-            assertChoice(
-                    Impl.CUDA,
-                    "one cuBLAS GEMM per expert, offsets read back",
-                    "-Dscorch.cuda.moe-gemm=false",
-                    choose(17, 16, NOT_BUILT, Map.of("scorch.cuda.moe-gemm", v)).cudaExperts());
-        }
-        for (String v : new String[] {"true", "no", ""}) {
+    void cudaExpertsRunMoeGemmOnlyWhenAskedFor() {
+        for (String v : new String[] {"true", "TRUE", "True"}) {
             assertChoice(
                     Impl.CUDA,
                     "moe_gemm, one grouped kernel per projection over all experts",
-                    "the default: group bounds stay on the device",
+                    "-Dscorch.cuda.moe-gemm=true",
+                    choose(17, 16, NOT_BUILT, Map.of("scorch.cuda.moe-gemm", v)).cudaExperts());
+        }
+        for (String v : new String[] {"false", "yes", ""}) {
+            assertChoice(
+                    Impl.CUDA,
+                    "one cuBLAS GEMM per expert, offsets read back",
+                    "the default until moe_gemm passes the device check",
                     choose(17, 16, NOT_BUILT, Map.of("scorch.cuda.moe-gemm", v)).cudaExperts());
         }
     }

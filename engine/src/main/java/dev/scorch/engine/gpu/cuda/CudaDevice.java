@@ -53,7 +53,7 @@ public final class CudaDevice implements Device {
     private static final int BLOCK = 256; // log_softmax_stats and the block reductions assume it
     /** Experts as cuBLAS batched GEMMs (-Dscorch.cuda.batched-experts=true; {@link KernelSelection} says why not by default). */
     static final boolean BATCHED_EXPERTS = KernelSelection.current().cudaBatchedExperts();
-    /** Experts through moe_gemm, group bounds on the device (-Dscorch.cuda.moe-gemm=false: one cuBLAS GEMM each). */
+    /** Experts through moe_gemm, group bounds on the device (-Dscorch.cuda.moe-gemm=true; else one cuBLAS GEMM each). */
     static final boolean MOE_GEMM = KernelSelection.moeGemm(System.getProperty(KernelSelection.CUDA_MOE_GEMM));
 
     private static final int ATTN_THREADS = 128; // as scorch_kernels.cu's ATTN_THREADS, ATTN_MAX_QK, ATTN_MAX_V
@@ -82,7 +82,7 @@ public final class CudaDevice implements Device {
     private final java.util.Map<Buf[], java.util.Map<GemmPrecision, ExpertTable>> expertTables =
             new java.util.IdentityHashMap<>();
     private Buf tileStart; // moe_gemm's row tiles per expert [experts + 1]
-    private Buf guScratch; // -Dscorch.cuda.moe-gemm=false: one expert's gate|up rows before SwiGLU
+    private Buf guScratch; // without -Dscorch.cuda.moe-gemm=true: one expert's gate|up rows before SwiGLU
     private String groupedDetail;
     private LongPointer stageL = new LongPointer(0);
     private long bf16ScratchElems;
@@ -760,7 +760,7 @@ public final class CudaDevice implements Device {
     }
 
     /**
-     * -Dscorch.cuda.moe-gemm=false: the offsets read back (a host round trip per projection), then one cuBLAS GEMM per
+     * The default (without -Dscorch.cuda.moe-gemm=true): the offsets read back (a host round trip per projection), then one cuBLAS GEMM per
      * expert with rows, as the MoE ran before moe_gemm; SwiGLU after each expert's gate_up GEMM, through a scratch.
      */
     private void perExpert(
