@@ -67,8 +67,8 @@ public final class GpuScorer implements BatchScorer {
                     targets[j] = out.target(s, pos);
                     wholeRows |= out.needsRow(s, pos);
                 }
-                long[] mark = model.markScratch();
-                Buf[] ls = model.logits(hidden, rowIds, targets);
+                long[] mark = model.stage().markScratch();
+                Buf[] ls = model.stage().logits(hidden, rowIds, targets);
                 model.device().read(ls[1], stats, 0, 3 * rows);
                 if (wholeRows) {
                     if (rowsHost == null) {
@@ -86,7 +86,7 @@ public final class GpuScorer implements BatchScorer {
                             rowsHost,
                             j * vocab);
                 }
-                model.releaseScratch(mark); // the next chunk reuses this one's scratch
+                model.stage().releaseScratch(mark); // the next chunk reuses this one's scratch
             }
             return null;
         });
