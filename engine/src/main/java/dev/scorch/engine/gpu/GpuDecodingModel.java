@@ -13,12 +13,9 @@ import java.util.List;
 public final class GpuDecodingModel implements DecodingModel {
     private final GpuStages model;
 
-    public GpuDecodingModel(GpuModel model) {
+    /** Decoding on a {@link GpuModel}, a {@link GpuPipeline} or another chain of stages. */
+    public GpuDecodingModel(GpuStages model) {
         this.model = model;
-    }
-
-    public GpuDecodingModel(GpuPipeline pipeline) {
-        this.model = pipeline;
     }
 
     /** A sequence's device KV caches, one per stage (the stage's layers, on its device). */
@@ -81,6 +78,9 @@ public final class GpuDecodingModel implements DecodingModel {
     private float[] nextTokenLogits(List<int[]> seqs, Cache[] caches) {
         int n = seqs.size();
         int vocab = model.config().vocabSize();
+        if (n == 0) {
+            return new float[0];
+        }
         int[] lengths = new int[n];
         for (int s = 0; s < n; s++) {
             lengths[s] = seqs.get(s).length;

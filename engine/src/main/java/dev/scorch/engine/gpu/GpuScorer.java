@@ -20,12 +20,9 @@ public final class GpuScorer implements BatchScorer {
 
     private final GpuStages stages;
 
-    public GpuScorer(GpuModel model) {
-        this.stages = model;
-    }
-
-    public GpuScorer(GpuPipeline pipeline) {
-        this.stages = pipeline;
+    /** A scorer on a {@link GpuModel}, a {@link GpuPipeline} or another chain of stages. */
+    public GpuScorer(GpuStages stages) {
+        this.stages = stages;
     }
 
     /** The one-device model scored on, or null when this scorer runs a pipeline. */
@@ -56,6 +53,9 @@ public final class GpuScorer implements BatchScorer {
         out.reset(requests, vocab);
         int n = requests.size();
         if (n == 0) {
+            if (routes != null) {
+                java.util.Arrays.fill(routes, new int[0]);
+            }
             return;
         }
         int[] lengths = new int[n];

@@ -8,7 +8,8 @@ import java.util.List;
 /**
  * The model as a chain of {@link GpuStage}s, each micro-batch run through them in order: a {@link GpuModel} (one
  * stage on one device) or a {@link GpuPipeline} (stages on several devices, working at once on different
- * micro-batches). What {@link GpuScorer} and {@link GpuDecodingModel} run on.
+ * micro-batches). What {@link GpuScorer} and {@link GpuDecodingModel} run on; a pipeline whose stages are spread over
+ * several processes implements it too, its {@link #stages} being the local ones.
  */
 public interface GpuStages {
     ModelConfig config();
@@ -25,7 +26,7 @@ public interface GpuStages {
      */
     record Micro(PackedBatch batch, GpuKvCache[][] caches, int[][] routes) {
         /** The caches of stage k's layers, one per sequence, or null. */
-        GpuKvCache[] stage(int k) {
+        public GpuKvCache[] stage(int k) {
             if (caches == null) {
                 return null;
             }

@@ -141,6 +141,32 @@ class GpuPipelineTest {
         }
     }
 
+    @Test
+    void aStageChecksWhatItHoldsAndWhatItIsGiven() {
+        ModelWeights w = ModelWeights.open(TestModels.conformanceModel());
+        IllegalArgumentException e = assertThrows(
+                IllegalArgumentException.class, () -> GpuStage.load(w, new HostDevice(), P, 1, 2, true, false));
+        assertTrue(e.getMessage().startsWith("layers [1, 2) of 3: only a stage from layer 0"), e.getMessage());
+        assertThrows(IllegalArgumentException.class, () -> GpuStage.load(w, new HostDevice(), P, 2, 1));
+        assertThrows(IllegalArgumentException.class, () -> GpuStage.load(w, new HostDevice(), P, 0, 4));
+        PackedBatch batch = PackedBatch.of(List.of(new int[] {1, 2, 3}));
+        try (GpuStage first = GpuStage.load(w, new HostDevice(), P, 0, 1);
+                GpuStage rest = GpuStage.load(w, new HostDevice(), P, 1, 3)) {
+            assertTrue(first.isFirst() && !first.isLast() && !rest.isFirst() && rest.isLast());
+            e = assertThrows(IllegalArgumentException.class, () -> rest.forward(batch, null, null));
+            assertEquals("stage of layers [1, 3) needs hidden states [3, 64], got none", e.getMessage());
+            e = assertThrows(IllegalArgumentException.class, () -> first.forward(batch, null, new float[3 * 64]));
+            assertEquals("the first stage starts from token ids, not hidden states", e.getMessage());
+            try (GpuKvCache wrong = first.newCache(8)) {
+                e = assertThrows(
+                        IllegalArgumentException.class,
+                        () -> rest.forward(batch, new GpuKvCache[] {wrong}, new float[3 * 64]));
+                assertEquals("sequence 0's cache holds 1 layers; this stage has 2", e.getMessage());
+            }
+            assertEquals(3 * 64, rest.forward(batch, null, first.forward(batch, null, null)).length);
+        }
+    }
+
     /** One device's scores, routes, final hidden states and greedy continuations. */
     private record Reference(
             List<SequenceScore> scores, int[][] routes, float[] hidden, List<List<Completion>> greedy) {}
