@@ -68,7 +68,8 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
 
     /**
      * Uploads the model over devs, stage k holding layers[k] consecutive layers (their sum is num_hidden_layers; a
-     * stage may hold none: the embedding or lm_head alone). The pipeline owns the devices and closes them.
+     * stage may hold none: the embedding or lm_head alone). The pipeline owns the devices and closes them; when loading
+     * fails they stay the caller's.
      */
     public static GpuPipeline load(ModelWeights w, List<Device> devs, GemmPrecision precision, int[] layers) {
         int n = w.config().numHiddenLayers();
@@ -89,10 +90,7 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
             }
         } catch (RuntimeException | Error e) {
             for (GpuStage s : stages) {
-                s.close();
-            }
-            for (Device d : devs) {
-                d.close();
+                s.close(); // frees what was uploaded; the devices stay the caller's, as when GpuModel.load fails
             }
             throw e;
         }
