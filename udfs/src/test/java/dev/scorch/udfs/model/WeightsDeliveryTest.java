@@ -6,8 +6,10 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import dev.scorch.engine.checkpoint.CheckpointException;
 import dev.scorch.engine.checkpoint.ModelManifest;
 import dev.scorch.udfs.api.ApiTests;
+import dev.scorch.udfs.api.ScorchModel;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Map;
 import org.apache.spark.SparkConf;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.junit.jupiter.api.Test;
@@ -60,6 +62,18 @@ class WeightsDeliveryTest {
                         + " or s3a:// path (each host copies it once into its model cache); or raise"
                         + " spark.scorch.weights.broadcastMaxSize.",
                 e.getMessage());
+    }
+
+    /** ScorchModel resolves auto (and no option) on the local[2] master to shared-path, the folder read in place. */
+    @Test
+    void autoOnALocalMasterIsSharedPath() {
+        try (ScorchModel auto =
+                        ScorchModel.load(ApiTests.spark(), ApiTests.demoModel().toString(), Map.of("weights", "auto"));
+                ScorchModel none =
+                        ScorchModel.load(ApiTests.spark(), ApiTests.demoModel().toString())) {
+            assertEquals("shared-path", auto.weights());
+            assertEquals("shared-path", none.weights());
+        }
     }
 
     /** BroadcastSource refuses a 1 TB manifest before reading a byte (its files do not even exist here). */
