@@ -15,6 +15,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.zip.CRC32C;
 import org.apache.hadoop.conf.Configuration;
@@ -118,7 +119,13 @@ public record SharedPathSource(String uri, ModelManifest manifest) implements Mo
             }
             throw new IOException(e.getCause());
         } finally {
+            // Stop the other files' copies (an interrupt closes their output channels) before the caller deletes tmp.
             pool.shutdownNow();
+            try {
+                pool.awaitTermination(1, TimeUnit.MINUTES);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
         }
         double s = (System.nanoTime() - progress.start) / 1e9;
         LOG.info(
