@@ -34,7 +34,8 @@ class ConfFilesTest {
             JobConfig c = JobConfig.read(f);
             String weights = c.option("weights", "broadcast");
             assertTrue(
-                    Set.of("broadcast", "shared-path", "files").contains(weights), f + ": scorch.weights " + weights);
+                    Set.of("auto", "broadcast", "shared-path", "files").contains(weights),
+                    f + ": scorch.weights " + weights);
             String dir = c.spark().get("spark.scorch.modelCache.dir");
             assertTrue(
                     dir == null || Path.of(dir).isAbsolute(),

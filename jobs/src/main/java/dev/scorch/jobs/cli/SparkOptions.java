@@ -35,9 +35,11 @@ public class SparkOptions {
 
     @Option(
             names = "--weights",
-            description =
-                    "broadcast (driver ships the shards as broadcast blocks), shared-path (executors read --model's path:"
-                            + " local/NFS, hdfs://, s3a://) or files (SparkContext.addFile). Default: shared-path on local masters, broadcast elsewhere.")
+            description = "auto, broadcast (driver ships the shards as broadcast blocks; refused past"
+                    + " spark.scorch.weights.broadcastMaxSize, 4g), shared-path (executors read --model's path:"
+                    + " local/NFS mapped in place; hdfs://, s3a:// copied once per host) or files"
+                    + " (SparkContext.addFile). Default auto: shared-path on local masters; elsewhere broadcast up to"
+                    + " the broadcast limit, shared-path past it.")
     String weights;
 
     @Option(names = "--threads", description = "Engine threads per task. Default: spark.task.cpus (1).")
@@ -150,10 +152,9 @@ public class SparkOptions {
         return positive("partitions", partitions, spark.sparkContext().defaultParallelism());
     }
 
+    /** --weights, else the config's scorch.weights, else auto (ScorchModel.ship then chooses by master and size). */
     String weights(SparkSession spark) {
-        boolean localMaster = spark.sparkContext().master().startsWith("local");
-        return choice(
-                "weights", weights, localMaster ? "shared-path" : "broadcast", "broadcast", "shared-path", "files");
+        return choice("weights", weights, "auto", "auto", "broadcast", "shared-path", "files");
     }
 
     int threads(SparkSession spark) {

@@ -13,6 +13,7 @@ import dev.scorch.udfs.model.BroadcastSource;
 import dev.scorch.udfs.model.ModelSource;
 import dev.scorch.udfs.model.SharedPathSource;
 import dev.scorch.udfs.model.SparkFilesSource;
+import dev.scorch.udfs.model.WeightsDelivery;
 import dev.scorch.udfs.progress.JobMetrics;
 import dev.scorch.udfs.score.ScoreOptions;
 import dev.scorch.udfs.score.ScorePartition;
@@ -34,6 +35,8 @@ import org.apache.spark.sql.functions;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * A checkpoint loaded for use in a Spark application's own DataFrames: {@link #load} validates the folder on the driver,
@@ -55,6 +58,7 @@ import org.apache.spark.sql.types.StructType;
  * }</pre>
  */
 public final class ScorchModel implements AutoCloseable {
+    private static final Logger LOG = LoggerFactory.getLogger(ScorchModel.class);
     /** Handles {@link #shared} keeps, by application, folder and shipping mode. */
     private static final Map<List<String>, ScorchModel> SHARED = new HashMap<>();
 
@@ -79,8 +83,9 @@ public final class ScorchModel implements AutoCloseable {
      * executor must see it at the same path), makes its manifest and ships its weights.
      *
      * @param options {@code weights}: broadcast (the driver sends the files as broadcast blocks; each executor host
-     *     keeps one copy in its model cache), files (SparkContext.addFile), or shared-path (executors read the folder
-     *     where it is); default shared-path on a local master, else broadcast
+     *     keeps one copy in its model cache; refused past spark.scorch.weights.broadcastMaxSize), files
+     *     (SparkContext.addFile), shared-path (executors read the folder where it is) or auto (the default: shared-path
+     *     on a local master; elsewhere broadcast up to the broadcast limit, shared-path past it)
      * @throws dev.scorch.engine.checkpoint.CheckpointException naming the folder's first problem
      */
     public static ScorchModel load(SparkSession spark, String path, Map<String, String> options) {
@@ -95,11 +100,22 @@ public final class ScorchModel implements AutoCloseable {
     }
 
     /**
-     * Ships a checked checkpoint's weights by {@code weights} (broadcast, files or shared-path; null: shared-path on a
-     * local master, else broadcast).
+     * Ships a checked checkpoint's weights by {@code weights} (broadcast, files or shared-path; null, empty or auto:
+     * {@link WeightsDelivery#defaultMode}, by the master and the checkpoint's size).
      */
     public static ScorchModel ship(SparkSession spark, CheckedModel checked, String weights) {
-        String mode = weights != null ? weights : spark.sparkContext().isLocal() ? "shared-path" : "broadcast";
+        String mode = weights;
+        if (mode == null || mode.isEmpty() || mode.equals(WeightsDelivery.AUTO)) {
+            boolean local = spark.sparkContext().isLocal();
+            long bytes = checked.manifest().totalBytes();
+            long max = WeightsDelivery.broadcastMax(spark.sparkContext().getConf());
+            mode = WeightsDelivery.defaultMode(local, bytes, max);
+            LOG.info(
+                    "scorch weights: {} for model {} ({})",
+                    mode,
+                    checked.label(),
+                    WeightsDelivery.defaultReason(local, bytes, max));
+        }
         ModelSource source = switch (mode) {
             case "broadcast" ->
                 BroadcastSource.ship(
@@ -109,7 +125,7 @@ public final class ScorchModel implements AutoCloseable {
                 new SharedPathSource(checked.dir().toAbsolutePath().toString(), checked.manifest());
             default ->
                 throw new IllegalArgumentException(
-                        "weights '" + mode + "': expected one of broadcast, shared-path, files");
+                        "weights '" + mode + "': expected one of auto, broadcast, shared-path, files");
         };
         return new ScorchModel(spark, checked, source);
     }

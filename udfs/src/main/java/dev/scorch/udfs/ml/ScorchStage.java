@@ -35,8 +35,8 @@ public abstract class ScorchStage extends Transformer implements DefaultParamsWr
         weights = new Param<>(
                 this,
                 "weights",
-                "how the weights reach executors: broadcast, files or shared-path ('': shared-path on a local master,"
-                        + " else broadcast)");
+                "how the weights reach executors: broadcast, files or shared-path ('' or auto: shared-path on a local"
+                        + " master, else broadcast up to spark.scorch.weights.broadcastMaxSize and shared-path past it)");
         tokenIdsCol = new Param<>(this, "tokenIdsCol", "column of token ids (array of int or bigint)");
         textCol = new Param<>(this, "textCol", "column of text, for rows without token ids");
         outputPrefix = new Param<>(this, "outputPrefix", "put before every result column's name");

@@ -15,7 +15,8 @@ import org.apache.spark.broadcast.Broadcast;
 /**
  * The driver ships every file of the checkpoint as Spark broadcast blocks of {@link #CHUNK} bytes (far
  * under Spark's 2 GiB block limit); each executor fetches them once, writes them into its host's model cache
- * folder ({@link ModelCache}), verifies them against the manifest, and memory-maps them from there.
+ * folder ({@link ModelCache}), verifies them against the manifest, and memory-maps them from there. The driver's block
+ * store holds the whole checkpoint meanwhile, so a model over the broadcast limit is refused ({@link WeightsDelivery}).
  */
 public final class BroadcastSource implements ModelSource {
     public static final int CHUNK = 32 << 20;
@@ -28,8 +29,12 @@ public final class BroadcastSource implements ModelSource {
         this.chunks = chunks;
     }
 
-    /** Reads the folder's files on the driver and broadcasts them chunk by chunk. */
+    /**
+     * Reads the folder's files on the driver and broadcasts them chunk by chunk; refuses, before reading anything, a
+     * model larger than {@value WeightsDelivery#BROADCAST_MAX_CONF}.
+     */
     public static BroadcastSource ship(JavaSparkContext sc, Path dir, ModelManifest manifest) {
+        WeightsDelivery.checkBroadcast(manifest, WeightsDelivery.broadcastMax(sc.getConf()));
         List<List<Broadcast<byte[]>>> all = new ArrayList<>();
         for (ModelManifest.FileEntry e : manifest.files()) {
             List<Broadcast<byte[]>> fileChunks = new ArrayList<>();
@@ -62,7 +67,7 @@ public final class BroadcastSource implements ModelSource {
         return LocalModelFolder.assemble(cacheRoot, manifest, tmp -> {
             for (int i = 0; i < manifest.files().size(); i++) {
                 try (OutputStream out = Files.newOutputStream(
-                        tmp.resolve(manifest.files().get(i).name()))) {
+                        LocalModelFolder.target(tmp, manifest.files().get(i).name()))) {
                     for (Broadcast<byte[]> c : chunks.get(i)) {
                         out.write(c.value());
                     }

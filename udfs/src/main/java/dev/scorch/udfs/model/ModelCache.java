@@ -23,6 +23,8 @@ import java.util.function.LongSupplier;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * One host's model cache folder: which of its copies running JVMs use, and room for new ones.
@@ -39,6 +41,7 @@ import java.util.stream.Stream;
  * stay (empty, one per model): deleting one could let a JVM that opened it just before hold a lease nobody sees.
  */
 final class ModelCache {
+    private static final Logger LOG = LoggerFactory.getLogger(ModelCache.class);
     static final String LEASES = "leases";
     static final String PARTIAL = ".partial-";
 
@@ -123,10 +126,56 @@ final class ModelCache {
                             root.resolve(LEASES).resolve(hash + ".assemble"),
                             StandardOpenOption.CREATE,
                             StandardOpenOption.WRITE);
-                    FileLock l = ch.lock()) {
+                    FileLock l = lockLogged(ch, hash)) {
                 return body.get();
             }
         }
+    }
+
+    /**
+     * The exclusive lock on ch, logging when another JVM of this host holds it (it is copying the model: this one waits
+     * and then maps its copy). The OS drops a lock when its process dies, so a dead JVM's lock never blocks anyone.
+     */
+    private FileLock lockLogged(FileChannel ch, String hash) throws IOException {
+        FileLock l = ch.tryLock();
+        if (l != null) {
+            return l;
+        }
+        long t0 = System.nanoTime();
+        LOG.info(
+                "scorch model cache {}: another executor of this host is assembling model {}; waiting for its copy",
+                root,
+                hash.substring(0, 12));
+        l = ch.lock();
+        LOG.info(
+                "scorch model cache {}: waited {} s for model {}",
+                root,
+                String.format("%.1f", (System.nanoTime() - t0) / 1e9),
+                hash.substring(0, 12));
+        return l;
+    }
+
+    /**
+     * Removes hash's temporary folders; call it only under {@link #assembling}'s lock, where any such folder was left by a
+     * JVM that died (or failed) while assembling. Returns how many it removed.
+     */
+    int removeTemporaries(String hash) throws IOException {
+        int n = 0;
+        try (Stream<Path> s = Files.list(root)) {
+            for (Path p : s.toList()) {
+                Matcher t = TEMPORARY.matcher(p.getFileName().toString());
+                if (t.matches() && t.group(1).equals(hash) && Files.isDirectory(p)) {
+                    LOG.info(
+                            "scorch model cache {}: removing {}, a copy of model {} cut short",
+                            root,
+                            p.getFileName(),
+                            hash.substring(0, 12));
+                    LocalModelFolder.delete(p);
+                    n++;
+                }
+            }
+        }
+        return n;
     }
 
     interface IoSupplier<T> {
@@ -156,7 +205,8 @@ final class ModelCache {
                     + gib(bytes) + ") but only "
                     + free + " bytes (" + gib(free) + ") are free there, with no unused copies left to remove; set "
                     + ExecutorModelCache.DIR_CONF + " (or $" + ExecutorModelCache.DIR_ENV
-                    + ") to a folder with room, or use --weights shared-path");
+                    + ") to a folder with room, or use --weights shared-path with a folder every executor sees at the same"
+                    + " path (mapped in place, not copied)");
         }
     }
 
