@@ -59,7 +59,8 @@ import org.slf4j.LoggerFactory;
  * <p>Each task picks its backend ({@link BackendChoice#choose}: the options' mode, the task's GPU addresses, CUDA's
  * availability) and logs it once. On the CPU it scores with the executor's shared model and thread pool; on CUDA
  * with the executor's shared GPU model for the task's GPUs and precision (a task owning several GPUs runs the model as
- * a pipeline over all of them), its batches capped at what the GPUs' free memory holds ({@link #gpuBatchTokens}). Scores do not depend on the batch size, so the cap never changes a result.
+ * a pipeline over all of them), its batches capped at what the GPUs' free memory holds ({@link #gpuBatchTokens}).
+ * Scores do not depend on the batch size, so the cap never changes a result.
  */
 public final class ScorePartition implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
     private static final Logger LOG = LoggerFactory.getLogger(ScorePartition.class);
