@@ -36,4 +36,30 @@ public final class TaskGpus {
         }
         return Collections.unmodifiableList(out);
     }
+
+    /**
+     * The CUDA device ordinals of a CUDA task's GPUs: its addresses as numbers, in Spark's order, or [fallback] when it
+     * holds none (--backend cuda in local mode runs on {@code BackendChoice}'s GPU 0). A task holding G of them runs
+     * the model as a pipeline over all G. An address that is not an ordinal is an error naming it.
+     */
+    public static List<Integer> ordinals(List<String> addresses, int fallback) {
+        if (addresses == null || addresses.isEmpty()) {
+            return List.of(fallback);
+        }
+        List<Integer> out = new ArrayList<>(addresses.size());
+        for (String a : addresses) {
+            int n = -1;
+            try {
+                n = Integer.parseInt(a.trim());
+            } catch (NumberFormatException e) {
+                // reported below
+            }
+            if (n < 0) {
+                throw new IllegalArgumentException("GPU address '" + a
+                        + "' is not a CUDA device ordinal (0, 1, ...): check the executor's GPU discovery script");
+            }
+            out.add(n);
+        }
+        return Collections.unmodifiableList(out);
+    }
 }

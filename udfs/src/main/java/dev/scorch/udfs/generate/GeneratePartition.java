@@ -5,8 +5,11 @@ import dev.scorch.engine.generation.Completion;
 import dev.scorch.engine.generation.DecodingModel;
 import dev.scorch.engine.generation.GenerationRequest;
 import dev.scorch.engine.generation.Generator;
+import dev.scorch.engine.gpu.Device;
 import dev.scorch.engine.gpu.GpuDecodingModel;
+import dev.scorch.engine.gpu.GpuScorer;
 import dev.scorch.engine.gpu.cuda.Cuda;
+import dev.scorch.engine.gpu.cuda.CudaDevice;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.sampling.SamplingParams;
 import dev.scorch.engine.tokenizer.ChatTemplate;
@@ -20,6 +23,7 @@ import dev.scorch.udfs.model.ModelSource;
 import dev.scorch.udfs.progress.JobMetrics;
 import dev.scorch.udfs.progress.LocalProgress;
 import dev.scorch.udfs.score.RowCheck;
+import dev.scorch.udfs.score.ScorePartition;
 import dev.scorch.udfs.score.ScoreSchema;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -27,8 +31,9 @@ import java.util.Deque;
 import java.util.HashSet;
 import java.util.Iterator;
 import java.util.List;
-import java.util.Locale;
 import java.util.NoSuchElementException;
+import java.util.function.IntFunction;
+import java.util.function.Supplier;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -84,20 +89,32 @@ public final class GeneratePartition implements FlatMapFunction<Iterator<Interna
 
     @Override
     public Iterator<InternalRow> call(Iterator<InternalRow> input) {
+        TaskContext tc = TaskContext.get();
+        return call(input, tc, TaskGpus.of(tc), Cuda::probe, CudaDevice::new);
+    }
+
+    /**
+     * As {@link #call(Iterator)} for task tc (null outside Spark), given its GPU addresses, CUDA's availability and what
+     * opens a device of an ordinal (tests run the GPU path on HostDevices).
+     */
+    Iterator<InternalRow> call(
+            Iterator<InternalRow> input,
+            TaskContext tc,
+            List<String> gpuAddresses,
+            Supplier<Cuda.Availability> cuda,
+            IntFunction<? extends Device> devices) {
         LoadedModel loaded = ExecutorModelCache.load(source);
         Tokenizer tokenizer = loaded.tokenizer().orElse(null);
-        TaskContext tc = TaskContext.get();
-        BackendChoice choice = BackendChoice.choose(options.backend(), TaskGpus.of(tc), Cuda::probe);
+        BackendChoice choice = BackendChoice.choose(options.backend(), gpuAddresses, cuda);
         DecodingModel engine;
         String on;
         if (choice.cuda()) {
-            // The KV caches live on the GPU, within the job's per-task cache budget, beside the executor's shared
-            // weights.
-            engine = new GpuDecodingModel(
-                    ExecutorModelCache.gpuScorer(source, choice.gpuOrdinal(), options.gpuPrecision())
-                            .model());
-            on = "cuda:" + choice.gpuOrdinal() + " "
-                    + options.gpuPrecision().name().toLowerCase(Locale.ROOT);
+            // The KV caches live on the GPUs (each stage's layers' on its own), within the job's per-task cache
+            // budget, beside the executor's shared weights.
+            List<Integer> gpus = TaskGpus.ordinals(gpuAddresses, choice.gpuOrdinal());
+            GpuScorer gpu = ExecutorModelCache.gpuScorer(source, gpus, options.gpuPrecision(), devices);
+            engine = new GpuDecodingModel(gpu.stages());
+            on = ScorePartition.onGpus(gpus, gpu.stages(), options.gpuPrecision());
         } else {
             engine = DecodingModel.cpu(loaded.model(), ExecutorModelCache.ops(options.threads()));
             on = "cpu, " + options.threads() + " thread(s)";

@@ -1,9 +1,12 @@
 package dev.scorch.udfs.model;
 
+import dev.scorch.engine.backend.GpuPlan;
 import dev.scorch.engine.gpu.Device;
 import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.gpu.GpuModel;
+import dev.scorch.engine.gpu.GpuPipeline;
 import dev.scorch.engine.gpu.GpuScorer;
+import dev.scorch.engine.gpu.GpuStages;
 import dev.scorch.engine.gpu.cuda.CudaDevice;
 import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.kernels.KernelSelection;
@@ -13,11 +16,15 @@ import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.tokenizer.Tokenizers;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
+import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.IntFunction;
+import org.apache.spark.SparkConf;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.network.util.JavaUtils;
 import org.slf4j.Logger;
@@ -26,9 +33,10 @@ import org.slf4j.LoggerFactory;
 /**
  * One loaded model per executor JVM and content hash, shared by every task and stage that runs there:
  * the first task materialises and loads it, the others wait for and reuse it. Engine thread pools are
- * shared the same way, one per thread count. On GPU executors each (content hash, GPU ordinal, GEMM precision)
- * gets one model uploaded to that GPU, shared the same way by the tasks that run on it (its forward passes take
- * turns: one stream, one scratch arena per model).
+ * shared the same way, one per thread count. On GPU executors each (content hash, set of GPU ordinals, GEMM
+ * precision) gets one model uploaded to those GPUs (one GPU: a GpuModel; a task owning several: a GpuPipeline over
+ * them), shared the same way by the tasks that run on them (their forward passes take turns: one stream and one
+ * scratch arena per device).
  */
 public final class ExecutorModelCache {
     private static final Logger LOG = LoggerFactory.getLogger(ExecutorModelCache.class);
@@ -41,7 +49,8 @@ public final class ExecutorModelCache {
     private static final Map<GpuKey, GpuScorer> GPU = new ConcurrentHashMap<>();
     private static final AtomicInteger GPU_LOADS = new AtomicInteger();
 
-    private record GpuKey(String contentHash, int ordinal, GemmPrecision precision) {}
+    /** ordinals: the GPUs, ascending (one: a GpuModel; several: a GpuPipeline over them). */
+    private record GpuKey(String contentHash, List<Integer> ordinals, GemmPrecision precision) {}
 
     private ExecutorModelCache() {}
 
@@ -108,30 +117,117 @@ public final class ExecutorModelCache {
     }
 
     /**
-     * A scorer on this source's model uploaded to CUDA device ordinal in precision, loaded by the first task that asks
-     * (from the folder {@link #load} materialised) and shared with every later task of this JVM on that GPU.
+     * A scorer on this source's model uploaded to the CUDA devices of these ordinals (a task's GPUs) in precision,
+     * loaded by the first task that asks (from the folder {@link #load} materialised) and shared with every later task
+     * of this JVM on the same set of GPUs. One GPU: a {@link GpuModel}. Several: a {@link GpuPipeline}, one stage per
+     * GPU in ascending ordinal order, its layers split as {@link #pipelineSettings} says.
      */
-    public static GpuScorer gpuScorer(ModelSource source, int ordinal, GemmPrecision precision) {
-        return gpuScorer(source, ordinal, precision, CudaDevice::new);
+    public static GpuScorer gpuScorer(ModelSource source, List<Integer> ordinals, GemmPrecision precision) {
+        return gpuScorer(source, ordinals, precision, CudaDevice::new);
     }
 
-    /** As {@link #gpuScorer(ModelSource, int, GemmPrecision)}, with the device opened by devices (tests pass a HostDevice). */
+    /** As {@link #gpuScorer(ModelSource, List, GemmPrecision)} on one GPU, with the device opened by devices. */
     static GpuScorer gpuScorer(
             ModelSource source, int ordinal, GemmPrecision precision, IntFunction<? extends Device> devices) {
+        return gpuScorer(source, List.of(ordinal), precision, devices);
+    }
+
+    /**
+     * As {@link #gpuScorer(ModelSource, List, GemmPrecision)}, with the devices opened by devices (tests pass
+     * HostDevices). A device that fails to open fails the call naming its ordinal, and the ones opened before it are
+     * closed; so are all of them when the upload fails.
+     */
+    public static GpuScorer gpuScorer(
+            ModelSource source,
+            List<Integer> ordinals,
+            GemmPrecision precision,
+            IntFunction<? extends Device> devices) {
+        if (ordinals.isEmpty()) {
+            throw new IllegalArgumentException("a GPU model needs at least one GPU");
+        }
+        List<Integer> gpus =
+                List.copyOf(new TreeSet<>(ordinals)); // the set: Spark's order of a task's addresses varies
         LoadedModel cpu = load(source);
-        return GPU.computeIfAbsent(new GpuKey(source.manifest().contentHash(), ordinal, precision), k -> {
-            Path dir = cpu.folder();
-            ModelWeights w = ModelWeights.open(dir);
-            Device dev = devices.apply(ordinal);
+        return GPU.computeIfAbsent(new GpuKey(source.manifest().contentHash(), gpus, precision), k -> {
+            ModelWeights w = ModelWeights.open(cpu.folder());
+            List<Device> devs = open(gpus, devices);
             try {
-                GpuScorer s = new GpuScorer(GpuModel.load(w, dev, precision));
+                GpuStages stages = devs.size() == 1
+                        ? GpuModel.load(w, devs.get(0), precision)
+                        : GpuPipeline.load(
+                                w,
+                                devs,
+                                precision,
+                                GpuPipeline.planSplit(w.config(), precision, pipelineSettings(devs, sparkConf())));
                 GPU_LOADS.incrementAndGet();
-                return s;
+                return new GpuScorer(stages);
             } catch (RuntimeException | Error e) {
-                dev.close();
+                closeAll(devs); // a failed load leaves the devices to us (GpuModel.load, GpuPipeline.load)
                 throw e;
             }
         });
+    }
+
+    /** One device per ordinal, in order; when one fails to open, the others are closed and the failure names it. */
+    private static List<Device> open(List<Integer> ordinals, IntFunction<? extends Device> devices) {
+        List<Device> devs = new ArrayList<>(ordinals.size());
+        for (int o : ordinals) {
+            try {
+                devs.add(devices.apply(o));
+            } catch (RuntimeException | Error e) {
+                closeAll(devs);
+                throw new IllegalStateException(
+                        "cannot open GPU " + o
+                                + (ordinals.size() > 1 ? " (one of the task's GPUs " + ordinals + ")" : "") + ": "
+                                + e.getMessage(),
+                        e);
+            }
+        }
+        return devs;
+    }
+
+    private static void closeAll(List<Device> devs) {
+        for (Device d : devs) {
+            try {
+                d.close();
+            } catch (RuntimeException e) {
+                // closing what a failed load opened: the load's failure is the one to report
+            }
+        }
+    }
+
+    private static SparkConf sparkConf() {
+        SparkEnv env = SparkEnv.get();
+        return env == null ? null : env.conf();
+    }
+
+    /** The RAPIDS Accelerator's plugin class: with it in spark.plugins, its pool sits on the executor's first GPU. */
+    static final String RAPIDS_PLUGIN = "com.nvidia.spark.SQLPlugin";
+
+    /**
+     * How a pipeline over devs places its layers: {@link GpuPipeline#planSplit} with what {@code bin/scorch gpu-budget
+     * --plan} counts, so the split that runs is the plan's for the same settings. Every GPU at the smallest device's
+     * total memory, one node of devs.size() GPUs, micro-batches of {@link GpuPipeline#MICRO_BATCH_TOKENS}; with the
+     * RAPIDS plugin in spark.plugins, its pool on the first GPU (spark.rapids.memory.gpu.allocFraction of it) and
+     * spark.rapids.memory.gpu.reserve on every GPU, unset ones counted at gpu-budget's defaults (0.05, 1 GB);
+     * without the plugin neither.
+     */
+    static GpuPlan.Settings pipelineSettings(List<Device> devs, SparkConf conf) {
+        long smallest = Long.MAX_VALUE;
+        for (Device d : devs) {
+            smallest = Math.min(smallest, d.totalBytes());
+        }
+        double rmm = 0;
+        long reserve = 0;
+        if (conf != null
+                && java.util.Arrays.asList(conf.get("spark.plugins", "").split(",")).stream()
+                        .anyMatch(p -> p.trim().equals(RAPIDS_PLUGIN))) {
+            rmm = conf.getDouble("spark.rapids.memory.gpu.allocFraction", 0.05);
+            reserve = conf.contains("spark.rapids.memory.gpu.reserve")
+                    ? conf.getSizeAsBytes("spark.rapids.memory.gpu.reserve")
+                    : 1_000_000_000L;
+        }
+        return new GpuPlan.Settings(smallest, devs.size(), rmm, reserve, GpuPipeline.MICRO_BATCH_TOKENS);
     }
 
     public static Ops ops(int threads) {
@@ -148,7 +244,11 @@ public final class ExecutorModelCache {
             if (k.contentHash().equals(contentHash)) {
                 GpuScorer s = GPU.remove(k);
                 if (s != null) {
-                    s.model().close();
+                    if (s.stages() instanceof GpuPipeline p) {
+                        p.close();
+                    } else if (s.stages() instanceof GpuModel m) {
+                        m.close();
+                    }
                 }
             }
         }

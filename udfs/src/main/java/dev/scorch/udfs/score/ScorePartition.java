@@ -2,9 +2,13 @@ package dev.scorch.udfs.score;
 
 import dev.scorch.engine.backend.BackendChoice;
 import dev.scorch.engine.backend.GpuMemoryBudget;
-import dev.scorch.engine.gpu.GpuModel;
+import dev.scorch.engine.gpu.Device;
+import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.gpu.GpuScorer;
+import dev.scorch.engine.gpu.GpuStage;
+import dev.scorch.engine.gpu.GpuStages;
 import dev.scorch.engine.gpu.cuda.Cuda;
+import dev.scorch.engine.gpu.cuda.CudaDevice;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.runtime.TokenBudgetBatcher;
 import dev.scorch.engine.scoring.BatchScorer;
@@ -23,7 +27,11 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Locale;
 import java.util.NoSuchElementException;
+import java.util.StringJoiner;
+import java.util.function.IntFunction;
+import java.util.function.Supplier;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.VarCharVector;
@@ -50,8 +58,9 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Each task picks its backend ({@link BackendChoice#choose}: the options' mode, the task's GPU addresses, CUDA's
  * availability) and logs it once. On the CPU it scores with the executor's shared model and thread pool; on CUDA
- * with the executor's shared GPU model for that GPU and precision, its batches capped at what the GPU's free memory
- * holds ({@link #gpuBatchTokens}). Scores do not depend on the batch size, so the cap never changes a result.
+ * with the executor's shared GPU model for the task's GPUs and precision (a task owning several GPUs runs the model as
+ * a pipeline over all of them), its batches capped at what the GPUs' free memory holds ({@link #gpuBatchTokens}).
+ * Scores do not depend on the batch size, so the cap never changes a result.
  */
 public final class ScorePartition implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
     private static final Logger LOG = LoggerFactory.getLogger(ScorePartition.class);
@@ -83,20 +92,33 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
 
     @Override
     public Iterator<InternalRow> call(Iterator<InternalRow> input) {
-        LoadedModel loaded = ExecutorModelCache.load(source);
         TaskContext tc = TaskContext.get();
-        BackendChoice choice = BackendChoice.choose(options.backend(), TaskGpus.of(tc), Cuda::probe);
+        return call(input, tc, TaskGpus.of(tc), Cuda::probe, CudaDevice::new);
+    }
+
+    /**
+     * As {@link #call(Iterator)} for task tc (null outside Spark), given its GPU addresses, CUDA's availability and what
+     * opens a device of an ordinal (tests run the GPU path on HostDevices).
+     */
+    Iterator<InternalRow> call(
+            Iterator<InternalRow> input,
+            TaskContext tc,
+            List<String> gpuAddresses,
+            Supplier<Cuda.Availability> cuda,
+            IntFunction<? extends Device> devices) {
+        LoadedModel loaded = ExecutorModelCache.load(source);
+        BackendChoice choice = BackendChoice.choose(options.backend(), gpuAddresses, cuda);
         BatchScorer scorer;
         int maxBatchTokens;
         long windowTokens; // a window's target: two full batches on a GPU (see WindowSizer)
         String on;
         if (choice.cuda()) {
-            GpuScorer gpu = ExecutorModelCache.gpuScorer(source, choice.gpuOrdinal(), options.gpuPrecision());
+            List<Integer> gpus = TaskGpus.ordinals(gpuAddresses, choice.gpuOrdinal());
+            GpuScorer gpu = ExecutorModelCache.gpuScorer(source, gpus, options.gpuPrecision(), devices);
             scorer = gpu;
-            maxBatchTokens = gpuBatchTokens(gpu.model(), options.maxBatchTokens(), options.gpuBatchTokens());
+            maxBatchTokens = gpuBatchTokens(gpu.stages(), options.maxBatchTokens(), options.gpuBatchTokens());
             windowTokens = 2L * maxBatchTokens;
-            on = "cuda:" + choice.gpuOrdinal() + " "
-                    + options.gpuPrecision().name().toLowerCase(java.util.Locale.ROOT);
+            on = onGpus(gpus, gpu.stages(), options.gpuPrecision());
         } else {
             scorer = new Scorer(loaded.model(), ExecutorModelCache.ops(options.threads()));
             maxBatchTokens = options.maxBatchTokens();
@@ -149,23 +171,62 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
     }
 
     /**
-     * The token budget of a task's batches on a loaded GPU model: the asked budget raised to minTokens (a forward that
-     * fills the device), capped by the largest batch whose scratch ({@link GpuMemoryBudget#maxBatchTokensBesideWeights})
-     * fits in the device's free memory plus the scratch the model already holds (a forward reuses it). Read between
-     * forward passes, as the model's tasks take turns. A row longer than the cap still gets a batch of its own. Fails
-     * when not even a one-token batch fits.
+     * Where a CUDA task runs, for its log lines: "cuda:0 bf16x3", or over several GPUs "cuda:0,1,2 bf16x3, pipeline of
+     * layers 1/1/1".
      */
-    static int gpuBatchTokens(GpuModel model, int asked, int minTokens) {
-        GpuMemoryBudget budget = GpuMemoryBudget.of(
-                model.config(), model.precision(), model.device().batchesGroups());
-        long free;
-        synchronized (model) { // GpuModel's forward holds this lock: its arena is not growing while we read it
-            free = model.device().freeBytes() + model.scratchBytes();
+    public static String onGpus(List<Integer> ordinals, GpuStages stages, GemmPrecision precision) {
+        StringJoiner gpus =
+                new StringJoiner(",", "cuda:", " " + precision.name().toLowerCase(Locale.ROOT));
+        for (int o : new java.util.TreeSet<>(ordinals)) { // the stages' order (ExecutorModelCache.gpuScorer)
+            gpus.add(Integer.toString(o));
         }
-        int fit = budget.maxBatchTokensBesideWeights(free);
+        StringJoiner layers = new StringJoiner("/", ", pipeline of layers ", "");
+        for (GpuStage st : stages.stages()) {
+            layers.add(Integer.toString(st.end() - st.first()));
+        }
+        return stages.stages().size() == 1 ? gpus.toString() : gpus + layers.toString();
+    }
+
+    /**
+     * The token budget of a task's batches on a loaded GPU model or pipeline: the asked budget raised to minTokens (a
+     * forward that fills the device), capped by the largest batch whose scratch
+     * ({@link GpuMemoryBudget#maxBatchTokensBesideWeights}) fits in every stage's device: its free memory plus the
+     * scratch the stage already holds (a forward reuses it). Read between forward passes, as the model's tasks take
+     * turns. A row longer than the cap still gets a batch of its own. Fails when not even a one-token batch fits.
+     *
+     * <p>On a pipeline the cap is the tightest stage's, for the whole batch: a stage runs one micro-batch at a time,
+     * but micro-batches are runs of whole sequences, so one can be the whole batch (a batch of one long row). Each
+     * stage is counted as the whole model's scratch ({@link GpuMemoryBudget} counts one device's pass), an upper
+     * bound for a stage of some layers. A pipeline's micro-batches are then about a {@code microBatches}-th of the
+     * batch: raise minTokens (--gpu-batch-tokens) to fill the stages.
+     */
+    static int gpuBatchTokens(GpuStages stages, int asked, int minTokens) {
+        int fit = Integer.MAX_VALUE;
+        GpuStage tightest = null;
+        long tightestFree = 0;
+        for (GpuStage st : stages.stages()) {
+            GpuMemoryBudget budget = GpuMemoryBudget.of(
+                    stages.config(), st.precision(), st.device().batchesGroups());
+            long free;
+            synchronized (stages) { // a forward holds this lock (GpuModel, GpuPipeline): no arena grows while we read
+                free = st.device().freeBytes() + st.scratchBytes();
+            }
+            int f = budget.maxBatchTokensBesideWeights(free);
+            if (f < fit) {
+                fit = f;
+                tightest = st;
+                tightestFree = free;
+            }
+        }
         if (fit < 1) {
+            GpuMemoryBudget budget = GpuMemoryBudget.of(
+                    stages.config(), tightest.precision(), tightest.device().batchesGroups());
+            String where = stages.stages().size() == 1
+                    ? tightest.device().describe()
+                    : "pipeline stage of layers [" + tightest.first() + ", " + tightest.end() + ") on "
+                            + tightest.device().describe();
             throw new IllegalStateException(
-                    model.device().describe() + ": " + (free >> 20) + " MiB free beside the weights, less than a"
+                    where + ": " + (tightestFree >> 20) + " MiB free beside the weights, less than a"
                             + " one-token batch needs (" + (budget.activationBytes(1) >> 20) + " MiB scratch + "
                             + (GpuMemoryBudget.DEFAULT_RESERVE_BYTES >> 20)
                             + " MiB reserve): lower the RAPIDS pool (spark.rapids.memory.gpu.allocFraction) or run fewer models per GPU");

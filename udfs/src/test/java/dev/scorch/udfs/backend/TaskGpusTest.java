@@ -1,6 +1,7 @@
 package dev.scorch.udfs.backend;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import java.util.HashMap;
 import java.util.List;
@@ -38,5 +39,17 @@ class TaskGpusTest {
     @Test
     void outsideATaskThereAreNone() {
         assertEquals(List.of(), TaskGpus.of(null));
+    }
+
+    @Test
+    void aCudaTasksOrdinalsAreAllItsAddresses() {
+        assertEquals(List.of(2, 0, 1), TaskGpus.ordinals(List.of("2", "0", " 1"), -1));
+        assertEquals(List.of(0), TaskGpus.ordinals(List.of(), 0), "none held (--backend cuda, local): the fallback");
+        IllegalArgumentException e =
+                assertThrows(IllegalArgumentException.class, () -> TaskGpus.ordinals(List.of("0", "gpu1"), 0));
+        assertEquals(
+                "GPU address 'gpu1' is not a CUDA device ordinal (0, 1, ...): check the executor's GPU discovery script",
+                e.getMessage());
+        assertThrows(IllegalArgumentException.class, () -> TaskGpus.ordinals(List.of("-1"), 0));
     }
 }

@@ -13,6 +13,7 @@ import dev.scorch.engine.demo.DemoPreset;
 import dev.scorch.engine.gpu.Device;
 import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.gpu.GpuModel;
+import dev.scorch.engine.gpu.GpuPipeline;
 import dev.scorch.engine.gpu.HostDevice;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.scoring.LogitsMode;
@@ -24,6 +25,7 @@ import java.io.ObjectOutputStream;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Proxy;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -74,6 +76,43 @@ class GpuBatchTokensTest {
             free.set(GpuMemoryBudget.DEFAULT_RESERVE_BYTES / 2);
             IllegalStateException e =
                     assertThrows(IllegalStateException.class, () -> ScorePartition.gpuBatchTokens(m, 4096, 1));
+            assertTrue(e.getMessage().contains("less than a one-token batch needs"), e.getMessage());
+        }
+    }
+
+    @Test
+    void aPipelinesCapIsItsTightestStages() throws IOException {
+        Path dir = tmp.resolve("model");
+        ModelConfig config = new DemoModelWriter(DemoPreset.TINY, false, true, 3).write(dir);
+        AtomicLong free0 = new AtomicLong(Long.MAX_VALUE / 4);
+        AtomicLong free1 = new AtomicLong(Long.MAX_VALUE / 4);
+        try (GpuPipeline p = GpuPipeline.load(
+                new ModelWeights(Checkpoint.open(dir), config),
+                List.of(withFree(new HostDevice(), free0), withFree(new HostDevice(), free1)),
+                GemmPrecision.BF16,
+                new int[] {config.numHiddenLayers(), 0})) {
+            assertEquals(4096, ScorePartition.gpuBatchTokens(p, 4096, 1), "plenty free: the asked budget");
+            GpuMemoryBudget b = GpuMemoryBudget.of(config, GemmPrecision.BF16, false);
+            long stage1Scratch = p.stages().get(1).scratchBytes();
+            // The second stage (lm_head alone) has room for 300 tokens of a whole model's pass, the first for 500.
+            free1.set(b.activationBytes(300) + GpuMemoryBudget.DEFAULT_RESERVE_BYTES - stage1Scratch);
+            free0.set(b.activationBytes(500)
+                    + GpuMemoryBudget.DEFAULT_RESERVE_BYTES
+                    - p.stages().get(0).scratchBytes());
+            assertEquals(300, ScorePartition.gpuBatchTokens(p, 4096, 1));
+            free0.set(b.activationBytes(200)
+                    + GpuMemoryBudget.DEFAULT_RESERVE_BYTES
+                    - p.stages().get(0).scratchBytes());
+            assertEquals(200, ScorePartition.gpuBatchTokens(p, 4096, 16384), "now the first stage is the tightest");
+
+            free1.set(GpuMemoryBudget.DEFAULT_RESERVE_BYTES / 2);
+            IllegalStateException e =
+                    assertThrows(IllegalStateException.class, () -> ScorePartition.gpuBatchTokens(p, 4096, 1));
+            assertTrue(
+                    e.getMessage()
+                            .startsWith("pipeline stage of layers [" + config.numHiddenLayers() + ", "
+                                    + config.numHiddenLayers() + ") on "),
+                    e.getMessage());
             assertTrue(e.getMessage().contains("less than a one-token batch needs"), e.getMessage());
         }
     }
