@@ -134,14 +134,14 @@ public final class DemoModelWriter {
      * A small byte-level BPE tokenizer learned from a built-in English text (so the demo model takes text
      * rows): the 256 bytes, the learned merges, and BOS/EOS at the ids config.json names.
      */
-    private void writeTokenizer(Path dir) throws IOException {
+    void writeTokenizer(Path dir) throws IOException {
         String corpus;
         try (var in = DemoModelWriter.class.getResourceAsStream("corpus.txt")) {
             corpus = new String(in.readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
         }
-        int bos = preset.vocabSize() - 2;
+        int bos = preset.bosTokenId();
         List<String> merges = BpeTrainer.train(corpus, Math.min(bos - 256, 2000));
-        BpeTrainer.write(dir, merges, bos, preset.vocabSize() - 1, "<|bos|>", "<|eos|>");
+        BpeTrainer.write(dir, merges, bos, preset.eosTokenId(), "<|bos|>", "<|eos|>");
     }
 
     static String shardName(int i, int n) {
@@ -303,8 +303,8 @@ public final class DemoModelWriter {
         autoMap.put("AutoModel", "modeling_deepseek.DeepseekV3Model");
         autoMap.put("AutoModelForCausalLM", "modeling_deepseek.DeepseekV3ForCausalLM");
         c.put("aux_loss_alpha", 0.001);
-        c.put("bos_token_id", p.vocabSize() - 2);
-        c.put("eos_token_id", p.vocabSize() - 1);
+        c.put("bos_token_id", p.bosTokenId());
+        c.put("eos_token_id", p.eosTokenId());
         c.put("first_k_dense_replace", p.firstKDenseReplace());
         c.put("hidden_act", "silu");
         c.put("hidden_size", p.hiddenSize());
@@ -479,8 +479,8 @@ public final class DemoModelWriter {
         autoMap.put("AutoConfig", "configuration_kimi_k25.KimiK25Config");
         autoMap.put("AutoModel", "modeling_kimi_k25.KimiK25ForConditionalGeneration");
         autoMap.put("AutoModelForCausalLM", "modeling_kimi_k25.KimiK25ForConditionalGeneration");
-        c.put("bos_token_id", p.vocabSize() - 2);
-        c.put("eos_token_id", p.vocabSize() - 1);
+        c.put("bos_token_id", p.bosTokenId());
+        c.put("eos_token_id", p.eosTokenId());
         c.put("ignore_index", -100);
         c.put("media_placeholder_token_id", p.vocabSize() - 3);
         c.put("model_type", ModelConfig.K25_MODEL_TYPE);
@@ -510,8 +510,8 @@ public final class DemoModelWriter {
     private ObjectNode generationConfigJson() {
         ObjectNode g = JSON.createObjectNode();
         g.put("_from_model_config", true);
-        g.put("bos_token_id", preset.vocabSize() - 2);
-        g.put("eos_token_id", preset.vocabSize() - 1);
+        g.put("bos_token_id", preset.bosTokenId());
+        g.put("eos_token_id", preset.eosTokenId());
         g.put("do_sample", false);
         return g;
     }

@@ -107,4 +107,18 @@ public record DemoPreset(
             default -> throw new IllegalArgumentException("unknown preset '" + name + "' (tiny, small, k2-layers)");
         };
     }
+
+    /**
+     * BOS: the vocabulary's second-to-last id, or 65536 past that. The demo tokenizer holds a few hundred tokens, and a
+     * tokenizer file may name ids only up to 65536 past its token count (Tokenizers' bound on hostile files): at Kimi K2's
+     * 163840 the last ids would be refused.
+     */
+    public int bosTokenId() {
+        return Math.min(vocabSize - 2, 65_536);
+    }
+
+    /** EOS: the id after {@link #bosTokenId}. */
+    public int eosTokenId() {
+        return bosTokenId() + 1;
+    }
 }

@@ -265,6 +265,27 @@ class DemoModelWriterTest {
         }
     }
 
+    /**
+     * k2-layers' tokenizer loads (its ids fit the bound a tokenizer file is held to) and takes text; tiny and small keep
+     * BOS/EOS at their last two ids, so their checkpoints and scores are as before.
+     */
+    @Test
+    void k2LayersTokenizerLoadsAndSmallPresetsKeepTheirIds() throws Exception {
+        DemoPreset k2 = DemoPreset.named("k2-layers");
+        Path dir = tmp.resolve("k2-tokenizer");
+        Files.createDirectories(dir);
+        new DemoModelWriter(k2, false, true, 1).writeTokenizer(dir);
+        dev.scorch.engine.tokenizer.Tokenizer tok =
+                dev.scorch.engine.tokenizer.Tokenizers.load(dir).orElseThrow();
+        assertEquals(65_536, tok.bosTokenId());
+        assertEquals(List.of(65_537), tok.eosTokenIds());
+        int[] ids = tok.encode("The quick brown fox", false);
+        assertTrue(ids.length > 0);
+        assertEquals("The quick brown fox", tok.decode(ids, true));
+        assertEquals(List.of(510, 511), List.of(DemoPreset.TINY.bosTokenId(), DemoPreset.TINY.eosTokenId()));
+        assertEquals(List.of(32766, 32767), List.of(DemoPreset.SMALL.bosTokenId(), DemoPreset.SMALL.eosTokenId()));
+    }
+
     @Test
     void withoutQLoraWritesPlainQProj() throws Exception {
         Path dir = write("noqlora", false, false, 1);
