@@ -40,6 +40,7 @@ public final class ScoreJob {
                 .setThreads(spec.threads())
                 .setBackend(spec.backend())
                 .setGpuPrecision(spec.gpuPrecision())
+                .setPipelineNodes(spec.pipelineNodes())
                 .setInputErrorCol(ScoreSchema.INPUT_ERROR)
                 .setRowLabelCol(ScoreSchema.SOURCE)
                 .setMetrics(metrics);

@@ -12,6 +12,7 @@ import java.nio.file.Path;
  *
  * @param backend      where each task runs the engine (auto: CUDA when the task holds a GPU and CUDA loads)
  * @param gpuPrecision GEMM precision of tasks that run on CUDA
+ * @param pipelineNodes the model's layers split over this many tasks of a barrier stage, one per node (0: none)
  */
 public record ScoreSpec(
         Path model,
@@ -34,8 +35,57 @@ public record ScoreSpec(
         int slices,
         WriteMode write,
         BackendMode backend,
-        GemmPrecision gpuPrecision)
+        GemmPrecision gpuPrecision,
+        int pipelineNodes)
         implements JobSpec {
+
+    /** A run without a pipeline: every task holds the whole model. */
+    public ScoreSpec(
+            Path model,
+            String input,
+            String inputFormat,
+            String output,
+            String outputFormat,
+            int partitions,
+            int maxBatchTokens,
+            int windowRows,
+            long arrowMemoryBytes,
+            int topK,
+            LogitsMode logits,
+            String idColumn,
+            String tokenIdsColumn,
+            String textColumn,
+            String continuationColumn,
+            String weights,
+            int threads,
+            int slices,
+            WriteMode write,
+            BackendMode backend,
+            GemmPrecision gpuPrecision) {
+        this(
+                model,
+                input,
+                inputFormat,
+                output,
+                outputFormat,
+                partitions,
+                maxBatchTokens,
+                windowRows,
+                arrowMemoryBytes,
+                topK,
+                logits,
+                idColumn,
+                tokenIdsColumn,
+                textColumn,
+                continuationColumn,
+                weights,
+                threads,
+                slices,
+                write,
+                backend,
+                gpuPrecision,
+                0);
+    }
 
     @Override
     public String job() {

@@ -30,6 +30,7 @@ public final class ScoreParams {
     private BackendMode backend = BackendMode.AUTO;
     private GemmPrecision gpuPrecision = ScoreOptions.defaultGpuPrecision();
     private JobMetrics metrics;
+    private int pipelineNodes;
 
     /**
      * The settings a map names, by the CLI's option names with '_' for '-' (as the Python module passes them):
@@ -153,6 +154,23 @@ public final class ScoreParams {
     public ScoreParams setMetrics(JobMetrics v) {
         metrics = v;
         return this;
+    }
+
+    /**
+     * Splits the model's layers over this many Spark tasks that run at once (a barrier stage, one task per node), each
+     * holding a contiguous range of layers and handing hidden states to the next over TCP: for a model no one node
+     * holds. 0 (the default): every task holds the whole model.
+     */
+    public ScoreParams setPipelineNodes(int v) {
+        if (v < 0) {
+            throw new IllegalArgumentException("pipeline nodes must be >= 0, got " + v);
+        }
+        pipelineNodes = v;
+        return this;
+    }
+
+    public int pipelineNodes() {
+        return pipelineNodes;
     }
 
     public String tokenIdsCol() {

@@ -108,12 +108,24 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
                 on,
                 choice.reason(),
                 maxBatchTokens);
+        return score(input, loaded, scorer, maxBatchTokens, () -> {});
+    }
+
+    /**
+     * The partition's output rows, scored by scorer in batches of up to maxBatchTokens tokens; atEnd runs once, when
+     * the last row has been scored (a pipeline's last stage tells the other stages there is no more). Every other
+     * step (row checks, tokenizing, batching, error rows, Arrow output) is the one {@link #call} takes.
+     */
+    public Iterator<InternalRow> score(
+            Iterator<InternalRow> input, LoadedModel loaded, BatchScorer scorer, int maxBatchTokens, Runnable atEnd) {
+        TaskContext tc = TaskContext.get();
         Window w = new Window(loaded.model(), loaded.tokenizer().orElse(null), scorer, maxBatchTokens);
         if (tc != null) {
             tc.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> w.close());
         }
         return new Iterator<>() {
             private Iterator<InternalRow> current = Collections.emptyIterator();
+            private boolean ended;
 
             @Override
             public boolean hasNext() {
@@ -122,6 +134,10 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
                 }
                 if (!current.hasNext()) {
                     w.close();
+                    if (!ended) {
+                        ended = true;
+                        atEnd.run();
+                    }
                 }
                 return current.hasNext();
             }
