@@ -68,8 +68,14 @@ class ScoreJobPipelineTest {
                 .config("spark.scorch.pipeline.idleTimeout", "120s")
                 .getOrCreate();
 
-        // The golden prompts, 12 seeded random rows of 2..40 tokens, a token outside the vocabulary, a row without an
-        // id.
+        input = writeInput(tmp);
+    }
+
+    /**
+     * The test's input under dir: the golden prompts, 12 seeded random rows of 2..40 tokens, a token outside the
+     * vocabulary, a row without an id; fills rows and reference (GpuScorer on one HostDevice).
+     */
+    static Path writeInput(Path dir) {
         List<String> lines = new ArrayList<>();
         List<long[]> good = new ArrayList<>(SparkTests.goldenPrompts());
         Random r = new Random(29);
@@ -82,8 +88,6 @@ class ScoreJobPipelineTest {
         lines.add("{\"id\":\"oov\",\"token_ids\":[1,2,99999]}");
         lines.add("{\"token_ids\":[1,2,3]}");
         rows = lines.size();
-        input = SparkTests.writeJsonl(tmp.resolve("in/rows.jsonl"), lines);
-
         try (GpuModel m = GpuModel.load(
                 ModelWeights.open(SparkTests.conformanceModel()),
                 new HostDevice(),
@@ -100,6 +104,7 @@ class ScoreJobPipelineTest {
                                 .get(0));
             }
         }
+        return SparkTests.writeJsonl(dir.resolve("in/rows.jsonl"), lines);
     }
 
     @AfterAll
@@ -108,7 +113,7 @@ class ScoreJobPipelineTest {
         SparkTests.stopShared();
     }
 
-    private static SparkTests.Spec spec(Path out, int nodes) {
+    static SparkTests.Spec spec(Path out, int nodes) {
         return SparkTests.spec(SparkTests.conformanceModel(), input, out)
                 .pipelineNodes(nodes)
                 .maxBatchTokens(64) // several batches per stream
@@ -117,7 +122,11 @@ class ScoreJobPipelineTest {
 
     /** The output's rows: every input row once, the good ones with the reference's bits. */
     private static Map<String, Scored> checkRows(Path out) {
-        Map<String, Scored> got = SparkTests.readOutput(spark, out, "parquet"); // fails on a duplicate id
+        return checkRows(spark, out);
+    }
+
+    static Map<String, Scored> checkRows(SparkSession session, Path out) {
+        Map<String, Scored> got = SparkTests.readOutput(session, out, "parquet"); // fails on a duplicate id
         assertEquals(rows, got.size(), "rows in " + out);
         for (Map.Entry<String, SequenceScore> e : reference.entrySet()) {
             Scored s = got.get(e.getKey());
