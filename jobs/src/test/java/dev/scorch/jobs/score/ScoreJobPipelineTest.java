@@ -72,15 +72,15 @@ class ScoreJobPipelineTest {
     }
 
     /**
-     * The test's input under dir: the golden prompts, 12 seeded random rows of 2..40 tokens, a token outside the
+     * The test's input under dir: the golden prompts, 6 seeded random rows of 2..24 tokens, a token outside the
      * vocabulary, a row without an id; fills rows and reference (GpuScorer on one HostDevice).
      */
     static Path writeInput(Path dir) {
         List<String> lines = new ArrayList<>();
         List<long[]> good = new ArrayList<>(SparkTests.goldenPrompts());
         Random r = new Random(29);
-        for (int i = 0; i < 12; i++) {
-            good.add(SparkTests.randomTokens(r, 2 + r.nextInt(39), 512));
+        for (int i = 0; i < 6; i++) {
+            good.add(SparkTests.randomTokens(r, 2 + r.nextInt(23), 512));
         }
         for (int i = 0; i < good.size(); i++) {
             lines.add(SparkTests.row(i, good.get(i)));
@@ -116,7 +116,7 @@ class ScoreJobPipelineTest {
     static SparkTests.Spec spec(Path out, int nodes) {
         return SparkTests.spec(SparkTests.conformanceModel(), input, out)
                 .pipelineNodes(nodes)
-                .maxBatchTokens(64) // several batches per stream
+                .maxBatchTokens(32) // several batches per stream
                 .windowRows(8);
     }
 
