@@ -227,7 +227,8 @@ public final class ScoreParams {
         return String.format(
                 Locale.ROOT,
                 "ScoreParams[tokenIdsCol=%s, textCol=%s, continuationCol=%s, outputPrefix=%s, topK=%d, logits=%s,"
-                        + " maxBatchTokens=%d, windowRows=%d, threads=%d, backend=%s, gpuPrecision=%s]",
+                        + " maxBatchTokens=%d, windowRows=%d, threads=%d, backend=%s, gpuPrecision=%s,"
+                        + " pipelineNodes=%d]",
                 tokenIdsCol,
                 textCol,
                 continuationCol,
@@ -238,6 +239,7 @@ public final class ScoreParams {
                 windowRows,
                 threads,
                 backend.flag(),
-                gpuPrecision);
+                gpuPrecision,
+                pipelineNodes);
     }
 }
