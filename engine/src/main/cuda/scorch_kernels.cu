@@ -7,6 +7,7 @@
 // Every reduction is in fp32 (log-sum-exp in fp64), softmax in fp32.
 
 #include <cuda_bf16.h>
+#include <mma.h>
 #include <float.h>
 #include <stdint.h>
 
@@ -85,6 +86,29 @@ extern "C" __global__ void rope(float* x, int heads, int row_stride, int head_st
     float x0 = p[0], x1 = p[1], c = cs[2 * i], s = cs[2 * i + 1];
     p[0] = x0 * c - x1 * s;
     p[1] = x1 * c + x0 * s;
+  }
+}
+
+// kv_a_layernorm and the key's RoPE in one launch: latent[r, :rank] as rms_norm of x[r * stride + offset ..][:rank], and
+// k_pe[r, :rope_dim] = x[r * stride + offset + rank ..][:rope_dim] rotated as rope rotates it. grid: rows.
+// Twin: HostDevice.rmsNormRope (rmsNorm, copyCols, rope).
+extern "C" __global__ void rms_norm_rope(const float* x, int stride, int offset, int rank, const float* weight, float eps,
+                                         int rope_dim, const int* positions, const float* cos_sin, float* latent,
+                                         float* k_pe) {
+  const float* xr = x + (long)blockIdx.x * stride + offset;
+  float ss = 0.f;
+  for (int i = threadIdx.x; i < rank; i += blockDim.x) ss += xr[i] * xr[i];
+  ss = block_sum(ss);
+  float inv = rsqrtf(ss / rank + eps);
+  float* o = latent + (long)blockIdx.x * rank;
+  for (int i = threadIdx.x; i < rank; i += blockDim.x) o[i] = weight[i] * (xr[i] * inv);
+  const float* cs = cos_sin + (long)positions[blockIdx.x] * rope_dim;
+  const float* pe = xr + rank;
+  float* kp = k_pe + (long)blockIdx.x * rope_dim;
+  for (int i = threadIdx.x; i < rope_dim / 2; i += blockDim.x) {
+    float x0 = pe[2 * i], x1 = pe[2 * i + 1], c = cs[2 * i], s = cs[2 * i + 1];
+    kp[2 * i] = x0 * c - x1 * s;
+    kp[2 * i + 1] = x1 * c + x0 * s;
   }
 }
 
@@ -315,12 +339,15 @@ extern "C" __global__ void __launch_bounds__(DEC_THREADS) mla_decode_bf16(
 
 // MoE combine: y[t, :] = sum over k < top_k (experts in ascending id) of weights[t, k] * ye[slot[t, k], :], the
 // order the CPU sums the experts in. grid: T.
+// y[t, :] = sum_k weights[t, k] * ye[slot[t, k], :] in k order (the CPU's), then + addend[t, :] when addend is not
+// null (the shared experts). grid: tokens.
 extern "C" __global__ void moe_combine(const float* ye, const int* slot, const float* weights, int top_k, int width,
-                                       float* y) {
+                                       const float* addend, float* y) {
   int t = blockIdx.x;
   for (int c = threadIdx.x; c < width; c += blockDim.x) {
     float a = 0.f;
     for (int k = 0; k < top_k; k++) a += weights[t * top_k + k] * ye[(long)slot[t * top_k + k] * width + c];
+    if (addend) a += addend[(long)t * width + c];
     y[(long)t * width + c] = a;
   }
 }
@@ -539,4 +566,291 @@ extern "C" __global__ void fp8_dequant_bf16(const unsigned char* codes, const fl
       w = __fsub_rn(w, pf);
     }
   }
+}
+
+// MoE permutation, first half: offsets[e] = pairs routed to experts below e, offsets[n_experts] = pairs. One block: its
+// threads count each expert's pairs in shared memory (integer adds, so the order does not matter), thread 0 scans.
+extern "C" __global__ void moe_offsets(const int* experts, int pairs, int n_experts, int* offsets) {
+  __shared__ int count[MAX_EXPERTS];
+  for (int e = threadIdx.x; e < n_experts; e += blockDim.x) count[e] = 0;
+  __syncthreads();
+  for (int i = threadIdx.x; i < pairs; i += blockDim.x) atomicAdd(&count[experts[i]], 1);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int s = 0;
+    offsets[0] = 0;
+    for (int e = 0; e < n_experts; e++) {
+      s += count[e];
+      offsets[e + 1] = s;
+    }
+  }
+}
+
+// MoE permutation, second half: block e gives expert e's pairs the slots offsets[e] .. in pair order (tokens in order,
+// as a token routes to an expert at most once): a block-wide exclusive count of the earlier pairs of e, a chunk of
+// blockDim pairs at a time (ballot within a warp, the warps' totals across). slot_of[pair] = its slot, slot_row[slot]
+// = its token. grid: n_experts, block: BLOCK. Twin: HostDevice.moePermute.
+extern "C" __global__ void moe_slots(const int* experts, int pairs, int top_k, const int* offsets, int* slot_of,
+                                     int* slot_row) {
+  __shared__ int warp_count[BLOCK / 32];
+  int e = blockIdx.x;
+  int base = offsets[e];
+  if (offsets[e + 1] == base) return;  // the whole block: no pair chose e
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int p0 = 0; p0 < pairs; p0 += blockDim.x) {
+    int p = p0 + threadIdx.x;
+    bool mine = p < pairs && experts[p] == e;
+    unsigned ballot = __ballot_sync(0xffffffffu, mine);
+    if (lane == 0) warp_count[warp] = __popc(ballot);
+    __syncthreads();
+    int before = 0, total = 0;
+    for (int w = 0; w < (int)(blockDim.x >> 5); w++) {
+      before += w < warp ? warp_count[w] : 0;
+      total += warp_count[w];
+    }
+    if (mine) {
+      int slot = base + before + __popc(ballot & ((1u << lane) - 1u));
+      slot_of[p] = slot;
+      slot_row[slot] = p / top_k;
+    }
+    base += total;
+    __syncthreads();  // warp_count is rewritten by the next chunk
+  }
+}
+
+// Row tiles of the experts' grouped GEMM: tile_start[e] = tiles of the experts below e, MG_TM slots a tile, a tile
+// never spanning two experts; tile_start[n_experts] = all tiles. One thread.
+#define MG_TM 64
+#define MG_TN 64
+#define MG_TK 16
+extern "C" __global__ void moe_tile_starts(const int* offsets, int n_experts, int* tile_start) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  int s = 0;
+  tile_start[0] = 0;
+  for (int e = 0; e < n_experts; e++) {
+    s += (offsets[e + 1] - offsets[e] + MG_TM - 1) / MG_TM;
+    tile_start[e + 1] = s;
+  }
+}
+
+// One expert's weights in the grouped GEMM's table: data (F32, BF16, INT4 packed words or FP8 codes), scales and scale
+// rows for packed weights, and flags: bit 0 BF16 INT4 scales; bits 4-7 the weight's BF16 parts and bits 8-11 the
+// input's (DequantPlan; both 0: fp32 products).
+struct ExpertWeight {
+  const void* data;
+  const void* scales;
+  const int* scale_rows;
+  long long flags;
+};
+
+// meta: [0] kind (0 F32, 1 BF16, 2 INT4, 3 FP8), INT4 [1] words a row, [2] groups a row, [3] group size, FP8 [4] scale
+// columns, [5] block columns. W[r, c] as the dequantisation kernels compute it.
+__device__ __forceinline__ float expert_weight(const ExpertWeight& w, const int* meta, int k, long r, int c) {
+  switch (meta[0]) {
+    case 0:
+      return ((const float*)w.data)[r * k + c];
+    case 1:
+      return __bfloat162float(((const __nv_bfloat16*)w.data)[r * k + c]);
+    case 2:
+      return int4_weight((const int*)w.data, w.scales, (int)(w.flags & 1), meta[1], meta[2], meta[3], k, r, c);
+    default:
+      return fp8_weight((const unsigned char*)w.data, (const float*)w.scales, w.scale_rows, meta[4], meta[5], k, r, c);
+  }
+}
+
+// v as `parts` BF16 parts (p0 = bf16(v), p1 = bf16(v - p0), ...; later parts 0 once a part is not finite), widened
+// back to fp32 into out[0 ..]; parts 0 keeps v itself (fp32 products).
+__device__ __forceinline__ void bf16_parts(float v, int parts, float* out, int stride) {
+  if (parts == 0) {
+    out[0] = v;
+    return;
+  }
+  bool finite = true;
+  for (int a = 0; a < parts; a++) {
+    float p = __bfloat162float(__float2bfloat16_rn(finite ? v : 0.f));
+    out[a * stride] = p;
+    finite = finite && isfinite(p);
+    v = __fsub_rn(v, p);
+  }
+}
+
+// Row tile blockIdx.x of the experts' grouped GEMM: its expert e (the last whose tiles start at or before it: an empty
+// expert's start where the next one's do), first slot and rows. False past the last tile.
+__device__ __forceinline__ bool moe_row_tile(const int* offsets, const int* tile_start, int n_experts, int* e, int* row0,
+                                             int* rows) {
+  int b = blockIdx.x;
+  if (b >= tile_start[n_experts]) return false;
+  int lo = 0, hi = n_experts - 1;
+  while (lo < hi) {
+    int mid = (lo + hi + 1) >> 1;
+    if (tile_start[mid] <= b) lo = mid; else hi = mid - 1;
+  }
+  *e = lo;
+  *row0 = offsets[lo] + (b - tile_start[lo]) * MG_TM;
+  *rows = min(MG_TM, offsets[lo + 1] - *row0);
+  return true;
+}
+
+// The block's output tile [MG_TM, MG_TN] (in shared memory, synchronised) into y: its columns of y [slots, n]; or with
+// swiglu_inter > 0, gate columns [0, MG_TN / 2) and their up columns after them, silu(gate) * up as the swiglu kernel
+// computes it into y [slots, swiglu_inter].
+__device__ __forceinline__ void moe_store(const float* tile, int row0, int rows, int n, int swiglu_inter, float* y) {
+  if (swiglu_inter == 0) {
+    int cols = min(MG_TN, n - (int)blockIdx.y * MG_TN);
+    for (int i = threadIdx.x; i < MG_TM * MG_TN; i += blockDim.x) {
+      int r = i / MG_TN, col = i % MG_TN;
+      if (r < rows && col < cols) y[(long)(row0 + r) * n + blockIdx.y * MG_TN + col] = tile[i];
+    }
+    return;
+  }
+  int half = MG_TN / 2;
+  for (int i = threadIdx.x; i < MG_TM * half; i += blockDim.x) {
+    int r = i / half, g = i % half;
+    int col = blockIdx.y * half + g;
+    if (r < rows && col < swiglu_inter) {
+      float a = tile[r * MG_TN + g];
+      y[(long)(row0 + r) * swiglu_inter + col] = a / (1.f + expf(-a)) * tile[r * MG_TN + half + g];
+    }
+  }
+}
+
+// The weight row behind column j of column tile blockIdx.y: j itself, or with swiglu_inter > 0 gate row g for j < MG_TN / 2
+// and up row swiglu_inter + g after (g the tile's gate column); false past the weight's rows.
+__device__ __forceinline__ bool moe_weight_row(int j, int n, int swiglu_inter, long* row) {
+  if (swiglu_inter > 0) {
+    int half = MG_TN / 2;
+    int g = blockIdx.y * half + (j % half);
+    *row = j < half ? g : swiglu_inter + g;
+    return g < swiglu_inter;
+  }
+  *row = (long)blockIdx.y * MG_TN + j;
+  return *row < n;
+}
+
+// v as parts BF16 parts (p0 = bf16(v), p1 = bf16(v - p0), ...; the later parts 0 once one is not finite).
+__device__ __forceinline__ void bf16_split(float v, int parts, __nv_bfloat16* out, int stride) {
+  bool finite = true;
+  for (int a = 0; a < parts; a++) {
+    __nv_bfloat16 p = __float2bfloat16_rn(finite ? v : 0.f);
+    out[a * stride] = p;
+    float pf = __bfloat162float(p);
+    finite = finite && isfinite(pf);
+    v = __fsub_rn(v, pf);
+  }
+}
+
+// All experts of a layer as one grouped GEMM, group bounds on the device (offsets from moe_slots' permutation): block
+// (b, j) computes row tile b (tile_start says whose expert: tile b - tile_start[e] of expert e) times column tile j
+// of y [slots, n] = x [slots, k] . w[e]^T, fp32 accumulate over k in MG_TK steps, with the products DequantPlan says
+// (w_a . x_b for a < weight parts, b < input parts - a; or fp32). With swiglu_inter > 0, w[e] is gate|up
+// [2 * swiglu_inter, k] and a column tile holds MG_TN / 2 gate columns and their up columns: the block writes
+// silu(gate) * up to y [slots, swiglu_inter]. Tiles past the last expert's return at once (the grid is an upper
+// bound the host knows without reading the routing). block: 256 threads, a 4 x 4 outputs each, on the CUDA cores (the
+// fp32 plans; moe_gemm_bf16 runs the others). Twin: HostDevice.gemmExperts / gemmExpertsSwiglu (each expert's rows
+// through gemm).
+extern "C" __global__ void __launch_bounds__(256) moe_gemm(const float* x, const int* offsets, const int* tile_start,
+                                                           int n_experts, const ExpertWeight* table, const int* meta,
+                                                           int k, int n, int swiglu_inter, float* y) {
+  __shared__ float xs[3][MG_TK][MG_TM];
+  __shared__ float ws[3][MG_TK][MG_TN + 1];
+  __shared__ float tile[MG_TM * MG_TN];  // SwiGLU: the block's outputs, gate and up columns side by side
+  int e, row0, rows;
+  if (!moe_row_tile(offsets, tile_start, n_experts, &e, &row0, &rows)) return;
+  ExpertWeight w = table[e];
+  int w_parts = (int)((w.flags >> 4) & 15), x_parts = (int)((w.flags >> 8) & 15);
+  int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+  float acc[4][4];
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 4; j++) acc[i][j] = 0.f;
+  for (int k0 = 0; k0 < k; k0 += MG_TK) {
+    for (int i = threadIdx.x; i < MG_TM * MG_TK; i += blockDim.x) {
+      int r = i / MG_TK, c = i % MG_TK;
+      float v = r < rows && k0 + c < k ? x[(long)(row0 + r) * k + k0 + c] : 0.f;
+      bf16_parts(v, x_parts, &xs[0][c][r], MG_TK * MG_TM);
+    }
+    for (int i = threadIdx.x; i < MG_TN * MG_TK; i += blockDim.x) {
+      int j = i / MG_TK, c = i % MG_TK;
+      long wr;
+      bool valid = moe_weight_row(j, n, swiglu_inter, &wr);
+      float v = valid && k0 + c < k ? expert_weight(w, meta, k, wr, k0 + c) : 0.f;
+      bf16_parts(v, x_parts == 0 ? 0 : w_parts, &ws[0][c][j], MG_TK * (MG_TN + 1));
+    }
+    __syncthreads();
+    for (int c = 0; c < MG_TK; c++) {
+      for (int i = 0; i < 4; i++) {
+        for (int j = 0; j < 4; j++) {
+          int r = ty * 4 + i, col = tx * 4 + j;
+          if (x_parts == 0) {
+            acc[i][j] = fmaf(xs[0][c][r], ws[0][c][col], acc[i][j]);
+          } else {
+            for (int a = 0; a < w_parts; a++)
+              for (int p = 0; p < x_parts - a; p++) acc[i][j] = fmaf(xs[p][c][r], ws[a][c][col], acc[i][j]);
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 4; j++) tile[(ty * 4 + i) * MG_TN + tx * 4 + j] = acc[i][j];
+  __syncthreads();
+  moe_store(tile, row0, rows, n, swiglu_inter, y);
+}
+
+// moe_gemm on the tensor cores, for layers whose every expert multiplies BF16 parts (no fp32 plan): the same row tiles,
+// column tiles and store; per MW_TK step of k the block writes the tile's x and weight parts as BF16 into shared memory
+// (x row-major, the weight column-major: a weight row's k values side by side), and each of the 8 warps accumulates its
+// two 16 x 16 output fragments (warp w: rows 16 * (w / 2), columns 32 * (w % 2)) with wmma BF16 16x16x16 products in
+// fp32, one per (weight part a, input part p) with a + p < input parts. Twin: HostDevice.gemmExperts.
+#define MW_TK 32
+extern "C" __global__ void __launch_bounds__(256) moe_gemm_bf16(const float* x, const int* offsets, const int* tile_start,
+                                                                int n_experts, const ExpertWeight* table,
+                                                                const int* meta, int k, int n, int swiglu_inter,
+                                                                float* y) {
+  using namespace nvcuda;
+  __shared__ __align__(32) __nv_bfloat16 xs[3][MG_TM * MW_TK];
+  __shared__ __align__(32) __nv_bfloat16 ws[3][MG_TN * MW_TK];
+  __shared__ __align__(32) float tile[MG_TM * MG_TN];
+  int e, row0, rows;
+  if (!moe_row_tile(offsets, tile_start, n_experts, &e, &row0, &rows)) return;
+  ExpertWeight w = table[e];
+  int w_parts = (int)((w.flags >> 4) & 15), x_parts = (int)((w.flags >> 8) & 15);
+  int warp = threadIdx.x >> 5;
+  int fr = warp >> 1, fc = (warp & 1) * 2;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2];
+  wmma::fill_fragment(acc[0], 0.f);
+  wmma::fill_fragment(acc[1], 0.f);
+  for (int k0 = 0; k0 < k; k0 += MW_TK) {
+    for (int i = threadIdx.x; i < MG_TM * MW_TK; i += blockDim.x) {
+      int r = i / MW_TK, c = i % MW_TK;
+      float v = r < rows && k0 + c < k ? x[(long)(row0 + r) * k + k0 + c] : 0.f;
+      bf16_split(v, x_parts, &xs[0][i], MG_TM * MW_TK);
+    }
+    for (int i = threadIdx.x; i < MG_TN * MW_TK; i += blockDim.x) {
+      int j = i / MW_TK, c = i % MW_TK;
+      long wr;
+      bool valid = moe_weight_row(j, n, swiglu_inter, &wr);
+      float v = valid && k0 + c < k ? expert_weight(w, meta, k, wr, k0 + c) : 0.f;
+      bf16_split(v, w_parts, &ws[0][i], MG_TN * MW_TK);
+    }
+    __syncthreads();
+    for (int kk = 0; kk < MW_TK; kk += 16) {
+      for (int a = 0; a < w_parts; a++) {
+        for (int p = 0; p < x_parts - a; p++) {
+          wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+          wmma::load_matrix_sync(fa, &xs[p][fr * 16 * MW_TK + kk], MW_TK);
+          for (int f = 0; f < 2; f++) {
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
+            wmma::load_matrix_sync(fb, &ws[a][(fc + f) * 16 * MW_TK + kk], MW_TK);
+            wmma::mma_sync(acc[f], fa, fb, acc[f]);
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+  for (int f = 0; f < 2; f++)
+    wmma::store_matrix_sync(&tile[fr * 16 * MG_TN + (fc + f) * 16], acc[f], MG_TN, wmma::mem_row_major);
+  __syncthreads();
+  moe_store(tile, row0, rows, n, swiglu_inter, y);
 }

@@ -158,6 +158,26 @@ public interface Device extends AutoCloseable {
             Buf positions,
             Buf cosSin);
 
+    /**
+     * kv_a_layernorm and the key's RoPE over kv_a_proj_with_mqa's output [latent | k_pe] in one kernel: for r &lt; rows,
+     * latent[r, :rank] = weight · x[r·stride + offset ..][:rank] / rms (as {@link #rmsNorm}), and kPe[r, :ropeDim] =
+     * x[r·stride + offset + rank ..][:ropeDim] rotated by the angles of positions[r] (as {@link #copyCols} then one
+     * head of {@link #rope}).
+     */
+    void rmsNormRope(
+            Buf x,
+            int rows,
+            int stride,
+            int offset,
+            int rank,
+            Buf weight,
+            float eps,
+            int ropeDim,
+            Buf positions,
+            Buf cosSin,
+            Buf latent,
+            Buf kPe);
+
     /** dst[r·dstStride + dstOff + c] = src[r·srcStride + srcOff + c] for r < rows, c < width. */
     void copyCols(Buf src, int rows, int srcStride, int srcOff, int width, Buf dst, int dstStride, int dstOff);
 
@@ -236,9 +256,32 @@ public interface Device extends AutoCloseable {
     }
 
     /**
-     * MoE combine: y[t, :] = Σ_k weights[t, k] · ye[slot[t, k], :] over k &lt; top_k in order, for t &lt; tokens.
+     * MoE permutation, on the device: experts [t, top_k] from {@link #moeRoute} (each in [0, nExperts)) → offsets
+     * [nExperts + 1] (offsets[e] = the slots of the experts below e, offsets[nExperts] = t · top_k), slotOf [t, top_k]
+     * (the slot of each (token, choice)) and slotRow [t · top_k] (the token of each slot). Slots run by expert in
+     * ascending id, tokens in order within an expert: the groups of {@link #gemmExperts}, with no host round trip.
      */
-    void moeCombine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf y);
+    void moePermute(Buf experts, int t, int topK, int nExperts, Buf offsets, Buf slotOf, Buf slotRow);
+
+    /**
+     * All experts of a layer as one grouped GEMM whose group bounds live on the device: for e &lt; w.length, rows
+     * [offsets[e], offsets[e + 1]) of y [slots, n] = the same rows of x [slots, k] · w[e]ᵀ, each w[e] [n, k] from
+     * {@link #weight}, as {@link #gemm} of those rows (offsets from {@link #moePermute}). A device may keep a table of
+     * w's experts between calls: pass the same array, unchanged, every time.
+     */
+    void gemmExperts(Buf x, Buf offsets, int slots, int k, Buf[] w, int n, Buf y, GemmPrecision precision);
+
+    /**
+     * {@link #gemmExperts} over gate_proj and up_proj stacked ([2 · inter, k] each) with SwiGLU applied to its output:
+     * out [slots, inter] as gemmExperts into [slots, 2 · inter] then {@link #swiglu}, without the intermediate.
+     */
+    void gemmExpertsSwiglu(Buf x, Buf offsets, int slots, int k, Buf[] w, int inter, Buf out, GemmPrecision precision);
+
+    /**
+     * MoE combine: y[t, :] = Σ_k weights[t, k] · ye[slot[t, k], :] over k &lt; top_k in order, for t &lt; tokens; then,
+     * when addend is not null (the shared experts' output [tokens, width]), + addend[t, :], as {@link #add} after.
+     */
+    void moeCombine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf addend, Buf y);
 
     /** Router logits [t, n_routed_experts] → experts and weights [t, top_k], experts in ascending id. */
     void moeRoute(Buf logits, Buf bias, int t, RouterShape r, Buf experts, Buf weights);

@@ -81,14 +81,12 @@ final class GpuAttention {
             dev.copyCols(qkvA, t, width, 0, heads * qHead, q, heads * qHead, 0);
         }
         // Only the latent is normed: latent [T, kv_lora_rank]; k_pe [T, qk_rope] is one rotary key head shared by all
-        // heads.
+        // heads, rotated in the same kernel. RoPE on q_pe of every head, at each token's position.
         Buf latent = p.floats().take((long) t * kvLora);
-        dev.rmsNorm(qkvA, t, width, qOut, kvLora, kvALayernorm, loraEps, latent);
         Buf kPe = p.floats().take((long) t * qkRope);
-        dev.copyCols(qkvA, t, width, qOut + kvLora, qkRope, kPe, qkRope, 0);
-        // RoPE on q_pe of every head and on k_pe, at each token's position.
+        dev.rmsNormRope(
+                qkvA, t, width, qOut, kvLora, kvALayernorm, loraEps, qkRope, b.positions(), cosSin, latent, kPe);
         dev.rope(q, t, heads, heads * qHead, qHead, qkNope, qkRope, b.positions(), cosSin);
-        dev.rope(kPe, t, 1, qkRope, 0, 0, qkRope, b.positions(), cosSin);
         Buf attn = p.floats().take((long) t * heads * vHead); // [T, heads, v_head]
         if (caches != null) {
             PackedBatch pb = b.packed();

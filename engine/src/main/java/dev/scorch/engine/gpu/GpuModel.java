@@ -3,15 +3,16 @@ package dev.scorch.engine.gpu;
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.runtime.PackedBatch;
+import java.util.List;
 
 /**
  * DeepseekV3ForCausalLM on one {@link Device}: the {@link GpuStage} of all the layers (embed_tokens through
  * lm_head), and the device it owns.
  *
  * <p>One forward runs at a time per model (the device has one stream and one scratch arena): callers on
- * several threads (Spark tasks sharing an executor's GPU) take turns.
+ * several threads (Spark tasks sharing an executor's GPU) take turns, on this object's lock.
  */
-public final class GpuModel implements AutoCloseable {
+public final class GpuModel implements GpuStages, AutoCloseable {
     private final GpuStage stage;
 
     private GpuModel(GpuStage stage) {
@@ -28,6 +29,23 @@ public final class GpuModel implements AutoCloseable {
         return stage;
     }
 
+    @Override
+    public List<GpuStage> stages() {
+        return List.of(stage);
+    }
+
+    /** 1: one device gains nothing from splitting a batch. */
+    @Override
+    public int microBatches(int sequences) {
+        return 1;
+    }
+
+    @Override
+    public synchronized <R> List<R> run(List<Micro> micro, Finish<R> finish) {
+        return GpuStages.runInOrder(List.of(stage), micro, finish);
+    }
+
+    @Override
     public ModelConfig config() {
         return stage.config();
     }
@@ -60,22 +78,35 @@ public final class GpuModel implements AutoCloseable {
      * until the next call) to then; caches and routes as {@link GpuStage#forward(PackedBatch, GpuKvCache[], int[][],
      * float[], java.util.function.Function)} says.
      */
-    public <R> R forward(
+    public synchronized <R> R forward(
             PackedBatch batch, GpuKvCache[] caches, int[][] routes, java.util.function.Function<Buf, R> then) {
         return stage.forward(batch, caches, routes, null, then);
+    }
+
+    /**
+     * As {@link #forward(PackedBatch, GpuKvCache[], int[][], java.util.function.Function)}, calling boundary with l
+     * before layer l and with the layer count after the last (the benchmark's per-layer clock).
+     */
+    public synchronized <R> R forward(
+            PackedBatch batch,
+            GpuKvCache[] caches,
+            int[][] routes,
+            java.util.function.Function<Buf, R> then,
+            java.util.function.IntConsumer boundary) {
+        return stage.forward(batch, caches, routes, null, then, boundary);
     }
 
     /**
      * Prefill or decode with caches: runs batch (positions from each cache's length), appends to the caches, and
      * returns the next-token logits [sequences, vocab] of each sequence's last token, in fp32.
      */
-    public float[] nextTokenLogits(PackedBatch batch, GpuKvCache[] caches) {
+    public synchronized float[] nextTokenLogits(PackedBatch batch, GpuKvCache[] caches) {
         return stage.forward(batch, caches, null, null, hidden -> stage.lastTokenLogits(batch, hidden));
     }
 
     /** Frees the weights and scratch, then closes the device. */
     @Override
-    public void close() {
+    public synchronized void close() {
         try {
             stage.close();
         } finally {

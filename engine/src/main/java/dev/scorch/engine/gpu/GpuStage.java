@@ -12,8 +12,8 @@ import java.util.function.Function;
  * {@code DeepseekV3Model} (its blocks' parts in {@link GpuAttention}, {@link GpuMlp} and {@link GpuMoe}) with the
  * weights resident on the device (linears and the embedding table in the {@link GemmPrecision}'s dtype, the router
  * gate always in fp32 so expert choice matches the CPU's) and activations kept there between kernels. YaRN cos/sin
- * come from the CPU's {@link Rope}. The first stage (first == 0) holds embed_tokens and starts from token ids; the
- * last (end == num_hidden_layers) holds model.norm and lm_head and hands on final-normed hidden states. A
+ * come from the CPU's {@link Rope}. The first stage (from layer 0) holds embed_tokens and starts from token ids; the
+ * last (to the last layer) holds model.norm and lm_head and hands on final-normed hidden states. A
  * {@link GpuModel} is the one stage of all the layers; a {@link GpuPipeline} chains stages on several devices.
  *
  * <p>One forward runs at a time per stage (the device has one stream and one scratch arena): callers on several
@@ -43,11 +43,17 @@ public final class GpuStage implements AutoCloseable {
     private record Layer(
             Buf inputLayernorm, GpuAttention selfAttn, Buf postAttentionLayernorm, GpuMlp mlp, GpuMoe moe) {}
 
-    private GpuStage(ModelWeights w, Device dev, GemmPrecision precision, int first, int end) {
+    private GpuStage(
+            ModelWeights w, Device dev, GemmPrecision precision, int first, int end, boolean embedding, boolean head) {
         this.config = w.config();
         int n = config.numHiddenLayers();
-        if (first < 0 || end > n || first >= end) {
-            throw new IllegalArgumentException("a stage holds layers [first, end) with 0 <= first < end <= " + n
+        if ((embedding && first != 0) || (head && end != n)) {
+            throw new IllegalArgumentException(
+                    "layers [" + first + ", " + end + ") of " + n + ": only a stage from layer 0"
+                            + " holds embed_tokens and only a stage to the last layer model.norm and lm_head");
+        }
+        if (first < 0 || end > n || first > end) {
+            throw new IllegalArgumentException("a stage holds layers [first, end) with 0 <= first <= end <= " + n
                     + ", got [" + first + ", " + end + ")");
         }
         this.dev = dev;
@@ -62,7 +68,7 @@ public final class GpuStage implements AutoCloseable {
         long before = dev.freeBytes();
         weights = new DeviceWeights(w, dev, precision);
         try {
-            embedTokens = first == 0 ? weights.table("model.embed_tokens.weight") : null;
+            embedTokens = embedding ? weights.table("model.embed_tokens.weight") : null;
             layers = new Layer[end - first];
             for (int i = first; i < end; i++) {
                 String p = WeightLayout.layer(i);
@@ -73,8 +79,8 @@ public final class GpuStage implements AutoCloseable {
                         config.isMoeLayer(i) ? null : GpuMlp.load(weights, p + "mlp.", config.hiddenSize()),
                         config.isMoeLayer(i) ? new GpuMoe(weights, config, p + "mlp.") : null);
             }
-            norm = end == n ? weights.vector("model.norm.weight") : null;
-            lmHead = end == n ? weights.linear("lm_head.weight") : null;
+            norm = head ? weights.vector("model.norm.weight") : null;
+            lmHead = head ? weights.linear("lm_head.weight") : null;
         } catch (RuntimeException | Error e) {
             weights.free();
             throw e;
@@ -86,9 +92,22 @@ public final class GpuStage implements AutoCloseable {
         pass = new GpuPass(dev, precision, floats, ints);
     }
 
-    /** Uploads layers [first, end) of the model to dev, with embed_tokens when first is 0 and model.norm and lm_head when end is the last layer's. */
+    /**
+     * Uploads layers [first, end) of the model to dev, with embed_tokens when first is 0 and model.norm and lm_head when
+     * end is num_hidden_layers.
+     */
     public static GpuStage load(ModelWeights w, Device dev, GemmPrecision precision, int first, int end) {
-        return new GpuStage(w, dev, precision, first, end);
+        return load(w, dev, precision, first, end, first == 0, end == w.config().numHiddenLayers());
+    }
+
+    /**
+     * Uploads layers [first, end) of the model to dev, with embed_tokens when embedding (first must be 0) and model.norm
+     * and lm_head when head (end must be num_hidden_layers): a stage of no layers next to one that starts at layer 0 or
+     * ends at the last layer holds the embedding or the head alone.
+     */
+    public static GpuStage load(
+            ModelWeights w, Device dev, GemmPrecision precision, int first, int end, boolean embedding, boolean head) {
+        return new GpuStage(w, dev, precision, first, end, embedding, head);
     }
 
     public ModelConfig config() {
@@ -115,12 +134,12 @@ public final class GpuStage implements AutoCloseable {
 
     /** Whether this stage starts from token ids (holds embed_tokens). */
     public boolean isFirst() {
-        return first == 0;
+        return embedTokens != null;
     }
 
     /** Whether this stage ends the model (holds model.norm and lm_head). */
     public boolean isLast() {
-        return end == config.numHiddenLayers();
+        return lmHead != null;
     }
 
     /** Device bytes the weights took. */
@@ -164,14 +183,27 @@ public final class GpuStage implements AutoCloseable {
      * routes, when not null, is [model's MoE layer][T * top_k] and receives each token's experts in this stage's
      * MoE layers' rows (a pipeline's stages fill one routes array between them).
      */
+    public <R> R forward(PackedBatch batch, GpuKvCache[] caches, int[][] routes, float[] in, Function<Buf, R> then) {
+        return forward(batch, caches, routes, in, then, null);
+    }
+
+    /**
+     * As {@link #forward(PackedBatch, GpuKvCache[], int[][], float[], Function)}, calling boundary, when not null, with
+     * the model's layer index l before layer l and with end after the last (the benchmark's per-layer clock).
+     */
     public synchronized <R> R forward(
-            PackedBatch batch, GpuKvCache[] caches, int[][] routes, float[] in, Function<Buf, R> then) {
+            PackedBatch batch,
+            GpuKvCache[] caches,
+            int[][] routes,
+            float[] in,
+            Function<Buf, R> then,
+            java.util.function.IntConsumer boundary) {
         floats.reset();
         ints.reset();
         int t = batch.numTokens();
         int hidden = config.hiddenSize();
         Buf x = floats.take((long) t * hidden);
-        if (first == 0) {
+        if (embedTokens != null) {
             if (in != null) {
                 throw new IllegalArgumentException("the first stage starts from token ids, not hidden states");
             }
@@ -195,7 +227,11 @@ public final class GpuStage implements AutoCloseable {
         }
         AttentionBatch b = batch(batch, caches);
         int moeIndex = firstMoe;
-        for (Layer layer : layers) {
+        for (int l = 0; l < layers.length; l++) {
+            if (boundary != null) {
+                boundary.accept(first + l);
+            }
+            Layer layer = layers[l];
             long floatMark = floats.mark(); // this layer's scratch goes back once its output is in x
             long intMark = ints.mark();
             // h = input_layernorm(x); x += self_attn(h)
@@ -215,6 +251,9 @@ public final class GpuStage implements AutoCloseable {
             dev.add(x, m, (long) t * hidden);
             floats.release(floatMark);
             ints.release(intMark);
+        }
+        if (boundary != null) {
+            boundary.accept(end);
         }
         if (caches != null) {
             for (int s = 0; s < caches.length; s++) {

@@ -319,6 +319,25 @@ public final class HostDevice implements Device {
     }
 
     @Override
+    public void rmsNormRope(
+            Buf x,
+            int rows,
+            int stride,
+            int offset,
+            int rank,
+            Buf weight,
+            float eps,
+            int ropeDim,
+            Buf positions,
+            Buf cosSin,
+            Buf latent,
+            Buf kPe) {
+        rmsNorm(x, rows, stride, offset, rank, weight, eps, latent);
+        copyCols(x, rows, stride, offset + rank, ropeDim, kPe, ropeDim, 0);
+        rope(kPe, rows, 1, ropeDim, 0, 0, ropeDim, positions, cosSin);
+    }
+
+    @Override
     public void copyCols(Buf src, int rows, int srcStride, int srcOff, int width, Buf dst, int dstStride, int dstOff) {
         for (int r = 0; r < rows; r++) {
             System.arraycopy(
@@ -564,16 +583,95 @@ public final class HostDevice implements Device {
     }
 
     @Override
-    public void moeCombine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf y) {
+    public void moePermute(Buf experts, int t, int topK, int nExperts, Buf offsets, Buf slotOf, Buf slotRow) {
+        int pairs = t * topK;
+        int[] ex = ints(experts.need(Buf.Kind.I32, pairs, "moePermute experts"));
+        int[] os = ints(offsets.need(Buf.Kind.I32, nExperts + 1L, "moePermute offsets"));
+        int[] so = ints(slotOf.need(Buf.Kind.I32, pairs, "moePermute slotOf"));
+        int[] sr = ints(slotRow.need(Buf.Kind.I32, pairs, "moePermute slotRow"));
+        int[] next = new int[nExperts];
+        for (int i = 0; i < pairs; i++) {
+            int e = ex[off(experts) + i];
+            if (e < 0 || e >= nExperts) {
+                throw new IllegalArgumentException(
+                        "moePermute: expert " + e + " of pair " + i + " is not in [0, " + nExperts + ")");
+            }
+            next[e]++;
+        }
+        int o = off(offsets);
+        os[o] = 0;
+        for (int e = 0; e < nExperts; e++) {
+            os[o + e + 1] = os[o + e] + next[e];
+            next[e] = os[o + e];
+        }
+        for (int i = 0; i < pairs; i++) {
+            int slot = next[ex[off(experts) + i]]++;
+            so[off(slotOf) + i] = slot;
+            sr[off(slotRow) + slot] = i / topK;
+        }
+    }
+
+    /** Group e's rows [offsets[e], offsets[e + 1]) of gemmExperts, checked: ascending, within slots. */
+    private static int[] groups(Buf offsets, int experts, int slots) {
+        int[] os = ints(offsets.need(Buf.Kind.I32, experts + 1L, "gemmExperts offsets"));
+        int[] g = java.util.Arrays.copyOfRange(os, off(offsets), off(offsets) + experts + 1);
+        for (int e = 0; e < experts; e++) {
+            if (g[e] < 0 || g[e + 1] < g[e] || g[e + 1] > slots) {
+                throw new IllegalArgumentException("gemmExperts: expert " + e + " has rows [" + g[e] + ", " + g[e + 1]
+                        + ") of " + slots + " slots");
+            }
+        }
+        return g;
+    }
+
+    @Override
+    public void gemmExperts(Buf x, Buf offsets, int slots, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
+        int[] g = groups(offsets, w.length, slots);
+        for (int e = 0; e < w.length; e++) {
+            int rows = g[e + 1] - g[e];
+            if (rows > 0) {
+                gemm(
+                        x.slice((long) g[e] * k, (long) rows * k),
+                        rows,
+                        k,
+                        w[e],
+                        n,
+                        y.slice((long) g[e] * n, (long) rows * n),
+                        precision);
+            }
+        }
+    }
+
+    @Override
+    public void gemmExpertsSwiglu(
+            Buf x, Buf offsets, int slots, int k, Buf[] w, int inter, Buf out, GemmPrecision precision) {
+        int[] g = groups(offsets, w.length, slots);
+        for (int e = 0; e < w.length; e++) {
+            int rows = g[e + 1] - g[e];
+            if (rows > 0) {
+                // the CUDA kernel keeps an expert tile's gate and up columns in shared memory; here a heap array
+                Buf gu = new Buf(new float[rows * 2 * inter], Buf.Kind.F32, 0, (long) rows * 2 * inter);
+                gemm(x.slice((long) g[e] * k, (long) rows * k), rows, k, w[e], 2 * inter, gu, precision);
+                swiglu(gu, rows, inter, out.slice((long) g[e] * inter, (long) rows * inter));
+            }
+        }
+    }
+
+    @Override
+    public void moeCombine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf addend, Buf y) {
         float[] es = floats(ye);
         int[] ss = ints(slot);
         float[] ws = floats(weights);
         float[] ys = floats(y);
+        float[] as = addend == null ? null : floats(addend);
         for (int t = 0; t < tokens; t++) {
             for (int c = 0; c < width; c++) {
                 float a = 0f;
                 for (int k = 0; k < topK; k++) {
                     a += ws[off(weights) + t * topK + k] * es[off(ye) + ss[off(slot) + t * topK + k] * width + c];
+                }
+                if (as != null) {
+                    a += as[off(addend) + t * width + c];
                 }
                 ys[off(y) + t * width + c] = a;
             }

@@ -144,6 +144,29 @@ public final class KernelTwins {
                         },
                         m * k));
         out.put(
+                "rmsNormRope",
+                diff(
+                        a,
+                        b,
+                        dev -> {
+                            Buf o = dev.alloc(Buf.Kind.F32, (long) m * (200 + 32));
+                            dev.rmsNormRope(
+                                    dev.upload(x),
+                                    m,
+                                    k,
+                                    50,
+                                    200,
+                                    dev.upload(norm),
+                                    1e-6f,
+                                    32,
+                                    dev.upload(positions),
+                                    dev.upload(cs),
+                                    o.slice(0, m * 200L),
+                                    o.slice(m * 200L, m * 32L));
+                            return o;
+                        },
+                        m * (200 + 32)));
+        out.put(
                 "copyCols",
                 diff(
                         a,
@@ -367,10 +390,23 @@ public final class KernelTwins {
                         b,
                         dev -> {
                             Buf y = dev.alloc(Buf.Kind.F32, 12L * k);
-                            dev.moeCombine(dev.upload(x), dev.upload(slot), dev.upload(sw), 12, 3, k, y);
+                            dev.moeCombine(dev.upload(x), dev.upload(slot), dev.upload(sw), 12, 3, k, null, y);
                             return y;
                         },
                         12 * k));
+        out.put(
+                "moeCombine + shared",
+                diff(
+                        a,
+                        b,
+                        dev -> {
+                            Buf y = dev.alloc(Buf.Kind.F32, 12L * k);
+                            Buf shared = dev.upload(w).slice(0, 12L * k);
+                            dev.moeCombine(dev.upload(x), dev.upload(slot), dev.upload(sw), 12, 3, k, shared, y);
+                            return y;
+                        },
+                        12 * k));
+        experts(a, b, rnd, out);
         RouterShape r = new RouterShape(64, 6, 8, 3, true, 2.5f);
         float[] logits = random(rnd, m * 64);
         float[] bias = random(rnd, 64);
@@ -413,6 +449,112 @@ public final class KernelTwins {
                         },
                         12));
         return out;
+    }
+
+    /**
+     * The MoE permutation and the experts' grouped GEMMs on a routing of 80 tokens, top 4 of 40 experts: every token
+     * picks expert 5 (80 rows, more than one CUDA row tile) and 3 of experts 0 to 11, so experts 12 to 39 get none.
+     * Weights [129, 300] (partial column and k tiles) dense in each precision, INT4 and FP8; gate|up [2 · 70, 300]
+     * through the SwiGLU form.
+     */
+    private static void experts(Device a, Device b, SplittableRandom rnd, Map<String, Double> out) {
+        int t = 80;
+        int topK = 4;
+        int nExperts = 40;
+        int pairs = t * topK;
+        int k = 300;
+        int n = 129;
+        int inter = 70;
+        int[] route = new int[pairs];
+        for (int i = 0; i < t; i++) {
+            java.util.TreeSet<Integer> chosen = new java.util.TreeSet<>(java.util.List.of(5));
+            while (chosen.size() < topK) {
+                chosen.add(rnd.nextInt(12));
+            }
+            int c = 0;
+            for (int e : chosen) {
+                route[i * topK + c++] = e;
+            }
+        }
+        out.put(
+                "moePermute",
+                intDiff(
+                        a,
+                        b,
+                        dev -> {
+                            Buf all = dev.alloc(Buf.Kind.I32, nExperts + 1L + 2L * pairs);
+                            dev.moePermute(
+                                    dev.upload(route),
+                                    t,
+                                    topK,
+                                    nExperts,
+                                    all.slice(0, nExperts + 1L),
+                                    all.slice(nExperts + 1L, pairs),
+                                    all.slice(nExperts + 1L + pairs, pairs));
+                            return all;
+                        },
+                        nExperts + 1 + 2 * pairs));
+        float[] xs = random(rnd, pairs * k);
+        float[][] ws = new float[12][];
+        float[][] gus = new float[12][];
+        for (int e = 0; e < 12; e++) {
+            ws[e] = random(rnd, n * k);
+            gus[e] = random(rnd, 2 * inter * k);
+        }
+        // experts 12 to 39 get no rows: they share expert 0's weight
+        java.util.function.BiFunction<Device, java.util.function.IntFunction<Buf>, Buf[]> stack = (dev, one) -> {
+            Buf[] s = new Buf[nExperts];
+            for (int e = 0; e < nExperts; e++) {
+                s[e] = e < 12 ? one.apply(e) : s[0];
+            }
+            return s;
+        };
+        java.util.function.Function<Device, Buf> offsets = dev -> {
+            Buf o = dev.alloc(Buf.Kind.I32, nExperts + 1L);
+            Buf ints = dev.alloc(Buf.Kind.I32, 2L * pairs);
+            dev.moePermute(dev.upload(route), t, topK, nExperts, o, ints.slice(0, pairs), ints.slice(pairs, pairs));
+            return o;
+        };
+        Int4Groups[] q4 = new Int4Groups[12];
+        Fp8Blocks[] q8 = new Fp8Blocks[12];
+        for (int e = 0; e < 12; e++) {
+            q4[e] = Int4Groups.quantize(ws[e], n, k, 32);
+            q8[e] = Fp8Blocks.quantize(ws[e], n, k, 128, 128);
+        }
+        for (GemmPrecision p : GemmPrecision.values()) {
+            java.util.Map<String, java.util.function.BiFunction<Device, Integer, Buf>> formats = new LinkedHashMap<>();
+            formats.put("", (dev, e) -> dev.weight(ws[e], p));
+            formats.put("INT4 ", (dev, e) -> dev.int4Weight(q4[e].packed(), q4[e].scales(), n, k, 32));
+            formats.put("FP8 ", (dev, e) -> PackedFp8.upload(dev, q8[e].codes(), q8[e].scaleInv(), n, k, 128, 128));
+            for (Map.Entry<String, java.util.function.BiFunction<Device, Integer, Buf>> f : formats.entrySet()) {
+                out.put(
+                        "gemmExperts " + f.getKey() + p,
+                        diff(
+                                a,
+                                b,
+                                dev -> {
+                                    Buf y = dev.alloc(Buf.Kind.F32, (long) pairs * n);
+                                    Buf[] w = stack.apply(dev, e -> f.getValue().apply(dev, e));
+                                    dev.gemmExperts(dev.upload(xs), offsets.apply(dev), pairs, k, w, n, y, p);
+                                    return y;
+                                },
+                                pairs * n));
+            }
+        }
+        for (GemmPrecision p : new GemmPrecision[] {GemmPrecision.BF16X3, GemmPrecision.FP32}) {
+            out.put(
+                    "gemmExpertsSwiglu " + p,
+                    diff(
+                            a,
+                            b,
+                            dev -> {
+                                Buf y = dev.alloc(Buf.Kind.F32, (long) pairs * inter);
+                                Buf[] w = stack.apply(dev, e -> dev.weight(gus[e], p));
+                                dev.gemmExpertsSwiglu(dev.upload(xs), offsets.apply(dev), pairs, k, w, inter, y, p);
+                                return y;
+                            },
+                            pairs * inter));
+        }
     }
 
     private static Buf weightOf(Device dev, float[] w, int n, int k, GemmPrecision p) {

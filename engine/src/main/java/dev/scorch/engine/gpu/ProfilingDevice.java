@@ -143,6 +143,26 @@ public final class ProfilingDevice implements Device {
     }
 
     @Override
+    public void rmsNormRope(
+            Buf x,
+            int rows,
+            int stride,
+            int offset,
+            int rank,
+            Buf weight,
+            float eps,
+            int ropeDim,
+            Buf positions,
+            Buf cosSin,
+            Buf latent,
+            Buf kPe) {
+        time(
+                "rmsNormRope",
+                () -> dev.rmsNormRope(
+                        x, rows, stride, offset, rank, weight, eps, ropeDim, positions, cosSin, latent, kPe));
+    }
+
+    @Override
     public void copyCols(Buf src, int rows, int srcStride, int srcOff, int width, Buf dst, int dstStride, int dstOff) {
         time("copyCols", () -> dev.copyCols(src, rows, srcStride, srcOff, width, dst, dstStride, dstOff));
     }
@@ -216,8 +236,24 @@ public final class ProfilingDevice implements Device {
     }
 
     @Override
-    public void moeCombine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf y) {
-        time("moeCombine", () -> dev.moeCombine(ye, slot, weights, tokens, topK, width, y));
+    public void moePermute(Buf experts, int t, int topK, int nExperts, Buf offsets, Buf slotOf, Buf slotRow) {
+        time("moePermute", () -> dev.moePermute(experts, t, topK, nExperts, offsets, slotOf, slotRow));
+    }
+
+    @Override
+    public void gemmExperts(Buf x, Buf offsets, int slots, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
+        time("gemmExperts", () -> dev.gemmExperts(x, offsets, slots, k, w, n, y, precision));
+    }
+
+    @Override
+    public void gemmExpertsSwiglu(
+            Buf x, Buf offsets, int slots, int k, Buf[] w, int inter, Buf out, GemmPrecision precision) {
+        time("gemmExpertsSwiglu", () -> dev.gemmExpertsSwiglu(x, offsets, slots, k, w, inter, out, precision));
+    }
+
+    @Override
+    public void moeCombine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf addend, Buf y) {
+        time("moeCombine", () -> dev.moeCombine(ye, slot, weights, tokens, topK, width, addend, y));
     }
 
     @Override

@@ -27,7 +27,7 @@ import jdk.incubator.vector.FloatVector;
  * @param bf16Decoder how PackedGemm decodes a K block of BF16 weight rows to fp32 (also fp8Decoder, int4Decoder)
  * @param attention CpuOps.attention, prefill's causal attention of each head
  * @param vectorMath CpuOps.logSumExp and siluMul
- * @param cudaExperts CudaDevice's routed-expert GEMMs (cudaBatchedExperts: the batched ones)
+ * @param cudaExperts CudaDevice's routed-expert GEMMs (cudaBatchedExperts: Device.gemmGrouped's batched path)
  * @param cpuPrecision how PackedGemm multiplies (fp32, or bf16 parts on AVX512-BF16): CpuOps' default
  * @param precision the same as a choice: where it runs, and why (with the matrix units found)
  */
@@ -59,13 +59,30 @@ public record KernelSelection(
      * GEMM per expert has.
      */
     public static final String CUDA_BATCHED_EXPERTS = "scorch.cuda.batched-experts";
+    /**
+     * -Dscorch.cuda.moe-gemm=true: routed experts through the moe_gemm kernel over all experts, group bounds on the
+     * device, instead of one cuBLAS GEMM per expert after reading the expert offsets back. Off by default until it passes
+     * the device check (bin/gpu-check turns it on); the cuBLAS path has passed it.
+     */
+    public static final String CUDA_MOE_GEMM = "scorch.cuda.moe-gemm";
 
     /** -Dscorch.native.bf16=false: the CPU's AVX512-BF16 taken as absent (fp32 whatever the precision asked). */
     public static final String NATIVE_BF16 = "scorch.native.bf16";
 
     private static final String[] PROPERTIES = {
-        NATIVE, NATIVE_ATTENTION, NATIVE_VECMATH, NATIVE_BF16, CUDA_BATCHED_EXPERTS, CpuPrecision.PROPERTY
+        NATIVE,
+        NATIVE_ATTENTION,
+        NATIVE_VECMATH,
+        NATIVE_BF16,
+        CUDA_BATCHED_EXPERTS,
+        CUDA_MOE_GEMM,
+        CpuPrecision.PROPERTY
     };
+
+    /** Whether the value of -Dscorch.cuda.moe-gemm turns moe_gemm on: true (in any case), as Boolean.getBoolean. */
+    public static boolean moeGemm(String value) {
+        return Boolean.parseBoolean(value);
+    }
 
     /** Where a kernel runs. */
     public enum Impl {
@@ -299,13 +316,15 @@ public record KernelSelection(
         }
 
         boolean batched = Boolean.parseBoolean(in.property(CUDA_BATCHED_EXPERTS)); // as Boolean.getBoolean
-        Choice cuda = batched
+        Choice cuda = moeGemm(in.property(CUDA_MOE_GEMM))
                 ? new Choice(
-                        Impl.CUDA, "cuBLAS batched GEMMs over padded groups", "-D" + CUDA_BATCHED_EXPERTS + "=true")
+                        Impl.CUDA,
+                        "moe_gemm, one grouped kernel per projection over all experts",
+                        "-D" + CUDA_MOE_GEMM + "=true")
                 : new Choice(
                         Impl.CUDA,
-                        "one cuBLAS GEMM per expert",
-                        "the batched path has not passed the device check yet");
+                        "one cuBLAS GEMM per expert, offsets read back",
+                        "the default until moe_gemm passes the device check");
         // Precision: bf16 parts need the AVX-512 tile (32 rows) and AVX512-BF16; fp32 is the default and the fallback.
         String asked = in.property(CpuPrecision.PROPERTY);
         CpuPrecision wanted;

@@ -11,6 +11,7 @@ import dev.scorch.engine.runtime.KvCache;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.runtime.Workspace;
 import java.nio.file.Path;
+import java.util.function.IntConsumer;
 
 /**
  * DeepseekV3ForCausalLM (Kimi K2, DeepSeek-V3/R1): embed_tokens → num_hidden_layers decoder layers → norm →
@@ -87,7 +88,19 @@ public final class DeepseekV3Model {
      */
     public float[] forward(PackedBatch batch, Ops ops, int[][] routes, Workspace ws) {
         try {
-            return forward(batch, ops, routes, null, ws);
+            return forward(batch, ops, routes, null, ws, null);
+        } catch (InternalError e) {
+            throw checkpoint.readFault(e);
+        }
+    }
+
+    /**
+     * As {@link #forward(PackedBatch, Ops, int[][], Workspace)}, calling boundary with l before layer l runs and with
+     * num_hidden_layers after the last: the benchmark's per-layer clock.
+     */
+    public float[] forward(PackedBatch batch, Ops ops, Workspace ws, IntConsumer boundary) {
+        try {
+            return forward(batch, ops, null, null, ws, boundary);
         } catch (InternalError e) {
             throw checkpoint.readFault(e);
         }
@@ -116,7 +129,7 @@ public final class DeepseekV3Model {
         for (int s = 0; s < caches.length; s++) {
             caches[s].reserve(batch.seqLen()[s]);
         }
-        float[] x = forward(batch, ops, routes, caches, ws);
+        float[] x = forward(batch, ops, routes, caches, ws, null);
         for (int s = 0; s < caches.length; s++) {
             caches[s].advance(batch.seqLen()[s]);
         }
@@ -192,7 +205,8 @@ public final class DeepseekV3Model {
         }
     }
 
-    private float[] forward(PackedBatch batch, Ops ops, int[][] routes, KvCache[] caches, Workspace ws) {
+    private float[] forward(
+            PackedBatch batch, Ops ops, int[][] routes, KvCache[] caches, Workspace ws, IntConsumer boundary) {
         checkpoint
                 .checkMapped(); // a shard cut short since the last pass fails here, named, before any read of it faults
         int t = batch.numTokens();
@@ -209,7 +223,11 @@ public final class DeepseekV3Model {
         }
         Matmuls mm = Matmuls.of(ops, batch, caches);
         int moeIndex = 0;
-        for (DecoderLayer layer : layers) {
+        for (int l = 0; l < layers.length; l++) {
+            DecoderLayer layer = layers[l];
+            if (boundary != null) {
+                boundary.accept(l);
+            }
             int[] r = null;
             if (routes != null && layer.isMoe()) {
                 r = routes[moeIndex];
@@ -219,6 +237,9 @@ public final class DeepseekV3Model {
             }
             moeIndex += layer.isMoe() ? 1 : 0;
             layer.forward(x, batch, rope, mm, r, caches, s.layer);
+        }
+        if (boundary != null) {
+            boundary.accept(layers.length);
         }
         s.finalNorm.apply(ops, x, t, hidden, norm, config.rmsNormEps(), x);
         return x;

@@ -25,9 +25,8 @@ class ProfilingDeviceTest {
             int[][] routes = new int[2][];
             new GpuScorer(m).score(List.of(ScoreRequest.of(new int[] {1, 2, 3, 4, 5})), routes);
             // Per layer: qkv_a (stacked), q_b, kv_b, o_proj; a dense MLP runs gate_up + down; an MoE layer runs its
-            // router
-            // and the shared expert's two, and its routed experts as two grouped GEMMs (gate_up, down). Then lm_head
-            // once.
+            // router and the shared expert's two, and its routed experts as two grouped GEMMs over all experts
+            // (gate_up with SwiGLU, down) after one permutation. Then lm_head once.
             int expected = 0;
             int moe = 0;
             for (int l = 0; l < c.numHiddenLayers(); l++) {
@@ -41,7 +40,10 @@ class ProfilingDeviceTest {
             }
             expected += 1;
             assertEquals(expected, prof.stats().get("gemm").calls);
-            assertEquals(2 * moe, prof.stats().get("gemmGrouped").calls);
+            assertEquals(moe, prof.stats().get("moePermute").calls);
+            assertEquals(moe, prof.stats().get("gemmExpertsSwiglu").calls);
+            assertEquals(moe, prof.stats().get("gemmExperts").calls);
+            assertNull(prof.stats().get("gemmGrouped"));
             assertEquals(c.numHiddenLayers(), prof.stats().get("mlaAttention").calls);
             assertTrue(prof.stats().get("gemm").nanos > 0);
         }

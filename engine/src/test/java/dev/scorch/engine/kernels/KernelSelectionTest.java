@@ -218,15 +218,28 @@ class KernelSelectionTest {
     }
 
     @Test
+    void cudaExpertsRunMoeGemmOnlyWhenAskedFor() {
+        for (String v : new String[] {"true", "TRUE", "True"}) {
+            assertChoice(
+                    Impl.CUDA,
+                    "moe_gemm, one grouped kernel per projection over all experts",
+                    "-Dscorch.cuda.moe-gemm=true",
+                    choose(17, 16, NOT_BUILT, Map.of("scorch.cuda.moe-gemm", v)).cudaExperts());
+        }
+        for (String v : new String[] {"false", "yes", ""}) {
+            assertChoice(
+                    Impl.CUDA,
+                    "one cuBLAS GEMM per expert, offsets read back",
+                    "the default until moe_gemm passes the device check",
+                    choose(17, 16, NOT_BUILT, Map.of("scorch.cuda.moe-gemm", v)).cudaExperts());
+        }
+    }
+
+    @Test
     void cudaBatchedExpertsOnlyWhenAskedFor() {
         for (String v : new String[] {"true", "TRUE", "True"}) {
             KernelSelection k = choose(17, 16, NOT_BUILT, Map.of("scorch.cuda.batched-experts", v));
             assertTrue(k.cudaBatchedExperts(), v);
-            assertChoice(
-                    Impl.CUDA,
-                    "cuBLAS batched GEMMs over padded groups",
-                    "-Dscorch.cuda.batched-experts=true",
-                    k.cudaExperts());
         }
         for (String v : new String[] {"yes", "1", ""}) {
             assertFalse(
@@ -236,8 +249,8 @@ class KernelSelectionTest {
         }
         assertChoice(
                 Impl.CUDA,
-                "one cuBLAS GEMM per expert",
-                "the batched path has not passed the device check yet",
+                "moe_gemm, one grouped kernel per projection over all experts",
+                "the default: group bounds stay on the device",
                 choose(17, 16, NOT_BUILT, Map.of()).cudaExperts());
     }
 
@@ -531,8 +544,9 @@ class KernelSelectionTest {
                         + "16 fp32 lanes (512-bit) (one pass over the weights, straight from the mapping; no native row-dot); bf16_decoder: native C "
                         + "(beside the native GEMM tile); fp8_decoder: native C (beside the native GEMM tile); int4_decoder: native C, AVX-512 build "
                         + "(beside the native GEMM tile); attention: Java Vector API, 16 lanes (-Dscorch.native.attention=false); vector_math: native "
-                        + "C, 16 lanes (AVX-512) (CPU has AVX-512); cuda_experts: one cuBLAS GEMM per expert (the batched path has not passed the "
-                        + "device check yet); native library: loaded; CPU has AVX-512, AVX2 and FMA; JDK 17, 16 float lanes, Linux amd64, "
+                        + "C, 16 lanes (AVX-512) (CPU has AVX-512); cuda_experts: moe_gemm, one grouped kernel per projection over all "
+                        + "experts (the default: group bounds stay on the device); native library: loaded; CPU has AVX-512, AVX2 and FMA; "
+                        + "JDK 17, 16 float lanes, Linux amd64, "
                         + "{scorch.native.attention=false}",
                 k.describe());
     }

@@ -4,6 +4,7 @@ import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.jobs.score.ScoreJob;
 import dev.scorch.jobs.score.ScoreSpec;
 import dev.scorch.jobs.score.ScoreSummary;
+import dev.scorch.udfs.score.ScoreOptions;
 import java.util.Locale;
 import java.util.concurrent.Callable;
 import org.apache.spark.sql.SparkSession;
@@ -36,6 +37,12 @@ public final class ScoreCommand implements Callable<Integer> {
 
     @Option(names = "--max-batch-tokens", description = "Token budget of one engine batch. Default: 4096.")
     Integer maxBatchTokens;
+
+    @Option(
+            names = "--gpu-batch-tokens",
+            description = "Tokens a CUDA task packs into one forward at least (above --max-batch-tokens), where the"
+                    + " GPU's memory holds them. Default: 16384.")
+    Integer gpuBatchTokens;
 
     @Option(names = "--window-rows", description = "Rows sorted by length together before batching. Default: 256.")
     Integer windowRows;
@@ -91,6 +98,7 @@ public final class ScoreCommand implements Callable<Integer> {
                     job.write(),
                     job.backend(),
                     job.gpuPrecision(),
+                    job.positive("gpu-batch-tokens", gpuBatchTokens, ScoreOptions.DEFAULT_GPU_BATCH_TOKENS),
                     job.atLeastZero("pipeline-nodes", pipelineNodes, 0));
             ScoreSummary s = ScoreJob.run(spark, spec);
             System.out.println(s.line());

@@ -40,6 +40,7 @@ public final class ScoreJob {
                 .setThreads(spec.threads())
                 .setBackend(spec.backend())
                 .setGpuPrecision(spec.gpuPrecision())
+                .setGpuBatchTokens(spec.gpuBatchTokens())
                 .setPipelineNodes(spec.pipelineNodes())
                 .setInputErrorCol(ScoreSchema.INPUT_ERROR)
                 .setRowLabelCol(ScoreSchema.SOURCE)
@@ -60,6 +61,7 @@ public final class ScoreJob {
                     metrics.batches().value(),
                     (System.nanoTime() - t0) / 1e9,
                     metrics.engineSeconds(),
+                    metrics.partitionSeconds(),
                     metrics.paddingRatio(),
                     run.model().label(),
                     run.model().weights(),

@@ -8,6 +8,7 @@ public record ScoreSummary(
         long batches,
         double seconds,
         double engineSeconds,
+        double partitionSeconds,
         double paddingRatio,
         String modelLabel,
         String weights,
@@ -24,10 +25,16 @@ public record ScoreSummary(
         return engineSeconds == 0 ? 0 : tokens / engineSeconds;
     }
 
+    /** The engine's share of the partitions' streaming time, summed over tasks (a GPU task: how busy its GPU was). */
+    public double engineBusy() {
+        return partitionSeconds == 0 ? 0 : engineSeconds / partitionSeconds;
+    }
+
     public String line() {
         return String.format(
                 "scored %,d rows (%,d errors, %,d skipped as already done), %,d tokens in %,d batches, %.1f s, "
-                        + "%.1f tokens/s, engine %.1f s summed over tasks (%.1f tokens/s), padding %.1f%%, model %s, weights %s, "
+                        + "%.1f tokens/s, engine %.1f s summed over tasks (%.1f tokens/s), engine busy %.1f%% of the"
+                        + " partitions' %.1f s, padding %.1f%%, model %s, weights %s, "
                         + "driver peak RSS %.0f MiB",
                 rows,
                 errors,
@@ -38,6 +45,8 @@ public record ScoreSummary(
                 tokensPerSecond(),
                 engineSeconds,
                 engineTokensPerSecond(),
+                100 * engineBusy(),
+                partitionSeconds,
                 100 * paddingRatio,
                 modelLabel,
                 weights,

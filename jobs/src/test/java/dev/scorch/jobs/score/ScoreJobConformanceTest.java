@@ -44,6 +44,16 @@ class ScoreJobConformanceTest {
         // Two tasks at most side by side in local[2]: their engine seconds sum to more than nothing and at most twice
         // the job's.
         assertTrue(summary.engineSeconds() > 0 && summary.engineSeconds() <= 2 * summary.seconds(), summary.line());
+        // The partitions' streaming time holds their engine time: the engine's share of it is a fraction, printed.
+        assertTrue(
+                summary.partitionSeconds() >= summary.engineSeconds()
+                        && summary.partitionSeconds() <= 2 * summary.seconds(),
+                summary.line());
+        assertTrue(summary.engineBusy() > 0 && summary.engineBusy() <= 1, summary.line());
+        assertTrue(
+                summary.line()
+                        .contains(String.format("engine busy %.1f%% of the partitions'", 100 * summary.engineBusy())),
+                summary.line());
         assertTrue(summary.modelLabel().startsWith("model@"), summary.modelLabel());
 
         Map<String, Scored> rows = SparkTests.readOutput(out, "parquet");

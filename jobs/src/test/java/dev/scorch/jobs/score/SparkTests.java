@@ -318,6 +318,7 @@ public final class SparkTests {
                     write,
                     backend,
                     gpuPrecision,
+                    ScoreOptions.DEFAULT_GPU_BATCH_TOKENS,
                     pipelineNodes);
         }
 

@@ -25,6 +25,7 @@ public final class ScoreParams {
     private LogitsMode logits = LogitsMode.NONE;
     private int maxBatchTokens = 4096;
     private int windowRows = 256;
+    private int gpuBatchTokens = ScoreOptions.DEFAULT_GPU_BATCH_TOKENS;
     private long arrowMemoryBytes = 1024L << 20;
     private int threads;
     private BackendMode backend = BackendMode.AUTO;
@@ -117,6 +118,15 @@ public final class ScoreParams {
     /** Token budget of one engine batch (a GPU's free memory may lower it; the scores do not change). */
     public ScoreParams setMaxBatchTokens(int v) {
         maxBatchTokens = v;
+        return this;
+    }
+
+    /**
+     * Tokens a CUDA task packs into one forward at least, above {@link #setMaxBatchTokens} (sized for the CPU), where
+     * the GPU's free memory holds them; a task's windows then hold two such batches (the scores do not change).
+     */
+    public ScoreParams setGpuBatchTokens(int v) {
+        gpuBatchTokens = v;
         return this;
     }
 
@@ -219,7 +229,14 @@ public final class ScoreParams {
             throw new IllegalArgumentException("arrow memory must be positive, got " + arrowMemoryBytes);
         }
         return new ScoreOptions(
-                maxBatchTokens, windowRows, topK, logits, Values.threads(spark, threads), backend, gpuPrecision);
+                maxBatchTokens,
+                windowRows,
+                topK,
+                logits,
+                Values.threads(spark, threads),
+                backend,
+                gpuPrecision,
+                gpuBatchTokens);
     }
 
     @Override
@@ -227,8 +244,8 @@ public final class ScoreParams {
         return String.format(
                 Locale.ROOT,
                 "ScoreParams[tokenIdsCol=%s, textCol=%s, continuationCol=%s, outputPrefix=%s, topK=%d, logits=%s,"
-                        + " maxBatchTokens=%d, windowRows=%d, threads=%d, backend=%s, gpuPrecision=%s,"
-                        + " pipelineNodes=%d]",
+                        + " maxBatchTokens=%d, gpuBatchTokens=%d, windowRows=%d, threads=%d, backend=%s,"
+                        + " gpuPrecision=%s, pipelineNodes=%d]",
                 tokenIdsCol,
                 textCol,
                 continuationCol,
@@ -236,6 +253,7 @@ public final class ScoreParams {
                 topK,
                 logits,
                 maxBatchTokens,
+                gpuBatchTokens,
                 windowRows,
                 threads,
                 backend.flag(),

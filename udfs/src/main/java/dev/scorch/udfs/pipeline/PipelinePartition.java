@@ -112,7 +112,14 @@ public final class PipelinePartition implements FlatMapFunction<Iterator<Interna
             return Collections.emptyIterator();
         }
         PipelineScorer scorer = new PipelineScorer(ring, engine);
-        return rows.score(input, loaded, new HookedScorer(scorer, hook), options.maxBatchTokens(), scorer::finish);
+        return rows.score(
+                input,
+                loaded,
+                new HookedScorer(scorer, hook),
+                options.maxBatchTokens(),
+                0,
+                "pipeline stage " + index + " of " + n + " (Spark stage " + tc.stageId() + ")",
+                scorer::finish);
     }
 
     /** The host of Spark's "host:port" task address. */

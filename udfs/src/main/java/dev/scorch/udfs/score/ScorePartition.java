@@ -88,38 +88,57 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
         BackendChoice choice = BackendChoice.choose(options.backend(), TaskGpus.of(tc), Cuda::probe);
         BatchScorer scorer;
         int maxBatchTokens;
+        long windowTokens; // a window's target: two full batches on a GPU (see WindowSizer)
         String on;
         if (choice.cuda()) {
             GpuScorer gpu = ExecutorModelCache.gpuScorer(source, choice.gpuOrdinal(), options.gpuPrecision());
             scorer = gpu;
-            maxBatchTokens = gpuBatchTokens(gpu.model(), options.maxBatchTokens());
+            maxBatchTokens = gpuBatchTokens(gpu.model(), options.maxBatchTokens(), options.gpuBatchTokens());
+            windowTokens = 2L * maxBatchTokens;
             on = "cuda:" + choice.gpuOrdinal() + " "
                     + options.gpuPrecision().name().toLowerCase(java.util.Locale.ROOT);
         } else {
             scorer = new Scorer(loaded.model(), ExecutorModelCache.ops(options.threads()));
             maxBatchTokens = options.maxBatchTokens();
+            windowTokens = 0;
             on = "cpu, " + options.threads() + " thread(s)";
         }
+        String task = tc == null
+                ? "(no task)"
+                : "stage " + tc.stageId() + " partition " + tc.partitionId() + " TID " + tc.taskAttemptId();
         LOG.info(
-                "scorch score task {}: backend {} ({}); batches of up to {} tokens",
-                tc == null
-                        ? "(no task)"
-                        : "stage " + tc.stageId() + " partition " + tc.partitionId() + " TID " + tc.taskAttemptId(),
+                "scorch score task {}: backend {} ({}); batches of up to {} tokens, windows of at least {} rows{}",
+                task,
                 on,
                 choice.reason(),
-                maxBatchTokens);
-        return score(input, loaded, scorer, maxBatchTokens, () -> {});
+                maxBatchTokens,
+                options.windowRows(),
+                windowTokens > 0 ? " and " + windowTokens + " tokens" : "");
+        return score(input, loaded, scorer, maxBatchTokens, windowTokens, task + " on " + on, () -> {});
     }
 
     /**
-     * The partition's output rows, scored by scorer in batches of up to maxBatchTokens tokens; atEnd runs once, when
-     * the last row has been scored (a pipeline's last stage tells the other stages there is no more). Every other
-     * step (row checks, tokenizing, batching, error rows, Arrow output) is the one {@link #call} takes.
+     * The partition's output rows, scored by scorer in batches of up to maxBatchTokens tokens, in windows of at least
+     * the options' rows (and windowTokens tokens, when not 0); label names the task in messages. atEnd runs once, when
+     * the last row has been scored (a pipeline's last stage tells the other stages there is no more). Every other step
+     * (row checks, tokenizing, batching, error rows, Arrow output) is the one {@link #call} takes.
      */
     public Iterator<InternalRow> score(
-            Iterator<InternalRow> input, LoadedModel loaded, BatchScorer scorer, int maxBatchTokens, Runnable atEnd) {
+            Iterator<InternalRow> input,
+            LoadedModel loaded,
+            BatchScorer scorer,
+            int maxBatchTokens,
+            long windowTokens,
+            String label,
+            Runnable atEnd) {
         TaskContext tc = TaskContext.get();
-        Window w = new Window(loaded.model(), loaded.tokenizer().orElse(null), scorer, maxBatchTokens);
+        Window w = new Window(
+                loaded.model(),
+                loaded.tokenizer().orElse(null),
+                scorer,
+                maxBatchTokens,
+                new WindowSizer(options.windowRows(), windowTokens, arrowMemoryBytes),
+                label);
         if (tc != null) {
             tc.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> w.close());
         }
@@ -153,12 +172,13 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
     }
 
     /**
-     * The token budget of a task's batches on a loaded GPU model: the asked budget, capped by the largest batch whose
-     * scratch ({@link GpuMemoryBudget#maxBatchTokensBesideWeights}) fits in the device's free memory plus the scratch
-     * the model already holds (a forward reuses it). Read between forward passes, as the model's tasks take turns.
-     * A row longer than the cap still gets a batch of its own. Fails when not even a one-token batch fits.
+     * The token budget of a task's batches on a loaded GPU model: the asked budget raised to minTokens (a forward that
+     * fills the device), capped by the largest batch whose scratch ({@link GpuMemoryBudget#maxBatchTokensBesideWeights})
+     * fits in the device's free memory plus the scratch the model already holds (a forward reuses it). Read between
+     * forward passes, as the model's tasks take turns. A row longer than the cap still gets a batch of its own. Fails
+     * when not even a one-token batch fits.
      */
-    static int gpuBatchTokens(GpuModel model, int asked) {
+    static int gpuBatchTokens(GpuModel model, int asked, int minTokens) {
         GpuMemoryBudget budget = GpuMemoryBudget.of(
                 model.config(), model.precision(), model.device().batchesGroups());
         long free;
@@ -173,7 +193,7 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
                             + (GpuMemoryBudget.DEFAULT_RESERVE_BYTES >> 20)
                             + " MiB reserve): lower the RAPIDS pool (spark.rapids.memory.gpu.allocFraction) or run fewer models per GPU");
         }
-        return Math.min(asked, fit);
+        return Math.min(Math.max(asked, minTokens), fit);
     }
 
     /** One task's Arrow buffers, reused window after window. */
@@ -182,6 +202,10 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
         private final Tokenizer tokenizer; // null when the checkpoint ships none: text rows then get an error
         private final BatchScorer scorer;
         private final int maxBatchTokens;
+        private final WindowSizer sizer;
+        private final String label; // the task and backend, for the closing log line
+        private final long start = System.nanoTime(); // the partition's streaming began (model loaded)
+        private long engineNanos; // this task's time inside the engine's score calls
         private final BufferAllocator allocator;
         private final VectorSchemaRoot in;
         private final ArrowWriter writer;
@@ -192,11 +216,19 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
         private final UnsafeProjection toUnsafe;
         private boolean closed;
 
-        Window(DeepseekV3Model model, Tokenizer tokenizer, BatchScorer scorer, int maxBatchTokens) {
+        Window(
+                DeepseekV3Model model,
+                Tokenizer tokenizer,
+                BatchScorer scorer,
+                int maxBatchTokens,
+                WindowSizer sizer,
+                String label) {
             this.model = model;
             this.tokenizer = tokenizer;
             this.scorer = scorer;
             this.maxBatchTokens = maxBatchTokens;
+            this.sizer = sizer;
+            this.label = label;
             this.allocator = ArrowUtils.rootAllocator().newChildAllocator("scorch-score-task", 0, arrowMemoryBytes);
             this.in = VectorSchemaRoot.create(ArrowUtils.toArrowSchema(inputSchema, "UTC", true, false), allocator);
             this.writer = ArrowWriter.create(in);
@@ -204,11 +236,12 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
             this.toUnsafe = UnsafeProjection.create(outputSchema);
         }
 
-        /** Reads up to window-rows rows, scores them, and returns their output rows (copied out of the buffers). */
+        /** Reads up to the sizer's rows, scores them, and returns their output rows (copied out of the buffers). */
         Iterator<InternalRow> next(Iterator<InternalRow> input) {
             writer.reset();
             int n = 0;
-            while (n < options.windowRows() && input.hasNext()) {
+            int limit = sizer.nextRows();
+            while (n < limit && input.hasNext()) {
                 writer.write(input.next());
                 n++;
             }
@@ -268,7 +301,9 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
                 }
                 long t0 = System.nanoTime();
                 scorer.score(reqs, kept.get(batches++));
-                metrics.engineNanos().add(System.nanoTime() - t0);
+                long took = System.nanoTime() - t0;
+                engineNanos += took;
+                metrics.engineNanos().add(took);
                 metrics.batches().add(1);
                 metrics.tokens().add(batchTokens);
             }
@@ -296,6 +331,7 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
             }
             LocalProgress.add(n, windowTokens, failed);
             ColumnarBatch batch = out.finish(n);
+            sizer.observe(n, windowTokens, allocator.getAllocatedMemory());
             List<InternalRow> rows = new ArrayList<>(n);
             for (Iterator<InternalRow> it = out.rows(batch, outputSchema); it.hasNext(); ) {
                 rows.add(toUnsafe.apply(it.next()).copy());
@@ -354,6 +390,14 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
         public void close() {
             if (!closed) {
                 closed = true;
+                long wall = System.nanoTime() - start;
+                metrics.partitionNanos().add(wall);
+                LOG.info(
+                        "scorch score task {}: engine busy {} % of the partition's {} s (time in its score calls over"
+                                + " the wall time since the model was ready)",
+                        label,
+                        String.format(java.util.Locale.ROOT, "%.1f", wall == 0 ? 0.0 : 100.0 * engineNanos / wall),
+                        String.format(java.util.Locale.ROOT, "%.3f", wall / 1e9));
                 out.close();
                 in.close();
                 allocator.close();

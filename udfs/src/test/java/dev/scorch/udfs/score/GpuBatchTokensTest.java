@@ -55,25 +55,32 @@ class GpuBatchTokensTest {
         AtomicLong free = new AtomicLong(Long.MAX_VALUE / 4);
         try (GpuModel m = GpuModel.load(
                 new ModelWeights(Checkpoint.open(dir), config), withFree(new HostDevice(), free), GemmPrecision.BF16)) {
-            assertEquals(4096, ScorePartition.gpuBatchTokens(m, 4096), "plenty free: the asked budget");
+            assertEquals(4096, ScorePartition.gpuBatchTokens(m, 4096, 1), "plenty free: the asked budget");
+            assertEquals(16384, ScorePartition.gpuBatchTokens(m, 4096, 16384), "plenty free: raised to the target");
+            assertEquals(20000, ScorePartition.gpuBatchTokens(m, 20000, 16384), "an asked budget above the target");
 
             GpuMemoryBudget b =
                     GpuMemoryBudget.of(config, GemmPrecision.BF16, false); // HostDevice runs one GEMM per expert
             // Free memory plus the arena the model holds is exactly 300 tokens' scratch and the reserve.
             free.set(b.activationBytes(300) + GpuMemoryBudget.DEFAULT_RESERVE_BYTES - m.scratchBytes());
-            assertEquals(300, ScorePartition.gpuBatchTokens(m, 4096));
-            assertEquals(200, ScorePartition.gpuBatchTokens(m, 200), "a smaller asked budget stays");
+            assertEquals(300, ScorePartition.gpuBatchTokens(m, 4096, 1));
+            assertEquals(300, ScorePartition.gpuBatchTokens(m, 200, 16384), "the target, capped by the budget");
+            assertEquals(200, ScorePartition.gpuBatchTokens(m, 200, 1), "a smaller asked budget stays");
+            assertEquals(250, ScorePartition.gpuBatchTokens(m, 200, 250), "raised to a target the budget holds");
+            // One token less free: the budget's cap follows it.
+            free.set(free.get() - 1);
+            assertEquals(299, ScorePartition.gpuBatchTokens(m, 4096, 16384));
 
             free.set(GpuMemoryBudget.DEFAULT_RESERVE_BYTES / 2);
             IllegalStateException e =
-                    assertThrows(IllegalStateException.class, () -> ScorePartition.gpuBatchTokens(m, 4096));
+                    assertThrows(IllegalStateException.class, () -> ScorePartition.gpuBatchTokens(m, 4096, 1));
             assertTrue(e.getMessage().contains("less than a one-token batch needs"), e.getMessage());
         }
     }
 
     @Test
     void optionsCarryBackendAndPrecisionToExecutors() throws Exception {
-        ScoreOptions o = new ScoreOptions(512, 64, 2, LogitsMode.LAST, 1, BackendMode.CUDA, GemmPrecision.FP32);
+        ScoreOptions o = new ScoreOptions(512, 64, 2, LogitsMode.LAST, 1, BackendMode.CUDA, GemmPrecision.FP32, 8192);
         ByteArrayOutputStream bytes = new ByteArrayOutputStream();
         try (ObjectOutputStream out = new ObjectOutputStream(bytes)) {
             out.writeObject(o);
@@ -84,5 +91,9 @@ class GpuBatchTokensTest {
         ScoreOptions defaults = new ScoreOptions(512, 64, 0, LogitsMode.NONE, 1);
         assertEquals(BackendMode.AUTO, defaults.backend());
         assertEquals(GemmPrecision.parse(ScoreOptions.DEFAULT_GPU_PRECISION), defaults.gpuPrecision());
+        assertEquals(ScoreOptions.DEFAULT_GPU_BATCH_TOKENS, defaults.gpuBatchTokens());
+        assertThrows(
+                IllegalArgumentException.class,
+                () -> new ScoreOptions(512, 64, 0, LogitsMode.NONE, 1, BackendMode.AUTO, GemmPrecision.FP32, 0));
     }
 }

@@ -53,10 +53,15 @@ public final class CudaDevice implements Device {
     private static final int BLOCK = 256; // log_softmax_stats and the block reductions assume it
     /** Experts as cuBLAS batched GEMMs (-Dscorch.cuda.batched-experts=true; {@link KernelSelection} says why not by default). */
     static final boolean BATCHED_EXPERTS = KernelSelection.current().cudaBatchedExperts();
+    /** Experts through moe_gemm, group bounds on the device (-Dscorch.cuda.moe-gemm=true; else one cuBLAS GEMM each). */
+    static final boolean MOE_GEMM = KernelSelection.moeGemm(System.getProperty(KernelSelection.CUDA_MOE_GEMM));
 
     private static final int ATTN_THREADS = 128; // as scorch_kernels.cu's ATTN_THREADS, ATTN_MAX_QK, ATTN_MAX_V
     private static final int ATTN_MAX_QK = 192;
     private static final int ATTN_MAX_V = 128;
+    private static final int MAX_EXPERTS = 512; // as scorch_kernels.cu's MAX_EXPERTS
+    private static final int MG_TM = 64; // moe_gemm's row and column tiles (MG_TM, MG_TN)
+    private static final int MG_TN = 64;
     private static final int DEC_THREADS = 256; // as scorch_kernels.cu's DEC_THREADS (DEC_WARPS = DEC_THREADS / 32)
     private static final int DEC_WARPS = DEC_THREADS / 32;
     // Dynamic shared memory a launch may take without opting in: 48 KiB, less the kernels' static arrays.
@@ -74,6 +79,10 @@ public final class CudaDevice implements Device {
     private Pointer ptrDev; // grouped GEMM pointer arrays
     private long ptrDevElems;
     private String groupedStatus;
+    private final java.util.Map<Buf[], java.util.Map<GemmPrecision, ExpertTable>> expertTables =
+            new java.util.IdentityHashMap<>();
+    private Buf tileStart; // moe_gemm's row tiles per expert [experts + 1]
+    private Buf guScratch; // without -Dscorch.cuda.moe-gemm=true: one expert's gate|up rows before SwiGLU
     private String groupedDetail;
     private LongPointer stageL = new LongPointer(0);
     private long bf16ScratchElems;
@@ -670,9 +679,195 @@ public final class CudaDevice implements Device {
     }
 
     @Override
-    public void moeCombine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf y) {
+    public void moeCombine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf addend, Buf y) {
         bind();
-        kernels.launch("moe_combine", tokens, 1, BLOCK, 0, ye, slot, weights, topK, width, y);
+        Object add = addend == null ? new DevicePointer(0) : addend;
+        kernels.launch("moe_combine", tokens, 1, BLOCK, 0, ye, slot, weights, topK, width, add, y);
+    }
+
+    @Override
+    public void moePermute(Buf experts, int t, int topK, int nExperts, Buf offsets, Buf slotOf, Buf slotRow) {
+        if (nExperts > MAX_EXPERTS) {
+            throw new IllegalArgumentException(
+                    "the CUDA MoE permutation takes up to " + MAX_EXPERTS + " experts; the model has " + nExperts);
+        }
+        int pairs = t * topK;
+        experts.need(Buf.Kind.I32, pairs, "moePermute experts");
+        offsets.need(Buf.Kind.I32, nExperts + 1L, "moePermute offsets");
+        slotOf.need(Buf.Kind.I32, pairs, "moePermute slotOf");
+        slotRow.need(Buf.Kind.I32, pairs, "moePermute slotRow");
+        bind();
+        kernels.launch("moe_offsets", 1, 1, 1024, 0, experts, pairs, nExperts, offsets);
+        kernels.launch("moe_slots", nExperts, 1, BLOCK, 0, experts, pairs, topK, offsets, slotOf, slotRow);
+    }
+
+    @Override
+    public void gemmExperts(Buf x, Buf offsets, int slots, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
+        y.need(Buf.Kind.F32, (long) slots * n, "gemmExperts y");
+        expertGemm(x, offsets, slots, k, w, n, 0, y, precision);
+    }
+
+    @Override
+    public void gemmExpertsSwiglu(
+            Buf x, Buf offsets, int slots, int k, Buf[] w, int inter, Buf out, GemmPrecision precision) {
+        out.need(Buf.Kind.F32, (long) slots * inter, "gemmExpertsSwiglu out");
+        expertGemm(x, offsets, slots, k, w, 2 * inter, inter, out, precision);
+    }
+
+    /**
+     * The moe_gemm kernels over w's experts (moe_gemm_bf16 on the tensor cores when every expert multiplies BF16 parts):
+     * the row tiles of each expert from the device's offsets (moe_tile_starts), then a grid of (an upper bound on the
+     * row tiles: one partial tile per expert at most) × column tiles.
+     */
+    private void expertGemm(
+            Buf x, Buf offsets, int slots, int k, Buf[] w, int n, int swigluInter, Buf y, GemmPrecision precision) {
+        if (slots == 0) {
+            return;
+        }
+        x.need(Buf.Kind.F32, (long) slots * k, "gemmExperts x");
+        offsets.need(Buf.Kind.I32, w.length + 1L, "gemmExperts offsets");
+        bind();
+        if (!MOE_GEMM) {
+            perExpert(x, offsets, slots, k, w, n, swigluInter, y, precision);
+            return;
+        }
+        ExpertTable table = expertTable(w, n, k, precision);
+        if (tileStart == null || tileStart.length() < w.length + 1L) {
+            if (tileStart != null) {
+                free(tileStart);
+            }
+            tileStart = alloc(Buf.Kind.I32, w.length + 1L);
+        }
+        kernels.launch("moe_tile_starts", 1, 1, 32, 0, offsets, w.length, tileStart);
+        int rowTiles = (slots + MG_TM - 1) / MG_TM + Math.min(w.length, slots);
+        int colTiles = swigluInter > 0 ? (swigluInter + MG_TN / 2 - 1) / (MG_TN / 2) : (n + MG_TN - 1) / MG_TN;
+        kernels.launch(
+                table.tensorCores() ? "moe_gemm_bf16" : "moe_gemm",
+                rowTiles,
+                colTiles,
+                256,
+                0,
+                x,
+                offsets,
+                tileStart,
+                w.length,
+                table.experts(),
+                table.meta(),
+                k,
+                n,
+                swigluInter,
+                y);
+    }
+
+    /**
+     * The default (without -Dscorch.cuda.moe-gemm=true): the offsets read back (a host round trip per projection), then one cuBLAS GEMM per
+     * expert with rows, as the MoE ran before moe_gemm; SwiGLU after each expert's gate_up GEMM, through a scratch.
+     */
+    private void perExpert(
+            Buf x, Buf offsets, int slots, int k, Buf[] w, int n, int swigluInter, Buf y, GemmPrecision precision) {
+        int[] o = new int[w.length + 1];
+        read(offsets, o, 0, o.length);
+        for (int e = 0; e < w.length; e++) {
+            int rows = o[e + 1] - o[e];
+            if (rows <= 0) {
+                continue;
+            }
+            if (o[e] < 0 || o[e + 1] > slots) {
+                throw new IllegalStateException("gemmExperts: expert " + e + " has rows [" + o[e] + ", " + o[e + 1]
+                        + ") of " + slots + " slots");
+            }
+            Buf xe = x.slice((long) o[e] * k, (long) rows * k);
+            if (swigluInter == 0) {
+                gemm(xe, rows, k, w[e], n, y.slice((long) o[e] * n, (long) rows * n), precision);
+                continue;
+            }
+            if (guScratch == null || guScratch.length() < (long) rows * n) {
+                if (guScratch != null) {
+                    free(guScratch);
+                }
+                guScratch = alloc(Buf.Kind.F32, (long) rows * n);
+            }
+            gemm(xe, rows, k, w[e], n, guScratch, precision);
+            swiglu(guScratch, rows, swigluInter, y.slice((long) o[e] * swigluInter, (long) rows * swigluInter));
+        }
+    }
+
+    /**
+     * A layer's experts for moe_gemm: each one's ExpertWeight (4 words) and the shape facts they share; tensorCores when
+     * every expert multiplies BF16 parts (moe_gemm_bf16), not fp32 weights.
+     */
+    private record ExpertTable(Buf experts, Buf meta, boolean tensorCores) {}
+
+    /**
+     * w's table, built on first use in this precision (the plan of each expert's products depends on it) and kept while
+     * the device lives: experts are loaded once and never change.
+     */
+    private ExpertTable expertTable(Buf[] w, int n, int k, GemmPrecision precision) {
+        return expertTables
+                .computeIfAbsent(w, a -> new java.util.EnumMap<>(GemmPrecision.class))
+                .computeIfAbsent(precision, p -> {
+                    long[] words = new long[4 * w.length];
+                    int[] meta = new int[6];
+                    boolean tensorCores = true;
+                    meta[0] = expertKind(w[0]);
+                    for (int e = 0; e < w.length; e++) {
+                        Buf b = w[e];
+                        if (expertKind(b) != meta[0]) {
+                            throw new IllegalArgumentException(
+                                    "gemmExperts: expert " + e + " is " + b.kind() + ", expert 0 " + w[0].kind());
+                        }
+                        DequantPlan plan;
+                        long flags = 0;
+                        if (b.storage() instanceof PackedInt4 q) {
+                            q.check(n, k);
+                            int[] shape = {q.wordsPerRow(), q.groupsPerRow(), q.groupSize()};
+                            if (e > 0 && (meta[1] != shape[0] || meta[2] != shape[1] || meta[3] != shape[2])) {
+                                throw new IllegalArgumentException("gemmExperts: INT4 experts in different groups");
+                            }
+                            System.arraycopy(shape, 0, meta, 1, 3);
+                            words[4 * e] = ptr(q.packed()).address();
+                            words[4 * e + 1] = ptr(q.scales()).address();
+                            flags = q.scales().kind() == Buf.Kind.BF16 ? 1 : 0;
+                            plan = q.plan(p);
+                        } else if (b.storage() instanceof PackedFp8 q) {
+                            q.check(n, k);
+                            if (e > 0 && (meta[4] != q.scaleCols() || meta[5] != q.blockCols())) {
+                                throw new IllegalArgumentException("gemmExperts: FP8 experts in different blocks");
+                            }
+                            meta[4] = q.scaleCols();
+                            meta[5] = q.blockCols();
+                            words[4 * e] = ptr(q.codes()).address();
+                            words[4 * e + 1] = ptr(q.scales()).address();
+                            words[4 * e + 2] = ptr(q.scaleRows()).address();
+                            plan = q.plan(p);
+                        } else {
+                            b.need(b.kind(), (long) n * k, "gemmExperts w[" + e + "]");
+                            words[4 * e] = ptr(b).address();
+                            plan = b.kind() == Buf.Kind.BF16
+                                    ? new DequantPlan(false, 1, Math.max(1, p.inputParts()))
+                                    : DequantPlan.FP32;
+                        }
+                        words[4 * e + 3] = flags | (long) plan.weightParts() << 4 | (long) plan.inputParts() << 8;
+                        tensorCores &= !plan.fp32();
+                    }
+                    int[] asInts = new int[2 * words.length]; // little-endian halves, as the kernel's struct reads them
+                    for (int i = 0; i < words.length; i++) {
+                        asInts[2 * i] = (int) words[i];
+                        asInts[2 * i + 1] = (int) (words[i] >>> 32);
+                    }
+                    return new ExpertTable(upload(asInts), upload(meta), tensorCores);
+                });
+    }
+
+    private static int expertKind(Buf b) {
+        return switch (b.kind()) {
+            case F32 -> 0;
+            case BF16 -> 1;
+            case INT4 -> 2;
+            case FP8 -> 3;
+            default ->
+                throw new IllegalArgumentException("gemmExperts takes F32, BF16, INT4 or FP8 weights, not " + b.kind());
+        };
     }
 
     private void bf16Gemm(int m, int k, Buf w, int n, Buf y, DevicePointer xb, FloatPointer beta) {
@@ -724,6 +919,42 @@ public final class CudaDevice implements Device {
             Buf cosSin) {
         bind();
         kernels.launch("rope", rows, 1, 128, 0, x, heads, rowStride, headStride, offset, ropeDim, positions, cosSin);
+    }
+
+    @Override
+    public void rmsNormRope(
+            Buf x,
+            int rows,
+            int stride,
+            int offset,
+            int rank,
+            Buf weight,
+            float eps,
+            int ropeDim,
+            Buf positions,
+            Buf cosSin,
+            Buf latent,
+            Buf kPe) {
+        latent.need(Buf.Kind.F32, (long) rows * rank, "rmsNormRope latent");
+        kPe.need(Buf.Kind.F32, (long) rows * ropeDim, "rmsNormRope kPe");
+        bind();
+        kernels.launch(
+                "rms_norm_rope",
+                rows,
+                1,
+                BLOCK,
+                0,
+                x,
+                stride,
+                offset,
+                rank,
+                weight,
+                eps,
+                ropeDim,
+                positions,
+                cosSin,
+                latent,
+                kPe);
     }
 
     @Override
@@ -880,6 +1111,18 @@ public final class CudaDevice implements Device {
     @Override
     public void close() {
         bind();
+        for (java.util.Map<GemmPrecision, ExpertTable> m : expertTables.values()) {
+            for (ExpertTable t : m.values()) {
+                free(t.experts());
+                free(t.meta());
+            }
+        }
+        if (tileStart != null) {
+            free(tileStart);
+        }
+        if (guScratch != null) {
+            free(guScratch);
+        }
         cublasDestroy_v2(cublas);
         if (bf16Scratch != null) {
             cudaFree(bf16Scratch);

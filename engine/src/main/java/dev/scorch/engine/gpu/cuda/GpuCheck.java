@@ -278,9 +278,7 @@ public final class GpuCheck {
                 s.put("max_abs_dlogprob_batched_vs_alone", batchDiff);
                 s.put("weight_bytes", m.weightBytes());
                 if (m.device() instanceof CudaDevice cd) {
-                    s.put("grouped_gemm", cd.groupedStatus());
                     s.put("dequant_scratch_bytes", cd.dequantScratchBytes());
-                    System.out.println("  grouped GEMMs: " + cd.groupedStatus());
                 }
                 System.out.printf(
                         "%s %s: weights %.1f MiB on the GPU; vs CPU max |dlogprob| %.3g, sequences with an argmax difference %d/%d, "

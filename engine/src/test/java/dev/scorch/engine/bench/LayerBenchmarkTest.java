@@ -1,0 +1,75 @@
+package dev.scorch.engine.bench;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.scorch.engine.checkpoint.Checkpoint;
+import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.demo.DemoModelWriter;
+import dev.scorch.engine.demo.DemoPreset;
+import dev.scorch.engine.gpu.Buf;
+import dev.scorch.engine.gpu.GemmPrecision;
+import dev.scorch.engine.gpu.GpuModel;
+import dev.scorch.engine.gpu.HostDevice;
+import dev.scorch.engine.kernels.CpuOps;
+import dev.scorch.engine.model.DeepseekV3Model;
+import dev.scorch.engine.model.ModelWeights;
+import dev.scorch.engine.runtime.PackedBatch;
+import dev.scorch.engine.runtime.Workspace;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The per-layer clock: called at every layer boundary in order, changing no bit, on the CPU engine and HostDevice. */
+class LayerBenchmarkTest {
+    @TempDir
+    Path tmp;
+
+    @Test
+    void clocksEveryLayerOnBothBackends() throws Exception {
+        Path dir = tmp.resolve("model");
+        ModelConfig c = new DemoModelWriter(DemoPreset.TINY, false, true, 3).write(dir);
+        int layers = c.numHiddenLayers();
+        assertTrue(layers >= 2 && !c.isMoeLayer(0) && c.isMoeLayer(layers - 1), "a dense and a MoE layer");
+        PackedBatch batch = PackedBatch.of(List.of(new int[] {1, 5, 9, 2}, new int[] {7, 3}));
+        DeepseekV3Model m = DeepseekV3Model.load(dir);
+        try (CpuOps ops = new CpuOps(1)) {
+            float[] plain = m.forward(batch, ops, null, new Workspace()).clone();
+            List<Integer> seen = new ArrayList<>();
+            float[] clocked = m.forward(batch, ops, new Workspace(), seen::add);
+            assertEquals(List.of(0, 1, 2, 3, 4, 5, 6, 7, 8, 9).subList(0, layers + 1), seen);
+            int n = batch.numTokens() * c.hiddenSize();
+            assertArrayEquals(plain, Arrays.copyOf(clocked, n));
+
+            LayerBenchmark.Result r = LayerBenchmark.run(new LayerBenchmark.Cpu(m, ops), 2, 8, 0, 1, 1, 2, 0);
+            assertEquals(layers, r.layerSeconds().length);
+            for (double s : r.layerSeconds()) {
+                assertTrue(s > 0, Arrays.toString(r.layerSeconds()));
+            }
+            assertTrue(r.restSeconds() >= 0 && r.decodeStepSeconds() > 0, r.toString());
+            assertEquals(r.layerSeconds()[0], r.meanLayerSeconds(c, false));
+        }
+        try (GpuModel g =
+                GpuModel.load(new ModelWeights(Checkpoint.open(dir), c), new HostDevice(), GemmPrecision.BF16X3)) {
+            float[] plain = g.forward(batch, null, null, h -> read(g, h, batch));
+            List<Integer> seen = new ArrayList<>();
+            float[] clocked = g.forward(batch, null, null, h -> read(g, h, batch), seen::add);
+            assertEquals(layers + 1, seen.size());
+            assertEquals(layers, seen.get(layers));
+            assertArrayEquals(plain, clocked);
+            LayerBenchmark.Result r = LayerBenchmark.run(new LayerBenchmark.Gpu(g), 2, 8, 0, 1, 1, 2, 0);
+            assertEquals(layers, r.layerSeconds().length);
+            assertTrue(r.decodeStepSeconds() > 0, r.toString());
+        }
+    }
+
+    private static float[] read(GpuModel g, Buf hidden, PackedBatch batch) {
+        float[] out = new float[batch.numTokens() * g.config().hiddenSize()];
+        g.device().read(hidden, out, 0, out.length);
+        return out;
+    }
+}
