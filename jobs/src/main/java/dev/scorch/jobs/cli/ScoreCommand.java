@@ -57,6 +57,15 @@ public final class ScoreCommand implements Callable<Integer> {
     String logits;
 
     @Option(
+            names = "--pipeline-nodes",
+            description = {
+                "Split the model's layers over N tasks that run at once, one per node (a Spark barrier stage needing N",
+                "free task slots), each handing hidden states to the next over TCP: for a model no one node holds.",
+                "Default: 0 (every task holds the whole model). See docs/multi-gpu.md."
+            })
+    Integer pipelineNodes;
+
+    @Option(
             names = "--continuation-column",
             defaultValue = "continuation",
             description = "Continuation text column. Default: ${DEFAULT-VALUE}.")
@@ -89,7 +98,8 @@ public final class ScoreCommand implements Callable<Integer> {
                     job.write(),
                     job.backend(),
                     job.gpuPrecision(),
-                    job.positive("gpu-batch-tokens", gpuBatchTokens, ScoreOptions.DEFAULT_GPU_BATCH_TOKENS));
+                    job.positive("gpu-batch-tokens", gpuBatchTokens, ScoreOptions.DEFAULT_GPU_BATCH_TOKENS),
+                    job.atLeastZero("pipeline-nodes", pipelineNodes, 0));
             ScoreSummary s = ScoreJob.run(spark, spec);
             System.out.println(s.line());
             return 0;

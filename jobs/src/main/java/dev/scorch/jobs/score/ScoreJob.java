@@ -41,6 +41,7 @@ public final class ScoreJob {
                 .setBackend(spec.backend())
                 .setGpuPrecision(spec.gpuPrecision())
                 .setGpuBatchTokens(spec.gpuBatchTokens())
+                .setPipelineNodes(spec.pipelineNodes())
                 .setInputErrorCol(ScoreSchema.INPUT_ERROR)
                 .setRowLabelCol(ScoreSchema.SOURCE)
                 .setMetrics(metrics);

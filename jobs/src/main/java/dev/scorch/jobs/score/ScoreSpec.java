@@ -14,6 +14,7 @@ import java.nio.file.Path;
  * @param backend      where each task runs the engine (auto: CUDA when the task holds a GPU and CUDA loads)
  * @param gpuPrecision GEMM precision of tasks that run on CUDA
  * @param gpuBatchTokens tokens a CUDA task packs into one forward at least, where its memory budget holds them
+ * @param pipelineNodes the model's layers split over this many tasks of a barrier stage, one per node (0: none)
  */
 public record ScoreSpec(
         Path model,
@@ -37,10 +38,61 @@ public record ScoreSpec(
         WriteMode write,
         BackendMode backend,
         GemmPrecision gpuPrecision,
-        int gpuBatchTokens)
+        int gpuBatchTokens,
+        int pipelineNodes)
         implements JobSpec {
 
-    /** As the canonical constructor, with {@link ScoreOptions#DEFAULT_GPU_BATCH_TOKENS}. */
+    /** A run without a pipeline (every task holds the whole model), as {@link #ScoreSpec} otherwise. */
+    public ScoreSpec(
+            Path model,
+            String input,
+            String inputFormat,
+            String output,
+            String outputFormat,
+            int partitions,
+            int maxBatchTokens,
+            int windowRows,
+            long arrowMemoryBytes,
+            int topK,
+            LogitsMode logits,
+            String idColumn,
+            String tokenIdsColumn,
+            String textColumn,
+            String continuationColumn,
+            String weights,
+            int threads,
+            int slices,
+            WriteMode write,
+            BackendMode backend,
+            GemmPrecision gpuPrecision,
+            int gpuBatchTokens) {
+        this(
+                model,
+                input,
+                inputFormat,
+                output,
+                outputFormat,
+                partitions,
+                maxBatchTokens,
+                windowRows,
+                arrowMemoryBytes,
+                topK,
+                logits,
+                idColumn,
+                tokenIdsColumn,
+                textColumn,
+                continuationColumn,
+                weights,
+                threads,
+                slices,
+                write,
+                backend,
+                gpuPrecision,
+                gpuBatchTokens,
+                0);
+    }
+
+    /** As the canonical constructor, with {@link ScoreOptions#DEFAULT_GPU_BATCH_TOKENS} and no pipeline. */
     public ScoreSpec(
             Path model,
             String input,
@@ -85,7 +137,8 @@ public record ScoreSpec(
                 write,
                 backend,
                 gpuPrecision,
-                ScoreOptions.DEFAULT_GPU_BATCH_TOKENS);
+                ScoreOptions.DEFAULT_GPU_BATCH_TOKENS,
+                0);
     }
 
     @Override

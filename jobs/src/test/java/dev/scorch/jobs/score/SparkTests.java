@@ -207,6 +207,7 @@ public final class SparkTests {
         WriteMode write = WriteMode.NEW;
         BackendMode backend = BackendMode.AUTO;
         GemmPrecision gpuPrecision = ScoreOptions.defaultGpuPrecision();
+        int pipelineNodes;
 
         Spec(Path model, String input, String output) {
             this.model = model;
@@ -289,6 +290,11 @@ public final class SparkTests {
             return this;
         }
 
+        Spec pipelineNodes(int v) {
+            pipelineNodes = v;
+            return this;
+        }
+
         ScoreSpec build() {
             return new ScoreSpec(
                     model,
@@ -311,7 +317,9 @@ public final class SparkTests {
                     slices,
                     write,
                     backend,
-                    gpuPrecision);
+                    gpuPrecision,
+                    ScoreOptions.DEFAULT_GPU_BATCH_TOKENS,
+                    pipelineNodes);
         }
 
         ScoreSummary run() {

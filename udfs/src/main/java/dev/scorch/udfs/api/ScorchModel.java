@@ -14,6 +14,7 @@ import dev.scorch.udfs.model.ModelSource;
 import dev.scorch.udfs.model.SharedPathSource;
 import dev.scorch.udfs.model.SparkFilesSource;
 import dev.scorch.udfs.model.WeightsDelivery;
+import dev.scorch.udfs.pipeline.PipelinePartition;
 import dev.scorch.udfs.progress.JobMetrics;
 import dev.scorch.udfs.score.ScoreOptions;
 import dev.scorch.udfs.score.ScorePartition;
@@ -190,6 +191,18 @@ public final class ScorchModel implements AutoCloseable {
                 Staging.nullable(ScoreSchema.output(DataTypes.LongType, options), ScoreSchema.SOURCE_ROW);
         ScorePartition fn = new ScorePartition(
                 source, options, engineIn, engineOut, label(), metrics(p.metrics()), p.arrowMemoryBytes());
+        if (p.pipelineNodes() > 0) {
+            PipelinePartition.layers(info().config().numHiddenLayers(), p.pipelineNodes(), 0); // fails on too many
+            return transform(
+                    df,
+                    engine,
+                    engineOut,
+                    new PipelinePartition(source, options, fn),
+                    1,
+                    p.outputPrefix(),
+                    "ScoreParams.setOutputPrefix",
+                    p.pipelineNodes());
+        }
         return transform(df, engine, engineOut, fn, 1, p.outputPrefix(), "ScoreParams.setOutputPrefix");
     }
 
@@ -251,6 +264,22 @@ public final class ScorchModel implements AutoCloseable {
             int perRow,
             String prefix,
             String prefixSetter) {
+        return transform(df, engineColumns, engineOut, fn, perRow, prefix, prefixSetter, 0);
+    }
+
+    /**
+     * As above; with pipelineNodes &gt; 0, the staged rows all go to the last of that many partitions and fn runs as a
+     * barrier stage over them ({@link PipelinePartition}).
+     */
+    private Dataset<Row> transform(
+            Dataset<Row> df,
+            List<Column> engineColumns,
+            StructType engineOut,
+            FlatMapFunction<Iterator<InternalRow>, InternalRow> fn,
+            int perRow,
+            String prefix,
+            String prefixSetter,
+            int pipelineNodes) {
         List<Column> select = new ArrayList<>();
         select.add(functions.col("*"));
         for (int j = 0; j < engineColumns.size(); j++) {
@@ -267,11 +296,14 @@ public final class ScorchModel implements AutoCloseable {
         var classic = (org.apache.spark.sql.classic.SparkSession) spark;
         DeferredRDD rdd = new DeferredRDD(
                 spark.sparkContext(),
-                () -> staged.queryExecution()
-                        .toRdd()
-                        .toJavaRDD()
-                        .mapPartitions(pass)
-                        .rdd());
+                pipelineNodes > 0
+                        ? () -> PipelineRows.barrier(
+                                staged.queryExecution().toRdd(), staged.schema(), out, pipelineNodes, pass)
+                        : () -> staged.queryExecution()
+                                .toRdd()
+                                .toJavaRDD()
+                                .mapPartitions(pass)
+                                .rdd());
         return classic.internalCreateDataFrame(rdd, out, false);
     }
 

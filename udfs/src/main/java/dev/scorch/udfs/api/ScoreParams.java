@@ -31,6 +31,7 @@ public final class ScoreParams {
     private BackendMode backend = BackendMode.AUTO;
     private GemmPrecision gpuPrecision = ScoreOptions.defaultGpuPrecision();
     private JobMetrics metrics;
+    private int pipelineNodes;
 
     /**
      * The settings a map names, by the CLI's option names with '_' for '-' (as the Python module passes them):
@@ -165,6 +166,23 @@ public final class ScoreParams {
         return this;
     }
 
+    /**
+     * Splits the model's layers over this many Spark tasks that run at once (a barrier stage, one task per node), each
+     * holding a contiguous range of layers and handing hidden states to the next over TCP: for a model no one node
+     * holds. 0 (the default): every task holds the whole model.
+     */
+    public ScoreParams setPipelineNodes(int v) {
+        if (v < 0) {
+            throw new IllegalArgumentException("pipeline nodes must be >= 0, got " + v);
+        }
+        pipelineNodes = v;
+        return this;
+    }
+
+    public int pipelineNodes() {
+        return pipelineNodes;
+    }
+
     public String tokenIdsCol() {
         return tokenIdsCol;
     }
@@ -227,7 +245,7 @@ public final class ScoreParams {
                 Locale.ROOT,
                 "ScoreParams[tokenIdsCol=%s, textCol=%s, continuationCol=%s, outputPrefix=%s, topK=%d, logits=%s,"
                         + " maxBatchTokens=%d, gpuBatchTokens=%d, windowRows=%d, threads=%d, backend=%s,"
-                        + " gpuPrecision=%s]",
+                        + " gpuPrecision=%s, pipelineNodes=%d]",
                 tokenIdsCol,
                 textCol,
                 continuationCol,
@@ -239,6 +257,7 @@ public final class ScoreParams {
                 windowRows,
                 threads,
                 backend.flag(),
-                gpuPrecision);
+                gpuPrecision,
+                pipelineNodes);
     }
 }

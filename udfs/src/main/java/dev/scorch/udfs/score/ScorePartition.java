@@ -136,18 +136,37 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
                 maxBatchTokens,
                 options.windowRows(),
                 windowTokens > 0 ? " and " + windowTokens + " tokens" : "");
+        return score(input, loaded, scorer, maxBatchTokens, windowTokens, task + " on " + on, () -> {});
+    }
+
+    /**
+     * The partition's output rows, scored by scorer in batches of up to maxBatchTokens tokens, in windows of at least
+     * the options' rows (and windowTokens tokens, when not 0); label names the task in messages. atEnd runs once, when
+     * the last row has been scored (a pipeline's last stage tells the other stages there is no more). Every other step
+     * (row checks, tokenizing, batching, error rows, Arrow output) is the one {@link #call} takes.
+     */
+    public Iterator<InternalRow> score(
+            Iterator<InternalRow> input,
+            LoadedModel loaded,
+            BatchScorer scorer,
+            int maxBatchTokens,
+            long windowTokens,
+            String label,
+            Runnable atEnd) {
+        TaskContext tc = TaskContext.get();
         Window w = new Window(
                 loaded.model(),
                 loaded.tokenizer().orElse(null),
                 scorer,
                 maxBatchTokens,
                 new WindowSizer(options.windowRows(), windowTokens, arrowMemoryBytes),
-                task + " on " + on);
+                label);
         if (tc != null) {
             tc.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> w.close());
         }
         return new Iterator<>() {
             private Iterator<InternalRow> current = Collections.emptyIterator();
+            private boolean ended;
 
             @Override
             public boolean hasNext() {
@@ -156,6 +175,10 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
                 }
                 if (!current.hasNext()) {
                     w.close();
+                    if (!ended) {
+                        ended = true;
+                        atEnd.run();
+                    }
                 }
                 return current.hasNext();
             }
