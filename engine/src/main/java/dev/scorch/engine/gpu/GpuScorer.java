@@ -116,7 +116,7 @@ public final class GpuScorer implements BatchScorer {
      * lm_head and the log-softmax stats of needed rows [j0, j1) (sequence neededSeq[j], position neededPos[j]) from
      * hidden, the last stage's output for batch, whose first sequence is sequence seq0 of out, a chunk at a time.
      */
-    private static void acceptRows(
+    static void acceptRows(
             BatchScores out,
             PackedBatch batch,
             int seq0,
