@@ -68,7 +68,9 @@ public final class PipelinePartition implements FlatMapFunction<Iterator<Interna
         LoadedModel loaded = ExecutorModelCache.load(source);
         int[] range = layers(loaded.model().config().numHiddenLayers(), n, index);
         BackendChoice choice = BackendChoice.choose(options.backend(), TaskGpus.of(tc), Cuda::probe);
-        StageEngine engine = StageCache.stage(source, loaded, range[0], range[1], choice, options.gpuPrecision());
+        List<Integer> gpus = choice.cuda() ? TaskGpus.ordinals(TaskGpus.of(tc), choice.gpuOrdinal()) : List.of(0);
+        StageEngine engine =
+                StageCache.stage(source, loaded, range[0], range[1], gpus, choice.cuda(), options.gpuPrecision());
         SparkConf conf = SparkEnv.get().conf();
         String host = host(tasks[index].address());
         LOG.info(
@@ -77,7 +79,7 @@ public final class PipelinePartition implements FlatMapFunction<Iterator<Interna
                 n,
                 range[0],
                 range[1],
-                choice.cuda() ? "cuda:" + choice.gpuOrdinal() : "host device",
+                choice.cuda() ? "cuda:" + gpus : "host device",
                 tc.stageAttemptNumber(),
                 tc.stageId(),
                 host);

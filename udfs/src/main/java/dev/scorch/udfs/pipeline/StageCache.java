@@ -1,6 +1,5 @@
 package dev.scorch.udfs.pipeline;
 
-import dev.scorch.engine.backend.BackendChoice;
 import dev.scorch.engine.gpu.Device;
 import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.gpu.GpuStage;
@@ -13,62 +12,100 @@ import dev.scorch.engine.scoring.BatchScores;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.udfs.model.LoadedModel;
 import dev.scorch.udfs.model.ModelSource;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
- * One loaded pipeline stage per executor JVM, checkpoint, layer range, device and precision, shared by the tasks
- * that run that stage there (a retried barrier stage reuses it). A stage runs on the task's GPU when it holds one and
- * CUDA loads, else on a {@link HostDevice}, the plain-Java twin of the CUDA kernels: slow, but the same model code and
- * rounding, which is what the CPU tests of the pipeline check.
+ * One loaded pipeline stage per executor JVM, checkpoint, layer range, devices and precision, shared by the tasks
+ * that run that stage there (a retried barrier stage reuses it). A stage runs on the task's GPUs when it holds them and
+ * CUDA loads (its layers split over all of them: a node's GPUs), else on a {@link HostDevice}, the plain-Java twin of
+ * the CUDA kernels: slow, but the same model code and rounding, which is what the CPU tests of the pipeline check.
  */
 final class StageCache {
-    private static final Map<Key, GpuStageEngine> STAGES = new ConcurrentHashMap<>();
+    private static final Map<Key, DeviceChain> STAGES = new ConcurrentHashMap<>();
 
-    private record Key(String contentHash, int first, int end, int ordinal, GemmPrecision precision) {}
+    private record Key(String contentHash, int first, int end, List<Integer> ordinals, boolean cuda, GemmPrecision p) {}
 
     private StageCache() {}
 
+    /**
+     * The stage of layers [first, end) on the task's devices: one CUDA device per ordinal (a node's GPUs, which the task
+     * owns), or as many HostDevices where CUDA is not used; the range split evenly between them.
+     */
     static StageEngine stage(
-            ModelSource source, LoadedModel loaded, int first, int end, BackendChoice choice, GemmPrecision precision) {
-        Key key = new Key(source.manifest().contentHash(), first, end, choice.gpuOrdinal(), precision);
+            ModelSource source,
+            LoadedModel loaded,
+            int first,
+            int end,
+            List<Integer> ordinals,
+            boolean cuda,
+            GemmPrecision precision) {
+        Key key = new Key(source.manifest().contentHash(), first, end, List.copyOf(ordinals), cuda, precision);
         return STAGES.computeIfAbsent(key, k -> {
-            Device dev = choice.cuda() ? new CudaDevice(choice.gpuOrdinal()) : new HostDevice();
+            ModelWeights w = ModelWeights.open(loaded.folder());
+            int devices = Math.min(ordinals.size(), end - first);
+            List<GpuStage> stages = new ArrayList<>(devices);
             try {
-                return new GpuStageEngine(
-                        GpuStage.load(ModelWeights.open(loaded.folder()), dev, precision, first, end));
+                for (int d = 0; d < devices; d++) {
+                    int[] sub = PipelinePartition.layers(end - first, devices, d);
+                    Device dev = cuda ? new CudaDevice(ordinals.get(d)) : new HostDevice();
+                    try {
+                        stages.add(GpuStage.load(w, dev, precision, first + sub[0], first + sub[1]));
+                    } catch (RuntimeException | Error e) {
+                        dev.close();
+                        throw e;
+                    }
+                }
+                return new DeviceChain(stages);
             } catch (RuntimeException | Error e) {
-                dev.close();
+                for (GpuStage st : stages) {
+                    st.close();
+                    st.device().close();
+                }
                 throw e;
             }
         });
     }
 
-    /** A {@link GpuStage} as a pipeline stage; the last scores with a {@link StageScorer}. */
-    private record GpuStageEngine(GpuStage stage, StageScorer scorer) implements StageEngine {
-        GpuStageEngine(GpuStage stage) {
-            this(stage, stage.isLast() ? new StageScorer(stage) : null);
+    /**
+     * A node's stage as {@link GpuStage}s on its devices, run in turn (hidden states handed on through the host in fp32,
+     * so the bits are one device's); the last node's last device scores with a {@link StageScorer}.
+     */
+    record DeviceChain(List<GpuStage> stages, StageScorer scorer) implements StageEngine {
+        DeviceChain(List<GpuStage> stages) {
+            this(
+                    List.copyOf(stages),
+                    stages.get(stages.size() - 1).isLast() ? new StageScorer(stages.get(stages.size() - 1)) : null);
         }
 
         @Override
         public int first() {
-            return stage.first();
+            return stages.get(0).first();
         }
 
         @Override
         public int end() {
-            return stage.end();
+            return stages.get(stages.size() - 1).end();
         }
 
         @Override
         public float[] forward(PackedBatch batch, float[] in) {
-            return stage.forward(batch, null, in);
+            float[] h = in;
+            for (GpuStage st : stages) {
+                h = st.forward(batch, null, h);
+            }
+            return h;
         }
 
         @Override
         public void score(List<ScoreRequest> requests, PackedBatch batch, float[] in, BatchScores out) {
-            scorer.score(requests, batch, in, out);
+            float[] h = in;
+            for (int d = 0; d < stages.size() - 1; d++) {
+                h = stages.get(d).forward(batch, null, h);
+            }
+            scorer.score(requests, batch, h, out);
         }
     }
 }
