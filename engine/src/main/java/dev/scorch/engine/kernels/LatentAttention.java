@@ -34,7 +34,8 @@ public final class LatentAttention {
         float[] scores = new float[0];
         final float[] lanes = new float[5 * 64]; // four accumulators' lanes and one more, at up to 64 lanes
         // The head {@link #head} decoded last: its rows of kv_b_proj [qk_nope + v_head, rank] in fp32, which
-        // Linear and head they are (weights never change: the pair names the values), and its Head.
+        // Linear and head they are (weights never change: the pair names the values), and its Head (kept while its
+        // shapes are the same: a decode step makes none).
         private float[] headW = new float[0];
         private Linear headOf;
         private int headIndex = -1;
@@ -99,7 +100,16 @@ public final class LatentAttention {
                 kvBProj.row(h * rows + r, 0, rank, s.headW, r * rank);
             }
         }
-        s.head = new Head(s.headW, 0, qkNope, qkRope, vHead, rank, scale);
+        Head k = s.head;
+        if (k == null
+                || k.w() != s.headW
+                || k.qkNope() != qkNope
+                || k.qkRope() != qkRope
+                || k.vHead() != vHead
+                || k.rank() != rank
+                || Float.floatToRawIntBits(k.scale()) != Float.floatToRawIntBits(scale)) {
+            s.head = new Head(s.headW, 0, qkNope, qkRope, vHead, rank, scale); // the same for every head of a layer
+        }
         s.headOf = kvBProj;
         s.headIndex = h;
         return s.head;
