@@ -24,8 +24,8 @@ import java.util.function.ToLongFunction;
  *
  * <p>Weight bytes per step: every tensor but the embedding (looked up, not read whole) as the checkpoint stores it
  * ({@link #checkpointBytes}: BF16 values, FP8 codes and their scales, INT4 packed words and their group scales) —
- * attention, dense MLPs, shared experts, routers, norms, lm_head — except kv_b_proj, which the absorbed attention reads
- * as its fp32 copy (4 bytes a parameter), plus the routed experts the step's tokens actually hit, averaged over the timed
+ * attention (kv_b_proj too: the absorbed attention decodes it head by head from the checkpoint every step), dense MLPs,
+ * shared experts, routers, norms, lm_head — plus the routed experts the step's tokens actually hit, averaged over the timed
  * steps: top_k per MoE layer at batch 1, up to all experts as the batch grows. The routed experts' share is reported
  * on its own ({@link Result#expertBytesPerStep}): the part that INT4 shrinks.
  */
@@ -152,7 +152,7 @@ public final class DecodeBenchmark {
             if (spec.kind() == WeightLayout.Kind.EMBEDDING) {
                 continue;
             }
-            long bytes = spec.name().endsWith("kv_b_proj.weight") ? spec.numel() * 4 : bytesOf.applyAsLong(spec);
+            long bytes = bytesOf.applyAsLong(spec);
             if (!spec.routedExpert()) {
                 weightBytes += bytes;
             } else if (spec.name().contains(".experts.0.")) {

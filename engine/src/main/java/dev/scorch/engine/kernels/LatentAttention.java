@@ -10,7 +10,9 @@ import jdk.incubator.vector.VectorSpecies;
  * MLA attention in the absorbed form for one query row of one head over a latent cache (the decode step):
  * q_latent = W_UKᵀ q_nope; score_j = (q_latent · c_j + q_pe · k_pe_j) · scale for j < len; softmax in fp32;
  * o_latent = Σ_j p_j c_j; out = W_UV o_latent. W_UK and W_UV are this head's rows of kv_b_proj in fp32
- * [qk_nope + v_head, kv_lora_rank].
+ * [qk_nope + v_head, kv_lora_rank]: {@link #head} decodes them from the checkpoint's kv_b_proj into the thread's
+ * scratch, one head at a time, so no fp32 copy of the whole weight is ever made (on Kimi K2 that copy was 32 MiB a
+ * layer, 2 GiB a model, on the heap of a machine whose RAM the mapped checkpoint may already exceed).
  *
  * <p>Two implementations with a fixed order of every sum, so a row's bits never depend on its batch mates or
  * the thread that runs it: {@link #attendScalar} (plain FMA chains, Math.exp), and {@link #attendVector} for
@@ -23,7 +25,7 @@ public final class LatentAttention {
     /** Shapes and the head's weights; wOff is the first W_UK row of the head in w, W_UV rows follow at + qkNope. */
     public record Head(float[] w, int wOff, int qkNope, int qkRope, int vHead, int rank, float scale) {}
 
-    /** Per-thread buffers: q_latent, o_latent and the scores of one row. */
+    /** Per-thread buffers: q_latent, o_latent and the scores of one row, and the weights of one head. */
     public static final class Scratch {
         public Scratch() {}
 
@@ -31,6 +33,19 @@ public final class LatentAttention {
         float[] oLat = new float[0];
         float[] scores = new float[0];
         final float[] lanes = new float[5 * 64]; // four accumulators' lanes and one more, at up to 64 lanes
+        // The head {@link #head} decoded last: its rows of kv_b_proj [qk_nope + v_head, rank] in fp32, which
+        // Linear and head they are (weights never change: the pair names the values), and its Head (kept while its
+        // shapes are the same: a decode step makes none).
+        private float[] headW = new float[0];
+        private Linear headOf;
+        private int headIndex = -1;
+        private Head head;
+        private RowDecoder decoder; // the SIMD path's vector decoder, made on its first use
+
+        /** Floats this scratch keeps for a head's weights: one head's rows, whatever the weight's size. */
+        public int headWeightFloats() {
+            return headW.length;
+        }
 
         void ensure(int rank, int len) {
             if (qLat.length < rank) {
@@ -49,6 +64,55 @@ public final class LatentAttention {
     /** This thread's scratch buffers. */
     public static Scratch scratch() {
         return SCRATCH.get();
+    }
+
+    /**
+     * Head h of kvBProj [heads * (qk_nope + v_head), rank] (W_UK_h at rows h · (qk_nope + v_head), W_UV_h the v_head
+     * after), its rows decoded to fp32 into s as {@link Linear#row} gives them (BF16, FP8 with its block scales, INT4
+     * with its group scales), so attending with it has the bits of attending over {@code kvBProj.toFloat()}. s keeps
+     * the head it decoded last and returns it again without decoding; simd picks the vector decoder (the scalar path
+     * never loads Vector API classes).
+     */
+    public static Head head(
+            Linear kvBProj, int h, int qkNope, int qkRope, int vHead, float scale, boolean simd, Scratch s) {
+        if (s.headOf == kvBProj && s.headIndex == h) {
+            return s.head;
+        }
+        int rows = qkNope + vHead;
+        int rank = kvBProj.in();
+        if (h < 0 || (long) (h + 1) * rows > kvBProj.out()) {
+            throw new IllegalArgumentException(
+                    kvBProj.name() + ": no head " + h + " of " + rows + " rows in " + kvBProj.out() + " rows");
+        }
+        if (s.headW.length < rows * rank) {
+            s.headW = new float[rows * rank];
+        }
+        s.headOf = null; // a failed decode leaves no head behind
+        if (simd) {
+            if (s.decoder == null || s.decoder.maxLen() < rank) {
+                s.decoder = new RowDecoder(rank);
+            }
+            for (int r = 0; r < rows; r++) {
+                s.decoder.decode(kvBProj, h * rows + r, 0, rank, s.headW, r * rank);
+            }
+        } else {
+            for (int r = 0; r < rows; r++) {
+                kvBProj.row(h * rows + r, 0, rank, s.headW, r * rank);
+            }
+        }
+        Head k = s.head;
+        if (k == null
+                || k.w() != s.headW
+                || k.qkNope() != qkNope
+                || k.qkRope() != qkRope
+                || k.vHead() != vHead
+                || k.rank() != rank
+                || Float.floatToRawIntBits(k.scale()) != Float.floatToRawIntBits(scale)) {
+            s.head = new Head(s.headW, 0, qkNope, qkRope, vHead, rank, scale); // the same for every head of a layer
+        }
+        s.headOf = kvBProj;
+        s.headIndex = h;
+        return s.head;
     }
 
     /**

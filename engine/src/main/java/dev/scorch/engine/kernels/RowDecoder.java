@@ -107,6 +107,11 @@ final class RowDecoder {
         rowWords = new int[stageCols / 8 + 2];
     }
 
+    /** The longest segment {@link #decode} takes. */
+    int maxLen() {
+        return halves.length;
+    }
+
     /** True when INT4 rows of w decode in vectors here (L ≥ 8: a vector starts on a word). */
     static boolean int4InRegisters(Linear w) {
         return w.format() == Linear.Format.INT4_GROUP && INT4_WORDS != null;

@@ -107,9 +107,6 @@ final class MlaAttention {
     private final float[] kvALayernorm; // [kv_lora_rank]
     private final Linear kvBProj; // [heads * (qk_nope_head_dim + v_head_dim), kv_lora_rank]
     private final Linear oProj; // [hidden, heads * v_head_dim]
-    // kv_b_proj decoded to fp32 [heads * (qk_nope + v_head), kv_lora_rank] on the first absorbed call (then kept),
-    // seen per head: rows h * (qk_nope + v_head) + d are W_UK of head h (d < qk_nope), the next v_head rows its W_UV.
-    private volatile LatentAttention.Head[] absorbedHeads;
 
     MlaAttention(ModelWeights w, int layer) {
         ModelConfig c = w.config();
@@ -280,32 +277,15 @@ final class MlaAttention {
         s.rope.rotate(s.kPe, i * qkRope, s.cs, csOff);
     }
 
-    private LatentAttention.Head[] absorbedHeads() {
-        LatentAttention.Head[] hs = absorbedHeads;
-        if (hs == null) {
-            synchronized (this) {
-                hs = absorbedHeads;
-                if (hs == null) {
-                    float[] w = kvBProj.toFloat();
-                    hs = new LatentAttention.Head[heads];
-                    for (int h = 0; h < heads; h++) {
-                        hs[h] = new LatentAttention.Head(
-                                w, h * (qkNope + vHead), qkNope, qkRope, vHead, kvLoraRank, softmaxScale);
-                    }
-                    absorbedHeads = hs;
-                }
-            }
-        }
-        return hs;
-    }
-
     /**
      * Absorbed attention of the listed sequences' new tokens (rows of batch) over their caches, which already
      * hold this layer's entries for the new tokens. Per head h and query i at position p:
      * q_latent = W_UK_hᵀ q_nope; score_j = (q_latent · c_j + q_pe · k_pe_j) · scale for j <= p; softmax in fp32;
      * o_latent = Σ p_j c_j; out_h = W_UV_h o_latent ({@link LatentAttention}: vectorised where {@link Ops#simd}, plain
-     * loops otherwise). One work item per (sequence, head), every sum in a fixed order; the output goes to s's
-     * [T, heads, v_head] buffer.
+     * loops otherwise). One work item per (head, sequence), every sum in a fixed order; the output goes to s's
+     * [T, heads, v_head] buffer. W_UK_h and W_UV_h are head h's rows of kv_b_proj, decoded from the checkpoint into
+     * the thread's scratch by the item that needs them: items run head by head, so a thread decodes a head once for
+     * the run of its sequences it takes, and the heap never holds more than one head's weights per thread.
      */
     private void absorbed(float[] q, PackedBatch batch, KvCache[] caches, int[] seqs, Ops ops, Scratch s) {
         s.attention = this;
@@ -322,16 +302,17 @@ final class MlaAttention {
         }
     }
 
-    /** Item (sequence seqs[item / heads], head item % heads) of s's absorbed pass: the head's new tokens over its cache. */
+    /** Item (head item / seqs, sequence seqs[item % seqs]) of s's absorbed pass: the head's new tokens over its cache. */
     private void attendAbsorbed(int item, Scratch s) {
-        int b = s.seqs[item / heads];
-        int h = item % heads;
+        int b = s.seqs[item % s.seqs.length];
+        int h = item / s.seqs.length;
         KvCache cache = s.caches[b];
         int past = cache.length();
         float[] lat = cache.latents(layer); // [positions, kv_lora_rank]
         float[] pe = cache.kPes(layer); // [positions, qk_rope]
-        LatentAttention.Head head = absorbedHeads()[h];
         LatentAttention.Scratch scratch = LatentAttention.scratch();
+        LatentAttention.Head head =
+                LatentAttention.head(kvBProj, h, qkNope, qkRope, vHead, softmaxScale, s.simd, scratch);
         for (int i = 0; i < s.batch.seqLen()[b]; i++) {
             int row = s.batch.seqStart()[b] + i;
             int len = past + i + 1; // causal: the cache before this batch, then new tokens up to i
