@@ -78,7 +78,9 @@ class ApiParityTest {
                 1,
                 WriteMode.NEW,
                 BackendMode.AUTO,
-                ScoreOptions.defaultGpuPrecision());
+                ScoreOptions.defaultGpuPrecision(),
+                ScoreOptions.DEFAULT_GPU_BATCH_TOKENS,
+                0);
     }
 
     /** Rows of a DataFrame as JSON, keyed by the given columns' values. */

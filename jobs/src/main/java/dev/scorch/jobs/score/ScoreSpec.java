@@ -5,7 +5,6 @@ import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.jobs.JobSpec;
 import dev.scorch.jobs.output.WriteMode;
-import dev.scorch.udfs.score.ScoreOptions;
 import java.nio.file.Path;
 
 /**
@@ -41,105 +40,6 @@ public record ScoreSpec(
         int gpuBatchTokens,
         int pipelineNodes)
         implements JobSpec {
-
-    /** A run without a pipeline (every task holds the whole model), as {@link #ScoreSpec} otherwise. */
-    public ScoreSpec(
-            Path model,
-            String input,
-            String inputFormat,
-            String output,
-            String outputFormat,
-            int partitions,
-            int maxBatchTokens,
-            int windowRows,
-            long arrowMemoryBytes,
-            int topK,
-            LogitsMode logits,
-            String idColumn,
-            String tokenIdsColumn,
-            String textColumn,
-            String continuationColumn,
-            String weights,
-            int threads,
-            int slices,
-            WriteMode write,
-            BackendMode backend,
-            GemmPrecision gpuPrecision,
-            int gpuBatchTokens) {
-        this(
-                model,
-                input,
-                inputFormat,
-                output,
-                outputFormat,
-                partitions,
-                maxBatchTokens,
-                windowRows,
-                arrowMemoryBytes,
-                topK,
-                logits,
-                idColumn,
-                tokenIdsColumn,
-                textColumn,
-                continuationColumn,
-                weights,
-                threads,
-                slices,
-                write,
-                backend,
-                gpuPrecision,
-                gpuBatchTokens,
-                0);
-    }
-
-    /** As the canonical constructor, with {@link ScoreOptions#DEFAULT_GPU_BATCH_TOKENS} and no pipeline. */
-    public ScoreSpec(
-            Path model,
-            String input,
-            String inputFormat,
-            String output,
-            String outputFormat,
-            int partitions,
-            int maxBatchTokens,
-            int windowRows,
-            long arrowMemoryBytes,
-            int topK,
-            LogitsMode logits,
-            String idColumn,
-            String tokenIdsColumn,
-            String textColumn,
-            String continuationColumn,
-            String weights,
-            int threads,
-            int slices,
-            WriteMode write,
-            BackendMode backend,
-            GemmPrecision gpuPrecision) {
-        this(
-                model,
-                input,
-                inputFormat,
-                output,
-                outputFormat,
-                partitions,
-                maxBatchTokens,
-                windowRows,
-                arrowMemoryBytes,
-                topK,
-                logits,
-                idColumn,
-                tokenIdsColumn,
-                textColumn,
-                continuationColumn,
-                weights,
-                threads,
-                slices,
-                write,
-                backend,
-                gpuPrecision,
-                ScoreOptions.DEFAULT_GPU_BATCH_TOKENS,
-                0);
-    }
 
     @Override
     public String job() {

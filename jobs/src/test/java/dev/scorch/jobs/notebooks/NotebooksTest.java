@@ -109,7 +109,9 @@ class NotebooksTest {
                         1,
                         dev.scorch.jobs.output.WriteMode.NEW,
                         dev.scorch.engine.backend.BackendMode.AUTO,
-                        dev.scorch.udfs.score.ScoreOptions.defaultGpuPrecision()));
+                        dev.scorch.udfs.score.ScoreOptions.defaultGpuPrecision(),
+                        dev.scorch.udfs.score.ScoreOptions.DEFAULT_GPU_BATCH_TOKENS,
+                        0));
         assertTrue(s.line().contains("13 rows (2 errors"), s.line());
         return out;
     }
