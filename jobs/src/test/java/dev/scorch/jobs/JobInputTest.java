@@ -50,7 +50,9 @@ class JobInputTest {
                 1,
                 dev.scorch.jobs.output.WriteMode.NEW,
                 dev.scorch.engine.backend.BackendMode.CPU,
-                dev.scorch.udfs.score.ScoreOptions.defaultGpuPrecision());
+                dev.scorch.udfs.score.ScoreOptions.defaultGpuPrecision(),
+                dev.scorch.udfs.score.ScoreOptions.DEFAULT_GPU_BATCH_TOKENS,
+                0);
     }
 
     static String str(Row r, String column) {
@@ -144,7 +146,9 @@ class JobInputTest {
                         1,
                         dev.scorch.jobs.output.WriteMode.NEW,
                         dev.scorch.engine.backend.BackendMode.CPU,
-                        dev.scorch.udfs.score.ScoreOptions.defaultGpuPrecision()));
+                        dev.scorch.udfs.score.ScoreOptions.defaultGpuPrecision(),
+                        dev.scorch.udfs.score.ScoreOptions.DEFAULT_GPU_BATCH_TOKENS,
+                        0));
         Map<String, String> errors = new HashMap<>();
         for (Row r : SparkTests.spark().read().parquet(out.toString()).collectAsList()) {
             errors.put(r.getAs("source_row"), r.getAs("error"));

@@ -23,6 +23,17 @@ import java.util.zip.CRC32C;
  */
 public record ModelManifest(String name, List<FileEntry> files, String contentHash) implements Serializable {
 
+    /**
+     * Checksums this JVM computed, by file, with the file's size, modification time and identity (inode) then. A file
+     * whose three are unchanged is not read again: where the driver and an executor are one JVM (local masters, a CPU
+     * server), verifying the folder the manifest was just made from would otherwise read the whole checkpoint twice.
+     */
+    private record Stamp(long size, java.nio.file.attribute.FileTime modified, Object fileKey, long crc32c) {}
+
+    private static final java.util.Map<Path, Stamp> CHECKED = new java.util.concurrent.ConcurrentHashMap<>();
+    private static final java.util.concurrent.atomic.AtomicLong BYTES_CHECKSUMMED =
+            new java.util.concurrent.atomic.AtomicLong();
+
     /** One file of the folder, by its name relative to the folder. */
     public record FileEntry(String name, long size, long crc32c) implements Serializable {}
 
@@ -41,7 +52,7 @@ public record ModelManifest(String name, List<FileEntry> files, String contentHa
         List<FileEntry> entries = new ArrayList<>();
         for (Path p : paths) {
             String rel = base.relativize(p.toAbsolutePath().normalize()).toString();
-            entries.add(new FileEntry(rel, size(p), crc32c(p)));
+            entries.add(new FileEntry(rel, size(p), checkedCrc32c(p)));
         }
         return new ModelManifest(base.getFileName().toString(), List.copyOf(entries), hash(entries));
     }
@@ -59,7 +70,8 @@ public record ModelManifest(String name, List<FileEntry> files, String contentHa
         CRC32C crc = new CRC32C();
         try (FileChannel ch = FileChannel.open(p, StandardOpenOption.READ)) {
             ByteBuffer buf = ByteBuffer.allocateDirect(1 << 20);
-            while (ch.read(buf) >= 0) {
+            for (int n = ch.read(buf); n >= 0; n = ch.read(buf)) {
+                BYTES_CHECKSUMMED.addAndGet(n);
                 buf.flip();
                 crc.update(buf);
                 buf.clear();
@@ -68,6 +80,40 @@ public record ModelManifest(String name, List<FileEntry> files, String contentHa
             throw new CheckpointException(p + ": cannot read for its checksum: " + e.getMessage(), e);
         }
         return crc.getValue();
+    }
+
+    /** Bytes this JVM has read to checksum whole files ({@link #crc32c(Path)}), in all. */
+    public static long bytesChecksummed() {
+        return BYTES_CHECKSUMMED.get();
+    }
+
+    /** CRC32C of a whole file: the one this JVM computed, when its size, time and identity are as they were then. */
+    private static long checkedCrc32c(Path p) {
+        Path key = p.toAbsolutePath().normalize();
+        java.nio.file.attribute.BasicFileAttributes before = attributes(p);
+        Stamp s = CHECKED.get(key);
+        if (s != null
+                && s.size() == before.size()
+                && s.modified().equals(before.lastModifiedTime())
+                && java.util.Objects.equals(s.fileKey(), before.fileKey())) {
+            return s.crc32c();
+        }
+        long crc = crc32c(p);
+        java.nio.file.attribute.BasicFileAttributes after = attributes(p);
+        if (after.size() == before.size()
+                && after.lastModifiedTime().equals(before.lastModifiedTime())
+                && java.util.Objects.equals(after.fileKey(), before.fileKey())) {
+            CHECKED.put(key, new Stamp(after.size(), after.lastModifiedTime(), after.fileKey(), crc));
+        }
+        return crc;
+    }
+
+    private static java.nio.file.attribute.BasicFileAttributes attributes(Path p) {
+        try {
+            return Files.readAttributes(p, java.nio.file.attribute.BasicFileAttributes.class);
+        } catch (IOException e) {
+            throw new CheckpointException(p + ": " + e.getMessage(), e);
+        }
     }
 
     public static long crc32c(InputStream in) throws IOException {
@@ -102,7 +148,8 @@ public record ModelManifest(String name, List<FileEntry> files, String contentHa
     }
 
     /**
-     * Checks that {@code dir} holds exactly these files (size and CRC32C); throws naming the first file that differs.
+     * Checks that {@code dir} holds exactly these files (size and CRC32C); throws naming the first file that differs. A
+     * file this JVM has checksummed and that has not changed since (size, modification time, inode) is not read again.
      */
     public void verify(Path dir) {
         for (FileEntry e : files) {
@@ -114,7 +161,7 @@ public record ModelManifest(String name, List<FileEntry> files, String contentHa
             if (size != e.size()) {
                 throw new CheckpointException(p + ": " + size + " bytes, the manifest says " + e.size());
             }
-            long crc = crc32c(p);
+            long crc = checkedCrc32c(p);
             if (crc != e.crc32c()) {
                 throw new CheckpointException(p + ": checksum " + Long.toHexString(crc)
                         + " differs from the manifest's " + Long.toHexString(e.crc32c()));

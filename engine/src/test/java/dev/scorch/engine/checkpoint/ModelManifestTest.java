@@ -124,4 +124,29 @@ class ModelManifestTest {
         assertEquals(original.chatTemplate().orElseThrow().render(chat, true), rendered);
         assertTrue(Arrays.equals(original.encode(rendered, false), copy.encode(rendered, false)));
     }
+
+    /**
+     * Verifying a folder this JVM has just checksummed reads nothing again (the driver and executor of a local master
+     * are one JVM); a file rewritten since is read, and its new bytes fail the check, named.
+     */
+    @Test
+    void verifyReusesThisJvmsChecksumsUntilAFileChanges() throws IOException {
+        Path dir = withJinja("memo", JINJA);
+        ModelManifest m = ModelManifest.of(dir);
+        long before = ModelManifest.bytesChecksummed();
+        m.verify(dir);
+        assertEquals(before, ModelManifest.bytesChecksummed(), "an unchanged folder is not read again");
+        Path shard = dir.resolve(m.files().get(m.files().size() - 1).name());
+        byte[] bytes = Files.readAllBytes(shard);
+        bytes[bytes.length - 1] ^= 1;
+        Files.write(shard, bytes);
+        Files.setLastModifiedTime(
+                shard,
+                java.nio.file.attribute.FileTime.fromMillis(
+                        Files.getLastModifiedTime(shard).toMillis() + 2_000));
+        CheckpointException e =
+                org.junit.jupiter.api.Assertions.assertThrows(CheckpointException.class, () -> m.verify(dir));
+        assertTrue(e.getMessage().startsWith(shard + ": checksum "), e.getMessage());
+        assertTrue(ModelManifest.bytesChecksummed() - before >= bytes.length, "the changed file was read");
+    }
 }
