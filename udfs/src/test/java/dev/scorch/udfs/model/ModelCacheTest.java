@@ -235,4 +235,26 @@ class ModelCacheTest {
         assertEquals(0, again.waitFor());
         assertFalse(Files.exists(root.resolve(h)), "the last user with age 0 removed it at exit");
     }
+
+    /**
+     * A dead JVM's half-written copy of the model being assembled goes; another model's copy, a user's folder named like
+     * one and a plain file stay.
+     */
+    @Test
+    void onlyThisModelsTemporaryFoldersAreRemoved() throws Exception {
+        Path root = tmp.resolve("temporaries");
+        Files.createDirectories(root);
+        String hash = "a".repeat(64);
+        String other = "b".repeat(64);
+        Path cut = Files.createDirectories(root.resolve(hash + ".partial-123"));
+        Files.writeString(cut.resolve("model-00001-of-00001.safetensors"), "half");
+        Path otherModel = Files.createDirectories(root.resolve(other + ".partial-9"));
+        Path users = Files.createDirectories(root.resolve("notes.partial-1"));
+        Path file = Files.writeString(root.resolve(hash + ".partial-file"), "not a folder");
+        assertEquals(1, ModelCache.of(root).removeTemporaries(hash));
+        assertFalse(Files.exists(cut));
+        assertTrue(Files.isDirectory(otherModel));
+        assertTrue(Files.isDirectory(users));
+        assertEquals("not a folder", Files.readString(file));
+    }
 }
