@@ -9,7 +9,6 @@ import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.runtime.Workspace;
 import dev.scorch.engine.scoring.BatchScores;
-import dev.scorch.engine.scoring.LogSoftmax;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;
 import java.util.ArrayList;
@@ -200,18 +199,9 @@ public final class LayerBenchmark {
                 float[] logits = model.nextTokenLogits(PackedBatch.of(seqs), caches);
                 double[] secs = new double[steps];
                 for (int s = 0; s < steps; s++) {
-                    int[] next = new int[batch];
-                    int[] pos = new int[batch];
-                    int[] start = new int[batch];
-                    int[] len = new int[batch];
-                    for (int b = 0; b < batch; b++) {
-                        next[b] = LogSoftmax.argmax(logits, b * c.vocabSize(), c.vocabSize());
-                        pos[b] = caches[b].length();
-                        start[b] = b;
-                        len[b] = 1;
-                    }
+                    PackedBatch step = GpuKvCache.greedyStep(logits, c.vocabSize(), caches);
                     long t0 = System.nanoTime();
-                    logits = model.nextTokenLogits(new PackedBatch(next, pos, start, len), caches);
+                    logits = model.nextTokenLogits(step, caches);
                     secs[s] = (System.nanoTime() - t0) / 1e9;
                 }
                 return median(secs);

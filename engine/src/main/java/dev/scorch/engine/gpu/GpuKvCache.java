@@ -1,5 +1,8 @@
 package dev.scorch.engine.gpu;
 
+import dev.scorch.engine.runtime.PackedBatch;
+import dev.scorch.engine.scoring.LogSoftmax;
+
 /**
  * One sequence's MLA cache on the device: per layer and position the normed latent and the rotated k_pe,
  * [layers, capacity, kv_lora_rank + qk_rope_head_dim] (the same content as the CPU's {@code KvCache}).
@@ -18,6 +21,24 @@ public final class GpuKvCache implements AutoCloseable {
         this.capacity = capacity;
         this.width = width;
         this.rows = dev.alloc(Buf.Kind.F32, (long) layers * capacity * width);
+    }
+
+    /**
+     * A greedy decode step's batch: sequence b's argmax of logits [B, vocab] as its one token, at its cache's length.
+     */
+    public static PackedBatch greedyStep(float[] logits, int vocab, GpuKvCache[] caches) {
+        int batch = caches.length;
+        int[] next = new int[batch];
+        int[] pos = new int[batch];
+        int[] start = new int[batch];
+        int[] len = new int[batch];
+        for (int b = 0; b < batch; b++) {
+            next[b] = LogSoftmax.argmax(logits, b * vocab, vocab);
+            pos[b] = caches[b].length();
+            start[b] = b;
+            len[b] = 1;
+        }
+        return new PackedBatch(next, pos, start, len);
     }
 
     /** Bytes per cached token: the figure a memory budget multiplies. */

@@ -24,7 +24,6 @@ import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.model.WeightLayout;
 import dev.scorch.engine.runtime.PackedBatch;
-import dev.scorch.engine.scoring.LogSoftmax;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;
 import dev.scorch.engine.scoring.SequenceScore;
@@ -399,17 +398,7 @@ public final class GpuCheck {
             float[] logits = m.nextTokenLogits(PackedBatch.of(seqs), caches);
             long t0 = System.nanoTime();
             for (int s = 0; s < steps; s++) {
-                int[] next = new int[batch];
-                int[] pos = new int[batch];
-                int[] start = new int[batch];
-                int[] len = new int[batch];
-                for (int b = 0; b < batch; b++) {
-                    next[b] = LogSoftmax.argmax(logits, b * c.vocabSize(), c.vocabSize());
-                    pos[b] = caches[b].length();
-                    start[b] = b;
-                    len[b] = 1;
-                }
-                logits = m.nextTokenLogits(new PackedBatch(next, pos, start, len), caches);
+                logits = m.nextTokenLogits(GpuKvCache.greedyStep(logits, c.vocabSize(), caches), caches);
             }
             secsPerStep[rep] = (System.nanoTime() - t0) / 1e9 / steps;
             for (GpuKvCache k : caches) {
