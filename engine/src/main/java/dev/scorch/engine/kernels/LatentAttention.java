@@ -11,8 +11,8 @@ import jdk.incubator.vector.VectorSpecies;
  * q_latent = W_UKᵀ q_nope; score_j = (q_latent · c_j + q_pe · k_pe_j) · scale for j < len; softmax in fp32;
  * o_latent = Σ_j p_j c_j; out = W_UV o_latent. W_UK and W_UV are this head's rows of kv_b_proj in fp32
  * [qk_nope + v_head, kv_lora_rank]: {@link #head} decodes them from the checkpoint's kv_b_proj into the thread's
- * scratch, one head at a time, so no fp32 copy of the whole weight is ever made (on Kimi K2 that copy was 32 MiB a
- * layer, 2 GiB a model, on the heap of a machine whose RAM the mapped checkpoint may already exceed).
+ * scratch, one head at a time, so no fp32 copy of the whole weight is ever made (on Kimi K2 it would be 32 MiB a layer,
+ * 2 GiB a model, on the heap of a machine whose RAM the mapped checkpoint may already exceed).
  *
  * <p>Two implementations with a fixed order of every sum, so a row's bits never depend on its batch mates or
  * the thread that runs it: {@link #attendScalar} (plain FMA chains, Math.exp), and {@link #attendVector} for

@@ -267,7 +267,7 @@ class DemoModelWriterTest {
 
     /**
      * k2-layers' tokenizer loads (its ids fit the bound a tokenizer file is held to) and takes text; tiny and small keep
-     * BOS/EOS at their last two ids, so their checkpoints and scores are as before.
+     * BOS/EOS at their last two ids, the ids their checkpoints and the README's scores were made with.
      */
     @Test
     void k2LayersTokenizerLoadsAndSmallPresetsKeepTheirIds() throws Exception {

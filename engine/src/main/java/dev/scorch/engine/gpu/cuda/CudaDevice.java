@@ -760,8 +760,8 @@ public final class CudaDevice implements Device {
     }
 
     /**
-     * The default (without -Dscorch.cuda.moe-gemm=true): the offsets read back (a host round trip per projection), then one cuBLAS GEMM per
-     * expert with rows, as the MoE ran before moe_gemm; SwiGLU after each expert's gate_up GEMM, through a scratch.
+     * The default (without -Dscorch.cuda.moe-gemm=true): the offsets read back (a host round trip per projection), then
+     * one cuBLAS GEMM per expert with rows; SwiGLU after each expert's gate_up GEMM, through a scratch.
      */
     private void perExpert(
             Buf x, Buf offsets, int slots, int k, Buf[] w, int n, int swigluInter, Buf y, GemmPrecision precision) {
