@@ -9,6 +9,9 @@ import java.util.List;
  * added into the residual stream; a logits chunk once read), so a pass holds one layer's scratch at a time;
  * {@link #reset} gives back everything. When a pass needs more than the blocks hold, another block serves it, and
  * the next reset replaces them all with one block of the pass's high-water mark, so steady state allocates nothing.
+ * On a device whose kernels take whole arrays ({@link Device#slicesScratch} false: the CPU's) each slice is an
+ * allocation of its own, the i-th taken since the last mark reusing the one taken i-th before while it is long enough,
+ * so steady state allocates nothing there either.
  */
 final class Arena implements AutoCloseable {
     private static final long ALIGN = 64; // elements: 256-byte aligned slices for the GEMMs
@@ -19,15 +22,28 @@ final class Arena implements AutoCloseable {
     private int current; // block the next slice comes from
     private long used; // elements taken from blocks[current]
     private long peak; // high-water mark since the last reset: blocks before current in full, plus used
+    private final boolean whole; // one allocation per slice: blocks[i] serves the i-th slice, current the next
 
     Arena(Device dev, Buf.Kind kind, long initial) {
         this.dev = dev;
         this.kind = kind;
-        blocks.add(dev.alloc(kind, Math.max(ALIGN, initial)));
+        this.whole = !dev.slicesScratch();
+        if (!whole) {
+            blocks.add(dev.alloc(kind, Math.max(ALIGN, initial)));
+        }
     }
 
     /** n elements, contents undefined. */
     Buf take(long n) {
+        if (whole) {
+            if (current == blocks.size()) {
+                blocks.add(dev.alloc(kind, n));
+            } else if (blocks.get(current).length() < n) {
+                dev.free(blocks.get(current));
+                blocks.set(current, dev.alloc(kind, n));
+            }
+            return blocks.get(current++).slice(0, n);
+        }
         long size = (n + ALIGN - 1) / ALIGN * ALIGN;
         while (used + size > blocks.get(current).length()) {
             current++;
@@ -49,18 +65,25 @@ final class Arena implements AutoCloseable {
 
     /** Where the next slice would come from. */
     long mark() {
+        if (whole) {
+            return current;
+        }
         return ((long) current << 40) | used;
     }
 
     /** Gives back every slice taken since mark (they must no longer be used). */
     void release(long mark) {
+        if (whole) {
+            current = (int) mark;
+            return;
+        }
         current = (int) (mark >>> 40);
         used = mark & ((1L << 40) - 1);
     }
 
     /** Gives every slice back; when the last pass needed several blocks, they become one of its high-water mark. */
     void reset() {
-        if (blocks.size() > 1) {
+        if (!whole && blocks.size() > 1) {
             for (Buf b : blocks) {
                 dev.free(b);
             }

@@ -20,7 +20,13 @@ public final class Buf {
          * An FP8 E4M3 block-scaled weight kept as its codes ({@link PackedFp8}: codes, scales and scale rows, each a buffer
          * of its own); made by {@link Device#fp8Weight}, never by alloc, and only multiplied. Its length counts weights.
          */
-        FP8(0);
+        FP8(0),
+        /**
+         * Checkpoint linear weights used where they lie (a {@code Linear[]} stacked along out, memory-mapped in their
+         * checkpoint dtype): the CPU device's weights, which its kernels decode as they multiply. Never allocated; its
+         * length counts weights.
+         */
+        LINEAR(0);
 
         final int bytes;
 
@@ -72,7 +78,7 @@ public final class Buf {
 
     /** Elements [from, from + n) of this range. */
     public Buf slice(long from, long n) {
-        if (kind == Kind.INT4 || kind == Kind.FP8) {
+        if (kind == Kind.INT4 || kind == Kind.FP8 || kind == Kind.LINEAR) {
             throw new IllegalArgumentException("an " + kind + " weight is not sliced");
         }
         if (from < 0 || n < 0 || from + n > length) {

@@ -1,7 +1,9 @@
 package dev.scorch.engine.gpu;
 
 import dev.scorch.engine.kernels.Linear;
+import dev.scorch.engine.kernels.Rope;
 import dev.scorch.engine.model.RouterShape;
+import java.util.function.LongFunction;
 
 /**
  * The GPU backend's seam: memory and the kernels {@link GpuModel} runs, on one device. {@code cuda.CudaDevice}
@@ -140,8 +142,38 @@ public interface Device extends AutoCloseable {
      */
     void gemm(Buf x, int m, int k, Buf w, int n, Buf y, GemmPrecision precision);
 
+    /**
+     * {@link #gemm} where rows says which rows of x are decode rows (tokens that extend a non-empty KV cache): a device
+     * whose GEMM rounds a row differently by its shape (the CPU's, {@link DecodeRows}) runs each row by its own rule,
+     * so that a row's bits never depend on its batch mates; one that rounds every row alike ignores rows.
+     */
+    default void gemm(Buf x, int m, int k, Buf w, int n, Buf y, GemmPrecision precision, DecodeRows rows) {
+        gemm(x, m, k, w, n, y, precision);
+    }
+
+    /**
+     * The first half of a SwiGLU MLP: out [m, inter] = silu(x · gate_projᵀ) · (x · up_projᵀ), w gate_proj and up_proj
+     * stacked [2 · inter, k] ({@link #weight}); as {@link #gemm} into [m, 2 · inter] then {@link #swiglu}, the
+     * intermediate taken from scratch (a device that needs none takes none). Rows as in
+     * {@link #gemm(Buf, int, int, Buf, int, Buf, GemmPrecision, DecodeRows)}.
+     */
+    default void gemmSwiglu(
+            Buf x,
+            int m,
+            int k,
+            Buf w,
+            int inter,
+            Buf out,
+            GemmPrecision precision,
+            DecodeRows rows,
+            LongFunction<Buf> scratch) {
+        Buf gu = scratch.apply((long) m * 2 * inter);
+        gemm(x, m, k, w, 2 * inter, gu, precision, rows);
+        swiglu(gu, m, inter, out);
+    }
+
     /** out[r, :dim] = weight · x[r·stride + offset ..][:dim] / rms, for r < rows. */
-    void rmsNorm(Buf x, int rows, int stride, int offset, int dim, Buf weight, float eps, Buf out);
+    void rmsNorm(Buf x, int rows, int stride, int offset, int dim, Buf weight, double eps, Buf out);
 
     /**
      * Rotates, in place, the rope_dim values at x[r·rowStride + h·headStride + offset] of every row r and head h by
@@ -171,7 +203,7 @@ public interface Device extends AutoCloseable {
             int offset,
             int rank,
             Buf weight,
-            float eps,
+            double eps,
             int ropeDim,
             Buf positions,
             Buf cosSin,
@@ -212,6 +244,44 @@ public interface Device extends AutoCloseable {
             int vHead,
             float scale,
             Buf out);
+
+    /**
+     * {@link #mlaDecode} of several sequences: sequence s's rows[s] new tokens are rows [rowStart[s], + rows[s]) of q
+     * [*, heads, qk_nope + qk_rope] and of out [*, heads, v_head], over caches[s] (this layer's, {@link LatentCache})
+     * holding past[s] tokens before them. A device may share work across the sequences (the CPU decodes a head of
+     * kv_b_proj once for all of them); each sequence's bits are its {@link #mlaDecode}'s.
+     */
+    default void mlaDecode(
+            Buf q,
+            int[] rowStart,
+            int[] rows,
+            Buf[] caches,
+            int[] past,
+            Buf kvBProj,
+            int heads,
+            int qkNope,
+            int qkRope,
+            int vHead,
+            int kvLoraRank,
+            float scale,
+            Buf out) {
+        int qHead = qkNope + qkRope;
+        for (int s = 0; s < rows.length; s++) {
+            mlaDecode(
+                    q.slice((long) rowStart[s] * heads * qHead, (long) rows[s] * heads * qHead),
+                    rows[s],
+                    caches[s],
+                    past[s],
+                    kvBProj,
+                    heads,
+                    qkNope,
+                    qkRope,
+                    vHead,
+                    kvLoraRank,
+                    scale,
+                    out.slice((long) rowStart[s] * heads * vHead, (long) rows[s] * heads * vHead));
+        }
+    }
 
     /** Queries per attention tile (the CUDA kernel's ATTN_Q). */
     int ATTENTION_TILE = 16;
@@ -283,6 +353,57 @@ public interface Device extends AutoCloseable {
      */
     void moeCombine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf addend, Buf y);
 
+    /**
+     * DeepseekV3MoE's experts on x [t, hidden], routed ({@link #moeRoute}: experts and weights [t, top_k], ascending
+     * id): y [t, hidden] = Σ_k weights[t, k] · expert_e(x_t) over the token's experts in ascending id, then + the
+     * shared experts' output when sharedGateUp is not null; each expert is a SwiGLU MLP, gateUp[e] (gate_proj and
+     * up_proj stacked, [2 · inter, hidden]) and down[e] ([hidden, inter]), the shared experts one of sharedInter. This
+     * default permutes the (token, choice) pairs by expert on the device ({@link #moePermute}), runs the experts as
+     * {@link #gemmExpertsSwiglu} and {@link #gemmExperts} and sums with {@link #moeCombine}, its buffers from floats
+     * and ints; a device may run the experts its own way with the same bits per token. Rows as in
+     * {@link #gemm(Buf, int, int, Buf, int, Buf, GemmPrecision, DecodeRows)}, by token.
+     */
+    default void moeExperts(
+            Buf x,
+            int t,
+            int hidden,
+            Buf experts,
+            Buf weights,
+            int topK,
+            Buf[] gateUp,
+            Buf[] down,
+            int inter,
+            Buf sharedGateUp,
+            Buf sharedDown,
+            int sharedInter,
+            Buf y,
+            GemmPrecision precision,
+            DecodeRows rows,
+            LongFunction<Buf> floats,
+            LongFunction<Buf> ints) {
+        int nExperts = gateUp.length;
+        int pairs = t * topK;
+        // Slots: the pairs grouped by expert in ascending id, tokens in order within an expert.
+        Buf offsets = ints.apply(nExperts + 1L); // expert e's slots [offsets[e], offsets[e + 1])
+        Buf slotOf = ints.apply(pairs); // slot of each (token, choice)
+        Buf slotRow = ints.apply(pairs); // token of each slot
+        moePermute(experts, t, topK, nExperts, offsets, slotOf, slotRow);
+        Buf xs = floats.apply((long) pairs * hidden); // [slots, hidden]
+        gatherRows(x, slotRow, pairs, hidden, xs);
+        Buf act = floats.apply((long) pairs * inter); // [slots, moe_intermediate]
+        gemmExpertsSwiglu(xs, offsets, pairs, hidden, gateUp, inter, act, precision);
+        Buf ye = floats.apply((long) pairs * hidden); // [slots, hidden]
+        gemmExperts(act, offsets, pairs, inter, down, hidden, ye, precision);
+        Buf shared = null;
+        if (sharedGateUp != null) {
+            Buf sharedAct = floats.apply((long) t * sharedInter);
+            gemmSwiglu(x, t, hidden, sharedGateUp, sharedInter, sharedAct, precision, rows, floats);
+            shared = floats.apply((long) t * hidden);
+            gemm(sharedAct, t, sharedInter, sharedDown, hidden, shared, precision, rows);
+        }
+        moeCombine(ye, slotOf, weights, t, topK, hidden, shared, y);
+    }
+
     /** Router logits [t, n_routed_experts] → experts and weights [t, top_k], experts in ascending id. */
     void moeRoute(Buf logits, Buf bias, int t, RouterShape r, Buf experts, Buf weights);
 
@@ -291,6 +412,25 @@ public interface Device extends AutoCloseable {
      * targets[r] &lt; 0), stats[3r + 2] = argmax (lowest index on ties).
      */
     void logSoftmaxStats(Buf logits, int rows, int vocab, Buf targets, Buf stats);
+
+    /**
+     * YaRN cos/sin of positions [0, positions) at least, [positions, qk_rope_head_dim] as {@link Rope#table} lays them
+     * out, on this device; previous (the last table this call returned, or null) is no longer used.
+     */
+    default Buf ropeTable(Rope rope, int positions, Buf previous) {
+        if (previous != null) {
+            free(previous);
+        }
+        return upload(java.util.Arrays.copyOf(rope.table(positions), positions * rope.dim()));
+    }
+
+    /**
+     * Whether scratch is best carved from large blocks ({@link Arena}); false for a device whose kernels take whole
+     * heap arrays (the CPU's), which gets one array per slice instead.
+     */
+    default boolean slicesScratch() {
+        return true;
+    }
 
     /** Waits until everything queued so far has run (for timing). */
     void synchronize();

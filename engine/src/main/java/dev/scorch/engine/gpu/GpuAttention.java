@@ -60,23 +60,23 @@ final class GpuAttention {
     }
 
     /** Multi-head latent attention of h [T, hidden] → [T, hidden]. */
-    Buf forward(GpuPass p, Buf h, AttentionBatch b, GpuKvCache[] caches, Buf cosSin) {
+    Buf forward(GpuPass p, Buf h, AttentionBatch b, LatentCache[] caches) {
         Device dev = p.dev();
         int t = b.packed().numTokens();
         int qHead = qkNope + qkRope;
-        float loraEps = (float) ModelConfig.LORA_NORM_EPS;
+        double loraEps = ModelConfig.LORA_NORM_EPS;
         // One GEMM for both low-rank projections: qkvA [T, qOut + kv_lora_rank + qk_rope] = [q_a | latent | k_pe]
         int kvAWidth = kvLora + qkRope;
         int width = qOut + kvAWidth;
         Buf qkvA = p.floats().take((long) t * width);
-        dev.gemm(h, t, hidden, qkvAProj, width, qkvA, p.precision());
+        p.gemm(h, t, hidden, qkvAProj, width, qkvA);
         // q = q_b_proj(q_a_layernorm(q_a)) or q_proj(h): [T, heads, q_head_dim] = [q_nope | q_pe]
         Buf q = p.floats().take((long) t * heads * qHead);
         if (qBProj != null) {
             int qLora = qOut;
             Buf qA = p.floats().take((long) t * qLora);
             dev.rmsNorm(qkvA, t, width, 0, qLora, qALayernorm, loraEps, qA);
-            dev.gemm(qA, t, qLora, qBProj, heads * qHead, q, p.precision());
+            p.gemm(qA, t, qLora, qBProj, heads * qHead, q);
         } else {
             dev.copyCols(qkvA, t, width, 0, heads * qHead, q, heads * qHead, 0);
         }
@@ -85,15 +85,15 @@ final class GpuAttention {
         Buf latent = p.floats().take((long) t * kvLora);
         Buf kPe = p.floats().take((long) t * qkRope);
         dev.rmsNormRope(
-                qkvA, t, width, qOut, kvLora, kvALayernorm, loraEps, qkRope, b.positions(), cosSin, latent, kPe);
-        dev.rope(q, t, heads, heads * qHead, qHead, qkNope, qkRope, b.positions(), cosSin);
+                qkvA, t, width, qOut, kvLora, kvALayernorm, loraEps, qkRope, b.positions(), b.cosSin(), latent, kPe);
+        dev.rope(q, t, heads, heads * qHead, qHead, qkNope, qkRope, b.positions(), b.cosSin());
         Buf attn = p.floats().take((long) t * heads * vHead); // [T, heads, v_head]
         if (caches != null) {
             PackedBatch pb = b.packed();
             for (int s = 0; s < caches.length; s++) {
-                GpuKvCache c = caches[s];
+                LatentCache c = caches[s];
                 int w = c.width();
-                int past = c.length(); // the caches advance once every layer has run
+                int past = b.past()[s]; // the caches advance once every layer has run
                 int len = pb.seqLen()[s];
                 int row0 = pb.seqStart()[s];
                 // This pass's latents and k_pe join the sequence's cache.
@@ -102,22 +102,34 @@ final class GpuAttention {
                         latent.slice((long) row0 * kvLora, (long) len * kvLora), len, kvLora, 0, kvLora, fresh, w, 0);
                 dev.copyCols(
                         kPe.slice((long) row0 * qkRope, (long) len * qkRope), len, qkRope, 0, qkRope, fresh, w, kvLora);
-                if (past > 0) {
-                    // A sequence with cached tokens attends in the absorbed form over its latent cache.
-                    dev.mlaDecode(
-                            q.slice((long) row0 * heads * qHead, (long) len * heads * qHead),
-                            len,
-                            c.layer(layer),
-                            past,
-                            kvBProjAbsorbed,
-                            heads,
-                            qkNope,
-                            qkRope,
-                            vHead,
-                            kvLora,
-                            softmaxScale,
-                            attn.slice((long) row0 * heads * vHead, (long) len * heads * vHead));
+            }
+            int[] seqs = b.cachedSeqs();
+            if (seqs.length > 0) {
+                // Sequences with cached tokens attend in the absorbed form over their latent caches.
+                int[] rowStart = new int[seqs.length];
+                int[] rows = new int[seqs.length];
+                int[] past = new int[seqs.length];
+                Buf[] layerCaches = new Buf[seqs.length];
+                for (int i = 0; i < seqs.length; i++) {
+                    rowStart[i] = pb.seqStart()[seqs[i]];
+                    rows[i] = pb.seqLen()[seqs[i]];
+                    past[i] = b.past()[seqs[i]];
+                    layerCaches[i] = caches[seqs[i]].layer(layer);
                 }
+                dev.mlaDecode(
+                        q,
+                        rowStart,
+                        rows,
+                        layerCaches,
+                        past,
+                        kvBProjAbsorbed,
+                        heads,
+                        qkNope,
+                        qkRope,
+                        vHead,
+                        kvLora,
+                        softmaxScale,
+                        attn);
             }
         }
         if (b.numTiles() > 0) {
@@ -125,7 +137,7 @@ final class GpuAttention {
             // tokens: kv = kv_b_proj(latent) [T, heads, qk_nope + v_head] = [k_nope | v] (in a batch that mixes the
             // forms, the absorbed rows are expanded too, and not attended)
             Buf kv = p.floats().take((long) t * heads * (qkNope + vHead));
-            dev.gemm(latent, t, kvLora, kvBProj, heads * (qkNope + vHead), kv, p.precision());
+            p.gemm(latent, t, kvLora, kvBProj, heads * (qkNope + vHead), kv);
             dev.mlaAttention(
                     q,
                     kv,
@@ -143,7 +155,7 @@ final class GpuAttention {
                     attn);
         }
         Buf out = p.floats().take((long) t * hidden);
-        dev.gemm(attn, t, heads * vHead, oProj, hidden, out, p.precision());
+        p.gemm(attn, t, heads * vHead, oProj, hidden, out);
         return out;
     }
 }

@@ -7,7 +7,7 @@ import dev.scorch.engine.scoring.LogSoftmax;
  * One sequence's MLA cache on the device: per layer and position the normed latent and the rotated k_pe,
  * [layers, capacity, kv_lora_rank + qk_rope_head_dim] (the same content as the CPU's {@code KvCache}).
  */
-public final class GpuKvCache implements AutoCloseable {
+public final class GpuKvCache implements LatentCache, AutoCloseable {
     private final Device dev;
     private final Buf rows;
     private final int layers;
@@ -46,6 +46,7 @@ public final class GpuKvCache implements AutoCloseable {
         return (long) layers * (kvLoraRank + qkRopeHeadDim) * Float.BYTES;
     }
 
+    @Override
     public int length() {
         return length;
     }
@@ -55,11 +56,13 @@ public final class GpuKvCache implements AutoCloseable {
     }
 
     /** Layer l's rows [capacity, width]. */
-    Buf layer(int l) {
+    @Override
+    public Buf layer(int l) {
         return rows.slice((long) l * capacity * width, (long) capacity * width);
     }
 
-    int width() {
+    @Override
+    public int width() {
         return width;
     }
 
@@ -75,14 +78,16 @@ public final class GpuKvCache implements AutoCloseable {
         length = src.length;
     }
 
-    void checkRoom(int tokens) {
+    @Override
+    public void checkRoom(int tokens) {
         if (length + tokens > capacity) {
             throw new IllegalStateException("GPU KV cache holds " + capacity + " tokens; " + length + " cached + "
                     + tokens + " new do not fit");
         }
     }
 
-    void advance(int tokens) {
+    @Override
+    public void advance(int tokens) {
         length += tokens;
     }
 
@@ -95,7 +100,8 @@ public final class GpuKvCache implements AutoCloseable {
         dev.free(rows);
     }
 
-    int layers() {
+    @Override
+    public int layers() {
         return layers;
     }
 }

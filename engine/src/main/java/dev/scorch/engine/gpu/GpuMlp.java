@@ -19,12 +19,10 @@ record GpuMlp(Buf gateUpProj, Buf downProj, int hidden, int inter) {
 
     /** SwiGLU MLP: down_proj(silu(gate_proj(x)) * up_proj(x)), x [rows, hidden] → [rows, hidden]. */
     Buf forward(GpuPass p, Buf x, int rows) {
-        Buf gu = p.floats().take((long) rows * 2 * inter); // [rows, gate | up]
-        p.dev().gemm(x, rows, hidden, gateUpProj, 2 * inter, gu, p.precision());
-        Buf act = p.floats().take((long) rows * inter);
-        p.dev().swiglu(gu, rows, inter, act);
+        Buf act = p.floats().take((long) rows * inter); // silu(gate_proj(x)) * up_proj(x)
+        p.dev().gemmSwiglu(x, rows, hidden, gateUpProj, inter, act, p.precision(), p.rows(), p.floats()::take);
         Buf out = p.floats().take((long) rows * hidden);
-        p.dev().gemm(act, rows, inter, downProj, hidden, out, p.precision());
+        p.gemm(act, rows, inter, downProj, hidden, out);
         return out;
     }
 }

@@ -33,11 +33,7 @@ public final class GpuStage implements AutoCloseable {
     private final Buf lmHead; // [vocab, hidden], last stage only
     private final Rope rope;
     private final long weightBytes;
-    private final Arena floats;
-    private final Arena ints;
-    private final GpuPass pass;
-    private Buf cosSin; // [positions, qk_rope_head_dim]
-    private int cosSinPositions;
+    private final PassScratch own; // the passes of the forward methods without a scratch of their own
 
     /** One block: input RMSNorm → MLA → residual → post-attention RMSNorm → dense MLP or MoE → residual. */
     private record Layer(
@@ -87,9 +83,7 @@ public final class GpuStage implements AutoCloseable {
         }
         weightBytes = before - dev.freeBytes();
         rope = new Rope(config);
-        floats = new Arena(dev, Buf.Kind.F32, 1 << 20);
-        ints = new Arena(dev, Buf.Kind.I32, 1 << 16);
-        pass = new GpuPass(dev, precision, floats, ints);
+        own = new PassScratch(dev);
     }
 
     /**
@@ -149,7 +143,7 @@ public final class GpuStage implements AutoCloseable {
 
     /** Device bytes of the scratch arenas now. */
     public long scratchBytes() {
-        return floats.bytes() + ints.bytes();
+        return own.bytes();
     }
 
     /** A KV cache of this stage's layers for one sequence of up to capacity tokens. */
@@ -160,9 +154,9 @@ public final class GpuStage implements AutoCloseable {
     /**
      * Runs this stage's layers over batch and returns the outgoing hidden states [T, hidden] in fp32 (final-normed at
      * the last stage). in is the incoming hidden states [T, hidden] from the stage before, null at the first stage;
-     * caches as in {@link #forward(PackedBatch, GpuKvCache[], int[][], float[], Function)}.
+     * caches as in {@link #forward(PackedBatch, LatentCache[], int[][], float[], Function)}.
      */
-    public float[] forward(PackedBatch batch, GpuKvCache[] caches, float[] in) {
+    public float[] forward(PackedBatch batch, LatentCache[] caches, float[] in) {
         return forward(batch, caches, null, in, this::read);
     }
 
@@ -183,21 +177,40 @@ public final class GpuStage implements AutoCloseable {
      * routes, when not null, is [model's MoE layer][T * top_k] and receives each token's experts in this stage's
      * MoE layers' rows (a pipeline's stages fill one routes array between them).
      */
-    public <R> R forward(PackedBatch batch, GpuKvCache[] caches, int[][] routes, float[] in, Function<Buf, R> then) {
+    public <R> R forward(PackedBatch batch, LatentCache[] caches, int[][] routes, float[] in, Function<Buf, R> then) {
         return forward(batch, caches, routes, in, then, null);
     }
 
     /**
-     * As {@link #forward(PackedBatch, GpuKvCache[], int[][], float[], Function)}, calling boundary, when not null, with
+     * As {@link #forward(PackedBatch, LatentCache[], int[][], float[], Function)}, calling boundary, when not null, with
      * the model's layer index l before layer l and with end after the last (the benchmark's per-layer clock).
      */
     public synchronized <R> R forward(
             PackedBatch batch,
-            GpuKvCache[] caches,
+            LatentCache[] caches,
             int[][] routes,
             float[] in,
             Function<Buf, R> then,
             java.util.function.IntConsumer boundary) {
+        return forward(own, batch, caches, routes, in, then, boundary);
+    }
+
+    /**
+     * The forward pass itself, on scratch's device with scratch's arenas (the caller's: one pass at a time per
+     * scratch); the rest as {@link #forward(PackedBatch, LatentCache[], int[][], float[], Function)}. A stage's
+     * weights serve passes on several scratches at once only where they are host memory (the CPU device's).
+     */
+    public <R> R forward(
+            PassScratch scratch,
+            PackedBatch batch,
+            LatentCache[] caches,
+            int[][] routes,
+            float[] in,
+            Function<Buf, R> then,
+            java.util.function.IntConsumer boundary) {
+        Device dev = scratch.device();
+        Arena floats = scratch.floats;
+        Arena ints = scratch.ints;
         floats.reset();
         ints.reset();
         int t = batch.numTokens();
@@ -225,7 +238,9 @@ public final class GpuStage implements AutoCloseable {
             }
             dev.write(x, in, 0, in.length);
         }
-        AttentionBatch b = batch(batch, caches);
+        AttentionBatch b = batch(scratch, batch, caches);
+        GpuPass pass = new GpuPass(dev, precision, floats, ints, b.rows());
+        double eps = config.rmsNormEps();
         int moeIndex = firstMoe;
         for (int l = 0; l < layers.length; l++) {
             if (boundary != null) {
@@ -236,13 +251,19 @@ public final class GpuStage implements AutoCloseable {
             long intMark = ints.mark();
             // h = input_layernorm(x); x += self_attn(h)
             Buf h = floats.take((long) t * hidden);
-            dev.rmsNorm(x, t, hidden, 0, hidden, layer.inputLayernorm(), (float) config.rmsNormEps(), h);
-            dev.add(x, layer.selfAttn().forward(pass, h, b, caches, cosSin), (long) t * hidden);
+            dev.rmsNorm(x, t, hidden, 0, hidden, layer.inputLayernorm(), eps, h);
+            dev.add(x, layer.selfAttn().forward(pass, h, b, caches), (long) t * hidden);
             // h = post_attention_layernorm(x); x += mlp(h) or moe(h)
-            dev.rmsNorm(x, t, hidden, 0, hidden, layer.postAttentionLayernorm(), (float) config.rmsNormEps(), h);
+            dev.rmsNorm(x, t, hidden, 0, hidden, layer.postAttentionLayernorm(), eps, h);
             Buf m;
             if (layer.moe() != null) {
-                int[] r = routes == null ? null : (routes[moeIndex] = new int[t * config.numExpertsPerTok()]);
+                int[] r = null;
+                if (routes != null) {
+                    r = routes[moeIndex];
+                    if (r == null || r.length != t * config.numExpertsPerTok()) {
+                        r = routes[moeIndex] = new int[t * config.numExpertsPerTok()];
+                    }
+                }
                 m = layer.moe().forward(pass, h, t, r);
                 moeIndex++;
             } else {
@@ -264,15 +285,16 @@ public final class GpuStage implements AutoCloseable {
             return then.apply(x);
         }
         Buf out = floats.take((long) t * hidden);
-        dev.rmsNorm(x, t, hidden, 0, hidden, norm, (float) config.rmsNormEps(), out);
+        dev.rmsNorm(x, t, hidden, 0, hidden, norm, eps, out);
         return then.apply(out);
     }
 
     /**
      * Positions, each query's key range among the batch's own tokens and the prefill form's query tiles (sequences
-     * without cached tokens), on the device.
+     * without cached tokens), on the device; the sequences with cached tokens (the absorbed form) and the rows' rule.
      */
-    private AttentionBatch batch(PackedBatch batch, GpuKvCache[] caches) {
+    private AttentionBatch batch(PassScratch scratch, PackedBatch batch, LatentCache[] caches) {
+        Device dev = scratch.device();
         int t = batch.numTokens();
         int n = batch.numSequences();
         if (caches != null && caches.length != n) {
@@ -280,40 +302,46 @@ public final class GpuStage implements AutoCloseable {
         }
         int[] keyStart = new int[t];
         int[] keyLen = new int[t];
+        int[] past = caches == null ? null : new int[n];
+        int cached = 0;
         int maxPos = 0;
         for (int s = 0; s < n; s++) {
-            int past = caches == null ? 0 : caches[s].length();
             if (caches != null) {
+                past[s] = caches[s].length();
+                cached += past[s] > 0 ? 1 : 0;
                 if (caches[s].layers() != layers.length) {
                     throw new IllegalArgumentException("sequence " + s + "'s cache holds " + caches[s].layers()
                             + " layers; this stage has " + layers.length);
                 }
                 caches[s].checkRoom(batch.seqLen()[s]);
             }
+            int p0 = past == null ? 0 : past[s];
             for (int i = 0; i < batch.seqLen()[s]; i++) {
                 int row = batch.seqStart()[s] + i;
                 int pos = batch.positions()[row];
-                if (pos != past + i) {
+                if (pos != p0 + i) {
                     throw new IllegalArgumentException(
-                            "sequence " + s + " token " + i + " has position " + pos + ", expected " + (past + i));
+                            "sequence " + s + " token " + i + " has position " + pos + ", expected " + (p0 + i));
                 }
                 keyStart[row] = batch.seqStart()[s];
                 keyLen[row] = i + 1; // causal, in the prefill form (only sequences without cached tokens use it)
                 maxPos = Math.max(maxPos, pos);
             }
         }
-        ensureCosSin(maxPos + 1);
-        Buf positions = ints.take(t);
+        Buf cosSin = scratch.cosSin(rope, maxPos + 1);
+        Buf positions = scratch.ints.take(t);
         dev.write(positions, batch.positions(), 0, t);
-        Buf ks = ints.take(t);
+        Buf ks = scratch.ints.take(t);
         dev.write(ks, keyStart, 0, t);
-        Buf kl = ints.take(t);
+        Buf kl = scratch.ints.take(t);
         dev.write(kl, keyLen, 0, t);
         // Prefill-form tiles: runs of up to ATTENTION_TILE consecutive queries of one sequence without cached tokens.
         int[] tiles = new int[2 * (t + n)];
         int numTiles = 0;
-        for (int s = 0; s < n; s++) {
-            if (caches != null && caches[s].length() > 0) {
+        int[] cachedSeqs = new int[cached]; // the absorbed form's sequences
+        for (int s = 0, c = 0; s < n; s++) {
+            if (past != null && past[s] > 0) {
+                cachedSeqs[c++] = s;
                 continue;
             }
             for (int i = 0; i < batch.seqLen()[s]; i += Device.ATTENTION_TILE) {
@@ -321,38 +349,20 @@ public final class GpuStage implements AutoCloseable {
                 tiles[2 * numTiles++ + 1] = Math.min(Device.ATTENTION_TILE, batch.seqLen()[s] - i);
             }
         }
-        Buf tb = ints.take(2L * numTiles);
+        Buf tb = scratch.ints.take(2L * numTiles);
         dev.write(tb, tiles, 0, 2 * numTiles);
-        return new AttentionBatch(batch, positions, ks, kl, tb, numTiles);
-    }
-
-    private void ensureCosSin(int positions) {
-        if (positions <= cosSinPositions) {
-            return;
-        }
-        int n = Math.max(positions, Math.max(4096, 2 * cosSinPositions));
-        int dim = config.qkRopeHeadDim();
-        float[] table = new float[n * dim];
-        float[] cs = new float[dim];
-        for (int p = 0; p < n; p++) {
-            rope.cosSin(p, cs);
-            System.arraycopy(cs, 0, table, p * dim, dim);
-        }
-        if (cosSin != null) {
-            dev.free(cosSin);
-        }
-        cosSin = dev.upload(table);
-        cosSinPositions = n;
+        return new AttentionBatch(
+                batch, positions, ks, kl, tb, numTiles, cosSin, cachedSeqs, past, DecodeRows.of(batch, past));
     }
 
     /** A scratch mark: {@link #releaseScratch} gives back what was taken after it (a logits chunk once read). */
     long[] markScratch() {
-        return new long[] {floats.mark(), ints.mark()};
+        return new long[] {own.floats.mark(), own.ints.mark()};
     }
 
     void releaseScratch(long[] mark) {
-        floats.release(mark[0]);
-        ints.release(mark[1]);
+        own.floats.release(mark[0]);
+        own.ints.release(mark[1]);
     }
 
     /**
@@ -366,15 +376,15 @@ public final class GpuStage implements AutoCloseable {
         int rows = rowIds.length;
         int h = config.hiddenSize();
         int vocab = config.vocabSize();
-        Buf idx = ints.take(rows);
+        Buf idx = own.ints.take(rows);
         dev.write(idx, rowIds, 0, rows);
-        Buf tg = ints.take(rows);
+        Buf tg = own.ints.take(rows);
         dev.write(tg, targets, 0, rows);
-        Buf x = floats.take((long) rows * h);
+        Buf x = own.floats.take((long) rows * h);
         dev.gatherRows(hidden, idx, rows, h, x);
-        Buf logits = floats.take((long) rows * vocab);
+        Buf logits = own.floats.take((long) rows * vocab);
         dev.gemm(x, rows, h, lmHead, vocab, logits, precision);
-        Buf stats = floats.take(3L * rows);
+        Buf stats = own.floats.take(3L * rows);
         dev.logSoftmaxStats(logits, rows, vocab, tg, stats);
         return new Buf[] {logits, stats};
     }
@@ -398,11 +408,6 @@ public final class GpuStage implements AutoCloseable {
     @Override
     public synchronized void close() {
         weights.free();
-        if (cosSin != null) {
-            dev.free(cosSin);
-            cosSin = null;
-        }
-        floats.close();
-        ints.close();
+        own.close();
     }
 }

@@ -271,7 +271,8 @@ public final class HostDevice implements Device {
     }
 
     @Override
-    public void rmsNorm(Buf x, int rows, int stride, int offset, int dim, Buf weight, float eps, Buf out) {
+    public void rmsNorm(Buf x, int rows, int stride, int offset, int dim, Buf weight, double epsilon, Buf out) {
+        float eps = (float) epsilon; // the CUDA kernel's
         float[] xs = floats(x);
         float[] ws = floats(weight);
         float[] os = floats(out.need(Buf.Kind.F32, (long) rows * dim, "rmsNorm out"));
@@ -326,7 +327,7 @@ public final class HostDevice implements Device {
             int offset,
             int rank,
             Buf weight,
-            float eps,
+            double eps,
             int ropeDim,
             Buf positions,
             Buf cosSin,
@@ -584,6 +585,11 @@ public final class HostDevice implements Device {
 
     @Override
     public void moePermute(Buf experts, int t, int topK, int nExperts, Buf offsets, Buf slotOf, Buf slotRow) {
+        permute(experts, t, topK, nExperts, offsets, slotOf, slotRow);
+    }
+
+    /** {@link #moePermute} over heap arrays (the CPU device's too). */
+    static void permute(Buf experts, int t, int topK, int nExperts, Buf offsets, Buf slotOf, Buf slotRow) {
         int pairs = t * topK;
         int[] ex = ints(experts.need(Buf.Kind.I32, pairs, "moePermute experts"));
         int[] os = ints(offsets.need(Buf.Kind.I32, nExperts + 1L, "moePermute offsets"));
@@ -659,6 +665,11 @@ public final class HostDevice implements Device {
 
     @Override
     public void moeCombine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf addend, Buf y) {
+        combine(ye, slot, weights, tokens, topK, width, addend, y);
+    }
+
+    /** {@link #moeCombine} over heap arrays (the CPU device's too). */
+    static void combine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf addend, Buf y) {
         float[] es = floats(ye);
         int[] ss = ints(slot);
         float[] ws = floats(weights);
@@ -696,6 +707,11 @@ public final class HostDevice implements Device {
 
     @Override
     public void logSoftmaxStats(Buf logits, int rows, int vocab, Buf targets, Buf stats) {
+        stats(logits, rows, vocab, targets, stats);
+    }
+
+    /** {@link #logSoftmaxStats} over heap arrays (the CPU device's too). */
+    static void stats(Buf logits, int rows, int vocab, Buf targets, Buf stats) {
         float[] ls = floats(logits);
         float[] ss = floats(stats);
         for (int r = 0; r < rows; r++) {

@@ -124,7 +124,7 @@ public final class ProfilingDevice implements Device {
     }
 
     @Override
-    public void rmsNorm(Buf x, int rows, int stride, int offset, int dim, Buf weight, float eps, Buf out) {
+    public void rmsNorm(Buf x, int rows, int stride, int offset, int dim, Buf weight, double eps, Buf out) {
         time("rmsNorm", () -> dev.rmsNorm(x, rows, stride, offset, dim, weight, eps, out));
     }
 
@@ -150,7 +150,7 @@ public final class ProfilingDevice implements Device {
             int offset,
             int rank,
             Buf weight,
-            float eps,
+            double eps,
             int ropeDim,
             Buf positions,
             Buf cosSin,

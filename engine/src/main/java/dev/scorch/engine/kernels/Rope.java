@@ -115,6 +115,11 @@ public final class Rope {
 
     /** Rotates x[off .. off + dim) in place with cos/sin at cs[csOff ..] (a row of {@link #table}). */
     public void rotate(float[] x, int off, float[] cs, int csOff) {
+        rotate(x, off, dim, cs, csOff);
+    }
+
+    /** Rotates x[off .. off + dim) in place with cos/sin at cs[csOff ..] (a row of a {@link #table} of width dim). */
+    public static void rotate(float[] x, int off, int dim, float[] cs, int csOff) {
         for (int i = 0; i < dim / 2; i++) {
             float x0 = x[off + 2 * i];
             float x1 = x[off + 2 * i + 1];

@@ -3,10 +3,15 @@ package dev.scorch.engine.model;
 import dev.scorch.engine.checkpoint.Checkpoint;
 import dev.scorch.engine.checkpoint.CheckpointValidator;
 import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.gpu.Buf;
+import dev.scorch.engine.gpu.CpuDevice;
+import dev.scorch.engine.gpu.DecodeRows;
+import dev.scorch.engine.gpu.GemmPrecision;
+import dev.scorch.engine.gpu.GpuStage;
+import dev.scorch.engine.gpu.LatentCache;
+import dev.scorch.engine.gpu.PassScratch;
 import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.kernels.Ops;
-import dev.scorch.engine.kernels.RmsNorm;
-import dev.scorch.engine.kernels.Rope;
 import dev.scorch.engine.runtime.KvCache;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.runtime.Workspace;
@@ -14,47 +19,80 @@ import java.nio.file.Path;
 import java.util.function.IntConsumer;
 
 /**
- * DeepseekV3ForCausalLM (Kimi K2, DeepSeek-V3/R1): embed_tokens → num_hidden_layers decoder layers → norm →
- * lm_head, logits in fp32. Weights stay memory-mapped in their checkpoint dtype; a shard that shrinks under its mapping
- * fails the pass with a {@link dev.scorch.engine.checkpoint.CheckpointException} naming it (the JVM's InternalError for
- * a read past its new end, caught at each entry point here).
+ * DeepseekV3ForCausalLM (Kimi K2, DeepSeek-V3/R1) on the CPU: embed_tokens → num_hidden_layers decoder layers → norm
+ * → lm_head, logits in fp32. The block is {@link GpuStage}'s, the one written for every device, here on a
+ * {@link CpuDevice} over the caller's {@link Ops}; weights stay memory-mapped in their checkpoint dtype. A shard that
+ * shrinks under its mapping fails the pass with a {@link dev.scorch.engine.checkpoint.CheckpointException} naming it
+ * (the JVM's InternalError for a read past its new end, caught at each entry point here).
  */
 public final class DeepseekV3Model {
-    private static final Workspace.Slot<Scratch> SCRATCH = new Workspace.Slot<>(Scratch::new);
+    private static final Workspace.Slot<Pass> PASS = new Workspace.Slot<>(Pass::new);
 
-    /** A workspace's activations: the model's own and its layers'. */
-    private static final class Scratch extends Workspace.Buffers {
-        private float[] hidden; // [T, hidden]: the residual stream
-        private final RmsNorm.Rows finalNorm = new RmsNorm.Rows();
+    /** A workspace's device and scratch for passes over one Ops, and decode's buffers. */
+    private static final class Pass extends Workspace.Buffers {
+        private CpuDevice dev;
+        private PassScratch scratch;
         private float[] logits; // [B, vocab], exactly: decode returns it
         private PackedBatch decodeBatch; // a decode step's, one token per sequence, refilled while B stays the same
-        private final DecoderLayer.Scratch layer;
 
-        Scratch(Workspace ws) {
+        Pass(Workspace ws) {
             super(ws);
-            layer = new DecoderLayer.Scratch(ws);
+        }
+
+        PassScratch on(Ops ops) {
+            if (dev == null || dev.ops() != ops) {
+                dev = new CpuDevice(ops);
+                scratch = new PassScratch(dev);
+            }
+            return scratch;
+        }
+    }
+
+    /** A sequence's {@link KvCache} as the block reads and writes it (room is made as the block checks for it). */
+    private record Latent(KvCache kv) implements LatentCache {
+        @Override
+        public int layers() {
+            return kv.layers();
+        }
+
+        @Override
+        public int length() {
+            return kv.length();
+        }
+
+        @Override
+        public int width() {
+            return kv.width();
+        }
+
+        @Override
+        public Buf layer(int l) {
+            float[] a = kv.layer(l);
+            return new Buf(a, Buf.Kind.F32, 0, a.length);
+        }
+
+        @Override
+        public void checkRoom(int tokens) {
+            kv.reserve(tokens);
+        }
+
+        @Override
+        public void advance(int tokens) {
+            kv.advance(tokens);
         }
     }
 
     private final ModelConfig config;
     private final Checkpoint checkpoint; // its mappings hold the weights: a fault reading them names the shard
-    private final Linear embedTokens; // [vocab, hidden]; rows are looked up, never multiplied
-    private final DecoderLayer[] layers;
-    private final float[] norm; // [hidden]
+    private final GpuStage block; // every layer, with embed_tokens, model.norm and lm_head, weights as mapped
     private final Linear lmHead; // [vocab, hidden]
-    private final Rope rope;
 
     public DeepseekV3Model(ModelWeights w) {
         config = w.config();
         checkpoint = w.checkpoint();
-        embedTokens = w.linear("model.embed_tokens.weight");
-        layers = new DecoderLayer[config.numHiddenLayers()];
-        for (int i = 0; i < layers.length; i++) {
-            layers[i] = new DecoderLayer(w, i);
-        }
-        norm = w.vector("model.norm.weight");
+        // The weights are the checkpoint's tensors whatever device holds them: any CPU device loads them.
+        block = GpuStage.load(w, new CpuDevice(null), GemmPrecision.FP32, 0, config.numHiddenLayers());
         lmHead = w.linear("lm_head.weight");
-        rope = new Rope(config);
     }
 
     /** Opens, validates (failing on the first problems, named) and builds the model in {@code dir}. */
@@ -75,8 +113,8 @@ public final class DeepseekV3Model {
 
     public int numMoeLayers() {
         int n = 0;
-        for (DecoderLayer l : layers) {
-            n += l.isMoe() ? 1 : 0;
+        for (int l = 0; l < config.numHiddenLayers(); l++) {
+            n += config.isMoeLayer(l) ? 1 : 0;
         }
         return n;
     }
@@ -112,7 +150,7 @@ public final class DeepseekV3Model {
      * s's positions must be caches[s].length(), +1, ... (see {@link KvCache#pack}). A sequence whose cache is empty
      * attends as scoring does (same bits as {@link #forward(PackedBatch, Ops, int[][], Workspace)}); one with cached
      * tokens attends in the absorbed form over them, its linears through {@link Ops#matmulDecode} (see
-     * {@link Matmuls}). Each cache's length advances by its sequence's tokens once every layer is written; when some
+     * {@link DecodeRows}). Each cache's length advances by its sequence's tokens once every layer is written; when some
      * cache lacks room, nothing is written and it fails. Every activation lives in ws: the result (at least
      * [T, hidden]) is ws's, valid until its next pass.
      */
@@ -126,20 +164,13 @@ public final class DeepseekV3Model {
 
     private float[] prefill(PackedBatch batch, KvCache[] caches, Ops ops, int[][] routes, Workspace ws) {
         checkCaches(batch, caches);
-        for (int s = 0; s < caches.length; s++) {
-            caches[s].reserve(batch.seqLen()[s]);
-        }
-        float[] x = forward(batch, ops, routes, caches, ws, null);
-        for (int s = 0; s < caches.length; s++) {
-            caches[s].advance(batch.seqLen()[s]);
-        }
-        return x;
+        return forward(batch, ops, routes, caches, ws, null); // each cache grows, then advances once every layer is in
     }
 
     /**
      * One decode step: tokens[s] is sequence s's newest token (at position caches[s].length()); appends it to
      * caches[s] and returns the next-token logits [B, vocab] in fp32. The rows of sequences whose cache held
-     * tokens take {@link Ops#matmulDecode} for every linear, lm_head included (see {@link Matmuls}), so their
+     * tokens take {@link Ops#matmulDecode} for every linear, lm_head included (see {@link DecodeRows}), so their
      * bits do not depend on B; a sequence started from an empty cache is computed as prefill is. routes, when not
      * null, is [moe layer][B * top_k] and receives each token's experts. Every activation lives in ws: the logits
      * returned (exactly [B, vocab]) are ws's, valid until its next pass.
@@ -150,7 +181,7 @@ public final class DeepseekV3Model {
             throw new IllegalArgumentException(
                     b + " tokens but " + (caches == null ? "no" : caches.length) + " caches");
         }
-        Scratch scratch = ws.get(SCRATCH);
+        Pass scratch = ws.get(PASS);
         if (scratch.decodeBatch == null || scratch.decodeBatch.numSequences() != b) {
             scratch.decodeBatch = new PackedBatch(new int[b], new int[b], new int[b], new int[b]);
         }
@@ -161,11 +192,15 @@ public final class DeepseekV3Model {
             batch.seqStart()[s] = s;
             batch.seqLen()[s] = 1;
         }
-        Matmuls mm = Matmuls.of(ops, batch, caches); // before the caches advance
+        int[] past = new int[b];
+        for (int s = 0; s < b; s++) {
+            past[s] = caches[s].length();
+        }
+        DecodeRows rows = DecodeRows.of(batch, past); // before the caches advance
         try {
             float[] hidden = prefill(batch, caches, ops, routes, ws);
             float[] out = scratch.logits = scratch.exactFloats(scratch.logits, b * config.vocabSize());
-            mm.apply(hidden, b, lmHead, out);
+            scratch.dev.matmul(hidden, b, lmHead, out, rows);
             return out;
         } catch (InternalError e) {
             throw checkpoint.readFault(e);
@@ -209,40 +244,15 @@ public final class DeepseekV3Model {
             PackedBatch batch, Ops ops, int[][] routes, KvCache[] caches, Workspace ws, IntConsumer boundary) {
         checkpoint
                 .checkMapped(); // a shard cut short since the last pass fails here, named, before any read of it faults
-        int t = batch.numTokens();
-        int hidden = config.hiddenSize();
-        Scratch s = ws.get(SCRATCH);
-        float[] x = s.hidden = s.floats(s.hidden, t * hidden); // [T, hidden]
-        for (int i = 0; i < t; i++) {
-            int id = batch.tokens()[i];
-            if (id < 0 || id >= config.vocabSize()) {
-                throw new IllegalArgumentException(
-                        "token id " + id + " is outside the vocabulary [0, " + config.vocabSize() + ")");
+        LatentCache[] latent = null;
+        if (caches != null) {
+            latent = new LatentCache[caches.length];
+            for (int s = 0; s < caches.length; s++) {
+                latent[s] = new Latent(caches[s]);
             }
-            embedTokens.row(id, 0, hidden, x, i * hidden);
         }
-        Matmuls mm = Matmuls.of(ops, batch, caches);
-        int moeIndex = 0;
-        for (int l = 0; l < layers.length; l++) {
-            DecoderLayer layer = layers[l];
-            if (boundary != null) {
-                boundary.accept(l);
-            }
-            int[] r = null;
-            if (routes != null && layer.isMoe()) {
-                r = routes[moeIndex];
-                if (r == null || r.length != t * config.numExpertsPerTok()) {
-                    r = routes[moeIndex] = new int[t * config.numExpertsPerTok()];
-                }
-            }
-            moeIndex += layer.isMoe() ? 1 : 0;
-            layer.forward(x, batch, rope, mm, r, caches, s.layer);
-        }
-        if (boundary != null) {
-            boundary.accept(layers.length);
-        }
-        s.finalNorm.apply(ops, x, t, hidden, norm, config.rmsNormEps(), x);
-        return x;
+        // The final-normed hidden states are a whole array of the workspace's scratch.
+        return block.forward(ws.get(PASS).on(ops), batch, latent, routes, null, h -> (float[]) h.storage(), boundary);
     }
 
     /** logits[rows, vocab] = lm_head(hidden rows), fp32, as scoring and prefill compute them ({@link Ops#matmul}). */

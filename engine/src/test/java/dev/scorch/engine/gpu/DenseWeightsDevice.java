@@ -81,7 +81,7 @@ final class DenseWeightsDevice implements Device {
     }
 
     @Override
-    public void rmsNorm(Buf x, int rows, int stride, int offset, int dim, Buf weight, float eps, Buf out) {
+    public void rmsNorm(Buf x, int rows, int stride, int offset, int dim, Buf weight, double eps, Buf out) {
         dev.rmsNorm(x, rows, stride, offset, dim, weight, eps, out);
     }
 
@@ -107,7 +107,7 @@ final class DenseWeightsDevice implements Device {
             int offset,
             int rank,
             Buf weight,
-            float eps,
+            double eps,
             int ropeDim,
             Buf positions,
             Buf cosSin,

@@ -130,7 +130,7 @@ class GpuPipelineTest {
         List<Device> devs = List.of(new HostDevice(), failing(new HostDevice(), gemmsLeft, boom), new HostDevice());
         try (GpuPipeline p = GpuPipeline.load(w, devs, P, new int[] {1, 1, 1})) {
             GpuScorer scorer = new GpuScorer(p);
-            gemmsLeft.set(40); // the middle stage fails a few micro-batches in
+            gemmsLeft.set(12); // the middle stage fails a few micro-batches in (5 GEMM calls a micro-batch)
             GpuPipeline.PipelineFailure e = assertTimeoutPreemptively(
                     Duration.ofSeconds(60),
                     () -> assertThrows(GpuPipeline.PipelineFailure.class, () -> scorer.score(reqs)));

@@ -900,10 +900,10 @@ public final class CudaDevice implements Device {
     }
 
     @Override
-    public void rmsNorm(Buf x, int rows, int stride, int offset, int dim, Buf weight, float eps, Buf out) {
+    public void rmsNorm(Buf x, int rows, int stride, int offset, int dim, Buf weight, double eps, Buf out) {
         out.need(Buf.Kind.F32, (long) rows * dim, "rmsNorm out");
         bind();
-        kernels.launch("rms_norm", rows, 1, BLOCK, 0, x, stride, offset, dim, weight, eps, out);
+        kernels.launch("rms_norm", rows, 1, BLOCK, 0, x, stride, offset, dim, weight, (float) eps, out);
     }
 
     @Override
@@ -929,7 +929,7 @@ public final class CudaDevice implements Device {
             int offset,
             int rank,
             Buf weight,
-            float eps,
+            double eps,
             int ropeDim,
             Buf positions,
             Buf cosSin,
@@ -949,7 +949,7 @@ public final class CudaDevice implements Device {
                 offset,
                 rank,
                 weight,
-                eps,
+                (float) eps,
                 ropeDim,
                 positions,
                 cosSin,

@@ -1,0 +1,910 @@
+package dev.scorch.engine.gpu;
+
+import dev.scorch.engine.kernels.LatentAttention;
+import dev.scorch.engine.kernels.Linear;
+import dev.scorch.engine.kernels.MlaInputs;
+import dev.scorch.engine.kernels.Ops;
+import dev.scorch.engine.kernels.RmsNorm;
+import dev.scorch.engine.kernels.Rope;
+import dev.scorch.engine.model.NoauxTcRouter;
+import dev.scorch.engine.model.RouterShape;
+import java.util.Arrays;
+import java.util.function.LongFunction;
+
+/**
+ * {@link Device} on the CPU, over an {@link Ops} (the fast kernels of {@code CpuOps}, or the plain loops of
+ * {@code ReferenceOps}): buffers are heap arrays, weights the checkpoint's own tensors, memory-mapped in their dtype
+ * ({@link Buf.Kind#LINEAR}) and decoded as they are multiplied. GEMMs follow {@link DecodeRows}: decode rows through
+ * {@link Ops#matmulDecode}, the others through {@link Ops#matmul}. The MoE runs expert by expert over the tokens routed
+ * to it (all of a decode step's experts and the shared experts as one group), and the absorbed attention decodes a head
+ * of kv_b_proj once for every sequence of the step. Row work spreads over the ops' threads.
+ *
+ * <p>A device holds per-call scratch: one pass at a time (the model keeps one per workspace). Its kernels take whole
+ * arrays, so its scratch is one array per slice ({@link #slicesScratch}).
+ */
+public final class CpuDevice implements Device {
+    private final Ops ops;
+    private final RmsNorm.Rows norm = new RmsNorm.Rows();
+    private final NoauxTcRouter.Scratch router = new NoauxTcRouter.Scratch();
+    private final Scratch s = new Scratch();
+
+    /** Scratch arrays, grown to the largest call and kept. */
+    private static final class Scratch {
+        float[][] parts = new float[0][]; // a stacked GEMM's outputs, one per weight
+        float[] u = new float[0]; // up_proj's output [rows, inter]
+        int[] count = new int[0]; // [n_routed_experts]
+        int[] rows = new int[0]; // an expert's tokens
+        float[] rowWeight = new float[0];
+        float[] xe = new float[0]; // an expert's tokens [rows, hidden], then its output
+        float[] shared = new float[0]; // the shared experts' output [T, hidden]
+        float[] g = new float[0]; // an MLP's gate [rows, inter]
+        float[][] groupX = new float[0][]; // a decode step's experts' tokens
+        float[][] groupGu = new float[0][];
+        float[][] groupOut = new float[0][];
+    }
+
+    public CpuDevice(Ops ops) {
+        this.ops = ops;
+    }
+
+    public Ops ops() {
+        return ops;
+    }
+
+    @Override
+    public String describe() {
+        return "CPU (" + ops.getClass().getSimpleName() + ")";
+    }
+
+    @Override
+    public long totalBytes() {
+        return Runtime.getRuntime().maxMemory();
+    }
+
+    @Override
+    public long freeBytes() {
+        Runtime r = Runtime.getRuntime();
+        return r.maxMemory() - (r.totalMemory() - r.freeMemory());
+    }
+
+    @Override
+    public boolean slicesScratch() {
+        return false;
+    }
+
+    // --- Memory
+
+    @Override
+    public Buf alloc(Buf.Kind kind, long n) {
+        if (kind != Buf.Kind.F32 && kind != Buf.Kind.I32) {
+            throw new IllegalArgumentException("the CPU device allocates F32 and I32 buffers, not " + kind);
+        }
+        int len = Math.toIntExact(n);
+        return new Buf(kind == Buf.Kind.I32 ? new int[len] : new float[len], kind, 0, n);
+    }
+
+    @Override
+    public void free(Buf b) {}
+
+    @Override
+    public void zero(Buf b) {
+        if (b.kind() == Buf.Kind.I32) {
+            Arrays.fill(ints(b), off(b), off(b) + len(b), 0);
+        } else {
+            Arrays.fill(floats(b), off(b), off(b) + len(b), 0f);
+        }
+    }
+
+    @Override
+    public void write(Buf dst, float[] src, int off, int n) {
+        System.arraycopy(src, off, floats(dst.need(Buf.Kind.F32, n, "write")), off(dst), n);
+    }
+
+    @Override
+    public void write(Buf dst, int[] src, int off, int n) {
+        System.arraycopy(src, off, ints(dst.need(Buf.Kind.I32, n, "write")), off(dst), n);
+    }
+
+    @Override
+    public void read(Buf src, float[] dst, int off, int n) {
+        System.arraycopy(floats(src.need(Buf.Kind.F32, n, "read")), off(src), dst, off, n);
+    }
+
+    @Override
+    public void read(Buf src, int[] dst, int off, int n) {
+        System.arraycopy(ints(src.need(Buf.Kind.I32, n, "read")), off(src), dst, off, n);
+    }
+
+    /** The checkpoint's tensors as they lie, whatever the precision: the kernels decode every dtype as they multiply. */
+    @Override
+    public Buf weight(GemmPrecision precision, Linear... stacked) {
+        long n = 0;
+        for (Linear w : stacked) {
+            if (w.in() != stacked[0].in()) {
+                throw new IllegalArgumentException(w.name() + ": in_features " + w.in() + ", not " + stacked[0].in()
+                        + " like " + stacked[0].name());
+            }
+            n += (long) w.out() * w.in();
+        }
+        return new Buf(stacked.clone(), Buf.Kind.LINEAR, 0, n);
+    }
+
+    @Override
+    public Buf denseWeight(GemmPrecision precision, Linear... stacked) {
+        return weight(precision, stacked);
+    }
+
+    @Override
+    public Buf weight(float[] w, GemmPrecision precision) {
+        return new Buf(w.clone(), Buf.Kind.F32, 0, w.length);
+    }
+
+    @Override
+    public Buf ropeTable(Rope rope, int positions, Buf previous) {
+        float[] table = rope.table(positions); // the model's own, shared and grown in place of a copy
+        return new Buf(table, Buf.Kind.F32, 0, table.length);
+    }
+
+    // --- GEMMs
+
+    @Override
+    public void gemm(Buf x, int m, int k, Buf w, int n, Buf y, GemmPrecision precision) {
+        gemm(x, m, k, w, n, y, precision, DecodeRows.NONE);
+    }
+
+    /**
+     * y [m, n] = x · wᵀ, w {@link Buf.Kind#LINEAR}; weights stacked along out are multiplied in one pass where every row
+     * is a prefill row, each into its own array, then laid side by side in y.
+     */
+    @Override
+    public void gemm(Buf x, int m, int k, Buf w, int n, Buf y, GemmPrecision precision, DecodeRows rows) {
+        Linear[] ws = linears(w, n, k);
+        if (x.offset() != 0 || y.offset() != 0) { // a slice: through arrays of its own
+            float[] xc = new float[m * k];
+            float[] yc = new float[m * n];
+            read(x, xc, 0, m * k);
+            gemm(
+                    new Buf(xc, Buf.Kind.F32, 0, xc.length),
+                    m,
+                    k,
+                    w,
+                    n,
+                    new Buf(yc, Buf.Kind.F32, 0, yc.length),
+                    precision,
+                    rows);
+            write(y, yc, 0, m * n);
+            return;
+        }
+        float[] xs = whole(x, (long) m * k, "gemm x");
+        float[] ys = whole(y, (long) m * n, "gemm y");
+        if (ws.length == 1) {
+            matmul(xs, m, ws[0], ys, rows);
+            return;
+        }
+        if (s.parts.length < ws.length) {
+            s.parts = Arrays.copyOf(s.parts, ws.length);
+        }
+        float[][] parts = Arrays.copyOf(s.parts, ws.length);
+        for (int g = 0; g < ws.length; g++) {
+            int need = m * ws[g].out();
+            if (parts[g] == null || parts[g].length < need) {
+                parts[g] = s.parts[g] = new float[need];
+            }
+        }
+        matmul(xs, m, ws, parts, rows);
+        ops.forEachRow(m, r -> {
+            for (int g = 0, col = 0; g < ws.length; col += ws[g++].out()) {
+                System.arraycopy(parts[g], r * ws[g].out(), ys, r * n + col, ws[g].out());
+            }
+        });
+    }
+
+    /** y[m, out] = x[m, in] · Wᵀ, each row through its own path (see {@link DecodeRows}). */
+    public void matmul(float[] x, int m, Linear w, float[] y, DecodeRows rows) {
+        if (rows.noDecode()) {
+            ops.matmul(x, m, w, y);
+            return;
+        }
+        if (rows.allDecode()) {
+            ops.matmulDecode(x, m, w, y);
+            return;
+        }
+        // Mixed: gather each path's rows, run it, scatter the results back.
+        int in = w.in();
+        int out = w.out();
+        for (boolean path : new boolean[] {true, false}) {
+            int count = 0;
+            for (int i = 0; i < m; i++) {
+                count += rows.decode(i) == path ? 1 : 0;
+            }
+            if (count == 0) {
+                continue;
+            }
+            float[] xs = new float[count * in];
+            float[] ys = new float[count * out];
+            for (int i = 0, j = 0; i < m; i++) {
+                if (rows.decode(i) == path) {
+                    System.arraycopy(x, i * in, xs, j++ * in, in);
+                }
+            }
+            if (path) {
+                ops.matmulDecode(xs, count, w, ys);
+            } else {
+                ops.matmul(xs, count, w, ys);
+            }
+            for (int i = 0, j = 0; i < m; i++) {
+                if (rows.decode(i) == path) {
+                    System.arraycopy(ys, j++ * out, y, i * out, out);
+                }
+            }
+        }
+    }
+
+    /** y[g] = x · w[g]ᵀ for weights sharing the input x [m, in]: one pass when every row is a prefill row. */
+    private void matmul(float[] x, int m, Linear[] w, float[][] y, DecodeRows rows) {
+        if (rows.noDecode()) {
+            ops.matmul(x, m, w, y);
+            return;
+        }
+        for (int g = 0; g < w.length; g++) {
+            matmul(x, m, w[g], y[g], rows);
+        }
+    }
+
+    /** out = silu(gate_proj(x)) · up_proj(x), computed in out itself: no [m, 2 · inter] intermediate. */
+    @Override
+    public void gemmSwiglu(
+            Buf x,
+            int m,
+            int k,
+            Buf w,
+            int inter,
+            Buf out,
+            GemmPrecision precision,
+            DecodeRows rows,
+            LongFunction<Buf> scratch) {
+        Linear[] gateUp = linears(w, 2 * inter, k);
+        if (gateUp.length != 2) {
+            throw new IllegalArgumentException("gemmSwiglu needs gate_proj and up_proj, got " + gateUp.length);
+        }
+        float[] g = whole(out, (long) m * inter, "gemmSwiglu out");
+        float[] u = s.u = grow(s.u, m * inter);
+        swiglu(whole(x, (long) m * k, "gemmSwiglu x"), m, gateUp[0], gateUp[1], g, u, rows);
+    }
+
+    /** g = silu(x · gateᵀ) · (x · upᵀ) [m, inter], u scratch: a decode step's one grouped pass, else one GEMM pass. */
+    private void swiglu(float[] x, int m, Linear gate, Linear up, float[] g, float[] u, DecodeRows rows) {
+        int inter = gate.out();
+        if (rows.allDecode()) {
+            ops.matmulDecode(new float[][] {x, x}, new int[] {m, m}, new Linear[] {gate, up}, new float[][] {g, u});
+        } else {
+            matmul(x, m, new Linear[] {gate, up}, new float[][] {g, u}, rows);
+        }
+        ops.forEachRow(m, i -> ops.siluMul(g, u, i * inter, inter));
+    }
+
+    @Override
+    public void gemmGrouped(
+            Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
+        for (int g = 0; g < groups; g++) {
+            gemm(
+                    x.slice((long) rowStart[g] * k, (long) rows[g] * k),
+                    rows[g],
+                    k,
+                    w[g],
+                    n,
+                    y.slice((long) rowStart[g] * n, (long) rows[g] * n),
+                    precision);
+        }
+    }
+
+    @Override
+    public void gemmExperts(Buf x, Buf offsets, int slots, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
+        int[] o = ints(offsets);
+        for (int e = 0; e < w.length; e++) {
+            int rows = o[off(offsets) + e + 1] - o[off(offsets) + e];
+            if (rows > 0) {
+                int r0 = o[off(offsets) + e];
+                gemm(
+                        x.slice((long) r0 * k, (long) rows * k),
+                        rows,
+                        k,
+                        w[e],
+                        n,
+                        y.slice((long) r0 * n, (long) rows * n),
+                        precision);
+            }
+        }
+    }
+
+    @Override
+    public void gemmExpertsSwiglu(
+            Buf x, Buf offsets, int slots, int k, Buf[] w, int inter, Buf out, GemmPrecision precision) {
+        int[] o = ints(offsets);
+        for (int e = 0; e < w.length; e++) {
+            int rows = o[off(offsets) + e + 1] - o[off(offsets) + e];
+            if (rows > 0) {
+                int r0 = o[off(offsets) + e];
+                float[] xe = new float[rows * k]; // the kernels take whole arrays
+                float[] act = new float[rows * inter];
+                read(x.slice((long) r0 * k, (long) rows * k), xe, 0, xe.length);
+                gemmSwiglu(
+                        new Buf(xe, Buf.Kind.F32, 0, xe.length),
+                        rows,
+                        k,
+                        w[e],
+                        inter,
+                        new Buf(act, Buf.Kind.F32, 0, act.length),
+                        precision,
+                        DecodeRows.NONE,
+                        null);
+                write(out.slice((long) r0 * inter, (long) rows * inter), act, 0, act.length);
+            }
+        }
+    }
+
+    // --- MoE
+
+    /**
+     * Tokens grouped per expert, experts in ascending id, each expert one SwiGLU MLP over its tokens (its rows keep
+     * their own rule), each token's weighted output added into y as its experts come, then the shared experts'. A decode
+     * step runs every expert hit and the shared experts as one group of matmuls (two parallel passes in all), summed in
+     * the same order.
+     */
+    @Override
+    public void moeExperts(
+            Buf x,
+            int t,
+            int hidden,
+            Buf experts,
+            Buf weights,
+            int topK,
+            Buf[] gateUp,
+            Buf[] down,
+            int inter,
+            Buf sharedGateUp,
+            Buf sharedDown,
+            int sharedInter,
+            Buf y,
+            GemmPrecision precision,
+            DecodeRows rows,
+            LongFunction<Buf> floats,
+            LongFunction<Buf> ints) {
+        float[] xs = whole(x, (long) t * hidden, "moeExperts x");
+        int[] chosen = whole(experts, (long) t * topK);
+        float[] weight = whole(weights, (long) t * topK, "moeExperts weights");
+        float[] ys = whole(y, (long) t * hidden, "moeExperts y");
+        int nExperts = gateUp.length;
+        // Tokens per expert, in token order: the rows each expert's GEMM runs over.
+        int[] count = s.count = grow(s.count, nExperts);
+        Arrays.fill(count, 0, nExperts, 0);
+        for (int i = 0; i < t * topK; i++) {
+            count[chosen[i]]++;
+        }
+        int maxCount = 0; // the busiest expert's tokens: buffers are sized once for it, not grown expert by expert
+        for (int e = 0; e < nExperts; e++) {
+            maxCount = Math.max(maxCount, count[e]);
+        }
+        Arrays.fill(ys, 0, t * hidden, 0f);
+        if (rows.allDecode()) {
+            moeDecode(xs, t, hidden, chosen, weight, topK, count, maxCount, gateUp, down, sharedGateUp, sharedDown, ys);
+            return;
+        }
+        int[] tokens = s.rows = grow(s.rows, maxCount);
+        float[] tokenWeight = s.rowWeight = grow(s.rowWeight, maxCount);
+        float[] xe = s.xe = grow(s.xe, maxCount * hidden); // [tokens of e, hidden]
+        for (int e = 0; e < nExperts; e++) {
+            if (count[e] == 0) {
+                continue;
+            }
+            int n = 0;
+            for (int i = 0; i < t; i++) {
+                for (int k = 0; k < topK; k++) {
+                    if (chosen[i * topK + k] == e) {
+                        tokens[n] = i;
+                        tokenWeight[n++] = weight[i * topK + k];
+                    }
+                }
+            }
+            int nRows = n;
+            ops.forEachRow(nRows, j -> System.arraycopy(xs, tokens[j] * hidden, xe, j * hidden, hidden));
+            mlp(xe, nRows, gateUp[e], down[e], rows.rows(tokens, nRows), xe); // xe: e's tokens, then its output
+            // Each token of e is a different row of y: rows spread over the threads.
+            ops.forEachRow(nRows, j -> {
+                int yo = tokens[j] * hidden;
+                float wj = tokenWeight[j];
+                for (int d = 0; d < hidden; d++) {
+                    ys[yo + d] += wj * xe[j * hidden + d];
+                }
+            });
+        }
+        if (sharedGateUp != null) {
+            float[] shared = s.shared = grow(s.shared, t * hidden);
+            mlp(xs, t, sharedGateUp, sharedDown, rows, shared);
+            ops.forEachRow(t, i -> {
+                for (int d = i * hidden; d < (i + 1) * hidden; d++) {
+                    ys[d] += shared[d];
+                }
+            });
+        }
+    }
+
+    /** SwiGLU MLP out [m, hidden] = down(silu(gate(x)) · up(x)); out may be x (x is read before out is written). */
+    private void mlp(float[] x, int m, Buf gateUp, Buf down, DecodeRows rows, float[] out) {
+        Linear[] gu = (Linear[]) gateUp.storage();
+        Linear dn = ((Linear[]) down.storage())[0];
+        int inter = gu[0].out();
+        float[] g = s.g = grow(s.g, m * inter);
+        float[] u = s.u = grow(s.u, m * inter);
+        swiglu(x, m, gu[0], gu[1], g, u, rows);
+        if (rows.allDecode()) {
+            ops.matmulDecode(new float[][] {g}, new int[] {m}, new Linear[] {dn}, new float[][] {out});
+        } else {
+            matmul(g, m, dn, out, rows);
+        }
+    }
+
+    /** The decode step's experts and shared experts as one group of matmuls, then summed as the prefill path sums. */
+    private void moeDecode(
+            float[] x,
+            int t,
+            int hidden,
+            int[] chosen,
+            float[] weight,
+            int topK,
+            int[] count,
+            int maxCount,
+            Buf[] gateUp,
+            Buf[] down,
+            Buf sharedGateUp,
+            Buf sharedDown,
+            float[] y) {
+        int hit = 0;
+        for (int e = 0; e < gateUp.length; e++) {
+            hit += count[e] > 0 ? 1 : 0;
+        }
+        int groups = hit + (sharedGateUp != null ? 1 : 0);
+        float[][] xs = new float[groups][];
+        int[] n = new int[groups];
+        Linear[] gate = new Linear[groups];
+        Linear[] up = new Linear[groups];
+        Linear[] dn = new Linear[groups];
+        if (s.groupX.length < hit) {
+            s.groupX = Arrays.copyOf(s.groupX, hit);
+        }
+        // Hit g's tokens are rows[base .. base + n[g]) in turn, with their router weights.
+        int[] tokens = s.rows = grow(s.rows, t * topK);
+        float[] tokenWeight = s.rowWeight = grow(s.rowWeight, t * topK);
+        for (int e = 0, g = 0, base = 0; e < gateUp.length; e++) {
+            if (count[e] == 0) {
+                continue;
+            }
+            xs[g] = s.groupX[g] = grow(s.groupX[g], maxCount * hidden); // [tokens of e, hidden]
+            for (int i = 0, j = 0; i < t; i++) {
+                for (int k = 0; k < topK; k++) {
+                    if (chosen[i * topK + k] == e) {
+                        tokens[base + j] = i;
+                        tokenWeight[base + j] = weight[i * topK + k];
+                        System.arraycopy(x, i * hidden, xs[g], j++ * hidden, hidden);
+                    }
+                }
+            }
+            Linear[] gu = (Linear[]) gateUp[e].storage();
+            gate[g] = gu[0];
+            up[g] = gu[1];
+            dn[g] = ((Linear[]) down[e].storage())[0];
+            n[g++] = count[e];
+            base += count[e];
+        }
+        if (sharedGateUp != null) {
+            Linear[] gu = (Linear[]) sharedGateUp.storage();
+            gate[hit] = gu[0];
+            up[hit] = gu[1];
+            dn[hit] = ((Linear[]) sharedDown.storage())[0];
+            xs[hit] = x;
+            n[hit] = t;
+        }
+        float[][] out = expertsDecode(xs, n, gate, up, dn);
+        for (int g = 0, base = 0; g < hit; base += n[g++]) {
+            float[] ye = out[g];
+            for (int j = 0; j < n[g]; j++) {
+                int yo = tokens[base + j] * hidden;
+                for (int d = 0; d < hidden; d++) {
+                    y[yo + d] += tokenWeight[base + j] * ye[j * hidden + d];
+                }
+            }
+        }
+        if (sharedGateUp != null) {
+            float[] shared = out[hit];
+            for (int i = 0; i < t * hidden; i++) {
+                y[i] += shared[i];
+            }
+        }
+    }
+
+    /**
+     * Several SwiGLU MLPs through {@link Ops#matmulDecode} in two grouped passes (gate_proj and up_proj of all, then
+     * down_proj of all); each result has the bits of its MLP run alone.
+     */
+    private float[][] expertsDecode(float[][] x, int[] rows, Linear[] gate, Linear[] up, Linear[] down) {
+        int n = gate.length;
+        float[][] in = new float[2 * n][];
+        int[] m = new int[2 * n];
+        Linear[] w = new Linear[2 * n];
+        if (s.groupGu.length < 2 * n) {
+            s.groupGu = Arrays.copyOf(s.groupGu, 2 * n);
+        }
+        if (s.groupOut.length < n) {
+            s.groupOut = Arrays.copyOf(s.groupOut, n);
+        }
+        float[][] gu = new float[2 * n][];
+        float[][] out = new float[n][];
+        for (int i = 0; i < n; i++) {
+            in[2 * i] = in[2 * i + 1] = x[i];
+            m[2 * i] = m[2 * i + 1] = rows[i];
+            w[2 * i] = gate[i];
+            w[2 * i + 1] = up[i];
+            gu[2 * i] = s.groupGu[2 * i] = grow(s.groupGu[2 * i], rows[i] * gate[i].out());
+            gu[2 * i + 1] = s.groupGu[2 * i + 1] = grow(s.groupGu[2 * i + 1], rows[i] * up[i].out());
+            out[i] = s.groupOut[i] = grow(s.groupOut[i], rows[i] * down[i].out());
+        }
+        ops.matmulDecode(in, m, w, gu);
+        float[][] h = new float[n][];
+        for (int i = 0; i < n; i++) {
+            ops.siluMul(gu[2 * i], gu[2 * i + 1], 0, rows[i] * gate[i].out());
+            h[i] = gu[2 * i];
+        }
+        ops.matmulDecode(h, rows, down, out);
+        return out;
+    }
+
+    @Override
+    public void moePermute(Buf experts, int t, int topK, int nExperts, Buf offsets, Buf slotOf, Buf slotRow) {
+        HostDevice.permute(experts, t, topK, nExperts, offsets, slotOf, slotRow);
+    }
+
+    @Override
+    public void moeCombine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf addend, Buf y) {
+        HostDevice.combine(ye, slot, weights, tokens, topK, width, addend, y);
+    }
+
+    @Override
+    public void moeRoute(Buf logits, Buf bias, int t, RouterShape r, Buf experts, Buf weights) {
+        NoauxTcRouter.route(
+                floats(logits),
+                off(logits),
+                floats(bias),
+                off(bias),
+                t,
+                r,
+                ints(experts),
+                off(experts),
+                floats(weights),
+                off(weights),
+                router);
+    }
+
+    // --- Norms, RoPE, element-wise
+
+    @Override
+    public void rmsNorm(Buf x, int rows, int stride, int offset, int dim, Buf weight, double eps, Buf out) {
+        norm.apply(
+                ops,
+                floats(x),
+                rows,
+                stride,
+                off(x) + offset,
+                dim,
+                whole(weight, dim, "rmsNorm weight"),
+                eps,
+                whole(out, (long) rows * dim, "rmsNorm out"));
+    }
+
+    @Override
+    public void rope(
+            Buf x,
+            int rows,
+            int heads,
+            int rowStride,
+            int headStride,
+            int offset,
+            int ropeDim,
+            Buf positions,
+            Buf cosSin) {
+        float[] xs = floats(x);
+        int[] pos = ints(positions);
+        float[] cs = floats(cosSin);
+        ops.forEachRow(rows, r -> {
+            int c0 = off(cosSin) + pos[off(positions) + r] * ropeDim;
+            for (int h = 0; h < heads; h++) {
+                Rope.rotate(xs, off(x) + r * rowStride + h * headStride + offset, ropeDim, cs, c0);
+            }
+        });
+    }
+
+    @Override
+    public void rmsNormRope(
+            Buf x,
+            int rows,
+            int stride,
+            int offset,
+            int rank,
+            Buf weight,
+            double eps,
+            int ropeDim,
+            Buf positions,
+            Buf cosSin,
+            Buf latent,
+            Buf kPe) {
+        rmsNorm(x, rows, stride, offset, rank, weight, eps, latent);
+        copyCols(x, rows, stride, offset + rank, ropeDim, kPe, ropeDim, 0);
+        rope(kPe, rows, 1, ropeDim, 0, 0, ropeDim, positions, cosSin);
+    }
+
+    @Override
+    public void copyCols(Buf src, int rows, int srcStride, int srcOff, int width, Buf dst, int dstStride, int dstOff) {
+        float[] from = floats(src);
+        float[] to = floats(dst);
+        for (int r = 0; r < rows; r++) {
+            System.arraycopy(from, off(src) + r * srcStride + srcOff, to, off(dst) + r * dstStride + dstOff, width);
+        }
+    }
+
+    @Override
+    public void add(Buf x, Buf y, long n) {
+        float[] xs = floats(x);
+        float[] ys = floats(y);
+        int xo = off(x);
+        int yo = off(y);
+        int chunk = 4096;
+        int len = Math.toIntExact(n);
+        ops.forEachRow((len + chunk - 1) / chunk, c -> {
+            for (int i = c * chunk; i < Math.min(len, (c + 1) * chunk); i++) {
+                xs[xo + i] += ys[yo + i];
+            }
+        });
+    }
+
+    @Override
+    public void swiglu(Buf gu, int rows, int inter, Buf out) {
+        float[] in = floats(gu);
+        float[] g = whole(out, (long) rows * inter, "swiglu out");
+        float[] u = s.u = grow(s.u, rows * inter);
+        for (int r = 0; r < rows; r++) {
+            System.arraycopy(in, off(gu) + r * 2 * inter, g, r * inter, inter);
+            System.arraycopy(in, off(gu) + r * 2 * inter + inter, u, r * inter, inter);
+        }
+        ops.forEachRow(rows, i -> ops.siluMul(g, u, i * inter, inter));
+    }
+
+    @Override
+    public void gatherRows(Buf x, Buf rows, int n, int width, Buf out) {
+        int[] rs = ints(rows);
+        float[] os = floats(out);
+        if (x.kind() == Buf.Kind.LINEAR) {
+            Linear table = linears(x, -1, width)[0];
+            for (int j = 0; j < n; j++) {
+                table.row(rs[off(rows) + j], 0, width, os, off(out) + j * width);
+            }
+            return;
+        }
+        for (int j = 0; j < n; j++) {
+            System.arraycopy(floats(x), off(x) + rs[off(rows) + j] * width, os, off(out) + j * width, width);
+        }
+    }
+
+    // --- Attention
+
+    /** The tiles' sequences (runs of tiles with one key start) through {@link Ops#attention}. */
+    @Override
+    public void mlaAttention(
+            Buf q,
+            Buf kv,
+            Buf kPe,
+            Buf keyStart,
+            Buf keyLen,
+            Buf tiles,
+            int numTiles,
+            int t,
+            int heads,
+            int qkNope,
+            int qkRope,
+            int vHead,
+            float scale,
+            Buf out) {
+        int[] ts = ints(tiles);
+        int[] ks = ints(keyStart);
+        int[] start = new int[numTiles];
+        int[] len = new int[numTiles];
+        int seqs = 0;
+        for (int tile = 0; tile < numTiles; tile++) {
+            int q0 = ts[off(tiles) + 2 * tile];
+            int end = q0 + ts[off(tiles) + 2 * tile + 1];
+            int s0 = ks[off(keyStart) + q0];
+            if (seqs > 0 && start[seqs - 1] == s0) {
+                len[seqs - 1] = end - s0;
+            } else {
+                if (q0 != s0) {
+                    throw new IllegalArgumentException(
+                            "attention tile at query " + q0 + " does not start its sequence");
+                }
+                start[seqs] = s0;
+                len[seqs++] = end - s0;
+            }
+        }
+        ops.attention(
+                new MlaInputs(
+                        whole(q, (long) t * heads * (qkNope + qkRope), "mlaAttention q"),
+                        whole(kv, (long) t * heads * (qkNope + vHead), "mlaAttention kv"),
+                        whole(kPe, (long) t * qkRope, "mlaAttention kPe"),
+                        heads,
+                        qkNope,
+                        qkRope,
+                        vHead,
+                        Arrays.copyOf(start, seqs),
+                        Arrays.copyOf(len, seqs),
+                        scale),
+                whole(out, (long) t * heads * vHead, "mlaAttention out"));
+    }
+
+    @Override
+    public void mlaDecode(
+            Buf q,
+            int rows,
+            Buf cache,
+            int past,
+            Buf kvBProj,
+            int heads,
+            int qkNope,
+            int qkRope,
+            int vHead,
+            int kvLoraRank,
+            float scale,
+            Buf out) {
+        mlaDecode(
+                q,
+                new int[] {0},
+                new int[] {rows},
+                new Buf[] {cache},
+                new int[] {past},
+                kvBProj,
+                heads,
+                qkNope,
+                qkRope,
+                vHead,
+                kvLoraRank,
+                scale,
+                out);
+    }
+
+    /**
+     * One work item per (head, sequence), head-major, so a thread decodes a head of kv_b_proj once for the run of
+     * sequences it takes ({@link LatentAttention#head}: the heap holds one head's weights per thread, never an fp32
+     * kv_b_proj); each item's sums in a fixed order.
+     */
+    @Override
+    public void mlaDecode(
+            Buf q,
+            int[] rowStart,
+            int[] rows,
+            Buf[] caches,
+            int[] past,
+            Buf kvBProj,
+            int heads,
+            int qkNope,
+            int qkRope,
+            int vHead,
+            int kvLoraRank,
+            float scale,
+            Buf out) {
+        Linear w = linears(kvBProj, heads * (qkNope + vHead), kvLoraRank)[0];
+        float[] qs = floats(q);
+        float[] os = floats(out);
+        int qo = off(q);
+        int oo = off(out);
+        int qHead = qkNope + qkRope;
+        int width = kvLoraRank + qkRope;
+        int seqs = rows.length;
+        boolean simd = ops.simd();
+        ops.forEachRow(seqs * heads, item -> {
+            int b = item % seqs;
+            int h = item / seqs;
+            float[] cache = whole(caches[b], (long) (past[b] + rows[b]) * width, "mlaDecode cache");
+            LatentAttention.Scratch scratch = LatentAttention.scratch();
+            LatentAttention.Head head = LatentAttention.head(w, h, qkNope, qkRope, vHead, scale, simd, scratch);
+            for (int i = 0; i < rows[b]; i++) {
+                int row = rowStart[b] + i;
+                int len = past[b] + i + 1; // causal: the cache before this pass, then new tokens up to i
+                int qOff = qo + (row * heads + h) * qHead;
+                int oOff = oo + (row * heads + h) * vHead;
+                if (simd) {
+                    LatentAttention.attendVector(head, qs, qOff, cache, width, len, os, oOff, scratch);
+                } else {
+                    LatentAttention.attendScalar(head, qs, qOff, cache, width, len, os, oOff, scratch);
+                }
+            }
+        });
+    }
+
+    // --- Scores
+
+    @Override
+    public void logSoftmaxStats(Buf logits, int rows, int vocab, Buf targets, Buf stats) {
+        HostDevice.stats(logits, rows, vocab, targets, stats);
+    }
+
+    @Override
+    public void synchronize() {}
+
+    @Override
+    public void close() {}
+
+    // --- Buffers
+
+    /** w's weights, checked to be [n, k] in all (n &lt; 0: any rows). */
+    private static Linear[] linears(Buf w, int n, int k) {
+        if (!(w.storage() instanceof Linear[] ls)) {
+            throw new IllegalArgumentException(
+                    "the CPU device multiplies checkpoint weights, not a " + w.kind() + " buffer");
+        }
+        int rows = 0;
+        for (Linear l : ls) {
+            if (l.in() != k) {
+                throw new IllegalArgumentException(l.name() + ": in_features " + l.in() + ", not " + k);
+            }
+            rows += l.out();
+        }
+        if (n >= 0 && rows != n) {
+            throw new IllegalArgumentException("weights of " + rows + " rows where " + n + " were asked for");
+        }
+        return ls;
+    }
+
+    /** b's array, which the kernels take whole: b must start it and hold n floats. */
+    private static float[] whole(Buf b, long n, String what) {
+        b.need(Buf.Kind.F32, n, what);
+        if (b.offset() != 0) {
+            throw new IllegalArgumentException(
+                    what + ": the CPU kernels take a buffer from its start, not at " + b.offset());
+        }
+        return floats(b);
+    }
+
+    private static int[] whole(Buf b, long n) {
+        b.need(Buf.Kind.I32, n, "int buffer");
+        if (b.offset() != 0) {
+            throw new IllegalArgumentException("the CPU kernels take a buffer from its start, not at " + b.offset());
+        }
+        return ints(b);
+    }
+
+    private static float[] grow(float[] a, int n) {
+        return a != null && a.length >= n ? a : new float[n];
+    }
+
+    private static int[] grow(int[] a, int n) {
+        return a.length >= n ? a : new int[n];
+    }
+
+    private static float[] floats(Buf b) {
+        if (!(b.storage() instanceof float[] a)) {
+            throw new IllegalArgumentException("not a float buffer of the CPU device");
+        }
+        return a;
+    }
+
+    private static int[] ints(Buf b) {
+        if (!(b.storage() instanceof int[] a)) {
+            throw new IllegalArgumentException("not an int buffer of the CPU device");
+        }
+        return a;
+    }
+
+    private static int off(Buf b) {
+        return (int) b.offset();
+    }
+
+    private static int len(Buf b) {
+        return (int) b.length();
+    }
+}
