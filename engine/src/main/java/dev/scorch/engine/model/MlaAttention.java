@@ -308,8 +308,8 @@ final class MlaAttention {
         int h = item / s.seqs.length;
         KvCache cache = s.caches[b];
         int past = cache.length();
-        float[] lat = cache.latents(layer); // [positions, kv_lora_rank]
-        float[] pe = cache.kPes(layer); // [positions, qk_rope]
+        float[] rows = cache.layer(layer); // [positions, kv_lora_rank + qk_rope] = [latent | k_pe]
+        int width = cache.width();
         LatentAttention.Scratch scratch = LatentAttention.scratch();
         LatentAttention.Head head =
                 LatentAttention.head(kvBProj, h, qkNope, qkRope, vHead, softmaxScale, s.simd, scratch);
@@ -319,9 +319,9 @@ final class MlaAttention {
             int qOff = (row * heads + h) * qHead;
             int oOff = (row * heads + h) * vHead;
             if (s.simd) {
-                LatentAttention.attendVector(head, s.queries, qOff, lat, pe, len, s.headsOut, oOff, scratch);
+                LatentAttention.attendVector(head, s.queries, qOff, rows, width, len, s.headsOut, oOff, scratch);
             } else {
-                LatentAttention.attendScalar(head, s.queries, qOff, lat, pe, len, s.headsOut, oOff, scratch);
+                LatentAttention.attendScalar(head, s.queries, qOff, rows, width, len, s.headsOut, oOff, scratch);
             }
         }
     }

@@ -12,8 +12,8 @@ import org.junit.jupiter.params.provider.CsvSource;
 
 /**
  * {@link HostDevice#mlaDecode}, the absorbed attention GPU decode runs, is the CPU's scalar absorbed attention
- * ({@link LatentAttention#attendScalar}) to the bit: the same sums in the same order, over the device's interleaved
- * cache rows [c | k_pe] instead of the CPU's two arrays.
+ * ({@link LatentAttention#attendScalar}) to the bit: the same sums in the same order, over the same cache rows
+ * [c | k_pe].
  */
 class MlaDecodeTest {
     @ParameterizedTest(name = "{0}+{1}/{2} rank {3}, {4} new after {5}, {6}")
@@ -44,16 +44,10 @@ class MlaDecodeTest {
         float[] got = new float[rows * heads * v];
         dev.read(out, got, 0, got.length);
 
-        // The CPU's form: kv_b_proj as the device holds it (BF16-rounded in BF16 modes), latents and k_pe apart.
+        // The CPU's form: kv_b_proj as the device holds it (BF16-rounded in BF16 modes).
         float[] wf = new float[kvB.length];
         for (int i = 0; i < wf.length; i++) {
             wf[i] = precision.bf16Weights() ? HostDevice.bf16(kvB[i]) : kvB[i];
-        }
-        float[] lat = new float[(past + rows) * rank];
-        float[] pe = new float[(past + rows) * rope];
-        for (int j = 0; j < past + rows; j++) {
-            System.arraycopy(cache, j * width, lat, j * rank, rank);
-            System.arraycopy(cache, j * width + rank, pe, j * rope, rope);
         }
         float[] want = new float[got.length];
         LatentAttention.Scratch scratch = new LatentAttention.Scratch();
@@ -61,7 +55,15 @@ class MlaDecodeTest {
             LatentAttention.Head head = new LatentAttention.Head(wf, h * (nope + v), nope, rope, v, rank, scale);
             for (int i = 0; i < rows; i++) {
                 LatentAttention.attendScalar(
-                        head, q, (i * heads + h) * qHead, lat, pe, past + i + 1, want, (i * heads + h) * v, scratch);
+                        head,
+                        q,
+                        (i * heads + h) * qHead,
+                        cache,
+                        width,
+                        past + i + 1,
+                        want,
+                        (i * heads + h) * v,
+                        scratch);
             }
         }
         assertArrayEquals(want, got);
