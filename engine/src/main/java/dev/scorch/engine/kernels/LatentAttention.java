@@ -14,6 +14,9 @@ import jdk.incubator.vector.VectorSpecies;
  * scratch, one head at a time, so no fp32 copy of the whole weight is ever made (on Kimi K2 it would be 32 MiB a layer,
  * 2 GiB a model, on the heap of a machine whose RAM the mapped checkpoint may already exceed).
  *
+ * <p>The cache is one array of rows, a token's latent c_j then its rotated k_pe (the layout of both KV caches):
+ * c_j at {@code cache[j * stride ..]}, k_pe_j at {@code cache[j * stride + rank ..]}.
+ *
  * <p>Two implementations with a fixed order of every sum, so a row's bits never depend on its batch mates or
  * the thread that runs it: {@link #attendScalar} (plain FMA chains, Math.exp), and {@link #attendVector} for
  * SIMD backends (lane-wise chains, lanes added in a fixed tree, the deterministic polynomial exp of
@@ -116,11 +119,12 @@ public final class LatentAttention {
     }
 
     /**
-     * out[oOff .. + v_head) for the query q[qOff ..] = [q_nope | q_pe] over latents lat [len, rank] and
-     * k_pe pe [len, qk_rope].
+     * out[oOff .. + v_head) for the query q[qOff ..] = [q_nope | q_pe] over the first len rows of cache [.., stride]:
+     * row j = [c_j (rank) | k_pe_j (qk_rope) | anything], so stride is at least rank + qk_rope.
      */
     public static void attendScalar(
-            Head h, float[] q, int qOff, float[] lat, float[] pe, int len, float[] out, int oOff, Scratch s) {
+            Head h, float[] q, int qOff, float[] cache, int stride, int len, float[] out, int oOff, Scratch s) {
+        checkStride(h, stride);
         int rank = h.rank();
         s.ensure(rank, len);
         float[] w = h.w();
@@ -137,7 +141,8 @@ public final class LatentAttention {
         }
         float max = Float.NEGATIVE_INFINITY;
         for (int j = 0; j < len; j++) {
-            float sc = (dot(qLat, 0, lat, j * rank, rank) + dot(q, qOff + h.qkNope(), pe, j * h.qkRope(), h.qkRope()))
+            int row = j * stride;
+            float sc = (dot(qLat, 0, cache, row, rank) + dot(q, qOff + h.qkNope(), cache, row + rank, h.qkRope()))
                     * h.scale();
             scores[j] = sc;
             max = Math.max(max, sc);
@@ -152,14 +157,21 @@ public final class LatentAttention {
         Arrays.fill(oLat, 0, rank, 0f);
         for (int j = 0; j < len; j++) {
             float p = scores[j] * inv;
-            int cOff = j * rank;
+            int cOff = j * stride;
             for (int c = 0; c < rank; c++) {
-                oLat[c] = Math.fma(p, lat[cOff + c], oLat[c]);
+                oLat[c] = Math.fma(p, cache[cOff + c], oLat[c]);
             }
         }
         int uv = h.wOff() + h.qkNope();
         for (int e = 0; e < h.vHead(); e++) {
             out[oOff + e] = dot(w, (uv + e) * rank, oLat, 0, rank);
+        }
+    }
+
+    private static void checkStride(Head h, int stride) {
+        if (stride < h.rank() + h.qkRope()) {
+            throw new IllegalArgumentException("cache rows of " + stride + " floats cannot hold a latent of " + h.rank()
+                    + " and a k_pe of " + h.qkRope());
         }
     }
 
@@ -173,9 +185,10 @@ public final class LatentAttention {
 
     /** As {@link #attendScalar}, vectorised; call only where the Vector API is usable. */
     public static void attendVector(
-            Head h, float[] q, int qOff, float[] lat, float[] pe, int len, float[] out, int oOff, Scratch s) {
+            Head h, float[] q, int qOff, float[] cache, int stride, int len, float[] out, int oOff, Scratch s) {
+        checkStride(h, stride);
         s.ensure(h.rank(), len);
-        Vec.attend(h, q, qOff, lat, pe, len, out, oOff, s);
+        Vec.attend(h, q, qOff, cache, stride, len, out, oOff, s);
     }
 
     /** Vector code kept apart so the scalar path never loads Vector API classes. */
@@ -188,23 +201,22 @@ public final class LatentAttention {
          * this size, C2 kept materialising vector objects in the loops: an allocation per vector op).
          */
         static void attend(
-                Head h, float[] q, int qOff, float[] lat, float[] pe, int len, float[] out, int oOff, Scratch s) {
+                Head h, float[] q, int qOff, float[] cache, int stride, int len, float[] out, int oOff, Scratch s) {
             int rank = h.rank();
             int rv = rank / L * L;
             // q_latent[c] = Σ_d q_nope[d] W_UK[d, c]: per element an FMA chain over d in order, as the scalar loop.
-            axpyRows(q, qOff, h.qkNope(), h.w(), h.wOff() * rank, rank, rv, s.qLat);
-            scores(h, q, qOff, lat, pe, len, s);
+            axpyRows(q, qOff, h.qkNope(), h.w(), h.wOff() * rank, rank, rank, rv, s.qLat);
+            scores(h, q, qOff, cache, stride, len, s);
             softmax(s.scores, len);
             // o_latent[c] = Σ_j p_j c_j[c]: per element an FMA chain over j in order.
-            axpyRows(s.scores, 0, len, lat, 0, rank, rv, s.oLat);
+            axpyRows(s.scores, 0, len, cache, 0, stride, rank, rv, s.oLat);
             output(h, out, oOff, s);
         }
 
         /** sc[j] = (q_latent · c_j + q_pe · k_pe_j) · scale for the len cached keys. */
-        static void scores(Head h, float[] q, int qOff, float[] lat, float[] pe, int len, Scratch s) {
+        static void scores(Head h, float[] q, int qOff, float[] cache, int stride, int len, Scratch s) {
             int rank = h.rank();
             int nope = h.qkNope();
-            int rope = h.qkRope();
             float[] qLat = s.qLat;
             float[] sc = s.scores;
             float[] lanes = s.lanes;
@@ -216,13 +228,13 @@ public final class LatentAttention {
                 FloatVector a1 = a0;
                 FloatVector a2 = a0;
                 FloatVector a3 = a0;
-                int c0 = j * rank;
+                int c0 = j * stride;
                 for (int c = 0; c < rv; c += L) {
                     FloatVector v = FloatVector.fromArray(S, qLat, c);
-                    a0 = FloatVector.fromArray(S, lat, c0 + c).fma(v, a0);
-                    a1 = FloatVector.fromArray(S, lat, c0 + rank + c).fma(v, a1);
-                    a2 = FloatVector.fromArray(S, lat, c0 + 2 * rank + c).fma(v, a2);
-                    a3 = FloatVector.fromArray(S, lat, c0 + 3 * rank + c).fma(v, a3);
+                    a0 = FloatVector.fromArray(S, cache, c0 + c).fma(v, a0);
+                    a1 = FloatVector.fromArray(S, cache, c0 + stride + c).fma(v, a1);
+                    a2 = FloatVector.fromArray(S, cache, c0 + 2 * stride + c).fma(v, a2);
+                    a3 = FloatVector.fromArray(S, cache, c0 + 3 * stride + c).fma(v, a3);
                 }
                 // The accumulators leave registers through an array, never as vector objects passed to a method
                 // (C2 boxes those when the callee is not inlined: an allocation and a slow path per key).
@@ -230,19 +242,19 @@ public final class LatentAttention {
                 a1.intoArray(lanes, L);
                 a2.intoArray(lanes, 2 * L);
                 a3.intoArray(lanes, 3 * L);
-                sc[j] = score(h, lanes, 0, qLat, lat, c0, rv, q, qOff + nope, pe, j * rope);
-                sc[j + 1] = score(h, lanes, L, qLat, lat, c0 + rank, rv, q, qOff + nope, pe, (j + 1) * rope);
-                sc[j + 2] = score(h, lanes, 2 * L, qLat, lat, c0 + 2 * rank, rv, q, qOff + nope, pe, (j + 2) * rope);
-                sc[j + 3] = score(h, lanes, 3 * L, qLat, lat, c0 + 3 * rank, rv, q, qOff + nope, pe, (j + 3) * rope);
+                sc[j] = score(h, lanes, 0, qLat, cache, c0, rv, q, qOff + nope);
+                sc[j + 1] = score(h, lanes, L, qLat, cache, c0 + stride, rv, q, qOff + nope);
+                sc[j + 2] = score(h, lanes, 2 * L, qLat, cache, c0 + 2 * stride, rv, q, qOff + nope);
+                sc[j + 3] = score(h, lanes, 3 * L, qLat, cache, c0 + 3 * stride, rv, q, qOff + nope);
             }
             for (; j < len; j++) {
                 FloatVector a = FloatVector.zero(S);
-                int c0 = j * rank;
+                int c0 = j * stride;
                 for (int c = 0; c < rv; c += L) {
-                    a = FloatVector.fromArray(S, lat, c0 + c).fma(FloatVector.fromArray(S, qLat, c), a);
+                    a = FloatVector.fromArray(S, cache, c0 + c).fma(FloatVector.fromArray(S, qLat, c), a);
                 }
                 a.intoArray(lanes, 0);
-                sc[j] = score(h, lanes, 0, qLat, lat, c0, rv, q, qOff + nope, pe, j * rope);
+                sc[j] = score(h, lanes, 0, qLat, cache, c0, rv, q, qOff + nope);
             }
         }
 
@@ -321,17 +333,18 @@ public final class LatentAttention {
         }
 
         /**
-         * dst[c] = Σ_{r < rows} coef[co + r] · m[mo + r·width + c] for c < width: per element one FMA chain over r
+         * dst[c] = Σ_{r < rows} coef[co + r] · m[mo + r·stride + c] for c < width: per element one FMA chain over r
          * in order, four vectors of dst held in registers while r runs.
          */
-        static void axpyRows(float[] coef, int co, int rows, float[] m, int mo, int width, int wv, float[] dst) {
+        static void axpyRows(
+                float[] coef, int co, int rows, float[] m, int mo, int stride, int width, int wv, float[] dst) {
             int c = 0;
             for (; c + 4 * L <= wv; c += 4 * L) {
                 FloatVector d0 = FloatVector.zero(S);
                 FloatVector d1 = d0;
                 FloatVector d2 = d0;
                 FloatVector d3 = d0;
-                for (int r = 0, o = mo + c; r < rows; r++, o += width) {
+                for (int r = 0, o = mo + c; r < rows; r++, o += stride) {
                     FloatVector k = FloatVector.broadcast(S, coef[co + r]);
                     d0 = FloatVector.fromArray(S, m, o).fma(k, d0);
                     d1 = FloatVector.fromArray(S, m, o + L).fma(k, d1);
@@ -345,14 +358,14 @@ public final class LatentAttention {
             }
             for (; c < wv; c += L) {
                 FloatVector d = FloatVector.zero(S);
-                for (int r = 0, o = mo + c; r < rows; r++, o += width) {
+                for (int r = 0, o = mo + c; r < rows; r++, o += stride) {
                     d = FloatVector.fromArray(S, m, o).fma(FloatVector.broadcast(S, coef[co + r]), d);
                 }
                 d.intoArray(dst, c);
             }
             for (; c < width; c++) {
                 float d = 0;
-                for (int r = 0, o = mo + c; r < rows; r++, o += width) {
+                for (int r = 0, o = mo + c; r < rows; r++, o += stride) {
                     d = Math.fma(coef[co + r], m[o], d);
                 }
                 dst[c] = d;
@@ -371,30 +384,24 @@ public final class LatentAttention {
             return sum;
         }
 
-        /** (q_latent · c_j + q_pe · k_pe_j) · scale from the latent part's lane sums at lanes[lo ..]; lanes[4L ..] is scratch. */
+        /**
+         * (q_latent · c_j + q_pe · k_pe_j) · scale for the cache row at cache[row ..] = [c_j | k_pe_j], from the latent
+         * part's lane sums at lanes[lo ..]; lanes[4L ..] is scratch.
+         */
         static float score(
-                Head h,
-                float[] lanes,
-                int lo,
-                float[] qLat,
-                float[] lat,
-                int latOff,
-                int rv,
-                float[] q,
-                int qPeOff,
-                float[] pe,
-                int peOff) {
-            float s = finishDot(lanes, lo, lat, latOff, qLat, rv, h.rank());
+                Head h, float[] lanes, int lo, float[] qLat, float[] cache, int row, int rv, float[] q, int qPeOff) {
+            float s = finishDot(lanes, lo, cache, row, qLat, rv, h.rank());
+            int peOff = row + h.rank();
             int rope = h.qkRope();
             int pv = rope / L * L;
             FloatVector a = FloatVector.zero(S);
             for (int d = 0; d < pv; d += L) {
-                a = FloatVector.fromArray(S, pe, peOff + d).fma(FloatVector.fromArray(S, q, qPeOff + d), a);
+                a = FloatVector.fromArray(S, cache, peOff + d).fma(FloatVector.fromArray(S, q, qPeOff + d), a);
             }
             a.intoArray(lanes, 4 * L);
             float p = Lanes.foldTree(lanes, 4 * L, L);
             for (int d = pv; d < rope; d++) {
-                p = Math.fma(pe[peOff + d], q[qPeOff + d], p);
+                p = Math.fma(cache[peOff + d], q[qPeOff + d], p);
             }
             return (s + p) * h.scale();
         }

@@ -7,19 +7,21 @@ import java.util.List;
 /**
  * The MLA latent KV cache of ONE sequence: per layer and per past token only the compressed latent after
  * kv_a_layernorm (kv_lora_rank floats) and the rotated k_pe (qk_rope_head_dim floats), never per-head keys
- * or values. Storage grows by doubling up to {@link #maxTokens()}, fixed at creation; appending past it fails.
+ * or values. A layer is one row per token, [latent | k_pe] ({@link #width()} floats), the layout of the device's
+ * {@code GpuKvCache}, so one attention block reads either. Storage grows by doubling up to {@link #maxTokens()}, fixed
+ * at creation; appending past it fails.
  *
- * <p>A forward writes layer by layer at positions {@code length() ..} (through {@link #latents} and
- * {@link #kPes} after {@link #reserve}) and calls {@link #advance} once every layer has been written, so a
- * forward that fails half way leaves the cache at its old length.
+ * <p>A forward writes layer by layer at positions {@code length() ..} (through {@link #put} after {@link #reserve})
+ * and calls {@link #advance} once every layer has been written, so a forward that fails half way leaves the cache at
+ * its old length.
  */
 public final class KvCache {
     private final int layers;
     private final int kvLoraRank;
     private final int qkRope;
     private final int maxTokens;
-    private final float[][] latent; // [layer][capacity * kv_lora_rank]
-    private final float[][] kPe; // [layer][capacity * qk_rope]
+    private final int width; // kv_lora_rank + qk_rope
+    private final float[][] rows; // [layer][capacity * width]: token j = [latent | k_pe] at j * width
     private int capacity;
     private int length;
 
@@ -33,8 +35,8 @@ public final class KvCache {
         this.kvLoraRank = kvLoraRank;
         this.qkRope = qkRopeHeadDim;
         this.maxTokens = maxTokens;
-        this.latent = new float[layers][0];
-        this.kPe = new float[layers][0];
+        this.width = kvLoraRank + qkRopeHeadDim;
+        this.rows = new float[layers][0];
     }
 
     /** A cache shaped for {@code config} holding at most maxTokens tokens of one sequence. */
@@ -77,6 +79,11 @@ public final class KvCache {
         return qkRope;
     }
 
+    /** Floats per token and layer: kv_lora_rank + qk_rope_head_dim. */
+    public int width() {
+        return width;
+    }
+
     public int maxTokens() {
         return maxTokens;
     }
@@ -101,30 +108,27 @@ public final class KvCache {
         }
         int cap = Math.max(need, Math.min(maxTokens, Math.max(16, capacity * 2)));
         for (int l = 0; l < layers; l++) {
-            latent[l] = Arrays.copyOf(latent[l], Math.multiplyExact(cap, kvLoraRank));
-            kPe[l] = Arrays.copyOf(kPe[l], Math.multiplyExact(cap, qkRope));
+            rows[l] = Arrays.copyOf(rows[l], Math.multiplyExact(cap, width));
         }
         capacity = cap;
     }
 
-    /** Layer l's latents [capacity, kv_lora_rank]: token j at j * kv_lora_rank. Valid until the next reserve. */
-    public float[] latents(int layer) {
-        return latent[layer];
+    /**
+     * Layer l's rows [capacity, width]: token j's latent at j * width, its rotated k_pe at j * width + kv_lora_rank.
+     * Valid until the next reserve.
+     */
+    public float[] layer(int layer) {
+        return rows[layer];
     }
 
-    /** Layer l's rotated k_pe [capacity, qk_rope_head_dim]: token j at j * qk_rope_head_dim. Valid until the next reserve. */
-    public float[] kPes(int layer) {
-        return kPe[layer];
-    }
-
-    /** Writes token pos of one layer (pos in [length, length + reserved)). */
+    /** Writes token pos of one layer (pos in [length, length + reserved)): its latent, then its k_pe. */
     public void put(int layer, int pos, float[] lat, int latOff, float[] pe, int peOff) {
         if (pos < length || pos >= capacity) {
             throw new IllegalStateException(
                     "KV cache write at position " + pos + " outside the reserved [" + length + ", " + capacity + ")");
         }
-        System.arraycopy(lat, latOff, latent[layer], pos * kvLoraRank, kvLoraRank);
-        System.arraycopy(pe, peOff, kPe[layer], pos * qkRope, qkRope);
+        System.arraycopy(lat, latOff, rows[layer], pos * width, kvLoraRank);
+        System.arraycopy(pe, peOff, rows[layer], pos * width + kvLoraRank, qkRope);
     }
 
     /** Marks n more tokens as cached, once every layer holds them. */
@@ -143,8 +147,7 @@ public final class KvCache {
         }
         reserve(src.length);
         for (int l = 0; l < layers; l++) {
-            System.arraycopy(src.latent[l], 0, latent[l], 0, src.length * kvLoraRank);
-            System.arraycopy(src.kPe[l], 0, kPe[l], 0, src.length * qkRope);
+            System.arraycopy(src.rows[l], 0, rows[l], 0, src.length * width);
         }
         advance(src.length);
     }

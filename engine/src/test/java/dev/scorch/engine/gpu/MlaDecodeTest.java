@@ -12,8 +12,8 @@ import org.junit.jupiter.params.provider.CsvSource;
 
 /**
  * {@link HostDevice#mlaDecode}, the absorbed attention GPU decode runs, is the CPU's scalar absorbed attention
- * ({@link LatentAttention#attendScalar}) to the bit: the same sums in the same order, over the device's interleaved
- * cache rows [c | k_pe] instead of the CPU's two arrays.
+ * ({@link LatentAttention#attendScalar}) to the bit: the same sums in the same order, over the same cache rows
+ * [c | k_pe].
  */
 class MlaDecodeTest {
     @ParameterizedTest(name = "{0}+{1}/{2} rank {3}, {4} new after {5}, {6}")
@@ -44,7 +44,7 @@ class MlaDecodeTest {
         float[] got = new float[rows * heads * v];
         dev.read(out, got, 0, got.length);
 
-        // The CPU's form: kv_b_proj as the device holds it (BF16-rounded in BF16 modes), over the same cache rows.
+        // The CPU's form: kv_b_proj as the device holds it (BF16-rounded in BF16 modes).
         float[] wf = new float[kvB.length];
         for (int i = 0; i < wf.length; i++) {
             wf[i] = precision.bf16Weights() ? HostDevice.bf16(kvB[i]) : kvB[i];

@@ -3,6 +3,7 @@ package dev.scorch.engine.kernels;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
@@ -20,8 +21,9 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * Absorbed MLA attention of one row: the vector path against the plain loops, its bits reproducible, and heads decoded
- * from the checkpoint one at a time giving the bits of the whole fp32 copy.
+ * Absorbed MLA attention of one row: the vector path against the plain loops, its bits reproducible, the cache's rows
+ * [latent | k_pe] read at a stride as latents and k_pe held apart, and heads decoded from the checkpoint one at a time
+ * giving the bits of the whole fp32 copy.
  */
 class LatentAttentionTest {
     @TempDir
@@ -45,6 +47,8 @@ class LatentAttentionTest {
                 float[] lat = GemmTest.randn(len * rank, 2 + len);
                 float[] pe = GemmTest.randn(len * rope, 3 + len);
                 float[] q = GemmTest.randn(2 * (nope + rope), 4 + len);
+                float[] cache = rows(lat, pe, len, rank, rope, rank + rope, len);
+                int stride = rank + rope;
                 for (int h = 0; h < heads; h++) {
                     LatentAttention.Head head =
                             new LatentAttention.Head(w, h * (nope + vHead), nope, rope, vHead, rank, 0.125f);
@@ -52,11 +56,14 @@ class LatentAttentionTest {
                     float[] vector = new float[vHead + 1];
                     float[] again = new float[vHead + 1];
                     int qOff = nope + rope; // the second query row
-                    LatentAttention.attendScalar(head, q, qOff, lat, pe, len, scalar, 1, new LatentAttention.Scratch());
-                    LatentAttention.attendVector(head, q, qOff, lat, pe, len, vector, 1, new LatentAttention.Scratch());
+                    LatentAttention.attendScalar(
+                            head, q, qOff, cache, stride, len, scalar, 1, new LatentAttention.Scratch());
+                    LatentAttention.attendVector(
+                            head, q, qOff, cache, stride, len, vector, 1, new LatentAttention.Scratch());
                     LatentAttention.Scratch used = new LatentAttention.Scratch();
-                    LatentAttention.attendVector(head, q, 0, lat, pe, len, again, 1, used); // dirty the scratch first
-                    LatentAttention.attendVector(head, q, qOff, lat, pe, len, again, 1, used);
+                    LatentAttention.attendVector(
+                            head, q, 0, cache, stride, len, again, 1, used); // dirty the scratch first
+                    LatentAttention.attendVector(head, q, qOff, cache, stride, len, again, 1, used);
                     String what = Arrays.toString(sh) + " len " + len + " head " + h;
                     assertArrayEquals(vector, again, what + ": vector path repeats its bits");
                     for (int e = 0; e <= vHead; e++) {
@@ -65,6 +72,180 @@ class LatentAttentionTest {
                 }
             }
         }
+    }
+
+    /**
+     * Rows [c_j | k_pe_j | padding] read at a stride give the bits of attending over latents [len, rank] and k_pe
+     * [len, qk_rope] held apart (the form the CPU cache had before it took the device's layout), on both paths: the
+     * scalar one against its plain loops, the vector one against its lane chains (L lanes of FMA chains folded in a
+     * tree, then a scalar tail) with its own softmax and sums over c_j. The padding and the rows past len are NaN, so
+     * reading either shows.
+     */
+    @Test
+    void rowsAtAStrideAttendAsSeparateLatentsAndKPe() {
+        int[][] shapes = {{64, 32, 64, 256}, {16, 8, 12, 40}, {5, 3, 7, 19}};
+        for (int[] sh : shapes) {
+            int nope = sh[0];
+            int rope = sh[1];
+            int vHead = sh[2];
+            int rank = sh[3];
+            float[] w = GemmTest.randn(2 * (nope + vHead) * rank, 21);
+            for (int i = 0; i < w.length; i++) {
+                w[i] *= 0.1f;
+            }
+            for (int len : new int[] {1, 4, 7, 37}) {
+                float[] lat = GemmTest.randn(len * rank, 22 + len);
+                float[] pe = GemmTest.randn(len * rope, 23 + len);
+                float[] q = GemmTest.randn(2 * (nope + rope), 24 + len);
+                int qOff = nope + rope;
+                LatentAttention.Head head =
+                        new LatentAttention.Head(w, nope + vHead, nope, rope, vHead, rank, 0.125f); // the second head
+                for (int pad : new int[] {0, 5}) {
+                    int stride = rank + rope + pad;
+                    float[] cache = rows(lat, pe, len, rank, rope, stride, len + 2);
+                    String what = Arrays.toString(sh) + " len " + len + " stride " + stride;
+                    float[] want = new float[vHead];
+                    float[] got = new float[vHead];
+                    separateScalar(head, q, qOff, lat, pe, len, want);
+                    LatentAttention.attendScalar(
+                            head, q, qOff, cache, stride, len, got, 0, new LatentAttention.Scratch());
+                    assertArrayEquals(want, got, what + ": scalar");
+                    separateVector(head, q, qOff, lat, pe, len, want);
+                    LatentAttention.attendVector(
+                            head, q, qOff, cache, stride, len, got, 0, new LatentAttention.Scratch());
+                    assertArrayEquals(want, got, what + ": vector");
+                }
+            }
+        }
+    }
+
+    @Test
+    void refusesRowsTooNarrowForALatentAndAKPe() {
+        LatentAttention.Head head = new LatentAttention.Head(new float[2 * 8 * 16], 0, 4, 4, 4, 16, 1f);
+        for (boolean simd : new boolean[] {false, true}) {
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> {
+                if (simd) {
+                    LatentAttention.attendVector(
+                            head,
+                            new float[8],
+                            0,
+                            new float[40],
+                            19,
+                            2,
+                            new float[4],
+                            0,
+                            new LatentAttention.Scratch());
+                } else {
+                    LatentAttention.attendScalar(
+                            head,
+                            new float[8],
+                            0,
+                            new float[40],
+                            19,
+                            2,
+                            new float[4],
+                            0,
+                            new LatentAttention.Scratch());
+                }
+            });
+            assertEquals("cache rows of 19 floats cannot hold a latent of 16 and a k_pe of 4", e.getMessage());
+        }
+    }
+
+    /**
+     * A cache of n rows at a stride: row j = [lat_j | pe_j | NaN padding] for j < len, NaN rows after (the parts an
+     * attention over len rows must not read).
+     */
+    static float[] rows(float[] lat, float[] pe, int len, int rank, int rope, int stride, int n) {
+        float[] cache = new float[n * stride];
+        Arrays.fill(cache, Float.NaN);
+        for (int j = 0; j < len; j++) {
+            System.arraycopy(lat, j * rank, cache, j * stride, rank);
+            System.arraycopy(pe, j * rope, cache, j * stride + rank, rope);
+        }
+        return cache;
+    }
+
+    /** The scalar path's sums over latents and k_pe apart: FMA chains in index order, Math.exp. */
+    private static void separateScalar(
+            LatentAttention.Head h, float[] q, int qOff, float[] lat, float[] pe, int len, float[] out) {
+        int rank = h.rank();
+        int nope = h.qkNope();
+        int rope = h.qkRope();
+        float[] w = h.w();
+        float[] qLat = new float[rank];
+        for (int d = 0; d < nope; d++) {
+            for (int c = 0; c < rank; c++) {
+                qLat[c] = Math.fma(q[qOff + d], w[(h.wOff() + d) * rank + c], qLat[c]);
+            }
+        }
+        float[] sc = new float[len];
+        float max = Float.NEGATIVE_INFINITY;
+        for (int j = 0; j < len; j++) {
+            sc[j] = (chain(qLat, 0, lat, j * rank, rank) + chain(q, qOff + nope, pe, j * rope, rope)) * h.scale();
+            max = Math.max(max, sc[j]);
+        }
+        float sum = 0;
+        for (int j = 0; j < len; j++) {
+            sc[j] = (float) Math.exp(sc[j] - max);
+            sum += sc[j];
+        }
+        float inv = 1f / sum;
+        float[] oLat = new float[rank];
+        for (int j = 0; j < len; j++) {
+            float p = sc[j] * inv;
+            for (int c = 0; c < rank; c++) {
+                oLat[c] = Math.fma(p, lat[j * rank + c], oLat[c]);
+            }
+        }
+        for (int e = 0; e < h.vHead(); e++) {
+            out[e] = chain(w, (h.wOff() + nope + e) * rank, oLat, 0, rank);
+        }
+    }
+
+    private static float chain(float[] a, int ao, float[] b, int bo, int n) {
+        float acc = 0;
+        for (int k = 0; k < n; k++) {
+            acc = Math.fma(a[ao + k], b[bo + k], acc);
+        }
+        return acc;
+    }
+
+    /**
+     * The vector path over latents and k_pe apart: its q_latent, softmax and output steps (which never read the cache),
+     * its scores as lane chains, and o_latent by its row sums over the contiguous latents.
+     */
+    private static void separateVector(
+            LatentAttention.Head h, float[] q, int qOff, float[] lat, float[] pe, int len, float[] out) {
+        int rank = h.rank();
+        int nope = h.qkNope();
+        int rope = h.qkRope();
+        int rv = rank / LatentAttention.Vec.L * LatentAttention.Vec.L;
+        LatentAttention.Scratch s = new LatentAttention.Scratch();
+        s.ensure(rank, len);
+        LatentAttention.Vec.axpyRows(q, qOff, nope, h.w(), h.wOff() * rank, rank, rank, rv, s.qLat);
+        for (int j = 0; j < len; j++) {
+            s.scores[j] =
+                    (laneDot(lat, j * rank, s.qLat, 0, rank) + laneDot(pe, j * rope, q, qOff + nope, rope)) * h.scale();
+        }
+        LatentAttention.Vec.softmax(s.scores, len);
+        LatentAttention.Vec.axpyRows(s.scores, 0, len, lat, 0, rank, rank, rv, s.oLat);
+        LatentAttention.Vec.output(h, out, 0, s);
+    }
+
+    /** The vector path's dot: L lane-wise FMA chains over the whole vectors, folded in a tree, then a scalar tail. */
+    private static float laneDot(float[] a, int ao, float[] b, int bo, int n) {
+        int l = LatentAttention.Vec.L;
+        int nv = n / l * l;
+        float[] lanes = new float[l];
+        for (int k = 0; k < nv; k++) {
+            lanes[k % l] = Math.fma(a[ao + k], b[bo + k], lanes[k % l]);
+        }
+        float sum = Lanes.foldTree(lanes, 0, l);
+        for (int k = nv; k < n; k++) {
+            sum = Math.fma(a[ao + k], b[bo + k], sum);
+        }
+        return sum;
     }
 
     /**
@@ -102,6 +283,8 @@ class LatentAttentionTest {
         float[] lat = GemmTest.randn(len * rank, 11);
         float[] pe = GemmTest.randn(len * rope, 12);
         float[] q = GemmTest.randn(nope + rope, 13);
+        float[] cache = rows(lat, pe, len, rank, rope, rank + rope, len);
+        int stride = rank + rope;
         for (int h = 0; h < heads; h++) {
             LatentAttention.Head old =
                     new LatentAttention.Head(copy, h * (nope + vHead), nope, rope, vHead, rank, 0.1f);
@@ -113,11 +296,11 @@ class LatentAttentionTest {
             assertArrayEquals(headCopy, Arrays.copyOf(vectorHead.w(), rows), what + " head " + h + ": vector decode");
             float[] want = new float[vHead];
             float[] got = new float[vHead];
-            LatentAttention.attendScalar(old, q, 0, lat, pe, len, want, 0, new LatentAttention.Scratch());
-            LatentAttention.attendScalar(scalarHead, q, 0, lat, pe, len, got, 0, new LatentAttention.Scratch());
+            LatentAttention.attendScalar(old, q, 0, cache, stride, len, want, 0, new LatentAttention.Scratch());
+            LatentAttention.attendScalar(scalarHead, q, 0, cache, stride, len, got, 0, new LatentAttention.Scratch());
             assertArrayEquals(want, got, what + " head " + h + ": scalar attention");
-            LatentAttention.attendVector(old, q, 0, lat, pe, len, want, 0, new LatentAttention.Scratch());
-            LatentAttention.attendVector(vectorHead, q, 0, lat, pe, len, got, 0, new LatentAttention.Scratch());
+            LatentAttention.attendVector(old, q, 0, cache, stride, len, want, 0, new LatentAttention.Scratch());
+            LatentAttention.attendVector(vectorHead, q, 0, cache, stride, len, got, 0, new LatentAttention.Scratch());
             assertArrayEquals(want, got, what + " head " + h + ": vector attention");
         }
     }
