@@ -51,6 +51,18 @@ public final class CpuDevice implements Device {
         return ops;
     }
 
+    /** Bytes of the scratch arrays this device keeps between calls. */
+    public long scratchBytes() {
+        long n = (long) s.u.length + s.xe.length + s.shared.length + s.g.length + s.rowWeight.length;
+        n += (long) s.count.length + s.rows.length;
+        for (float[][] group : new float[][][] {s.parts, s.groupX, s.groupGu, s.groupOut}) {
+            for (float[] a : group) {
+                n += a == null ? 0 : a.length;
+            }
+        }
+        return 4 * n;
+    }
+
     @Override
     public String describe() {
         return "CPU (" + ops.getClass().getSimpleName() + ")";

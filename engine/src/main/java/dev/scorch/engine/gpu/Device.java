@@ -6,10 +6,11 @@ import dev.scorch.engine.model.RouterShape;
 import java.util.function.LongFunction;
 
 /**
- * The GPU backend's seam: memory and the kernels {@link GpuModel} runs, on one device. {@code cuda.CudaDevice}
- * runs them on an NVIDIA GPU (cuBLAS for GEMMs, the kernels of src/main/cuda for the rest); {@link HostDevice}
- * is their plain-loop twin in Java, which the tests run the same model code on. Shapes are row-major; calls run
- * in order (one stream), and reads back to the host wait for what came before.
+ * The backend seam: memory and the kernels the decoder block ({@link GpuStage}) runs, on one device.
+ * {@link CpuDevice} runs them on the CPU kernels over the checkpoint's mapped weights; {@code cuda.CudaDevice} on an
+ * NVIDIA GPU (cuBLAS for GEMMs, the kernels of src/main/cuda for the rest); {@link HostDevice} is the plain-loop twin
+ * of the CUDA kernels, which the tests run the same block on. Shapes are row-major; calls run in order (one stream),
+ * and reads back to the host wait for what came before.
  */
 public interface Device extends AutoCloseable {
     /** The device, in words (name, memory). */

@@ -5,7 +5,7 @@ import dev.scorch.engine.kernels.Rope;
 import dev.scorch.engine.runtime.PackedBatch;
 
 /**
- * Multi-head latent attention (DeepseekV3Attention) on a device. As the CPU's MlaAttention: a sequence without
+ * Multi-head latent attention (DeepseekV3Attention) on a device: a sequence without
  * cached tokens (scoring, a prompt into an empty cache) attends in the prefill form, kv_b_proj expanding the latents
  * of its own tokens; one with cached tokens (a decode step) in the absorbed form over its latent cache
  * ({@link Device#mlaDecode}), so a step's cost grows with the cache only through the attention itself.

@@ -8,16 +8,17 @@ import dev.scorch.engine.runtime.PackedBatch;
 import java.util.function.Function;
 
 /**
- * Decoder layers [first, end) of DeepseekV3ForCausalLM on one {@link Device}: the forward pass of
- * {@code DeepseekV3Model} (its blocks' parts in {@link GpuAttention}, {@link GpuMlp} and {@link GpuMoe}) with the
- * weights resident on the device (linears and the embedding table in the {@link GemmPrecision}'s dtype, the router
- * gate always in fp32 so expert choice matches the CPU's) and activations kept there between kernels. YaRN cos/sin
- * come from the CPU's {@link Rope}. The first stage (from layer 0) holds embed_tokens and starts from token ids; the
- * last (to the last layer) holds model.norm and lm_head and hands on final-normed hidden states. A
- * {@link GpuModel} is the one stage of all the layers; a {@link GpuPipeline} chains stages on several devices.
+ * Decoder layers [first, end) of DeepseekV3ForCausalLM on one {@link Device}: the forward pass, written once for every
+ * device (its blocks' parts in {@link GpuAttention}, {@link GpuMlp} and {@link GpuMoe}). On a GPU the weights are
+ * resident on the device (linears and the embedding table in the {@link GemmPrecision}'s dtype, the router gate always
+ * in fp32 so expert choice matches the CPU's) and activations stay there between kernels; on a {@link CpuDevice} the
+ * weights are the checkpoint's mapped tensors. YaRN cos/sin come from {@link Rope}. The first stage (from layer 0)
+ * holds embed_tokens and starts from token ids; the last (to the last layer) holds model.norm and lm_head and hands on
+ * final-normed hidden states. The CPU's {@code DeepseekV3Model} and a GPU's {@link GpuModel} are the one stage of all
+ * the layers; a {@link GpuPipeline} chains stages on several devices.
  *
- * <p>One forward runs at a time per stage (the device has one stream and one scratch arena): callers on several
- * threads take turns.
+ * <p>The forward methods without a {@link PassScratch} run one at a time per stage (a GPU has one stream and this
+ * stage's one scratch): callers on several threads take turns. The CPU model passes each workspace's own.
  */
 public final class GpuStage implements AutoCloseable {
     private final ModelConfig config;

@@ -35,7 +35,7 @@ public final class PassScratch implements AutoCloseable {
     }
 
     /** Bytes of the arenas now. */
-    long bytes() {
+    public long bytes() {
         return floats.bytes() + ints.bytes();
     }
 

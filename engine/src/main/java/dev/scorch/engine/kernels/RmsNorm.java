@@ -86,11 +86,10 @@ public final class RmsNorm {
 
     /**
      * The same per row, groups of GROUP rows spread over {@link Ops#forEachRow}'s threads; each row's bits are
-     * {@link #apply}'s. One per workspace, set per call, so that a call makes no lambda.
+     * {@link #apply}'s. One per CPU device, set per call, so that a call makes no lambda.
      */
     public static final class Rows implements IntConsumer {
         private float[] x;
-        private float[] add;
         private int stride;
         private int offset;
         private int dim;
@@ -110,35 +109,7 @@ public final class RmsNorm {
                 float[] weight,
                 double eps,
                 float[] out) {
-            run(ops, x, null, rows, stride, offset, dim, weight, eps, out);
-        }
-
-        public void apply(Ops ops, float[] x, int rows, int dim, float[] weight, double eps, float[] out) {
-            run(ops, x, null, rows, dim, 0, dim, weight, eps, out);
-        }
-
-        /**
-         * The residual step and the next norm in one pass over [rows, dim]: x += add, then out = RMSNorm(x), row by row.
-         * out may be add (each row of add is read before its row of out is written).
-         */
-        public void addThenApply(
-                Ops ops, float[] x, float[] add, int rows, int dim, float[] weight, double eps, float[] out) {
-            run(ops, x, add, rows, dim, 0, dim, weight, eps, out);
-        }
-
-        private void run(
-                Ops ops,
-                float[] x,
-                float[] add,
-                int rows,
-                int stride,
-                int offset,
-                int dim,
-                float[] weight,
-                double eps,
-                float[] out) {
             this.x = x;
-            this.add = add;
             this.stride = stride;
             this.offset = offset;
             this.dim = dim;
@@ -149,8 +120,12 @@ public final class RmsNorm {
             try {
                 ops.forEachRow((rows + GROUP - 1) / GROUP, this);
             } finally {
-                this.x = this.add = this.weight = this.out = null;
+                this.x = this.weight = this.out = null;
             }
+        }
+
+        public void apply(Ops ops, float[] x, int rows, int dim, float[] weight, double eps, float[] out) {
+            apply(ops, x, rows, dim, 0, dim, weight, eps, out);
         }
 
         /** Item g: rows [g · GROUP, (g + 1) · GROUP), fewer in the last group. */
@@ -158,13 +133,6 @@ public final class RmsNorm {
         public void accept(int g) {
             int r0 = g * GROUP;
             int n = Math.min(GROUP, rows - r0);
-            if (add != null) {
-                for (int r = r0; r < r0 + n; r++) {
-                    for (int i = 0; i < dim; i++) {
-                        x[r * stride + offset + i] += add[r * dim + i];
-                    }
-                }
-            }
             if (n == GROUP) {
                 group(x, r0, stride, offset, dim, weight, eps, out);
                 return;

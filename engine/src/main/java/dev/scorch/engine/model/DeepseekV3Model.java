@@ -39,6 +39,11 @@ public final class DeepseekV3Model {
             super(ws);
         }
 
+        @Override
+        protected long otherBytes() {
+            return dev == null ? 0 : scratch.bytes() + dev.scratchBytes();
+        }
+
         PassScratch on(Ops ops) {
             if (dev == null || dev.ops() != ops) {
                 dev = new CpuDevice(ops);

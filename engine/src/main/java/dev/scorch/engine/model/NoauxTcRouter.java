@@ -3,8 +3,8 @@ package dev.scorch.engine.model;
 import java.util.Arrays;
 
 /**
- * The noaux_tc router (DeepSeek-V3's MoEGate with topk_method noaux_tc), once for every backend: the CPU model's
- * {@link MoeRouter}, {@code HostDevice} and, mirrored line by line, the CUDA kernel {@code moe_route}. Per token:
+ * The noaux_tc router (DeepSeek-V3's MoEGate with topk_method noaux_tc), once for every device: {@code CpuDevice},
+ * {@code HostDevice} and, mirrored line by line, the CUDA kernel {@code moe_route}. Per token:
  * scores = sigmoid(logits), computed in double and rounded to fp32; choice = score + e_score_correction_bias; the
  * topk_group groups with the largest sum of their two best choices stay (experts of the others choose 0.0, as the
  * Hugging Face code's masked_fill); the top_k experts by choice, ties to the lower index; weights are their unbiased

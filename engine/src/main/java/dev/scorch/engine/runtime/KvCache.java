@@ -11,7 +11,7 @@ import java.util.List;
  * {@code GpuKvCache}, so one attention block reads either. Storage grows by doubling up to {@link #maxTokens()}, fixed
  * at creation; appending past it fails.
  *
- * <p>A forward writes layer by layer at positions {@code length() ..} (through {@link #put} after {@link #reserve})
+ * <p>A forward writes layer by layer at positions {@code length() ..} (into {@link #layer} after {@link #reserve})
  * and calls {@link #advance} once every layer has been written, so a forward that fails half way leaves the cache at
  * its old length.
  */
@@ -119,16 +119,6 @@ public final class KvCache {
      */
     public float[] layer(int layer) {
         return rows[layer];
-    }
-
-    /** Writes token pos of one layer (pos in [length, length + reserved)): its latent, then its k_pe. */
-    public void put(int layer, int pos, float[] lat, int latOff, float[] pe, int peOff) {
-        if (pos < length || pos >= capacity) {
-            throw new IllegalStateException(
-                    "KV cache write at position " + pos + " outside the reserved [" + length + ", " + capacity + ")");
-        }
-        System.arraycopy(lat, latOff, rows[layer], pos * width, kvLoraRank);
-        System.arraycopy(pe, peOff, rows[layer], pos * width + kvLoraRank, qkRope);
     }
 
     /** Marks n more tokens as cached, once every layer holds them. */

@@ -44,7 +44,11 @@ public final class Workspace {
 
     /** Bytes held by every buffer: what keeping the workspace costs between passes. */
     public long bytes() {
-        return bytes;
+        long b = bytes;
+        for (Object o : scratch) {
+            b += o == null ? 0 : ((Buffers) o).otherBytes();
+        }
+        return b;
     }
 
     /**
@@ -68,13 +72,6 @@ public final class Workspace {
             return new float[n];
         }
 
-        /** {@link #floats} whose first n are 0. */
-        public final float[] zeros(float[] kept, int n) {
-            float[] f = floats(kept, n);
-            Arrays.fill(f, 0, n, 0f);
-            return f;
-        }
-
         /** kept when it holds exactly n floats, else a new one: for results handed to callers that read its length. */
         public final float[] exactFloats(float[] kept, int n) {
             if (kept != null && kept.length == n) {
@@ -93,13 +90,6 @@ public final class Workspace {
             return new int[n];
         }
 
-        /** {@link #ints} whose first n are 0. */
-        public final int[] intZeros(int[] kept, int n) {
-            int[] a = ints(kept, n);
-            Arrays.fill(a, 0, n, 0);
-            return a;
-        }
-
         /** kept when it holds at least n doubles, else a new buffer of n: contents undefined. */
         public final double[] doubles(double[] kept, int n) {
             if (kept != null && kept.length >= n) {
@@ -109,18 +99,9 @@ public final class Workspace {
             return new double[n];
         }
 
-        /**
-         * count buffers of at least n floats each (the inputs or outputs of a group of matmuls that run together),
-         * contents undefined: kept with each row grown as {@link #floats} grows a buffer; the outer array may hold
-         * more than count (rows past count are left as they were).
-         */
-        public final float[][] floatRows(float[][] kept, int count, int n) {
-            float[][] rows =
-                    kept == null ? new float[count][] : kept.length >= count ? kept : Arrays.copyOf(kept, count);
-            for (int i = 0; i < count; i++) {
-                rows[i] = floats(rows[i], n);
-            }
-            return rows;
+        /** Bytes this scratch holds beyond the buffers grown here (a device's scratch arenas): counted in bytes(). */
+        protected long otherBytes() {
+            return 0;
         }
 
         private void held(int oldLength, int newLength, int elementBytes) {

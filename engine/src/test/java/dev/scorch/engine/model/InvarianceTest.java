@@ -72,8 +72,8 @@ class InvarianceTest {
 
     static void batchMatesOrderAndThreadsDoNotChangeBits(Path dir) {
         DeepseekV3Model m = DeepseekV3Model.load(dir);
-        // 543 rows: attention expands keys and values in groups of whole sequences (MlaAttention.KV_GROUP_ROWS), here
-        // the first five, then the 300-token one, which is longer than a group; reversed, the other way round.
+        // 543 rows: short and long sequences (the 300-token one spans several attention tiles and GEMM blocks) in one
+        // batch; reversed, the other way round.
         List<int[]> seqs = prompts(m.vocabSize(), 7, 1, 5, 37, 70, 130, 300);
         List<SequenceScore> alone = new ArrayList<>();
         try (Ops one = new CpuOps(1)) {
@@ -172,7 +172,7 @@ class InvarianceTest {
     static void fastAgreesWithReference(Path dir) {
         DeepseekV3Model m = DeepseekV3Model.load(dir);
         // 100 tokens: positions past original_max_position_embeddings (64) so YaRN's blend matters; with the 200-token
-        // one, 318 rows: two groups of expanded keys and values (MlaAttention.KV_GROUP_ROWS), the second from row 118.
+        // one, 318 rows: more than a GEMM block (256 rows) of keys and values expanded from the latents.
         List<int[]> seqs = prompts(m.vocabSize(), 3, 1, 17, 100, 200);
         List<SequenceScore> fast;
         List<SequenceScore> ref;

@@ -17,8 +17,9 @@ class KvCacheTest {
         float[] pe = {-1, -2, -3, -4};
         cache.reserve(2);
         for (int l = 0; l < 2; l++) {
-            for (int t = 0; t < 2; t++) {
-                cache.put(l, t, lat, t * 3, pe, t * 2);
+            for (int t = 0; t < 2; t++) { // as the block writes a token: its latent, then its k_pe, one row
+                System.arraycopy(lat, t * 3, cache.layer(l), t * 5, 3);
+                System.arraycopy(pe, t * 2, cache.layer(l), t * 5 + 3, 2);
             }
         }
         cache.advance(2);
@@ -36,7 +37,7 @@ class KvCacheTest {
         assertEquals(2, copy.length());
         assertArrayEquals(want, Arrays.copyOf(copy.layer(1), 10));
 
-        IllegalStateException e = assertThrows(IllegalStateException.class, () -> cache.put(0, 1, lat, 0, pe, 0));
-        assertEquals("KV cache write at position 1 outside the reserved [2, 32)", e.getMessage());
+        IllegalStateException e = assertThrows(IllegalStateException.class, () -> copy.reserve(39));
+        assertEquals("KV cache is full: 2 cached + 39 new tokens > max 40 tokens", e.getMessage());
     }
 }
