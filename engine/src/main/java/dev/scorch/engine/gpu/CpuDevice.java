@@ -295,66 +295,6 @@ public final class CpuDevice implements Device {
         ops.forEachRow(m, i -> ops.siluMul(g, u, i * inter, inter));
     }
 
-    @Override
-    public void gemmGrouped(
-            Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
-        for (int g = 0; g < groups; g++) {
-            gemm(
-                    x.slice((long) rowStart[g] * k, (long) rows[g] * k),
-                    rows[g],
-                    k,
-                    w[g],
-                    n,
-                    y.slice((long) rowStart[g] * n, (long) rows[g] * n),
-                    precision);
-        }
-    }
-
-    @Override
-    public void gemmExperts(Buf x, Buf offsets, int slots, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
-        int[] o = ints(offsets);
-        for (int e = 0; e < w.length; e++) {
-            int rows = o[off(offsets) + e + 1] - o[off(offsets) + e];
-            if (rows > 0) {
-                int r0 = o[off(offsets) + e];
-                gemm(
-                        x.slice((long) r0 * k, (long) rows * k),
-                        rows,
-                        k,
-                        w[e],
-                        n,
-                        y.slice((long) r0 * n, (long) rows * n),
-                        precision);
-            }
-        }
-    }
-
-    @Override
-    public void gemmExpertsSwiglu(
-            Buf x, Buf offsets, int slots, int k, Buf[] w, int inter, Buf out, GemmPrecision precision) {
-        int[] o = ints(offsets);
-        for (int e = 0; e < w.length; e++) {
-            int rows = o[off(offsets) + e + 1] - o[off(offsets) + e];
-            if (rows > 0) {
-                int r0 = o[off(offsets) + e];
-                float[] xe = new float[rows * k]; // the kernels take whole arrays
-                float[] act = new float[rows * inter];
-                read(x.slice((long) r0 * k, (long) rows * k), xe, 0, xe.length);
-                gemmSwiglu(
-                        new Buf(xe, Buf.Kind.F32, 0, xe.length),
-                        rows,
-                        k,
-                        w[e],
-                        inter,
-                        new Buf(act, Buf.Kind.F32, 0, act.length),
-                        precision,
-                        DecodeRows.NONE,
-                        null);
-                write(out.slice((long) r0 * inter, (long) rows * inter), act, 0, act.length);
-            }
-        }
-    }
-
     // --- MoE
 
     /**
@@ -680,13 +620,14 @@ public final class CpuDevice implements Device {
     @Override
     public void swiglu(Buf gu, int rows, int inter, Buf out) {
         float[] in = floats(gu);
-        float[] g = whole(out, (long) rows * inter, "swiglu out");
+        float[] g = s.g = grow(s.g, rows * inter);
         float[] u = s.u = grow(s.u, rows * inter);
         for (int r = 0; r < rows; r++) {
             System.arraycopy(in, off(gu) + r * 2 * inter, g, r * inter, inter);
             System.arraycopy(in, off(gu) + r * 2 * inter + inter, u, r * inter, inter);
         }
         ops.forEachRow(rows, i -> ops.siluMul(g, u, i * inter, inter));
+        write(out, g, 0, rows * inter);
     }
 
     @Override

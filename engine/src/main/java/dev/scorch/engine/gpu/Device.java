@@ -315,8 +315,19 @@ public interface Device extends AutoCloseable {
      * Grouped GEMM (one per expert): for g < groups, rows [rowStart[g], + rows[g]) of y [*, n] = the same rows of
      * x [*, k] · w[g]ᵀ, each w[g] [n, k] from {@link #weight}; as {@link #gemm} per group.
      */
-    void gemmGrouped(
-            Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision);
+    default void gemmGrouped(
+            Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
+        for (int g = 0; g < groups; g++) {
+            gemm(
+                    x.slice((long) rowStart[g] * k, (long) rows[g] * k),
+                    rows[g],
+                    k,
+                    w[g],
+                    n,
+                    y.slice((long) rowStart[g] * n, (long) rows[g] * n),
+                    precision);
+        }
+    }
 
     /**
      * Whether {@link #gemmGrouped} runs groups laid out at a uniform stride as one batched call (so a caller should
@@ -340,13 +351,54 @@ public interface Device extends AutoCloseable {
      * {@link #weight}, as {@link #gemm} of those rows (offsets from {@link #moePermute}). A device may keep a table of
      * w's experts between calls: pass the same array, unchanged, every time.
      */
-    void gemmExperts(Buf x, Buf offsets, int slots, int k, Buf[] w, int n, Buf y, GemmPrecision precision);
+    default void gemmExperts(Buf x, Buf offsets, int slots, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
+        int[] g = expertRows(offsets, w.length, slots);
+        for (int e = 0; e < w.length; e++) {
+            int rows = g[e + 1] - g[e];
+            if (rows > 0) {
+                gemm(
+                        x.slice((long) g[e] * k, (long) rows * k),
+                        rows,
+                        k,
+                        w[e],
+                        n,
+                        y.slice((long) g[e] * n, (long) rows * n),
+                        precision);
+            }
+        }
+    }
+
+    /** Group e's rows [offsets[e], offsets[e + 1]) of {@link #gemmExperts}, read back and checked. */
+    private int[] expertRows(Buf offsets, int experts, int slots) {
+        int[] g = new int[experts + 1];
+        read(offsets.need(Buf.Kind.I32, experts + 1L, "gemmExperts offsets"), g, 0, experts + 1);
+        for (int e = 0; e < experts; e++) {
+            if (g[e] < 0 || g[e + 1] < g[e] || g[e + 1] > slots) {
+                throw new IllegalArgumentException("gemmExperts: expert " + e + " has rows [" + g[e] + ", " + g[e + 1]
+                        + ") of " + slots + " slots");
+            }
+        }
+        return g;
+    }
 
     /**
      * {@link #gemmExperts} over gate_proj and up_proj stacked ([2 · inter, k] each) with SwiGLU applied to its output:
      * out [slots, inter] as gemmExperts into [slots, 2 · inter] then {@link #swiglu}, without the intermediate.
      */
-    void gemmExpertsSwiglu(Buf x, Buf offsets, int slots, int k, Buf[] w, int inter, Buf out, GemmPrecision precision);
+    default void gemmExpertsSwiglu(
+            Buf x, Buf offsets, int slots, int k, Buf[] w, int inter, Buf out, GemmPrecision precision) {
+        int[] g = expertRows(offsets, w.length, slots);
+        for (int e = 0; e < w.length; e++) {
+            int rows = g[e + 1] - g[e];
+            if (rows > 0) {
+                // the CUDA kernel keeps an expert tile's gate and up columns in shared memory; here a buffer
+                Buf gu = alloc(Buf.Kind.F32, (long) rows * 2 * inter);
+                gemm(x.slice((long) g[e] * k, (long) rows * k), rows, k, w[e], 2 * inter, gu, precision);
+                swiglu(gu, rows, inter, out.slice((long) g[e] * inter, (long) rows * inter));
+                free(gu);
+            }
+        }
+    }
 
     /**
      * MoE combine: y[t, :] = Σ_k weights[t, k] · ye[slot[t, k], :] over k &lt; top_k in order, for t &lt; tokens; then,

@@ -569,21 +569,6 @@ public final class HostDevice implements Device {
     }
 
     @Override
-    public void gemmGrouped(
-            Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
-        for (int g = 0; g < groups; g++) {
-            gemm(
-                    x.slice((long) rowStart[g] * k, (long) rows[g] * k),
-                    rows[g],
-                    k,
-                    w[g],
-                    n,
-                    y.slice((long) rowStart[g] * n, (long) rows[g] * n),
-                    precision);
-        }
-    }
-
-    @Override
     public void moePermute(Buf experts, int t, int topK, int nExperts, Buf offsets, Buf slotOf, Buf slotRow) {
         permute(experts, t, topK, nExperts, offsets, slotOf, slotRow);
     }
@@ -614,52 +599,6 @@ public final class HostDevice implements Device {
             int slot = next[ex[off(experts) + i]]++;
             so[off(slotOf) + i] = slot;
             sr[off(slotRow) + slot] = i / topK;
-        }
-    }
-
-    /** Group e's rows [offsets[e], offsets[e + 1]) of gemmExperts, checked: ascending, within slots. */
-    private static int[] groups(Buf offsets, int experts, int slots) {
-        int[] os = ints(offsets.need(Buf.Kind.I32, experts + 1L, "gemmExperts offsets"));
-        int[] g = java.util.Arrays.copyOfRange(os, off(offsets), off(offsets) + experts + 1);
-        for (int e = 0; e < experts; e++) {
-            if (g[e] < 0 || g[e + 1] < g[e] || g[e + 1] > slots) {
-                throw new IllegalArgumentException("gemmExperts: expert " + e + " has rows [" + g[e] + ", " + g[e + 1]
-                        + ") of " + slots + " slots");
-            }
-        }
-        return g;
-    }
-
-    @Override
-    public void gemmExperts(Buf x, Buf offsets, int slots, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
-        int[] g = groups(offsets, w.length, slots);
-        for (int e = 0; e < w.length; e++) {
-            int rows = g[e + 1] - g[e];
-            if (rows > 0) {
-                gemm(
-                        x.slice((long) g[e] * k, (long) rows * k),
-                        rows,
-                        k,
-                        w[e],
-                        n,
-                        y.slice((long) g[e] * n, (long) rows * n),
-                        precision);
-            }
-        }
-    }
-
-    @Override
-    public void gemmExpertsSwiglu(
-            Buf x, Buf offsets, int slots, int k, Buf[] w, int inter, Buf out, GemmPrecision precision) {
-        int[] g = groups(offsets, w.length, slots);
-        for (int e = 0; e < w.length; e++) {
-            int rows = g[e + 1] - g[e];
-            if (rows > 0) {
-                // the CUDA kernel keeps an expert tile's gate and up columns in shared memory; here a heap array
-                Buf gu = new Buf(new float[rows * 2 * inter], Buf.Kind.F32, 0, (long) rows * 2 * inter);
-                gemm(x.slice((long) g[e] * k, (long) rows * k), rows, k, w[e], 2 * inter, gu, precision);
-                swiglu(gu, rows, inter, out.slice((long) g[e] * inter, (long) rows * inter));
-            }
         }
     }
 
