@@ -28,7 +28,7 @@ import java.util.function.ToIntFunction;
  * before's share them) and a 4-byte scale-row index per row; a stack stays packed only when both are FP8. Which linears
  * are FP8 is config.json's say: compressed-tensors' targets, and under DeepSeek's quant_method fp8 every linear of the
  * decoder layers (as DeepSeek-V3/R1 and Kimi-K2-Instruct publish them; the router gate, embedding and lm_head BF16).
- * A packed kv_b_proj (INT4 or FP8) is held a second time in fp32 for the absorbed decode ({@code GpuAttention}).
+ * A packed kv_b_proj (INT4 or FP8) is held a second time in fp32 for the absorbed decode ({@code MlaAttention}).
  *
  * <p><b>Scratch</b> of one scoring forward ({@code GpuModel.forward} then {@code GpuScorer}'s logits, no KV cache):
  * <ul>
@@ -337,7 +337,7 @@ public record GpuMemoryBudget(
                 dequantScratch);
     }
 
-    /** The weight among names that a GPU model stacks name with into one GEMM (GpuMlp, GpuAttention), or null. */
+    /** The weight among names that a GPU model stacks name with into one GEMM (Mlp, MlaAttention), or null. */
     static String stackPartner(String name, java.util.Set<String> names) {
         String[][] pairs = {
             {"gate_proj.weight", "up_proj.weight"},

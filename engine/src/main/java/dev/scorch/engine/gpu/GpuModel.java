@@ -6,31 +6,31 @@ import dev.scorch.engine.runtime.PackedBatch;
 import java.util.List;
 
 /**
- * DeepseekV3ForCausalLM on one {@link Device}: the {@link GpuStage} of all the layers (embed_tokens through
+ * DeepseekV3ForCausalLM on one {@link Device}: the {@link DecoderStage} of all the layers (embed_tokens through
  * lm_head), and the device it owns.
  *
  * <p>One forward runs at a time per model (the device has one stream and one scratch arena): callers on
  * several threads (Spark tasks sharing an executor's GPU) take turns, on this object's lock.
  */
 public final class GpuModel implements GpuStages, AutoCloseable {
-    private final GpuStage stage;
+    private final DecoderStage stage;
 
-    private GpuModel(GpuStage stage) {
+    private GpuModel(DecoderStage stage) {
         this.stage = stage;
     }
 
     /** Uploads the model's weights to dev. */
     public static GpuModel load(ModelWeights w, Device dev, GemmPrecision precision) {
-        return new GpuModel(GpuStage.load(w, dev, precision, 0, w.config().numHiddenLayers()));
+        return new GpuModel(DecoderStage.load(w, dev, precision, 0, w.config().numHiddenLayers()));
     }
 
     /** The one stage, of every layer. */
-    public GpuStage stage() {
+    public DecoderStage stage() {
         return stage;
     }
 
     @Override
-    public List<GpuStage> stages() {
+    public List<DecoderStage> stages() {
         return List.of(stage);
     }
 
@@ -75,7 +75,7 @@ public final class GpuModel implements GpuStages, AutoCloseable {
 
     /**
      * Runs the decoder over batch and passes the final-normed hidden states [T, hidden] (device scratch, valid
-     * until the next call) to then; caches and routes as {@link GpuStage#forward(PackedBatch, GpuKvCache[], int[][],
+     * until the next call) to then; caches and routes as {@link DecoderStage#forward(PackedBatch, GpuKvCache[], int[][],
      * float[], java.util.function.Function)} says.
      */
     public synchronized <R> R forward(

@@ -16,7 +16,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 
 /**
- * The model over several devices: contiguous layer ranges, one {@link GpuStage} per device (embed_tokens on the first,
+ * The model over several devices: contiguous layer ranges, one {@link DecoderStage} per device (embed_tokens on the first,
  * model.norm and lm_head on the last), and micro-batches flowing through them so every device works at once. Each
  * stage runs on a thread of its own; stage k hands micro-batch i's hidden states [T, hidden] to stage k + 1 through
  * a bounded queue (fp32 through the host: exact, and 4 · hidden bytes a token beside a layer's compute) and takes
@@ -34,14 +34,14 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
     /** The micro-batch a budget split keeps scratch for (gpu-budget --plan's default). */
     public static final int MICRO_BATCH_TOKENS = 4096;
 
-    private final List<GpuStage> stages;
+    private final List<DecoderStage> stages;
     private final List<Device> devices;
     private final ExecutorService threads;
     private final AtomicInteger active = new AtomicInteger();
     private volatile int maxActive;
     private int microBatchesPerStage = 2;
 
-    private GpuPipeline(List<GpuStage> stages, List<Device> devices) {
+    private GpuPipeline(List<DecoderStage> stages, List<Device> devices) {
         this.stages = List.copyOf(stages);
         this.devices = List.copyOf(devices);
         AtomicInteger n = new AtomicInteger();
@@ -80,16 +80,16 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
             throw new IllegalArgumentException("a split of " + n + " layers over " + devs.size() + " devices needs "
                     + devs.size() + " counts >= 0 summing to " + n + ", got " + Arrays.toString(layers));
         }
-        List<GpuStage> stages = new ArrayList<>();
+        List<DecoderStage> stages = new ArrayList<>();
         try {
             int first = 0;
             for (int k = 0; k < layers.length; k++) {
-                stages.add(GpuStage.load(
+                stages.add(DecoderStage.load(
                         w, devs.get(k), precision, first, first + layers[k], k == 0, k == layers.length - 1));
                 first += layers[k];
             }
         } catch (RuntimeException | Error e) {
-            for (GpuStage s : stages) {
+            for (DecoderStage s : stages) {
                 s.close(); // frees what was uploaded; the devices stay the caller's, as when GpuModel.load fails
             }
             throw e;
@@ -132,7 +132,7 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
     }
 
     @Override
-    public List<GpuStage> stages() {
+    public List<DecoderStage> stages() {
         return stages;
     }
 
@@ -218,7 +218,7 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
             List<BlockingQueue<float[]>> handoff,
             AtomicReference<Throwable> failure)
             throws InterruptedException {
-        GpuStage st = stages.get(k);
+        DecoderStage st = stages.get(k);
         boolean last = k == stages.size() - 1;
         for (int i = 0; i < micro.size(); i++) {
             float[] in = k == 0 ? null : take(handoff.get(k - 1), failure);
@@ -290,7 +290,7 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
     public synchronized void close() {
         threads.shutdownNow();
         RuntimeException first = null;
-        for (GpuStage s : stages) {
+        for (DecoderStage s : stages) {
             try {
                 s.close();
             } catch (RuntimeException e) {

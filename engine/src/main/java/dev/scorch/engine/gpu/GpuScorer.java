@@ -124,7 +124,7 @@ public final class GpuScorer implements BatchScorer {
             int[] neededPos,
             int j0,
             int j1,
-            GpuStage last,
+            DecoderStage last,
             Buf hidden) {
         int vocab = out.vocab();
         int needed = j1 - j0;

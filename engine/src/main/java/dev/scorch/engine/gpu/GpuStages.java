@@ -6,7 +6,7 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * The model as a chain of {@link GpuStage}s, each micro-batch run through them in order: a {@link GpuModel} (one
+ * The model as a chain of {@link DecoderStage}s, each micro-batch run through them in order: a {@link GpuModel} (one
  * stage on one device) or a {@link GpuPipeline} (stages on several devices, working at once on different
  * micro-batches). What {@link GpuScorer} and {@link GpuDecodingModel} run on; a pipeline whose stages are spread over
  * several processes implements it too, its {@link #stages} being the local ones.
@@ -15,7 +15,7 @@ public interface GpuStages {
     ModelConfig config();
 
     /** The stages in pipeline order: the first holds embed_tokens, the last model.norm and lm_head. */
-    List<GpuStage> stages();
+    List<DecoderStage> stages();
 
     /** How many micro-batches a call over this many sequences is best split into (1: run it whole). */
     int microBatches(int sequences);
@@ -41,7 +41,7 @@ public interface GpuStages {
     /** What runs on the last stage with a micro-batch's final-normed hidden states [T, hidden]. */
     interface Finish<R> {
         /** hidden is the last stage's scratch, valid only during the call (read what is needed from it). */
-        R apply(int micro, GpuStage last, Buf hidden);
+        R apply(int micro, DecoderStage last, Buf hidden);
     }
 
     /**
@@ -52,7 +52,7 @@ public interface GpuStages {
 
     /** KV caches of every stage's layers for one sequence of up to capacity tokens, in stage order. */
     default GpuKvCache[] newCaches(int capacity) {
-        List<GpuStage> st = stages();
+        List<DecoderStage> st = stages();
         GpuKvCache[] out = new GpuKvCache[st.size()];
         try {
             for (int k = 0; k < out.length; k++) {
@@ -73,17 +73,17 @@ public interface GpuStages {
      * Runs micro on stages one after the other on the calling thread, the hidden states handed between stages
      * through the host in fp32 (exact).
      */
-    static <R> List<R> runInOrder(List<GpuStage> stages, List<Micro> micro, Finish<R> finish) {
+    static <R> List<R> runInOrder(List<DecoderStage> stages, List<Micro> micro, Finish<R> finish) {
         List<R> out = new ArrayList<>(micro.size());
         int last = stages.size() - 1;
         for (int i = 0; i < micro.size(); i++) {
             Micro m = micro.get(i);
             float[] hidden = null;
             for (int k = 0; k < last; k++) {
-                GpuStage st = stages.get(k);
+                DecoderStage st = stages.get(k);
                 hidden = st.forward(m.batch(), m.stage(k), m.routes(), hidden, st::read);
             }
-            GpuStage st = stages.get(last);
+            DecoderStage st = stages.get(last);
             int index = i;
             out.add(st.forward(m.batch(), m.stage(last), m.routes(), hidden, h -> finish.apply(index, st, h)));
         }

@@ -6,14 +6,14 @@ import dev.scorch.engine.scoring.ScoreRequest;
 import java.util.List;
 
 /**
- * Log-prob scoring on the last {@link GpuStage} of a pipeline whose earlier stages ran elsewhere (another node): the
+ * Log-prob scoring on the last {@link DecoderStage} of a pipeline whose earlier stages ran elsewhere (another node): the
  * stage's layers over the hidden states [T, hidden] handed to it, then lm_head and the log-softmax stats, a chunk of
  * rows at a time through {@link GpuScorer}'s own code, so the same kernels in the same order and the same bits.
  */
 public final class StageScorer {
-    private final GpuStage stage;
+    private final DecoderStage stage;
 
-    public StageScorer(GpuStage stage) {
+    public StageScorer(DecoderStage stage) {
         if (!stage.isLast()) {
             throw new IllegalArgumentException(
                     "scoring needs the last stage (lm_head); this one holds layers [" + stage.first() + ", "
@@ -22,7 +22,7 @@ public final class StageScorer {
         this.stage = stage;
     }
 
-    public GpuStage stage() {
+    public DecoderStage stage() {
         return stage;
     }
 

@@ -6,8 +6,8 @@ import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.gpu.Buf;
 import dev.scorch.engine.gpu.CpuDevice;
 import dev.scorch.engine.gpu.DecodeRows;
+import dev.scorch.engine.gpu.DecoderStage;
 import dev.scorch.engine.gpu.GemmPrecision;
-import dev.scorch.engine.gpu.GpuStage;
 import dev.scorch.engine.gpu.LatentCache;
 import dev.scorch.engine.gpu.PassScratch;
 import dev.scorch.engine.kernels.Linear;
@@ -20,7 +20,7 @@ import java.util.function.IntConsumer;
 
 /**
  * DeepseekV3ForCausalLM (Kimi K2, DeepSeek-V3/R1) on the CPU: embed_tokens → num_hidden_layers decoder layers → norm
- * → lm_head, logits in fp32. The block is {@link GpuStage}'s, the one written for every device, here on a
+ * → lm_head, logits in fp32. The block is {@link DecoderStage}'s, the one written for every device, here on a
  * {@link CpuDevice} over the caller's {@link Ops}; weights stay memory-mapped in their checkpoint dtype. A shard that
  * shrinks under its mapping fails the pass with a {@link dev.scorch.engine.checkpoint.CheckpointException} naming it
  * (the JVM's InternalError for a read past its new end, caught at each entry point here).
@@ -89,14 +89,14 @@ public final class DeepseekV3Model {
 
     private final ModelConfig config;
     private final Checkpoint checkpoint; // its mappings hold the weights: a fault reading them names the shard
-    private final GpuStage block; // every layer, with embed_tokens, model.norm and lm_head, weights as mapped
+    private final DecoderStage block; // every layer, with embed_tokens, model.norm and lm_head, weights as mapped
     private final Linear lmHead; // [vocab, hidden]
 
     public DeepseekV3Model(ModelWeights w) {
         config = w.config();
         checkpoint = w.checkpoint();
         // The weights are the checkpoint's tensors whatever device holds them: any CPU device loads them.
-        block = GpuStage.load(w, new CpuDevice(null), GemmPrecision.FP32, 0, config.numHiddenLayers());
+        block = DecoderStage.load(w, new CpuDevice(null), GemmPrecision.FP32, 0, config.numHiddenLayers());
         lmHead = w.linear("lm_head.weight");
     }
 

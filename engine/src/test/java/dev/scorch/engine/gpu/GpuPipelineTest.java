@@ -145,13 +145,13 @@ class GpuPipelineTest {
     void aStageChecksWhatItHoldsAndWhatItIsGiven() {
         ModelWeights w = ModelWeights.open(TestModels.conformanceModel());
         IllegalArgumentException e = assertThrows(
-                IllegalArgumentException.class, () -> GpuStage.load(w, new HostDevice(), P, 1, 2, true, false));
+                IllegalArgumentException.class, () -> DecoderStage.load(w, new HostDevice(), P, 1, 2, true, false));
         assertTrue(e.getMessage().startsWith("layers [1, 2) of 3: only a stage from layer 0"), e.getMessage());
-        assertThrows(IllegalArgumentException.class, () -> GpuStage.load(w, new HostDevice(), P, 2, 1));
-        assertThrows(IllegalArgumentException.class, () -> GpuStage.load(w, new HostDevice(), P, 0, 4));
+        assertThrows(IllegalArgumentException.class, () -> DecoderStage.load(w, new HostDevice(), P, 2, 1));
+        assertThrows(IllegalArgumentException.class, () -> DecoderStage.load(w, new HostDevice(), P, 0, 4));
         PackedBatch batch = PackedBatch.of(List.of(new int[] {1, 2, 3}));
-        try (GpuStage first = GpuStage.load(w, new HostDevice(), P, 0, 1);
-                GpuStage rest = GpuStage.load(w, new HostDevice(), P, 1, 3)) {
+        try (DecoderStage first = DecoderStage.load(w, new HostDevice(), P, 0, 1);
+                DecoderStage rest = DecoderStage.load(w, new HostDevice(), P, 1, 3)) {
             assertTrue(first.isFirst() && !first.isLast() && !rest.isFirst() && rest.isLast());
             e = assertThrows(IllegalArgumentException.class, () -> rest.forward(batch, null, null));
             assertEquals("stage of layers [1, 3) needs hidden states [3, 64], got none", e.getMessage());
@@ -200,7 +200,7 @@ class GpuPipelineTest {
             // The stage API by hand: the whole batch through each stage in turn, hidden states through the host
             float[] hidden = null;
             PackedBatch batch = PackedBatch.of(prompts);
-            for (GpuStage s : p.stages()) {
+            for (DecoderStage s : p.stages()) {
                 hidden = s.forward(batch, null, hidden);
             }
             assertArrayEquals(ref.hidden(), hidden, what + " final hidden states");

@@ -1,8 +1,8 @@
 package dev.scorch.udfs.pipeline;
 
+import dev.scorch.engine.gpu.DecoderStage;
 import dev.scorch.engine.gpu.Device;
 import dev.scorch.engine.gpu.GemmPrecision;
-import dev.scorch.engine.gpu.GpuStage;
 import dev.scorch.engine.gpu.HostDevice;
 import dev.scorch.engine.gpu.StageScorer;
 import dev.scorch.engine.gpu.cuda.CudaDevice;
@@ -46,13 +46,13 @@ final class StageCache {
         return STAGES.computeIfAbsent(key, k -> {
             ModelWeights w = ModelWeights.open(loaded.folder());
             int devices = Math.min(ordinals.size(), end - first);
-            List<GpuStage> stages = new ArrayList<>(devices);
+            List<DecoderStage> stages = new ArrayList<>(devices);
             try {
                 for (int d = 0; d < devices; d++) {
                     int[] sub = PipelinePartition.layers(end - first, devices, d);
                     Device dev = cuda ? new CudaDevice(ordinals.get(d)) : new HostDevice();
                     try {
-                        stages.add(GpuStage.load(w, dev, precision, first + sub[0], first + sub[1]));
+                        stages.add(DecoderStage.load(w, dev, precision, first + sub[0], first + sub[1]));
                     } catch (RuntimeException | Error e) {
                         dev.close();
                         throw e;
@@ -60,7 +60,7 @@ final class StageCache {
                 }
                 return new DeviceChain(stages);
             } catch (RuntimeException | Error e) {
-                for (GpuStage st : stages) {
+                for (DecoderStage st : stages) {
                     st.close();
                     st.device().close();
                 }
@@ -70,11 +70,11 @@ final class StageCache {
     }
 
     /**
-     * A node's stage as {@link GpuStage}s on its devices, run in turn (hidden states handed on through the host in fp32,
+     * A node's stage as {@link DecoderStage}s on its devices, run in turn (hidden states handed on through the host in fp32,
      * so the bits are one device's); the last node's last device scores with a {@link StageScorer}.
      */
-    record DeviceChain(List<GpuStage> stages, StageScorer scorer) implements StageEngine {
-        DeviceChain(List<GpuStage> stages) {
+    record DeviceChain(List<DecoderStage> stages, StageScorer scorer) implements StageEngine {
+        DeviceChain(List<DecoderStage> stages) {
             this(
                     List.copyOf(stages),
                     stages.get(stages.size() - 1).isLast() ? new StageScorer(stages.get(stages.size() - 1)) : null);
@@ -93,7 +93,7 @@ final class StageCache {
         @Override
         public float[] forward(PackedBatch batch, float[] in) {
             float[] h = in;
-            for (GpuStage st : stages) {
+            for (DecoderStage st : stages) {
                 h = st.forward(batch, null, h);
             }
             return h;

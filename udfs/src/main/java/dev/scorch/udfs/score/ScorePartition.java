@@ -2,10 +2,10 @@ package dev.scorch.udfs.score;
 
 import dev.scorch.engine.backend.BackendChoice;
 import dev.scorch.engine.backend.GpuMemoryBudget;
+import dev.scorch.engine.gpu.DecoderStage;
 import dev.scorch.engine.gpu.Device;
 import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.gpu.GpuScorer;
-import dev.scorch.engine.gpu.GpuStage;
 import dev.scorch.engine.gpu.GpuStages;
 import dev.scorch.engine.gpu.cuda.Cuda;
 import dev.scorch.engine.gpu.cuda.CudaDevice;
@@ -204,7 +204,7 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
             gpus.add(Integer.toString(o));
         }
         StringJoiner layers = new StringJoiner("/", ", pipeline of layers ", "");
-        for (GpuStage st : stages.stages()) {
+        for (DecoderStage st : stages.stages()) {
             layers.add(Integer.toString(st.end() - st.first()));
         }
         return stages.stages().size() == 1 ? gpus.toString() : gpus + layers.toString();
@@ -225,9 +225,9 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
      */
     static int gpuBatchTokens(GpuStages stages, int asked, int minTokens) {
         int fit = Integer.MAX_VALUE;
-        GpuStage tightest = null;
+        DecoderStage tightest = null;
         long tightestFree = 0;
-        for (GpuStage st : stages.stages()) {
+        for (DecoderStage st : stages.stages()) {
             GpuMemoryBudget budget = GpuMemoryBudget.of(
                     stages.config(), st.precision(), st.device().batchesGroups());
             long free;

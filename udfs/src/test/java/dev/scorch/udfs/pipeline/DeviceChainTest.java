@@ -3,8 +3,8 @@ package dev.scorch.udfs.pipeline;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import dev.scorch.engine.gpu.DecoderStage;
 import dev.scorch.engine.gpu.GemmPrecision;
-import dev.scorch.engine.gpu.GpuStage;
 import dev.scorch.engine.gpu.HostDevice;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.runtime.PackedBatch;
@@ -58,10 +58,10 @@ class DeviceChainTest {
     }
 
     private static StageCache.DeviceChain chain(ModelWeights w, int first, int end, int devices) {
-        List<GpuStage> stages = new ArrayList<>();
+        List<DecoderStage> stages = new ArrayList<>();
         for (int d = 0; d < devices; d++) {
             int[] sub = PipelinePartition.layers(end - first, devices, d);
-            stages.add(GpuStage.load(w, new HostDevice(), GemmPrecision.BF16X3, first + sub[0], first + sub[1]));
+            stages.add(DecoderStage.load(w, new HostDevice(), GemmPrecision.BF16X3, first + sub[0], first + sub[1]));
         }
         return new StageCache.DeviceChain(stages);
     }

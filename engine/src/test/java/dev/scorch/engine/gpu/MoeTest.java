@@ -17,12 +17,12 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
 /**
- * The MoE on the device ({@link GpuMoe}: routing, permutation, one grouped GEMM per projection over all experts, the
+ * The MoE on the device ({@link Moe}: routing, permutation, one grouped GEMM per projection over all experts, the
  * combine) against the per-expert path it replaced, on {@link HostDevice}: the routing read back, each expert's tokens
  * gathered and run through that expert's MLP alone, summed per token in ascending expert id, plus the shared experts.
  * Equal to the bit, in every GEMM precision, with BF16 experts (the conformance model), INT4 (packed) and FP8 (codes).
  */
-class GpuMoeTest {
+class MoeTest {
     static final int T = 23;
 
     @ParameterizedTest
@@ -54,8 +54,8 @@ class GpuMoeTest {
         ProfilingDevice dev = new ProfilingDevice(new HostDevice());
         DeviceWeights w = new DeviceWeights(mw, dev, p);
         String prefix = WeightLayout.layer(firstMoeLayer(c)) + "mlp.";
-        GpuMoe moe = new GpuMoe(w, c, prefix);
-        GpuPass pass = pass(dev, p);
+        Moe moe = new Moe(w, c, prefix);
+        Pass pass = pass(dev, p);
         Buf x = dev.upload(input(c));
         dev.reset();
         moe.forward(pass, x, T, null);
@@ -74,14 +74,14 @@ class GpuMoeTest {
         HostDevice dev = new HostDevice();
         DeviceWeights w = new DeviceWeights(mw, dev, p);
         String prefix = WeightLayout.layer(firstMoeLayer(c)) + "mlp.";
-        GpuPass pass = pass(dev, p);
+        Pass pass = pass(dev, p);
         float[] xh = input(c);
         Buf x = dev.upload(xh);
         int hidden = c.hiddenSize();
         int topK = c.numExpertsPerTok();
         int[] routes = new int[T * topK];
         float[] got = new float[T * hidden];
-        dev.read(new GpuMoe(w, c, prefix).forward(pass, x, T, routes), got, 0, got.length);
+        dev.read(new Moe(w, c, prefix).forward(pass, x, T, routes), got, 0, got.length);
 
         // The per-expert path: the router again, then each expert hit over its own tokens.
         RouterShape r = RouterShape.of(c);
@@ -113,7 +113,7 @@ class GpuMoeTest {
             used++;
             Buf xe = dev.alloc(Buf.Kind.F32, (long) n * hidden);
             dev.gatherRows(x, dev.upload(java.util.Arrays.copyOf(rows, n)), n, hidden, xe);
-            Buf ye = GpuMlp.load(w, prefix + "experts." + e + ".", hidden).forward(pass, xe, n);
+            Buf ye = Mlp.load(w, prefix + "experts." + e + ".", hidden).forward(pass, xe, n);
             for (int j = 0; j < n; j++) {
                 out[pairOf[j]] = new float[hidden];
                 dev.read(ye.slice((long) j * hidden, hidden), out[pairOf[j]], 0, hidden);
@@ -122,7 +122,7 @@ class GpuMoeTest {
         assertTrue(used > 1, "the input reaches more than one expert");
         float[] shared = new float[T * hidden];
         if (c.nSharedExperts() > 0) {
-            dev.read(GpuMlp.load(w, prefix + "shared_experts.", hidden).forward(pass, x, T), shared, 0, shared.length);
+            dev.read(Mlp.load(w, prefix + "shared_experts.", hidden).forward(pass, x, T), shared, 0, shared.length);
         }
         float[] want = new float[T * hidden];
         for (int t = 0; t < T; t++) {
@@ -146,8 +146,8 @@ class GpuMoeTest {
         throw new AssertionError("no MoE layer");
     }
 
-    static GpuPass pass(Device dev, GemmPrecision p) {
-        return new GpuPass(dev, p, new Arena(dev, Buf.Kind.F32, 1 << 20), new Arena(dev, Buf.Kind.I32, 1 << 16));
+    static Pass pass(Device dev, GemmPrecision p) {
+        return new Pass(dev, p, new Arena(dev, Buf.Kind.F32, 1 << 20), new Arena(dev, Buf.Kind.I32, 1 << 16));
     }
 
     /** Hidden states of the scale a layer sees (the model's RMSNorm output is near unit scale). */

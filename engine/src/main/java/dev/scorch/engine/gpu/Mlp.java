@@ -8,9 +8,9 @@ package dev.scorch.engine.gpu;
  * @param hidden       hidden_size
  * @param inter        intermediate size
  */
-record GpuMlp(Buf gateUpProj, Buf downProj, int hidden, int inter) {
-    static GpuMlp load(DeviceWeights w, String prefix, int hidden) {
-        return new GpuMlp(
+record Mlp(Buf gateUpProj, Buf downProj, int hidden, int inter) {
+    static Mlp load(DeviceWeights w, String prefix, int hidden) {
+        return new Mlp(
                 w.stacked(prefix + "gate_proj.weight", prefix + "up_proj.weight"),
                 w.linear(prefix + "down_proj.weight"),
                 hidden,
@@ -18,7 +18,7 @@ record GpuMlp(Buf gateUpProj, Buf downProj, int hidden, int inter) {
     }
 
     /** SwiGLU MLP: down_proj(silu(gate_proj(x)) * up_proj(x)), x [rows, hidden] → [rows, hidden]. */
-    Buf forward(GpuPass p, Buf x, int rows) {
+    Buf forward(Pass p, Buf x, int rows) {
         Buf act = p.floats().take((long) rows * inter); // silu(gate_proj(x)) * up_proj(x)
         p.dev().gemmSwiglu(x, rows, hidden, gateUpProj, inter, act, p.precision(), p.rows(), p.floats()::take);
         Buf out = p.floats().take((long) rows * hidden);

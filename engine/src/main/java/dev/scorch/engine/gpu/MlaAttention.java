@@ -10,7 +10,7 @@ import dev.scorch.engine.runtime.PackedBatch;
  * of its own tokens; one with cached tokens (a decode step) in the absorbed form over its latent cache
  * ({@link Device#mlaDecode}), so a step's cost grows with the cache only through the attention itself.
  */
-final class GpuAttention {
+final class MlaAttention {
     private final int layer;
     private final int hidden;
     private final int heads;
@@ -31,7 +31,7 @@ final class GpuAttention {
     private final Buf kvBProjAbsorbed;
     private final Buf oProj; // [hidden, heads * v_head]
 
-    GpuAttention(DeviceWeights w, ModelConfig c, String prefix, int layer) {
+    MlaAttention(DeviceWeights w, ModelConfig c, String prefix, int layer) {
         this.layer = layer;
         hidden = c.hiddenSize();
         heads = c.numAttentionHeads();
@@ -60,7 +60,7 @@ final class GpuAttention {
     }
 
     /** Multi-head latent attention of h [T, hidden] → [T, hidden]. */
-    Buf forward(GpuPass p, Buf h, AttentionBatch b, LatentCache[] caches) {
+    Buf forward(Pass p, Buf h, AttentionBatch b, LatentCache[] caches) {
         Device dev = p.dev();
         int t = b.packed().numTokens();
         int qHead = qkNope + qkRope;

@@ -7,17 +7,17 @@ import dev.scorch.engine.model.RouterShape;
  * DeepseekV3MoE on a device: the noaux_tc router (its gate in fp32), then the routed experts and the shared experts
  * through {@link Device#moeExperts}, each token's experts summed in ascending id on every device.
  */
-final class GpuMoe {
+final class Moe {
     private final Buf gate; // [n_routed_experts, hidden], fp32
     private final Buf eScoreCorrectionBias; // [n_routed_experts]
     private final Buf[] gateUp; // experts.{e}: gate_proj and up_proj stacked, [2 · moe_intermediate, hidden]
     private final Buf[] down; // experts.{e}.down_proj, [hidden, moe_intermediate]
-    private final GpuMlp sharedExperts; // null when n_shared_experts is 0
+    private final Mlp sharedExperts; // null when n_shared_experts is 0
     private final RouterShape router;
     private final int hidden;
     private final int inter; // moe_intermediate_size
 
-    GpuMoe(DeviceWeights w, ModelConfig c, String prefix) {
+    Moe(DeviceWeights w, ModelConfig c, String prefix) {
         gate = w.fp32(prefix + "gate.weight");
         eScoreCorrectionBias = w.vector(prefix + "gate.e_score_correction_bias");
         hidden = c.hiddenSize();
@@ -25,11 +25,11 @@ final class GpuMoe {
         gateUp = new Buf[c.nRoutedExperts()];
         down = new Buf[c.nRoutedExperts()];
         for (int e = 0; e < gateUp.length; e++) {
-            GpuMlp expert = GpuMlp.load(w, prefix + "experts." + e + ".", hidden);
+            Mlp expert = Mlp.load(w, prefix + "experts." + e + ".", hidden);
             gateUp[e] = expert.gateUpProj();
             down[e] = expert.downProj();
         }
-        sharedExperts = c.nSharedExperts() > 0 ? GpuMlp.load(w, prefix + "shared_experts.", hidden) : null;
+        sharedExperts = c.nSharedExperts() > 0 ? Mlp.load(w, prefix + "shared_experts.", hidden) : null;
         router = RouterShape.of(c);
     }
 
@@ -38,7 +38,7 @@ final class GpuMoe {
      * host on a GPU. routes, when not null, receives each token's experts [T, top_k] (a read back, for tests and
      * diagnostics).
      */
-    Buf forward(GpuPass p, Buf x, int t, int[] routes) {
+    Buf forward(Pass p, Buf x, int t, int[] routes) {
         Device dev = p.dev();
         int nExperts = router.nRoutedExperts();
         int topK = router.numExpertsPerTok();

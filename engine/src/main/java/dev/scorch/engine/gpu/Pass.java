@@ -4,8 +4,8 @@ package dev.scorch.engine.gpu;
  * What a block part needs while a forward pass runs: the device, the GEMM precision, the pass's scratch arenas
  * (floats, ints), whose slices live until the layer or the pass gives them back, and which rows are decode rows.
  */
-record GpuPass(Device dev, GemmPrecision precision, Arena floats, Arena ints, DecodeRows rows) {
-    GpuPass(Device dev, GemmPrecision precision, Arena floats, Arena ints) {
+record Pass(Device dev, GemmPrecision precision, Arena floats, Arena ints, DecodeRows rows) {
+    Pass(Device dev, GemmPrecision precision, Arena floats, Arena ints) {
         this(dev, precision, floats, ints, DecodeRows.NONE);
     }
 

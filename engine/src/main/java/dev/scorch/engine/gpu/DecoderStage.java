@@ -9,7 +9,7 @@ import java.util.function.Function;
 
 /**
  * Decoder layers [first, end) of DeepseekV3ForCausalLM on one {@link Device}: the forward pass, written once for every
- * device (its blocks' parts in {@link GpuAttention}, {@link GpuMlp} and {@link GpuMoe}). On a GPU the weights are
+ * device (its blocks' parts in {@link MlaAttention}, {@link Mlp} and {@link Moe}). On a GPU the weights are
  * resident on the device (linears and the embedding table in the {@link GemmPrecision}'s dtype, the router gate always
  * in fp32 so expert choice matches the CPU's) and activations stay there between kernels; on a {@link CpuDevice} the
  * weights are the checkpoint's mapped tensors. YaRN cos/sin come from {@link Rope}. The first stage (from layer 0)
@@ -20,7 +20,7 @@ import java.util.function.Function;
  * <p>The forward methods without a {@link PassScratch} run one at a time per stage (a GPU has one stream and this
  * stage's one scratch): callers on several threads take turns. The CPU model passes each workspace's own.
  */
-public final class GpuStage implements AutoCloseable {
+public final class DecoderStage implements AutoCloseable {
     private final ModelConfig config;
     private final Device dev;
     private final GemmPrecision precision;
@@ -37,10 +37,9 @@ public final class GpuStage implements AutoCloseable {
     private final PassScratch own; // the passes of the forward methods without a scratch of their own
 
     /** One block: input RMSNorm → MLA → residual → post-attention RMSNorm → dense MLP or MoE → residual. */
-    private record Layer(
-            Buf inputLayernorm, GpuAttention selfAttn, Buf postAttentionLayernorm, GpuMlp mlp, GpuMoe moe) {}
+    private record Layer(Buf inputLayernorm, MlaAttention selfAttn, Buf postAttentionLayernorm, Mlp mlp, Moe moe) {}
 
-    private GpuStage(
+    private DecoderStage(
             ModelWeights w, Device dev, GemmPrecision precision, int first, int end, boolean embedding, boolean head) {
         this.config = w.config();
         int n = config.numHiddenLayers();
@@ -71,10 +70,10 @@ public final class GpuStage implements AutoCloseable {
                 String p = WeightLayout.layer(i);
                 layers[i - first] = new Layer(
                         weights.vector(p + "input_layernorm.weight"),
-                        new GpuAttention(weights, config, p + "self_attn.", i - first), // cache layer i - first
+                        new MlaAttention(weights, config, p + "self_attn.", i - first), // cache layer i - first
                         weights.vector(p + "post_attention_layernorm.weight"),
-                        config.isMoeLayer(i) ? null : GpuMlp.load(weights, p + "mlp.", config.hiddenSize()),
-                        config.isMoeLayer(i) ? new GpuMoe(weights, config, p + "mlp.") : null);
+                        config.isMoeLayer(i) ? null : Mlp.load(weights, p + "mlp.", config.hiddenSize()),
+                        config.isMoeLayer(i) ? new Moe(weights, config, p + "mlp.") : null);
             }
             norm = head ? weights.vector("model.norm.weight") : null;
             lmHead = head ? weights.linear("lm_head.weight") : null;
@@ -91,7 +90,7 @@ public final class GpuStage implements AutoCloseable {
      * Uploads layers [first, end) of the model to dev, with embed_tokens when first is 0 and model.norm and lm_head when
      * end is num_hidden_layers.
      */
-    public static GpuStage load(ModelWeights w, Device dev, GemmPrecision precision, int first, int end) {
+    public static DecoderStage load(ModelWeights w, Device dev, GemmPrecision precision, int first, int end) {
         return load(w, dev, precision, first, end, first == 0, end == w.config().numHiddenLayers());
     }
 
@@ -100,9 +99,9 @@ public final class GpuStage implements AutoCloseable {
      * and lm_head when head (end must be num_hidden_layers): a stage of no layers next to one that starts at layer 0 or
      * ends at the last layer holds the embedding or the head alone.
      */
-    public static GpuStage load(
+    public static DecoderStage load(
             ModelWeights w, Device dev, GemmPrecision precision, int first, int end, boolean embedding, boolean head) {
-        return new GpuStage(w, dev, precision, first, end, embedding, head);
+        return new DecoderStage(w, dev, precision, first, end, embedding, head);
     }
 
     public ModelConfig config() {
@@ -174,7 +173,7 @@ public final class GpuStage implements AutoCloseable {
      * can start. in is the incoming hidden states [T, hidden] in fp32 from the stage before, null at the first stage
      * (which starts from batch's token ids). caches, when not null, holds one cache of this stage's layers per
      * sequence ({@link #newCache}), positions numbered from its length; every token's latent and k_pe are appended,
-     * and a sequence whose cache held tokens attends over all of it in the absorbed form ({@link GpuAttention}).
+     * and a sequence whose cache held tokens attends over all of it in the absorbed form ({@link MlaAttention}).
      * routes, when not null, is [model's MoE layer][T * top_k] and receives each token's experts in this stage's
      * MoE layers' rows (a pipeline's stages fill one routes array between them).
      */
@@ -240,7 +239,7 @@ public final class GpuStage implements AutoCloseable {
             dev.write(x, in, 0, in.length);
         }
         AttentionBatch b = batch(scratch, batch, caches);
-        GpuPass pass = new GpuPass(dev, precision, floats, ints, b.rows());
+        Pass pass = new Pass(dev, precision, floats, ints, b.rows());
         double eps = config.rmsNormEps();
         int moeIndex = firstMoe;
         for (int l = 0; l < layers.length; l++) {
