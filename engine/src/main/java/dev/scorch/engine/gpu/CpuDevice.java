@@ -22,7 +22,7 @@ import java.util.function.LongFunction;
  * <p>A device holds per-call scratch: one pass at a time (the model keeps one per workspace). Its kernels take whole
  * arrays, so its scratch is one array per slice ({@link #slicesScratch}).
  */
-public final class CpuDevice implements Device {
+public final class CpuDevice extends HeapDevice {
     private final Ops ops;
     private final RmsNorm.Rows norm = new RmsNorm.Rows();
     private final NoauxTcRouter.Scratch router = new NoauxTcRouter.Scratch();
@@ -85,47 +85,6 @@ public final class CpuDevice implements Device {
     }
 
     // --- Memory
-
-    @Override
-    public Buf alloc(Buf.Kind kind, long n) {
-        if (kind != Buf.Kind.F32 && kind != Buf.Kind.I32) {
-            throw new IllegalArgumentException("the CPU device allocates F32 and I32 buffers, not " + kind);
-        }
-        int len = Math.toIntExact(n);
-        return new Buf(kind == Buf.Kind.I32 ? new int[len] : new float[len], kind, 0, n);
-    }
-
-    @Override
-    public void free(Buf b) {}
-
-    @Override
-    public void zero(Buf b) {
-        if (b.kind() == Buf.Kind.I32) {
-            Arrays.fill(ints(b), off(b), off(b) + len(b), 0);
-        } else {
-            Arrays.fill(floats(b), off(b), off(b) + len(b), 0f);
-        }
-    }
-
-    @Override
-    public void write(Buf dst, float[] src, int off, int n) {
-        System.arraycopy(src, off, floats(dst.need(Buf.Kind.F32, n, "write")), off(dst), n);
-    }
-
-    @Override
-    public void write(Buf dst, int[] src, int off, int n) {
-        System.arraycopy(src, off, ints(dst.need(Buf.Kind.I32, n, "write")), off(dst), n);
-    }
-
-    @Override
-    public void read(Buf src, float[] dst, int off, int n) {
-        System.arraycopy(floats(src.need(Buf.Kind.F32, n, "read")), off(src), dst, off, n);
-    }
-
-    @Override
-    public void read(Buf src, int[] dst, int off, int n) {
-        System.arraycopy(ints(src.need(Buf.Kind.I32, n, "read")), off(src), dst, off, n);
-    }
 
     /** The checkpoint's tensors as they lie, whatever the precision: the kernels decode every dtype as they multiply. */
     @Override
@@ -837,27 +796,5 @@ public final class CpuDevice implements Device {
 
     private static int[] grow(int[] a, int n) {
         return a.length >= n ? a : new int[n];
-    }
-
-    private static float[] floats(Buf b) {
-        if (!(b.storage() instanceof float[] a)) {
-            throw new IllegalArgumentException("not a float buffer of the CPU device");
-        }
-        return a;
-    }
-
-    private static int[] ints(Buf b) {
-        if (!(b.storage() instanceof int[] a)) {
-            throw new IllegalArgumentException("not an int buffer of the CPU device");
-        }
-        return a;
-    }
-
-    private static int off(Buf b) {
-        return (int) b.offset();
-    }
-
-    private static int len(Buf b) {
-        return (int) b.length();
     }
 }

@@ -11,8 +11,7 @@ import dev.scorch.engine.scoring.LogSoftmax;
  * with the same rounding (BF16 weights and GEMM inputs, fp32 sums, log-sum-exp in fp64). Tests run
  * {@link GpuModel} on it to check the GPU path's model code without a GPU; it is not meant to be fast.
  */
-public final class HostDevice implements Device {
-    private long allocated;
+public final class HostDevice extends HeapDevice {
     private long dequantScratchBytes;
 
     @Override
@@ -28,51 +27,6 @@ public final class HostDevice implements Device {
     @Override
     public long freeBytes() {
         return Runtime.getRuntime().maxMemory() - allocated;
-    }
-
-    @Override
-    public Buf alloc(Buf.Kind kind, long n) {
-        if (kind == Buf.Kind.INT4 || kind == Buf.Kind.FP8) {
-            throw new IllegalArgumentException(kind + " weights come from int4Weight or fp8Weight, not alloc");
-        }
-        int len = Math.toIntExact(n);
-        allocated += n * kind.bytes();
-        Object storage = kind == Buf.Kind.I32 ? new int[len] : new float[len];
-        return new Buf(storage, kind, 0, n);
-    }
-
-    @Override
-    public void free(Buf b) {
-        allocated -= b.bytes();
-    }
-
-    @Override
-    public void zero(Buf b) {
-        if (b.kind() == Buf.Kind.I32) {
-            java.util.Arrays.fill(ints(b), off(b), off(b) + len(b), 0);
-        } else {
-            java.util.Arrays.fill(floats(b), off(b), off(b) + len(b), 0f);
-        }
-    }
-
-    @Override
-    public void write(Buf dst, float[] src, int off, int n) {
-        System.arraycopy(src, off, floats(dst.need(Buf.Kind.F32, n, "write")), off(dst), n);
-    }
-
-    @Override
-    public void write(Buf dst, int[] src, int off, int n) {
-        System.arraycopy(src, off, ints(dst.need(Buf.Kind.I32, n, "write")), off(dst), n);
-    }
-
-    @Override
-    public void read(Buf src, float[] dst, int off, int n) {
-        System.arraycopy(floats(src.need(Buf.Kind.F32, n, "read")), off(src), dst, off, n);
-    }
-
-    @Override
-    public void read(Buf src, int[] dst, int off, int n) {
-        System.arraycopy(ints(src.need(Buf.Kind.I32, n, "read")), off(src), dst, off, n);
     }
 
     @Override
@@ -667,26 +621,4 @@ public final class HostDevice implements Device {
 
     @Override
     public void close() {}
-
-    private static float[] floats(Buf b) {
-        if (!(b.storage() instanceof float[] a)) {
-            throw new IllegalArgumentException("not a float buffer of this device");
-        }
-        return a;
-    }
-
-    private static int[] ints(Buf b) {
-        if (!(b.storage() instanceof int[] a)) {
-            throw new IllegalArgumentException("not an int buffer of this device");
-        }
-        return a;
-    }
-
-    private static int off(Buf b) {
-        return (int) b.offset();
-    }
-
-    private static int len(Buf b) {
-        return (int) b.length();
-    }
 }
