@@ -33,4 +33,26 @@ class ArenaTest {
         a.close();
         assertEquals(dev.totalBytes(), dev.freeBytes(), "every block freed");
     }
+
+    @Test
+    void onTheCpuEachSliceIsAWholeArrayReusedByItsPlaceInThePass() {
+        CpuDevice dev = new CpuDevice(null); // memory only
+        Arena a = new Arena(dev, Buf.Kind.F32, 1000);
+        Buf x = a.take(300);
+        long mark = a.mark();
+        Buf layer1 = a.take(600);
+        Buf layer1b = a.take(10);
+        a.release(mark);
+        Buf layer2 = a.take(500);
+        assertEquals(0, x.offset());
+        assertEquals(0, layer2.offset(), "the CPU kernels take arrays from their start");
+        assertSame(layer1.storage(), layer2.storage(), "the layer's first slice reuses the last layer's first");
+        assertEquals(500, layer2.length());
+        Buf grown = a.take(20); // the second slice of this layer is larger than the last layer's: a new array
+        assertTrue(grown.storage() != layer1b.storage());
+        assertEquals(20, ((float[]) grown.storage()).length);
+        a.reset();
+        assertSame(x.storage(), a.take(300).storage(), "the next pass reuses them in order");
+        assertEquals((300 + 600 + 20) * 4L, a.bytes());
+    }
 }
