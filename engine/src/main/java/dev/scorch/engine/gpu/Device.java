@@ -197,7 +197,7 @@ public interface Device extends AutoCloseable {
      * x[r·stride + offset + rank ..][:ropeDim] rotated by the angles of positions[r] (as {@link #copyCols} then one
      * head of {@link #rope}).
      */
-    void rmsNormRope(
+    default void rmsNormRope(
             Buf x,
             int rows,
             int stride,
@@ -209,7 +209,11 @@ public interface Device extends AutoCloseable {
             Buf positions,
             Buf cosSin,
             Buf latent,
-            Buf kPe);
+            Buf kPe) {
+        rmsNorm(x, rows, stride, offset, rank, weight, eps, latent);
+        copyCols(x, rows, stride, offset + rank, ropeDim, kPe, ropeDim, 0);
+        rope(kPe, rows, 1, ropeDim, 0, 0, ropeDim, positions, cosSin);
+    }
 
     /** dst[r·dstStride + dstOff + c] = src[r·srcStride + srcOff + c] for r < rows, c < width. */
     void copyCols(Buf src, int rows, int srcStride, int srcOff, int width, Buf dst, int dstStride, int dstOff);

@@ -274,25 +274,6 @@ public final class HostDevice extends HeapDevice {
     }
 
     @Override
-    public void rmsNormRope(
-            Buf x,
-            int rows,
-            int stride,
-            int offset,
-            int rank,
-            Buf weight,
-            double eps,
-            int ropeDim,
-            Buf positions,
-            Buf cosSin,
-            Buf latent,
-            Buf kPe) {
-        rmsNorm(x, rows, stride, offset, rank, weight, eps, latent);
-        copyCols(x, rows, stride, offset + rank, ropeDim, kPe, ropeDim, 0);
-        rope(kPe, rows, 1, ropeDim, 0, 0, ropeDim, positions, cosSin);
-    }
-
-    @Override
     public void copyCols(Buf src, int rows, int srcStride, int srcOff, int width, Buf dst, int dstStride, int dstOff) {
         for (int r = 0; r < rows; r++) {
             System.arraycopy(
