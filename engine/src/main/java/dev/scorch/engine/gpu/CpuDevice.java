@@ -23,6 +23,15 @@ import java.util.function.LongFunction;
  * arrays, so its scratch is one array per slice ({@link #slicesScratch}).
  */
 public final class CpuDevice extends HeapDevice {
+    // Fresh sequences' keys and values are expanded from their latents in groups of whole sequences of up to this many
+    // rows: 256 = PackedGemm.MB, the rows kv_b_proj runs per decode of its weights, so longer groups only add memory.
+    static final int KV_GROUP_ROWS = 256;
+    // Rows per pass through a dense MLP: its [rows, intermediate] activations hold at most CHUNK_FLOATS each however
+    // long the batch, and at least ROW_CHUNK rows (= PackedGemm.MB). An MLP as narrow as an expert takes a 2,048-token
+    // batch in one pass.
+    static final int ROW_CHUNK = 256;
+    static final int CHUNK_FLOATS = 1 << 19;
+
     private final Ops ops;
     private final RmsNorm.Rows norm = new RmsNorm.Rows();
     private final NoauxTcRouter.Scratch router = new NoauxTcRouter.Scratch();
@@ -41,6 +50,10 @@ public final class CpuDevice extends HeapDevice {
         float[][] groupX = new float[0][]; // a decode step's experts' tokens
         float[][] groupGu = new float[0][];
         float[][] groupOut = new float[0][];
+        float[] chunkX = new float[0]; // a chunk of a long batch's rows [chunk, hidden], in and out
+        float[] chunkOut = new float[0];
+        float[] groupLatent = new float[0]; // a group of fresh sequences' latents [rows, kv_lora_rank]
+        float[] kv = new float[0]; // and their keys and values [rows, heads, qk_nope + v_head]
     }
 
     public CpuDevice(Ops ops) {
@@ -222,6 +235,115 @@ public final class CpuDevice extends HeapDevice {
         }
     }
 
+    /** A long batch a chunk of rows at a time (see CHUNK_FLOATS); a decode step's as one group of matmuls. */
+    @Override
+    public void mlp(
+            Buf x,
+            int m,
+            int hidden,
+            Buf gateUp,
+            Buf down,
+            int inter,
+            Buf out,
+            GemmPrecision precision,
+            DecodeRows rows,
+            LongFunction<Buf> floats) {
+        mlpChunks(
+                whole(x, (long) m * hidden, "mlp x"),
+                m,
+                hidden,
+                gateUp,
+                down,
+                rows,
+                whole(out, (long) m * hidden, "mlp out"));
+    }
+
+    /** {@link #mlp(float[], int, Buf, Buf, DecodeRows, float[])} a chunk of rows at a time; out may be x. */
+    private void mlpChunks(float[] xs, int m, int hidden, Buf gateUp, Buf down, DecodeRows rows, float[] ys) {
+        int chunk = Math.max(ROW_CHUNK, CHUNK_FLOATS / ((Linear[]) gateUp.storage())[0].out());
+        if (rows.allDecode() || m <= chunk) {
+            mlp(xs, m, gateUp, down, rows, ys);
+            return;
+        }
+        float[] xc = s.chunkX = grow(s.chunkX, chunk * hidden);
+        float[] yc = s.chunkOut = grow(s.chunkOut, chunk * hidden);
+        for (int r0 = 0; r0 < m; r0 += chunk) {
+            int n = Math.min(chunk, m - r0);
+            int from = r0;
+            ops.forEachRow(n, i -> System.arraycopy(xs, (from + i) * hidden, xc, i * hidden, hidden));
+            mlp(xc, n, gateUp, down, rows.range(r0, r0 + n), yc);
+            ops.forEachRow(n, i -> System.arraycopy(yc, i * hidden, ys, (from + i) * hidden, hidden));
+        }
+    }
+
+    /**
+     * Keys and values expanded a group of whole fresh sequences at a time, at most KV_GROUP_ROWS rows unless one
+     * sequence is longer (rows between them, a cached sequence's, are expanded too and not attended): the expanded keys
+     * and values of the whole batch (64 KiB a row for Kimi K2) never exist at once. Each row's bits do not depend on
+     * its group.
+     */
+    @Override
+    public void mlaPrefill(
+            Buf q,
+            Buf latent,
+            Buf kPe,
+            Buf kvBProj,
+            Buf keyStart,
+            Buf keyLen,
+            Buf tiles,
+            int numTiles,
+            int t,
+            int heads,
+            int qkNope,
+            int qkRope,
+            int vHead,
+            int kvLoraRank,
+            float scale,
+            Buf out,
+            GemmPrecision precision,
+            DecodeRows rows,
+            LongFunction<Buf> floats) {
+        Linear w = linears(kvBProj, heads * (qkNope + vHead), kvLoraRank)[0];
+        float[] qs = whole(q, (long) t * heads * (qkNope + qkRope), "mlaPrefill q");
+        float[] lat = whole(latent, (long) t * kvLoraRank, "mlaPrefill latent");
+        float[] kp = whole(kPe, (long) t * qkRope, "mlaPrefill kPe");
+        float[] os = whole(out, (long) t * heads * vHead, "mlaPrefill out");
+        int[][] seqs = sequences(tiles, numTiles, keyStart);
+        int[] start = seqs[0];
+        int[] len = seqs[1];
+        int longest = 0;
+        for (int l : len) {
+            longest = Math.max(longest, l);
+        }
+        int cap = Math.max(KV_GROUP_ROWS, longest);
+        float[] groupLatent = s.groupLatent = grow(s.groupLatent, cap * kvLoraRank); // [group rows, kv_lora_rank]
+        float[] kv = s.kv = grow(s.kv, cap * heads * (qkNope + vHead)); // [group rows, heads, k_nope | v]
+        for (int g0 = 0, g1; g0 < start.length; g0 = g1) {
+            int row0 = start[g0];
+            g1 = g0 + 1;
+            while (g1 < start.length && start[g1] + len[g1] - row0 <= cap) {
+                g1++;
+            }
+            int n = start[g1 - 1] + len[g1 - 1] - row0;
+            System.arraycopy(lat, row0 * kvLoraRank, groupLatent, 0, n * kvLoraRank);
+            ops.matmul(groupLatent, n, w, kv); // the attended rows are prefill rows
+            ops.attention(
+                    new MlaInputs(
+                            qs,
+                            kv,
+                            kp,
+                            heads,
+                            qkNope,
+                            qkRope,
+                            vHead,
+                            Arrays.copyOfRange(start, g0, g1),
+                            Arrays.copyOfRange(len, g0, g1),
+                            scale,
+                            row0),
+                    os);
+        }
+    }
+
     /** out = silu(gate_proj(x)) · up_proj(x), computed in out itself: no [m, 2 · inter] intermediate. */
     @Override
     public void gemmSwiglu(
@@ -319,7 +441,7 @@ public final class CpuDevice extends HeapDevice {
             }
             int nRows = n;
             ops.forEachRow(nRows, j -> System.arraycopy(xs, tokens[j] * hidden, xe, j * hidden, hidden));
-            mlp(xe, nRows, gateUp[e], down[e], rows.rows(tokens, nRows), xe); // xe: e's tokens, then its output
+            mlpChunks(xe, nRows, hidden, gateUp[e], down[e], rows.rows(tokens, nRows), xe); // e's tokens, then output
             // Each token of e is a different row of y: rows spread over the threads.
             ops.forEachRow(nRows, j -> {
                 int yo = tokens[j] * hidden;
@@ -331,7 +453,7 @@ public final class CpuDevice extends HeapDevice {
         }
         if (sharedGateUp != null) {
             float[] shared = s.shared = grow(s.shared, t * hidden);
-            mlp(xs, t, sharedGateUp, sharedDown, rows, shared);
+            mlpChunks(xs, t, hidden, sharedGateUp, sharedDown, rows, shared);
             ops.forEachRow(t, i -> {
                 for (int d = i * hidden; d < (i + 1) * hidden; d++) {
                     ys[d] += shared[d];
@@ -605,6 +727,24 @@ public final class CpuDevice extends HeapDevice {
             int vHead,
             float scale,
             Buf out) {
+        int[][] seqs = sequences(tiles, numTiles, keyStart);
+        ops.attention(
+                new MlaInputs(
+                        whole(q, (long) t * heads * (qkNope + qkRope), "mlaAttention q"),
+                        whole(kv, (long) t * heads * (qkNope + vHead), "mlaAttention kv"),
+                        whole(kPe, (long) t * qkRope, "mlaAttention kPe"),
+                        heads,
+                        qkNope,
+                        qkRope,
+                        vHead,
+                        seqs[0],
+                        seqs[1],
+                        scale),
+                whole(out, (long) t * heads * vHead, "mlaAttention out"));
+    }
+
+    /** The tiles' sequences in order: {first rows, lengths}, a sequence being a run of tiles with one key start. */
+    private static int[][] sequences(Buf tiles, int numTiles, Buf keyStart) {
         int[] ts = ints(tiles);
         int[] ks = ints(keyStart);
         int[] start = new int[numTiles];
@@ -625,19 +765,7 @@ public final class CpuDevice extends HeapDevice {
                 len[seqs++] = end - s0;
             }
         }
-        ops.attention(
-                new MlaInputs(
-                        whole(q, (long) t * heads * (qkNope + qkRope), "mlaAttention q"),
-                        whole(kv, (long) t * heads * (qkNope + vHead), "mlaAttention kv"),
-                        whole(kPe, (long) t * qkRope, "mlaAttention kPe"),
-                        heads,
-                        qkNope,
-                        qkRope,
-                        vHead,
-                        Arrays.copyOf(start, seqs),
-                        Arrays.copyOf(len, seqs),
-                        scale),
-                whole(out, (long) t * heads * vHead, "mlaAttention out"));
+        return new int[][] {Arrays.copyOf(start, seqs), Arrays.copyOf(len, seqs)};
     }
 
     @Override

@@ -62,6 +62,13 @@ public final class DecodeRows {
         return decode == null ? all : decode[i];
     }
 
+    /** The same choice for the rows [from, to) (a chunk of a long batch). */
+    public DecodeRows range(int from, int to) {
+        return decode == null
+                ? this
+                : rows(java.util.stream.IntStream.range(from, to).toArray(), to - from);
+    }
+
     /** The same choice for the sub-batch of rows[0 .. n) (for example the tokens routed to one expert). */
     public DecodeRows rows(int[] rows, int n) {
         if (decode == null) {

@@ -153,6 +153,28 @@ public interface Device extends AutoCloseable {
     }
 
     /**
+     * A SwiGLU MLP: out [m, hidden] = down_proj(silu(gate_proj(x)) · up_proj(x)), gateUp as in {@link #gemmSwiglu},
+     * down [hidden, inter]; this default through {@link #gemmSwiglu} and {@link #gemm} over every row at once, its
+     * intermediate from floats. A device may run long batches a chunk of rows at a time (the CPU: the [rows, inter]
+     * activations stay small), each row's bits the same.
+     */
+    default void mlp(
+            Buf x,
+            int m,
+            int hidden,
+            Buf gateUp,
+            Buf down,
+            int inter,
+            Buf out,
+            GemmPrecision precision,
+            DecodeRows rows,
+            LongFunction<Buf> floats) {
+        Buf act = floats.apply((long) m * inter); // silu(gate_proj(x)) * up_proj(x)
+        gemmSwiglu(x, m, hidden, gateUp, inter, act, precision, rows, floats);
+        gemm(act, m, inter, down, hidden, out, precision, rows);
+    }
+
+    /**
      * The first half of a SwiGLU MLP: out [m, inter] = silu(x · gate_projᵀ) · (x · up_projᵀ), w gate_proj and up_proj
      * stacked [2 · inter, k] ({@link #weight}); as {@link #gemm} into [m, 2 · inter] then {@link #swiglu}, the
      * intermediate taken from scratch (a device that needs none takes none). Rows as in
@@ -286,6 +308,38 @@ public interface Device extends AutoCloseable {
                     scale,
                     out.slice((long) rowStart[s] * heads * vHead, (long) rows[s] * heads * vHead));
         }
+    }
+
+    /**
+     * MLA attention in the prefill form from the latents: kv = latent · kv_b_projᵀ [t, heads, qk_nope + v_head] = [k_nope
+     * | v], then {@link #mlaAttention} over the tiles (q, kPe, keyStart, keyLen, tiles and out as there; latent [t,
+     * kv_lora_rank]). This default expands every row at once into a buffer from floats; a device may expand a group of
+     * whole sequences at a time (the CPU: the keys and values of a long batch never exist at once), each row's bits
+     * the same. Rows as in {@link #gemm(Buf, int, int, Buf, int, Buf, GemmPrecision, DecodeRows)}.
+     */
+    default void mlaPrefill(
+            Buf q,
+            Buf latent,
+            Buf kPe,
+            Buf kvBProj,
+            Buf keyStart,
+            Buf keyLen,
+            Buf tiles,
+            int numTiles,
+            int t,
+            int heads,
+            int qkNope,
+            int qkRope,
+            int vHead,
+            int kvLoraRank,
+            float scale,
+            Buf out,
+            GemmPrecision precision,
+            DecodeRows rows,
+            LongFunction<Buf> floats) {
+        Buf kv = floats.apply((long) t * heads * (qkNope + vHead));
+        gemm(latent, t, kvLoraRank, kvBProj, heads * (qkNope + vHead), kv, precision, rows);
+        mlaAttention(q, kv, kPe, keyStart, keyLen, tiles, numTiles, t, heads, qkNope, qkRope, vHead, scale, out);
     }
 
     /** Queries per attention tile (the CUDA kernel's ATTN_Q). */
@@ -453,10 +507,8 @@ public interface Device extends AutoCloseable {
         gemmExperts(act, offsets, pairs, inter, down, hidden, ye, precision);
         Buf shared = null;
         if (sharedGateUp != null) {
-            Buf sharedAct = floats.apply((long) t * sharedInter);
-            gemmSwiglu(x, t, hidden, sharedGateUp, sharedInter, sharedAct, precision, rows, floats);
             shared = floats.apply((long) t * hidden);
-            gemm(sharedAct, t, sharedInter, sharedDown, hidden, shared, precision, rows);
+            mlp(x, t, hidden, sharedGateUp, sharedDown, sharedInter, shared, precision, rows, floats);
         }
         moeCombine(ye, slotOf, weights, t, topK, hidden, shared, y);
     }

@@ -135,13 +135,12 @@ final class MlaAttention {
         if (b.numTiles() > 0) {
             // The other sequences (scoring; a prompt into an empty cache) attend in the prefill form over their own
             // tokens: kv = kv_b_proj(latent) [T, heads, qk_nope + v_head] = [k_nope | v] (in a batch that mixes the
-            // forms, the absorbed rows are expanded too, and not attended)
-            Buf kv = p.floats().take((long) t * heads * (qkNope + vHead));
-            p.gemm(latent, t, kvLora, kvBProj, heads * (qkNope + vHead), kv);
-            dev.mlaAttention(
+            // forms, the absorbed rows may be expanded too, and are not attended)
+            dev.mlaPrefill(
                     q,
-                    kv,
+                    latent,
                     kPe,
+                    kvBProj,
                     b.keyStart(),
                     b.keyLen(),
                     b.tiles(),
@@ -151,8 +150,12 @@ final class MlaAttention {
                     qkNope,
                     qkRope,
                     vHead,
+                    kvLora,
                     softmaxScale,
-                    attn);
+                    attn,
+                    p.precision(),
+                    p.rows(),
+                    p.floats()::take);
         }
         Buf out = p.floats().take((long) t * hidden);
         p.gemm(attn, t, heads * vHead, oProj, hidden, out);
