@@ -344,27 +344,6 @@ public final class CpuDevice extends HeapDevice {
         }
     }
 
-    /** out = silu(gate_proj(x)) · up_proj(x), computed in out itself: no [m, 2 · inter] intermediate. */
-    @Override
-    public void gemmSwiglu(
-            Buf x,
-            int m,
-            int k,
-            Buf w,
-            int inter,
-            Buf out,
-            GemmPrecision precision,
-            DecodeRows rows,
-            LongFunction<Buf> scratch) {
-        Linear[] gateUp = linears(w, 2 * inter, k);
-        if (gateUp.length != 2) {
-            throw new IllegalArgumentException("gemmSwiglu needs gate_proj and up_proj, got " + gateUp.length);
-        }
-        float[] g = whole(out, (long) m * inter, "gemmSwiglu out");
-        float[] u = s.u = grow(s.u, m * inter);
-        swiglu(whole(x, (long) m * k, "gemmSwiglu x"), m, gateUp[0], gateUp[1], g, u, rows);
-    }
-
     /** g = silu(x · gateᵀ) · (x · upᵀ) [m, inter], u scratch: a decode step's one grouped pass, else one GEMM pass. */
     private void swiglu(float[] x, int m, Linear gate, Linear up, float[] g, float[] u, DecodeRows rows) {
         int inter = gate.out();

@@ -153,9 +153,9 @@ public interface Device extends AutoCloseable {
     }
 
     /**
-     * A SwiGLU MLP: out [m, hidden] = down_proj(silu(gate_proj(x)) · up_proj(x)), gateUp as in {@link #gemmSwiglu},
-     * down [hidden, inter]; this default through {@link #gemmSwiglu} and {@link #gemm} over every row at once, its
-     * intermediate from floats. A device may run long batches a chunk of rows at a time (the CPU: the [rows, inter]
+     * A SwiGLU MLP: out [m, hidden] = down_proj(silu(gate_proj(x)) · up_proj(x)), gateUp gate_proj and up_proj
+     * stacked [2 · inter, hidden] ({@link #weight}), down [hidden, inter]; this default as {@link #gemm} into [m, 2 ·
+     * inter], {@link #swiglu} and {@link #gemm} over every row at once, its intermediates from floats. A device may run long batches a chunk of rows at a time (the CPU: the [rows, inter]
      * activations stay small), each row's bits the same.
      */
     default void mlp(
@@ -169,30 +169,11 @@ public interface Device extends AutoCloseable {
             GemmPrecision precision,
             DecodeRows rows,
             LongFunction<Buf> floats) {
+        Buf gu = floats.apply((long) m * 2 * inter); // [m, gate | up]
+        gemm(x, m, hidden, gateUp, 2 * inter, gu, precision, rows);
         Buf act = floats.apply((long) m * inter); // silu(gate_proj(x)) * up_proj(x)
-        gemmSwiglu(x, m, hidden, gateUp, inter, act, precision, rows, floats);
+        swiglu(gu, m, inter, act);
         gemm(act, m, inter, down, hidden, out, precision, rows);
-    }
-
-    /**
-     * The first half of a SwiGLU MLP: out [m, inter] = silu(x · gate_projᵀ) · (x · up_projᵀ), w gate_proj and up_proj
-     * stacked [2 · inter, k] ({@link #weight}); as {@link #gemm} into [m, 2 · inter] then {@link #swiglu}, the
-     * intermediate taken from scratch (a device that needs none takes none). Rows as in
-     * {@link #gemm(Buf, int, int, Buf, int, Buf, GemmPrecision, DecodeRows)}.
-     */
-    default void gemmSwiglu(
-            Buf x,
-            int m,
-            int k,
-            Buf w,
-            int inter,
-            Buf out,
-            GemmPrecision precision,
-            DecodeRows rows,
-            LongFunction<Buf> scratch) {
-        Buf gu = scratch.apply((long) m * 2 * inter);
-        gemm(x, m, k, w, 2 * inter, gu, precision, rows);
-        swiglu(gu, m, inter, out);
     }
 
     /** out[r, :dim] = weight · x[r·stride + offset ..][:dim] / rms, for r < rows. */
