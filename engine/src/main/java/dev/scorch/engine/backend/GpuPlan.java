@@ -2,7 +2,7 @@ package dev.scorch.engine.backend;
 
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.gpu.GemmPrecision;
-import dev.scorch.engine.runtime.KvCache;
+import dev.scorch.engine.gpu.KvCache;
 import java.util.ArrayList;
 import java.util.List;
 

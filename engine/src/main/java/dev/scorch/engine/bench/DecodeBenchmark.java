@@ -1,11 +1,11 @@
 package dev.scorch.engine.bench;
 
+import dev.scorch.engine.gpu.KvCache;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.model.WeightLayout;
 import dev.scorch.engine.runtime.HeapAllocation;
-import dev.scorch.engine.runtime.KvCache;
 import dev.scorch.engine.runtime.ProcessMemory;
 import dev.scorch.engine.runtime.Workspace;
 import dev.scorch.engine.scoring.LogSoftmax;

@@ -11,7 +11,8 @@ import java.util.List;
  * the next reset replaces them all with one block of the pass's high-water mark, so steady state allocates nothing.
  * On a device whose kernels take whole arrays ({@link Device#slicesScratch} false: the CPU's) each slice is an
  * allocation of its own, the i-th taken since the last mark reusing the one taken i-th before while it is long enough,
- * so steady state allocates nothing there either.
+ * and its views of the last few lengths taken (a dense layer and an MoE layer take different sizes at one index), so
+ * steady state allocates nothing there either.
  */
 final class Arena implements AutoCloseable {
     private static final long ALIGN = 64; // elements: 256-byte aligned slices for the GEMMs
@@ -23,6 +24,8 @@ final class Arena implements AutoCloseable {
     private long used; // elements taken from blocks[current]
     private long peak; // high-water mark since the last reset: blocks before current in full, plus used
     private final boolean whole; // one allocation per slice: blocks[i] serves the i-th slice, current the next
+    private static final int VIEWS = 4; // whole: views kept per slice
+    private final List<Buf[]> views = new ArrayList<>(); // whole: the i-th slice's views, the latest first
 
     Arena(Device dev, Buf.Kind kind, long initial) {
         this.dev = dev;
@@ -38,11 +41,12 @@ final class Arena implements AutoCloseable {
         if (whole) {
             if (current == blocks.size()) {
                 blocks.add(dev.alloc(kind, n));
+                views.add(new Buf[VIEWS]);
             } else if (blocks.get(current).length() < n) {
                 dev.free(blocks.get(current));
                 blocks.set(current, dev.alloc(kind, n));
             }
-            return blocks.get(current++).slice(0, n);
+            return view(views.get(current), blocks.get(current++), n);
         }
         long size = (n + ALIGN - 1) / ALIGN * ALIGN;
         while (used + size > blocks.get(current).length()) {
@@ -61,6 +65,20 @@ final class Arena implements AutoCloseable {
         }
         peak = Math.max(peak, inUse);
         return b;
+    }
+
+    /** block's first n elements: a kept view, else a new one kept in place of the least recent. */
+    private static Buf view(Buf[] kept, Buf block, long n) {
+        int i = 0;
+        while (i < VIEWS - 1 && kept[i] != null && (kept[i].length() != n || kept[i].storage() != block.storage())) {
+            i++;
+        }
+        Buf v = kept[i] != null && kept[i].length() == n && kept[i].storage() == block.storage()
+                ? kept[i]
+                : block.slice(0, n);
+        System.arraycopy(kept, 0, kept, 1, i); // v first, the others in their order
+        kept[0] = v;
+        return v;
     }
 
     /** Where the next slice would come from. */
@@ -110,5 +128,6 @@ final class Arena implements AutoCloseable {
             dev.free(b);
         }
         blocks.clear();
+        views.clear();
     }
 }

@@ -8,7 +8,9 @@ import dev.scorch.engine.kernels.RmsNorm;
 import dev.scorch.engine.kernels.Rope;
 import dev.scorch.engine.model.NoauxTcRouter;
 import dev.scorch.engine.model.RouterShape;
+import dev.scorch.engine.runtime.Workspace;
 import java.util.Arrays;
+import java.util.function.IntConsumer;
 import java.util.function.LongFunction;
 
 /**
@@ -20,7 +22,8 @@ import java.util.function.LongFunction;
  * of kv_b_proj once for every sequence of the step. Row work spreads over the ops' threads.
  *
  * <p>A device holds per-call scratch: one pass at a time (the model keeps one per workspace). Its kernels take whole
- * arrays, so its scratch is one array per slice ({@link #slicesScratch}).
+ * arrays, so its scratch is one array per slice ({@link #slicesScratch}). A call of a shape seen before allocates
+ * nothing: arrays are kept, and each parallel loop's body is an object of the device's, its operands set per call.
  */
 public final class CpuDevice extends HeapDevice {
     // Fresh sequences' keys and values are expanded from their latents in groups of whole sequences of up to this many
@@ -36,10 +39,19 @@ public final class CpuDevice extends HeapDevice {
     private final RmsNorm.Rows norm = new RmsNorm.Rows();
     private final NoauxTcRouter.Scratch router = new NoauxTcRouter.Scratch();
     private final Scratch s = new Scratch();
+    private final Group pair = new Group(1); // an MLP's gate_proj and up_proj
+    private final Workspace.ByLength<Group> groups = new Workspace.ByLength<>(Group::new);
+    private final CopyRows copyRows = new CopyRows();
+    private final AddRows addRows = new AddRows();
+    private final Add add = new Add();
+    private final SiluRows siluRows = new SiluRows();
+    private final RopeRows ropeRows = new RopeRows();
+    private final DecodeItems decodeItems = new DecodeItems();
 
     /** Scratch arrays, grown to the largest call and kept. */
     private static final class Scratch {
-        float[][] parts = new float[0][]; // a stacked GEMM's outputs, one per weight
+        final Workspace.ByLength<float[][]> parts = new Workspace.ByLength<>(float[][]::new); // a stacked GEMM's
+        long partFloats; // outputs, one per weight, kept per count of weights
         float[] u = new float[0]; // up_proj's output [rows, inter]
         int[] count = new int[0]; // [n_routed_experts]
         int[] rows = new int[0]; // an expert's tokens
@@ -54,6 +66,53 @@ public final class CpuDevice extends HeapDevice {
         float[] chunkOut = new float[0];
         float[] groupLatent = new float[0]; // a group of fresh sequences' latents [rows, kv_lora_rank]
         float[] kv = new float[0]; // and their keys and values [rows, heads, qk_nope + v_head]
+        int[] seqStart = new int[0]; // the prefill form's sequences
+        int[] seqLen = new int[0];
+        final Workspace.ByLength<int[]> groupStart = new Workspace.ByLength<>(int[]::new); // those of a kv group
+        final Workspace.ByLength<int[]> groupLen = new Workspace.ByLength<>(int[]::new);
+        MlaInputs[] groupInputs = new MlaInputs[0]; // each kv group's, kept while the same
+    }
+
+    /**
+     * A decode step's group of SwiGLU MLPs (the experts hit, then the shared experts), each array [size]; in2, rows2,
+     * w2 and gu [2 · size] for the gate_proj and up_proj pass, gate then up of each.
+     */
+    private static final class Group {
+        final float[][] x;
+        final int[] rows;
+        final Linear[] gate;
+        final Linear[] up;
+        final Linear[] down;
+        final float[][] h; // silu(gate) · up of each
+        final float[][] out;
+        final float[][] in2;
+        final int[] rows2;
+        final Linear[] w2;
+        final float[][] gu;
+
+        Group(int n) {
+            x = new float[n][];
+            rows = new int[n];
+            gate = new Linear[n];
+            up = new Linear[n];
+            down = new Linear[n];
+            h = new float[n][];
+            out = new float[n][];
+            in2 = new float[2 * n][];
+            rows2 = new int[2 * n];
+            w2 = new Linear[2 * n];
+            gu = new float[2 * n][];
+        }
+
+        /** MLP i: gate_proj and up_proj stacked in gateUp, down_proj in down, over x's rows. */
+        void set(int i, Buf gateUp, Buf down, float[] x, int rows) {
+            Linear[] gu = (Linear[]) gateUp.storage();
+            gate[i] = gu[0];
+            up[i] = gu[1];
+            this.down[i] = ((Linear[]) down.storage())[0];
+            this.x[i] = x;
+            this.rows[i] = rows;
+        }
     }
 
     public CpuDevice(Ops ops) {
@@ -68,12 +127,12 @@ public final class CpuDevice extends HeapDevice {
     public long scratchBytes() {
         long n = (long) s.u.length + s.xe.length + s.shared.length + s.g.length + s.rowWeight.length;
         n += (long) s.count.length + s.rows.length;
-        for (float[][] group : new float[][][] {s.parts, s.groupX, s.groupGu, s.groupOut}) {
+        for (float[][] group : new float[][][] {s.groupX, s.groupGu, s.groupOut}) {
             for (float[] a : group) {
                 n += a == null ? 0 : a.length;
             }
         }
-        return 4 * n;
+        return 4 * (n + s.partFloats);
     }
 
     @Override
@@ -165,22 +224,18 @@ public final class CpuDevice extends HeapDevice {
             matmul(xs, m, ws[0], ys, rows);
             return;
         }
-        if (s.parts.length < ws.length) {
-            s.parts = Arrays.copyOf(s.parts, ws.length);
-        }
-        float[][] parts = Arrays.copyOf(s.parts, ws.length);
+        float[][] parts = s.parts.get(ws.length);
         for (int g = 0; g < ws.length; g++) {
             int need = m * ws[g].out();
             if (parts[g] == null || parts[g].length < need) {
-                parts[g] = s.parts[g] = new float[need];
+                s.partFloats += need - (parts[g] == null ? 0 : parts[g].length);
+                parts[g] = new float[need];
             }
         }
         matmul(xs, m, ws, parts, rows);
-        ops.forEachRow(m, r -> {
-            for (int g = 0, col = 0; g < ws.length; col += ws[g++].out()) {
-                System.arraycopy(parts[g], r * ws[g].out(), ys, r * n + col, ws[g].out());
-            }
-        });
+        for (int g = 0, col = 0; g < ws.length; col += ws[g++].out()) {
+            copyRows.copy(m, parts[g], 0, ws[g].out(), ys, col, n, ws[g].out());
+        }
     }
 
     /** y[m, out] = x[m, in] · Wᵀ, each row through its own path (see {@link DecodeRows}). */
@@ -269,10 +324,9 @@ public final class CpuDevice extends HeapDevice {
         float[] yc = s.chunkOut = grow(s.chunkOut, chunk * hidden);
         for (int r0 = 0; r0 < m; r0 += chunk) {
             int n = Math.min(chunk, m - r0);
-            int from = r0;
-            ops.forEachRow(n, i -> System.arraycopy(xs, (from + i) * hidden, xc, i * hidden, hidden));
+            copyRows.copy(n, xs, r0 * hidden, hidden, xc, 0, hidden, hidden);
             mlp(xc, n, gateUp, down, rows.range(r0, r0 + n), yc);
-            ops.forEachRow(n, i -> System.arraycopy(yc, i * hidden, ys, (from + i) * hidden, hidden));
+            copyRows.copy(n, yc, 0, hidden, ys, r0 * hidden, hidden, hidden);
         }
     }
 
@@ -308,51 +362,66 @@ public final class CpuDevice extends HeapDevice {
         float[] lat = whole(latent, (long) t * kvLoraRank, "mlaPrefill latent");
         float[] kp = whole(kPe, (long) t * qkRope, "mlaPrefill kPe");
         float[] os = whole(out, (long) t * heads * vHead, "mlaPrefill out");
-        int[][] seqs = sequences(tiles, numTiles, keyStart);
-        int[] start = seqs[0];
-        int[] len = seqs[1];
+        int seqs = sequences(tiles, numTiles, keyStart);
+        int[] start = s.seqStart;
+        int[] len = s.seqLen;
         int longest = 0;
-        for (int l : len) {
-            longest = Math.max(longest, l);
+        for (int i = 0; i < seqs; i++) {
+            longest = Math.max(longest, len[i]);
         }
         int cap = Math.max(KV_GROUP_ROWS, longest);
         float[] groupLatent = s.groupLatent = grow(s.groupLatent, cap * kvLoraRank); // [group rows, kv_lora_rank]
         float[] kv = s.kv = grow(s.kv, cap * heads * (qkNope + vHead)); // [group rows, heads, k_nope | v]
-        for (int g0 = 0, g1; g0 < start.length; g0 = g1) {
+        for (int g0 = 0, g1, group = 0; g0 < seqs; g0 = g1, group++) {
             int row0 = start[g0];
             g1 = g0 + 1;
-            while (g1 < start.length && start[g1] + len[g1] - row0 <= cap) {
+            while (g1 < seqs && start[g1] + len[g1] - row0 <= cap) {
                 g1++;
             }
             int n = start[g1 - 1] + len[g1 - 1] - row0;
             System.arraycopy(lat, row0 * kvLoraRank, groupLatent, 0, n * kvLoraRank);
             ops.matmul(groupLatent, n, w, kv); // the attended rows are prefill rows
-            ops.attention(
-                    new MlaInputs(
-                            qs,
-                            kv,
-                            kp,
-                            heads,
-                            qkNope,
-                            qkRope,
-                            vHead,
-                            Arrays.copyOfRange(start, g0, g1),
-                            Arrays.copyOfRange(len, g0, g1),
-                            scale,
-                            row0),
-                    os);
+            int[] groupStart = s.groupStart.get(g1 - g0);
+            int[] groupLen = s.groupLen.get(g1 - g0);
+            System.arraycopy(start, g0, groupStart, 0, g1 - g0);
+            System.arraycopy(len, g0, groupLen, 0, g1 - g0);
+            if (s.groupInputs.length <= group) {
+                s.groupInputs = Arrays.copyOf(s.groupInputs, group + 1);
+            }
+            MlaInputs in = s.groupInputs[group]; // a record per group only while the operands change
+            if (in == null
+                    || in.q() != qs
+                    || in.kv() != kv
+                    || in.kPe() != kp
+                    || in.seqStart() != groupStart
+                    || in.seqLen() != groupLen
+                    || in.kvRow0() != row0
+                    || in.heads() != heads
+                    || in.qkNope() != qkNope
+                    || in.qkRope() != qkRope
+                    || in.vHead() != vHead
+                    || in.scale() != scale) {
+                in = s.groupInputs[group] =
+                        new MlaInputs(qs, kv, kp, heads, qkNope, qkRope, vHead, groupStart, groupLen, scale, row0);
+            }
+            ops.attention(in, os);
         }
     }
 
     /** g = silu(x · gateᵀ) · (x · upᵀ) [m, inter], u scratch: a decode step's one grouped pass, else one GEMM pass. */
     private void swiglu(float[] x, int m, Linear gate, Linear up, float[] g, float[] u, DecodeRows rows) {
-        int inter = gate.out();
+        pair.in2[0] = pair.in2[1] = x;
+        pair.rows2[0] = pair.rows2[1] = m;
+        pair.w2[0] = gate;
+        pair.w2[1] = up;
+        pair.gu[0] = g;
+        pair.gu[1] = u;
         if (rows.allDecode()) {
-            ops.matmulDecode(new float[][] {x, x}, new int[] {m, m}, new Linear[] {gate, up}, new float[][] {g, u});
+            ops.matmulDecode(pair.in2, pair.rows2, pair.w2, pair.gu);
         } else {
-            matmul(x, m, new Linear[] {gate, up}, new float[][] {g, u}, rows);
+            matmul(x, m, pair.w2, pair.gu, rows);
         }
-        ops.forEachRow(m, i -> ops.siluMul(g, u, i * inter, inter));
+        siluRows.run(m, g, u, gate.out());
     }
 
     // --- MoE
@@ -409,35 +478,15 @@ public final class CpuDevice extends HeapDevice {
             if (count[e] == 0) {
                 continue;
             }
-            int n = 0;
-            for (int i = 0; i < t; i++) {
-                for (int k = 0; k < topK; k++) {
-                    if (chosen[i * topK + k] == e) {
-                        tokens[n] = i;
-                        tokenWeight[n++] = weight[i * topK + k];
-                    }
-                }
-            }
-            int nRows = n;
-            ops.forEachRow(nRows, j -> System.arraycopy(xs, tokens[j] * hidden, xe, j * hidden, hidden));
-            mlpChunks(xe, nRows, hidden, gateUp[e], down[e], rows.rows(tokens, nRows), xe); // e's tokens, then output
-            // Each token of e is a different row of y: rows spread over the threads.
-            ops.forEachRow(nRows, j -> {
-                int yo = tokens[j] * hidden;
-                float wj = tokenWeight[j];
-                for (int d = 0; d < hidden; d++) {
-                    ys[yo + d] += wj * xe[j * hidden + d];
-                }
-            });
+            int n = tokensOf(e, chosen, weight, t, topK, tokens, tokenWeight, 0);
+            copyRows.gather(n, xs, tokens, 0, hidden, xe);
+            mlpChunks(xe, n, hidden, gateUp[e], down[e], rows.rows(tokens, n), xe); // e's tokens, then output
+            addRows.run(n, xe, tokens, 0, tokenWeight, hidden, ys); // each token of e is a different row of y
         }
         if (sharedGateUp != null) {
             float[] shared = s.shared = grow(s.shared, t * hidden);
             mlpChunks(xs, t, hidden, sharedGateUp, sharedDown, rows, shared);
-            ops.forEachRow(t, i -> {
-                for (int d = i * hidden; d < (i + 1) * hidden; d++) {
-                    ys[d] += shared[d];
-                }
-            });
+            add.run(ys, 0, shared, 0, t * hidden);
         }
     }
 
@@ -449,11 +498,7 @@ public final class CpuDevice extends HeapDevice {
         float[] g = s.g = grow(s.g, m * inter);
         float[] u = s.u = grow(s.u, m * inter);
         swiglu(x, m, gu[0], gu[1], g, u, rows);
-        if (rows.allDecode()) {
-            ops.matmulDecode(new float[][] {g}, new int[] {m}, new Linear[] {dn}, new float[][] {out});
-        } else {
-            matmul(g, m, dn, out, rows);
-        }
+        matmul(g, m, dn, out, rows);
     }
 
     /** The decode step's experts and shared experts as one group of matmuls, then summed as the prefill path sums. */
@@ -475,99 +520,79 @@ public final class CpuDevice extends HeapDevice {
         for (int e = 0; e < gateUp.length; e++) {
             hit += count[e] > 0 ? 1 : 0;
         }
-        int groups = hit + (sharedGateUp != null ? 1 : 0);
-        float[][] xs = new float[groups][];
-        int[] n = new int[groups];
-        Linear[] gate = new Linear[groups];
-        Linear[] up = new Linear[groups];
-        Linear[] dn = new Linear[groups];
+        Group group = groups.get(hit + (sharedGateUp != null ? 1 : 0));
         if (s.groupX.length < hit) {
             s.groupX = Arrays.copyOf(s.groupX, hit);
         }
-        // Hit g's tokens are rows[base .. base + n[g]) in turn, with their router weights.
+        // Hit g's tokens are tokens[base .. base + rows[g]) in turn, with their router weights.
         int[] tokens = s.rows = grow(s.rows, t * topK);
         float[] tokenWeight = s.rowWeight = grow(s.rowWeight, t * topK);
         for (int e = 0, g = 0, base = 0; e < gateUp.length; e++) {
             if (count[e] == 0) {
                 continue;
             }
-            xs[g] = s.groupX[g] = grow(s.groupX[g], maxCount * hidden); // [tokens of e, hidden]
-            for (int i = 0, j = 0; i < t; i++) {
-                for (int k = 0; k < topK; k++) {
-                    if (chosen[i * topK + k] == e) {
-                        tokens[base + j] = i;
-                        tokenWeight[base + j] = weight[i * topK + k];
-                        System.arraycopy(x, i * hidden, xs[g], j++ * hidden, hidden);
-                    }
-                }
-            }
-            Linear[] gu = (Linear[]) gateUp[e].storage();
-            gate[g] = gu[0];
-            up[g] = gu[1];
-            dn[g] = ((Linear[]) down[e].storage())[0];
-            n[g++] = count[e];
+            tokensOf(e, chosen, weight, t, topK, tokens, tokenWeight, base);
+            float[] xe = group.x[g] = s.groupX[g] = grow(s.groupX[g], pow2(maxCount) * hidden); // [tokens of e, hidden]
+            copyRows.gather(count[e], x, tokens, base, hidden, xe);
+            group.set(g++, gateUp[e], down[e], xe, count[e]);
             base += count[e];
         }
         if (sharedGateUp != null) {
-            Linear[] gu = (Linear[]) sharedGateUp.storage();
-            gate[hit] = gu[0];
-            up[hit] = gu[1];
-            dn[hit] = ((Linear[]) sharedDown.storage())[0];
-            xs[hit] = x;
-            n[hit] = t;
+            group.set(hit, sharedGateUp, sharedDown, x, t);
         }
-        float[][] out = expertsDecode(xs, n, gate, up, dn);
-        for (int g = 0, base = 0; g < hit; base += n[g++]) {
-            float[] ye = out[g];
-            for (int j = 0; j < n[g]; j++) {
-                int yo = tokens[base + j] * hidden;
-                for (int d = 0; d < hidden; d++) {
-                    y[yo + d] += tokenWeight[base + j] * ye[j * hidden + d];
-                }
-            }
+        expertsDecode(group);
+        for (int g = 0, base = 0; g < hit; base += group.rows[g++]) {
+            addRows.run(group.rows[g], group.out[g], tokens, base, tokenWeight, hidden, y);
         }
         if (sharedGateUp != null) {
-            float[] shared = out[hit];
-            for (int i = 0; i < t * hidden; i++) {
-                y[i] += shared[i];
-            }
+            add.run(y, 0, group.out[hit], 0, t * hidden);
         }
     }
 
+    /** The tokens routed to expert e, in token order, and their router weights into tokens and tokenWeight from base. */
+    private static int tokensOf(
+            int e, int[] chosen, float[] weight, int t, int topK, int[] tokens, float[] tokenWeight, int base) {
+        int n = base;
+        for (int i = 0; i < t; i++) {
+            for (int k = 0; k < topK; k++) {
+                if (chosen[i * topK + k] == e) {
+                    tokens[n] = i;
+                    tokenWeight[n++] = weight[i * topK + k];
+                }
+            }
+        }
+        return n - base;
+    }
+
     /**
-     * Several SwiGLU MLPs through {@link Ops#matmulDecode} in two grouped passes (gate_proj and up_proj of all, then
-     * down_proj of all); each result has the bits of its MLP run alone.
+     * A group of SwiGLU MLPs through {@link Ops#matmulDecode} in two grouped passes (gate_proj and up_proj of all, then
+     * down_proj of all) into group.out; each result has the bits of its MLP run alone.
      */
-    private float[][] expertsDecode(float[][] x, int[] rows, Linear[] gate, Linear[] up, Linear[] down) {
-        int n = gate.length;
-        float[][] in = new float[2 * n][];
-        int[] m = new int[2 * n];
-        Linear[] w = new Linear[2 * n];
+    private void expertsDecode(Group group) {
+        int n = group.rows.length;
         if (s.groupGu.length < 2 * n) {
             s.groupGu = Arrays.copyOf(s.groupGu, 2 * n);
         }
         if (s.groupOut.length < n) {
             s.groupOut = Arrays.copyOf(s.groupOut, n);
         }
-        float[][] gu = new float[2 * n][];
-        float[][] out = new float[n][];
         for (int i = 0; i < n; i++) {
-            in[2 * i] = in[2 * i + 1] = x[i];
-            m[2 * i] = m[2 * i + 1] = rows[i];
-            w[2 * i] = gate[i];
-            w[2 * i + 1] = up[i];
-            gu[2 * i] = s.groupGu[2 * i] = grow(s.groupGu[2 * i], rows[i] * gate[i].out());
-            gu[2 * i + 1] = s.groupGu[2 * i + 1] = grow(s.groupGu[2 * i + 1], rows[i] * up[i].out());
-            out[i] = s.groupOut[i] = grow(s.groupOut[i], rows[i] * down[i].out());
+            int rows = group.rows[i];
+            int cap = pow2(rows);
+            group.in2[2 * i] = group.in2[2 * i + 1] = group.x[i];
+            group.rows2[2 * i] = group.rows2[2 * i + 1] = rows;
+            group.w2[2 * i] = group.gate[i];
+            group.w2[2 * i + 1] = group.up[i];
+            group.gu[2 * i] = s.groupGu[2 * i] = grow(s.groupGu[2 * i], cap * group.gate[i].out());
+            group.gu[2 * i + 1] = s.groupGu[2 * i + 1] = grow(s.groupGu[2 * i + 1], cap * group.up[i].out());
+            group.out[i] = s.groupOut[i] = grow(s.groupOut[i], cap * group.down[i].out());
         }
-        ops.matmulDecode(in, m, w, gu);
-        float[][] h = new float[n][];
+        ops.matmulDecode(group.in2, group.rows2, group.w2, group.gu);
         for (int i = 0; i < n; i++) {
-            ops.siluMul(gu[2 * i], gu[2 * i + 1], 0, rows[i] * gate[i].out());
-            h[i] = gu[2 * i];
+            ops.siluMul(group.gu[2 * i], group.gu[2 * i + 1], 0, group.rows[i] * group.gate[i].out());
+            group.h[i] = group.gu[2 * i];
         }
-        ops.matmulDecode(h, rows, down, out);
-        return out;
+        ops.matmulDecode(group.h, group.rows, group.down, group.out);
     }
 
     @Override
@@ -623,15 +648,7 @@ public final class CpuDevice extends HeapDevice {
             int ropeDim,
             Buf positions,
             Buf cosSin) {
-        float[] xs = floats(x);
-        int[] pos = ints(positions);
-        float[] cs = floats(cosSin);
-        ops.forEachRow(rows, r -> {
-            int c0 = off(cosSin) + pos[off(positions) + r] * ropeDim;
-            for (int h = 0; h < heads; h++) {
-                Rope.rotate(xs, off(x) + r * rowStride + h * headStride + offset, ropeDim, cs, c0);
-            }
-        });
+        ropeRows.run(rows, x, heads, rowStride, headStride, offset, ropeDim, positions, cosSin);
     }
 
     @Override
@@ -645,17 +662,7 @@ public final class CpuDevice extends HeapDevice {
 
     @Override
     public void add(Buf x, Buf y, long n) {
-        float[] xs = floats(x);
-        float[] ys = floats(y);
-        int xo = off(x);
-        int yo = off(y);
-        int chunk = 4096;
-        int len = Math.toIntExact(n);
-        ops.forEachRow((len + chunk - 1) / chunk, c -> {
-            for (int i = c * chunk; i < Math.min(len, (c + 1) * chunk); i++) {
-                xs[xo + i] += ys[yo + i];
-            }
-        });
+        add.run(floats(x), off(x), floats(y), off(y), Math.toIntExact(n));
     }
 
     @Override
@@ -706,7 +713,7 @@ public final class CpuDevice extends HeapDevice {
             int vHead,
             float scale,
             Buf out) {
-        int[][] seqs = sequences(tiles, numTiles, keyStart);
+        int seqs = sequences(tiles, numTiles, keyStart);
         ops.attention(
                 new MlaInputs(
                         whole(q, (long) t * heads * (qkNope + qkRope), "mlaAttention q"),
@@ -716,18 +723,21 @@ public final class CpuDevice extends HeapDevice {
                         qkNope,
                         qkRope,
                         vHead,
-                        seqs[0],
-                        seqs[1],
+                        Arrays.copyOf(s.seqStart, seqs),
+                        Arrays.copyOf(s.seqLen, seqs),
                         scale),
                 whole(out, (long) t * heads * vHead, "mlaAttention out"));
     }
 
-    /** The tiles' sequences in order: {first rows, lengths}, a sequence being a run of tiles with one key start. */
-    private static int[][] sequences(Buf tiles, int numTiles, Buf keyStart) {
+    /**
+     * The tiles' sequences in order, a sequence being a run of tiles with one key start: their first rows and lengths
+     * into s.seqStart and s.seqLen; returns how many.
+     */
+    private int sequences(Buf tiles, int numTiles, Buf keyStart) {
         int[] ts = ints(tiles);
         int[] ks = ints(keyStart);
-        int[] start = new int[numTiles];
-        int[] len = new int[numTiles];
+        int[] start = s.seqStart = grow(s.seqStart, numTiles);
+        int[] len = s.seqLen = grow(s.seqLen, numTiles);
         int seqs = 0;
         for (int tile = 0; tile < numTiles; tile++) {
             int q0 = ts[off(tiles) + 2 * tile];
@@ -744,7 +754,7 @@ public final class CpuDevice extends HeapDevice {
                 len[seqs++] = end - s0;
             }
         }
-        return new int[][] {Arrays.copyOf(start, seqs), Arrays.copyOf(len, seqs)};
+        return seqs;
     }
 
     @Override
@@ -797,33 +807,29 @@ public final class CpuDevice extends HeapDevice {
             int kvLoraRank,
             float scale,
             Buf out) {
-        Linear w = linears(kvBProj, heads * (qkNope + vHead), kvLoraRank)[0];
-        float[] qs = floats(q);
-        float[] os = floats(out);
-        int qo = off(q);
-        int oo = off(out);
-        int qHead = qkNope + qkRope;
         int width = kvLoraRank + qkRope;
-        int seqs = rows.length;
-        boolean simd = ops.simd();
-        ops.forEachRow(seqs * heads, item -> {
-            int b = item % seqs;
-            int h = item / seqs;
-            float[] cache = whole(caches[b], (long) (past[b] + rows[b]) * width, "mlaDecode cache");
-            LatentAttention.Scratch scratch = LatentAttention.scratch();
-            LatentAttention.Head head = LatentAttention.head(w, h, qkNope, qkRope, vHead, scale, simd, scratch);
-            for (int i = 0; i < rows[b]; i++) {
-                int row = rowStart[b] + i;
-                int len = past[b] + i + 1; // causal: the cache before this pass, then new tokens up to i
-                int qOff = qo + (row * heads + h) * qHead;
-                int oOff = oo + (row * heads + h) * vHead;
-                if (simd) {
-                    LatentAttention.attendVector(head, qs, qOff, cache, width, len, os, oOff, scratch);
-                } else {
-                    LatentAttention.attendScalar(head, qs, qOff, cache, width, len, os, oOff, scratch);
-                }
-            }
-        });
+        for (int b = 0; b < rows.length; b++) {
+            whole(caches[b], (long) (past[b] + rows[b]) * width, "mlaDecode cache");
+        }
+        DecodeItems d = decodeItems;
+        d.w = linears(kvBProj, heads * (qkNope + vHead), kvLoraRank)[0];
+        d.q = q;
+        d.rowStart = rowStart;
+        d.rows = rows;
+        d.caches = caches;
+        d.past = past;
+        d.heads = heads;
+        d.qkNope = qkNope;
+        d.qkRope = qkRope;
+        d.vHead = vHead;
+        d.width = width;
+        d.scale = scale;
+        d.out = out;
+        try {
+            ops.forEachRow(rows.length * heads, d);
+        } finally {
+            d.caches = null; // a sequence's cache is not kept alive by the device
+        }
     }
 
     // --- Scores
@@ -838,6 +844,206 @@ public final class CpuDevice extends HeapDevice {
 
     @Override
     public void close() {}
+
+    // --- Row bodies: the parallel loops' bodies, kept with the device (one call at a time) with their operands set per
+    // call, so that a call makes no lambda.
+
+    /** Rows of width floats copied between arrays, spread over the threads. */
+    private final class CopyRows implements IntConsumer {
+        private float[] src;
+        private float[] dst;
+        private int[] from; // gather: source row indices, from fromOff; null for strided rows
+        private int srcOff, srcStride, dstOff, dstStride, width, fromOff;
+
+        /** dst [dstOff + r · dstStride, + width) = src [srcOff + r · srcStride, + width) for r in [0, rows). */
+        void copy(int rows, float[] src, int srcOff, int srcStride, float[] dst, int dstOff, int dstStride, int width) {
+            set(src, null, 0, srcOff, srcStride, dst, dstOff, dstStride, width);
+            ops.forEachRow(rows, this);
+        }
+
+        /** dst row r = src row from[fromOff + r] for r in [0, rows), rows of width floats. */
+        void gather(int rows, float[] src, int[] from, int fromOff, int width, float[] dst) {
+            set(src, from, fromOff, 0, width, dst, 0, width, width);
+            ops.forEachRow(rows, this);
+        }
+
+        private void set(
+                float[] src,
+                int[] from,
+                int fromOff,
+                int srcOff,
+                int srcStride,
+                float[] dst,
+                int dstOff,
+                int dstStride,
+                int width) {
+            this.src = src;
+            this.from = from;
+            this.fromOff = fromOff;
+            this.srcOff = srcOff;
+            this.srcStride = srcStride;
+            this.dst = dst;
+            this.dstOff = dstOff;
+            this.dstStride = dstStride;
+            this.width = width;
+        }
+
+        @Override
+        public void accept(int r) {
+            int row = from == null ? r : from[fromOff + r];
+            System.arraycopy(src, srcOff + row * srcStride, dst, dstOff + r * dstStride, width);
+        }
+    }
+
+    /**
+     * y row to[toOff + j] += weight[toOff + j] · x row j, rows of width floats: one expert's outputs into the tokens
+     * routed to it, each a different row of y, so rows spread over the threads.
+     */
+    private final class AddRows implements IntConsumer {
+        private float[] x;
+        private float[] weight;
+        private float[] y;
+        private int[] to;
+        private int toOff, width;
+
+        void run(int rows, float[] x, int[] to, int toOff, float[] weight, int width, float[] y) {
+            this.x = x;
+            this.to = to;
+            this.toOff = toOff;
+            this.weight = weight;
+            this.width = width;
+            this.y = y;
+            ops.forEachRow(rows, this);
+        }
+
+        @Override
+        public void accept(int j) {
+            int yo = to[toOff + j] * width;
+            float wj = weight[toOff + j];
+            for (int d = 0; d < width; d++) {
+                y[yo + d] += wj * x[j * width + d];
+            }
+        }
+    }
+
+    /** x[xOff + i] += y[yOff + i] for i in [0, n), in chunks over the threads. */
+    private final class Add implements IntConsumer {
+        private static final int CHUNK = 4096;
+        private float[] x;
+        private float[] y;
+        private int xOff, yOff, n;
+
+        void run(float[] x, int xOff, float[] y, int yOff, int n) {
+            this.x = x;
+            this.xOff = xOff;
+            this.y = y;
+            this.yOff = yOff;
+            this.n = n;
+            ops.forEachRow((n + CHUNK - 1) / CHUNK, this);
+        }
+
+        @Override
+        public void accept(int c) {
+            for (int i = c * CHUNK; i < Math.min(n, (c + 1) * CHUNK); i++) {
+                x[xOff + i] += y[yOff + i];
+            }
+        }
+    }
+
+    /** g row i = silu(g row i) · u row i, rows of inter floats. */
+    private final class SiluRows implements IntConsumer {
+        private float[] g;
+        private float[] u;
+        private int inter;
+
+        void run(int rows, float[] g, float[] u, int inter) {
+            this.g = g;
+            this.u = u;
+            this.inter = inter;
+            ops.forEachRow(rows, this);
+        }
+
+        @Override
+        public void accept(int i) {
+            ops.siluMul(g, u, i * inter, inter);
+        }
+    }
+
+    /** {@link #rope}'s rows. */
+    private final class RopeRows implements IntConsumer {
+        private float[] x;
+        private float[] cosSin;
+        private int[] positions;
+        private int xOff, posOff, csOff, heads, rowStride, headStride, ropeDim;
+
+        void run(
+                int rows,
+                Buf x,
+                int heads,
+                int rowStride,
+                int headStride,
+                int offset,
+                int ropeDim,
+                Buf positions,
+                Buf cosSin) {
+            this.x = floats(x);
+            this.xOff = off(x) + offset;
+            this.positions = ints(positions);
+            this.posOff = off(positions);
+            this.cosSin = floats(cosSin);
+            this.csOff = off(cosSin);
+            this.heads = heads;
+            this.rowStride = rowStride;
+            this.headStride = headStride;
+            this.ropeDim = ropeDim;
+            ops.forEachRow(rows, this);
+        }
+
+        @Override
+        public void accept(int r) {
+            int c0 = csOff + positions[posOff + r] * ropeDim;
+            for (int h = 0; h < heads; h++) {
+                Rope.rotate(x, xOff + r * rowStride + h * headStride, ropeDim, cosSin, c0);
+            }
+        }
+    }
+
+    /**
+     * {@link #mlaDecode}'s work items: item = head · sequences + sequence, so a thread decodes a head of kv_b_proj once
+     * for the run of sequences it takes.
+     */
+    private final class DecodeItems implements IntConsumer {
+        private Linear w;
+        private Buf q;
+        private Buf out;
+        private Buf[] caches;
+        private int[] rowStart, rows, past;
+        private int heads, qkNope, qkRope, vHead, width;
+        private float scale;
+
+        @Override
+        public void accept(int item) {
+            int seqs = rows.length;
+            int b = item % seqs;
+            int h = item / seqs;
+            int qHead = qkNope + qkRope;
+            float[] cache = floats(caches[b]);
+            boolean simd = ops.simd();
+            LatentAttention.Scratch scratch = LatentAttention.scratch();
+            LatentAttention.Head head = LatentAttention.head(w, h, qkNope, qkRope, vHead, scale, simd, scratch);
+            for (int i = 0; i < rows[b]; i++) {
+                int row = rowStart[b] + i;
+                int len = past[b] + i + 1; // causal: the cache before this pass, then new tokens up to i
+                int qOff = off(q) + (row * heads + h) * qHead;
+                int oOff = off(out) + (row * heads + h) * vHead;
+                if (simd) {
+                    LatentAttention.attendVector(head, floats(q), qOff, cache, width, len, floats(out), oOff, scratch);
+                } else {
+                    LatentAttention.attendScalar(head, floats(q), qOff, cache, width, len, floats(out), oOff, scratch);
+                }
+            }
+        }
+    }
 
     // --- Buffers
 
@@ -876,6 +1082,14 @@ public final class CpuDevice extends HeapDevice {
             throw new IllegalArgumentException("the CPU kernels take a buffer from its start, not at " + b.offset());
         }
         return ints(b);
+    }
+
+    /**
+     * rows rounded up to a power of two: a decode group's buffers, whose rows change from step to step, are sized so,
+     * and grow a few times in all rather than whenever a step brings more rows.
+     */
+    private static int pow2(int rows) {
+        return rows <= 1 ? 1 : Integer.highestOneBit(rows - 1) << 1;
     }
 
     private static float[] grow(float[] a, int n) {

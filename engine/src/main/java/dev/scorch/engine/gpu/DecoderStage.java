@@ -17,8 +17,8 @@ import java.util.function.Function;
  * final-normed hidden states. The CPU's {@code DeepseekV3Model} and a GPU's {@link GpuModel} are the one stage of all
  * the layers; a {@link GpuPipeline} chains stages on several devices.
  *
- * <p>The forward methods without a {@link PassScratch} run one at a time per stage (a GPU has one stream and this
- * stage's one scratch): callers on several threads take turns. The CPU model passes each workspace's own.
+ * <p>The forward methods without a {@link Pass} run one at a time per stage (a GPU has one stream and this stage's
+ * one pass): callers on several threads take turns. The CPU model passes each workspace's own.
  */
 public final class DecoderStage implements AutoCloseable {
     private final ModelConfig config;
@@ -34,7 +34,7 @@ public final class DecoderStage implements AutoCloseable {
     private final Buf lmHead; // [vocab, hidden], last stage only
     private final Rope rope;
     private final long weightBytes;
-    private final PassScratch own; // the passes of the forward methods without a scratch of their own
+    private final Pass own; // the passes of the forward methods without a Pass of their own
 
     /** One block: input RMSNorm → MLA → residual → post-attention RMSNorm → dense MLP or MoE → residual. */
     private record Layer(Buf inputLayernorm, MlaAttention selfAttn, Buf postAttentionLayernorm, Mlp mlp, Moe moe) {}
@@ -83,7 +83,7 @@ public final class DecoderStage implements AutoCloseable {
         }
         weightBytes = before - dev.freeBytes();
         rope = new Rope(config);
-        own = new PassScratch(dev);
+        own = new Pass(dev);
     }
 
     /**
@@ -196,21 +196,21 @@ public final class DecoderStage implements AutoCloseable {
     }
 
     /**
-     * The forward pass itself, on scratch's device with scratch's arenas (the caller's: one pass at a time per
-     * scratch); the rest as {@link #forward(PackedBatch, LatentCache[], int[][], float[], Function)}. A stage's
-     * weights serve passes on several scratches at once only where they are host memory (the CPU device's).
+     * The forward pass itself, on pass's device with its arenas (the caller's: one forward at a time per pass); the
+     * rest as {@link #forward(PackedBatch, LatentCache[], int[][], float[], Function)}. A stage's weights serve
+     * several passes at once only where they are host memory (the CPU device's).
      */
     public <R> R forward(
-            PassScratch scratch,
+            Pass pass,
             PackedBatch batch,
             LatentCache[] caches,
             int[][] routes,
             float[] in,
             Function<Buf, R> then,
             java.util.function.IntConsumer boundary) {
-        Device dev = scratch.device();
-        Arena floats = scratch.floats;
-        Arena ints = scratch.ints;
+        Device dev = pass.dev;
+        Arena floats = pass.floats;
+        Arena ints = pass.ints;
         floats.reset();
         ints.reset();
         int t = batch.numTokens();
@@ -238,8 +238,7 @@ public final class DecoderStage implements AutoCloseable {
             }
             dev.write(x, in, 0, in.length);
         }
-        AttentionBatch b = batch(scratch, batch, caches);
-        Pass pass = new Pass(dev, precision, floats, ints, b.rows());
+        begin(pass, batch, caches);
         double eps = config.rmsNormEps();
         int moeIndex = firstMoe;
         for (int l = 0; l < layers.length; l++) {
@@ -252,7 +251,7 @@ public final class DecoderStage implements AutoCloseable {
             // h = input_layernorm(x); x += self_attn(h)
             Buf h = floats.take((long) t * hidden);
             dev.rmsNorm(x, t, hidden, 0, hidden, layer.inputLayernorm(), eps, h);
-            dev.add(x, layer.selfAttn().forward(pass, h, b, caches), (long) t * hidden);
+            dev.add(x, layer.selfAttn().forward(pass, h, caches), (long) t * hidden);
             // h = post_attention_layernorm(x); x += mlp(h) or moe(h)
             dev.rmsNorm(x, t, hidden, 0, hidden, layer.postAttentionLayernorm(), eps, h);
             Buf m;
@@ -290,19 +289,20 @@ public final class DecoderStage implements AutoCloseable {
     }
 
     /**
-     * Positions, each query's key range among the batch's own tokens and the prefill form's query tiles (sequences
-     * without cached tokens), on the device; the sequences with cached tokens (the absorbed form) and the rows' rule.
+     * Sets pass's batch: positions, each query's key range among the batch's own tokens and the prefill form's query
+     * tiles (sequences without cached tokens), on the device; the sequences with cached tokens (the absorbed form), and
+     * the rows' rule.
      */
-    private AttentionBatch batch(PassScratch scratch, PackedBatch batch, LatentCache[] caches) {
-        Device dev = scratch.device();
+    private void begin(Pass pass, PackedBatch batch, LatentCache[] caches) {
+        Device dev = pass.dev;
         int t = batch.numTokens();
         int n = batch.numSequences();
         if (caches != null && caches.length != n) {
             throw new IllegalArgumentException(n + " sequences but " + caches.length + " caches");
         }
-        int[] keyStart = new int[t];
-        int[] keyLen = new int[t];
-        int[] past = caches == null ? null : new int[n];
+        int[] keyStart = pass.hostKeyStart = Pass.grow(pass.hostKeyStart, t);
+        int[] keyLen = pass.hostKeyLen = Pass.grow(pass.hostKeyLen, t);
+        int[] past = caches == null ? null : (pass.hostPast = Pass.grow(pass.hostPast, n));
         int cached = 0;
         int maxPos = 0;
         for (int s = 0; s < n; s++) {
@@ -313,7 +313,6 @@ public final class DecoderStage implements AutoCloseable {
                     throw new IllegalArgumentException("sequence " + s + "'s cache holds " + caches[s].layers()
                             + " layers; this stage has " + layers.length);
                 }
-                caches[s].checkRoom(batch.seqLen()[s]);
             }
             int p0 = past == null ? 0 : past[s];
             for (int i = 0; i < batch.seqLen()[s]; i++) {
@@ -327,21 +326,31 @@ public final class DecoderStage implements AutoCloseable {
                 keyLen[row] = i + 1; // causal, in the prefill form (only sequences without cached tokens use it)
                 maxPos = Math.max(maxPos, pos);
             }
+            if (caches != null) {
+                caches[s].reserve(batch.seqLen()[s]);
+            }
         }
-        Buf cosSin = scratch.cosSin(rope, maxPos + 1);
-        Buf positions = scratch.ints.take(t);
-        dev.write(positions, batch.positions(), 0, t);
-        Buf ks = scratch.ints.take(t);
-        dev.write(ks, keyStart, 0, t);
-        Buf kl = scratch.ints.take(t);
-        dev.write(kl, keyLen, 0, t);
+        pass.packed = batch;
+        pass.past = past;
+        pass.precision = precision;
+        pass.rows = DecodeRows.of(batch, past);
+        pass.cosSin(rope, maxPos + 1);
+        pass.positions = pass.ints.take(t);
+        dev.write(pass.positions, batch.positions(), 0, t);
+        pass.keyStart = pass.ints.take(t);
+        dev.write(pass.keyStart, keyStart, 0, t);
+        pass.keyLen = pass.ints.take(t);
+        dev.write(pass.keyLen, keyLen, 0, t);
         // Prefill-form tiles: runs of up to ATTENTION_TILE consecutive queries of one sequence without cached tokens.
-        int[] tiles = new int[2 * (t + n)];
+        int[] tiles = pass.hostTiles = Pass.grow(pass.hostTiles, 2 * (t + n));
         int numTiles = 0;
-        int[] cachedSeqs = new int[cached]; // the absorbed form's sequences
-        for (int s = 0, c = 0; s < n; s++) {
+        Pass.Cached c = pass.cached = pass.cachedByCount.get(cached);
+        for (int s = 0, j = 0; s < n; s++) {
             if (past != null && past[s] > 0) {
-                cachedSeqs[c++] = s;
+                c.seq[j] = s;
+                c.rowStart[j] = batch.seqStart()[s];
+                c.rows[j] = batch.seqLen()[s];
+                c.past[j++] = past[s];
                 continue;
             }
             for (int i = 0; i < batch.seqLen()[s]; i += Device.ATTENTION_TILE) {
@@ -349,10 +358,9 @@ public final class DecoderStage implements AutoCloseable {
                 tiles[2 * numTiles++ + 1] = Math.min(Device.ATTENTION_TILE, batch.seqLen()[s] - i);
             }
         }
-        Buf tb = scratch.ints.take(2L * numTiles);
-        dev.write(tb, tiles, 0, 2 * numTiles);
-        return new AttentionBatch(
-                batch, positions, ks, kl, tb, numTiles, cosSin, cachedSeqs, past, DecodeRows.of(batch, past));
+        pass.tiles = pass.ints.take(2L * numTiles);
+        dev.write(pass.tiles, tiles, 0, 2 * numTiles);
+        pass.numTiles = numTiles;
     }
 
     /** A scratch mark: {@link #releaseScratch} gives back what was taken after it (a logits chunk once read). */

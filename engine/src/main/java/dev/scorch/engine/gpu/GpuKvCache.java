@@ -79,7 +79,7 @@ public final class GpuKvCache implements LatentCache, AutoCloseable {
     }
 
     @Override
-    public void checkRoom(int tokens) {
+    public void reserve(int tokens) {
         if (length + tokens > capacity) {
             throw new IllegalStateException("GPU KV cache holds " + capacity + " tokens; " + length + " cached + "
                     + tokens + " new do not fit");

@@ -3,6 +3,7 @@ package dev.scorch.engine.gpu;
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.kernels.Rope;
 import dev.scorch.engine.runtime.PackedBatch;
+import java.util.Arrays;
 
 /**
  * Multi-head latent attention (DeepseekV3Attention) on a device: a sequence without
@@ -60,21 +61,21 @@ final class MlaAttention {
     }
 
     /** Multi-head latent attention of h [T, hidden] → [T, hidden]. */
-    Buf forward(Pass p, Buf h, AttentionBatch b, LatentCache[] caches) {
-        Device dev = p.dev();
-        int t = b.packed().numTokens();
+    Buf forward(Pass p, Buf h, LatentCache[] caches) {
+        Device dev = p.dev;
+        int t = p.packed.numTokens();
         int qHead = qkNope + qkRope;
         double loraEps = ModelConfig.LORA_NORM_EPS;
         // One GEMM for both low-rank projections: qkvA [T, qOut + kv_lora_rank + qk_rope] = [q_a | latent | k_pe]
         int kvAWidth = kvLora + qkRope;
         int width = qOut + kvAWidth;
-        Buf qkvA = p.floats().take((long) t * width);
+        Buf qkvA = p.floats.take((long) t * width);
         p.gemm(h, t, hidden, qkvAProj, width, qkvA);
         // q = q_b_proj(q_a_layernorm(q_a)) or q_proj(h): [T, heads, q_head_dim] = [q_nope | q_pe]
-        Buf q = p.floats().take((long) t * heads * qHead);
+        Buf q = p.floats.take((long) t * heads * qHead);
         if (qBProj != null) {
             int qLora = qOut;
-            Buf qA = p.floats().take((long) t * qLora);
+            Buf qA = p.floats.take((long) t * qLora);
             dev.rmsNorm(qkvA, t, width, 0, qLora, qALayernorm, loraEps, qA);
             p.gemm(qA, t, qLora, qBProj, heads * qHead, q);
         } else {
@@ -82,46 +83,36 @@ final class MlaAttention {
         }
         // Only the latent is normed: latent [T, kv_lora_rank]; k_pe [T, qk_rope] is one rotary key head shared by all
         // heads, rotated in the same kernel. RoPE on q_pe of every head, at each token's position.
-        Buf latent = p.floats().take((long) t * kvLora);
-        Buf kPe = p.floats().take((long) t * qkRope);
+        Buf latent = p.floats.take((long) t * kvLora);
+        Buf kPe = p.floats.take((long) t * qkRope);
         dev.rmsNormRope(
-                qkvA, t, width, qOut, kvLora, kvALayernorm, loraEps, qkRope, b.positions(), b.cosSin(), latent, kPe);
-        dev.rope(q, t, heads, heads * qHead, qHead, qkNope, qkRope, b.positions(), b.cosSin());
-        Buf attn = p.floats().take((long) t * heads * vHead); // [T, heads, v_head]
+                qkvA, t, width, qOut, kvLora, kvALayernorm, loraEps, qkRope, p.positions, p.cosSin(), latent, kPe);
+        dev.rope(q, t, heads, heads * qHead, qHead, qkNope, qkRope, p.positions, p.cosSin());
+        Buf attn = p.floats.take((long) t * heads * vHead); // [T, heads, v_head]
         if (caches != null) {
-            PackedBatch pb = b.packed();
+            PackedBatch pb = p.packed;
             for (int s = 0; s < caches.length; s++) {
-                LatentCache c = caches[s];
-                int w = c.width();
-                int past = b.past()[s]; // the caches advance once every layer has run
+                // This pass's latents and k_pe join the sequence's cache, after the p.past[s] it held (the caches
+                // advance once every layer has run).
+                Buf cache = caches[s].layer(layer);
+                int w = caches[s].width();
                 int len = pb.seqLen()[s];
                 int row0 = pb.seqStart()[s];
-                // This pass's latents and k_pe join the sequence's cache.
-                Buf fresh = c.layer(layer).slice((long) past * w, (long) len * w);
-                dev.copyCols(
-                        latent.slice((long) row0 * kvLora, (long) len * kvLora), len, kvLora, 0, kvLora, fresh, w, 0);
-                dev.copyCols(
-                        kPe.slice((long) row0 * qkRope, (long) len * qkRope), len, qkRope, 0, qkRope, fresh, w, kvLora);
+                dev.copyCols(latent, len, kvLora, row0 * kvLora, kvLora, cache, w, p.past[s] * w);
+                dev.copyCols(kPe, len, qkRope, row0 * qkRope, qkRope, cache, w, p.past[s] * w + kvLora);
             }
-            int[] seqs = b.cachedSeqs();
-            if (seqs.length > 0) {
+            Pass.Cached c = p.cached;
+            if (c.seq.length > 0) {
                 // Sequences with cached tokens attend in the absorbed form over their latent caches.
-                int[] rowStart = new int[seqs.length];
-                int[] rows = new int[seqs.length];
-                int[] past = new int[seqs.length];
-                Buf[] layerCaches = new Buf[seqs.length];
-                for (int i = 0; i < seqs.length; i++) {
-                    rowStart[i] = pb.seqStart()[seqs[i]];
-                    rows[i] = pb.seqLen()[seqs[i]];
-                    past[i] = b.past()[seqs[i]];
-                    layerCaches[i] = caches[seqs[i]].layer(layer);
+                for (int i = 0; i < c.seq.length; i++) {
+                    c.layers[i] = caches[c.seq[i]].layer(layer);
                 }
                 dev.mlaDecode(
                         q,
-                        rowStart,
-                        rows,
-                        layerCaches,
-                        past,
+                        c.rowStart,
+                        c.rows,
+                        c.layers,
+                        c.past,
                         kvBProjAbsorbed,
                         heads,
                         qkNope,
@@ -130,9 +121,10 @@ final class MlaAttention {
                         kvLora,
                         softmaxScale,
                         attn);
+                Arrays.fill(c.layers, null); // the pass does not keep a sequence's cache alive
             }
         }
-        if (b.numTiles() > 0) {
+        if (p.numTiles > 0) {
             // The other sequences (scoring; a prompt into an empty cache) attend in the prefill form over their own
             // tokens: kv = kv_b_proj(latent) [T, heads, qk_nope + v_head] = [k_nope | v] (in a batch that mixes the
             // forms, the absorbed rows may be expanded too, and are not attended)
@@ -141,10 +133,10 @@ final class MlaAttention {
                     latent,
                     kPe,
                     kvBProj,
-                    b.keyStart(),
-                    b.keyLen(),
-                    b.tiles(),
-                    b.numTiles(),
+                    p.keyStart,
+                    p.keyLen,
+                    p.tiles,
+                    p.numTiles,
                     t,
                     heads,
                     qkNope,
@@ -153,11 +145,11 @@ final class MlaAttention {
                     kvLora,
                     softmaxScale,
                     attn,
-                    p.precision(),
-                    p.rows(),
-                    p.floats()::take);
+                    p.precision,
+                    p.rows,
+                    p.takeFloats);
         }
-        Buf out = p.floats().take((long) t * hidden);
+        Buf out = p.floats.take((long) t * hidden);
         p.gemm(attn, t, heads * vHead, oProj, hidden, out);
         return out;
     }

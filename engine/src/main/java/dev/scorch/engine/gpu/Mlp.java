@@ -19,8 +19,8 @@ record Mlp(Buf gateUpProj, Buf downProj, int hidden, int inter) {
 
     /** SwiGLU MLP: down_proj(silu(gate_proj(x)) * up_proj(x)), x [rows, hidden] → [rows, hidden]. */
     Buf forward(Pass p, Buf x, int rows) {
-        Buf out = p.floats().take((long) rows * hidden);
-        p.dev().mlp(x, rows, hidden, gateUpProj, downProj, inter, out, p.precision(), p.rows(), p.floats()::take);
+        Buf out = p.floats.take((long) rows * hidden);
+        p.dev.mlp(x, rows, hidden, gateUpProj, downProj, inter, out, p.precision, p.rows, p.takeFloats);
         return out;
     }
 }

@@ -39,20 +39,20 @@ final class Moe {
      * diagnostics).
      */
     Buf forward(Pass p, Buf x, int t, int[] routes) {
-        Device dev = p.dev();
+        Device dev = p.dev;
         int nExperts = router.nRoutedExperts();
         int topK = router.numExpertsPerTok();
         int pairs = t * topK;
-        Buf logits = p.floats().take((long) t * nExperts); // [T, n_routed_experts], fp32 weights
+        Buf logits = p.floats.take((long) t * nExperts); // [T, n_routed_experts], fp32 weights
         p.gemm(x, t, hidden, gate, nExperts, logits);
-        Buf experts = p.ints().take(pairs); // [T, top_k], ascending id
-        Buf weights = p.floats().take(pairs);
+        Buf experts = p.ints.take(pairs); // [T, top_k], ascending id
+        Buf weights = p.floats.take(pairs);
         dev.moeRoute(logits, eScoreCorrectionBias, t, router, experts, weights);
         if (routes != null) {
             dev.read(experts, routes, 0, pairs);
         }
         // y [T, hidden] = Σ_k weight[t, k] · expert_e(x_t), experts in ascending id, + shared_experts(x)
-        Buf y = p.floats().take((long) t * hidden);
+        Buf y = p.floats.take((long) t * hidden);
         dev.moeExperts(
                 x,
                 t,
@@ -67,10 +67,10 @@ final class Moe {
                 sharedExperts == null ? null : sharedExperts.downProj(),
                 sharedExperts == null ? 0 : sharedExperts.inter(),
                 y,
-                p.precision(),
-                p.rows(),
-                p.floats()::take,
-                p.ints()::take);
+                p.precision,
+                p.rows,
+                p.takeFloats,
+                p.takeInts);
         return y;
     }
 }

@@ -3,16 +3,14 @@ package dev.scorch.engine.model;
 import dev.scorch.engine.checkpoint.Checkpoint;
 import dev.scorch.engine.checkpoint.CheckpointValidator;
 import dev.scorch.engine.config.ModelConfig;
-import dev.scorch.engine.gpu.Buf;
 import dev.scorch.engine.gpu.CpuDevice;
 import dev.scorch.engine.gpu.DecodeRows;
 import dev.scorch.engine.gpu.DecoderStage;
 import dev.scorch.engine.gpu.GemmPrecision;
-import dev.scorch.engine.gpu.LatentCache;
-import dev.scorch.engine.gpu.PassScratch;
+import dev.scorch.engine.gpu.KvCache;
+import dev.scorch.engine.gpu.Pass;
 import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.kernels.Ops;
-import dev.scorch.engine.runtime.KvCache;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.runtime.Workspace;
 import java.nio.file.Path;
@@ -26,64 +24,31 @@ import java.util.function.IntConsumer;
  * (the JVM's InternalError for a read past its new end, caught at each entry point here).
  */
 public final class DeepseekV3Model {
-    private static final Workspace.Slot<Pass> PASS = new Workspace.Slot<>(Pass::new);
+    private static final Workspace.Slot<Buffers> BUFFERS = new Workspace.Slot<>(Buffers::new);
 
-    /** A workspace's device and scratch for passes over one Ops, and decode's buffers. */
-    private static final class Pass extends Workspace.Buffers {
+    /** A workspace's device and pass over one Ops, and decode's buffers. */
+    private static final class Buffers extends Workspace.Buffers {
         private CpuDevice dev;
-        private PassScratch scratch;
+        private Pass pass;
         private float[] logits; // [B, vocab], exactly: decode returns it
         private PackedBatch decodeBatch; // a decode step's, one token per sequence, refilled while B stays the same
+        private int[] past = new int[0]; // [B]: a decode step's cached tokens before it
 
-        Pass(Workspace ws) {
+        Buffers(Workspace ws) {
             super(ws);
         }
 
         @Override
         protected long otherBytes() {
-            return dev == null ? 0 : scratch.bytes() + dev.scratchBytes();
+            return dev == null ? 0 : pass.bytes() + dev.scratchBytes();
         }
 
-        PassScratch on(Ops ops) {
+        Pass on(Ops ops) {
             if (dev == null || dev.ops() != ops) {
                 dev = new CpuDevice(ops);
-                scratch = new PassScratch(dev);
+                pass = new Pass(dev);
             }
-            return scratch;
-        }
-    }
-
-    /** A sequence's {@link KvCache} as the block reads and writes it (room is made as the block checks for it). */
-    private record Latent(KvCache kv) implements LatentCache {
-        @Override
-        public int layers() {
-            return kv.layers();
-        }
-
-        @Override
-        public int length() {
-            return kv.length();
-        }
-
-        @Override
-        public int width() {
-            return kv.width();
-        }
-
-        @Override
-        public Buf layer(int l) {
-            float[] a = kv.layer(l);
-            return new Buf(a, Buf.Kind.F32, 0, a.length);
-        }
-
-        @Override
-        public void checkRoom(int tokens) {
-            kv.reserve(tokens);
-        }
-
-        @Override
-        public void advance(int tokens) {
-            kv.advance(tokens);
+            return pass;
         }
     }
 
@@ -186,7 +151,7 @@ public final class DeepseekV3Model {
             throw new IllegalArgumentException(
                     b + " tokens but " + (caches == null ? "no" : caches.length) + " caches");
         }
-        Pass scratch = ws.get(PASS);
+        Buffers scratch = ws.get(BUFFERS);
         if (scratch.decodeBatch == null || scratch.decodeBatch.numSequences() != b) {
             scratch.decodeBatch = new PackedBatch(new int[b], new int[b], new int[b], new int[b]);
         }
@@ -197,7 +162,7 @@ public final class DeepseekV3Model {
             batch.seqStart()[s] = s;
             batch.seqLen()[s] = 1;
         }
-        int[] past = new int[b];
+        int[] past = scratch.past = scratch.ints(scratch.past, b);
         for (int s = 0; s < b; s++) {
             past[s] = caches[s].length();
         }
@@ -235,13 +200,6 @@ public final class DeepseekV3Model {
                                 + config.kvLoraRank() + " + "
                                 + config.qkRopeHeadDim() + "]");
             }
-            for (int i = 0; i < batch.seqLen()[s]; i++) {
-                int p = batch.positions()[batch.seqStart()[s] + i];
-                if (p != c.length() + i) {
-                    throw new IllegalArgumentException("sequence " + s + " token " + i + " has position " + p
-                            + ", its KV cache expects " + (c.length() + i) + " (use KvCache.pack)");
-                }
-            }
         }
     }
 
@@ -249,15 +207,9 @@ public final class DeepseekV3Model {
             PackedBatch batch, Ops ops, int[][] routes, KvCache[] caches, Workspace ws, IntConsumer boundary) {
         checkpoint
                 .checkMapped(); // a shard cut short since the last pass fails here, named, before any read of it faults
-        LatentCache[] latent = null;
-        if (caches != null) {
-            latent = new LatentCache[caches.length];
-            for (int s = 0; s < caches.length; s++) {
-                latent[s] = new Latent(caches[s]);
-            }
-        }
         // The final-normed hidden states are a whole array of the workspace's scratch.
-        return block.forward(ws.get(PASS).on(ops), batch, latent, routes, null, h -> (float[]) h.storage(), boundary);
+        return block.forward(
+                ws.get(BUFFERS).on(ops), batch, caches, routes, null, h -> (float[]) h.storage(), boundary);
     }
 
     /** logits[rows, vocab] = lm_head(hidden rows), fp32, as scoring and prefill compute them ({@link Ops#matmul}). */

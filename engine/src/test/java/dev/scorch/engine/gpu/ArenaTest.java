@@ -55,4 +55,19 @@ class ArenaTest {
         assertSame(x.storage(), a.take(300).storage(), "the next pass reuses them in order");
         assertEquals((300 + 600 + 20) * 4L, a.bytes());
     }
+
+    @Test
+    void onTheCpuASliceOfALengthTakenBeforeIsTheSameBufferSoAPassAllocatesNothing() {
+        Arena a = new Arena(new CpuDevice(null), Buf.Kind.F32, 1000);
+        long mark = a.mark();
+        Buf dense = a.take(600); // a dense layer's first slice
+        a.release(mark);
+        Buf moe = a.take(400); // an MoE layer's, at the same place
+        a.release(mark);
+        assertSame(dense, a.take(600), "the dense layer's view is kept beside the MoE layer's");
+        a.release(mark);
+        assertSame(moe, a.take(400));
+        a.reset();
+        assertSame(dense, a.take(600), "and from pass to pass");
+    }
 }

@@ -147,7 +147,9 @@ class MoeTest {
     }
 
     static Pass pass(Device dev, GemmPrecision p) {
-        return new Pass(dev, p, new Arena(dev, Buf.Kind.F32, 1 << 20), new Arena(dev, Buf.Kind.I32, 1 << 16));
+        Pass pass = new Pass(dev);
+        pass.precision = p;
+        return pass;
     }
 
     /** Hidden states of the scale a layer sees (the model's RMSNorm output is near unit scale). */

@@ -8,10 +8,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.scorch.engine.demo.DemoPreset;
+import dev.scorch.engine.gpu.KvCache;
 import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.kernels.ReferenceOps;
-import dev.scorch.engine.runtime.KvCache;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.runtime.Workspace;
 import dev.scorch.engine.scoring.LogSoftmax;
@@ -156,8 +156,8 @@ class DecodeTest {
             m.prefill(KvCache.pack(List.of(seqs.get(1)), List.of(alone)), new KvCache[] {alone}, ops, new Workspace());
             for (int l = 0; l < m.config().numHiddenLayers(); l++) {
                 assertArrayEquals(
-                        Arrays.copyOf(alone.layer(l), 70 * alone.width()),
-                        Arrays.copyOf(caches[1].layer(l), 70 * alone.width()),
+                        Arrays.copyOf(alone.rows(l), 70 * alone.width()),
+                        Arrays.copyOf(caches[1].rows(l), 70 * alone.width()),
                         "latents and k_pe of layer " + l);
             }
         }

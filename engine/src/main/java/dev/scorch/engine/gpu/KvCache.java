@@ -1,27 +1,29 @@
-package dev.scorch.engine.runtime;
+package dev.scorch.engine.gpu;
 
 import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.runtime.PackedBatch;
 import java.util.Arrays;
 import java.util.List;
 
 /**
- * The MLA latent KV cache of ONE sequence: per layer and per past token only the compressed latent after
- * kv_a_layernorm (kv_lora_rank floats) and the rotated k_pe (qk_rope_head_dim floats), never per-head keys
- * or values. A layer is one row per token, [latent | k_pe] ({@link #width()} floats), the layout of the device's
- * {@code GpuKvCache}, so one attention block reads either. Storage grows by doubling up to {@link #maxTokens()}, fixed
+ * The MLA latent KV cache of ONE sequence on the CPU device: per layer and per past token only the compressed latent
+ * after kv_a_layernorm (kv_lora_rank floats) and the rotated k_pe (qk_rope_head_dim floats), never per-head keys or
+ * values. A layer is one row per token, [latent | k_pe] ({@link #width()} floats), the layout of {@link GpuKvCache},
+ * so one attention block reads either. Storage grows by doubling up to {@link #maxTokens()}, fixed
  * at creation; appending past it fails.
  *
  * <p>A forward writes layer by layer at positions {@code length() ..} (into {@link #layer} after {@link #reserve})
  * and calls {@link #advance} once every layer has been written, so a forward that fails half way leaves the cache at
  * its old length.
  */
-public final class KvCache {
+public final class KvCache implements LatentCache {
     private final int layers;
     private final int kvLoraRank;
     private final int qkRope;
     private final int maxTokens;
     private final int width; // kv_lora_rank + qk_rope
     private final float[][] rows; // [layer][capacity * width]: token j = [latent | k_pe] at j * width
+    private final Buf[] views; // rows[l] as the CPU device's buffer
     private int capacity;
     private int length;
 
@@ -37,6 +39,10 @@ public final class KvCache {
         this.maxTokens = maxTokens;
         this.width = kvLoraRank + qkRopeHeadDim;
         this.rows = new float[layers][0];
+        this.views = new Buf[layers];
+        for (int l = 0; l < layers; l++) {
+            views[l] = new Buf(rows[l], Buf.Kind.F32, 0, 0);
+        }
     }
 
     /** A cache shaped for {@code config} holding at most maxTokens tokens of one sequence. */
@@ -67,6 +73,7 @@ public final class KvCache {
         return capacity * bytesPerToken();
     }
 
+    @Override
     public int layers() {
         return layers;
     }
@@ -80,6 +87,7 @@ public final class KvCache {
     }
 
     /** Floats per token and layer: kv_lora_rank + qk_rope_head_dim. */
+    @Override
     public int width() {
         return width;
     }
@@ -89,11 +97,13 @@ public final class KvCache {
     }
 
     /** Tokens cached (every layer written): the position of the next token. */
+    @Override
     public int length() {
         return length;
     }
 
     /** Makes room for n more tokens, failing (and changing nothing) when length + n would pass maxTokens. */
+    @Override
     public void reserve(int n) {
         if (n < 0) {
             throw new IllegalArgumentException("cannot reserve " + n + " tokens");
@@ -109,6 +119,7 @@ public final class KvCache {
         int cap = Math.max(need, Math.min(maxTokens, Math.max(16, capacity * 2)));
         for (int l = 0; l < layers; l++) {
             rows[l] = Arrays.copyOf(rows[l], Math.multiplyExact(cap, width));
+            views[l] = new Buf(rows[l], Buf.Kind.F32, 0, rows[l].length);
         }
         capacity = cap;
     }
@@ -117,11 +128,18 @@ public final class KvCache {
      * Layer l's rows [capacity, width]: token j's latent at j * width, its rotated k_pe at j * width + kv_lora_rank.
      * Valid until the next reserve.
      */
-    public float[] layer(int layer) {
+    public float[] rows(int layer) {
         return rows[layer];
     }
 
+    /** {@link #rows} as the CPU device's buffer. */
+    @Override
+    public Buf layer(int layer) {
+        return views[layer];
+    }
+
     /** Marks n more tokens as cached, once every layer holds them. */
+    @Override
     public void advance(int n) {
         if (n < 0 || length + n > capacity) {
             throw new IllegalStateException(
