@@ -80,12 +80,7 @@ public final class Tensor {
         return at - file.mappingStart(at, length);
     }
 
-    /** Copies n little-endian 16-bit values from byteOffset into dst[0 .. n); false (nothing read) where the file offset is odd. */
-    public boolean rawShorts(long byteOffset, short[] dst, int n) {
-        return rawShorts(byteOffset, dst, 0, n);
-    }
-
-    /** As {@link #rawShorts(long, short[], int)} into dst[off .. off + n). */
+    /** Copies n little-endian 16-bit values from byteOffset into dst[off .. off + n); false (nothing read) where the file offset is odd. */
     public boolean rawShorts(long byteOffset, short[] dst, int off, int n) {
         return file.getShorts(dataOffset(byteOffset, 2L * n), dst, off, n);
     }

@@ -138,14 +138,6 @@ final class JsonFields {
         return n.asDouble();
     }
 
-    double optDouble(String field, double dflt) {
-        return has(field) ? requiredDouble(field) : dflt;
-    }
-
-    Double nullableDouble(String field) {
-        return has(field) ? requiredDouble(field) : null;
-    }
-
     boolean optBool(String field, boolean dflt) {
         if (!has(field)) {
             return dflt;

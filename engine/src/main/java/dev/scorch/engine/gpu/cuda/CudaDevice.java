@@ -78,12 +78,11 @@ public final class CudaDevice implements Device {
     private long dequantScratchBytes;
     private Pointer ptrDev; // grouped GEMM pointer arrays
     private long ptrDevElems;
-    private String groupedStatus;
+    private boolean groupedRefused; // cuBLAS refused a batched GEMM here: every group runs alone from then on
     private final java.util.Map<Buf[], java.util.Map<GemmPrecision, ExpertTable>> expertTables =
             new java.util.IdentityHashMap<>();
     private Buf tileStart; // moe_gemm's row tiles per expert [experts + 1]
     private Buf guScratch; // without -Dscorch.cuda.moe-gemm=true: one expert's gate|up rows before SwiGLU
-    private String groupedDetail;
     private LongPointer stageL = new LongPointer(0);
     private long bf16ScratchElems;
     private FloatPointer stageF = new FloatPointer(0);
@@ -111,10 +110,6 @@ public final class CudaDevice implements Device {
             Cuda.check(cudaSetDevice(ordinal), "cudaSetDevice(" + ordinal + ")");
             CURRENT.set(ordinal);
         }
-    }
-
-    public int ordinal() {
-        return ordinal;
     }
 
     @Override
@@ -571,16 +566,13 @@ public final class CudaDevice implements Device {
         bind();
         // FP32 weights run one GEMM per group: the grouped call hit an illegal address on the device check's
         // first FP32 forward (the BF16 modes ran it cleanly), and FP32 is the slow reference mode anyway.
-        if (BATCHED_EXPERTS && w[0].kind() == Buf.Kind.BF16 && !"refused".equals(groupedStatus)) {
+        if (BATCHED_EXPERTS && w[0].kind() == Buf.Kind.BF16 && !groupedRefused) {
             int status = grouped(x, rowStart, rows, groups, k, w, n, y, precision);
             if (status == 0) {
-                groupedStatus = "batched";
                 return;
             }
             if (status > 0) {
-                groupedStatus = "refused";
-                groupedDetail =
-                        "cublasGemmBatchedEx refused (cuBLAS status " + status + "): one GEMM per expert from then on";
+                groupedRefused = true;
             }
         }
         for (int g = 0; g < groups; g++) {
@@ -593,14 +585,6 @@ public final class CudaDevice implements Device {
                     y.slice((long) rowStart[g] * n, (long) rows[g] * n),
                     precision);
         }
-    }
-
-    /**
-     * How grouped GEMMs ran last here: "batched" (one cuBLAS batched GEMM per part), "refused" (with the reason:
-     * cuBLAS declined, so every group runs alone), or null when none ran batched yet.
-     */
-    public String groupedStatus() {
-        return groupedDetail != null ? groupedDetail : groupedStatus;
     }
 
     /**
