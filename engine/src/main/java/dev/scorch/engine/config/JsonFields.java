@@ -73,14 +73,6 @@ final class JsonFields {
         return n.asInt();
     }
 
-    int positiveInt(String field) {
-        int v = requiredInt(field);
-        if (v <= 0) {
-            throw error(field, "must be positive, got " + v);
-        }
-        return v;
-    }
-
     int optInt(String field, int dflt) {
         return has(field) ? requiredInt(field) : dflt;
     }

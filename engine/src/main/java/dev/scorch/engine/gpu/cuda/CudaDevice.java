@@ -32,6 +32,7 @@ import dev.scorch.engine.gpu.PackedInt4;
 import dev.scorch.engine.kernels.KernelSelection;
 import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.model.RouterShape;
+import java.util.function.LongFunction;
 import org.bytedeco.cuda.cublas.cublasContext;
 import org.bytedeco.cuda.cudart.cudaDeviceProp;
 import org.bytedeco.javacpp.FloatPointer;
@@ -181,7 +182,7 @@ public final class CudaDevice implements Device {
     public void write(Buf dst, float[] src, int off, int n) {
         dst.need(Buf.Kind.F32, n, "write");
         bind();
-        stageF = grow(stageF, n);
+        stageF = grow(stageF, n, FloatPointer::new);
         stageF.put(src, off, n);
         Cuda.check(cudaMemcpy(ptr(dst), stageF, (long) n * 4, cudaMemcpyHostToDevice), "cudaMemcpy to device");
     }
@@ -190,7 +191,7 @@ public final class CudaDevice implements Device {
     public void write(Buf dst, int[] src, int off, int n) {
         dst.need(Buf.Kind.I32, n, "write");
         bind();
-        stageI = grow(stageI, n);
+        stageI = grow(stageI, n, IntPointer::new);
         stageI.put(src, off, n);
         Cuda.check(cudaMemcpy(ptr(dst), stageI, (long) n * 4, cudaMemcpyHostToDevice), "cudaMemcpy to device");
     }
@@ -199,7 +200,7 @@ public final class CudaDevice implements Device {
     public void read(Buf src, float[] dst, int off, int n) {
         src.need(Buf.Kind.F32, n, "read");
         bind();
-        stageF = grow(stageF, n);
+        stageF = grow(stageF, n, FloatPointer::new);
         Cuda.check(cudaMemcpy(stageF, ptr(src), (long) n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
         stageF.get(dst, off, n);
     }
@@ -208,46 +209,23 @@ public final class CudaDevice implements Device {
     public void read(Buf src, int[] dst, int off, int n) {
         src.need(Buf.Kind.I32, n, "read");
         bind();
-        stageI = grow(stageI, n);
+        stageI = grow(stageI, n, IntPointer::new);
         Cuda.check(cudaMemcpy(stageI, ptr(src), (long) n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
         stageI.get(dst, off, n);
     }
 
-    private static FloatPointer grow(FloatPointer p, long n) {
+    /** p from position 0 when it holds n elements, else a new one of at least twice its capacity (p is closed). */
+    private static <P extends Pointer> P grow(P p, long n, LongFunction<P> make) {
         if (p.capacity() >= n) {
             return p.position(0);
         }
         p.close();
-        return new FloatPointer(Math.max(n, 2 * p.capacity()));
-    }
-
-    private static IntPointer grow(IntPointer p, long n) {
-        if (p.capacity() >= n) {
-            return p.position(0);
-        }
-        p.close();
-        return new IntPointer(Math.max(n, 2 * p.capacity()));
+        return make.apply(Math.max(n, 2 * p.capacity()));
     }
 
     /** A device array of device pointers, as the void** argument cuBLAS reads it from. */
     private static PointerPointer<Pointer> deviceArray(long address) {
         return new PointerPointer<>(new DevicePointer(address));
-    }
-
-    private static LongPointer grow(LongPointer p, long n) {
-        if (p.capacity() >= n) {
-            return p.position(0);
-        }
-        p.close();
-        return new LongPointer(Math.max(n, 2 * p.capacity()));
-    }
-
-    private static ShortPointer grow(ShortPointer p, long n) {
-        if (p.capacity() >= n) {
-            return p.position(0);
-        }
-        p.close();
-        return new ShortPointer(Math.max(n, 2 * p.capacity()));
     }
 
     /** Decodes the weight a block of rows at a time (FP8 or INT4 scales applied) and uploads it in the precision's dtype. */
@@ -279,14 +257,7 @@ public final class CudaDevice implements Device {
             int elems = n * in;
             long at = (long) r0 * in;
             if (bf16 != null) {
-                for (int i = 0; i < elems; i++) {
-                    bf16[i] = NumberFormats.floatToBf16(rows[i]);
-                }
-                stageS = grow(stageS, elems);
-                stageS.put(bf16, 0, elems);
-                Cuda.check(
-                        cudaMemcpy(ptr(b.slice(at, elems)), stageS, elems * 2L, cudaMemcpyHostToDevice),
-                        "cudaMemcpy weight " + w.name());
+                writeBf16(b.slice(at, elems), rows, elems, bf16, "cudaMemcpy weight " + w.name());
             } else {
                 write(b.slice(at, elems), rows, 0, elems);
             }
@@ -299,15 +270,19 @@ public final class CudaDevice implements Device {
             return upload(w);
         }
         Buf b = alloc(Buf.Kind.BF16, w.length);
-        short[] bf16 = new short[w.length];
-        for (int i = 0; i < w.length; i++) {
-            bf16[i] = NumberFormats.floatToBf16(w[i]);
+        writeBf16(b, w, w.length, new short[w.length], "cudaMemcpy weight");
+        return b;
+    }
+
+    /** dst (BF16) = src[0 .. n) rounded to BF16, through bf16 (n shorts or more) and the staging buffer. */
+    private void writeBf16(Buf dst, float[] src, int n, short[] bf16, String what) {
+        for (int i = 0; i < n; i++) {
+            bf16[i] = NumberFormats.floatToBf16(src[i]);
         }
         bind();
-        stageS = grow(stageS, w.length);
-        stageS.put(bf16, 0, w.length);
-        Cuda.check(cudaMemcpy(ptr(b), stageS, w.length * 2L, cudaMemcpyHostToDevice), "cudaMemcpy weight");
-        return b;
+        stageS = grow(stageS, n, ShortPointer::new);
+        stageS.put(bf16, 0, n);
+        Cuda.check(cudaMemcpy(ptr(dst), stageS, n * 2L, cudaMemcpyHostToDevice), what);
     }
 
     // --- Kernels
@@ -620,7 +595,7 @@ public final class CudaDevice implements Device {
             ptrDev = new Pointer();
             Cuda.check(cudaMalloc(ptrDev, ptrDevElems * 8), "cudaMalloc(batched GEMM pointers)");
         }
-        stageL = grow(stageL, ptrs.length);
+        stageL = grow(stageL, ptrs.length, LongPointer::new);
         stageL.put(ptrs, 0, ptrs.length);
         Cuda.check(
                 cudaMemcpy(ptrDev, stageL, ptrs.length * 8L, cudaMemcpyHostToDevice),
