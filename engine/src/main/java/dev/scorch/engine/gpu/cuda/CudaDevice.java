@@ -387,31 +387,10 @@ public final class CudaDevice implements Device {
             int parts = Math.max(1, precision.inputParts());
             DevicePointer[] p = split(x, (long) m * k, parts);
             for (int i = 0; i < parts; i++) {
-                bf16Gemm(m, k, w, n, y, p[i], i == 0 ? zero : one);
+                gemmEx(m, k, ptr(w), p[i], true, n, ptr(y), n, i == 0 ? zero : one, "cublasGemmEx BF16");
             }
         } else {
-            Cuda.checkBlas(
-                    cublasGemmEx(
-                            cublas,
-                            CUBLAS_OP_T,
-                            CUBLAS_OP_N,
-                            n,
-                            m,
-                            k,
-                            one,
-                            ptr(w),
-                            CUDA_R_32F,
-                            k,
-                            ptr(x),
-                            CUDA_R_32F,
-                            k,
-                            zero,
-                            ptr(y),
-                            CUDA_R_32F,
-                            n,
-                            CUBLAS_COMPUTE_32F_PEDANTIC,
-                            CUBLAS_GEMM_DEFAULT),
-                    "cublasGemmEx FP32 " + m + "x" + k + "x" + n);
+            gemmEx(m, k, ptr(w), ptr(x), false, n, ptr(y), n, zero, "cublasGemmEx FP32");
         }
     }
 
@@ -448,55 +427,14 @@ public final class CudaDevice implements Device {
             DevicePointer yTile = new DevicePointer(ptr(y).address() + 4L * r0);
             dequant.tile(r0, elems, tile, plan.weightParts(), stride);
             if (plan.fp32()) {
-                Cuda.checkBlas(
-                        cublasGemmEx(
-                                cublas,
-                                CUBLAS_OP_T,
-                                CUBLAS_OP_N,
-                                nb,
-                                m,
-                                k,
-                                one,
-                                tile,
-                                CUDA_R_32F,
-                                k,
-                                ptr(x),
-                                CUDA_R_32F,
-                                k,
-                                zero,
-                                yTile,
-                                CUDA_R_32F,
-                                n,
-                                CUBLAS_COMPUTE_32F_PEDANTIC,
-                                CUBLAS_GEMM_DEFAULT),
-                        "cublasGemmEx dequantised FP32 " + m + "x" + k + "x" + nb);
+                gemmEx(m, k, tile, ptr(x), false, nb, yTile, n, zero, "cublasGemmEx dequantised FP32");
                 continue;
             }
             boolean first = true;
             for (int a = 0; a < plan.weightParts(); a++) {
                 for (int b = 0; b < plan.inputParts() - a; b++) {
-                    Cuda.checkBlas(
-                            cublasGemmEx(
-                                    cublas,
-                                    CUBLAS_OP_T,
-                                    CUBLAS_OP_N,
-                                    nb,
-                                    m,
-                                    k,
-                                    one,
-                                    new DevicePointer(tile.address() + a * stride),
-                                    CUDA_R_16BF,
-                                    k,
-                                    parts[b],
-                                    CUDA_R_16BF,
-                                    k,
-                                    first ? zero : one,
-                                    yTile,
-                                    CUDA_R_32F,
-                                    n,
-                                    CUBLAS_COMPUTE_32F,
-                                    CUBLAS_GEMM_DEFAULT),
-                            "cublasGemmEx dequantised BF16 " + m + "x" + k + "x" + nb);
+                    DevicePointer wa = new DevicePointer(tile.address() + a * stride);
+                    gemmEx(m, k, wa, parts[b], true, nb, yTile, n, first ? zero : one, "cublasGemmEx dequantised BF16");
                     first = false;
                 }
             }
@@ -829,7 +767,22 @@ public final class CudaDevice implements Device {
         };
     }
 
-    private void bf16Gemm(int m, int k, Buf w, int n, Buf y, DevicePointer xb, FloatPointer beta) {
+    /**
+     * Row-major y[m, n] (row stride ldy) = x[m, k] · w[n, k]ᵀ, plus y where beta is one: w and x both BF16 (fp32
+     * compute) or both fp32 (pedantic fp32 compute), y fp32. what names the call in an error, with its m x k x n.
+     */
+    private void gemmEx(
+            int m,
+            int k,
+            Pointer w,
+            Pointer x,
+            boolean bf16,
+            int n,
+            Pointer y,
+            int ldy,
+            FloatPointer beta,
+            String what) {
+        int type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
         Cuda.checkBlas(
                 cublasGemmEx(
                         cublas,
@@ -839,19 +792,19 @@ public final class CudaDevice implements Device {
                         m,
                         k,
                         one,
-                        ptr(w),
-                        CUDA_R_16BF,
+                        w,
+                        type,
                         k,
-                        xb,
-                        CUDA_R_16BF,
+                        x,
+                        type,
                         k,
                         beta,
-                        ptr(y),
+                        y,
                         CUDA_R_32F,
-                        n,
-                        CUBLAS_COMPUTE_32F,
+                        ldy,
+                        bf16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_PEDANTIC,
                         CUBLAS_GEMM_DEFAULT),
-                "cublasGemmEx BF16 " + m + "x" + k + "x" + n);
+                what + " " + m + "x" + k + "x" + n);
     }
 
     private static int grid(long n) {
