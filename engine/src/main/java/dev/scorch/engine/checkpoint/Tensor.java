@@ -167,7 +167,7 @@ public final class Tensor {
             }
             case BF16 -> {
                 short[] raw = shorts(n);
-                if (!file.getShorts(at, raw, n)) {
+                if (!file.getShorts(at, raw, 0, n)) {
                     return false;
                 }
                 for (int i = 0; i < n; i++) {
@@ -177,7 +177,7 @@ public final class Tensor {
             }
             case F8_E4M3 -> {
                 byte[] raw = bytes(n);
-                file.getBytes(at, raw, n);
+                file.getBytes(at, raw, 0, n);
                 for (int i = 0; i < n; i++) {
                     dst[off + i] = NumberFormats.e4m3ToFloat(raw[i]);
                 }
