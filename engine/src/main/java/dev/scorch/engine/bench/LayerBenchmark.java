@@ -155,7 +155,7 @@ public final class LayerBenchmark {
 
         @Override
         public double decodeStepSeconds(int batch, int prompt, int steps, long seed) {
-            return DecodeBenchmark.run(model, ops, batch, prompt, steps, 0, 1, seed, 2)
+            return DecodeBenchmark.run(model, ops, batch, prompt, steps, 0, 1, seed, spec -> spec.numel() * 2)
                     .medianStepSeconds();
         }
     }
