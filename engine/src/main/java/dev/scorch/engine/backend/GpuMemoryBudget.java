@@ -106,14 +106,6 @@ public record GpuMemoryBudget(
     private static final double GIB = 1024.0 * 1024 * 1024;
 
     /**
-     * The budget of config's model loaded in precision, on a device that may batch the MoE's grouped GEMMs (the upper
-     * bound: {@link #of(ModelConfig, GemmPrecision, boolean)} with true).
-     */
-    public static GpuMemoryBudget of(ModelConfig c, GemmPrecision precision) {
-        return of(c, precision, true);
-    }
-
-    /**
      * The budget of config's model loaded in precision on a device whose {@code Device.batchesGroups()} is
      * batchesGroups: such a device gets the routed experts' rows padded to a uniform stride, up to twice the
      * (token, expert) pairs.
@@ -162,18 +154,9 @@ public record GpuMemoryBudget(
     }
 
     /**
-     * As {@link #of(ModelConfig, GemmPrecision, boolean)} for a checkpoint whose INT4 linear weights int4GroupSize names
-     * (config.json's quantization_config says which for {@link #of(ModelConfig, GemmPrecision, boolean)}):
-     * the group size of a weight by its name (X.weight), 0 for weights that are not INT4.
-     */
-    public static GpuMemoryBudget of(
-            ModelConfig c, GemmPrecision precision, boolean batchesGroups, ToIntFunction<String> int4GroupSize) {
-        return of(c, precision, batchesGroups, int4GroupSize, name -> false);
-    }
-
-    /**
-     * As {@link #of(ModelConfig, GemmPrecision, boolean, ToIntFunction)}, with fp8 saying which linear weights (by name,
-     * X.weight) are FP8 blocks of config.json's block size.
+     * As {@link #of(ModelConfig, GemmPrecision, boolean)} for a checkpoint whose INT4 and FP8 linear weights are named
+     * otherwise than by its config.json: int4GroupSize gives the group size of a weight by its name (X.weight), 0 for
+     * weights that are not INT4; fp8 says which are FP8 blocks of config.json's block size.
      */
     public static GpuMemoryBudget of(
             ModelConfig c,
@@ -365,11 +348,6 @@ public record GpuMemoryBudget(
         return ARENA_GROWTH * arena + t * gemmInputBytesPerToken + fixedBytes + dequantScratchBytes;
     }
 
-    /** KV cache bytes of this many cached tokens (generation; scoring keeps none). */
-    public long kvCacheBytes(long tokens) {
-        return tokens * kvBytesPerToken;
-    }
-
     /** Weights, scratch for maxBatchTokens and {@link #DEFAULT_RESERVE_BYTES}. */
     public long totalBytes(int maxBatchTokens) {
         return weightBytes + activationBytes(maxBatchTokens) + DEFAULT_RESERVE_BYTES;
@@ -412,7 +390,7 @@ public record GpuMemoryBudget(
         return lo;
     }
 
-    /** What {@link #check} found: the engine's needs next to what the GPU leaves it. */
+    /** The engine's needs next to what a GPU leaves it (bin/scorch gpu-budget). */
     public record Report(
             long weightBytes,
             long activationBytes,
@@ -457,25 +435,6 @@ public record GpuMemoryBudget(
         public String toString() {
             return line();
         }
-    }
-
-    /**
-     * Checks that weights, scratch for maxBatchTokens and reserveBytes fit in a GPU of deviceTotalBytes of which the
-     * RAPIDS memory pool takes rmmPoolBytes. Returns the report, or throws one whose message states the arithmetic.
-     */
-    public Report check(long deviceTotalBytes, long rmmPoolBytes, long reserveBytes, int maxBatchTokens) {
-        Report r = new Report(
-                weightBytes,
-                activationBytes(maxBatchTokens),
-                maxBatchTokens,
-                reserveBytes,
-                deviceTotalBytes,
-                rmmPoolBytes);
-        if (!r.fits()) {
-            throw new IllegalStateException(
-                    precision.name().toLowerCase(Locale.ROOT) + " model does not fit the GPU: " + r.line());
-        }
-        return r;
     }
 
     static String gib(long bytes) {

@@ -75,20 +75,6 @@ public final class DecodeBenchmark {
                 : weights.tensor(spec.name()).info().byteSize();
     }
 
-    /** {@link #run(DeepseekV3Model, Ops, int, int, int, int, int, long, ToLongFunction)} with every tensor bytesPerParameter a value. */
-    public static Result run(
-            DeepseekV3Model model,
-            Ops ops,
-            int batch,
-            int prompt,
-            int steps,
-            int warmup,
-            int runs,
-            long seed,
-            long bytesPerParameter) {
-        return run(model, ops, batch, prompt, steps, warmup, runs, seed, spec -> spec.numel() * bytesPerParameter);
-    }
-
     /** Times the decode steps; bytesOf gives the bytes a pass over a tensor reads ({@link #checkpointBytes}). */
     public static Result run(
             DeepseekV3Model model,

@@ -124,7 +124,8 @@ public final class LayerBenchmark {
         return new Result(batch, seq, median(score), layerMedians, decodeBatch, step);
     }
 
-    static double median(double[] xs) {
+    /** The median of xs (the mean of the middle two for an even count); xs is left as it is. */
+    public static double median(double[] xs) {
         double[] s = xs.clone();
         Arrays.sort(s);
         int n = s.length;
@@ -155,7 +156,7 @@ public final class LayerBenchmark {
 
         @Override
         public double decodeStepSeconds(int batch, int prompt, int steps, long seed) {
-            return DecodeBenchmark.run(model, ops, batch, prompt, steps, 0, 1, seed, 2)
+            return DecodeBenchmark.run(model, ops, batch, prompt, steps, 0, 1, seed, spec -> spec.numel() * 2)
                     .medianStepSeconds();
         }
     }

@@ -159,12 +159,7 @@ public final class MappedFile {
         return readFault(offset, length, null, fault);
     }
 
-    /** Copies the n bytes at offset into dst[0 .. n) (the range as {@link #slice} takes it), allocating nothing. */
-    public void getBytes(long offset, byte[] dst, int n) {
-        getBytes(offset, dst, 0, n);
-    }
-
-    /** As {@link #getBytes(long, byte[], int)} into dst[off .. off + n). */
+    /** Copies the n bytes at offset into dst[off .. off + n) (the range as {@link #slice} takes it), allocating nothing. */
     public void getBytes(long offset, byte[] dst, int off, int n) {
         int i = chunkOf(offset, n);
         try {
@@ -175,14 +170,9 @@ public final class MappedFile {
     }
 
     /**
-     * Copies n little-endian 16-bit values from offset into dst[0 .. n), allocating nothing; false (and nothing read)
-     * when offset is odd, where the caller reads through {@link #slice}.
+     * Copies n little-endian 16-bit values from offset into dst[off .. off + n), allocating nothing; false (and nothing
+     * read) when offset is odd, where the caller reads through {@link #slice}.
      */
-    public boolean getShorts(long offset, short[] dst, int n) {
-        return getShorts(offset, dst, 0, n);
-    }
-
-    /** As {@link #getShorts(long, short[], int)} into dst[off .. off + n). */
     public boolean getShorts(long offset, short[] dst, int off, int n) {
         int i = chunkOf(offset, 2 * n);
         long rel = offset - i * chunk;
@@ -227,7 +217,6 @@ public final class MappedFile {
         return true;
     }
 
-    /** The chunk holding [offset, offset + length) whole, bound-checked. */
     /**
      * The mapping that holds bytes [offset, offset + length) whole, for native code that reads them in place; null where
      * the range crosses a mapping border (longer than the overlap). {@link #mappingStart} is where it starts in the file.
@@ -250,6 +239,7 @@ public final class MappedFile {
         return (int) Math.min(offset / chunk, maps.length - 1);
     }
 
+    /** The chunk holding [offset, offset + length) whole, bound-checked. */
     private int chunkOf(long offset, int length) {
         int i = chunkIndex(offset, length);
         if (offset - i * chunk + length > maps[i].capacity()) {

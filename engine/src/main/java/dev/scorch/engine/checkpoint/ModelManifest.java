@@ -1,7 +1,6 @@
 package dev.scorch.engine.checkpoint;
 
 import java.io.IOException;
-import java.io.InputStream;
 import java.io.Serializable;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
@@ -114,15 +113,6 @@ public record ModelManifest(String name, List<FileEntry> files, String contentHa
         } catch (IOException e) {
             throw new CheckpointException(p + ": " + e.getMessage(), e);
         }
-    }
-
-    public static long crc32c(InputStream in) throws IOException {
-        CRC32C crc = new CRC32C();
-        byte[] buf = new byte[1 << 16];
-        for (int n = in.read(buf); n >= 0; n = in.read(buf)) {
-            crc.update(buf, 0, n);
-        }
-        return crc.getValue();
     }
 
     private static String hash(List<FileEntry> entries) {

@@ -80,12 +80,7 @@ public final class Tensor {
         return at - file.mappingStart(at, length);
     }
 
-    /** Copies n little-endian 16-bit values from byteOffset into dst[0 .. n); false (nothing read) where the file offset is odd. */
-    public boolean rawShorts(long byteOffset, short[] dst, int n) {
-        return rawShorts(byteOffset, dst, 0, n);
-    }
-
-    /** As {@link #rawShorts(long, short[], int)} into dst[off .. off + n). */
+    /** Copies n little-endian 16-bit values from byteOffset into dst[off .. off + n); false (nothing read) where the file offset is odd. */
     public boolean rawShorts(long byteOffset, short[] dst, int off, int n) {
         return file.getShorts(dataOffset(byteOffset, 2L * n), dst, off, n);
     }
@@ -172,7 +167,7 @@ public final class Tensor {
             }
             case BF16 -> {
                 short[] raw = shorts(n);
-                if (!file.getShorts(at, raw, n)) {
+                if (!file.getShorts(at, raw, 0, n)) {
                     return false;
                 }
                 for (int i = 0; i < n; i++) {
@@ -182,7 +177,7 @@ public final class Tensor {
             }
             case F8_E4M3 -> {
                 byte[] raw = bytes(n);
-                file.getBytes(at, raw, n);
+                file.getBytes(at, raw, 0, n);
                 for (int i = 0; i < n; i++) {
                     dst[off + i] = NumberFormats.e4m3ToFloat(raw[i]);
                 }

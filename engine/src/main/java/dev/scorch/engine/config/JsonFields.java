@@ -73,14 +73,6 @@ final class JsonFields {
         return n.asInt();
     }
 
-    int positiveInt(String field) {
-        int v = requiredInt(field);
-        if (v <= 0) {
-            throw error(field, "must be positive, got " + v);
-        }
-        return v;
-    }
-
     int optInt(String field, int dflt) {
         return has(field) ? requiredInt(field) : dflt;
     }
@@ -136,14 +128,6 @@ final class JsonFields {
             throw error(field, "must be a number, got " + n);
         }
         return n.asDouble();
-    }
-
-    double optDouble(String field, double dflt) {
-        return has(field) ? requiredDouble(field) : dflt;
-    }
-
-    Double nullableDouble(String field) {
-        return has(field) ? requiredDouble(field) : null;
     }
 
     boolean optBool(String field, boolean dflt) {

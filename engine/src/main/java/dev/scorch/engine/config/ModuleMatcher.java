@@ -47,11 +47,6 @@ public final class ModuleMatcher {
         return entries;
     }
 
-    /** The config field they come from ({@code ignore}, {@code config_groups.group_0.targets}). */
-    public String field() {
-        return field;
-    }
-
     static ModuleMatcher parse(JsonFields f, String field, String label) {
         List<String> entries = f.strictStringList(field);
         if (entries.size() > MAX_ENTRIES) {
@@ -93,10 +88,6 @@ public final class ModuleMatcher {
             }
         }
         return false;
-    }
-
-    public boolean isEmpty() {
-        return entries.isEmpty();
     }
 
     private boolean lookingAt(Pattern p, String name, String entry) {

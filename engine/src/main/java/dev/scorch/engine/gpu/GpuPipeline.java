@@ -39,7 +39,8 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
     private final ExecutorService threads;
     private final AtomicInteger active = new AtomicInteger();
     private volatile int maxActive;
-    private int microBatchesPerStage = 2;
+    private static final int MICRO_BATCHES_PER_STAGE =
+            2; // a call is split into this many per stage, when it has the sequences
 
     private GpuPipeline(List<DecoderStage> stages, List<Device> devices) {
         this.stages = List.copyOf(stages);
@@ -117,15 +118,6 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
         return layers;
     }
 
-    /** Micro-batches per stage a call is split into (when it has the sequences): 2 by default, at least 1. */
-    public GpuPipeline microBatchesPerStage(int m) {
-        if (m < 1) {
-            throw new IllegalArgumentException("micro-batches per stage must be >= 1, got " + m);
-        }
-        microBatchesPerStage = m;
-        return this;
-    }
-
     @Override
     public ModelConfig config() {
         return stages.get(0).config();
@@ -143,7 +135,7 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
 
     @Override
     public int microBatches(int sequences) {
-        return Math.min(sequences, microBatchesPerStage * stages.size());
+        return Math.min(sequences, MICRO_BATCHES_PER_STAGE * stages.size());
     }
 
     /** The most stages seen inside a forward at once since this pipeline was made (a test hook, and a figure). */

@@ -323,60 +323,45 @@ public final class KernelTwins {
                                 26 * n));
             }
         }
-        // INT4 experts: the packed layout's groups, each expert's weight dequantised before its GEMM.
+        // INT4 and FP8 experts in the packed layout: each expert's weight dequantised before its GEMM.
         Int4Groups[] g4 = {
             Int4Groups.quantize(gw[0], n, k, 32),
             Int4Groups.quantize(gw[1], n, k, 32),
             Int4Groups.quantize(gw[2], n, k, 32)
         };
-        int[] packedStart = layouts[0];
-        int[] packedValid = new int[26];
-        for (int i = 0; i < 26; i++) {
-            packedValid[i] = i;
-        }
-        for (GemmPrecision p : new GemmPrecision[] {GemmPrecision.BF16X3, GemmPrecision.FP32}) {
-            out.put(
-                    "gemmGrouped INT4 " + p,
-                    diff(
-                            a,
-                            b,
-                            dev -> {
-                                Buf y = dev.alloc(Buf.Kind.F32, (long) m * n);
-                                Buf[] ws = new Buf[3];
-                                for (int g = 0; g < 3; g++) {
-                                    ws[g] = dev.int4Weight(g4[g].packed(), g4[g].scales(), n, k, 32);
-                                }
-                                dev.gemmGrouped(dev.upload(x), packedStart, gRows, 3, k, ws, n, y, p);
-                                Buf rowsOut = dev.alloc(Buf.Kind.F32, 26L * n);
-                                dev.gatherRows(y, dev.upload(packedValid), 26, n, rowsOut);
-                                return rowsOut;
-                            },
-                            26 * n));
-        }
-        // FP8 experts: each expert's codes dequantised before its GEMM.
         Fp8Blocks[] g8 = {
             Fp8Blocks.quantize(gw[0], n, k, 128, 128),
             Fp8Blocks.quantize(gw[1], n, k, 128, 128),
             Fp8Blocks.quantize(gw[2], n, k, 128, 128)
         };
-        for (GemmPrecision p : new GemmPrecision[] {GemmPrecision.BF16X3, GemmPrecision.FP32}) {
-            out.put(
-                    "gemmGrouped FP8 " + p,
-                    diff(
-                            a,
-                            b,
-                            dev -> {
-                                Buf y = dev.alloc(Buf.Kind.F32, (long) m * n);
-                                Buf[] ws = new Buf[3];
-                                for (int g = 0; g < 3; g++) {
-                                    ws[g] = PackedFp8.upload(dev, g8[g].codes(), g8[g].scaleInv(), n, k, 128, 128);
-                                }
-                                dev.gemmGrouped(dev.upload(x), packedStart, gRows, 3, k, ws, n, y, p);
-                                Buf rowsOut = dev.alloc(Buf.Kind.F32, 26L * n);
-                                dev.gatherRows(y, dev.upload(packedValid), 26, n, rowsOut);
-                                return rowsOut;
-                            },
-                            26 * n));
+        Map<String, java.util.function.BiFunction<Device, Integer, Buf>> expertWeights = new LinkedHashMap<>();
+        expertWeights.put("INT4", (dev, g) -> dev.int4Weight(g4[g].packed(), g4[g].scales(), n, k, 32));
+        expertWeights.put("FP8", (dev, g) -> PackedFp8.upload(dev, g8[g].codes(), g8[g].scaleInv(), n, k, 128, 128));
+        int[] packedStart = layouts[0];
+        int[] packedValid = new int[26];
+        for (int i = 0; i < 26; i++) {
+            packedValid[i] = i;
+        }
+        for (Map.Entry<String, java.util.function.BiFunction<Device, Integer, Buf>> e : expertWeights.entrySet()) {
+            for (GemmPrecision p : new GemmPrecision[] {GemmPrecision.BF16X3, GemmPrecision.FP32}) {
+                out.put(
+                        "gemmGrouped " + e.getKey() + " " + p,
+                        diff(
+                                a,
+                                b,
+                                dev -> {
+                                    Buf y = dev.alloc(Buf.Kind.F32, (long) m * n);
+                                    Buf[] ws = new Buf[3];
+                                    for (int g = 0; g < 3; g++) {
+                                        ws[g] = e.getValue().apply(dev, g);
+                                    }
+                                    dev.gemmGrouped(dev.upload(x), packedStart, gRows, 3, k, ws, n, y, p);
+                                    Buf rowsOut = dev.alloc(Buf.Kind.F32, 26L * n);
+                                    dev.gatherRows(y, dev.upload(packedValid), 26, n, rowsOut);
+                                    return rowsOut;
+                                },
+                                26 * n));
+            }
         }
         int[] slot = new int[12 * 3];
         float[] sw = random(rnd, 12 * 3);

@@ -22,10 +22,6 @@ public final class StageScorer {
         this.stage = stage;
     }
 
-    public DecoderStage stage() {
-        return stage;
-    }
-
     /**
      * Scores requests, packed as batch (positions from 0), into out: in is the previous stage's hidden states [T,
      * hidden], or null when this stage is also the first.

@@ -61,10 +61,6 @@ public final class CpuOps implements Ops {
         return par.threads();
     }
 
-    public Parallel parallel() {
-        return par;
-    }
-
     @Override
     public void matmul(float[] x, int m, Linear w, float[] y) {
         if (simd) {

@@ -160,6 +160,7 @@ public final class NativeCpu {
                 mr,
                 xt.isDirect(),
                 xt.capacity() / Float.BYTES,
+                (long) kDim * mr,
                 xtOff,
                 tiles,
                 kDim,
@@ -179,51 +180,10 @@ public final class NativeCpu {
         kernelBlock0(mr, xt, xtOff, tiles, kDim, k0, kc, wb, groups, c, mPad, first, y, rowBase, mb, nDim, n0, nn);
     }
 
-    /** kernelBlock's bounds, on the arrays' lengths in floats (yLength -1: no y); throws where a block would leave them. */
-    static void checkKernelBlock(
-            int mr,
-            boolean xtDirect,
-            long xtFloats,
-            int xtOff,
-            int tiles,
-            int kDim,
-            int k0,
-            int kc,
-            int wbLength,
-            int groups,
-            boolean cDirect,
-            long cFloats,
-            int mPad,
-            int yLength,
-            int rowBase,
-            int mb,
-            int nDim,
-            int n0,
-            int nn) {
-        checkKernelBlock(
-                mr,
-                xtDirect,
-                xtFloats,
-                (long) kDim * mr,
-                xtOff,
-                tiles,
-                kDim,
-                k0,
-                kc,
-                wbLength,
-                groups,
-                cDirect,
-                cFloats,
-                mPad,
-                yLength,
-                rowBase,
-                mb,
-                nDim,
-                n0,
-                nn);
-    }
-
-    /** The same, with tiles of tileFloats floats (kDim·mr for kernelBlock; a split tile's pairs·parts·32). */
+    /**
+     * kernelBlock's bounds, on the arrays' lengths in floats (yLength -1: no y) and tiles of tileFloats floats (kDim·mr
+     * for kernelBlock; a split tile's pairs·parts·32); throws where a block would leave them.
+     */
     static void checkKernelBlock(
             int mr,
             boolean xtDirect,

@@ -238,10 +238,6 @@ public final class PackedGemm {
 
     private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(Scratch::new);
 
-    public static void matmul(float[] x, int m, Linear w, float[] y, Parallel par) {
-        matmul(x, m, w, y, par, PRECISION);
-    }
-
     /** y = x · wᵀ in the given precision (fp32, or bf16 parts where {@link #runs} says so). */
     public static void matmul(float[] x, int m, Linear w, float[] y, Parallel par, CpuPrecision precision) {
         Call call = SCRATCH.get().call;
@@ -263,12 +259,8 @@ public final class PackedGemm {
     /**
      * y[g] = x · w[g]ᵀ for weights that share their input (q_a_proj and kv_a_proj, gate_proj and up_proj): x is
      * transposed once and every weight's row tasks run in one parallel pass. Each y[g] has the bits of its own call.
+     * The precision must run here ({@link #runs}).
      */
-    public static void matmul(float[] x, int m, Linear[] w, float[][] y, Parallel par) {
-        matmul(x, m, w, y, par, PRECISION);
-    }
-
-    /** The same in the given precision, which must run here ({@link #runs}). */
     public static void matmul(float[] x, int m, Linear[] w, float[][] y, Parallel par, CpuPrecision precision) {
         if (precision == CpuPrecision.FP32) {
             matmul(x, m, w, y, par, NR);
@@ -280,7 +272,7 @@ public final class PackedGemm {
         }
     }
 
-    /** {@link #matmul(float[], int, Linear[], float[][], Parallel)} with nr weight rows per micro-kernel call (4 or 6). */
+    /** {@link #matmul(float[], int, Linear[], float[][], Parallel, CpuPrecision)} in fp32 with nr weight rows per micro-kernel call (4 or 6). */
     static void matmul(float[] x, int m, Linear[] w, float[][] y, Parallel par, int nr) {
         matmul(x, m, w, y, par, nr, NATIVE && nr == NATIVE_NR);
     }

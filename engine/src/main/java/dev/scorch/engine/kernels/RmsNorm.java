@@ -60,10 +60,6 @@ public final class RmsNorm {
         scale(x, x7, dim, weight, inverse(s7, dim, eps), out, o + 7 * dim);
     }
 
-    public static void apply(float[] x, int rows, int dim, float[] weight, double eps, float[] out) {
-        apply(x, rows, dim, 0, dim, weight, eps, out);
-    }
-
     /** out[oi .. oi + dim) = RMSNorm(x[xi .. xi + dim)); out may be x at the same offset. */
     static void row(float[] x, int xi, int dim, float[] weight, double eps, float[] out, int oi) {
         float ss = 0;
@@ -122,10 +118,6 @@ public final class RmsNorm {
             } finally {
                 this.x = this.weight = this.out = null;
             }
-        }
-
-        public void apply(Ops ops, float[] x, int rows, int dim, float[] weight, double eps, float[] out) {
-            apply(ops, x, rows, dim, 0, dim, weight, eps, out);
         }
 
         /** Item g: rows [g · GROUP, (g + 1) · GROUP), fewer in the last group. */

@@ -99,7 +99,6 @@ public final class RowDotGemm {
         }
 
         final float[] lanes = new float[8 * L]; // up to eight accumulators' lanes
-        final float[] scales = new float[NR];
 
         int[] ints(int n) {
             return ints.length >= n ? ints : (ints = new int[n]);

@@ -119,12 +119,4 @@ public record PackedBatch(int[] tokens, int[] positions, int[] seqStart, int[] s
     public int numSequences() {
         return seqLen.length;
     }
-
-    public int maxLen() {
-        int m = 0;
-        for (int l : seqLen) {
-            m = Math.max(m, l);
-        }
-        return m;
-    }
 }

@@ -50,12 +50,6 @@ public final class Sampler {
         return new SplittableRandom(key).nextDouble();
     }
 
-    /** {@link #sample(float[], int, int, SamplingParams, int[], int[], int, int, int)} with all of generated. */
-    public static int sample(
-            float[] logits, int off, int vocab, SamplingParams p, int[] prompt, int[] generated, int sample, int step) {
-        return sample(logits, off, vocab, p, prompt, generated, generated.length, sample, step);
-    }
-
     /**
      * The next token. logits[off .. off + vocab) are not modified; prompt and generated[0 .. generatedLen) are
      * the row's tokens so far (for the penalties).

@@ -162,11 +162,6 @@ public final class BatchScores {
         return tokenLogprobs;
     }
 
-    /** [T] greedy next token after each position where logits were computed, else -1. */
-    public int[] argmax() {
-        return argmax;
-    }
-
     public double sumLogprob(int s) {
         return sum[s];
     }

@@ -1,6 +1,5 @@
 package dev.scorch.engine.tokenizer;
 
-import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -133,17 +132,5 @@ final class AddedTokenMatcher {
                 || c == 0x202F
                 || c == 0x205F
                 || c == 0x3000;
-    }
-
-    static List<Piece> splitAll(AddedTokenMatcher m, List<Piece> pieces) {
-        List<Piece> out = new ArrayList<>(pieces.size() + 4);
-        for (Piece p : pieces) {
-            if (p.token() != null) {
-                out.add(p);
-            } else {
-                m.split(p.text(), p.start(), p.end(), out);
-            }
-        }
-        return out;
     }
 }

@@ -221,10 +221,6 @@ final class BytePairEncoder {
             return NONE;
         }
 
-        int size() {
-            return size;
-        }
-
         private static long key(int left, int right) {
             return ((long) left << 32) | (right & 0xFFFFFFFFL);
         }

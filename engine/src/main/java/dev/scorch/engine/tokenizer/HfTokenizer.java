@@ -59,14 +59,6 @@ public final class HfTokenizer implements Tokenizer {
     private final List<Integer> eosIds;
     private final ChatTemplate chatTemplate;
 
-    /** Loads tokenizer.json (or tokenizer.json.gz) and, when not null, tokenizer_config.json. */
-    public static HfTokenizer load(Path tokenizerJson, Path tokenizerConfig) {
-        byte[] json = readFile(tokenizerJson);
-        TokenizerConfig config =
-                tokenizerConfig == null ? TokenizerConfig.empty() : TokenizerConfig.read(tokenizerConfig);
-        return build(tokenizerJson.toString(), json, config);
-    }
-
     /** The bytes of a file, gunzipped when its name ends with .gz. */
     static byte[] readFile(Path file) {
         try (InputStream in = Files.newInputStream(file)) {

@@ -44,15 +44,6 @@ public final class IncrementalDecoder {
         return drain(false);
     }
 
-    /** Adds several tokens; returns the newly completed text. */
-    public String feed(int[] ids) {
-        StringBuilder sb = new StringBuilder();
-        for (int id : ids) {
-            sb.append(feed(id));
-        }
-        return sb.toString();
-    }
-
     /** Ends the stream: returns what is still pending (an incomplete character becomes U+FFFD) and resets. */
     public String finish() {
         return drain(true);

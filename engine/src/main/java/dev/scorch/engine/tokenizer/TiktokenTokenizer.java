@@ -3,8 +3,6 @@ package dev.scorch.engine.tokenizer;
 import dev.scorch.engine.runtime.CountingText;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Base64;
 import java.util.HashMap;
@@ -62,19 +60,6 @@ public final class TiktokenTokenizer implements Tokenizer {
     private final List<Integer> eosIds;
     private final ChatTemplate chatTemplate;
     private volatile Map<String, Integer> byteLevelVocab; // built on first tokenId() call
-
-    /** Loads tiktoken.model and (may be null) tokenizer_config.json, splitting with {@link #KIMI_PATTERN}. */
-    public static TiktokenTokenizer load(Path tiktokenModel, Path tokenizerConfig) {
-        byte[] model;
-        try {
-            model = Files.readAllBytes(tiktokenModel);
-        } catch (IOException e) {
-            throw new TokenizerException(tiktokenModel + ": cannot read: " + e, e);
-        }
-        TokenizerConfig config =
-                tokenizerConfig == null ? TokenizerConfig.empty() : TokenizerConfig.read(tokenizerConfig);
-        return new TiktokenTokenizer(tiktokenModel.toString(), model, config, KIMI_PATTERN);
-    }
 
     /**
      * Builds a tokenizer from the bytes of a tiktoken.model and (may be null) tokenizer_config.json, splitting

@@ -1,7 +1,7 @@
 package dev.scorch.engine.backend;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.scorch.engine.checkpoint.Checkpoint;
@@ -43,17 +43,16 @@ class GpuMemoryBudgetTest {
 
     @Test
     void weightsKvAndScratchOfTheConformanceModelByHand() {
-        GpuMemoryBudget bf16 = GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16);
+        GpuMemoryBudget bf16 = GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16, true);
         assertEquals(PRECISION_ELEMS * 2 + FP32_BYTES, bf16.weightBytes()); // 509,312
         assertEquals(509_312, bf16.weightBytes());
         assertEquals(EMBEDDING_ELEMS * 2, bf16.embeddingBytes());
-        GpuMemoryBudget fp32 = GpuMemoryBudget.of(CONFIG, GemmPrecision.FP32);
+        GpuMemoryBudget fp32 = GpuMemoryBudget.of(CONFIG, GemmPrecision.FP32, true);
         assertEquals(1_012_096, fp32.weightBytes());
         assertEquals(EMBEDDING_ELEMS * 4, fp32.embeddingBytes());
 
         // KV cache: 3 layers x (kv_lora 16 + rope 8) floats
         assertEquals(288, bf16.kvBytesPerToken());
-        assertEquals(288 * 1000, bf16.kvCacheBytes(1000));
 
         // Arena floats per token at the pass's peak (a device that runs one GEMM per expert: one expert row per
         // (token, choice)); each layer's scratch goes back once its output is in x, so only the largest layer's counts:
@@ -109,13 +108,13 @@ class GpuMemoryBudgetTest {
     @Test
     void int4ExpertsArePackedWordsAndScalesPlusOneTileOfScratch() {
         java.util.function.ToIntFunction<String> experts = name -> name.contains(".experts.") ? 32 : 0;
-        GpuMemoryBudget bf16 = GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16, false, experts);
+        GpuMemoryBudget bf16 = GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16, false, experts, name -> false);
         assertEquals(509_312 - 196_608 + 55_296, bf16.weightBytes());
         assertEquals(64 * 64 * 2, bf16.dequantScratchBytes()); // BF16: hi only
-        GpuMemoryBudget x3 = GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16X3, false, experts);
+        GpuMemoryBudget x3 = GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16X3, false, experts, name -> false);
         assertEquals(509_312 - 196_608 + 55_296, x3.weightBytes()); // packed whatever the precision
         assertEquals(64 * 64 * 4, x3.dequantScratchBytes()); // hi and lo
-        GpuMemoryBudget fp32 = GpuMemoryBudget.of(CONFIG, GemmPrecision.FP32, false, experts);
+        GpuMemoryBudget fp32 = GpuMemoryBudget.of(CONFIG, GemmPrecision.FP32, false, experts, name -> false);
         assertEquals(1_012_096 - 2 * 196_608 + 55_296, fp32.weightBytes());
         assertEquals(64 * 64 * 4, fp32.dequantScratchBytes());
         GpuMemoryBudget plain = GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16X3, false);
@@ -130,18 +129,21 @@ class GpuMemoryBudgetTest {
         long downOnly = 509_312 - 16 * 32 * 64 * 2 + 16 * 1152;
         assertEquals(
                 downOnly,
-                GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16, false, gateOnly).weightBytes());
+                GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16, false, gateOnly, name -> false)
+                        .weightBytes());
         assertEquals(
                 downOnly,
-                GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16, false, twoGroups).weightBytes());
+                GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16, false, twoGroups, name -> false)
+                        .weightBytes());
         assertEquals(
                 64 * 32 * 2,
-                GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16, false, twoGroups).dequantScratchBytes());
+                GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16, false, twoGroups, name -> false)
+                        .dequantScratchBytes());
     }
 
     @Test
     void theLargestBatchThatFitsIsTheLastTokenCountWhoseTotalFits() {
-        GpuMemoryBudget b = GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16);
+        GpuMemoryBudget b = GpuMemoryBudget.of(CONFIG, GemmPrecision.BF16, true);
         for (int t : new int[] {1, 7, 1000, 4096, 123_457}) {
             long exact = b.totalBytes(t);
             assertEquals(t, b.maxBatchTokens(exact), "exactly enough for " + t);
@@ -156,14 +158,17 @@ class GpuMemoryBudgetTest {
         assertEquals(Integer.MAX_VALUE, b.maxBatchTokens(Long.MAX_VALUE));
     }
 
+    /** A report as bin/scorch gpu-budget makes one: weights, scratch for the batch and reserve against the GPU. */
+    private static GpuMemoryBudget.Report report(GpuMemoryBudget b, long total, long pool, long reserve, int tokens) {
+        return new GpuMemoryBudget.Report(b.weightBytes(), b.activationBytes(tokens), tokens, reserve, total, pool);
+    }
+
     @Test
-    void checkReportsTheArithmeticAndThrowsWhenShort() {
-        GpuMemoryBudget b = GpuMemoryBudget.of(CONFIG, GemmPrecision.FP32);
+    void reportStatesTheArithmeticAndWhetherItFits() {
+        GpuMemoryBudget b = GpuMemoryBudget.of(CONFIG, GemmPrecision.FP32, true);
         long gib = 1L << 30;
-        GpuMemoryBudget.Report ok = b.check(80 * gib, 24 * gib, gib, 4096);
+        GpuMemoryBudget.Report ok = report(b, 80 * gib, 24 * gib, gib, 4096);
         assertTrue(ok.fits());
-        assertEquals(b.weightBytes(), ok.weightBytes());
-        assertEquals(b.activationBytes(4096), ok.activationBytes());
         assertEquals(80 * gib - 24 * gib - b.weightBytes() - b.activationBytes(4096) - gib, ok.headroomBytes());
         assertTrue(ok.line().startsWith("engine needs 0.00 GiB weights + "), ok.line());
         assertTrue(
@@ -173,18 +178,18 @@ class GpuMemoryBudgetTest {
                 ok.line());
 
         // 2,000,000 tokens need 2 x 2e6 x 7,200 + ... = about 27 GiB of scratch: more than 24 - 8 - 1 leaves.
-        IllegalStateException e =
-                assertThrows(IllegalStateException.class, () -> b.check(24 * gib, 8 * gib, gib, 2_000_000));
+        GpuMemoryBudget.Report shortBy = report(b, 24 * gib, 8 * gib, gib, 2_000_000);
+        assertFalse(shortBy.fits());
         String want = String.format(
                 java.util.Locale.ROOT,
                 "%.2f GiB",
                 (b.weightBytes() + b.activationBytes(2_000_000) + gib - 16.0 * gib) / gib);
         assertTrue(
-                e.getMessage().contains("(2000000 tokens) + 1.00 GiB reserve = ")
-                        && e.getMessage()
+                shortBy.line().contains("(2000000 tokens) + 1.00 GiB reserve = ")
+                        && shortBy.line()
                                 .contains(
                                         "the GPU has 24.00 GiB," + " the RAPIDS pool takes 8.00 GiB: short by " + want),
-                e.getMessage());
+                shortBy.line());
     }
 
     /**

@@ -5,6 +5,8 @@ import dev.scorch.engine.checkpoint.SafetensorsFile;
 import dev.scorch.engine.checkpoint.SafetensorsWriter;
 import dev.scorch.engine.demo.Fp8Blocks;
 import dev.scorch.engine.demo.Int4Groups;
+import dev.scorch.engine.kernels.CpuPrecision;
+import dev.scorch.engine.kernels.KernelSelection;
 import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.kernels.PackedGemm;
 import dev.scorch.engine.kernels.Parallel;
@@ -69,6 +71,7 @@ public class DecodeGemmBenchmark {
     private Linear[] ws;
     private int next;
     private Parallel par;
+    private final CpuPrecision precision = KernelSelection.current().cpuPrecision();
     private float[] x;
     private float[] y;
 
@@ -133,7 +136,7 @@ public class DecodeGemmBenchmark {
 
     @Benchmark
     public float[] packed() {
-        PackedGemm.matmul(x, m, nextWeight(), y, par);
+        PackedGemm.matmul(x, m, nextWeight(), y, par, precision);
         return y;
     }
 

@@ -72,9 +72,9 @@ class MappedFileTest {
         MappedFile m = MappedFile.map(patternFile(300), 64, 16);
         for (long off : new long[] {0, 60, 62, 64, 124, 126, 128, 252, 284}) {
             byte[] bytes = new byte[8];
-            m.getBytes(off, bytes, 8);
+            m.getBytes(off, bytes, 0, 8);
             short[] shorts = new short[4];
-            assertTrue(m.getShorts(off, shorts, 4), "even offset " + off);
+            assertTrue(m.getShorts(off, shorts, 0, 4), "even offset " + off);
             ByteBuffer s = m.slice(off, 8);
             for (int k = 0; k < 8; k++) {
                 assertEquals(s.get(k), bytes[k], "byte " + k + " at " + off);
@@ -91,8 +91,8 @@ class MappedFileTest {
                 assertFalse(m.getFloats(off, floats, 0, 2), "offset " + off + " is not 4-aligned");
             }
         }
-        assertFalse(m.getShorts(61, new short[2], 2), "odd offsets go through slices");
-        assertThrows(IndexOutOfBoundsException.class, () -> m.getBytes(296, new byte[8], 8));
+        assertFalse(m.getShorts(61, new short[2], 0, 2), "odd offsets go through slices");
+        assertThrows(IndexOutOfBoundsException.class, () -> m.getBytes(296, new byte[8], 0, 8));
     }
 
     @Test

@@ -95,7 +95,7 @@ class GemmTest {
                 float[] scalar = new float[m * n];
                 float[] ref = new float[m * n];
                 try (Parallel p = new Parallel(2)) {
-                    PackedGemm.matmul(x, m, w, fast, p);
+                    PackedGemm.matmul(x, m, w, fast, p, PackedGemm.PRECISION);
                     // The micro-kernel this JVM does not pick (2 x 6 from JDK 21, 2 x 4 on 17) gives the same bits.
                     PackedGemm.matmul(x, m, new Linear[] {w}, new float[][] {other}, p, PackedGemm.NR == 6 ? 4 : 6);
                     // The 2 x 6 tile in Java and, where it runs, the native kernel's tile (2 x 6 with AVX2, 2 x 12 with
@@ -397,10 +397,10 @@ class GemmTest {
         float[] aloneB = new float[300 * 77];
         float[] aloneC = new float[300 * 50];
         try (Parallel p = new Parallel(2)) {
-            PackedGemm.matmul(x, 300, new Linear[] {a, b, c}, new float[][] {ya, yb, yc}, p);
-            PackedGemm.matmul(x, 300, a, aloneA, p);
-            PackedGemm.matmul(x, 300, b, aloneB, p);
-            PackedGemm.matmul(x, 300, c, aloneC, p);
+            PackedGemm.matmul(x, 300, new Linear[] {a, b, c}, new float[][] {ya, yb, yc}, p, PackedGemm.PRECISION);
+            PackedGemm.matmul(x, 300, a, aloneA, p, PackedGemm.PRECISION);
+            PackedGemm.matmul(x, 300, b, aloneB, p, PackedGemm.PRECISION);
+            PackedGemm.matmul(x, 300, c, aloneC, p, PackedGemm.PRECISION);
         }
         assertArrayEquals(aloneA, ya, "first weight");
         assertArrayEquals(aloneB, yb, "second weight");
@@ -416,9 +416,15 @@ class GemmTest {
             float[] one = new float[70];
             try (Parallel p2 = new Parallel(2);
                     Parallel p1 = new Parallel(1)) {
-                PackedGemm.matmul(x, 9, w, all, p2);
+                PackedGemm.matmul(x, 9, w, all, p2, PackedGemm.PRECISION);
                 for (int row = 0; row < 9; row++) {
-                    PackedGemm.matmul(java.util.Arrays.copyOfRange(x, row * 600, (row + 1) * 600), 1, w, one, p1);
+                    PackedGemm.matmul(
+                            java.util.Arrays.copyOfRange(x, row * 600, (row + 1) * 600),
+                            1,
+                            w,
+                            one,
+                            p1,
+                            PackedGemm.PRECISION);
                     assertArrayEquals(
                             one, java.util.Arrays.copyOfRange(all, row * 70, (row + 1) * 70), dtype + " row " + row);
                 }

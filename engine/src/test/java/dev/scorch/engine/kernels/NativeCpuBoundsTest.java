@@ -35,6 +35,7 @@ class NativeCpuBoundsTest {
                 16,
                 true,
                 2L * 64 * 16,
+                (long) kDim * 16,
                 xtOff,
                 tiles,
                 kDim,

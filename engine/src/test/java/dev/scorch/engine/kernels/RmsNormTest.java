@@ -39,9 +39,9 @@ class RmsNormTest {
         float[] x = random(rows * dim, 6);
         float[] w = random(dim, 7);
         float[] serial = new float[rows * dim];
-        RmsNorm.apply(x, rows, dim, w, 1e-6, serial);
+        RmsNorm.apply(x, rows, dim, 0, dim, w, 1e-6, serial);
         try (CpuOps ops = new CpuOps(2)) {
-            new RmsNorm.Rows().apply(ops, x, rows, dim, w, 1e-6, x); // the final norm's call: out is x
+            new RmsNorm.Rows().apply(ops, x, rows, dim, 0, dim, w, 1e-6, x); // the final norm's call: out is x
             assertArrayEquals(serial, x);
         }
     }

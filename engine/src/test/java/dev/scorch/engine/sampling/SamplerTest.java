@@ -11,7 +11,7 @@ class SamplerTest {
     static final int[] NONE = {};
 
     static int draw(SamplingParams p, int step) {
-        return Sampler.sample(LOGITS, 0, LOGITS.length, p, NONE, NONE, 0, step);
+        return Sampler.sample(LOGITS, 0, LOGITS.length, p, NONE, NONE, 0, 0, step);
     }
 
     @Test
@@ -41,15 +41,17 @@ class SamplerTest {
     @Test
     void aDrawDependsOnlyOnSeedSampleAndStep() {
         SamplingParams p = SamplingParams.temperature(1.5, 7);
-        int first = Sampler.sample(LOGITS, 0, LOGITS.length, p, NONE, NONE, 3, 11);
+        int first = Sampler.sample(LOGITS, 0, LOGITS.length, p, NONE, NONE, 0, 3, 11);
         for (int other = 0; other < 50; other++) {
             draw(SamplingParams.temperature(1.0, other), other); // other rows' draws in between change nothing
         }
-        assertEquals(first, Sampler.sample(LOGITS, 0, LOGITS.length, p, NONE, NONE, 3, 11));
+        assertEquals(first, Sampler.sample(LOGITS, 0, LOGITS.length, p, NONE, NONE, 0, 3, 11));
         float[] shifted = new float[LOGITS.length + 3];
         System.arraycopy(LOGITS, 0, shifted, 3, LOGITS.length);
         assertEquals(
-                first, Sampler.sample(shifted, 3, LOGITS.length, p, NONE, NONE, 3, 11), "offset into a batch's logits");
+                first,
+                Sampler.sample(shifted, 3, LOGITS.length, p, NONE, NONE, 0, 3, 11),
+                "offset into a batch's logits");
     }
 
     @Test
@@ -86,6 +88,7 @@ class SamplerTest {
                         new SamplingParams(0, 0, 1, 0, 3.0, 0, 0, 0),
                         NONE,
                         new int[] {1},
+                        1,
                         0,
                         0));
     }
@@ -176,7 +179,7 @@ class SamplerTest {
                     int expected = reference(logits, p, prompt, generated, 1, step);
                     assertEquals(
                             expected,
-                            Sampler.sample(logits, 0, vocab, p, prompt, generated, 1, step),
+                            Sampler.sample(logits, 0, vocab, p, prompt, generated, generated.length, 1, step),
                             "vocab " + vocab + ", scale " + scale + ", " + p + ", step " + step);
                 }
             }

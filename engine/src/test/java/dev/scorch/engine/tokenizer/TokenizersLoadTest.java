@@ -100,7 +100,7 @@ class TokenizersLoadTest {
     @Test
     void missingFileNamesFile(@TempDir Path dir) {
         Path missing = dir.resolve("tokenizer.json");
-        TokenizerException e = assertThrows(TokenizerException.class, () -> HfTokenizer.load(missing, null));
+        TokenizerException e = assertThrows(TokenizerException.class, () -> HfTokenizer.readFile(missing));
         assertTrue(e.getMessage().contains(missing.toString()), e.getMessage());
     }
 

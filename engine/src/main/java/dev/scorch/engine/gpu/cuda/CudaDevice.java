@@ -32,6 +32,7 @@ import dev.scorch.engine.gpu.PackedInt4;
 import dev.scorch.engine.kernels.KernelSelection;
 import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.model.RouterShape;
+import java.util.function.LongFunction;
 import org.bytedeco.cuda.cublas.cublasContext;
 import org.bytedeco.cuda.cudart.cudaDeviceProp;
 import org.bytedeco.javacpp.FloatPointer;
@@ -78,12 +79,11 @@ public final class CudaDevice implements Device {
     private long dequantScratchBytes;
     private Pointer ptrDev; // grouped GEMM pointer arrays
     private long ptrDevElems;
-    private String groupedStatus;
+    private boolean groupedRefused; // cuBLAS refused a batched GEMM here: every group runs alone from then on
     private final java.util.Map<Buf[], java.util.Map<GemmPrecision, ExpertTable>> expertTables =
             new java.util.IdentityHashMap<>();
     private Buf tileStart; // moe_gemm's row tiles per expert [experts + 1]
     private Buf guScratch; // without -Dscorch.cuda.moe-gemm=true: one expert's gate|up rows before SwiGLU
-    private String groupedDetail;
     private LongPointer stageL = new LongPointer(0);
     private long bf16ScratchElems;
     private FloatPointer stageF = new FloatPointer(0);
@@ -111,10 +111,6 @@ public final class CudaDevice implements Device {
             Cuda.check(cudaSetDevice(ordinal), "cudaSetDevice(" + ordinal + ")");
             CURRENT.set(ordinal);
         }
-    }
-
-    public int ordinal() {
-        return ordinal;
     }
 
     @Override
@@ -186,7 +182,7 @@ public final class CudaDevice implements Device {
     public void write(Buf dst, float[] src, int off, int n) {
         dst.need(Buf.Kind.F32, n, "write");
         bind();
-        stageF = grow(stageF, n);
+        stageF = grow(stageF, n, FloatPointer::new);
         stageF.put(src, off, n);
         Cuda.check(cudaMemcpy(ptr(dst), stageF, (long) n * 4, cudaMemcpyHostToDevice), "cudaMemcpy to device");
     }
@@ -195,7 +191,7 @@ public final class CudaDevice implements Device {
     public void write(Buf dst, int[] src, int off, int n) {
         dst.need(Buf.Kind.I32, n, "write");
         bind();
-        stageI = grow(stageI, n);
+        stageI = grow(stageI, n, IntPointer::new);
         stageI.put(src, off, n);
         Cuda.check(cudaMemcpy(ptr(dst), stageI, (long) n * 4, cudaMemcpyHostToDevice), "cudaMemcpy to device");
     }
@@ -204,7 +200,7 @@ public final class CudaDevice implements Device {
     public void read(Buf src, float[] dst, int off, int n) {
         src.need(Buf.Kind.F32, n, "read");
         bind();
-        stageF = grow(stageF, n);
+        stageF = grow(stageF, n, FloatPointer::new);
         Cuda.check(cudaMemcpy(stageF, ptr(src), (long) n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
         stageF.get(dst, off, n);
     }
@@ -213,46 +209,23 @@ public final class CudaDevice implements Device {
     public void read(Buf src, int[] dst, int off, int n) {
         src.need(Buf.Kind.I32, n, "read");
         bind();
-        stageI = grow(stageI, n);
+        stageI = grow(stageI, n, IntPointer::new);
         Cuda.check(cudaMemcpy(stageI, ptr(src), (long) n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
         stageI.get(dst, off, n);
     }
 
-    private static FloatPointer grow(FloatPointer p, long n) {
+    /** p from position 0 when it holds n elements, else a new one of at least twice its capacity (p is closed). */
+    private static <P extends Pointer> P grow(P p, long n, LongFunction<P> make) {
         if (p.capacity() >= n) {
             return p.position(0);
         }
         p.close();
-        return new FloatPointer(Math.max(n, 2 * p.capacity()));
-    }
-
-    private static IntPointer grow(IntPointer p, long n) {
-        if (p.capacity() >= n) {
-            return p.position(0);
-        }
-        p.close();
-        return new IntPointer(Math.max(n, 2 * p.capacity()));
+        return make.apply(Math.max(n, 2 * p.capacity()));
     }
 
     /** A device array of device pointers, as the void** argument cuBLAS reads it from. */
     private static PointerPointer<Pointer> deviceArray(long address) {
         return new PointerPointer<>(new DevicePointer(address));
-    }
-
-    private static LongPointer grow(LongPointer p, long n) {
-        if (p.capacity() >= n) {
-            return p.position(0);
-        }
-        p.close();
-        return new LongPointer(Math.max(n, 2 * p.capacity()));
-    }
-
-    private static ShortPointer grow(ShortPointer p, long n) {
-        if (p.capacity() >= n) {
-            return p.position(0);
-        }
-        p.close();
-        return new ShortPointer(Math.max(n, 2 * p.capacity()));
     }
 
     /** Decodes the weight a block of rows at a time (FP8 or INT4 scales applied) and uploads it in the precision's dtype. */
@@ -284,14 +257,7 @@ public final class CudaDevice implements Device {
             int elems = n * in;
             long at = (long) r0 * in;
             if (bf16 != null) {
-                for (int i = 0; i < elems; i++) {
-                    bf16[i] = NumberFormats.floatToBf16(rows[i]);
-                }
-                stageS = grow(stageS, elems);
-                stageS.put(bf16, 0, elems);
-                Cuda.check(
-                        cudaMemcpy(ptr(b.slice(at, elems)), stageS, elems * 2L, cudaMemcpyHostToDevice),
-                        "cudaMemcpy weight " + w.name());
+                writeBf16(b.slice(at, elems), rows, elems, bf16, "cudaMemcpy weight " + w.name());
             } else {
                 write(b.slice(at, elems), rows, 0, elems);
             }
@@ -304,15 +270,19 @@ public final class CudaDevice implements Device {
             return upload(w);
         }
         Buf b = alloc(Buf.Kind.BF16, w.length);
-        short[] bf16 = new short[w.length];
-        for (int i = 0; i < w.length; i++) {
-            bf16[i] = NumberFormats.floatToBf16(w[i]);
+        writeBf16(b, w, w.length, new short[w.length], "cudaMemcpy weight");
+        return b;
+    }
+
+    /** dst (BF16) = src[0 .. n) rounded to BF16, through bf16 (n shorts or more) and the staging buffer. */
+    private void writeBf16(Buf dst, float[] src, int n, short[] bf16, String what) {
+        for (int i = 0; i < n; i++) {
+            bf16[i] = NumberFormats.floatToBf16(src[i]);
         }
         bind();
-        stageS = grow(stageS, w.length);
-        stageS.put(bf16, 0, w.length);
-        Cuda.check(cudaMemcpy(ptr(b), stageS, w.length * 2L, cudaMemcpyHostToDevice), "cudaMemcpy weight");
-        return b;
+        stageS = grow(stageS, n, ShortPointer::new);
+        stageS.put(bf16, 0, n);
+        Cuda.check(cudaMemcpy(ptr(dst), stageS, n * 2L, cudaMemcpyHostToDevice), what);
     }
 
     // --- Kernels
@@ -417,31 +387,10 @@ public final class CudaDevice implements Device {
             int parts = Math.max(1, precision.inputParts());
             DevicePointer[] p = split(x, (long) m * k, parts);
             for (int i = 0; i < parts; i++) {
-                bf16Gemm(m, k, w, n, y, p[i], i == 0 ? zero : one);
+                gemmEx(m, k, ptr(w), p[i], true, n, ptr(y), n, i == 0 ? zero : one, "cublasGemmEx BF16");
             }
         } else {
-            Cuda.checkBlas(
-                    cublasGemmEx(
-                            cublas,
-                            CUBLAS_OP_T,
-                            CUBLAS_OP_N,
-                            n,
-                            m,
-                            k,
-                            one,
-                            ptr(w),
-                            CUDA_R_32F,
-                            k,
-                            ptr(x),
-                            CUDA_R_32F,
-                            k,
-                            zero,
-                            ptr(y),
-                            CUDA_R_32F,
-                            n,
-                            CUBLAS_COMPUTE_32F_PEDANTIC,
-                            CUBLAS_GEMM_DEFAULT),
-                    "cublasGemmEx FP32 " + m + "x" + k + "x" + n);
+            gemmEx(m, k, ptr(w), ptr(x), false, n, ptr(y), n, zero, "cublasGemmEx FP32");
         }
     }
 
@@ -478,55 +427,14 @@ public final class CudaDevice implements Device {
             DevicePointer yTile = new DevicePointer(ptr(y).address() + 4L * r0);
             dequant.tile(r0, elems, tile, plan.weightParts(), stride);
             if (plan.fp32()) {
-                Cuda.checkBlas(
-                        cublasGemmEx(
-                                cublas,
-                                CUBLAS_OP_T,
-                                CUBLAS_OP_N,
-                                nb,
-                                m,
-                                k,
-                                one,
-                                tile,
-                                CUDA_R_32F,
-                                k,
-                                ptr(x),
-                                CUDA_R_32F,
-                                k,
-                                zero,
-                                yTile,
-                                CUDA_R_32F,
-                                n,
-                                CUBLAS_COMPUTE_32F_PEDANTIC,
-                                CUBLAS_GEMM_DEFAULT),
-                        "cublasGemmEx dequantised FP32 " + m + "x" + k + "x" + nb);
+                gemmEx(m, k, tile, ptr(x), false, nb, yTile, n, zero, "cublasGemmEx dequantised FP32");
                 continue;
             }
             boolean first = true;
             for (int a = 0; a < plan.weightParts(); a++) {
                 for (int b = 0; b < plan.inputParts() - a; b++) {
-                    Cuda.checkBlas(
-                            cublasGemmEx(
-                                    cublas,
-                                    CUBLAS_OP_T,
-                                    CUBLAS_OP_N,
-                                    nb,
-                                    m,
-                                    k,
-                                    one,
-                                    new DevicePointer(tile.address() + a * stride),
-                                    CUDA_R_16BF,
-                                    k,
-                                    parts[b],
-                                    CUDA_R_16BF,
-                                    k,
-                                    first ? zero : one,
-                                    yTile,
-                                    CUDA_R_32F,
-                                    n,
-                                    CUBLAS_COMPUTE_32F,
-                                    CUBLAS_GEMM_DEFAULT),
-                            "cublasGemmEx dequantised BF16 " + m + "x" + k + "x" + nb);
+                    DevicePointer wa = new DevicePointer(tile.address() + a * stride);
+                    gemmEx(m, k, wa, parts[b], true, nb, yTile, n, first ? zero : one, "cublasGemmEx dequantised BF16");
                     first = false;
                 }
             }
@@ -571,16 +479,13 @@ public final class CudaDevice implements Device {
         bind();
         // FP32 weights run one GEMM per group: the grouped call hit an illegal address on the device check's
         // first FP32 forward (the BF16 modes ran it cleanly), and FP32 is the slow reference mode anyway.
-        if (BATCHED_EXPERTS && w[0].kind() == Buf.Kind.BF16 && !"refused".equals(groupedStatus)) {
+        if (BATCHED_EXPERTS && w[0].kind() == Buf.Kind.BF16 && !groupedRefused) {
             int status = grouped(x, rowStart, rows, groups, k, w, n, y, precision);
             if (status == 0) {
-                groupedStatus = "batched";
                 return;
             }
             if (status > 0) {
-                groupedStatus = "refused";
-                groupedDetail =
-                        "cublasGemmBatchedEx refused (cuBLAS status " + status + "): one GEMM per expert from then on";
+                groupedRefused = true;
             }
         }
         for (int g = 0; g < groups; g++) {
@@ -593,14 +498,6 @@ public final class CudaDevice implements Device {
                     y.slice((long) rowStart[g] * n, (long) rows[g] * n),
                     precision);
         }
-    }
-
-    /**
-     * How grouped GEMMs ran last here: "batched" (one cuBLAS batched GEMM per part), "refused" (with the reason:
-     * cuBLAS declined, so every group runs alone), or null when none ran batched yet.
-     */
-    public String groupedStatus() {
-        return groupedDetail != null ? groupedDetail : groupedStatus;
     }
 
     /**
@@ -636,7 +533,7 @@ public final class CudaDevice implements Device {
             ptrDev = new Pointer();
             Cuda.check(cudaMalloc(ptrDev, ptrDevElems * 8), "cudaMalloc(batched GEMM pointers)");
         }
-        stageL = grow(stageL, ptrs.length);
+        stageL = grow(stageL, ptrs.length, LongPointer::new);
         stageL.put(ptrs, 0, ptrs.length);
         Cuda.check(
                 cudaMemcpy(ptrDev, stageL, ptrs.length * 8L, cudaMemcpyHostToDevice),
@@ -870,7 +767,22 @@ public final class CudaDevice implements Device {
         };
     }
 
-    private void bf16Gemm(int m, int k, Buf w, int n, Buf y, DevicePointer xb, FloatPointer beta) {
+    /**
+     * Row-major y[m, n] (row stride ldy) = x[m, k] · w[n, k]ᵀ, plus y where beta is one: w and x both BF16 (fp32
+     * compute) or both fp32 (pedantic fp32 compute), y fp32. what names the call in an error, with its m x k x n.
+     */
+    private void gemmEx(
+            int m,
+            int k,
+            Pointer w,
+            Pointer x,
+            boolean bf16,
+            int n,
+            Pointer y,
+            int ldy,
+            FloatPointer beta,
+            String what) {
+        int type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
         Cuda.checkBlas(
                 cublasGemmEx(
                         cublas,
@@ -880,19 +792,19 @@ public final class CudaDevice implements Device {
                         m,
                         k,
                         one,
-                        ptr(w),
-                        CUDA_R_16BF,
+                        w,
+                        type,
                         k,
-                        xb,
-                        CUDA_R_16BF,
+                        x,
+                        type,
                         k,
                         beta,
-                        ptr(y),
+                        y,
                         CUDA_R_32F,
-                        n,
-                        CUBLAS_COMPUTE_32F,
+                        ldy,
+                        bf16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_PEDANTIC,
                         CUBLAS_GEMM_DEFAULT),
-                "cublasGemmEx BF16 " + m + "x" + k + "x" + n);
+                what + " " + m + "x" + k + "x" + n);
     }
 
     private static int grid(long n) {

@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.scorch.engine.bench.LayerBenchmark;
 import dev.scorch.engine.bench.PrefillBenchmark;
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.demo.DemoModelWriter;
@@ -371,7 +372,7 @@ public final class GpuCheck {
             scorer.score(reqs);
             secs[i] = (System.nanoTime() - t0) / 1e9;
         }
-        double median = median(secs);
+        double median = LayerBenchmark.median(secs);
         double tokens = (double) batch * seq;
         double flops = PrefillBenchmark.modelFlops(c, batch, seq);
         ObjectNode r = into.putObject("prefill_" + batch + "x" + seq);
@@ -406,7 +407,7 @@ public final class GpuCheck {
             }
             best = Math.min(best, secsPerStep[rep]);
         }
-        double step = median(secsPerStep);
+        double step = LayerBenchmark.median(secsPerStep);
         ObjectNode r = into.putObject("decode_b" + batch);
         r.put("tokens_per_s", batch / step);
         r.put("ms_per_step", step * 1e3);
@@ -431,12 +432,6 @@ public final class GpuCheck {
             }
         }
         JSON.writeValue(file.toFile(), arr);
-    }
-
-    private static double median(double[] v) {
-        double[] s = v.clone();
-        Arrays.sort(s);
-        return s.length % 2 == 1 ? s[s.length / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
     }
 
     private static void flush(ObjectNode out, Path file) throws java.io.IOException {
