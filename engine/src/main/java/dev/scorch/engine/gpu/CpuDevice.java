@@ -39,7 +39,7 @@ public final class CpuDevice extends HeapDevice {
     private final RmsNorm.Rows norm = new RmsNorm.Rows();
     private final NoauxTcRouter.Scratch router = new NoauxTcRouter.Scratch();
     private final Scratch s = new Scratch();
-    private final Group pair = new Group(1); // an MLP's gate_proj and up_proj
+    private final Group one = new Group(1); // an MLP alone
     private final Workspace.ByLength<Group> groups = new Workspace.ByLength<>(Group::new);
     private final CopyRows copyRows = new CopyRows();
     private final AddRows addRows = new AddRows();
@@ -74,44 +74,40 @@ public final class CpuDevice extends HeapDevice {
     }
 
     /**
-     * A decode step's group of SwiGLU MLPs (the experts hit, then the shared experts), each array [size]; in2, rows2,
-     * w2 and gu [2 · size] for the gate_proj and up_proj pass, gate then up of each.
+     * SwiGLU MLPs run as one group of matmuls (a decode step's experts hit and shared experts; an MLP alone), each array
+     * [size] but the gate_proj and up_proj pass's, [2 · size]: gate then up of each.
      */
     private static final class Group {
-        final float[][] x;
         final int[] rows;
-        final Linear[] gate;
-        final Linear[] up;
         final Linear[] down;
-        final float[][] h; // silu(gate) · up of each
+        final float[][] h; // silu(gate) · up of each: down_proj's input
         final float[][] out;
-        final float[][] in2;
+        final float[][] x2;
         final int[] rows2;
-        final Linear[] w2;
+        final Linear[] gateUp2;
         final float[][] gu;
 
         Group(int n) {
-            x = new float[n][];
             rows = new int[n];
-            gate = new Linear[n];
-            up = new Linear[n];
             down = new Linear[n];
             h = new float[n][];
             out = new float[n][];
-            in2 = new float[2 * n][];
+            x2 = new float[2 * n][];
             rows2 = new int[2 * n];
-            w2 = new Linear[2 * n];
+            gateUp2 = new Linear[2 * n];
             gu = new float[2 * n][];
         }
 
         /** MLP i: gate_proj and up_proj stacked in gateUp, down_proj in down, over x's rows. */
-        void set(int i, Buf gateUp, Buf down, float[] x, int rows) {
+        Group set(int i, Buf gateUp, Buf down, float[] x, int rows) {
             Linear[] gu = (Linear[]) gateUp.storage();
-            gate[i] = gu[0];
-            up[i] = gu[1];
+            gateUp2[2 * i] = gu[0];
+            gateUp2[2 * i + 1] = gu[1];
+            x2[2 * i] = x2[2 * i + 1] = x;
+            rows2[2 * i] = rows2[2 * i + 1] = rows;
             this.down[i] = ((Linear[]) down.storage())[0];
-            this.x[i] = x;
             this.rows[i] = rows;
+            return this;
         }
     }
 
@@ -202,22 +198,6 @@ public final class CpuDevice extends HeapDevice {
     @Override
     public void gemm(Buf x, int m, int k, Buf w, int n, Buf y, GemmPrecision precision, DecodeRows rows) {
         Linear[] ws = linears(w, n, k);
-        if (x.offset() != 0 || y.offset() != 0) { // a slice: through arrays of its own
-            float[] xc = new float[m * k];
-            float[] yc = new float[m * n];
-            read(x, xc, 0, m * k);
-            gemm(
-                    new Buf(xc, Buf.Kind.F32, 0, xc.length),
-                    m,
-                    k,
-                    w,
-                    n,
-                    new Buf(yc, Buf.Kind.F32, 0, yc.length),
-                    precision,
-                    rows);
-            write(y, yc, 0, m * n);
-            return;
-        }
         float[] xs = whole(x, (long) m * k, "gemm x");
         float[] ys = whole(y, (long) m * n, "gemm y");
         if (ws.length == 1) {
@@ -408,22 +388,6 @@ public final class CpuDevice extends HeapDevice {
         }
     }
 
-    /** g = silu(x · gateᵀ) · (x · upᵀ) [m, inter], u scratch: a decode step's one grouped pass, else one GEMM pass. */
-    private void swiglu(float[] x, int m, Linear gate, Linear up, float[] g, float[] u, DecodeRows rows) {
-        pair.in2[0] = pair.in2[1] = x;
-        pair.rows2[0] = pair.rows2[1] = m;
-        pair.w2[0] = gate;
-        pair.w2[1] = up;
-        pair.gu[0] = g;
-        pair.gu[1] = u;
-        if (rows.allDecode()) {
-            ops.matmulDecode(pair.in2, pair.rows2, pair.w2, pair.gu);
-        } else {
-            matmul(x, m, pair.w2, pair.gu, rows);
-        }
-        siluRows.run(m, g, u, gate.out());
-    }
-
     // --- MoE
 
     /**
@@ -492,13 +456,18 @@ public final class CpuDevice extends HeapDevice {
 
     /** SwiGLU MLP out [m, hidden] = down(silu(gate(x)) · up(x)); out may be x (x is read before out is written). */
     private void mlp(float[] x, int m, Buf gateUp, Buf down, DecodeRows rows, float[] out) {
-        Linear[] gu = (Linear[]) gateUp.storage();
-        Linear dn = ((Linear[]) down.storage())[0];
-        int inter = gu[0].out();
-        float[] g = s.g = grow(s.g, m * inter);
-        float[] u = s.u = grow(s.u, m * inter);
-        swiglu(x, m, gu[0], gu[1], g, u, rows);
-        matmul(g, m, dn, out, rows);
+        Group mlp = one.set(0, gateUp, down, x, m);
+        int inter = mlp.gateUp2[0].out();
+        float[] g = mlp.gu[0] = s.g = grow(s.g, m * inter);
+        float[] u = mlp.gu[1] = s.u = grow(s.u, m * inter);
+        // g = silu(x · gateᵀ) · (x · upᵀ) [m, inter]: a decode step's one grouped pass, else one GEMM pass
+        if (rows.allDecode()) {
+            ops.matmulDecode(mlp.x2, mlp.rows2, mlp.gateUp2, mlp.gu);
+        } else {
+            matmul(x, m, mlp.gateUp2, mlp.gu, rows);
+        }
+        siluRows.run(m, g, u, inter);
+        matmul(g, m, mlp.down[0], out, rows);
     }
 
     /** The decode step's experts and shared experts as one group of matmuls, then summed as the prefill path sums. */
@@ -532,7 +501,7 @@ public final class CpuDevice extends HeapDevice {
                 continue;
             }
             tokensOf(e, chosen, weight, t, topK, tokens, tokenWeight, base);
-            float[] xe = group.x[g] = s.groupX[g] = grow(s.groupX[g], pow2(maxCount) * hidden); // [tokens of e, hidden]
+            float[] xe = s.groupX[g] = grow(s.groupX[g], pow2(maxCount) * hidden); // [tokens of e, hidden]
             copyRows.gather(count[e], x, tokens, base, hidden, xe);
             group.set(g++, gateUp[e], down[e], xe, count[e]);
             base += count[e];
@@ -577,19 +546,15 @@ public final class CpuDevice extends HeapDevice {
             s.groupOut = Arrays.copyOf(s.groupOut, n);
         }
         for (int i = 0; i < n; i++) {
-            int rows = group.rows[i];
-            int cap = pow2(rows);
-            group.in2[2 * i] = group.in2[2 * i + 1] = group.x[i];
-            group.rows2[2 * i] = group.rows2[2 * i + 1] = rows;
-            group.w2[2 * i] = group.gate[i];
-            group.w2[2 * i + 1] = group.up[i];
-            group.gu[2 * i] = s.groupGu[2 * i] = grow(s.groupGu[2 * i], cap * group.gate[i].out());
-            group.gu[2 * i + 1] = s.groupGu[2 * i + 1] = grow(s.groupGu[2 * i + 1], cap * group.up[i].out());
+            int cap = pow2(group.rows[i]);
+            for (int j = 2 * i; j < 2 * i + 2; j++) {
+                group.gu[j] = s.groupGu[j] = grow(s.groupGu[j], cap * group.gateUp2[j].out());
+            }
             group.out[i] = s.groupOut[i] = grow(s.groupOut[i], cap * group.down[i].out());
         }
-        ops.matmulDecode(group.in2, group.rows2, group.w2, group.gu);
+        ops.matmulDecode(group.x2, group.rows2, group.gateUp2, group.gu);
         for (int i = 0; i < n; i++) {
-            ops.siluMul(group.gu[2 * i], group.gu[2 * i + 1], 0, group.rows[i] * group.gate[i].out());
+            ops.siluMul(group.gu[2 * i], group.gu[2 * i + 1], 0, group.rows[i] * group.gateUp2[2 * i].out());
             group.h[i] = group.gu[2 * i];
         }
         ops.matmulDecode(group.h, group.rows, group.down, group.out);
