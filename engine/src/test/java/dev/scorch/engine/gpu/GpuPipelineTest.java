@@ -176,7 +176,7 @@ class GpuPipelineTest {
         try (GpuModel m = GpuModel.load(w, new HostDevice(), p)) {
             int[][] routes = new int[moeLayers(m.config())][];
             List<SequenceScore> scores = new GpuScorer(m).score(reqs, routes);
-            float[] hidden = m.forward(PackedBatch.of(prompts), null, null, m.stage()::read);
+            float[] hidden = m.forward(PackedBatch.of(prompts), null, null, m.stage()::read, null);
             return new Reference(scores, routes, hidden, greedy(new GpuDecodingModel(m), prompts, newTokens));
         }
     }

@@ -365,7 +365,6 @@ public final class GpuCheck {
 
     private static void decode(GpuModel m, ModelConfig c, int batch, int prompt, int steps, ObjectNode into) {
         List<ScoreRequest> ps = PrefillBenchmark.randomRequests(c.vocabSize(), batch, prompt, 9);
-        double best = Double.MAX_VALUE;
         double[] secsPerStep = new double[3];
         for (int rep = 0; rep < secsPerStep.length; rep++) {
             GpuKvCache[] caches = new GpuKvCache[batch];
@@ -383,7 +382,6 @@ public final class GpuCheck {
             for (GpuKvCache k : caches) {
                 k.close();
             }
-            best = Math.min(best, secsPerStep[rep]);
         }
         double step = LayerBenchmark.median(secsPerStep);
         ObjectNode r = into.putObject("decode_b" + batch);
