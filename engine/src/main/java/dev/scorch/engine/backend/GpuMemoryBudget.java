@@ -370,7 +370,8 @@ public record GpuMemoryBudget(
         return largest(freeBytes - DEFAULT_RESERVE_BYTES);
     }
 
-    private int largest(long bytesForScratch) {
+    /** The largest batch whose scratch fits in bytesForScratch; 0 when not one token's does. */
+    int largest(long bytesForScratch) {
         if (activationBytes(1) > bytesForScratch) {
             return 0;
         }
