@@ -40,18 +40,8 @@ public record GenerationRequest(
         }
     }
 
-    public GenerationRequest(
-            int[] prompt,
-            SamplingParams params,
-            int maxNewTokens,
-            Set<Integer> stopTokenIds,
-            List<String> stopStrings,
-            int n) {
-        this(prompt, params, maxNewTokens, stopTokenIds, stopStrings, n, 0);
-    }
-
     public static GenerationRequest greedy(int[] prompt, int maxNewTokens) {
-        return new GenerationRequest(prompt, SamplingParams.greedy(), maxNewTokens, Set.of(), List.of(), 1);
+        return new GenerationRequest(prompt, SamplingParams.greedy(), maxNewTokens, Set.of(), List.of(), 1, 0);
     }
 
     /** Tokens of KV cache one sample of this request needs at most. */

@@ -54,18 +54,9 @@ public final class GpuModel implements GpuStages, AutoCloseable {
         return stage.device();
     }
 
-    public GemmPrecision precision() {
-        return stage.precision();
-    }
-
     /** Device bytes the weights took. */
     public long weightBytes() {
         return stage.weightBytes();
-    }
-
-    /** Device bytes of the scratch arenas now. */
-    public long scratchBytes() {
-        return stage.scratchBytes();
     }
 
     /** A KV cache for one sequence of up to capacity tokens. */
