@@ -40,10 +40,6 @@ public record GenerationRequest(
         }
     }
 
-    public static GenerationRequest greedy(int[] prompt, int maxNewTokens) {
-        return new GenerationRequest(prompt, SamplingParams.greedy(), maxNewTokens, Set.of(), List.of(), 1, 0);
-    }
-
     /** Tokens of KV cache one sample of this request needs at most. */
     public int maxCacheTokens() {
         return prompt.length + maxNewTokens;

@@ -63,11 +63,6 @@ public final class KvCache implements LatentCache {
         return bytesPerToken(layers, kvLoraRank, qkRope);
     }
 
-    /** Bytes of the tokens held: length × bytesPerToken. */
-    public long bytes() {
-        return length * bytesPerToken();
-    }
-
     /** Bytes allocated now (capacity × bytesPerToken); at most maxTokens × bytesPerToken. */
     public long allocatedBytes() {
         return capacity * bytesPerToken();

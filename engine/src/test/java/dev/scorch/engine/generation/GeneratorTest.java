@@ -38,7 +38,8 @@ class GeneratorTest {
         List<GenerationRequest> reqs = new ArrayList<>();
         List<int[]> expected = new ArrayList<>();
         for (JsonNode p : golden.get("prompts")) {
-            reqs.add(GenerationRequest.greedy(ints(p.get("token_ids")), 16));
+            reqs.add(new GenerationRequest(
+                    ints(p.get("token_ids")), SamplingParams.greedy(), 16, Set.of(), List.of(), 1, 0));
             expected.add(ints(p.get("greedy_continuation")));
         }
         // A budget for about three sequences at a time: sequences join as others finish.
@@ -106,7 +107,8 @@ class GeneratorTest {
         int[] prompt = tok.encode("The model is here and the", true);
         try (CpuOps ops = new CpuOps(2)) {
             Generator g = new Generator(m, ops, Long.MAX_VALUE, tok);
-            Completion free = g.generate(List.of(GenerationRequest.greedy(prompt, 12)))
+            Completion free = g.generate(List.of(
+                            new GenerationRequest(prompt, SamplingParams.greedy(), 12, Set.of(), List.of(), 1, 0)))
                     .get(0)
                     .get(0);
             assertEquals(12, free.tokenIds().length);

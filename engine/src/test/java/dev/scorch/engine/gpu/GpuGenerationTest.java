@@ -39,7 +39,8 @@ class GpuGenerationTest {
                 new ObjectMapper().readTree(TestModels.conformanceGolden().toFile());
         List<GenerationRequest> reqs = new ArrayList<>();
         for (JsonNode p : golden.get("prompts")) {
-            reqs.add(GenerationRequest.greedy(GpuConformance.ints(p.get("token_ids")), 16));
+            reqs.add(new GenerationRequest(
+                    GpuConformance.ints(p.get("token_ids")), SamplingParams.greedy(), 16, Set.of(), List.of(), 1, 0));
         }
         try (GpuModel m = GpuModel.load(
                 ModelWeights.open(TestModels.conformanceModel()), new HostDevice(), GemmPrecision.BF16X3)) {
