@@ -4,7 +4,7 @@ import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.config.QuantizationConfig;
 import dev.scorch.engine.gpu.DequantPlan;
 import dev.scorch.engine.gpu.GemmPrecision;
-import dev.scorch.engine.gpu.GpuKvCache;
+import dev.scorch.engine.gpu.KvCache;
 import dev.scorch.engine.model.WeightLayout;
 import java.util.HashMap;
 import java.util.Locale;
@@ -55,7 +55,7 @@ import java.util.function.ToIntFunction;
  * @param precision               the GEMM precision the model is loaded in
  * @param weightBytes             device bytes of every weight, the embedding table included
  * @param embeddingBytes          the token embedding table's part of weightBytes
- * @param kvBytesPerToken         one cached token's bytes over all layers ({@link GpuKvCache#bytesPerToken})
+ * @param kvBytesPerToken         one cached token's bytes over all layers ({@link KvCache#bytesPerToken(ModelConfig)})
  * @param arenaBytesPerToken      arena floats and ints one batch token holds at the pass's peak (before {@link #ARENA_GROWTH})
  * @param logitsBytesPerRow       arena bytes of one logits row: gathered hidden row, logits, stats, row id and target
  * @param gemmInputBytesPerToken  CUDA's BF16 GEMM input scratch per token of the largest GEMM input (growth included)
@@ -310,7 +310,7 @@ public record GpuMemoryBudget(
                 precision,
                 weights,
                 embedding,
-                GpuKvCache.bytesPerToken(c.numHiddenLayers(), c.kvLoraRank(), c.qkRopeHeadDim()),
+                KvCache.bytesPerToken(c),
                 arenaPerToken,
                 logitsPerRow,
                 gemmInput,
@@ -370,7 +370,8 @@ public record GpuMemoryBudget(
         return largest(freeBytes - DEFAULT_RESERVE_BYTES);
     }
 
-    private int largest(long bytesForScratch) {
+    /** The largest batch whose scratch fits in bytesForScratch; 0 when not one token's does. */
+    int largest(long bytesForScratch) {
         if (activationBytes(1) > bytesForScratch) {
             return 0;
         }

@@ -150,7 +150,7 @@ public record GpuPlan(
             long stageTokens = end > first ? (engine - scratch - bytes) / (kv * (end - first)) : Long.MAX_VALUE;
             stages.add(new Stage(g, g / s.gpusPerNode(), first, end, embedding, head, bytes, engine, stageTokens));
             kvTokens = Math.min(kvTokens, stageTokens);
-            batchCap = Math.min(batchCap, largestBatch(budget, engine - bytes));
+            batchCap = Math.min(batchCap, budget.largest(engine - bytes));
         }
         return new GpuPlan(s, w, kv, scratch, needed, nodes, List.copyOf(stages), kvTokens, batchCap);
     }
@@ -233,27 +233,6 @@ public record GpuPlan(
             m = Math.max(m, s.engineBytes(g));
         }
         return m;
-    }
-
-    /** The largest batch whose scratch fits in free bytes; 0 when not one token's does. */
-    static int largestBatch(GpuMemoryBudget b, long free) {
-        if (b.activationBytes(1) > free) {
-            return 0;
-        }
-        int lo = 1;
-        int hi = Integer.MAX_VALUE;
-        if (b.activationBytes(hi) <= free) {
-            return hi;
-        }
-        while (hi - lo > 1) {
-            int mid = (int) (((long) lo + hi) >>> 1);
-            if (b.activationBytes(mid) <= free) {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        return lo;
     }
 
     private static long max(long[] xs) {

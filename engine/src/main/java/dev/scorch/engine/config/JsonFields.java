@@ -7,6 +7,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.function.Predicate;
 
 /** Typed, named access to the fields of one JSON config file; every error names the file and the field. */
 final class JsonFields {
@@ -65,12 +66,18 @@ final class JsonFields {
         return n;
     }
 
-    int requiredInt(String field) {
+    /** The required field's node, which must pass is ("must be " + what, and what it is, otherwise). */
+    private JsonNode required(String field, Predicate<JsonNode> is, String what) {
         JsonNode n = required(field);
-        if (!n.isIntegralNumber() || !n.canConvertToInt()) {
-            throw error(field, "must be an integer, got " + n);
+        if (!is.test(n)) {
+            throw error(field, "must be " + what + ", got " + n);
         }
-        return n.asInt();
+        return n;
+    }
+
+    int requiredInt(String field) {
+        return required(field, n -> n.isIntegralNumber() && n.canConvertToInt(), "an integer")
+                .asInt();
     }
 
     int optInt(String field, int dflt) {
@@ -123,33 +130,17 @@ final class JsonFields {
     }
 
     double requiredDouble(String field) {
-        JsonNode n = required(field);
-        if (!n.isNumber()) {
-            throw error(field, "must be a number, got " + n);
-        }
-        return n.asDouble();
+        return required(field, JsonNode::isNumber, "a number").asDouble();
     }
 
     boolean optBool(String field, boolean dflt) {
-        if (!has(field)) {
-            return dflt;
-        }
-        JsonNode n = root.get(field);
-        if (!n.isBoolean()) {
-            throw error(field, "must be true or false, got " + n);
-        }
-        return n.asBoolean();
+        return has(field)
+                ? required(field, JsonNode::isBoolean, "true or false").asBoolean()
+                : dflt;
     }
 
     String optString(String field, String dflt) {
-        if (!has(field)) {
-            return dflt;
-        }
-        JsonNode n = root.get(field);
-        if (!n.isTextual()) {
-            throw error(field, "must be a string, got " + n);
-        }
-        return n.asText();
+        return has(field) ? required(field, JsonNode::isTextual, "a string").asText() : dflt;
     }
 
     List<String> stringList(String field) {
@@ -185,10 +176,6 @@ final class JsonFields {
             throw error(field, "must be an integer or a list of integers");
         }
         return out;
-    }
-
-    List<Integer> intList(String field) {
-        return intOrIntList(field);
     }
 
     /** A list of strings, every entry a JSON string (empty when absent or null). */

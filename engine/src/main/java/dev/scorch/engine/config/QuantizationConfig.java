@@ -109,7 +109,7 @@ public record QuantizationConfig(
         if (!fmt.equals("e4m3")) {
             throw f.error("fmt", "is " + fmt + "; only e4m3 is supported");
         }
-        List<Integer> block = f.intList("weight_block_size");
+        List<Integer> block = f.intOrIntList("weight_block_size");
         if (block.size() != 2
                 || block.get(0) <= 0
                 || block.get(1) <= 0
@@ -298,7 +298,7 @@ public record QuantizationConfig(
                 b = List.of();
             }
         } else {
-            b = w.intList("block_structure");
+            b = w.intOrIntList("block_structure");
         }
         if (b.size() != 2 || b.get(0) < 1 || b.get(1) < 1 || b.get(0) > MAX_BLOCK || b.get(1) > MAX_BLOCK) {
             throw w.error("block_structure", "must be two integers in [1, " + MAX_BLOCK + "], got " + text);

@@ -45,11 +45,6 @@ final class CpuDecodingModel implements DecodingModel {
     }
 
     @Override
-    public long cacheBytesPerToken() {
-        return KvCache.bytesPerToken(model.config());
-    }
-
-    @Override
     public Cache newCache(int maxTokens) {
         return new CpuCache(new KvCache(model.config(), maxTokens));
     }

@@ -1,6 +1,7 @@
 package dev.scorch.engine.generation;
 
 import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.gpu.KvCache;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
 import java.util.List;
@@ -12,8 +13,13 @@ import java.util.List;
 public interface DecodingModel {
     ModelConfig config();
 
-    /** KV cache bytes one cached token takes (what the generator's cache limit counts). */
-    long cacheBytesPerToken();
+    /**
+     * KV cache bytes one cached token takes (what the generator's cache limit counts): CPU and device caches alike hold
+     * fp32 [latent | k_pe] per layer.
+     */
+    default long cacheBytesPerToken() {
+        return KvCache.bytesPerToken(config());
+    }
 
     /** An empty cache for one sequence of up to maxTokens tokens. */
     Cache newCache(int maxTokens);

@@ -40,20 +40,6 @@ public record GenerationRequest(
         }
     }
 
-    public GenerationRequest(
-            int[] prompt,
-            SamplingParams params,
-            int maxNewTokens,
-            Set<Integer> stopTokenIds,
-            List<String> stopStrings,
-            int n) {
-        this(prompt, params, maxNewTokens, stopTokenIds, stopStrings, n, 0);
-    }
-
-    public static GenerationRequest greedy(int[] prompt, int maxNewTokens) {
-        return new GenerationRequest(prompt, SamplingParams.greedy(), maxNewTokens, Set.of(), List.of(), 1);
-    }
-
     /** Tokens of KV cache one sample of this request needs at most. */
     public int maxCacheTokens() {
         return prompt.length + maxNewTokens;

@@ -47,12 +47,6 @@ public final class GpuDecodingModel implements DecodingModel {
     }
 
     @Override
-    public long cacheBytesPerToken() {
-        ModelConfig c = model.config();
-        return GpuKvCache.bytesPerToken(c.numHiddenLayers(), c.kvLoraRank(), c.qkRopeHeadDim());
-    }
-
-    @Override
     public Cache newCache(int maxTokens) {
         return new DeviceCache(model.newCaches(maxTokens));
     }

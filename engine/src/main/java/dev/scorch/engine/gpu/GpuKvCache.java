@@ -41,18 +41,9 @@ public final class GpuKvCache implements LatentCache, AutoCloseable {
         return new PackedBatch(next, pos, start, len);
     }
 
-    /** Bytes per cached token: the figure a memory budget multiplies. */
-    public static long bytesPerToken(int layers, int kvLoraRank, int qkRopeHeadDim) {
-        return (long) layers * (kvLoraRank + qkRopeHeadDim) * Float.BYTES;
-    }
-
     @Override
     public int length() {
         return length;
-    }
-
-    public int capacity() {
-        return capacity;
     }
 
     /** Layer l's rows [capacity, width]. */
@@ -89,10 +80,6 @@ public final class GpuKvCache implements LatentCache, AutoCloseable {
     @Override
     public void advance(int tokens) {
         length += tokens;
-    }
-
-    long bytes() {
-        return rows.bytes();
     }
 
     @Override

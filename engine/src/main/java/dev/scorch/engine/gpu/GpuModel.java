@@ -54,18 +54,9 @@ public final class GpuModel implements GpuStages, AutoCloseable {
         return stage.device();
     }
 
-    public GemmPrecision precision() {
-        return stage.precision();
-    }
-
     /** Device bytes the weights took. */
     public long weightBytes() {
         return stage.weightBytes();
-    }
-
-    /** Device bytes of the scratch arenas now. */
-    public long scratchBytes() {
-        return stage.scratchBytes();
     }
 
     /** A KV cache for one sequence of up to capacity tokens. */
@@ -74,18 +65,10 @@ public final class GpuModel implements GpuStages, AutoCloseable {
     }
 
     /**
-     * Runs the decoder over batch and passes the final-normed hidden states [T, hidden] (device scratch, valid
-     * until the next call) to then; caches and routes as {@link DecoderStage#forward(PackedBatch, GpuKvCache[], int[][],
-     * float[], java.util.function.Function)} says.
-     */
-    public synchronized <R> R forward(
-            PackedBatch batch, GpuKvCache[] caches, int[][] routes, java.util.function.Function<Buf, R> then) {
-        return stage.forward(batch, caches, routes, null, then);
-    }
-
-    /**
-     * As {@link #forward(PackedBatch, GpuKvCache[], int[][], java.util.function.Function)}, calling boundary with l
-     * before layer l and with the layer count after the last (the benchmark's per-layer clock).
+     * Runs the decoder over batch and passes the final-normed hidden states [T, hidden] (device scratch, valid until the
+     * next call) to then; caches and routes as {@link DecoderStage#forward(PackedBatch, LatentCache[], int[][], float[],
+     * java.util.function.Function)} says. boundary, when not null, is called with l before layer l and with the layer
+     * count after the last (the benchmark's per-layer clock).
      */
     public synchronized <R> R forward(
             PackedBatch batch,

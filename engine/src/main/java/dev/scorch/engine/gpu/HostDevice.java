@@ -84,25 +84,12 @@ public final class HostDevice extends HeapDevice {
         int parts = w.kind() == Buf.Kind.BF16 ? Math.max(1, precision.inputParts()) : 0;
         float[][] part = new float[Math.max(1, parts)][k];
         for (int i = 0; i < m; i++) {
-            for (int c = 0; c < k; c++) {
-                float r = xs[off(x) + i * k + c];
-                if (parts == 0) {
-                    part[0][c] = r;
-                }
-                for (int p = 0; p < parts; p++) {
-                    part[p][c] = bf16(r);
-                    r -= part[p][c];
-                }
-            }
+            splitRow(xs, off(x) + i * k, k, parts == 0, parts, part);
             for (int j = 0; j < n; j++) {
                 int wo = off(w) + j * k;
                 float acc = 0f;
                 for (int p = 0; p < part.length; p++) {
-                    float sum = 0f;
-                    for (int c = 0; c < k; c++) {
-                        sum += part[p][c] * ws[wo + c];
-                    }
-                    acc += sum;
+                    acc += dot(part[p], ws, wo, k);
                 }
                 ys[off(y) + i * n + j] = acc;
             }
@@ -134,16 +121,7 @@ public final class HostDevice extends HeapDevice {
             int nb = Math.min(tileRows, n - r0);
             dequant.tile(r0, nb, tile);
             for (int i = 0; i < m; i++) {
-                for (int c = 0; c < k; c++) {
-                    float r = xs[off(x) + i * k + c];
-                    if (plan.fp32()) {
-                        part[0][c] = r;
-                    }
-                    for (int p = 0; p < plan.inputParts(); p++) {
-                        part[p][c] = bf16(r);
-                        r -= part[p][c];
-                    }
-                }
+                splitRow(xs, off(x) + i * k, k, plan.fp32(), plan.inputParts(), part);
                 for (int j = 0; j < nb; j++) {
                     float acc = 0f;
                     if (plan.fp32()) {
@@ -156,6 +134,20 @@ public final class HostDevice extends HeapDevice {
                     }
                     ys[off(y) + i * n + r0 + j] = acc;
                 }
+            }
+        }
+    }
+
+    /** The k values of x from at into part[0] as they are (fp32), then into parts BF16 parts (x ≈ part[0] + part[1] ..). */
+    private static void splitRow(float[] xs, int at, int k, boolean fp32, int parts, float[][] part) {
+        for (int c = 0; c < k; c++) {
+            float r = xs[at + c];
+            if (fp32) {
+                part[0][c] = r;
+            }
+            for (int p = 0; p < parts; p++) {
+                part[p][c] = bf16(r);
+                r -= part[p][c];
             }
         }
     }

@@ -9,7 +9,7 @@ import java.util.List;
  * The MLA latent KV cache of ONE sequence on the CPU device: per layer and per past token only the compressed latent
  * after kv_a_layernorm (kv_lora_rank floats) and the rotated k_pe (qk_rope_head_dim floats), never per-head keys or
  * values. A layer is one row per token, [latent | k_pe] ({@link #width()} floats), the layout of {@link GpuKvCache},
- * so one attention block reads either. Storage grows by doubling up to {@link #maxTokens()}, fixed
+ * so one attention block reads either. Storage grows by doubling up to maxTokens, fixed
  * at creation; appending past it fails.
  *
  * <p>A forward writes layer by layer at positions {@code length() ..} (into {@link #layer} after {@link #reserve})
@@ -63,11 +63,6 @@ public final class KvCache implements LatentCache {
         return bytesPerToken(layers, kvLoraRank, qkRope);
     }
 
-    /** Bytes of the tokens held: length × bytesPerToken. */
-    public long bytes() {
-        return length * bytesPerToken();
-    }
-
     /** Bytes allocated now (capacity × bytesPerToken); at most maxTokens × bytesPerToken. */
     public long allocatedBytes() {
         return capacity * bytesPerToken();
@@ -90,10 +85,6 @@ public final class KvCache implements LatentCache {
     @Override
     public int width() {
         return width;
-    }
-
-    public int maxTokens() {
-        return maxTokens;
     }
 
     /** Tokens cached (every layer written): the position of the next token. */

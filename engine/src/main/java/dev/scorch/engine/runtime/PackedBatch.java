@@ -93,29 +93,6 @@ public record PackedBatch(int[] tokens, int[] positions, int[] seqStart, int[] s
         return new PackedBatch(tokens, positions, start, len, total);
     }
 
-    /**
-     * From a padded [B, T] batch with an attention mask (1 = token, 0 = padding), left or right padded as
-     * Hugging Face batches are: padding is dropped and positions count real tokens only.
-     */
-    public static PackedBatch fromPadded(int[][] inputIds, int[][] attentionMask) {
-        List<int[]> seqs = new java.util.ArrayList<>();
-        for (int b = 0; b < inputIds.length; b++) {
-            int n = 0;
-            for (int m : attentionMask[b]) {
-                n += m;
-            }
-            int[] s = new int[n];
-            int k = 0;
-            for (int t = 0; t < inputIds[b].length; t++) {
-                if (attentionMask[b][t] != 0) {
-                    s[k++] = inputIds[b][t];
-                }
-            }
-            seqs.add(s);
-        }
-        return of(seqs);
-    }
-
     public int numSequences() {
         return seqLen.length;
     }

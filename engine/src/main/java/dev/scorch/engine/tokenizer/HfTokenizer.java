@@ -73,16 +73,7 @@ public final class HfTokenizer implements Tokenizer {
      * source} names them in error messages.
      */
     public static HfTokenizer fromJson(String source, byte[] tokenizerJson, byte[] tokenizerConfigJson) {
-        TokenizerConfig config = TokenizerConfig.empty();
-        if (tokenizerConfigJson != null) {
-            String where = source + " (tokenizer_config.json)";
-            try {
-                config = TokenizerConfig.parse(TokenizerConfig.JSON.readTree(tokenizerConfigJson), where);
-            } catch (IOException e) {
-                throw new TokenizerException(where + ": not valid JSON: " + e.getMessage(), e);
-            }
-        }
-        return build(source, tokenizerJson, config);
+        return build(source, tokenizerJson, TokenizerConfig.parse(tokenizerConfigJson, source));
     }
 
     static HfTokenizer build(String source, byte[] json, TokenizerConfig config) {

@@ -1,7 +1,6 @@
 package dev.scorch.engine.tokenizer;
 
 import dev.scorch.engine.runtime.CountingText;
-import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Base64;
@@ -67,16 +66,8 @@ public final class TiktokenTokenizer implements Tokenizer {
      */
     public static TiktokenTokenizer fromBytes(
             String source, byte[] tiktokenModel, byte[] tokenizerConfigJson, String pattern) {
-        TokenizerConfig config = TokenizerConfig.empty();
-        if (tokenizerConfigJson != null) {
-            String where = source + " (tokenizer_config.json)";
-            try {
-                config = TokenizerConfig.parse(TokenizerConfig.JSON.readTree(tokenizerConfigJson), where);
-            } catch (IOException e) {
-                throw new TokenizerException(where + ": not valid JSON: " + e.getMessage(), e);
-            }
-        }
-        return new TiktokenTokenizer(source, tiktokenModel, config, pattern);
+        return new TiktokenTokenizer(
+                source, tiktokenModel, TokenizerConfig.parse(tokenizerConfigJson, source), pattern);
     }
 
     TiktokenTokenizer(String source, byte[] modelFile, TokenizerConfig config, String pattern) {

@@ -44,6 +44,19 @@ record TokenizerConfig(
         return parse(root, file.toString());
     }
 
+    /** tokenizer_config.json's bytes given with source's other files (none when null). */
+    static TokenizerConfig parse(byte[] json, String source) {
+        if (json == null) {
+            return empty();
+        }
+        String where = source + " (tokenizer_config.json)";
+        try {
+            return parse(JSON.readTree(json), where);
+        } catch (IOException e) {
+            throw new TokenizerException(where + ": not valid JSON: " + e.getMessage(), e);
+        }
+    }
+
     static TokenizerConfig parse(JsonNode root, String source) {
         if (root == null || !root.isObject()) {
             throw new TokenizerException(source + ": not a JSON object");

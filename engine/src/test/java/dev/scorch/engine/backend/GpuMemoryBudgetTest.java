@@ -205,7 +205,8 @@ class GpuMemoryBudgetTest {
             long before = dev.totalBytes() - dev.freeBytes();
             try (GpuModel m = GpuModel.load(weights(), dev, p)) {
                 long loaded = dev.totalBytes() - dev.freeBytes() - before;
-                long measuredWeights = loaded - m.scratchBytes(); // the arenas' first blocks are scratch, not weights
+                long measuredWeights =
+                        loaded - m.stage().scratchBytes(); // the arenas' first blocks are scratch, not weights
                 assertEquals(m.weightBytes(), measuredWeights, p.name());
                 long diff = b.weightBytes() - measuredWeights;
                 assertTrue(

@@ -55,7 +55,7 @@ class LayerBenchmarkTest {
         }
         try (GpuModel g =
                 GpuModel.load(new ModelWeights(Checkpoint.open(dir), c), new HostDevice(), GemmPrecision.BF16X3)) {
-            float[] plain = g.forward(batch, null, null, h -> read(g, h, batch));
+            float[] plain = g.forward(batch, null, null, h -> read(g, h, batch), null);
             List<Integer> seen = new ArrayList<>();
             float[] clocked = g.forward(batch, null, null, h -> read(g, h, batch), seen::add);
             assertEquals(layers + 1, seen.size());

@@ -38,7 +38,8 @@ class GeneratorTest {
         List<GenerationRequest> reqs = new ArrayList<>();
         List<int[]> expected = new ArrayList<>();
         for (JsonNode p : golden.get("prompts")) {
-            reqs.add(GenerationRequest.greedy(ints(p.get("token_ids")), 16));
+            reqs.add(new GenerationRequest(
+                    ints(p.get("token_ids")), SamplingParams.greedy(), 16, Set.of(), List.of(), 1, 0));
             expected.add(ints(p.get("greedy_continuation")));
         }
         // A budget for about three sequences at a time: sequences join as others finish.
@@ -65,7 +66,7 @@ class GeneratorTest {
                 prompt[k] = r.nextInt(m.vocabSize());
             }
             SamplingParams p = new SamplingParams(0.9, 50, 0.95, 0.01, 1.1, 0.1, 0.05, 1000 + i);
-            reqs.add(new GenerationRequest(prompt, p, 5 + 3 * i, Set.of(), List.of(), 2));
+            reqs.add(new GenerationRequest(prompt, p, 5 + 3 * i, Set.of(), List.of(), 2, 0));
         }
         return reqs;
     }
@@ -106,14 +107,15 @@ class GeneratorTest {
         int[] prompt = tok.encode("The model is here and the", true);
         try (CpuOps ops = new CpuOps(2)) {
             Generator g = new Generator(m, ops, Long.MAX_VALUE, tok);
-            Completion free = g.generate(List.of(GenerationRequest.greedy(prompt, 12)))
+            Completion free = g.generate(List.of(
+                            new GenerationRequest(prompt, SamplingParams.greedy(), 12, Set.of(), List.of(), 1, 0)))
                     .get(0)
                     .get(0);
             assertEquals(12, free.tokenIds().length);
             // The greedy third token as a stop id: two tokens come out, then EOS.
             int stopId = free.tokenIds()[2];
-            Completion eos = g.generate(List.of(
-                            new GenerationRequest(prompt, SamplingParams.greedy(), 12, Set.of(stopId), List.of(), 1)))
+            Completion eos = g.generate(List.of(new GenerationRequest(
+                            prompt, SamplingParams.greedy(), 12, Set.of(stopId), List.of(), 1, 0)))
                     .get(0)
                     .get(0);
             int firstStop = 0;
@@ -128,7 +130,7 @@ class GeneratorTest {
             assertEquals(tok.decode(free.tokenIds(), true), text);
             String stop = text.substring(text.length() / 2, text.length() / 2 + 2);
             Completion cut = g.generate(List.of(
-                            new GenerationRequest(prompt, SamplingParams.greedy(), 12, Set.of(), List.of(stop), 1)))
+                            new GenerationRequest(prompt, SamplingParams.greedy(), 12, Set.of(), List.of(stop), 1, 0)))
                     .get(0)
                     .get(0);
             assertEquals(Completion.FinishReason.STOP, cut.finishReason());

@@ -13,6 +13,7 @@ import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.model.WeightLayout;
+import dev.scorch.engine.sampling.SamplingParams;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;
 import dev.scorch.engine.scoring.SequenceScore;
@@ -22,6 +23,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -126,7 +128,7 @@ class GpuFp8ModelTest {
             for (int k = 0; k < prompt.length; k++) {
                 prompt[k] = r.nextInt(cpu.vocabSize());
             }
-            reqs.add(GenerationRequest.greedy(prompt, 8));
+            reqs.add(new GenerationRequest(prompt, SamplingParams.greedy(), 8, Set.of(), List.of(), 1, 0));
         }
         List<List<Completion>> want;
         try (CpuOps ops = new CpuOps(2)) {

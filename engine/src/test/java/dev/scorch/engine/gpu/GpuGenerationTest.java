@@ -39,13 +39,15 @@ class GpuGenerationTest {
                 new ObjectMapper().readTree(TestModels.conformanceGolden().toFile());
         List<GenerationRequest> reqs = new ArrayList<>();
         for (JsonNode p : golden.get("prompts")) {
-            reqs.add(GenerationRequest.greedy(GpuConformance.ints(p.get("token_ids")), 16));
+            reqs.add(new GenerationRequest(
+                    GpuConformance.ints(p.get("token_ids")), SamplingParams.greedy(), 16, Set.of(), List.of(), 1, 0));
         }
         try (GpuModel m = GpuModel.load(
                 ModelWeights.open(TestModels.conformanceModel()), new HostDevice(), GemmPrecision.BF16X3)) {
             HostDevice dev = (HostDevice) m.device();
             new GpuScorer(m).score(List.of(ScoreRequest.of(new int[] {1, 2}))); // makes the cos/sin table
-            long before = dev.freeBytes() + m.scratchBytes(); // the scratch arenas may grow; caches must all go back
+            long before =
+                    dev.freeBytes() + m.stage().scratchBytes(); // the scratch arenas may grow; caches must all go back
             List<List<Completion>> out = new Generator(
                             new GpuDecodingModel(m), new Generator.Limits(Long.MAX_VALUE, 1 << 20, 3), null)
                     .generate(reqs);
@@ -56,7 +58,7 @@ class GpuGenerationTest {
                         out.get(i++).get(0).tokenIds(),
                         "prompt " + i);
             }
-            assertEquals(before, dev.freeBytes() + m.scratchBytes(), "every device KV cache given back");
+            assertEquals(before, dev.freeBytes() + m.stage().scratchBytes(), "every device KV cache given back");
         }
     }
 
@@ -70,8 +72,8 @@ class GpuGenerationTest {
             for (int k = 0; k < prompt.length; k++) {
                 prompt[k] = r.nextInt(cpu.vocabSize());
             }
-            reqs.add(
-                    new GenerationRequest(prompt, SamplingParams.temperature(0.8, 100 + i), 8, Set.of(), List.of(), 2));
+            reqs.add(new GenerationRequest(
+                    prompt, SamplingParams.temperature(0.8, 100 + i), 8, Set.of(), List.of(), 2, 0));
         }
         List<List<Completion>> want;
         try (CpuOps ops = new CpuOps(2)) {

@@ -18,6 +18,7 @@ import dev.scorch.engine.generation.GenerationRequest;
 import dev.scorch.engine.generation.Generator;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.runtime.PackedBatch;
+import dev.scorch.engine.sampling.SamplingParams;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.SequenceScore;
@@ -31,6 +32,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Random;
+import java.util.Set;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -176,7 +178,7 @@ class GpuPipelineTest {
         try (GpuModel m = GpuModel.load(w, new HostDevice(), p)) {
             int[][] routes = new int[moeLayers(m.config())][];
             List<SequenceScore> scores = new GpuScorer(m).score(reqs, routes);
-            float[] hidden = m.forward(PackedBatch.of(prompts), null, null, m.stage()::read);
+            float[] hidden = m.forward(PackedBatch.of(prompts), null, null, m.stage()::read, null);
             return new Reference(scores, routes, hidden, greedy(new GpuDecodingModel(m), prompts, newTokens));
         }
     }
@@ -217,7 +219,7 @@ class GpuPipelineTest {
     private static List<List<Completion>> greedy(GpuDecodingModel m, List<int[]> prompts, int newTokens) {
         List<GenerationRequest> reqs = new ArrayList<>();
         for (int[] p : prompts) {
-            reqs.add(GenerationRequest.greedy(p, newTokens));
+            reqs.add(new GenerationRequest(p, SamplingParams.greedy(), newTokens, Set.of(), List.of(), 1, 0));
         }
         // 5 sequences at a time: decode steps of several sequences, split into micro-batches on a pipeline
         return new Generator(m, new Generator.Limits(Long.MAX_VALUE, 1 << 20, 5), null).generate(reqs);

@@ -264,10 +264,8 @@ class DecodeTest {
         DemoPreset p = DemoPreset.SMALL;
         KvCache c = new KvCache(p.numHiddenLayers(), p.kvLoraRank(), p.qkRopeHeadDim(), 4096);
         assertEquals(8L * (256 + 32) * 4, c.bytesPerToken());
-        assertEquals(0, c.bytes());
-        c.reserve(3);
-        c.advance(3);
-        assertEquals(3 * c.bytesPerToken(), c.bytes());
+        assertEquals(
+                8L * (256 + 32) * 4, KvCache.bytesPerToken(p.numHiddenLayers(), p.kvLoraRank(), p.qkRopeHeadDim()));
     }
 
     @Test

@@ -154,8 +154,8 @@ class InvarianceTest {
                 idsR[b][s.length + t] = 5;
             }
         }
-        PackedBatch l = PackedBatch.fromPadded(ids, left);
-        PackedBatch r = PackedBatch.fromPadded(idsR, right);
+        PackedBatch l = fromPadded(ids, left);
+        PackedBatch r = fromPadded(idsR, right);
         assertArrayEquals(l.tokens(), r.tokens());
         assertArrayEquals(l.positions(), r.positions());
         try (Ops ops = new CpuOps(2)) {
@@ -298,5 +298,28 @@ class InvarianceTest {
                     () -> m.forward(PackedBatch.of(List.of(new int[] {1, m.vocabSize()})), ops, null, new Workspace()));
             assertTrue(e.getMessage().contains("outside the vocabulary"), e.getMessage());
         }
+    }
+
+    /**
+     * From a padded [B, T] batch with an attention mask (1 = token, 0 = padding), left or right padded as
+     * Hugging Face batches are: padding is dropped and positions count real tokens only.
+     */
+    private static PackedBatch fromPadded(int[][] inputIds, int[][] attentionMask) {
+        List<int[]> seqs = new ArrayList<>();
+        for (int b = 0; b < inputIds.length; b++) {
+            int n = 0;
+            for (int m : attentionMask[b]) {
+                n += m;
+            }
+            int[] s = new int[n];
+            int k = 0;
+            for (int t = 0; t < inputIds[b].length; t++) {
+                if (attentionMask[b][t] != 0) {
+                    s[k++] = inputIds[b][t];
+                }
+            }
+            seqs.add(s);
+        }
+        return PackedBatch.of(seqs);
     }
 }

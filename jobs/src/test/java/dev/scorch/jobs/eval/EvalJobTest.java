@@ -249,7 +249,8 @@ class EvalJobTest {
                             6,
                             Set.of(m.config().eosTokenIds().get(0)),
                             List.of(),
-                            1)))
+                            1,
+                            0)))
                     .get(0)
                     .get(0)
                     .text();

@@ -297,7 +297,8 @@ class GenerateJobTest {
                             10,
                             eos,
                             List.of(),
-                            2)))
+                            2,
+                            0)))
                     .get(0);
             List<Completion> c1 = g.generate(List.of(new GenerationRequest(
                             tok.encode(
@@ -312,7 +313,8 @@ class GenerateJobTest {
                             10,
                             eos,
                             List.of(),
-                            2)))
+                            2,
+                            0)))
                     .get(0);
             for (int s = 0; s < 2; s++) {
                 assertArrayEquals(p3.get(s).tokenIds(), array(a.get("p3#" + s).tokenIds()), "p3 sample " + s);

@@ -76,7 +76,7 @@ class ExecutorGpuModelCacheTest {
         assertNotSame(a, otherGpu);
         assertEquals(List.of(0, 0, 1), opened, "a device is opened once per GPU model, on its ordinal");
         assertEquals(loads + 3, ExecutorModelCache.gpuLoads());
-        assertEquals(GemmPrecision.BF16, otherPrecision.model().precision());
+        assertEquals(GemmPrecision.BF16, otherPrecision.model().stage().precision());
 
         // The GPU model is the CPU model's checkpoint: fp32 scores agree with the CPU engine's.
         LoadedModel cpu = ExecutorModelCache.load(source);

@@ -64,7 +64,9 @@ class GpuBatchTokensTest {
             GpuMemoryBudget b =
                     GpuMemoryBudget.of(config, GemmPrecision.BF16, false); // HostDevice runs one GEMM per expert
             // Free memory plus the arena the model holds is exactly 300 tokens' scratch and the reserve.
-            free.set(b.activationBytes(300) + GpuMemoryBudget.DEFAULT_RESERVE_BYTES - m.scratchBytes());
+            free.set(b.activationBytes(300)
+                    + GpuMemoryBudget.DEFAULT_RESERVE_BYTES
+                    - m.stage().scratchBytes());
             assertEquals(300, ScorePartition.gpuBatchTokens(m, 4096, 1));
             assertEquals(300, ScorePartition.gpuBatchTokens(m, 200, 16384), "the target, capped by the budget");
             assertEquals(200, ScorePartition.gpuBatchTokens(m, 200, 1), "a smaller asked budget stays");

@@ -50,6 +50,7 @@ public final class GpuCheck {
     static final double PEAK_BF16_FLOPS = 790e12;
 
     private static final ObjectMapper JSON = new ObjectMapper();
+    private static final java.util.function.Supplier<Device> GPU = () -> new CudaDevice(0);
 
     public static void main(String[] args) throws Exception {
         Path conformance = Path.of(args[0]);
@@ -70,24 +71,14 @@ public final class GpuCheck {
             System.out.println("device: " + dev.describe());
             out.put("device", dev.describe());
             // 0. Every kernel against its Java twin on random inputs.
-            ObjectNode twins = out.putObject("kernel_twins_max_abs_diff");
-            for (Map.Entry<String, Double> e :
-                    KernelTwins.compare(dev, new HostDevice()).entrySet()) {
-                System.out.printf("  kernel %-20s max |cuda - host| %.3g%n", e.getKey(), e.getValue());
-                twins.put(e.getKey(), e.getValue());
-            }
+            putDiffs(
+                    KernelTwins.compare(dev, new HostDevice()),
+                    "  kernel %-20s max |cuda - host| %.3g%n",
+                    out.putObject("kernel_twins_max_abs_diff"));
             // 0b. INT4 weights kept packed vs the same weights dequantised and uploaded, and vs fp64, per precision.
-            ObjectNode int4 = out.putObject("int4_gemm_max_abs_diff");
-            for (Map.Entry<String, Double> e : Int4Equivalence.measure(dev).entrySet()) {
-                System.out.printf("  INT4 %-40s %.3g%n", e.getKey(), e.getValue());
-                int4.put(e.getKey(), e.getValue());
-            }
+            putDiffs(Int4Equivalence.measure(dev), "  INT4 %-40s %.3g%n", out.putObject("int4_gemm_max_abs_diff"));
             // 0c. FP8 block weights kept as codes vs the same weights dequantised and uploaded, and vs fp64.
-            ObjectNode fp8 = out.putObject("fp8_gemm_max_abs_diff");
-            for (Map.Entry<String, Double> e : Fp8Equivalence.measure(dev).entrySet()) {
-                System.out.printf("  FP8 %-50s %.3g%n", e.getKey(), e.getValue());
-                fp8.put(e.getKey(), e.getValue());
-            }
+            putDiffs(Fp8Equivalence.measure(dev), "  FP8 %-50s %.3g%n", out.putObject("fp8_gemm_max_abs_diff"));
         } catch (RuntimeException e) {
             e.printStackTrace(System.out);
             out.put("kernel_twins", "FAILED: " + e);
@@ -111,46 +102,31 @@ public final class GpuCheck {
         }
 
         // 1b. INT4 (the Kimi-K2-Thinking-style demo: routed experts in compressed-tensors INT4 groups of 32, kept
-        // packed on
-        // the GPU): the tiny demo against the CPU engine in every precision.
-        Path tinyInt4 = Files.createTempDirectory("scorch-tiny-int4");
-        write(new DemoModelWriter(DemoPreset.TINY, DemoModelWriter.Weights.INT4, true, false, 1234), tinyInt4);
-        modelVsCpu(
-                tinyInt4,
-                cpuThreads,
-                List.of(GemmPrecision.values()),
-                false,
-                out.putObject("tiny_int4"),
-                null,
-                out,
-                outJson);
-
-        // 1c. FP8 (DeepSeek's quant_method fp8: every linear F8_E4M3 with 128 x 128 fp32 scales, kept as codes on the
-        // GPU): the tiny demo against the CPU engine in every precision.
-        Path tinyFp8 = Files.createTempDirectory("scorch-tiny-fp8");
-        write(new DemoModelWriter(DemoPreset.TINY, DemoModelWriter.Weights.FP8, true, false, 1234), tinyFp8);
-        modelVsCpu(
-                tinyFp8,
-                cpuThreads,
-                List.of(GemmPrecision.values()),
-                false,
-                out.putObject("tiny_fp8"),
-                null,
-                out,
-                outJson);
+        // packed on the GPU), then 1c. FP8 (DeepSeek's quant_method fp8: every linear F8_E4M3 with 128 x 128 fp32
+        // scales, kept as codes on the GPU): the tiny demo against the CPU engine in every precision.
+        for (DemoModelWriter.Weights w : List.of(DemoModelWriter.Weights.INT4, DemoModelWriter.Weights.FP8)) {
+            String name = "tiny_" + w.name().toLowerCase(java.util.Locale.ROOT);
+            Path dir = Files.createTempDirectory("scorch-" + name.replace('_', '-'));
+            write(new DemoModelWriter(DemoPreset.TINY, w, true, false, 1234), dir);
+            modelVsCpu(
+                    dir,
+                    cpuThreads,
+                    List.of(GemmPrecision.values()),
+                    false,
+                    out.putObject(name),
+                    null,
+                    out,
+                    outJson,
+                    GPU);
+        }
 
         // 2. The small model: GPU vs CPU scores, then speed.
         if (!Files.isRegularFile(small.resolve("config.json"))) {
             write(new DemoModelWriter(DemoPreset.SMALL, false, true, 0), small);
         }
         ModelWeights sw = ModelWeights.open(small);
-        String only = System.getenv("GPU_CHECK_PRECISIONS"); // e.g. BF16X3,FP32; default: BF16X3, BF16, FP32
-        List<GemmPrecision> precisions = only == null || only.isBlank()
-                ? List.of(GemmPrecision.BF16X3, GemmPrecision.BF16, GemmPrecision.FP32)
-                : Arrays.stream(only.split(","))
-                        .map(String::trim)
-                        .map(GemmPrecision::parse)
-                        .toList();
+        List<GemmPrecision> precisions = precisions( // e.g. BF16X3,FP32
+                System.getenv("GPU_CHECK_PRECISIONS"), GemmPrecision.BF16X3, GemmPrecision.BF16, GemmPrecision.FP32);
         modelVsCpu(
                 small,
                 cpuThreads,
@@ -159,7 +135,8 @@ public final class GpuCheck {
                 out.putObject("small"),
                 outJson.resolveSibling("small_prompts.json"),
                 out,
-                outJson);
+                outJson,
+                GPU);
         profile(sw, out.putObject("profile_BF16X3"));
         flush(out, outJson);
 
@@ -171,13 +148,27 @@ public final class GpuCheck {
             if (!Files.isRegularFile(smallInt4.resolve("config.json"))) {
                 write(new DemoModelWriter(DemoPreset.SMALL, DemoModelWriter.Weights.INT4, true, false, 0), smallInt4);
             }
-            List<GemmPrecision> int4Precisions = int4Only == null || int4Only.isBlank()
-                    ? List.of(GemmPrecision.BF16X3, GemmPrecision.FP32)
-                    : Arrays.stream(int4Only.split(","))
-                            .map(String::trim)
-                            .map(GemmPrecision::parse)
-                            .toList();
-            modelVsCpu(smallInt4, cpuThreads, int4Precisions, true, out.putObject("small_int4"), null, out, outJson);
+            List<GemmPrecision> int4Precisions = precisions(int4Only, GemmPrecision.BF16X3, GemmPrecision.FP32);
+            modelVsCpu(
+                    smallInt4, cpuThreads, int4Precisions, true, out.putObject("small_int4"), null, out, outJson, GPU);
+        }
+    }
+
+    /** The precisions a comma-separated setting names, or dflt when it is unset or blank. */
+    private static List<GemmPrecision> precisions(String setting, GemmPrecision... dflt) {
+        return setting == null || setting.isBlank()
+                ? List.of(dflt)
+                : Arrays.stream(setting.split(","))
+                        .map(String::trim)
+                        .map(GemmPrecision::parse)
+                        .toList();
+    }
+
+    /** Prints each of diffs with format (name, value) and puts it into into. */
+    private static void putDiffs(Map<String, Double> diffs, String format, ObjectNode into) {
+        for (Map.Entry<String, Double> e : diffs.entrySet()) {
+            System.out.printf(format, e.getKey(), e.getValue());
+            into.put(e.getKey(), e.getValue());
         }
     }
 
@@ -188,24 +179,11 @@ public final class GpuCheck {
     }
 
     /**
-     * The model in dir on the GPU in each precision against the CPU engine's scores of 4 random 200-token prompts (log-probs,
-     * argmax, expert sets), its weight bytes, and with speed its prefill and decode rates; each precision into its own
-     * object of into, flushed to outJson as it goes. prompts, when not null, receives the prompts and CPU log-probs.
+     * The model in dir on the devices devices makes (the GPU; a test runs it on HostDevice) in each precision against the
+     * CPU engine's scores of 4 random 200-token prompts (log-probs, argmax, expert sets), its weight bytes, and with
+     * speed its prefill and decode rates; each precision into its own object of into, flushed to outJson as it goes.
+     * prompts, when not null, receives the prompts and CPU log-probs.
      */
-    private static void modelVsCpu(
-            Path dir,
-            int cpuThreads,
-            List<GemmPrecision> precisions,
-            boolean speed,
-            ObjectNode into,
-            Path prompts,
-            ObjectNode out,
-            Path outJson)
-            throws java.io.IOException {
-        modelVsCpu(dir, cpuThreads, precisions, speed, into, prompts, out, outJson, () -> new CudaDevice(0));
-    }
-
-    /** As above on the devices devices makes (a test runs it on HostDevice). */
     static void modelVsCpu(
             Path dir,
             int cpuThreads,
@@ -387,7 +365,6 @@ public final class GpuCheck {
 
     private static void decode(GpuModel m, ModelConfig c, int batch, int prompt, int steps, ObjectNode into) {
         List<ScoreRequest> ps = PrefillBenchmark.randomRequests(c.vocabSize(), batch, prompt, 9);
-        double best = Double.MAX_VALUE;
         double[] secsPerStep = new double[3];
         for (int rep = 0; rep < secsPerStep.length; rep++) {
             GpuKvCache[] caches = new GpuKvCache[batch];
@@ -405,7 +382,6 @@ public final class GpuCheck {
             for (GpuKvCache k : caches) {
                 k.close();
             }
-            best = Math.min(best, secsPerStep[rep]);
         }
         double step = LayerBenchmark.median(secsPerStep);
         ObjectNode r = into.putObject("decode_b" + batch);
