@@ -1,7 +1,7 @@
 // Scorch's own CUDA kernels: everything of the DeepSeek-V3 forward pass that is not a GEMM (cuBLAS does those).
 // Built by engine/src/main/cuda/build.sh with nvcc for sm_90 (+ compute_90 PTX) into a fatbin the jar carries;
-// dev.scorch.engine.gpu.cuda.CudaDevice loads it and launches these by name. Each kernel has a plain Java twin
-// in dev.scorch.engine.gpu.HostDevice, which the tests compare with the CPU model.
+// dev.scorch.engine.device.cuda.CudaDevice loads it and launches these by name. Each kernel has a plain Java twin
+// in dev.scorch.engine.device.HostDevice, which the tests compare with the CPU model.
 //
 // Layouts are row-major and named as in the model code: [T, hidden], [T, heads, q_head_dim], ...
 // Every reduction is in fp32 (log-sum-exp in fp64), softmax in fp32.

@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.scorch.engine.backend.BackendMode;
 import dev.scorch.engine.demo.DemoModelWriter;
 import dev.scorch.engine.demo.DemoPreset;
-import dev.scorch.engine.gpu.GemmPrecision;
+import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.jobs.generate.GenerateJob;
 import dev.scorch.jobs.generate.GenerateSpec;

@@ -1,6 +1,6 @@
 package dev.scorch.engine.backend;
 
-import dev.scorch.engine.gpu.cuda.Cuda;
+import dev.scorch.engine.device.cuda.Cuda;
 import java.util.List;
 import java.util.function.Supplier;
 

@@ -2,9 +2,9 @@ package dev.scorch.engine.backend;
 
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.config.QuantizationConfig;
-import dev.scorch.engine.gpu.DequantPlan;
-import dev.scorch.engine.gpu.GemmPrecision;
-import dev.scorch.engine.gpu.KvCache;
+import dev.scorch.engine.device.DequantPlan;
+import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.KvCache;
 import dev.scorch.engine.model.WeightLayout;
 import java.util.HashMap;
 import java.util.Locale;
@@ -88,7 +88,7 @@ public record GpuMemoryBudget(
     /** CUDA context, cuBLAS handle and workspaces, and allocator slack: memory the engine uses but never allocates itself. */
     public static final long DEFAULT_RESERVE_BYTES = 512L << 20;
 
-    /** As {@code GpuScorer.LOGITS_CHUNK_FLOATS} (package-private there; a test in dev.scorch.engine.gpu keeps them equal). */
+    /** As {@code GpuScorer.LOGITS_CHUNK_FLOATS} (package-private there; a test in dev.scorch.engine.device keeps them equal). */
     public static final int LOGITS_CHUNK_FLOATS = 64 << 20;
 
     /** The arena's worst growth over one pass: its old block plus new ones until the next forward merges them. */

@@ -1,8 +1,8 @@
 package dev.scorch.engine.backend;
 
 import dev.scorch.engine.config.ModelConfig;
-import dev.scorch.engine.gpu.GemmPrecision;
-import dev.scorch.engine.gpu.KvCache;
+import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.KvCache;
 import java.util.ArrayList;
 import java.util.List;
 

@@ -1,6 +1,6 @@
 package dev.scorch.engine.bench;
 
-import dev.scorch.engine.gpu.KvCache;
+import dev.scorch.engine.device.KvCache;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.model.ModelWeights;

@@ -1,9 +1,9 @@
 package dev.scorch.engine.bench;
 
 import dev.scorch.engine.config.ModelConfig;
-import dev.scorch.engine.gpu.GpuKvCache;
-import dev.scorch.engine.gpu.GpuModel;
-import dev.scorch.engine.gpu.GpuScorer;
+import dev.scorch.engine.device.GpuKvCache;
+import dev.scorch.engine.device.GpuModel;
+import dev.scorch.engine.device.GpuScorer;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.runtime.PackedBatch;

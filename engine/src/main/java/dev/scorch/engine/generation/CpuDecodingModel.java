@@ -1,7 +1,7 @@
 package dev.scorch.engine.generation;
 
 import dev.scorch.engine.config.ModelConfig;
-import dev.scorch.engine.gpu.KvCache;
+import dev.scorch.engine.device.KvCache;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.runtime.PackedBatch;

@@ -6,10 +6,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.scorch.engine.checkpoint.Checkpoint;
 import dev.scorch.engine.config.ModelConfig;
-import dev.scorch.engine.gpu.GemmPrecision;
-import dev.scorch.engine.gpu.GpuModel;
-import dev.scorch.engine.gpu.GpuScorer;
-import dev.scorch.engine.gpu.HostDevice;
+import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.GpuModel;
+import dev.scorch.engine.device.GpuScorer;
+import dev.scorch.engine.device.HostDevice;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;

@@ -23,7 +23,8 @@ public final class KernelSelectionProbe {
         System.out.println("attention.native=" + NativeAttention.AVAILABLE);
         System.out.println("vecmath.native=" + NativeVecMath.AVAILABLE);
         System.out.println("native.status=" + NativeCpu.status());
-        Field batched = Class.forName("dev.scorch.engine.gpu.cuda.CudaDevice").getDeclaredField("BATCHED_EXPERTS");
+        Field batched =
+                Class.forName("dev.scorch.engine.device.cuda.CudaDevice").getDeclaredField("BATCHED_EXPERTS");
         batched.setAccessible(true);
         System.out.println("cuda.batched=" + batched.getBoolean(null));
         System.out.println("simd=" + k.simd());

@@ -3,8 +3,8 @@ package dev.scorch.engine.model;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
-import dev.scorch.engine.gpu.Buf;
-import dev.scorch.engine.gpu.HostDevice;
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.device.HostDevice;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
 

@@ -5,10 +5,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.scorch.engine.gpu.GemmPrecision;
-import dev.scorch.engine.gpu.GpuModel;
-import dev.scorch.engine.gpu.GpuScorer;
-import dev.scorch.engine.gpu.HostDevice;
+import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.GpuModel;
+import dev.scorch.engine.device.GpuScorer;
+import dev.scorch.engine.device.HostDevice;
 import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.kernels.Ops;

@@ -3,7 +3,7 @@ package dev.scorch.jobs.cli;
 import dev.scorch.engine.backend.GpuMemoryBudget;
 import dev.scorch.engine.backend.GpuPlan;
 import dev.scorch.engine.config.ModelConfig;
-import dev.scorch.engine.gpu.GemmPrecision;
+import dev.scorch.engine.device.GemmPrecision;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;

@@ -1,7 +1,7 @@
 package dev.scorch.jobs.cli;
 
 import dev.scorch.engine.backend.BackendMode;
-import dev.scorch.engine.gpu.GemmPrecision;
+import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.kernels.CpuPrecision;
 import dev.scorch.jobs.DemoModel;
 import dev.scorch.jobs.output.WriteMode;

@@ -2,7 +2,7 @@ package dev.scorch.jobs.eval;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.scorch.engine.backend.BackendMode;
-import dev.scorch.engine.gpu.GemmPrecision;
+import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.sampling.SamplingParams;
 import dev.scorch.engine.tokenizer.Tokenizer;
 import dev.scorch.engine.tokenizer.Tokenizers;

@@ -1,7 +1,7 @@
 package dev.scorch.jobs.score;
 
 import dev.scorch.engine.backend.BackendMode;
-import dev.scorch.engine.gpu.GemmPrecision;
+import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.jobs.JobSpec;
 import dev.scorch.jobs.output.WriteMode;

@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeFalse;
 
 import dev.scorch.engine.backend.BackendMode;
-import dev.scorch.engine.gpu.cuda.Cuda;
+import dev.scorch.engine.device.cuda.Cuda;
 import dev.scorch.jobs.ScorchCli;
 import dev.scorch.jobs.score.SparkTests.Scored;
 import dev.scorch.udfs.model.ExecutorModelCache;

@@ -6,9 +6,9 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.scorch.engine.gpu.GpuModel;
-import dev.scorch.engine.gpu.GpuScorer;
-import dev.scorch.engine.gpu.HostDevice;
+import dev.scorch.engine.device.GpuModel;
+import dev.scorch.engine.device.GpuScorer;
+import dev.scorch.engine.device.HostDevice;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;

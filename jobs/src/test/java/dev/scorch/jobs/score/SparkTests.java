@@ -3,7 +3,7 @@ package dev.scorch.jobs.score;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.scorch.engine.backend.BackendMode;
-import dev.scorch.engine.gpu.GemmPrecision;
+import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.jobs.output.WriteMode;
 import dev.scorch.udfs.score.ScoreOptions;

@@ -2,7 +2,7 @@ package dev.scorch.udfs.api;
 
 import dev.scorch.engine.backend.BackendMode;
 import dev.scorch.engine.config.GenerationConfig;
-import dev.scorch.engine.gpu.GemmPrecision;
+import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.sampling.SamplingParams;
 import dev.scorch.udfs.generate.GenerateOptions;
 import dev.scorch.udfs.progress.JobMetrics;

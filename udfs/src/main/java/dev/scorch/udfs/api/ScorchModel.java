@@ -2,7 +2,7 @@ package dev.scorch.udfs.api;
 
 import dev.scorch.engine.backend.BackendChoice;
 import dev.scorch.engine.backend.BackendMode;
-import dev.scorch.engine.gpu.cuda.Cuda;
+import dev.scorch.engine.device.cuda.Cuda;
 import dev.scorch.engine.model.ModelInfo;
 import dev.scorch.engine.sampling.SamplingParams;
 import dev.scorch.udfs.generate.GenerateOptions;

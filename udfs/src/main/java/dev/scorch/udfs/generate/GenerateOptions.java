@@ -1,8 +1,8 @@
 package dev.scorch.udfs.generate;
 
 import dev.scorch.engine.backend.BackendMode;
+import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.generation.Generator;
-import dev.scorch.engine.gpu.GemmPrecision;
 import dev.scorch.engine.sampling.SamplingParams;
 import java.io.Serializable;
 import java.util.List;

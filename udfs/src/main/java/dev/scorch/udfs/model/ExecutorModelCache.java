@@ -1,13 +1,13 @@
 package dev.scorch.udfs.model;
 
 import dev.scorch.engine.backend.GpuPlan;
-import dev.scorch.engine.gpu.Device;
-import dev.scorch.engine.gpu.GemmPrecision;
-import dev.scorch.engine.gpu.GpuModel;
-import dev.scorch.engine.gpu.GpuPipeline;
-import dev.scorch.engine.gpu.GpuScorer;
-import dev.scorch.engine.gpu.GpuStages;
-import dev.scorch.engine.gpu.cuda.CudaDevice;
+import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.GpuModel;
+import dev.scorch.engine.device.GpuPipeline;
+import dev.scorch.engine.device.GpuScorer;
+import dev.scorch.engine.device.GpuStages;
+import dev.scorch.engine.device.cuda.CudaDevice;
 import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.kernels.KernelSelection;
 import dev.scorch.engine.kernels.Ops;

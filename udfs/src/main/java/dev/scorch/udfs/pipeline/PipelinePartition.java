@@ -1,7 +1,7 @@
 package dev.scorch.udfs.pipeline;
 
 import dev.scorch.engine.backend.BackendChoice;
-import dev.scorch.engine.gpu.cuda.Cuda;
+import dev.scorch.engine.device.cuda.Cuda;
 import dev.scorch.udfs.backend.TaskGpus;
 import dev.scorch.udfs.model.ExecutorModelCache;
 import dev.scorch.udfs.model.LoadedModel;

@@ -1,11 +1,11 @@
 package dev.scorch.udfs.pipeline;
 
-import dev.scorch.engine.gpu.DecoderStage;
-import dev.scorch.engine.gpu.Device;
-import dev.scorch.engine.gpu.GemmPrecision;
-import dev.scorch.engine.gpu.HostDevice;
-import dev.scorch.engine.gpu.StageScorer;
-import dev.scorch.engine.gpu.cuda.CudaDevice;
+import dev.scorch.engine.device.DecoderStage;
+import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.HostDevice;
+import dev.scorch.engine.device.StageScorer;
+import dev.scorch.engine.device.cuda.CudaDevice;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.scoring.BatchScores;

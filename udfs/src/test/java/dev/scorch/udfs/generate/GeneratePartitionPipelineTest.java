@@ -5,10 +5,10 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 
 import dev.scorch.engine.backend.BackendMode;
 import dev.scorch.engine.checkpoint.ModelManifest;
-import dev.scorch.engine.gpu.GemmPrecision;
-import dev.scorch.engine.gpu.GpuPipeline;
-import dev.scorch.engine.gpu.HostDevice;
-import dev.scorch.engine.gpu.cuda.Cuda;
+import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.GpuPipeline;
+import dev.scorch.engine.device.HostDevice;
+import dev.scorch.engine.device.cuda.Cuda;
 import dev.scorch.engine.sampling.SamplingParams;
 import dev.scorch.udfs.generate.GenerateSchema.RowParam;
 import dev.scorch.udfs.model.ExecutorModelCache;

@@ -3,9 +3,9 @@ package dev.scorch.udfs.pipeline;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
-import dev.scorch.engine.gpu.DecoderStage;
-import dev.scorch.engine.gpu.GemmPrecision;
-import dev.scorch.engine.gpu.HostDevice;
+import dev.scorch.engine.device.DecoderStage;
+import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.HostDevice;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.scoring.BatchScores;

@@ -7,12 +7,12 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.scorch.engine.backend.BackendMode;
 import dev.scorch.engine.checkpoint.ModelManifest;
-import dev.scorch.engine.gpu.GemmPrecision;
-import dev.scorch.engine.gpu.GpuModel;
-import dev.scorch.engine.gpu.GpuPipeline;
-import dev.scorch.engine.gpu.GpuScorer;
-import dev.scorch.engine.gpu.HostDevice;
-import dev.scorch.engine.gpu.cuda.Cuda;
+import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.GpuModel;
+import dev.scorch.engine.device.GpuPipeline;
+import dev.scorch.engine.device.GpuScorer;
+import dev.scorch.engine.device.HostDevice;
+import dev.scorch.engine.device.cuda.Cuda;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.udfs.model.ExecutorModelCache;
 import dev.scorch.udfs.model.ModelSource;

@@ -1,0 +1,530 @@
+package dev.scorch.engine.device;
+
+import dev.scorch.engine.kernels.Linear;
+import dev.scorch.engine.kernels.Rope;
+import dev.scorch.engine.model.RouterShape;
+import java.util.function.LongFunction;
+
+/**
+ * The backend seam: memory and the kernels the decoder block ({@link DecoderStage}) runs, on one device.
+ * {@link CpuDevice} runs them on the CPU kernels over the checkpoint's mapped weights; {@code cuda.CudaDevice} on an
+ * NVIDIA GPU (cuBLAS for GEMMs, the kernels of src/main/cuda for the rest); {@link HostDevice} is the plain-loop twin
+ * of the CUDA kernels, which the tests run the same block on. Shapes are row-major; calls run in order (one stream),
+ * and reads back to the host wait for what came before.
+ */
+public interface Device extends AutoCloseable {
+    /** The device, in words (name, memory). */
+    String describe();
+
+    /** Bytes of device memory in all and free now. */
+    long totalBytes();
+
+    long freeBytes();
+
+    // --- Memory
+
+    /** A new zeroed buffer of n elements. */
+    Buf alloc(Buf.Kind kind, long n);
+
+    void free(Buf b);
+
+    void zero(Buf b);
+
+    void write(Buf dst, float[] src, int off, int n);
+
+    void write(Buf dst, int[] src, int off, int n);
+
+    void read(Buf src, float[] dst, int off, int n);
+
+    void read(Buf src, int[] dst, int off, int n);
+
+    /**
+     * Linear weights [out, in] stacked along out (one GEMM computes all of them: q_a_proj with kv_a_proj_with_mqa,
+     * gate_proj with up_proj). All share in. INT4 weights of one group size stay packed ({@link PackedInt4}), FP8 block
+     * weights of one block width stay as their codes and scales ({@link PackedFp8}), the same whatever the precision:
+     * the GEMM decides how it multiplies them; others (and mixed stacks) as {@link #denseWeight}.
+     */
+    default Buf weight(GemmPrecision precision, Linear... stacked) {
+        if (PackedInt4.packable(stacked)) {
+            return PackedInt4.upload(this, stacked);
+        }
+        return PackedFp8.packable(stacked) ? PackedFp8.upload(this, stacked) : denseWeight(precision, stacked);
+    }
+
+    /**
+     * Linear weights stacked along out as {@link #weight}, decoded into the precision's dtype (FP8 block scales and INT4
+     * group scales applied, then rounded): tables that are gathered rather than multiplied, and weights kept in fp32.
+     */
+    Buf denseWeight(GemmPrecision precision, Linear... stacked);
+
+    /**
+     * An INT4 weight [rows, cols] kept packed (a {@link Buf.Kind#INT4} buffer over a {@link PackedInt4}): packed words
+     * [rows, ceil(cols / 8)] as compressed-tensors stores them, scales [rows, ceil(cols / groupSize)] in fp32 (held in
+     * BF16 when every one is a BF16 value).
+     */
+    default Buf int4Weight(int[] packed, float[] scales, int rows, int cols, int groupSize) {
+        if (rows <= 0
+                || cols <= 0
+                || groupSize <= 0
+                || packed.length != (long) rows * PackedInt4.wordsPerRow(cols)
+                || scales.length != (long) rows * PackedInt4.groupsPerRow(cols, groupSize)) {
+            throw new IllegalArgumentException("INT4 weight [" + rows + ", " + cols + "] in groups of " + groupSize
+                    + ": " + packed.length + " packed words and " + scales.length + " scales");
+        }
+        Buf p = upload(packed);
+        Buf s = PackedInt4.allBf16(scales) ? weight(scales, GemmPrecision.BF16) : upload(scales);
+        return new Buf(
+                new PackedInt4(p, s, rows, cols, groupSize, PackedInt4.allSplitExact(scales)),
+                Buf.Kind.INT4,
+                0,
+                (long) rows * cols);
+    }
+
+    /**
+     * An FP8 E4M3 block-scaled weight [rows, cols] kept as its codes (a {@link Buf.Kind#FP8} buffer over a
+     * {@link PackedFp8}): codes four a word [ceil(rows · cols / 4)], scales [scale rows, ceil(cols / blockCols)] in fp32,
+     * and each weight row's scale row [rows].
+     */
+    default Buf fp8Weight(int[] codes, float[] scales, int[] scaleRows, int rows, int cols, int blockCols) {
+        int scaleCols = blockCols <= 0 ? 0 : PackedFp8.scaleColsOf(cols, blockCols);
+        if (rows <= 0
+                || cols <= 0
+                || blockCols <= 0
+                || codes.length != PackedFp8.words(rows, cols)
+                || scaleRows.length != rows
+                || scales.length == 0
+                || scales.length % scaleCols != 0) {
+            throw new IllegalArgumentException("FP8 weight [" + rows + ", " + cols + "] in blocks of " + blockCols
+                    + " columns: " + codes.length + " code words, " + scales.length + " scales and "
+                    + scaleRows.length + " scale rows");
+        }
+        for (int r = 0; r < rows; r++) {
+            if (scaleRows[r] < 0 || scaleRows[r] >= scales.length / scaleCols) {
+                throw new IllegalArgumentException("FP8 weight [" + rows + ", " + cols + "]: row " + r
+                        + " has scale row " + scaleRows[r] + " of " + scales.length / scaleCols);
+            }
+        }
+        return new Buf(
+                new PackedFp8(
+                        upload(codes),
+                        upload(scales),
+                        upload(scaleRows),
+                        rows,
+                        cols,
+                        blockCols,
+                        PackedFp8.weightParts(scales)),
+                Buf.Kind.FP8,
+                0,
+                (long) rows * cols);
+    }
+
+    /** A weight given as fp32 values, in the precision's dtype (small matrices and tests). */
+    Buf weight(float[] w, GemmPrecision precision);
+
+    default Buf upload(float[] v) {
+        Buf b = alloc(Buf.Kind.F32, v.length);
+        write(b, v, 0, v.length);
+        return b;
+    }
+
+    default Buf upload(int[] v) {
+        Buf b = alloc(Buf.Kind.I32, v.length);
+        write(b, v, 0, v.length);
+        return b;
+    }
+
+    // --- Kernels
+
+    /**
+     * y[m, n] = x[m, k] · wᵀ, w [n, k] from {@link #weight}, fp32 accumulate. An fp32 w multiplies fp32 x; a BF16 w
+     * multiplies x split into the precision's BF16 parts (x ≈ p0 + p1 + p2, {@link GemmPrecision#inputParts}), one
+     * GEMM per part, summed in fp32; an INT4 or FP8 w is dequantised a tile at a time and multiplied as
+     * {@link PackedInt4} or {@link PackedFp8} says for the precision ({@link DequantPlan}).
+     */
+    void gemm(Buf x, int m, int k, Buf w, int n, Buf y, GemmPrecision precision);
+
+    /**
+     * {@link #gemm} where rows says which rows of x are decode rows (tokens that extend a non-empty KV cache): a device
+     * whose GEMM rounds a row differently by its shape (the CPU's, {@link DecodeRows}) runs each row by its own rule,
+     * so that a row's bits never depend on its batch mates; one that rounds every row alike ignores rows.
+     */
+    default void gemm(Buf x, int m, int k, Buf w, int n, Buf y, GemmPrecision precision, DecodeRows rows) {
+        gemm(x, m, k, w, n, y, precision);
+    }
+
+    /**
+     * A SwiGLU MLP: out [m, hidden] = down_proj(silu(gate_proj(x)) · up_proj(x)), gateUp gate_proj and up_proj
+     * stacked [2 · inter, hidden] ({@link #weight}), down [hidden, inter]; this default as {@link #gemm} into [m, 2 ·
+     * inter], {@link #swiglu} and {@link #gemm} over every row at once, its intermediates from floats. A device may run long batches a chunk of rows at a time (the CPU: the [rows, inter]
+     * activations stay small), each row's bits the same.
+     */
+    default void mlp(
+            Buf x,
+            int m,
+            int hidden,
+            Buf gateUp,
+            Buf down,
+            int inter,
+            Buf out,
+            GemmPrecision precision,
+            DecodeRows rows,
+            LongFunction<Buf> floats) {
+        Buf gu = floats.apply((long) m * 2 * inter); // [m, gate | up]
+        gemm(x, m, hidden, gateUp, 2 * inter, gu, precision, rows);
+        Buf act = floats.apply((long) m * inter); // silu(gate_proj(x)) * up_proj(x)
+        swiglu(gu, m, inter, act);
+        gemm(act, m, inter, down, hidden, out, precision, rows);
+    }
+
+    /** out[r, :dim] = weight · x[r·stride + offset ..][:dim] / rms, for r < rows. */
+    void rmsNorm(Buf x, int rows, int stride, int offset, int dim, Buf weight, double eps, Buf out);
+
+    /**
+     * Rotates, in place, the rope_dim values at x[r·rowStride + h·headStride + offset] of every row r and head h by
+     * the angles of position positions[r]; cosSin is [positions, rope_dim] (cos, sin interleaved, as {@code Rope.cosSin}).
+     */
+    void rope(
+            Buf x,
+            int rows,
+            int heads,
+            int rowStride,
+            int headStride,
+            int offset,
+            int ropeDim,
+            Buf positions,
+            Buf cosSin);
+
+    /**
+     * kv_a_layernorm and the key's RoPE over kv_a_proj_with_mqa's output [latent | k_pe] in one kernel: for r &lt; rows,
+     * latent[r, :rank] = weight · x[r·stride + offset ..][:rank] / rms (as {@link #rmsNorm}), and kPe[r, :ropeDim] =
+     * x[r·stride + offset + rank ..][:ropeDim] rotated by the angles of positions[r] (as {@link #copyCols} then one
+     * head of {@link #rope}).
+     */
+    default void rmsNormRope(
+            Buf x,
+            int rows,
+            int stride,
+            int offset,
+            int rank,
+            Buf weight,
+            double eps,
+            int ropeDim,
+            Buf positions,
+            Buf cosSin,
+            Buf latent,
+            Buf kPe) {
+        rmsNorm(x, rows, stride, offset, rank, weight, eps, latent);
+        copyCols(x, rows, stride, offset + rank, ropeDim, kPe, ropeDim, 0);
+        rope(kPe, rows, 1, ropeDim, 0, 0, ropeDim, positions, cosSin);
+    }
+
+    /** dst[r·dstStride + dstOff + c] = src[r·srcStride + srcOff + c] for r < rows, c < width. */
+    void copyCols(Buf src, int rows, int srcStride, int srcOff, int width, Buf dst, int dstStride, int dstOff);
+
+    /** x[:n] += y[:n]. */
+    void add(Buf x, Buf y, long n);
+
+    /** SwiGLU over fused gate/up rows: out[r, c] = silu(gu[r, c]) · gu[r, inter + c], gu [rows, 2 · inter]. */
+    void swiglu(Buf gu, int rows, int inter, Buf out);
+
+    /** out[j, :width] = x[rows[j], :width], j < n; x F32, or BF16 (a weight table) widened to fp32. */
+    void gatherRows(Buf x, Buf rows, int n, int width, Buf out);
+
+    /**
+     * MLA attention, prefill form: q [t, heads, qk_nope + qk_rope], kv [keys, heads, qk_nope + v_head] = [k_nope | v],
+     * kPe [keys, qk_rope]; query i attends keys keyStart[i] .. keyStart[i] + keyLen[i] - 1, softmax in fp32.
+     * out [t, heads, v_head]. tiles holds numTiles pairs (first query, queries), in ascending order and apart, at most
+     * {@link #ATTENTION_TILE} each, every tile inside one sequence: only the tiles' queries are computed (rows of out
+     * outside them are left as they are), and a device may share key loads across a tile's queries.
+     */
+    void mlaAttention(
+            Buf q,
+            Buf kv,
+            Buf kPe,
+            Buf keyStart,
+            Buf keyLen,
+            Buf tiles,
+            int numTiles,
+            int t,
+            int heads,
+            int qkNope,
+            int qkRope,
+            int vHead,
+            float scale,
+            Buf out);
+
+    /**
+     * {@link #mlaDecode} of several sequences: sequence s's rows[s] new tokens are rows [rowStart[s], + rows[s]) of q
+     * [*, heads, qk_nope + qk_rope] and of out [*, heads, v_head], over caches[s] (this layer's, {@link LatentCache})
+     * holding past[s] tokens before them. A device may share work across the sequences (the CPU decodes a head of
+     * kv_b_proj once for all of them); each sequence's bits are its {@link #mlaDecode}'s.
+     */
+    default void mlaDecode(
+            Buf q,
+            int[] rowStart,
+            int[] rows,
+            Buf[] caches,
+            int[] past,
+            Buf kvBProj,
+            int heads,
+            int qkNope,
+            int qkRope,
+            int vHead,
+            int kvLoraRank,
+            float scale,
+            Buf out) {
+        int qHead = qkNope + qkRope;
+        for (int s = 0; s < rows.length; s++) {
+            mlaDecode(
+                    q.slice((long) rowStart[s] * heads * qHead, (long) rows[s] * heads * qHead),
+                    rows[s],
+                    caches[s],
+                    past[s],
+                    kvBProj,
+                    heads,
+                    qkNope,
+                    qkRope,
+                    vHead,
+                    kvLoraRank,
+                    scale,
+                    out.slice((long) rowStart[s] * heads * vHead, (long) rows[s] * heads * vHead));
+        }
+    }
+
+    /**
+     * MLA attention in the prefill form from the latents: kv = latent · kv_b_projᵀ [t, heads, qk_nope + v_head] = [k_nope
+     * | v], then {@link #mlaAttention} over the tiles (q, kPe, keyStart, keyLen, tiles and out as there; latent [t,
+     * kv_lora_rank]). This default expands every row at once into a buffer from floats; a device may expand a group of
+     * whole sequences at a time (the CPU: the keys and values of a long batch never exist at once), each row's bits
+     * the same. Rows as in {@link #gemm(Buf, int, int, Buf, int, Buf, GemmPrecision, DecodeRows)}.
+     */
+    default void mlaPrefill(
+            Buf q,
+            Buf latent,
+            Buf kPe,
+            Buf kvBProj,
+            Buf keyStart,
+            Buf keyLen,
+            Buf tiles,
+            int numTiles,
+            int t,
+            int heads,
+            int qkNope,
+            int qkRope,
+            int vHead,
+            int kvLoraRank,
+            float scale,
+            Buf out,
+            GemmPrecision precision,
+            DecodeRows rows,
+            LongFunction<Buf> floats) {
+        Buf kv = floats.apply((long) t * heads * (qkNope + vHead));
+        gemm(latent, t, kvLoraRank, kvBProj, heads * (qkNope + vHead), kv, precision, rows);
+        mlaAttention(q, kv, kPe, keyStart, keyLen, tiles, numTiles, t, heads, qkNope, qkRope, vHead, scale, out);
+    }
+
+    /** Queries per attention tile (the CUDA kernel's ATTN_Q). */
+    int ATTENTION_TILE = 16;
+
+    /**
+     * MLA attention, absorbed form (decode): the rows new tokens of one sequence over its latent cache, which already
+     * holds them. q [rows, heads, qk_nope + qk_rope] (RoPE applied); cache [past + rows, kv_lora_rank + qk_rope], a
+     * token's normed latent c and rotated k_pe ({@link GpuKvCache}); kvBProj [heads * (qk_nope + v_head), kv_lora_rank],
+     * F32 or BF16 ({@link #weight}), whose rows h · (qk_nope + v_head) + d are W_UK of head h for d &lt; qk_nope and
+     * W_UV after them. Query i and head h, over cache rows j &lt;= past + i:
+     * q_latent = W_UKᵀ q_nope; score_j = (q_latent · c_j + q_pe · k_pe_j) · scale; p = softmax(score) in fp32;
+     * o_latent = Σ_j p_j c_j; out[i, h] = W_UV o_latent. out [rows, heads, v_head]. No kv_b_proj GEMM over the cache:
+     * a step costs O(cache · kv_lora_rank) per head, and a row's bits depend only on its own sequence.
+     */
+    void mlaDecode(
+            Buf q,
+            int rows,
+            Buf cache,
+            int past,
+            Buf kvBProj,
+            int heads,
+            int qkNope,
+            int qkRope,
+            int vHead,
+            int kvLoraRank,
+            float scale,
+            Buf out);
+
+    /**
+     * Grouped GEMM (one per expert): for g < groups, rows [rowStart[g], + rows[g]) of y [*, n] = the same rows of
+     * x [*, k] · w[g]ᵀ, each w[g] [n, k] from {@link #weight}; as {@link #gemm} per group.
+     */
+    default void gemmGrouped(
+            Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
+        for (int g = 0; g < groups; g++) {
+            gemm(
+                    x.slice((long) rowStart[g] * k, (long) rows[g] * k),
+                    rows[g],
+                    k,
+                    w[g],
+                    n,
+                    y.slice((long) rowStart[g] * n, (long) rows[g] * n),
+                    precision);
+        }
+    }
+
+    /**
+     * Whether {@link #gemmGrouped} runs groups laid out at a uniform stride as one batched call (so a caller should
+     * pad groups to the same row count); otherwise it runs each group alone and padding only costs memory.
+     */
+    default boolean batchesGroups() {
+        return false;
+    }
+
+    /**
+     * MoE permutation, on the device: experts [t, top_k] from {@link #moeRoute} (each in [0, nExperts)) → offsets
+     * [nExperts + 1] (offsets[e] = the slots of the experts below e, offsets[nExperts] = t · top_k), slotOf [t, top_k]
+     * (the slot of each (token, choice)) and slotRow [t · top_k] (the token of each slot). Slots run by expert in
+     * ascending id, tokens in order within an expert: the groups of {@link #gemmExperts}, with no host round trip.
+     */
+    void moePermute(Buf experts, int t, int topK, int nExperts, Buf offsets, Buf slotOf, Buf slotRow);
+
+    /**
+     * All experts of a layer as one grouped GEMM whose group bounds live on the device: for e &lt; w.length, rows
+     * [offsets[e], offsets[e + 1]) of y [slots, n] = the same rows of x [slots, k] · w[e]ᵀ, each w[e] [n, k] from
+     * {@link #weight}, as {@link #gemm} of those rows (offsets from {@link #moePermute}). A device may keep a table of
+     * w's experts between calls: pass the same array, unchanged, every time.
+     */
+    default void gemmExperts(Buf x, Buf offsets, int slots, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
+        int[] g = expertRows(offsets, w.length, slots);
+        for (int e = 0; e < w.length; e++) {
+            int rows = g[e + 1] - g[e];
+            if (rows > 0) {
+                gemm(
+                        x.slice((long) g[e] * k, (long) rows * k),
+                        rows,
+                        k,
+                        w[e],
+                        n,
+                        y.slice((long) g[e] * n, (long) rows * n),
+                        precision);
+            }
+        }
+    }
+
+    /** Group e's rows [offsets[e], offsets[e + 1]) of {@link #gemmExperts}, read back and checked. */
+    private int[] expertRows(Buf offsets, int experts, int slots) {
+        int[] g = new int[experts + 1];
+        read(offsets.need(Buf.Kind.I32, experts + 1L, "gemmExperts offsets"), g, 0, experts + 1);
+        for (int e = 0; e < experts; e++) {
+            if (g[e] < 0 || g[e + 1] < g[e] || g[e + 1] > slots) {
+                throw new IllegalArgumentException("gemmExperts: expert " + e + " has rows [" + g[e] + ", " + g[e + 1]
+                        + ") of " + slots + " slots");
+            }
+        }
+        return g;
+    }
+
+    /**
+     * {@link #gemmExperts} over gate_proj and up_proj stacked ([2 · inter, k] each) with SwiGLU applied to its output:
+     * out [slots, inter] as gemmExperts into [slots, 2 · inter] then {@link #swiglu}, without the intermediate.
+     */
+    default void gemmExpertsSwiglu(
+            Buf x, Buf offsets, int slots, int k, Buf[] w, int inter, Buf out, GemmPrecision precision) {
+        int[] g = expertRows(offsets, w.length, slots);
+        for (int e = 0; e < w.length; e++) {
+            int rows = g[e + 1] - g[e];
+            if (rows > 0) {
+                // the CUDA kernel keeps an expert tile's gate and up columns in shared memory; here a buffer
+                Buf gu = alloc(Buf.Kind.F32, (long) rows * 2 * inter);
+                gemm(x.slice((long) g[e] * k, (long) rows * k), rows, k, w[e], 2 * inter, gu, precision);
+                swiglu(gu, rows, inter, out.slice((long) g[e] * inter, (long) rows * inter));
+                free(gu);
+            }
+        }
+    }
+
+    /**
+     * MoE combine: y[t, :] = Σ_k weights[t, k] · ye[slot[t, k], :] over k &lt; top_k in order, for t &lt; tokens; then,
+     * when addend is not null (the shared experts' output [tokens, width]), + addend[t, :], as {@link #add} after.
+     */
+    void moeCombine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf addend, Buf y);
+
+    /**
+     * DeepseekV3MoE's experts on x [t, hidden], routed ({@link #moeRoute}: experts and weights [t, top_k], ascending
+     * id): y [t, hidden] = Σ_k weights[t, k] · expert_e(x_t) over the token's experts in ascending id, then + the
+     * shared experts' output when sharedGateUp is not null; each expert is a SwiGLU MLP, gateUp[e] (gate_proj and
+     * up_proj stacked, [2 · inter, hidden]) and down[e] ([hidden, inter]), the shared experts one of sharedInter. This
+     * default permutes the (token, choice) pairs by expert on the device ({@link #moePermute}), runs the experts as
+     * {@link #gemmExpertsSwiglu} and {@link #gemmExperts} and sums with {@link #moeCombine}, its buffers from floats
+     * and ints; a device may run the experts its own way with the same bits per token. Rows as in
+     * {@link #gemm(Buf, int, int, Buf, int, Buf, GemmPrecision, DecodeRows)}, by token.
+     */
+    default void moeExperts(
+            Buf x,
+            int t,
+            int hidden,
+            Buf experts,
+            Buf weights,
+            int topK,
+            Buf[] gateUp,
+            Buf[] down,
+            int inter,
+            Buf sharedGateUp,
+            Buf sharedDown,
+            int sharedInter,
+            Buf y,
+            GemmPrecision precision,
+            DecodeRows rows,
+            LongFunction<Buf> floats,
+            LongFunction<Buf> ints) {
+        int nExperts = gateUp.length;
+        int pairs = t * topK;
+        // Slots: the pairs grouped by expert in ascending id, tokens in order within an expert.
+        Buf offsets = ints.apply(nExperts + 1L); // expert e's slots [offsets[e], offsets[e + 1])
+        Buf slotOf = ints.apply(pairs); // slot of each (token, choice)
+        Buf slotRow = ints.apply(pairs); // token of each slot
+        moePermute(experts, t, topK, nExperts, offsets, slotOf, slotRow);
+        Buf xs = floats.apply((long) pairs * hidden); // [slots, hidden]
+        gatherRows(x, slotRow, pairs, hidden, xs);
+        Buf act = floats.apply((long) pairs * inter); // [slots, moe_intermediate]
+        gemmExpertsSwiglu(xs, offsets, pairs, hidden, gateUp, inter, act, precision);
+        Buf ye = floats.apply((long) pairs * hidden); // [slots, hidden]
+        gemmExperts(act, offsets, pairs, inter, down, hidden, ye, precision);
+        Buf shared = null;
+        if (sharedGateUp != null) {
+            shared = floats.apply((long) t * hidden);
+            mlp(x, t, hidden, sharedGateUp, sharedDown, sharedInter, shared, precision, rows, floats);
+        }
+        moeCombine(ye, slotOf, weights, t, topK, hidden, shared, y);
+    }
+
+    /** Router logits [t, n_routed_experts] → experts and weights [t, top_k], experts in ascending id. */
+    void moeRoute(Buf logits, Buf bias, int t, RouterShape r, Buf experts, Buf weights);
+
+    /**
+     * Per logits row r of [rows, vocab]: stats[3r] = log-sum-exp, stats[3r + 1] = logits[r, targets[r]] (0 when
+     * targets[r] &lt; 0), stats[3r + 2] = argmax (lowest index on ties).
+     */
+    void logSoftmaxStats(Buf logits, int rows, int vocab, Buf targets, Buf stats);
+
+    /**
+     * YaRN cos/sin of positions [0, positions) at least, [positions, qk_rope_head_dim] as {@link Rope#table} lays them
+     * out, on this device; previous (the last table this call returned, or null) is no longer used.
+     */
+    default Buf ropeTable(Rope rope, int positions, Buf previous) {
+        if (previous != null) {
+            free(previous);
+        }
+        return upload(java.util.Arrays.copyOf(rope.table(positions), positions * rope.dim()));
+    }
+
+    /**
+     * Whether scratch is best carved from large blocks ({@link Arena}); false for a device whose kernels take whole
+     * heap arrays (the CPU's), which gets one array per slice instead.
+     */
+    default boolean slicesScratch() {
+        return true;
+    }
+
+    /** Waits until everything queued so far has run (for timing). */
+    void synchronize();
+
+    @Override
+    void close();
+}

@@ -1,0 +1,77 @@
+package dev.scorch.engine.device;
+
+import java.util.Arrays;
+
+/**
+ * The memory of a {@link Device} whose buffers are Java heap arrays ({@link CpuDevice}, {@link HostDevice}): F32 and
+ * I32 buffers are float[] and int[], read and written by copies, and counted as they are allocated and freed.
+ */
+abstract class HeapDevice implements Device {
+    protected long allocated; // bytes of the buffers alloc made and free has not given back
+
+    @Override
+    public Buf alloc(Buf.Kind kind, long n) {
+        if (kind != Buf.Kind.F32 && kind != Buf.Kind.I32 && kind != Buf.Kind.BF16) {
+            throw new IllegalArgumentException(kind + " weights come from their own upload, not alloc");
+        }
+        int len = Math.toIntExact(n);
+        allocated += n * kind.bytes();
+        return new Buf(kind == Buf.Kind.I32 ? new int[len] : new float[len], kind, 0, n);
+    }
+
+    @Override
+    public void free(Buf b) {
+        allocated -= b.bytes();
+    }
+
+    @Override
+    public void zero(Buf b) {
+        if (b.kind() == Buf.Kind.I32) {
+            Arrays.fill(ints(b), off(b), off(b) + len(b), 0);
+        } else {
+            Arrays.fill(floats(b), off(b), off(b) + len(b), 0f);
+        }
+    }
+
+    @Override
+    public void write(Buf dst, float[] src, int off, int n) {
+        System.arraycopy(src, off, floats(dst.need(Buf.Kind.F32, n, "write")), off(dst), n);
+    }
+
+    @Override
+    public void write(Buf dst, int[] src, int off, int n) {
+        System.arraycopy(src, off, ints(dst.need(Buf.Kind.I32, n, "write")), off(dst), n);
+    }
+
+    @Override
+    public void read(Buf src, float[] dst, int off, int n) {
+        System.arraycopy(floats(src.need(Buf.Kind.F32, n, "read")), off(src), dst, off, n);
+    }
+
+    @Override
+    public void read(Buf src, int[] dst, int off, int n) {
+        System.arraycopy(ints(src.need(Buf.Kind.I32, n, "read")), off(src), dst, off, n);
+    }
+
+    static float[] floats(Buf b) {
+        if (!(b.storage() instanceof float[] a)) {
+            throw new IllegalArgumentException("not a float buffer of a heap device");
+        }
+        return a;
+    }
+
+    static int[] ints(Buf b) {
+        if (!(b.storage() instanceof int[] a)) {
+            throw new IllegalArgumentException("not an int buffer of a heap device");
+        }
+        return a;
+    }
+
+    static int off(Buf b) {
+        return (int) b.offset();
+    }
+
+    static int len(Buf b) {
+        return (int) b.length();
+    }
+}

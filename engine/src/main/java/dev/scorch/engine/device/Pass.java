@@ -1,0 +1,112 @@
+package dev.scorch.engine.device;
+
+import dev.scorch.engine.kernels.Rope;
+import dev.scorch.engine.runtime.PackedBatch;
+import dev.scorch.engine.runtime.Workspace;
+import java.util.function.LongFunction;
+
+/**
+ * A forward pass on one device: its scratch {@link Arena}s (floats, ints), whose slices live until the layer or the
+ * pass gives them back, the YaRN cos/sin table, and the batch as the block's parts see it, which {@link DecoderStage}
+ * sets at the start of each pass. One pass uses it at a time: a GPU stage holds one (its device runs one pass at a
+ * time), the CPU model one per workspace (each of the engine's concurrent passes has its own). It is kept from pass to
+ * pass, with its arrays, so that a pass of a shape seen before allocates nothing.
+ */
+public final class Pass implements AutoCloseable {
+    final Device dev;
+    final Arena floats;
+    final Arena ints;
+    final LongFunction<Buf> takeFloats;
+    final LongFunction<Buf> takeInts;
+    private Buf cosSin; // [positions, qk_rope_head_dim]
+    private int ropePositions;
+
+    // This pass's, set by DecoderStage.
+    GemmPrecision precision;
+    DecodeRows rows = DecodeRows.NONE; // which rows are decode rows
+    PackedBatch packed;
+    Buf positions; // [T]
+    // The prefill form's (sequences without cached tokens): each query's key range among the batch's own tokens, and
+    // the query tiles, numTiles (first row, rows) pairs.
+    Buf keyStart; // [T]
+    Buf keyLen; // [T]
+    Buf tiles;
+    int numTiles;
+    int[] past; // [sequences]: tokens each cache held before this pass; null without caches
+    Cached cached; // the sequences with cached tokens (the absorbed form)
+
+    // Arrays kept from pass to pass: host staging grown to the largest pass, the absorbed form's per count.
+    int[] hostKeyStart = new int[0];
+    int[] hostKeyLen = new int[0];
+    int[] hostTiles = new int[0];
+    int[] hostPast = new int[0];
+    final Workspace.ByLength<Cached> cachedByCount = new Workspace.ByLength<>(Cached::new);
+
+    /** The sequences that attend over their caches in the absorbed form, each array [such sequences]. */
+    static final class Cached {
+        final int[] seq;
+        final int[] rowStart; // first row in the batch
+        final int[] rows;
+        final int[] past; // tokens cached before this pass
+        final Buf[] layers; // the current layer's cache of each
+
+        Cached(int n) {
+            seq = new int[n];
+            rowStart = new int[n];
+            rows = new int[n];
+            past = new int[n];
+            layers = new Buf[n];
+        }
+    }
+
+    public Pass(Device dev) {
+        this.dev = dev;
+        floats = new Arena(dev, Buf.Kind.F32, 1 << 20);
+        ints = new Arena(dev, Buf.Kind.I32, 1 << 16);
+        takeFloats = floats::take;
+        takeInts = ints::take;
+    }
+
+    public Device device() {
+        return dev;
+    }
+
+    /** y[m, n] = x[m, k] · wᵀ, each row by the pass's row rule. */
+    void gemm(Buf x, int m, int k, Buf w, int n, Buf y) {
+        dev.gemm(x, m, k, w, n, y, precision, rows);
+    }
+
+    /** cos/sin of positions [0, n) at least, grown by doubling (from 4,096) so a generation grows it a few times. */
+    Buf cosSin(Rope rope, int n) {
+        if (n > ropePositions) {
+            int grown = Math.max(n, Math.max(4096, 2 * ropePositions));
+            cosSin = dev.ropeTable(rope, grown, cosSin);
+            ropePositions = grown;
+        }
+        return cosSin;
+    }
+
+    Buf cosSin() {
+        return cosSin;
+    }
+
+    static int[] grow(int[] a, int n) {
+        return a.length >= n ? a : new int[n];
+    }
+
+    /** Bytes of the arenas now. */
+    public long bytes() {
+        return floats.bytes() + ints.bytes();
+    }
+
+    @Override
+    public void close() {
+        if (cosSin != null) {
+            dev.free(cosSin);
+            cosSin = null;
+            ropePositions = 0;
+        }
+        floats.close();
+        ints.close();
+    }
+}

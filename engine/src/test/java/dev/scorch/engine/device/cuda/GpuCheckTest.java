@@ -1,0 +1,42 @@
+package dev.scorch.engine.device.cuda;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.HostDevice;
+import dev.scorch.engine.testing.DemoModels;
+import java.nio.file.Path;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The device check's model-vs-CPU section, which bin/gpu-check runs on CUDA, run here on {@link HostDevice} over the
+ * INT4 demo: what it reports, so a GPU session's first run does not find a fault in the check itself.
+ */
+class GpuCheckTest {
+    @TempDir
+    Path dir;
+
+    @Test
+    void int4ModelVsCpuReportsScoresRoutesAndBytes() throws Exception {
+        ObjectNode out = new ObjectMapper().createObjectNode();
+        ObjectNode into = out.putObject("tiny_int4");
+        Path json = dir.resolve("gpu-check.json");
+        GpuCheck.modelVsCpu(
+                DemoModels.tinyInt4(), 2, List.of(GemmPrecision.FP32), false, into, null, out, json, HostDevice::new);
+        ObjectNode fp32 = (ObjectNode) into.get("FP32");
+        assertTrue(fp32.get("max_abs_dlogprob_vs_cpu").asDouble() <= 1e-4, fp32.toString());
+        assertEquals(0, fp32.get("route_mismatches_vs_cpu").asInt(), fp32.toString());
+        assertEquals(0, fp32.get("sequences_with_argmax_diff_vs_cpu").asInt(), fp32.toString());
+        assertEquals(0.0, fp32.get("max_abs_dlogprob_batched_vs_alone").asDouble(), fp32.toString());
+        assertTrue(fp32.get("weight_bytes").asLong() > 0, fp32.toString());
+        assertEquals(
+                "INT4 group 32 (compressed-tensors pack-quantized)",
+                into.get("quantization").asText());
+        assertEquals(out.toString(), new ObjectMapper().readTree(json.toFile()).toString(), "flushed as it goes");
+    }
+}
