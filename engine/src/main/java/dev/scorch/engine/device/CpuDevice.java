@@ -993,6 +993,8 @@ public final class CpuDevice extends HeapDevice {
             int h = item / seqs;
             int qHead = qkNope + qkRope;
             float[] cache = floats(caches[b]);
+            float[] qs = floats(q);
+            float[] os = floats(out);
             boolean simd = ops.simd();
             LatentAttention.Scratch scratch = LatentAttention.scratch();
             LatentAttention.Head head = LatentAttention.head(w, h, qkNope, qkRope, vHead, scale, simd, scratch);
@@ -1002,9 +1004,9 @@ public final class CpuDevice extends HeapDevice {
                 int qOff = off(q) + (row * heads + h) * qHead;
                 int oOff = off(out) + (row * heads + h) * vHead;
                 if (simd) {
-                    LatentAttention.attendVector(head, floats(q), qOff, cache, width, len, floats(out), oOff, scratch);
+                    LatentAttention.attendVector(head, qs, qOff, cache, width, len, os, oOff, scratch);
                 } else {
-                    LatentAttention.attendScalar(head, floats(q), qOff, cache, width, len, floats(out), oOff, scratch);
+                    LatentAttention.attendScalar(head, qs, qOff, cache, width, len, os, oOff, scratch);
                 }
             }
         }

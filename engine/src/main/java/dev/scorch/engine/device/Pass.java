@@ -71,6 +71,11 @@ public final class Pass implements AutoCloseable {
         return dev;
     }
 
+    /** Which rows of the last pass were decode rows. */
+    public DecodeRows rows() {
+        return rows;
+    }
+
     /** y[m, n] = x[m, k] · wᵀ, each row by the pass's row rule. */
     void gemm(Buf x, int m, int k, Buf w, int n, Buf y) {
         dev.gemm(x, m, k, w, n, y, precision, rows);

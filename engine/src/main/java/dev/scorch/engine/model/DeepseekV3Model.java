@@ -32,7 +32,6 @@ public final class DeepseekV3Model {
         private Pass pass;
         private float[] logits; // [B, vocab], exactly: decode returns it
         private PackedBatch decodeBatch; // a decode step's, one token per sequence, refilled while B stays the same
-        private int[] past = new int[0]; // [B]: a decode step's cached tokens before it
 
         Buffers(Workspace ws) {
             super(ws);
@@ -162,15 +161,10 @@ public final class DeepseekV3Model {
             batch.seqStart()[s] = s;
             batch.seqLen()[s] = 1;
         }
-        int[] past = scratch.past = scratch.ints(scratch.past, b);
-        for (int s = 0; s < b; s++) {
-            past[s] = caches[s].length();
-        }
-        DecodeRows rows = DecodeRows.of(batch, past); // before the caches advance
         try {
             float[] hidden = prefill(batch, caches, ops, routes, ws);
             float[] out = scratch.logits = scratch.exactFloats(scratch.logits, b * config.vocabSize());
-            scratch.dev.matmul(hidden, b, lmHead, out, rows);
+            scratch.dev.matmul(hidden, b, lmHead, out, scratch.pass.rows()); // the pass's own rule for its rows
             return out;
         } catch (InternalError e) {
             throw checkpoint.readFault(e);
