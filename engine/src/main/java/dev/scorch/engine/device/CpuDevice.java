@@ -50,8 +50,9 @@ public final class CpuDevice extends HeapDevice {
 
     /** Scratch arrays, grown to the largest call and kept. */
     private static final class Scratch {
-        final Workspace.ByLength<float[][]> parts = new Workspace.ByLength<>(float[][]::new); // a stacked GEMM's
-        long partFloats; // outputs, one per weight, kept per count of weights
+        // A stacked GEMM's outputs, one array per weight, kept per count of weights; partFloats counts their floats.
+        final Workspace.ByLength<float[][]> parts = new Workspace.ByLength<>(float[][]::new);
+        long partFloats;
         float[] u = new float[0]; // up_proj's output [rows, inter]
         int[] count = new int[0]; // [n_routed_experts]
         int[] rows = new int[0]; // an expert's tokens
