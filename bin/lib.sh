@@ -32,3 +32,15 @@ read_jvm_flags() {
     read -r -a jvm_flags <<< "$(sed -n 's:.*<scorch.jvm.flags>\(.*\)</scorch.jvm.flags>.*:\1:p' "$root/pom.xml")"
   fi
 }
+
+# Makes folder $1 the output folder of tool $2: refused (exit 2) when it exists, is not empty and holds no marker
+# .$2 (a folder the tool did not make may be the user's, and the tool overwrites files in it); else created and marked.
+claim_out_dir() {
+  local dir="$1" tool="$2"
+  if [[ -e "$dir" && ! -f "$dir/.$tool" ]] && [[ -n "$(ls -A "$dir" 2>/dev/null)" ]]; then
+    echo "$tool: $dir exists and was not written by $tool (no .$tool marker): choose another folder" >&2
+    exit 2
+  fi
+  mkdir -p "$dir"
+  touch "$dir/.$tool"
+}
