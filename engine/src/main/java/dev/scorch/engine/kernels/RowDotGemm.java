@@ -4,7 +4,9 @@ import dev.scorch.engine.checkpoint.DType;
 import dev.scorch.engine.checkpoint.NumberFormats;
 import jdk.incubator.vector.FloatVector;
 import jdk.incubator.vector.IntVector;
+import jdk.incubator.vector.VectorMask;
 import jdk.incubator.vector.VectorOperators;
+import jdk.incubator.vector.VectorShuffle;
 import jdk.incubator.vector.VectorSpecies;
 
 /**
@@ -98,7 +100,7 @@ public final class RowDotGemm {
             }
         }
 
-        final float[] lanes = new float[8 * L]; // up to eight accumulators' lanes
+        final float[] lanes = new float[16 * L]; // up to sixteen accumulators' lanes
 
         int[] ints(int n) {
             return ints.length >= n ? ints : (ints = new int[n]);
@@ -238,8 +240,12 @@ public final class RowDotGemm {
             if (nr == NR) {
                 int i = 0;
                 for (; i + MR <= m; i += MR) {
-                    bf16Block2x4(xs, x, i, w, wb, 0, y, r, s);
-                    bf16Block2x4(xs, x, i, w, wb, 2 * half, y, r + 2, s);
+                    if (L == 16) {
+                        bf16Block4x4(xs, x, i, w, wb, y, r, s);
+                    } else {
+                        bf16Block2x4(xs, x, i, w, wb, 0, y, r, s);
+                        bf16Block2x4(xs, x, i, w, wb, 2 * half, y, r + 2, s);
+                    }
                 }
                 for (; i < m; i++) {
                     bf16Block4x1(xs, x, i, w, wb, y, r, s);
@@ -269,7 +275,11 @@ public final class RowDotGemm {
 
     /** Finishes one BF16 output: the lanes in a fixed tree, then k = 2·kv .. K-1 by scalar FMAs. */
     private static float bf16Finish(float[] lanes, int lo, int[] wb, int wOff, float[] x, int xOff, int kv, int kDim) {
-        float sum = Lanes.foldTree(lanes, lo, L);
+        return bf16Tail(Lanes.foldTree(lanes, lo, L), wb, wOff, x, xOff, kv, kDim);
+    }
+
+    /** sum, then k = 2·kv .. K-1 of the weight row at wb[wOff ..] by scalar FMAs in order. */
+    private static float bf16Tail(float sum, int[] wb, int wOff, float[] x, int xOff, int kv, int kDim) {
         for (int k = 2 * kv; k < kDim; k++) {
             int pair = wb[wOff + k / 2];
             float wk = Float.intBitsToFloat((k & 1) == 0 ? pair << 16 : pair & BF16_HIGH);
@@ -403,6 +413,183 @@ public final class RowDotGemm {
         y0 += n;
         y[y0] = bf16Finish(ln, 6 * L, wb, wOff, x, x3, kv, kDim);
         y[y0 + 1] = bf16Finish(ln, 7 * L, wb, w1Off, x, x3, kv, kDim);
+    }
+
+    /**
+     * Four weight rows (all of wb) × four rows of x from row i, where L is 16 (AVX-512: sixteen accumulators and the
+     * eight decoded weight vectors fit its 32 registers): each accumulator has the bits of {@link #bf16Block4x1}'s (the
+     * even product, then the odd one, per step), each loaded weight vector feeds four rows and each x vector four
+     * weight rows, and the sixteen are finished together ({@link FoldTree16}): half the x loads per FMA of two
+     * {@link #bf16Block2x4}s, and no scalar lane sums (docs/performance.md has the figures).
+     */
+    private static void bf16Block4x4(float[] xs, float[] x, int i, Linear w, int[] wb, float[] y, int row, Scratch s) {
+        int kDim = w.in();
+        int half = kDim / 2;
+        int kv = half / L * L;
+        int x0 = i * kDim;
+        int x1 = x0 + kDim;
+        int x2 = x1 + kDim;
+        int x3 = x2 + kDim;
+        FloatVector z = FloatVector.zero(F);
+        // a<x row><weight row>
+        FloatVector a00 = z, a01 = z, a02 = z, a03 = z, a10 = z, a11 = z, a12 = z, a13 = z;
+        FloatVector a20 = z, a21 = z, a22 = z, a23 = z, a30 = z, a31 = z, a32 = z, a33 = z;
+        for (int j = 0; j < kv; j += L) {
+            IntVector p0 = IntVector.fromArray(I, wb, j);
+            IntVector p1 = IntVector.fromArray(I, wb, half + j);
+            IntVector p2 = IntVector.fromArray(I, wb, 2 * half + j);
+            IntVector p3 = IntVector.fromArray(I, wb, 3 * half + j);
+            FloatVector e0 = p0.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats();
+            FloatVector e1 = p1.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats();
+            FloatVector e2 = p2.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats();
+            FloatVector e3 = p3.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats();
+            FloatVector o0 = p0.and(BF16_HIGH).reinterpretAsFloats();
+            FloatVector o1 = p1.and(BF16_HIGH).reinterpretAsFloats();
+            FloatVector o2 = p2.and(BF16_HIGH).reinterpretAsFloats();
+            FloatVector o3 = p3.and(BF16_HIGH).reinterpretAsFloats();
+            FloatVector ve = FloatVector.fromArray(F, xs, x0 + j);
+            FloatVector vo = FloatVector.fromArray(F, xs, x0 + half + j);
+            a00 = o0.fma(vo, e0.fma(ve, a00));
+            a01 = o1.fma(vo, e1.fma(ve, a01));
+            a02 = o2.fma(vo, e2.fma(ve, a02));
+            a03 = o3.fma(vo, e3.fma(ve, a03));
+            ve = FloatVector.fromArray(F, xs, x1 + j);
+            vo = FloatVector.fromArray(F, xs, x1 + half + j);
+            a10 = o0.fma(vo, e0.fma(ve, a10));
+            a11 = o1.fma(vo, e1.fma(ve, a11));
+            a12 = o2.fma(vo, e2.fma(ve, a12));
+            a13 = o3.fma(vo, e3.fma(ve, a13));
+            ve = FloatVector.fromArray(F, xs, x2 + j);
+            vo = FloatVector.fromArray(F, xs, x2 + half + j);
+            a20 = o0.fma(vo, e0.fma(ve, a20));
+            a21 = o1.fma(vo, e1.fma(ve, a21));
+            a22 = o2.fma(vo, e2.fma(ve, a22));
+            a23 = o3.fma(vo, e3.fma(ve, a23));
+            ve = FloatVector.fromArray(F, xs, x3 + j);
+            vo = FloatVector.fromArray(F, xs, x3 + half + j);
+            a30 = o0.fma(vo, e0.fma(ve, a30));
+            a31 = o1.fma(vo, e1.fma(ve, a31));
+            a32 = o2.fma(vo, e2.fma(ve, a32));
+            a33 = o3.fma(vo, e3.fma(ve, a33));
+        }
+        // The accumulators leave registers through an array, row-major (a00, a01, .., a33): the finishing methods
+        // load them back (a vector passed to a call C2 does not inline, as the folds here are not, is boxed).
+        float[] ln = s.lanes;
+        a00.intoArray(ln, 0);
+        a01.intoArray(ln, L);
+        a02.intoArray(ln, 2 * L);
+        a03.intoArray(ln, 3 * L);
+        a10.intoArray(ln, 4 * L);
+        a11.intoArray(ln, 5 * L);
+        a12.intoArray(ln, 6 * L);
+        a13.intoArray(ln, 7 * L);
+        a20.intoArray(ln, 8 * L);
+        a21.intoArray(ln, 9 * L);
+        a22.intoArray(ln, 10 * L);
+        a23.intoArray(ln, 11 * L);
+        a30.intoArray(ln, 12 * L);
+        a31.intoArray(ln, 13 * L);
+        a32.intoArray(ln, 14 * L);
+        a33.intoArray(ln, 15 * L);
+        int n = w.out();
+        FoldTree16.fold(ln);
+        for (int lane = 0; lane < 16; lane++) {
+            int xr = FoldTree16.X_ROW[lane];
+            int wr = FoldTree16.W_ROW[lane];
+            y[(i + xr) * n + row + wr] = bf16Tail(ln[lane], wb, wr * half, x, x0 + xr * kDim, kv, kDim);
+        }
+    }
+
+    /**
+     * {@link Lanes#foldTree} for sixteen 16-lane accumulators at once, with the bits it gives each one. A fold of level
+     * b (8, 4, 2, 1 lanes) takes p and q, each holding accumulators in groups of 2b lanes, and returns one vector of
+     * groups of b lanes: lane j of a group is p's j + (j + b) where bit b of j is clear, q's (j - b) + j where it is
+     * set (the same two addends: addition commutes exactly). {@link #X_ROW} and {@link #W_ROW} say which accumulator
+     * (a&lt;x row&gt;&lt;weight row&gt;) each lane of {@link RowDotGemm#bf16Block4x4}'s folded vector holds.
+     */
+    private static final class FoldTree16 {
+        static final int[] X_ROW = new int[16];
+        static final int[] W_ROW = new int[16];
+        // Constants, so that C2 compiles each fold to two permutes, two blends and an add.
+        private static final VectorShuffle<Float> SWAP8 = VectorShuffle.fromOp(F, j -> j ^ 8);
+        private static final VectorShuffle<Float> SWAP4 = VectorShuffle.fromOp(F, j -> j ^ 4);
+        private static final VectorShuffle<Float> SWAP2 = VectorShuffle.fromOp(F, j -> j ^ 2);
+        private static final VectorShuffle<Float> SWAP1 = VectorShuffle.fromOp(F, j -> j ^ 1);
+        private static final VectorMask<Float> UP8 = upper(8);
+        private static final VectorMask<Float> UP4 = upper(4);
+        private static final VectorMask<Float> UP2 = upper(2);
+        private static final VectorMask<Float> UP1 = upper(1);
+
+        private static VectorMask<Float> upper(int b) {
+            boolean[] set = new boolean[16];
+            for (int j = 0; j < 16; j++) {
+                set[j] = (j & b) != 0;
+            }
+            return VectorMask.fromArray(F, set, 0);
+        }
+
+        static FloatVector fold8(FloatVector p, FloatVector q) {
+            return p.blend(q, UP8).add(p.rearrange(SWAP8).blend(q.rearrange(SWAP8), UP8));
+        }
+
+        static FloatVector fold4(FloatVector p, FloatVector q) {
+            return p.blend(q, UP4).add(p.rearrange(SWAP4).blend(q.rearrange(SWAP4), UP4));
+        }
+
+        static FloatVector fold2(FloatVector p, FloatVector q) {
+            return p.blend(q, UP2).add(p.rearrange(SWAP2).blend(q.rearrange(SWAP2), UP2));
+        }
+
+        static FloatVector fold1(FloatVector p, FloatVector q) {
+            return p.blend(q, UP1).add(p.rearrange(SWAP1).blend(q.rearrange(SWAP1), UP1));
+        }
+
+        /** The sixteen accumulators at ln[0 .. 256), row-major, folded into ln[0 .. 16) (lanes as X_ROW, W_ROW say). */
+        static void fold(float[] ln) {
+            FloatVector v0 = fold8(FloatVector.fromArray(F, ln, 0), FloatVector.fromArray(F, ln, 16));
+            FloatVector v1 = fold8(FloatVector.fromArray(F, ln, 32), FloatVector.fromArray(F, ln, 48));
+            FloatVector v2 = fold8(FloatVector.fromArray(F, ln, 64), FloatVector.fromArray(F, ln, 80));
+            FloatVector v3 = fold8(FloatVector.fromArray(F, ln, 96), FloatVector.fromArray(F, ln, 112));
+            FloatVector v4 = fold8(FloatVector.fromArray(F, ln, 128), FloatVector.fromArray(F, ln, 144));
+            FloatVector v5 = fold8(FloatVector.fromArray(F, ln, 160), FloatVector.fromArray(F, ln, 176));
+            FloatVector v6 = fold8(FloatVector.fromArray(F, ln, 192), FloatVector.fromArray(F, ln, 208));
+            FloatVector v7 = fold8(FloatVector.fromArray(F, ln, 224), FloatVector.fromArray(F, ln, 240));
+            FloatVector w0 = fold4(v0, v1);
+            FloatVector w1 = fold4(v2, v3);
+            FloatVector w2 = fold4(v4, v5);
+            FloatVector w3 = fold4(v6, v7);
+            fold1(fold2(w0, w1), fold2(w2, w3)).intoArray(ln, 0);
+        }
+
+        static {
+            // The folds of bf16Block4x4 on labels (accumulator 4 · x row + weight row per lane), not on values.
+            int[][] a = new int[16][16];
+            for (int acc = 0; acc < 16; acc++) {
+                java.util.Arrays.fill(a[acc], acc);
+            }
+            int[][] v = new int[8][];
+            for (int k = 0; k < 8; k++) {
+                v[k] = foldLabels(a[2 * k], a[2 * k + 1], 0);
+            }
+            int[][] w = new int[4][];
+            for (int k = 0; k < 4; k++) {
+                w[k] = foldLabels(v[2 * k], v[2 * k + 1], 1);
+            }
+            int[] r = foldLabels(foldLabels(w[0], w[1], 2), foldLabels(w[2], w[3], 2), 3);
+            for (int lane = 0; lane < 16; lane++) {
+                X_ROW[lane] = r[lane] / 4;
+                W_ROW[lane] = r[lane] % 4;
+            }
+        }
+
+        private static int[] foldLabels(int[] p, int[] q, int level) {
+            int b = 8 >> level;
+            int[] out = new int[16];
+            for (int j = 0; j < 16; j++) {
+                out[j] = (j & b) == 0 ? p[j] : q[j];
+            }
+            return out;
+        }
     }
 
     // ----------------------------------------------------------------------------------------------------- FP8

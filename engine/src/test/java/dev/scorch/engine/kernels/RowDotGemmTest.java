@@ -88,13 +88,21 @@ class RowDotGemmTest {
         assertClose(ref, fast, 100, "FP8 24x24 blocks");
     }
 
-    /** Each output row's bits are the same at M = 1, 7 and 32, in any position in the batch, on 1, 2 or 3 threads. */
+    /**
+     * Each output row's bits are the same at M = 1, 4, 7 and 32, in any position in the batch, on 1, 2 or 3 threads:
+     * the one-row, four-row and 4 × 4 blocks (with and without a K tail past the last whole vector) agree.
+     */
     @Test
     void aRowGivesTheSameBitsWhateverTheBatchAndThreads() throws IOException {
-        for (DType dtype : new DType[] {DType.BF16, DType.F8_E4M3, DType.F32, DType.I32}) {
-            // N large enough to be split into several tasks (N·K >= 2 · MIN_TASK_WEIGHTS), with a tail of 2 rows.
+        // N large enough to be split into several tasks (N·K >= 2 · MIN_TASK_WEIGHTS), with a tail of 2 rows; BF16 also
+        // with K = 1060, whose 530 pairs leave a tail of 2 pairs past whole 8- or 16-lane vectors.
+        Object[][] cases = {
+            {DType.BF16, 1056}, {DType.BF16, 1060}, {DType.F8_E4M3, 1056}, {DType.F32, 1056}, {DType.I32, 1056}
+        };
+        for (Object[] c : cases) {
+            DType dtype = (DType) c[0];
             int n = 258;
-            int k = 1056;
+            int k = (Integer) c[1];
             Linear w = linear(dtype, n, k, 11);
             float[] x = GemmTest.randn(32 * k, 12);
             float[][] alone = new float[32][n];
@@ -105,7 +113,7 @@ class RowDotGemmTest {
             }
             for (int threads = 1; threads <= 3; threads++) {
                 try (Parallel p = new Parallel(threads)) {
-                    for (int m : new int[] {1, 7, 32}) {
+                    for (int m : new int[] {1, 4, 7, 32}) {
                         // The batch: rows 32 - m .. 31 of x, so each row sits at a different position than alone.
                         float[] xb = Arrays.copyOfRange(x, (32 - m) * k, 32 * k);
                         float[] y = new float[m * n];
@@ -114,7 +122,7 @@ class RowDotGemmTest {
                             assertArrayEquals(
                                     alone[32 - m + i],
                                     Arrays.copyOfRange(y, i * n, (i + 1) * n),
-                                    dtype + ", " + threads + " threads, m = " + m + ", row " + i);
+                                    dtype + " K " + k + ", " + threads + " threads, m = " + m + ", row " + i);
                         }
                     }
                 }
