@@ -27,6 +27,7 @@ import java.util.List;
  *   info                       →  the JVM's name and version, and the GEMM kernel it runs
  *   shape M K N DTYPE          →  ok                          (W [N, K] in DTYPE, fp32 x [M, K]; see GemmFixture)
  *   time SECONDS               →  MEDIAN_CALL_SECONDS CALLS   (matmul calls for about SECONDS, at least 3)
+ *   decode SECONDS             →  MEDIAN_CALL_SECONDS CALLS   (as time, of matmulDecode: decode steps' GEMM)
  *   prefill MODEL BATCH SEQ    →  ok MODEL_FLOPS              (BATCH random sequences of SEQ tokens, as bench scores them)
  *   run                        →  SECONDS HEAP_BYTES          (one prefill, scored into a kept BatchScores)
  *   prop KEY VALUE             →  ok                          (a system property: A/B runs of a setting the code
@@ -83,7 +84,8 @@ public final class EnginePairs {
                         }
                         out.println("ok");
                     }
-                    case "time" -> out.println(time(ops, gemm, Double.parseDouble(cmd[1])));
+                    case "time" -> out.println(time(ops, gemm, Double.parseDouble(cmd[1]), false));
+                    case "decode" -> out.println(time(ops, gemm, Double.parseDouble(cmd[1]), true));
                     case "prefill" -> {
                         prefill = new Prefill(
                                 DeepseekV3Model.load(Path.of(cmd[1])),
@@ -112,8 +114,8 @@ public final class EnginePairs {
         }
     }
 
-    /** "median_seconds calls": every call timed for about seconds (at least 3 calls). */
-    private static String time(CpuOps ops, GemmFixture gemm, double seconds) {
+    /** "median_seconds calls": every call (matmul, or matmulDecode) timed for about seconds (at least 3 calls). */
+    private static String time(CpuOps ops, GemmFixture gemm, double seconds, boolean decode) {
         if (gemm == null) {
             throw new IllegalStateException("time before shape");
         }
@@ -123,7 +125,11 @@ public final class EnginePairs {
         long budget = (long) (seconds * 1e9);
         while (n < 3 || System.nanoTime() - start < budget) {
             long t0 = System.nanoTime();
-            ops.matmul(gemm.x, gemm.m, gemm.w, gemm.y);
+            if (decode) {
+                ops.matmulDecode(gemm.x, gemm.m, gemm.w, gemm.y);
+            } else {
+                ops.matmul(gemm.x, gemm.m, gemm.w, gemm.y);
+            }
             if (n == calls.length) {
                 calls = Arrays.copyOf(calls, 2 * n);
             }
