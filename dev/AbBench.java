@@ -97,10 +97,18 @@ public final class AbBench {
             }
             ClassLoader loader = new URLClassLoader(label, urls.toArray(new URL[0]), AbBench.class.getClassLoader());
             // The native library is one file per content, and one file loads into one class loader only.
-            System.setProperty("scorch.native.dir", Files.createTempDirectory("ab-native-" + label).toString());
+            Path nativeDir = Files.createTempDirectory("ab-native-" + label);
+            System.setProperty("scorch.native.dir", nativeDir.toString());
             Class.forName("dev.scorch.engine.kernels.NativeCpu", true, loader);
             Class<?> selection = Class.forName("dev.scorch.engine.kernels.KernelSelection", true, loader);
             Object kernels = selection.getMethod("current").invoke(null);
+            // Loaded (or refused) by now: the copy is not needed on disk, and a killed launch leaves nothing behind.
+            try (var files = Files.list(nativeDir)) {
+                for (Path f : files.toList()) {
+                    Files.delete(f);
+                }
+            }
+            Files.delete(nativeDir);
             System.out.println(label + " kernels: " + selection.getMethod("describe").invoke(kernels));
             Class<?> modelClass = Class.forName("dev.scorch.engine.model.DeepseekV3Model", true, loader);
             model = modelClass.getMethod("load", Path.class).invoke(null, modelDir);
