@@ -544,20 +544,30 @@ public final class RowDotGemm {
             return p.blend(q, UP1).add(p.rearrange(SWAP1).blend(q.rearrange(SWAP1), UP1));
         }
 
-        /** The sixteen accumulators at ln[0 .. 256), row-major, folded into ln[0 .. 16) (lanes as X_ROW, W_ROW say). */
+        /**
+         * The sixteen accumulators at ln[0 .. 256), row-major, folded into ln[0 .. 16) (lanes as X_ROW, W_ROW say), in
+         * two methods whose folds C2 inlines: as one, it stopped inlining after a dozen (NodeCountInliningCutoff) and
+         * boxed the vectors of the rest.
+         */
         static void fold(float[] ln) {
-            FloatVector v0 = fold8(FloatVector.fromArray(F, ln, 0), FloatVector.fromArray(F, ln, 16));
-            FloatVector v1 = fold8(FloatVector.fromArray(F, ln, 32), FloatVector.fromArray(F, ln, 48));
-            FloatVector v2 = fold8(FloatVector.fromArray(F, ln, 64), FloatVector.fromArray(F, ln, 80));
-            FloatVector v3 = fold8(FloatVector.fromArray(F, ln, 96), FloatVector.fromArray(F, ln, 112));
-            FloatVector v4 = fold8(FloatVector.fromArray(F, ln, 128), FloatVector.fromArray(F, ln, 144));
-            FloatVector v5 = fold8(FloatVector.fromArray(F, ln, 160), FloatVector.fromArray(F, ln, 176));
-            FloatVector v6 = fold8(FloatVector.fromArray(F, ln, 192), FloatVector.fromArray(F, ln, 208));
-            FloatVector v7 = fold8(FloatVector.fromArray(F, ln, 224), FloatVector.fromArray(F, ln, 240));
-            FloatVector w0 = fold4(v0, v1);
-            FloatVector w1 = fold4(v2, v3);
-            FloatVector w2 = fold4(v4, v5);
-            FloatVector w3 = fold4(v6, v7);
+            halves(ln);
+            quarters(ln);
+        }
+
+        /** First level: accumulator pairs (2k, 2k + 1) into ln[16k ..] for k = 0 .. 7. */
+        private static void halves(float[] ln) {
+            for (int k = 0; k < 8; k++) {
+                fold8(FloatVector.fromArray(F, ln, 32 * k), FloatVector.fromArray(F, ln, 32 * k + 16))
+                        .intoArray(ln, 16 * k);
+            }
+        }
+
+        /** The other three levels, from the eight vectors halves left. */
+        private static void quarters(float[] ln) {
+            FloatVector w0 = fold4(FloatVector.fromArray(F, ln, 0), FloatVector.fromArray(F, ln, 16));
+            FloatVector w1 = fold4(FloatVector.fromArray(F, ln, 32), FloatVector.fromArray(F, ln, 48));
+            FloatVector w2 = fold4(FloatVector.fromArray(F, ln, 64), FloatVector.fromArray(F, ln, 80));
+            FloatVector w3 = fold4(FloatVector.fromArray(F, ln, 96), FloatVector.fromArray(F, ln, 112));
             fold1(fold2(w0, w1), fold2(w2, w3)).intoArray(ln, 0);
         }
 
