@@ -24,6 +24,8 @@ import jdk.incubator.vector.FloatVector;
  * @param prefillGemm CpuOps.matmul, prefill's and scoring's GEMMs: PackedGemm, or ScalarGemm without the Vector API
  * @param gemmNr weight rows per PackedGemm micro-kernel call: the native tile's, else the Java tile's (4 or 6)
  * @param decodeGemm CpuOps.matmulDecode, decode steps' GEMMs: RowDotGemm, or ScalarGemm
+ * @param decodeBlock4x4 RowDotGemm runs BF16 weights four weight rows × four rows of x, its lanes folded in registers
+ *     (16 lanes on JDK 21+; elsewhere two 2 × 4 blocks)
  * @param bf16Decoder how PackedGemm decodes a K block of BF16 weight rows to fp32 (also fp8Decoder, int4Decoder)
  * @param attention CpuOps.attention, prefill's causal attention of each head
  * @param vectorMath CpuOps.logSumExp and siluMul
@@ -37,6 +39,7 @@ public record KernelSelection(
         Choice prefillGemm,
         int gemmNr,
         Choice decodeGemm,
+        boolean decodeBlock4x4,
         Choice bf16Decoder,
         Choice fp8Decoder,
         Choice int4Decoder,
@@ -274,11 +277,18 @@ public record KernelSelection(
                     whyJavaGemm + "; JDK " + jdk + (jdk >= 21 ? ": the 2 x 6 tile" : ": C2 spills the 2 x 6 tile"));
         }
 
+        // Sixteen accumulators need AVX-512's 32 registers; on JDK 17 C2 boxes the vectors of their lane folds.
+        boolean block4x4 = simd && lanes == 16 && jdk >= 21;
+        String rowBlocks = lanes != 16
+                ? ""
+                : block4x4
+                        ? "; BF16 rows 4 x 4, lanes folded in registers"
+                        : "; BF16 rows 2 x 4 (JDK " + jdk + ": C2 boxes the 4 x 4 block's lane folds)";
         Choice decode = simd
                 ? new Choice(
                         Impl.VECTOR,
                         "Java Vector API row-dot, " + lanes + " fp32 lanes (" + 32 * lanes + "-bit)",
-                        "one pass over the weights, straight from the mapping; no native row-dot")
+                        "one pass over the weights, straight from the mapping; no native row-dot" + rowBlocks)
                 : new Choice(Impl.SCALAR, "scalar FMA chains", noVectors);
 
         // The in-register decoders: BF16 widens L halves (4 lanes at least); FP8 and INT4 take L bytes or L / 8 words
@@ -372,6 +382,7 @@ public record KernelSelection(
                 prefill,
                 gemmNr,
                 decode,
+                block4x4,
                 bf16,
                 fp8,
                 int4,

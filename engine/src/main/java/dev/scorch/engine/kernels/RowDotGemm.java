@@ -36,6 +36,8 @@ public final class RowDotGemm {
     static final int NR = 4;
     /** Rows of x per register block when M > 1. */
     static final int MR = 4;
+    /** BF16 rows in 4 × 4 blocks ({@link KernelSelection#decodeBlock4x4}); else two 2 × 4 blocks. */
+    static final boolean BLOCK_4X4 = L == 16 && KernelSelection.current().decodeBlock4x4();
     /** Weights (N·K) a task gets at least, so small matrices do not pay for waking threads. */
     static final long MIN_TASK_WEIGHTS = 1 << 17;
 
@@ -72,6 +74,7 @@ public final class RowDotGemm {
         int[] gm;
         Linear[] gw;
         float[][] gy;
+        boolean block4x4;
         final java.util.function.IntConsumer task = this::runTask;
 
         /** Task t of the group planned in this (the caller's) scratch; per-thread buffers come from the running thread's. */
@@ -84,7 +87,7 @@ public final class RowDotGemm {
             int r1 = Math.min(gw[i].out(), r0 + perTask[i] * NR);
             Scratch s = SCRATCH.get();
             switch (paths[i]) {
-                case BF16 -> bf16Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, s);
+                case BF16 -> bf16Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, block4x4, s);
                 case FP8 -> fp8Rows(gx[i], gm[i], gw[i], gy[i], r0, r1, s);
                 case INT4 -> int4Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, s);
                 default -> genericRows(gx[i], gm[i], gw[i], gy[i], r0, r1, s);
@@ -148,6 +151,14 @@ public final class RowDotGemm {
      * experts of a decode step) share one wake-up of the threads. Each result has the bits {@link #matmul} gives.
      */
     public static void matmulGroup(float[][] x, int[] m, Linear[] w, float[][] y, Parallel par) {
+        matmulGroup(x, m, w, y, par, BLOCK_4X4);
+    }
+
+    /** As {@link #matmulGroup(float[][], int[], Linear[], float[][], Parallel)} with BF16's block given (tests run both). */
+    static void matmulGroup(float[][] x, int[] m, Linear[] w, float[][] y, Parallel par, boolean block4x4) {
+        if (block4x4 && L != 16) {
+            throw new IllegalArgumentException("the 4 x 4 block folds 16 lanes; this JVM's vectors hold " + L);
+        }
         int g = w.length;
         Scratch caller = SCRATCH.get();
         caller.plan(g);
@@ -217,6 +228,7 @@ public final class RowDotGemm {
         caller.gm = m;
         caller.gw = w;
         caller.gy = y;
+        caller.block4x4 = block4x4;
         try {
             par.forEach(firstTask[g], caller.task);
         } finally {
@@ -228,7 +240,8 @@ public final class RowDotGemm {
 
     // ---------------------------------------------------------------------------------------------------- BF16
 
-    private static void bf16Rows(float[] xs, float[] x, int m, Linear w, float[] y, int r0, int r1, Scratch s) {
+    private static void bf16Rows(
+            float[] xs, float[] x, int m, Linear w, float[] y, int r0, int r1, boolean block4x4, Scratch s) {
         int kDim = w.in();
         int half = kDim / 2;
         int[] wb = s.ints(NR * half);
@@ -240,7 +253,7 @@ public final class RowDotGemm {
             if (nr == NR) {
                 int i = 0;
                 for (; i + MR <= m; i += MR) {
-                    if (L == 16) {
+                    if (block4x4) {
                         bf16Block4x4(xs, x, i, w, wb, y, r, s);
                     } else {
                         bf16Block2x4(xs, x, i, w, wb, 0, y, r, s);
@@ -416,8 +429,8 @@ public final class RowDotGemm {
     }
 
     /**
-     * Four weight rows (all of wb) × four rows of x from row i, where L is 16 (AVX-512: sixteen accumulators and the
-     * eight decoded weight vectors fit its 32 registers): each accumulator has the bits of {@link #bf16Block4x1}'s (the
+     * Four weight rows (all of wb) × four rows of x from row i, where L is 16 on JDK 21+ (AVX-512: sixteen accumulators
+     * and the eight decoded weight vectors fit its 32 registers; see {@link KernelSelection#decodeBlock4x4}): each accumulator has the bits of {@link #bf16Block4x1}'s (the
      * even product, then the odd one, per step), each loaded weight vector feeds four rows and each x vector four
      * weight rows, and the sixteen are finished together ({@link FoldTree16}): half the x loads per FMA of two
      * {@link #bf16Block2x4}s, and no scalar lane sums (docs/performance.md has the figures).

@@ -47,8 +47,14 @@ class KernelSelectionTest {
         assertChoice(
                 Impl.VECTOR,
                 "Java Vector API row-dot, 16 fp32 lanes (512-bit)",
-                "one pass over the weights, straight from the mapping; no native row-dot",
+                "one pass over the weights, straight from the mapping; no native row-dot; BF16 rows 2 x 4 (JDK 17: C2 boxes"
+                        + " the 4 x 4 block's lane folds)",
                 k.decodeGemm());
+        assertFalse(k.decodeBlock4x4());
+        KernelSelection jdk25 = choose(25, 16, Library.loaded(2), Map.of());
+        assertTrue(jdk25.decodeBlock4x4(), "16 lanes on JDK 21+");
+        assertTrue(jdk25.decodeGemm().reason().endsWith("; BF16 rows 4 x 4, lanes folded in registers"));
+        assertFalse(choose(25, 8, Library.loaded(1), Map.of()).decodeBlock4x4(), "8 lanes: AVX2's 16 registers");
         assertTrue(k.simd());
         // Only the exact word, as before: "FALSE" or "off" leave the native kernels on.
         for (String v : new String[] {"FALSE", "off", "true", ""}) {
@@ -377,6 +383,7 @@ class KernelSelectionTest {
         assertEquals(
                 "Java Vector API row-dot, " + RowDotGemm.L + " fp32 lanes (" + RowDotGemm.F.vectorBitSize() + "-bit)",
                 k.decodeGemm().kernel());
+        assertEquals(k.decodeBlock4x4(), RowDotGemm.BLOCK_4X4);
         try (CpuOps ops = new CpuOps(1)) {
             assertEquals(k.simd(), ops.simd());
         }
@@ -541,7 +548,8 @@ class KernelSelectionTest {
         assertEquals(
                 "prefill_gemm: native C 2 x 12 on 32-row tiles (AVX-512) (CPU has AVX-512); cpu_precision: fp32 (the default; units:"
                         + " AVX512-BF16 no, AMX-BF16 no); decode_gemm: Java Vector API row-dot, "
-                        + "16 fp32 lanes (512-bit) (one pass over the weights, straight from the mapping; no native row-dot); bf16_decoder: native C "
+                        + "16 fp32 lanes (512-bit) (one pass over the weights, straight from the mapping; no native row-dot; BF16 rows 2 x 4"
+                        + " (JDK 17: C2 boxes the 4 x 4 block's lane folds)); bf16_decoder: native C "
                         + "(beside the native GEMM tile); fp8_decoder: native C (beside the native GEMM tile); int4_decoder: native C, AVX-512 build "
                         + "(beside the native GEMM tile); attention: Java Vector API, 16 lanes (-Dscorch.native.attention=false); vector_math: native "
                         + "C, 16 lanes (AVX-512) (CPU has AVX-512); cuda_experts: one cuBLAS GEMM per expert, offsets read "

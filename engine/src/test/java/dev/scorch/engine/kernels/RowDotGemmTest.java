@@ -44,6 +44,16 @@ class RowDotGemmTest {
                 : new Linear(sf.tensor("w"));
     }
 
+    /**
+     * BF16's register blocks for four rows of x and more: two 2 × 4, and 4 × 4 where the vectors have 16 lanes (whatever
+     * the JDK: production takes it on JDK 21+ only, for speed, and these tests run on the build's JDK).
+     */
+    static final boolean[] BLOCKS = RowDotGemm.L == 16 ? new boolean[] {false, true} : new boolean[] {false};
+
+    static void matmul(float[] x, int m, Linear w, float[] y, Parallel p, boolean block4x4) {
+        RowDotGemm.matmulGroup(new float[][] {x}, new int[] {m}, new Linear[] {w}, new float[][] {y}, p, block4x4);
+    }
+
     static void assertClose(float[] ref, float[] got, int k, String what) {
         for (int i = 0; i < ref.length; i++) {
             assertEquals(ref[i], got[i], 2e-5 * Math.sqrt(k) + 1e-5 * Math.abs(ref[i]), what + " at " + i);
@@ -63,13 +73,15 @@ class RowDotGemmTest {
                 int k = s[2];
                 Linear w = linear(dtype, n, k, 31L * n + k);
                 float[] x = GemmTest.randn(m * k, m + 7L * k);
-                float[] fast = new float[m * n];
                 float[] ref = new float[m * n];
-                try (Parallel p = new Parallel(2)) {
-                    RowDotGemm.matmul(x, m, w, fast, p);
-                }
                 PackedGemm.reference(x, m, w, ref);
-                assertClose(ref, fast, k, dtype + " " + m + "x" + n + "x" + k);
+                for (boolean block4x4 : BLOCKS) {
+                    float[] fast = new float[m * n];
+                    try (Parallel p = new Parallel(2)) {
+                        matmul(x, m, w, fast, p, block4x4);
+                    }
+                    assertClose(ref, fast, k, dtype + " " + m + "x" + n + "x" + k + (block4x4 ? ", 4 x 4" : ""));
+                }
             }
         }
     }
@@ -114,15 +126,18 @@ class RowDotGemmTest {
             for (int threads = 1; threads <= 3; threads++) {
                 try (Parallel p = new Parallel(threads)) {
                     for (int m : new int[] {1, 4, 7, 32}) {
-                        // The batch: rows 32 - m .. 31 of x, so each row sits at a different position than alone.
-                        float[] xb = Arrays.copyOfRange(x, (32 - m) * k, 32 * k);
-                        float[] y = new float[m * n];
-                        RowDotGemm.matmul(xb, m, w, y, p);
-                        for (int i = 0; i < m; i++) {
-                            assertArrayEquals(
-                                    alone[32 - m + i],
-                                    Arrays.copyOfRange(y, i * n, (i + 1) * n),
-                                    dtype + " K " + k + ", " + threads + " threads, m = " + m + ", row " + i);
+                        for (boolean block4x4 : BLOCKS) {
+                            // The batch: rows 32 - m .. 31 of x, so each row sits at a different position than alone.
+                            float[] xb = Arrays.copyOfRange(x, (32 - m) * k, 32 * k);
+                            float[] y = new float[m * n];
+                            matmul(xb, m, w, y, p, block4x4);
+                            for (int i = 0; i < m; i++) {
+                                assertArrayEquals(
+                                        alone[32 - m + i],
+                                        Arrays.copyOfRange(y, i * n, (i + 1) * n),
+                                        dtype + " K " + k + ", " + threads + " threads, m = " + m + ", row " + i
+                                                + (block4x4 ? ", 4 x 4" : ", 2 x 4"));
+                            }
                         }
                     }
                 }
