@@ -37,7 +37,7 @@ public final class RowDotGemm {
     /** Rows of x per register block when M > 1. */
     static final int MR = 4;
     /** BF16 rows in 4 × 4 blocks ({@link KernelSelection#decodeBlock4x4}); else two 2 × 4 blocks. */
-    static final boolean BLOCK_4X4 = L == 16 && KernelSelection.current().decodeBlock4x4();
+    static final boolean BLOCK_4X4 = KernelSelection.current().decodeBlock4x4();
     /** Weights (N·K) a task gets at least, so small matrices do not pay for waking threads. */
     static final long MIN_TASK_WEIGHTS = 1 << 17;
 
@@ -429,11 +429,11 @@ public final class RowDotGemm {
     }
 
     /**
-     * Four weight rows (all of wb) × four rows of x from row i, where L is 16 on JDK 21+ (AVX-512: sixteen accumulators
-     * and the eight decoded weight vectors fit its 32 registers; see {@link KernelSelection#decodeBlock4x4}): each accumulator has the bits of {@link #bf16Block4x1}'s (the
-     * even product, then the odd one, per step), each loaded weight vector feeds four rows and each x vector four
-     * weight rows, and the sixteen are finished together ({@link FoldTree16}): half the x loads per FMA of two
-     * {@link #bf16Block2x4}s, and no scalar lane sums (docs/performance.md has the figures).
+     * Four weight rows (all of wb) × four rows of x from row i, where {@link KernelSelection#decodeBlock4x4} says
+     * (AVX-512's 32 registers hold the sixteen accumulators and the eight decoded weight vectors). Each accumulator has
+     * the bits of {@link #bf16Block4x1}'s (the even product, then the odd one, per step); each loaded weight vector
+     * feeds four rows and each x vector four weight rows, half the x loads per FMA of two {@link #bf16Block2x4}s; the
+     * sixteen are finished together ({@link FoldTree16}), not by scalar lane sums.
      */
     private static void bf16Block4x4(float[] xs, float[] x, int i, Linear w, int[] wb, float[] y, int row, Scratch s) {
         int kDim = w.in();
