@@ -1,12 +1,12 @@
 package dev.scorch.jobs;
 
 import dev.scorch.jobs.output.WriteMode;
-import java.nio.file.Path;
 import java.util.Locale;
 
 /** What every row-per-row job (score, generate) takes: the model, the input and its columns, the output, how to run. */
 public interface JobSpec {
-    Path model();
+    /** The checkpoint folder: a local path, or a Hadoop file system URI (hdfs://, s3a://). */
+    String model();
 
     String input();
 

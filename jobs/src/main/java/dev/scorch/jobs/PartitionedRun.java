@@ -94,16 +94,20 @@ public final class PartitionedRun implements AutoCloseable {
             BiFunction<ScorchModel, Dataset<Row>, Dataset<Row>> transform)
             throws IOException {
         // 1. Validate the checkpoint before anything runs, and describe it for shipping and caching.
-        CheckedModel checked = CheckedModel.of(spec.model());
+        CheckedModel checked =
+                CheckedModel.of(spec.model(), spark.sparkContext().hadoopConfiguration());
 
         // 2. The output: never the input, the model, the root, home or working folder, nor anything Scorch did not
         //    write; a new run goes to a partial folder swapped in when it commits. Nothing is written yet.
         FileSystem fs =
                 new Path(spec.output()).getFileSystem(spark.sparkContext().hadoopConfiguration());
-        new PathGuard(fs)
-                .input("the input", spec.input())
-                .input("the model folder", spec.model())
-                .check("--output", spec.output());
+        PathGuard guard = new PathGuard(fs).input("the input", spec.input());
+        if (checked.remote()) {
+            guard.input("the model folder", checked.location());
+        } else {
+            guard.input("the model folder", checked.dir());
+        }
+        guard.check("--output", spec.output());
         ObjectNode describe = new ObjectMapper()
                 .createObjectNode()
                 .put("model", checked.label())

@@ -58,7 +58,7 @@ class ApiParityTest {
 
     static ScoreSpec scoreSpec(Path model, Path in, Path out, int topK) {
         return new ScoreSpec(
-                model,
+                model.toString(),
                 in.toString(),
                 null,
                 out.toString(),
@@ -158,7 +158,7 @@ class ApiParityTest {
                         "{\"id\":\"bad\",\"token_ids\":[1,9999]}"));
         Path out = tmp.resolve("job");
         GenerateSpec spec = new GenerateSpec(
-                demo,
+                demo.toString(),
                 input.toString(),
                 null,
                 out.toString(),

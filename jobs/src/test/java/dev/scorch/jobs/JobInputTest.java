@@ -30,7 +30,7 @@ class JobInputTest {
 
     static JobSpec spec(Path input, String format) {
         return new dev.scorch.jobs.score.ScoreSpec(
-                Path.of("unused"),
+                "unused",
                 input.toString(),
                 format,
                 "unused",
@@ -126,7 +126,7 @@ class JobInputTest {
         dev.scorch.jobs.score.ScoreJob.run(
                 SparkTests.spark(),
                 new dev.scorch.jobs.score.ScoreSpec(
-                        model,
+                        model.toString(),
                         jsonl.toString(),
                         null,
                         out.toString(),

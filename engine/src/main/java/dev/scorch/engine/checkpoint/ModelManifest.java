@@ -53,7 +53,15 @@ public record ModelManifest(String name, List<FileEntry> files, String contentHa
             String rel = base.relativize(p.toAbsolutePath().normalize()).toString();
             entries.add(new FileEntry(rel, size(p), checkedCrc32c(p)));
         }
-        return new ModelManifest(base.getFileName().toString(), List.copyOf(entries), hash(entries));
+        return of(base.getFileName().toString(), entries);
+    }
+
+    /**
+     * The manifest of files whose sizes and CRC32Cs are known another way (a folder on another file system, whose own
+     * checksums give them): the same hash as {@link #of(Path)} for the same files in the same order.
+     */
+    public static ModelManifest of(String name, List<FileEntry> entries) {
+        return new ModelManifest(name, List.copyOf(entries), hash(entries));
     }
 
     private static long size(Path p) {

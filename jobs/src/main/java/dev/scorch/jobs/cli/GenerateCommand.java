@@ -120,7 +120,7 @@ public final class GenerateCommand implements Callable<Integer> {
         SparkSession spark = job.session("scorch generate");
         try {
             GenerateSpec spec = new GenerateSpec(
-                    job.modelDir(),
+                    job.modelLocation(),
                     job.input,
                     job.inputFormat,
                     job.output,

@@ -5,8 +5,8 @@ import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.kernels.CpuPrecision;
 import dev.scorch.jobs.DemoModel;
 import dev.scorch.jobs.output.WriteMode;
+import dev.scorch.udfs.model.RemoteCheckpoint;
 import dev.scorch.udfs.score.ScoreOptions;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Locale;
 import org.apache.spark.SparkConf;
@@ -29,7 +29,8 @@ public final class JobOptions extends SparkOptions {
     @Option(
             names = "--model",
             required = true,
-            description = "Checkpoint folder, or 'demo' for the built-in demo model (random weights).")
+            description = "Checkpoint folder (local, or an hdfs://, s3a:// URI), or 'demo' for the built-in demo model"
+                    + " (random weights).")
     String model;
 
     @Option(names = "--input", required = true, description = "Input path (file or folder; any Hadoop FileSystem URI).")
@@ -111,8 +112,11 @@ public final class JobOptions extends SparkOptions {
     @Option(names = "--resume", description = "Finish an interrupted run: only input rows not yet in the output.")
     boolean resume;
 
-    Path modelDir() {
-        return DemoModel.resolve(model);
+    /** The checkpoint: the demo model's folder, a local folder, or a folder on another Hadoop file system as given. */
+    String modelLocation() {
+        return RemoteCheckpoint.isRemote(model)
+                ? model
+                : DemoModel.resolve(model).toString();
     }
 
     String outputFormat() {

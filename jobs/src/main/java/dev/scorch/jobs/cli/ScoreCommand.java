@@ -76,7 +76,7 @@ public final class ScoreCommand implements Callable<Integer> {
         SparkSession spark = job.session("scorch score");
         try {
             ScoreSpec spec = new ScoreSpec(
-                    job.modelDir(),
+                    job.modelLocation(),
                     job.input,
                     job.inputFormat,
                     job.output,

@@ -4,7 +4,6 @@ import dev.scorch.engine.backend.BackendMode;
 import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.jobs.JobSpec;
 import dev.scorch.jobs.output.WriteMode;
-import java.nio.file.Path;
 import java.util.List;
 
 /**
@@ -18,7 +17,7 @@ import java.util.List;
  * @param gpuPrecision   GEMM precision of tasks on CUDA
  */
 public record GenerateSpec(
-        Path model,
+        String model,
         String input,
         String inputFormat,
         String output,

@@ -5,7 +5,6 @@ import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.jobs.JobSpec;
 import dev.scorch.jobs.output.WriteMode;
-import java.nio.file.Path;
 
 /**
  * Everything one score run needs, resolved from the command line and the job config.
@@ -16,7 +15,7 @@ import java.nio.file.Path;
  * @param pipelineNodes the model's layers split over this many tasks of a barrier stage, one per node (0: none)
  */
 public record ScoreSpec(
-        Path model,
+        String model,
         String input,
         String inputFormat,
         String output,

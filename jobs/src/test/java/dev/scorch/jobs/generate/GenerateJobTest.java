@@ -83,7 +83,7 @@ class GenerateJobTest {
 
         GenerateSpec build() {
             return new GenerateSpec(
-                    model,
+                    model.toString(),
                     input,
                     null,
                     output,

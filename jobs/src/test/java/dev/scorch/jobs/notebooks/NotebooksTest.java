@@ -89,7 +89,7 @@ class NotebooksTest {
         ScoreSummary s = ScoreJob.run(
                 spark,
                 new ScoreSpec(
-                        model,
+                        model.toString(),
                         input.toString(),
                         null,
                         out.toString(),

@@ -297,7 +297,7 @@ public final class SparkTests {
 
         ScoreSpec build() {
             return new ScoreSpec(
-                    model,
+                    model.toString(),
                     input,
                     inputFormat,
                     output,

@@ -11,6 +11,7 @@ import dev.scorch.udfs.generate.GenerateSchema;
 import dev.scorch.udfs.generate.GenerateSchema.RowParam;
 import dev.scorch.udfs.model.BroadcastSource;
 import dev.scorch.udfs.model.ModelSource;
+import dev.scorch.udfs.model.RemoteCheckpoint;
 import dev.scorch.udfs.model.SharedPathSource;
 import dev.scorch.udfs.model.SparkFilesSource;
 import dev.scorch.udfs.model.WeightsDelivery;
@@ -97,7 +98,7 @@ public final class ScorchModel implements AutoCloseable {
             }
             weights = e.getValue();
         }
-        return ship(spark, CheckedModel.of(Path.of(path)), weights);
+        return ship(spark, CheckedModel.of(path, spark.sparkContext().hadoopConfiguration()), weights);
     }
 
     /**
@@ -106,7 +107,20 @@ public final class ScorchModel implements AutoCloseable {
      */
     public static ScorchModel ship(SparkSession spark, CheckedModel checked, String weights) {
         String mode = weights;
-        if (mode == null || mode.isEmpty() || mode.equals(WeightsDelivery.AUTO)) {
+        boolean auto = mode == null || mode.isEmpty() || mode.equals(WeightsDelivery.AUTO);
+        if (!auto && checked.remote() && (mode.equals("broadcast") || mode.equals("files"))) {
+            throw new IllegalArgumentException("weights '" + mode + "' reads the model folder on the driver, but "
+                    + checked.location() + " is on another file system: use shared-path (or auto), and each"
+                    + " executor host copies it once into its model cache");
+        }
+        if (checked.remote() && auto) {
+            LOG.info(
+                    "scorch weights: shared-path for model {} (its folder {} is on another file system: each executor"
+                            + " host copies it once)",
+                    checked.label(),
+                    checked.location());
+            mode = "shared-path";
+        } else if (auto) {
             boolean local = spark.sparkContext().isLocal();
             long bytes = checked.manifest().totalBytes();
             long max = WeightsDelivery.broadcastMax(spark.sparkContext().getConf());
@@ -122,8 +136,7 @@ public final class ScorchModel implements AutoCloseable {
                 BroadcastSource.ship(
                         JavaSparkContext.fromSparkContext(spark.sparkContext()), checked.dir(), checked.manifest());
             case "files" -> SparkFilesSource.ship(spark.sparkContext(), checked.dir(), checked.manifest());
-            case "shared-path" ->
-                new SharedPathSource(checked.dir().toAbsolutePath().toString(), checked.manifest());
+            case "shared-path" -> new SharedPathSource(checked.location(), checked.manifest());
             default ->
                 throw new IllegalArgumentException(
                         "weights '" + mode + "': expected one of auto, broadcast, shared-path, files");
@@ -139,7 +152,9 @@ public final class ScorchModel implements AutoCloseable {
     public static ScorchModel shared(SparkSession spark, String path, String weights) {
         List<String> key = List.of(
                 spark.sparkContext().applicationId(),
-                Path.of(path).toAbsolutePath().normalize().toString(),
+                RemoteCheckpoint.isRemote(path)
+                        ? path
+                        : Path.of(path).toAbsolutePath().normalize().toString(),
                 String.valueOf(weights));
         synchronized (SHARED) {
             ScorchModel m = SHARED.get(key);

@@ -1,0 +1,192 @@
+package dev.scorch.udfs.model;
+
+import dev.scorch.engine.checkpoint.Checkpoint;
+import dev.scorch.engine.checkpoint.CheckpointException;
+import dev.scorch.engine.checkpoint.ModelFiles;
+import dev.scorch.engine.checkpoint.ModelManifest;
+import dev.scorch.engine.checkpoint.SafetensorsFile;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.io.RandomAccessFile;
+import java.net.URI;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.zip.CRC32C;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FileChecksum;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.FileSystem;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A checkpoint folder on another Hadoop file system (hdfs://, s3a://), checked on the driver without reading its
+ * shards where the file system can say their CRC32C. The driver copies the small files a load reads (configs, index,
+ * tokenizer) into a local folder and writes each shard there as its header followed by a hole of the shard's size:
+ * enough for the config, shape and storage checks, which read headers only. The manifest takes each shard's CRC32C from
+ * the file system's composite CRC (HDFS with {@value #COMBINE_MODE} = COMPOSITE_CRC, set here) and otherwise reads the
+ * shard through once. Executors copy the real files from the URI ({@link SharedPathSource}) and check every byte
+ * against the manifest, so a checksum the file system got wrong fails the copy rather than loading other weights; the
+ * local folder's shards hold no weights and fail any check against the manifest.
+ */
+public final class RemoteCheckpoint {
+    private static final Logger LOG = LoggerFactory.getLogger(RemoteCheckpoint.class);
+
+    /** The Hadoop setting that makes HDFS answer a file's checksum as its CRC32C, whatever its block size. */
+    static final String COMBINE_MODE = "dfs.checksum.combine.mode";
+
+    /** The largest non-shard file copied to the driver: tokenizers are tens of MB, configs a few KB. */
+    static final long MAX_METADATA_BYTES = 256L << 20;
+
+    /** The most shards a folder may list (Kimi K2 ships 62). */
+    static final int MAX_SHARDS = 100_000;
+
+    private RemoteCheckpoint() {}
+
+    /** A remote folder's local stand-in (metadata and shard headers) and its manifest. */
+    public record Staged(Path dir, ModelManifest manifest) {}
+
+    /** Whether location names a folder on a Hadoop file system other than the local one (a URI with a scheme). */
+    public static boolean isRemote(String location) {
+        int colon = location.indexOf("://");
+        if (colon < 2) {
+            return false;
+        }
+        String scheme = location.substring(0, colon);
+        return !scheme.equals("file")
+                && scheme.chars().allMatch(c -> Character.isLetterOrDigit(c) || c == '+' || c == '-' || c == '.');
+    }
+
+    /**
+     * Stages the folder at uri into a new folder under stagingRoot and makes its manifest (the one {@link
+     * ModelManifest#of(Path)} makes of the same files). Throws naming the file and what is wrong.
+     */
+    public static Staged stage(String uri, Configuration conf, Path stagingRoot) {
+        Configuration c = new Configuration(conf);
+        if (c.get(COMBINE_MODE) == null) {
+            c.set(COMBINE_MODE, "COMPOSITE_CRC");
+        }
+        org.apache.hadoop.fs.Path base = new org.apache.hadoop.fs.Path(uri);
+        try {
+            FileSystem fs = FileSystem.get(URI.create(uri), c);
+            FileStatus folder = fs.getFileStatus(base);
+            if (!folder.isDirectory()) {
+                throw new CheckpointException(uri + ": not a model folder");
+            }
+            Files.createDirectories(stagingRoot);
+            Path local = Files.createTempDirectory(stagingRoot, "remote-");
+            local.toFile().deleteOnExit(); // after its files, which register later (deleted in reverse order)
+            List<ModelManifest.FileEntry> entries = new ArrayList<>();
+            for (String name : ModelFiles.METADATA) {
+                org.apache.hadoop.fs.Path p = new org.apache.hadoop.fs.Path(base, name);
+                if (fs.isFile(p)) {
+                    local.resolve(name).toFile().deleteOnExit();
+                    entries.add(copySmall(fs, p, fs.getFileStatus(p).getLen(), local.resolve(name)));
+                }
+            }
+            int shards = 0;
+            for (FileStatus st : fs.listStatus(base)) {
+                String name = st.getPath().getName();
+                if (st.isFile() && name.endsWith(".safetensors")) {
+                    if (++shards > MAX_SHARDS) {
+                        throw new CheckpointException(uri + ": more than " + MAX_SHARDS + " *.safetensors files");
+                    }
+                    local.resolve(name).toFile().deleteOnExit();
+                    stubShard(fs, st, local.resolve(name));
+                }
+            }
+            Checkpoint ckpt = Checkpoint.open(local);
+            for (SafetensorsFile sf : ckpt.shards()) {
+                String name = sf.path().getFileName().toString();
+                org.apache.hadoop.fs.Path p = new org.apache.hadoop.fs.Path(base, name);
+                long size = fs.getFileStatus(p).getLen();
+                entries.add(new ModelManifest.FileEntry(name, size, crc32c(fs, p, size)));
+            }
+            return new Staged(local, ModelManifest.of(base.getName(), entries));
+        } catch (IOException e) {
+            throw new CheckpointException(uri + ": " + e.getMessage(), e);
+        }
+    }
+
+    /** Copies a configuration or tokenizer file, refusing one past {@link #MAX_METADATA_BYTES}; its entry. */
+    private static ModelManifest.FileEntry copySmall(FileSystem fs, org.apache.hadoop.fs.Path src, long size, Path dst)
+            throws IOException {
+        if (size > MAX_METADATA_BYTES) {
+            throw new CheckpointException(src + ": " + size + " bytes, more than the " + MAX_METADATA_BYTES
+                    + " a checkpoint's configuration or tokenizer file may have");
+        }
+        CRC32C crc = new CRC32C();
+        long n = 0;
+        byte[] buf = new byte[1 << 16];
+        try (InputStream in = fs.open(src);
+                OutputStream out = Files.newOutputStream(dst)) {
+            for (int r = in.read(buf); r >= 0 && n <= size; r = in.read(buf)) {
+                crc.update(buf, 0, r);
+                out.write(buf, 0, r);
+                n += r;
+            }
+        }
+        if (n != size) {
+            throw new CheckpointException(src + ": read " + n + " bytes, its listing says " + size);
+        }
+        return new ModelManifest.FileEntry(src.getName(), size, crc.getValue());
+    }
+
+    /** Writes the shard's length and JSON header, then a hole to its full size (no disk is used for it). */
+    private static void stubShard(FileSystem fs, FileStatus st, Path dst) throws IOException {
+        long size = st.getLen();
+        if (size < 8) {
+            throw new CheckpointException(
+                    st.getPath() + ": " + size + " bytes is too short for a safetensors header length");
+        }
+        try (FSDataInputStream in = fs.open(st.getPath());
+                RandomAccessFile out = new RandomAccessFile(dst.toFile(), "rw")) {
+            byte[] len = new byte[8];
+            in.readFully(0, len);
+            long headerLen = ByteBuffer.wrap(len).order(ByteOrder.LITTLE_ENDIAN).getLong();
+            if (headerLen < 2 || headerLen > size - 8 || headerLen > SafetensorsFile.MAX_HEADER_BYTES) {
+                throw new CheckpointException(st.getPath() + ": header length " + Long.toUnsignedString(headerLen)
+                        + " does not fit the file's " + size + " bytes and the "
+                        + SafetensorsFile.MAX_HEADER_BYTES + "-byte limit");
+            }
+            byte[] header = new byte[(int) headerLen];
+            in.readFully(8, header);
+            out.write(len);
+            out.write(header);
+            out.setLength(size);
+        }
+    }
+
+    /** The file's CRC32C: the file system's composite CRC where it gives one, else computed by reading it through. */
+    private static long crc32c(FileSystem fs, org.apache.hadoop.fs.Path p, long size) throws IOException {
+        FileChecksum sum = fs.getFileChecksum(p);
+        if (sum != null && sum.getAlgorithmName().equals("COMPOSITE-CRC32C") && sum.getLength() == 4) {
+            return ByteBuffer.wrap(sum.getBytes()).getInt() & 0xffffffffL;
+        }
+        LOG.info(
+                "scorch weights: {} gives no CRC32C of {} ({}); reading its {} bytes on the driver to checksum it",
+                fs.getScheme(),
+                p,
+                sum == null ? "no checksum" : sum.getAlgorithmName(),
+                size);
+        CRC32C crc = new CRC32C();
+        long n = 0;
+        byte[] buf = new byte[1 << 20];
+        try (InputStream in = fs.open(p)) {
+            for (int r = in.read(buf); r >= 0; r = in.read(buf)) {
+                crc.update(buf, 0, r);
+                n += r;
+            }
+        }
+        if (n != size) {
+            throw new CheckpointException(p + ": read " + n + " bytes, its listing says " + size);
+        }
+        return crc.getValue();
+    }
+}
