@@ -30,6 +30,8 @@ import java.util.List;
 import java.util.Locale;
 import java.util.NoSuchElementException;
 import java.util.StringJoiner;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.function.IntFunction;
 import java.util.function.Supplier;
 import org.apache.arrow.memory.BufferAllocator;
@@ -37,7 +39,9 @@ import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.VarCharVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.complex.ListVector;
+import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
+import org.apache.spark.TaskContext$;
 import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
@@ -153,6 +157,19 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
             long windowTokens,
             String label,
             Runnable atEnd) {
+        return score(input, loaded, scorer, maxBatchTokens, windowTokens, label, atEnd, readAhead());
+    }
+
+    /** As above, reading each window ahead while the one before is scored or not (tests run both). */
+    Iterator<InternalRow> score(
+            Iterator<InternalRow> input,
+            LoadedModel loaded,
+            BatchScorer scorer,
+            int maxBatchTokens,
+            long windowTokens,
+            String label,
+            Runnable atEnd,
+            boolean readAhead) {
         TaskContext tc = TaskContext.get();
         Window w = new Window(
                 loaded.model(),
@@ -160,18 +177,29 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
                 scorer,
                 maxBatchTokens,
                 new WindowSizer(options.windowRows(), windowTokens, arrowMemoryBytes),
-                label);
+                label,
+                tc,
+                readAhead);
         if (tc != null) {
             tc.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> w.close());
         }
         return new Iterator<>() {
             private Iterator<InternalRow> current = Collections.emptyIterator();
+            private boolean drained; // the window after the last row was read (empty)
             private boolean ended;
 
             @Override
             public boolean hasNext() {
-                while (!current.hasNext() && input.hasNext()) {
-                    current = w.next(input);
+                while (!current.hasNext() && !drained) {
+                    Iterator<InternalRow> rows;
+                    try {
+                        rows = w.next(input);
+                    } catch (RuntimeException | Error e) {
+                        w.close(); // at once, not at the task's end: a read ahead may still hold its buffers
+                        throw e;
+                    }
+                    drained = rows == null;
+                    current = drained ? current : rows;
                 }
                 if (!current.hasNext()) {
                     w.close();
@@ -191,6 +219,15 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
                 return current.next();
             }
         };
+    }
+
+    /** Spark setting: whether a score task reads its next window while the engine scores one (default true). */
+    public static final String READ_AHEAD_CONF = "spark.scorch.score.readAhead";
+
+    /** This executor's {@value #READ_AHEAD_CONF}. */
+    static boolean readAhead() {
+        SparkEnv env = SparkEnv.get();
+        return env == null || env.conf().getBoolean(READ_AHEAD_CONF, true);
     }
 
     /**
@@ -268,8 +305,10 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
         private final long start = System.nanoTime(); // the partition's streaming began (model loaded)
         private long engineNanos; // this task's time inside the engine's score calls
         private final BufferAllocator allocator;
-        private final VectorSchemaRoot in;
-        private final ArrowWriter writer;
+        private final InputBuffer[] buffers; // two when reading ahead: one scored while the other is filled
+        private final TaskContext tc; // null outside Spark
+        private CompletableFuture<Read> pending; // the next window, being read
+        private Thread reader; // the thread reading it
         private final ArrowScoreOutput out;
         /** Each batch's scores, kept from window to window (filled again rather than made again). */
         private final List<BatchScores> kept = new ArrayList<>();
@@ -283,7 +322,9 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
                 BatchScorer scorer,
                 int maxBatchTokens,
                 WindowSizer sizer,
-                String label) {
+                String label,
+                TaskContext tc,
+                boolean readAhead) {
             this.model = model;
             this.tokenizer = tokenizer;
             this.scorer = scorer;
@@ -291,23 +332,99 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
             this.sizer = sizer;
             this.label = label;
             this.allocator = ArrowUtils.rootAllocator().newChildAllocator("scorch-score-task", 0, arrowMemoryBytes);
-            this.in = VectorSchemaRoot.create(ArrowUtils.toArrowSchema(inputSchema, "UTC", true, false), allocator);
-            this.writer = ArrowWriter.create(in);
+            this.tc = tc;
+            this.buffers = readAhead
+                    ? new InputBuffer[] {new InputBuffer(), new InputBuffer()}
+                    : new InputBuffer[] {new InputBuffer()};
             this.out = new ArrowScoreOutput(outputSchema, allocator, modelLabel);
             this.toUnsafe = UnsafeProjection.create(outputSchema);
         }
 
-        /** Reads up to the sizer's rows, scores them, and returns their output rows (copied out of the buffers). */
+        /** The rows of one window in Arrow vectors, and the writer that fills them. */
+        private final class InputBuffer implements AutoCloseable {
+            final VectorSchemaRoot in =
+                    VectorSchemaRoot.create(ArrowUtils.toArrowSchema(inputSchema, "UTC", true, false), allocator);
+            final ArrowWriter writer = ArrowWriter.create(in);
+
+            @Override
+            public void close() {
+                in.close();
+            }
+        }
+
+        /** A window read and checked, not yet scored: its rows [0, n) in in, the good ones tokenized. */
+        private record Read(
+                InputBuffer in, int n, String[] errors, int[][] tokens, int[] scoreFrom, List<Integer> good) {}
+
+        /**
+         * The next window's output rows (copied out of the buffers), or null once the input is drained. Reading ahead,
+         * the window after it is read on a thread of its own while this one is scored, so the engine does not wait
+         * for rows to be read, checked and tokenized between windows. The input is only ever read by one thread at a
+         * time: the task's reads it again only once the window read ahead is done.
+         */
         Iterator<InternalRow> next(Iterator<InternalRow> input) {
-            writer.reset();
+            Read r = pending != null ? join() : read(input, buffers[0]);
+            if (r.n() == 0) {
+                return null;
+            }
+            if (buffers.length == 2) {
+                readAhead(input, r.in() == buffers[0] ? buffers[1] : buffers[0]);
+            }
+            return score(r);
+        }
+
+        private void readAhead(Iterator<InternalRow> input, InputBuffer into) {
+            CompletableFuture<Read> f = new CompletableFuture<>();
+            Thread t = new Thread(
+                    () -> {
+                        if (tc != null) { // Spark's input iterators find their task through it, as on the task's thread
+                            TaskContext$.MODULE$.setTaskContext(tc);
+                        }
+                        try {
+                            f.complete(read(input, into));
+                        } catch (Throwable e) {
+                            f.completeExceptionally(e);
+                        } finally {
+                            TaskContext$.MODULE$.unset();
+                        }
+                    },
+                    "scorch-score-reader-" + label);
+            t.setDaemon(true);
+            pending = f;
+            reader = t;
+            t.start();
+        }
+
+        private Read join() {
+            try {
+                return pending.get();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException("interrupted while waiting for the next window's rows", e);
+            } catch (ExecutionException e) {
+                if (e.getCause() instanceof RuntimeException r) {
+                    throw r;
+                }
+                if (e.getCause() instanceof Error err) {
+                    throw err;
+                }
+                throw new IllegalStateException(e.getCause());
+            } finally {
+                pending = null;
+            }
+        }
+
+        /** Reads up to the sizer's rows into buffer b, checks them and tokenizes text rows. */
+        private Read read(Iterator<InternalRow> input, InputBuffer b) {
+            b.writer.reset();
             int n = 0;
             int limit = sizer.nextRows();
             while (n < limit && input.hasNext()) {
-                writer.write(input.next());
+                b.writer.write(input.next());
                 n++;
             }
-            writer.finish();
-            FieldVector ids = in.getVector(ScoreSchema.ID);
+            b.writer.finish();
+            VectorSchemaRoot in = b.in;
             ListVector tokenIds = (ListVector) in.getVector(ScoreSchema.TOKEN_IDS);
             VarCharVector prompt = (VarCharVector) in.getVector(ScoreSchema.PROMPT);
             VarCharVector continuation = (VarCharVector) in.getVector(ScoreSchema.CONTINUATION);
@@ -340,10 +457,21 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
                     }
                 }
             }
+            return new Read(b, n, errors, tokens, scoreFrom, good);
+        }
+
+        /** Scores a read window's good rows and returns one output row per input row (copied out of the buffers). */
+        private Iterator<InternalRow> score(Read r) {
+            int n = r.n();
+            String[] errors = r.errors();
+            int[][] tokens = r.tokens();
+            int[] scoreFrom = r.scoreFrom();
+            List<Integer> good = r.good();
+            FieldVector ids = r.in().in.getVector(ScoreSchema.ID);
+            VarCharVector where = (VarCharVector) r.in().in.getVector(ScoreSchema.SOURCE);
 
             // Score the good rows in token-budget batches of similar lengths: batch k's scores go to kept[k], and row
-            // i's
-            // are sequence seqOf[i] of batch batchOf[i].
+            // i's are sequence seqOf[i] of batch batchOf[i].
             int[] batchOf = new int[n];
             int[] seqOf = new int[n];
             int batches = 0;
@@ -447,6 +575,31 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
             return null;
         }
 
+        /**
+         * Stops a read ahead that is still running (a failed or killed task closes the window mid-stream): interrupts
+         * it and waits for it to leave the buffers. False if it has not within a minute.
+         */
+        private boolean stopReader() {
+            Thread t = reader;
+            if (t == null || !t.isAlive()) {
+                return true;
+            }
+            t.interrupt();
+            try {
+                t.join(60_000);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            if (t.isAlive()) {
+                LOG.warn(
+                        "scorch score task {}: the thread reading the next window has not stopped; its buffers are left"
+                                + " allocated",
+                        label);
+                return false;
+            }
+            return true;
+        }
+
         @Override
         public void close() {
             if (!closed) {
@@ -459,8 +612,13 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
                         label,
                         String.format(java.util.Locale.ROOT, "%.1f", wall == 0 ? 0.0 : 100.0 * engineNanos / wall),
                         String.format(java.util.Locale.ROOT, "%.3f", wall / 1e9));
+                if (!stopReader()) {
+                    return; // its buffers stay allocated rather than be freed under a thread still writing them
+                }
                 out.close();
-                in.close();
+                for (InputBuffer b : buffers) {
+                    b.close();
+                }
                 allocator.close();
             }
         }

@@ -3,10 +3,11 @@ package dev.scorch.udfs.score;
 /**
  * How many rows a score task's next window reads. A window is scored as sorted, token-budget batches, and only its
  * last batch may be short; a window of fewer tokens than the batch budget leaves every forward short of it, and a
- * GPU waits while the task reads, checks and writes rows between windows. So a task that asks for targetTokens a
+ * GPU waits while the task writes a window's output rows (the next window is read while this one is scored). So a task that asks for targetTokens a
  * window reads at least minRows rows and, once it has seen rows, as many as the rows so far say hold targetTokens
  * tokens; but no more than a quarter of its Arrow memory holds at the bytes per row seen so far (the input and output
- * buffers, each of which may double as it grows). Which rows share a batch never changes a row's scores.
+ * buffers, each of which may double as it grows). A window read ahead asks while the one before it is scored (another
+ * thread), so the two calls are synchronized. Which rows share a batch never changes a row's scores.
  */
 final class WindowSizer {
     private final int minRows;
@@ -32,7 +33,7 @@ final class WindowSizer {
     }
 
     /** The rows of the next window. */
-    int nextRows() {
+    synchronized int nextRows() {
         if (targetTokens == 0 || rows == 0 || tokens == 0) {
             return minRows;
         }
@@ -43,7 +44,7 @@ final class WindowSizer {
     }
 
     /** A window read n rows holding windowTokens tokens, its Arrow buffers arrowBytes at its end. */
-    void observe(int n, long windowTokens, long arrowBytes) {
+    synchronized void observe(int n, long windowTokens, long arrowBytes) {
         if (n <= 0) {
             return;
         }
