@@ -392,8 +392,9 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
             return s;
         }
 
-        /** Gives a received hand-off's buffer back once the receiver's forward is done with it. */
+        /** Gives a received hand-off's buffer back after the receiver's forward (once its device has read it). */
         void release(Sent s) {
+            to.synchronize();
             free.add(s.buf());
         }
 
