@@ -202,15 +202,32 @@ public final class GpuCheck {
             }
             reqs.add(new ScoreRequest(ids, 1, 3, LogitsMode.LAST));
         }
+        boolean same = handOffKeepsBits(tiny, reqs, () -> new CudaDevice(0), () -> new CudaDevice(other));
+        System.out.printf(
+                "pipeline cuda:0 | cuda:%d hand-off %s vs through the host: scores bits equal %b%n",
+                other, CudaDevice.PEER_COPY ? "peer" : "through the host (peer copy off)", same);
+        into.put("pipeline_peer", CudaDevice.PEER_COPY);
+        into.put("pipeline_bits_equal", same);
+    }
+
+    /**
+     * Whether GpuPipeline over devices from first and second (split 1 | the rest) scores reqs with the same bits handing
+     * hidden states on device to device ({@link Device#copyTo}, where the devices have it) as through the host.
+     */
+    static boolean handOffKeepsBits(
+            ModelWeights w,
+            List<ScoreRequest> reqs,
+            java.util.function.Supplier<Device> first,
+            java.util.function.Supplier<Device> second) {
         List<SequenceScore> direct;
         List<SequenceScore> viaHost;
-        int[] split = {1, tiny.config().numHiddenLayers() - 1};
+        int[] split = {1, w.config().numHiddenLayers() - 1};
         GemmPrecision p = GemmPrecision.BF16X3;
-        try (GpuPipeline pipe = GpuPipeline.load(tiny, List.of(new CudaDevice(0), new CudaDevice(other)), p, split)) {
+        try (GpuPipeline pipe = GpuPipeline.load(w, List.of(first.get(), second.get()), p, split)) {
             direct = new GpuScorer(pipe).score(reqs);
         }
-        try (GpuPipeline pipe = GpuPipeline.load(
-                tiny, List.of(withoutCopyTo(new CudaDevice(0)), withoutCopyTo(new CudaDevice(other))), p, split)) {
+        try (GpuPipeline pipe =
+                GpuPipeline.load(w, List.of(withoutCopyTo(first.get()), withoutCopyTo(second.get())), p, split)) {
             viaHost = new GpuScorer(pipe).score(reqs);
         }
         boolean same = direct.size() == viaHost.size();
@@ -223,11 +240,7 @@ public final class GpuCheck {
                     && Arrays.deepEquals(x.topLogprobs(), y.topLogprobs())
                     && Arrays.deepEquals(x.logits(), y.logits());
         }
-        System.out.printf(
-                "pipeline cuda:0 | cuda:%d hand-off %s vs through the host: scores bits equal %b%n",
-                other, CudaDevice.PEER_COPY ? "peer" : "through the host (peer copy off)", same);
-        into.put("pipeline_peer", CudaDevice.PEER_COPY);
-        into.put("pipeline_bits_equal", same);
+        return same;
     }
 
     /** dev with no device-to-device path ({@link Device#copyTo} always false): a pipeline hands on through the host. */
