@@ -196,6 +196,16 @@ public final class DecoderStage implements AutoCloseable {
     }
 
     /**
+     * As {@link #forward(PackedBatch, LatentCache[], int[][], float[], Function)}, the incoming hidden states [T,
+     * hidden] from the host (in) or, handed, a buffer on this stage's device (from the stage before, {@link
+     * Device#copyTo}): at most one of them, none at the first stage.
+     */
+    synchronized <R> R forward(
+            PackedBatch batch, LatentCache[] caches, int[][] routes, float[] in, Buf handed, Function<Buf, R> then) {
+        return forward(own, batch, caches, routes, in, handed, then, null);
+    }
+
+    /**
      * The forward pass itself, on pass's device with its arenas (the caller's: one forward at a time per pass); the
      * rest as {@link #forward(PackedBatch, LatentCache[], int[][], float[], Function)}. A stage's weights serve
      * several passes at once only where they are host memory (the CPU device's).
@@ -208,6 +218,18 @@ public final class DecoderStage implements AutoCloseable {
             float[] in,
             Function<Buf, R> then,
             java.util.function.IntConsumer boundary) {
+        return forward(pass, batch, caches, routes, in, null, then, boundary);
+    }
+
+    private <R> R forward(
+            Pass pass,
+            PackedBatch batch,
+            LatentCache[] caches,
+            int[][] routes,
+            float[] in,
+            Buf handed,
+            Function<Buf, R> then,
+            java.util.function.IntConsumer boundary) {
         Device dev = pass.dev;
         Arena floats = pass.floats;
         Arena ints = pass.ints;
@@ -217,7 +239,7 @@ public final class DecoderStage implements AutoCloseable {
         int hidden = config.hiddenSize();
         Buf x = floats.take((long) t * hidden);
         if (embedTokens != null) {
-            if (in != null) {
+            if (in != null || handed != null) {
                 throw new IllegalArgumentException("the first stage starts from token ids, not hidden states");
             }
             // x [T, hidden] = embed_tokens[tokens]
@@ -232,11 +254,16 @@ public final class DecoderStage implements AutoCloseable {
             dev.write(tokens, batch.tokens(), 0, t);
             dev.gatherRows(embedTokens, tokens, t, hidden, x);
         } else {
-            if (in == null || in.length != (long) t * hidden) {
+            long got = in != null ? in.length : handed != null ? handed.length() : -1;
+            if (got != (long) t * hidden || (in != null && handed != null)) {
                 throw new IllegalArgumentException("stage of layers [" + first + ", " + end + ") needs hidden states ["
-                        + t + ", " + hidden + "], got " + (in == null ? "none" : in.length + " floats"));
+                        + t + ", " + hidden + "], got " + (got < 0 ? "none" : got + " floats"));
             }
-            dev.write(x, in, 0, in.length);
+            if (in != null) {
+                dev.write(x, in, 0, in.length);
+            } else {
+                dev.copyCols(handed, t, hidden, 0, hidden, x, hidden, 0); // x is this pass's to change; handed is not
+            }
         }
         begin(pass, batch, caches);
         double eps = config.rmsNormEps();

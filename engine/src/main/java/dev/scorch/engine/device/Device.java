@@ -39,6 +39,15 @@ public interface Device extends AutoCloseable {
     void read(Buf src, int[] dst, int off, int n);
 
     /**
+     * dst[:n] = src[:n] (F32), src on this device and dst on to, device to device: returns once dst holds them, or
+     * false, having copied nothing, where this device has no such path to to (the caller then hands the floats over
+     * through the host).
+     */
+    default boolean copyTo(Buf src, Device to, Buf dst, long n) {
+        return false;
+    }
+
+    /**
      * Linear weights [out, in] stacked along out (one GEMM computes all of them: q_a_proj with kv_a_proj_with_mqa,
      * gate_proj with up_proj). All share in. INT4 weights of one group size stay packed ({@link PackedInt4}), FP8 block
      * weights of one block width stay as their codes and scales ({@link PackedFp8}), the same whatever the precision:

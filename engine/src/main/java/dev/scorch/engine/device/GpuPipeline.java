@@ -18,11 +18,11 @@ import java.util.concurrent.atomic.AtomicReference;
 /**
  * The model over several devices: contiguous layer ranges, one {@link DecoderStage} per device (embed_tokens on the first,
  * model.norm and lm_head on the last), and micro-batches flowing through them so every device works at once. Each
- * stage runs on a thread of its own; stage k hands micro-batch i's hidden states [T, hidden] to stage k + 1 through
- * a bounded queue (fp32 through the host: exact, and 4 · hidden bytes a token beside a layer's compute) and takes
- * micro-batch i + 1 while stage k + 1 runs i. Every stage runs the same kernels in the same order on a micro-batch as
- * a {@link GpuModel} does, so results are a one-device run's bits wherever the device's kernels give each sequence
- * the same bits whatever else is in its batch (as {@link HostDevice}'s do).
+ * stage runs on a thread of its own; stage k copies micro-batch i's hidden states [T, hidden] into a buffer on stage
+ * k + 1's device ({@link Link}: device to device where {@link Device#copyTo} can, else through the host; fp32 either
+ * way, so exact) and takes micro-batch i + 1 while stage k + 1 runs i. Every stage runs the same kernels in the same
+ * order on a micro-batch as a {@link GpuModel} does, so results are a one-device run's bits wherever the device's
+ * kernels give each sequence the same bits whatever else is in its batch (as {@link HostDevice}'s do).
  *
  * <p>One call runs at a time (the stages' scratch arenas serve one micro-batch each); a failure in any stage stops
  * every stage at its next hand-off and fails the call with that stage's exception as the cause.
@@ -36,6 +36,7 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
 
     private final List<DecoderStage> stages;
     private final List<Device> devices;
+    private final List<Link> links = new ArrayList<>(); // links k: stage k's output to stage k + 1
     private final ExecutorService threads;
     private final AtomicInteger active = new AtomicInteger();
     private volatile int maxActive;
@@ -45,6 +46,9 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
     private GpuPipeline(List<DecoderStage> stages, List<Device> devices) {
         this.stages = List.copyOf(stages);
         this.devices = List.copyOf(devices);
+        for (int k = 0; k + 1 < stages.size(); k++) {
+            links.add(new Link(stages.get(k).device(), stages.get(k + 1).device()));
+        }
         AtomicInteger n = new AtomicInteger();
         this.threads = Executors.newFixedThreadPool(stages.size(), r -> {
             Thread t = new Thread(r, "scorch-pipeline-stage-" + n.getAndIncrement());
@@ -99,6 +103,27 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
     }
 
     /**
+     * A pipeline over stages already loaded, of consecutive layers and each on a device of its own: a whole model, or a
+     * part of one (a node's share of a longer pipeline, run through {@link #fedFrom}). It owns the stages and their
+     * devices and closes them.
+     */
+    public static GpuPipeline of(List<DecoderStage> stages) {
+        List<Device> devs = new ArrayList<>();
+        for (int k = 0; k < stages.size(); k++) {
+            DecoderStage s = stages.get(k);
+            if (k > 0 && s.first() != stages.get(k - 1).end() || devs.contains(s.device())) {
+                throw new IllegalArgumentException("stage " + k + " (layers [" + s.first() + ", " + s.end() + ") on "
+                        + s.device().describe() + ") does not follow the one before on a device of its own");
+            }
+            devs.add(s.device());
+        }
+        if (devs.isEmpty()) {
+            throw new IllegalArgumentException("a pipeline needs a stage");
+        }
+        return new GpuPipeline(stages, devs);
+    }
+
+    /**
      * Layers per device for one node of settings' GPUs ({@link GpuPlan.Settings#gpusPerNode} of them), as {@link GpuPlan}
      * places them: weights as the checkpoint stores them, the margins and a micro-batch's scratch on every GPU, the rest
      * KV cache; the split that leaves the most KV tokens, then the fewest layers on the busiest GPU. GPUs the plan leaves
@@ -144,13 +169,65 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
     }
 
     @Override
-    public synchronized <R> List<R> run(List<Micro> micro, Finish<R> finish) {
+    public <R> List<R> run(List<Micro> micro, Finish<R> finish) {
+        return run(micro, null, finish);
+    }
+
+    /**
+     * This pipeline as the part of a model after layers run elsewhere: stage 0 starts each micro-batch from in's next
+     * T rows [T, hidden] (micro-batches take consecutive rows, in order) rather than from token ids; in null is this
+     * pipeline itself.
+     */
+    public GpuStages fedFrom(float[] in) {
+        if (in == null) {
+            return this;
+        }
+        GpuPipeline p = this;
+        return new GpuStages() {
+            @Override
+            public ModelConfig config() {
+                return p.config();
+            }
+
+            @Override
+            public List<DecoderStage> stages() {
+                return p.stages();
+            }
+
+            @Override
+            public int microBatches(int sequences) {
+                return p.microBatches(sequences);
+            }
+
+            @Override
+            public <R> List<R> run(List<Micro> micro, Finish<R> finish) {
+                int hidden = config().hiddenSize();
+                List<float[]> rows = new ArrayList<>(micro.size());
+                int at = 0;
+                for (Micro m : micro) {
+                    int n = m.batch().numTokens() * hidden;
+                    rows.add(Arrays.copyOfRange(in, at, at + n));
+                    at += n;
+                }
+                if (at != in.length) {
+                    throw new IllegalArgumentException(
+                            "micro-batches of " + at / hidden + " tokens fed from " + in.length / hidden + " rows");
+                }
+                return p.run(micro, rows, finish);
+            }
+        };
+    }
+
+    private synchronized <R> List<R> run(List<Micro> micro, List<float[]> in, Finish<R> finish) {
         int g = stages.size();
         int m = micro.size();
         Object[] results = new Object[m];
-        List<BlockingQueue<float[]>> handoff = new ArrayList<>(); // handoff k: stage k's output to stage k + 1
-        for (int k = 0; k + 1 < g; k++) {
-            handoff.add(new ArrayBlockingQueue<>(1));
+        long most = 0;
+        for (Micro mb : micro) {
+            most = Math.max(most, (long) mb.batch().numTokens() * config().hiddenSize());
+        }
+        for (Link l : links) {
+            l.reserve(most); // here, while no stage works on the devices
         }
         AtomicReference<Throwable> failure = new AtomicReference<>();
         AtomicReference<Integer> failedStage = new AtomicReference<>();
@@ -159,7 +236,7 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
             int stage = k;
             threads.execute(() -> {
                 try {
-                    runStage(stage, micro, finish, results, handoff, failure);
+                    runStage(stage, micro, in, finish, results, failure);
                 } catch (Throwable e) {
                     if (failure.compareAndSet(null, e)) {
                         failedStage.set(stage);
@@ -205,31 +282,32 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
     private <R> void runStage(
             int k,
             List<Micro> micro,
+            List<float[]> in,
             Finish<R> finish,
             Object[] results,
-            List<BlockingQueue<float[]>> handoff,
             AtomicReference<Throwable> failure)
             throws InterruptedException {
         DecoderStage st = stages.get(k);
-        boolean last = k == stages.size() - 1;
+        Link from = k == 0 ? null : links.get(k - 1);
+        Link to = k == stages.size() - 1 ? null : links.get(k);
         for (int i = 0; i < micro.size(); i++) {
-            float[] in = k == 0 ? null : take(handoff.get(k - 1), failure);
-            if (in == null && k > 0) {
+            float[] host = k == 0 && in != null ? in.get(i) : null;
+            Link.Sent handed = from == null ? null : from.receive(failure);
+            Buf out = to == null ? null : to.acquire(failure);
+            if ((from != null && handed == null) || (to != null && out == null) || failure.get() != null) {
                 return; // another stage failed
-            }
-            if (failure.get() != null) {
-                return;
             }
             Micro mb = micro.get(i);
             int index = i;
-            if (last) {
-                results[i] = counted(
-                        () -> st.forward(mb.batch(), mb.stage(k), mb.routes(), in, h -> finish.apply(index, st, h)));
-            } else if (!put(
-                    handoff.get(k),
-                    counted(() -> st.forward(mb.batch(), mb.stage(k), mb.routes(), in, st::read)),
-                    failure)) {
-                return;
+            Buf h = handed == null ? null : handed.hidden();
+            if (to == null) {
+                results[i] = counted(() ->
+                        st.forward(mb.batch(), mb.stage(k), mb.routes(), host, h, x -> finish.apply(index, st, x)));
+            } else {
+                to.send(counted(() -> st.forward(mb.batch(), mb.stage(k), mb.routes(), host, h, x -> to.fill(out, x))));
+            }
+            if (handed != null) {
+                from.release(handed);
             }
         }
     }
@@ -247,27 +325,99 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
         }
     }
 
-    /** The next hand-off, or null once another stage has failed. */
-    private static float[] take(BlockingQueue<float[]> q, AtomicReference<Throwable> failure)
-            throws InterruptedException {
+    /**
+     * Hidden states [T, hidden] from one stage's device to the next one's: the sender copies its output into one of
+     * three buffers on the receiver's device ({@link Device#copyTo}, or reads it back to the host where the devices have
+     * no direct path, for the receiver to write in), so the sender runs micro-batch i + 2 while i + 1 waits and the
+     * receiver runs i.
+     */
+    private static final class Link {
+        private static final int BUFFERS = 3;
+        private final Device from;
+        private final Device to;
+        private final BlockingQueue<Buf> free = new ArrayBlockingQueue<>(BUFFERS);
+        private final BlockingQueue<Sent> sent = new ArrayBlockingQueue<>(BUFFERS);
+        private final Buf[] bufs = new Buf[BUFFERS]; // on to, [capacity] each
+        private long capacity = -1;
+
+        /** A hand-off: hidden [T, hidden], a slice of buf; host holds its floats where they came through the host. */
+        record Sent(Buf buf, Buf hidden, float[] host) {}
+
+        Link(Device from, Device to) {
+            this.from = from;
+            this.to = to;
+        }
+
+        /** Empties the link for a call whose hand-offs are at most n floats (a failed call may have left some). */
+        void reserve(long n) {
+            if (n > capacity) {
+                close();
+                for (int b = 0; b < BUFFERS; b++) {
+                    bufs[b] = to.alloc(Buf.Kind.F32, n);
+                }
+                capacity = n;
+            }
+            free.clear();
+            sent.clear();
+            free.addAll(Arrays.asList(bufs));
+        }
+
+        /** The sender's side, before its forward: a free buffer, or null once a stage failed. */
+        Buf acquire(AtomicReference<Throwable> failure) throws InterruptedException {
+            return take(free, failure);
+        }
+
+        /** The sender's side, while h [T, hidden] is valid: h into buf (from {@link #acquire}). */
+        Sent fill(Buf buf, Buf h) {
+            Buf hidden = buf.slice(0, h.length());
+            if (from.copyTo(h, to, hidden, h.length())) {
+                return new Sent(buf, hidden, null);
+            }
+            float[] host = new float[Math.toIntExact(h.length())];
+            from.read(h, host, 0, host.length);
+            return new Sent(buf, hidden, host);
+        }
+
+        /** The sender's side, after its forward: never waits (there are as many places as buffers). */
+        void send(Sent s) {
+            sent.add(s);
+        }
+
+        /** The receiver's side: the next hand-off, on its device, or null once a stage failed. */
+        Sent receive(AtomicReference<Throwable> failure) throws InterruptedException {
+            Sent s = take(sent, failure);
+            if (s != null && s.host() != null) {
+                to.write(s.hidden(), s.host(), 0, s.host().length);
+            }
+            return s;
+        }
+
+        /** Gives a received hand-off's buffer back after the receiver's forward (once its device has read it). */
+        void release(Sent s) {
+            to.synchronize();
+            free.add(s.buf());
+        }
+
+        void close() {
+            for (int b = 0; b < bufs.length; b++) {
+                if (bufs[b] != null) {
+                    to.free(bufs[b]);
+                    bufs[b] = null;
+                }
+            }
+            capacity = -1;
+        }
+    }
+
+    /** The next item of q, or null once another stage has failed. */
+    private static <T> T take(BlockingQueue<T> q, AtomicReference<Throwable> failure) throws InterruptedException {
         while (failure.get() == null) {
-            float[] x = q.poll(POLL_MILLIS, TimeUnit.MILLISECONDS);
+            T x = q.poll(POLL_MILLIS, TimeUnit.MILLISECONDS);
             if (x != null) {
                 return x;
             }
         }
         return null;
-    }
-
-    /** Hands x on; false once another stage has failed. */
-    private static boolean put(BlockingQueue<float[]> q, float[] x, AtomicReference<Throwable> failure)
-            throws InterruptedException {
-        while (failure.get() == null) {
-            if (q.offer(x, POLL_MILLIS, TimeUnit.MILLISECONDS)) {
-                return true;
-            }
-        }
-        return false;
     }
 
     /** A pipeline call that failed: the cause is the failing stage's exception. */
@@ -282,6 +432,13 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
     public synchronized void close() {
         threads.shutdownNow();
         RuntimeException first = null;
+        for (Link l : links) {
+            try {
+                l.close();
+            } catch (RuntimeException e) {
+                first = first == null ? e : first;
+            }
+        }
         for (DecoderStage s : stages) {
             try {
                 s.close();

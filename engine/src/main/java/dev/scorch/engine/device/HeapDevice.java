@@ -53,6 +53,21 @@ abstract class HeapDevice implements Device {
         System.arraycopy(ints(src.need(Buf.Kind.I32, n, "read")), off(src), dst, off, n);
     }
 
+    /** Another heap device's buffers are arrays too: a plain copy. */
+    @Override
+    public boolean copyTo(Buf src, Device to, Buf dst, long n) {
+        if (!(to instanceof HeapDevice)) {
+            return false;
+        }
+        System.arraycopy(
+                floats(src.need(Buf.Kind.F32, n, "copyTo")),
+                off(src),
+                floats(dst.need(Buf.Kind.F32, n, "copyTo")),
+                off(dst),
+                Math.toIntExact(n));
+        return true;
+    }
+
     static float[] floats(Buf b) {
         if (!(b.storage() instanceof float[] a)) {
             throw new IllegalArgumentException("not a float buffer of a heap device");

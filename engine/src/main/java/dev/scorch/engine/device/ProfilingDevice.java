@@ -80,7 +80,7 @@ public final class ProfilingDevice implements Device {
 
     @Override
     public void write(Buf dst, int[] src, int off, int n) {
-        time("write", () -> dev.write(dst, src, off, n));
+        time("writeInts", () -> dev.write(dst, src, off, n));
     }
 
     @Override
@@ -90,7 +90,14 @@ public final class ProfilingDevice implements Device {
 
     @Override
     public void read(Buf src, int[] dst, int off, int n) {
-        time("read", () -> dev.read(src, dst, off, n));
+        time("readInts", () -> dev.read(src, dst, off, n));
+    }
+
+    @Override
+    public boolean copyTo(Buf src, Device to, Buf dst, long n) {
+        boolean[] copied = new boolean[1];
+        time("copyTo", () -> copied[0] = dev.copyTo(src, to instanceof ProfilingDevice p ? p.dev : to, dst, n));
+        return copied[0];
     }
 
     @Override

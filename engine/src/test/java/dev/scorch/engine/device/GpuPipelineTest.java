@@ -120,6 +120,89 @@ class GpuPipelineTest {
     }
 
     @Test
+    void hiddenStatesGoDeviceToDeviceNotThroughTheHost() throws IOException {
+        ModelWeights w = ModelWeights.open(TestModels.conformanceModel());
+        List<int[]> prompts = goldenPrompts();
+        List<ScoreRequest> reqs = requests(prompts);
+        // The same pipeline twice, its devices counting what they do: hand-offs device to device, and (devices without
+        // copyTo) through the host
+        List<ProfilingDevice> direct = profiled(3);
+        List<ProfilingDevice> viaHost = profiled(3);
+        List<Device> noCopy = new ArrayList<>();
+        for (ProfilingDevice d : viaHost) {
+            noCopy.add(withoutCopyTo(d));
+        }
+        try (GpuPipeline p = GpuPipeline.load(w, List.copyOf(direct), P, new int[] {1, 1, 1});
+                GpuPipeline q = GpuPipeline.load(w, noCopy, P, new int[] {1, 1, 1})) {
+            int micro = p.microBatches(prompts.size());
+            assertTrue(micro > 1, micro + " micro-batch(es)");
+            assertScores(new GpuScorer(q).score(reqs), new GpuScorer(p).score(reqs), "scoring");
+            handedDeviceToDevice(direct, viaHost, micro, "scoring");
+            List<List<Completion>> a = greedy(new GpuDecodingModel(p), prompts, 3);
+            List<List<Completion>> b = greedy(new GpuDecodingModel(q), prompts, 3);
+            for (int i = 0; i < prompts.size(); i++) {
+                assertArrayEquals(b.get(i).get(0).tokenIds(), a.get(i).get(0).tokenIds(), "greedy tokens " + i);
+                assertArrayEquals(b.get(i).get(0).logprobs(), a.get(i).get(0).logprobs(), "greedy log-probs " + i);
+            }
+            handedDeviceToDevice(direct, viaHost, -1, "greedy generation");
+        }
+    }
+
+    /**
+     * Each stage but the last copied each micro-batch's output device to device (micro of them; -1: as many as the first
+     * stage did) and read no floats back, where the host hand-off read one array a micro-batch; each stage after the
+     * first wrote one float array a micro-batch fewer than there.
+     */
+    private static void handedDeviceToDevice(
+            List<ProfilingDevice> direct, List<ProfilingDevice> viaHost, int micro, String what) {
+        long handoffs = calls(direct.get(0), "copyTo");
+        assertTrue(handoffs > 0 && (micro < 0 || handoffs == micro), what + ": " + handoffs + " copies");
+        for (int k = 0; k < direct.size(); k++) {
+            ProfilingDevice d = direct.get(k);
+            ProfilingDevice h = viaHost.get(k);
+            boolean first = k == 0;
+            boolean last = k == direct.size() - 1;
+            String at = what + " stage " + k;
+            assertEquals(last ? 0 : handoffs, calls(d, "copyTo"), at + " device-to-device copies");
+            assertEquals(first ? 0 : handoffs, calls(h, "write") - calls(d, "write"), at + " float writes saved");
+            assertEquals(last ? 0 : handoffs, calls(h, "read") - calls(d, "read"), at + " float reads saved");
+            if (!last) {
+                assertEquals(0, calls(d, "read"), at + " float reads");
+            }
+            d.reset();
+            h.reset();
+        }
+    }
+
+    private static long calls(ProfilingDevice d, String op) {
+        ProfilingDevice.Stat s = d.stats().get(op);
+        return s == null ? 0 : s.calls;
+    }
+
+    private static List<ProfilingDevice> profiled(int n) {
+        List<ProfilingDevice> out = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            out.add(new ProfilingDevice(new HostDevice()));
+        }
+        return out;
+    }
+
+    /** dev with no device-to-device path: a pipeline over such devices hands hidden states on through the host. */
+    private static Device withoutCopyTo(Device dev) {
+        return (Device) Proxy.newProxyInstance(
+                Device.class.getClassLoader(), new Class<?>[] {Device.class}, (proxy, m, args) -> {
+                    if (m.getName().equals("copyTo")) {
+                        return false;
+                    }
+                    try {
+                        return m.invoke(dev, args);
+                    } catch (InvocationTargetException e) {
+                        throw e.getCause();
+                    }
+                });
+    }
+
+    @Test
     void aFailingStageFailsTheCallWithItsCauseAndTheNextCallRuns() throws IOException {
         ModelWeights w = ModelWeights.open(TestModels.conformanceModel());
         List<ScoreRequest> reqs = requests(goldenPrompts());

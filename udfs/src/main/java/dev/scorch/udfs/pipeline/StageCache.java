@@ -3,8 +3,10 @@ package dev.scorch.udfs.pipeline;
 import dev.scorch.engine.device.DecoderStage;
 import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.GpuPipeline;
+import dev.scorch.engine.device.GpuScorer;
+import dev.scorch.engine.device.GpuStages;
 import dev.scorch.engine.device.HostDevice;
-import dev.scorch.engine.device.StageScorer;
 import dev.scorch.engine.device.cuda.CudaDevice;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.runtime.PackedBatch;
@@ -13,6 +15,7 @@ import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.udfs.model.LoadedModel;
 import dev.scorch.udfs.model.ModelSource;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -70,42 +73,59 @@ final class StageCache {
     }
 
     /**
-     * A node's stage as {@link DecoderStage}s on its devices, run in turn (hidden states handed on through the host in fp32,
-     * so the bits are one device's); the last node's last device scores with a {@link StageScorer}.
+     * A node's stage as {@link DecoderStage}s on its devices, run as a {@link GpuPipeline}: a batch cut into
+     * micro-batches of whole sequences that flow through the devices at once, hidden states handed device to device;
+     * every sequence gets one device's bits. The last node scores through {@link GpuScorer}.
      */
-    record DeviceChain(List<DecoderStage> stages, StageScorer scorer) implements StageEngine {
+    record DeviceChain(GpuPipeline pipeline) implements StageEngine {
         DeviceChain(List<DecoderStage> stages) {
-            this(
-                    List.copyOf(stages),
-                    stages.get(stages.size() - 1).isLast() ? new StageScorer(stages.get(stages.size() - 1)) : null);
+            this(GpuPipeline.of(stages));
+        }
+
+        List<DecoderStage> stages() {
+            return pipeline.stages();
         }
 
         @Override
         public int first() {
-            return stages.get(0).first();
+            return stages().get(0).first();
         }
 
         @Override
         public int end() {
-            return stages.get(stages.size() - 1).end();
+            return stages().get(stages().size() - 1).end();
         }
 
         @Override
         public float[] forward(PackedBatch batch, float[] in) {
-            float[] h = in;
-            for (DecoderStage st : stages) {
-                h = st.forward(batch, null, h);
+            int n = batch.numSequences();
+            if (n == 0) {
+                return new float[0];
             }
-            return h;
+            int[] cut = GpuStages.cuts(batch.seqLen(), pipeline.microBatches(n));
+            List<GpuStages.Micro> micro = new ArrayList<>();
+            for (int p = 0; p + 1 < cut.length; p++) {
+                List<int[]> seqs = new ArrayList<>();
+                for (int s = cut[p]; s < cut[p + 1]; s++) {
+                    int at = batch.seqStart()[s];
+                    seqs.add(Arrays.copyOfRange(batch.tokens(), at, at + batch.seqLen()[s]));
+                }
+                micro.add(new GpuStages.Micro(PackedBatch.of(seqs), null, null));
+            }
+            float[] out = new float[batch.numTokens() * pipeline.config().hiddenSize()];
+            int[] at = {0};
+            pipeline.fedFrom(in).run(micro, (p, last, h) -> {
+                float[] part = last.read(h); // [T of micro-batch p, hidden]
+                System.arraycopy(part, 0, out, at[0], part.length);
+                at[0] += part.length;
+                return null;
+            });
+            return out;
         }
 
         @Override
         public void score(List<ScoreRequest> requests, PackedBatch batch, float[] in, BatchScores out) {
-            float[] h = in;
-            for (int d = 0; d < stages.size() - 1; d++) {
-                h = stages.get(d).forward(batch, null, h);
-            }
-            scorer.score(requests, batch, h, out);
+            new GpuScorer(pipeline.fedFrom(in)).score(requests, out);
         }
     }
 }

@@ -2,6 +2,7 @@ package dev.scorch.udfs.pipeline;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.scorch.engine.device.DecoderStage;
 import dev.scorch.engine.device.GemmPrecision;
@@ -18,8 +19,9 @@ import java.util.Random;
 import org.junit.jupiter.api.Test;
 
 /**
- * A barrier stage spread over its node's devices: the node's layers split over 2 or 3 devices, run in turn, give the
- * bits of the same layers on one device, for a middle node's hidden states and for the last node's scores.
+ * A barrier stage spread over its node's devices: the node's layers split over 2 or 3 devices, run as a pipeline of
+ * micro-batches, give the bits of the same layers on one device, for the hidden states a node hands on and for the
+ * last node's scores; and the devices compute at once.
  */
 class DeviceChainTest {
     private static final Path MODEL = Path.of("..", "testdata", "conformance", "tiny-k2-bf16", "model");
@@ -52,9 +54,33 @@ class DeviceChainTest {
         BatchScores three = score(chain(w, 0, layers, 3), requests, batch, null);
         assertSame(whole, three);
         assertSame(whole, one); // the ring's hand-off between nodes keeps the bits too
-        // The hidden states a node hands on: [0, 2) as the first node of a longer ring, over 1 and 2 devices.
+        // The hidden states a node hands on: [0, 2) as the first node of a longer ring, over 1 and 2 devices; and a
+        // node's layers after the first, from the hidden states handed to it, over 1 and 2 devices.
         assertArrayEquals(
                 chain(w, 0, 2, 1).forward(batch, null), chain(w, 0, 2, 2).forward(batch, null));
+        assertArrayEquals(
+                chain(w, 1, layers, 1).forward(batch, handed),
+                chain(w, 1, layers, 2).forward(batch, handed));
+    }
+
+    @Test
+    void aNodesDevicesWorkAtOnce() {
+        ModelWeights w = ModelWeights.open(MODEL);
+        Random r = new Random(11);
+        List<int[]> prompts = new ArrayList<>();
+        List<ScoreRequest> requests = new ArrayList<>();
+        for (int i = 0; i < 12; i++) {
+            int[] p = r.ints(8 + r.nextInt(24), 0, w.config().vocabSize()).toArray();
+            prompts.add(p);
+            requests.add(new ScoreRequest(p, 1, 0, LogitsMode.NONE));
+        }
+        PackedBatch batch = PackedBatch.of(prompts);
+        StageCache.DeviceChain three = chain(w, 0, w.config().numHiddenLayers(), 3);
+        BatchScores got = score(three, requests, batch, null);
+        assertTrue(
+                three.pipeline().maxConcurrentStages() >= 2,
+                "at most " + three.pipeline().maxConcurrentStages() + " device(s) computed at once");
+        assertSame(score(chain(w, 0, w.config().numHiddenLayers(), 1), requests, batch, null), got);
     }
 
     private static StageCache.DeviceChain chain(ModelWeights w, int first, int end, int devices) {

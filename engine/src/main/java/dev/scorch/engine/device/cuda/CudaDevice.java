@@ -11,16 +11,22 @@ import static org.bytedeco.cuda.global.cublas.cublasGemmBatchedEx;
 import static org.bytedeco.cuda.global.cublas.cublasGemmEx;
 import static org.bytedeco.cuda.global.cudart.CUDA_R_16BF;
 import static org.bytedeco.cuda.global.cudart.CUDA_R_32F;
+import static org.bytedeco.cuda.global.cudart.cudaDeviceCanAccessPeer;
+import static org.bytedeco.cuda.global.cudart.cudaDeviceEnablePeerAccess;
 import static org.bytedeco.cuda.global.cudart.cudaDeviceSynchronize;
+import static org.bytedeco.cuda.global.cudart.cudaErrorPeerAccessAlreadyEnabled;
 import static org.bytedeco.cuda.global.cudart.cudaFree;
 import static org.bytedeco.cuda.global.cudart.cudaGetDeviceProperties;
+import static org.bytedeco.cuda.global.cudart.cudaGetLastError;
 import static org.bytedeco.cuda.global.cudart.cudaMalloc;
 import static org.bytedeco.cuda.global.cudart.cudaMemGetInfo;
 import static org.bytedeco.cuda.global.cudart.cudaMemcpy;
 import static org.bytedeco.cuda.global.cudart.cudaMemcpyDeviceToHost;
 import static org.bytedeco.cuda.global.cudart.cudaMemcpyHostToDevice;
+import static org.bytedeco.cuda.global.cudart.cudaMemcpyPeerAsync;
 import static org.bytedeco.cuda.global.cudart.cudaMemset;
 import static org.bytedeco.cuda.global.cudart.cudaSetDevice;
+import static org.bytedeco.cuda.global.cudart.cudaStreamSynchronize;
 
 import dev.scorch.engine.checkpoint.NumberFormats;
 import dev.scorch.engine.device.Buf;
@@ -56,6 +62,11 @@ public final class CudaDevice implements Device {
     static final boolean BATCHED_EXPERTS = KernelSelection.current().cudaBatchedExperts();
     /** Experts through moe_gemm, group bounds on the device (-Dscorch.cuda.moe-gemm=true; else one cuBLAS GEMM each). */
     static final boolean MOE_GEMM = KernelSelection.moeGemm(System.getProperty(KernelSelection.CUDA_MOE_GEMM));
+    /**
+     * {@link #copyTo} another CUDA device by cudaMemcpyPeerAsync (-Dscorch.cuda.peer-copy=true; else through the host,
+     * until the device check has passed it).
+     */
+    static final boolean PEER_COPY = Boolean.getBoolean("scorch.cuda.peer-copy");
 
     private static final int ATTN_THREADS = 128; // as scorch_kernels.cu's ATTN_THREADS, ATTN_MAX_QK, ATTN_MAX_V
     private static final int ATTN_MAX_QK = 192;
@@ -212,6 +223,45 @@ public final class CudaDevice implements Device {
         stageI = grow(stageI, n, IntPointer::new);
         Cuda.check(cudaMemcpy(stageI, ptr(src), (long) n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
         stageI.get(dst, off, n);
+    }
+
+    @Override
+    public boolean copyTo(Buf src, Device to, Buf dst, long n) {
+        if (!PEER_COPY || !(to instanceof CudaDevice peer)) {
+            return false;
+        }
+        peerCopy(src, peer, dst, n);
+        return true;
+    }
+
+    /** Pairs (this ordinal, peer ordinal) whose peer access has been looked at (enabled where the GPUs allow it). */
+    private static final java.util.Set<Long> PEERS = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+    /**
+     * dst[:n] = src[:n] on peer, copied on this device's stream (after the work queued on it, not waiting for peer's),
+     * with peer access enabled where cudaDeviceCanAccessPeer allows it (else the driver stages the copy); returns once
+     * the copy is done, so peer's next work may read dst.
+     */
+    void peerCopy(Buf src, CudaDevice peer, Buf dst, long n) {
+        src.need(Buf.Kind.F32, n, "peerCopy");
+        dst.need(Buf.Kind.F32, n, "peerCopy");
+        bind();
+        if (peer.ordinal != ordinal && PEERS.add(((long) ordinal << 32) | peer.ordinal)) {
+            int[] can = new int[1];
+            Cuda.check(cudaDeviceCanAccessPeer(can, ordinal, peer.ordinal), "cudaDeviceCanAccessPeer");
+            if (can[0] != 0) {
+                int rc = cudaDeviceEnablePeerAccess(peer.ordinal, 0);
+                if (rc == cudaErrorPeerAccessAlreadyEnabled) {
+                    cudaGetLastError(); // clears it: another instance on this GPU enabled it first
+                } else {
+                    Cuda.check(rc, "cudaDeviceEnablePeerAccess(" + peer.ordinal + ")");
+                }
+            }
+        }
+        Cuda.check(
+                cudaMemcpyPeerAsync(ptr(dst), peer.ordinal, ptr(src), ordinal, n * 4, null),
+                "cudaMemcpyPeerAsync cuda:" + ordinal + " to cuda:" + peer.ordinal);
+        Cuda.check(cudaStreamSynchronize(null), "cudaStreamSynchronize");
     }
 
     /** p from position 0 when it holds n elements, else a new one of at least twice its capacity (p is closed). */

@@ -9,12 +9,14 @@ import dev.scorch.engine.bench.PrefillBenchmark;
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.demo.DemoModelWriter;
 import dev.scorch.engine.demo.DemoPreset;
+import dev.scorch.engine.device.Buf;
 import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.Fp8Equivalence;
 import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.device.GpuConformance;
 import dev.scorch.engine.device.GpuKvCache;
 import dev.scorch.engine.device.GpuModel;
+import dev.scorch.engine.device.GpuPipeline;
 import dev.scorch.engine.device.GpuScorer;
 import dev.scorch.engine.device.HostDevice;
 import dev.scorch.engine.device.Int4Equivalence;
@@ -25,6 +27,7 @@ import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.model.WeightLayout;
 import dev.scorch.engine.runtime.PackedBatch;
+import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;
 import dev.scorch.engine.scoring.SequenceScore;
@@ -120,6 +123,18 @@ public final class GpuCheck {
                     GPU);
         }
 
+        // 1d. Hidden states handed device to device (cudaMemcpyPeerAsync; GPU 1 when there is one, else a second
+        // device on GPU 0): a copy's bits, and a 2-stage pipeline's scores against the same pipeline handing on
+        // through the host.
+        ObjectNode peer = out.putObject("peer_copy");
+        try {
+            peerCopy(tiny, golden, a.devices() > 1 ? 1 : 0, peer);
+        } catch (RuntimeException e) {
+            e.printStackTrace(System.out);
+            peer.put("error", "FAILED: " + e);
+        }
+        flush(out, outJson);
+
         // 2. The small model: GPU vs CPU scores, then speed.
         if (!Files.isRegularFile(small.resolve("config.json"))) {
             write(new DemoModelWriter(DemoPreset.SMALL, false, true, 0), small);
@@ -152,6 +167,95 @@ public final class GpuCheck {
             modelVsCpu(
                     smallInt4, cpuThreads, int4Precisions, true, out.putObject("small_int4"), null, out, outJson, GPU);
         }
+    }
+
+    /**
+     * Checks {@link CudaDevice#peerCopy} from cuda:0 to cuda:other: random floats keep their bits, and GpuPipeline
+     * over the two (split 1 | 2 layers) gives the golden prompts the scores the same pipeline gives handing on through
+     * the host (its devices without {@link Device#copyTo}). The pipeline copies device to device only with
+     * -Dscorch.cuda.peer-copy=true (bin/gpu-check sets it); "pipeline_peer" says whether it did.
+     */
+    private static void peerCopy(ModelWeights tiny, JsonNode golden, int other, ObjectNode into) {
+        float[] v = new float[100_003];
+        java.util.Random r = new java.util.Random(5);
+        for (int i = 0; i < v.length; i++) {
+            v[i] = (float) r.nextGaussian();
+        }
+        try (CudaDevice a = new CudaDevice(0);
+                CudaDevice b = new CudaDevice(other)) {
+            Buf src = a.upload(v);
+            Buf dst = b.alloc(Buf.Kind.F32, v.length);
+            a.peerCopy(src, b, dst, v.length);
+            float[] back = new float[v.length];
+            b.read(dst, back, 0, back.length);
+            boolean same = Arrays.equals(v, back);
+            System.out.printf("peer copy cuda:0 -> cuda:%d, %d floats: bits equal %b%n", other, v.length, same);
+            into.put("copy_bits_equal", same);
+            a.free(src);
+            b.free(dst);
+        }
+        List<ScoreRequest> reqs = new ArrayList<>();
+        for (JsonNode p : golden.get("prompts")) {
+            int[] ids = new int[p.get("token_ids").size()];
+            for (int i = 0; i < ids.length; i++) {
+                ids[i] = p.get("token_ids").get(i).asInt();
+            }
+            reqs.add(new ScoreRequest(ids, 1, 3, LogitsMode.LAST));
+        }
+        boolean same = handOffKeepsBits(tiny, reqs, () -> new CudaDevice(0), () -> new CudaDevice(other));
+        System.out.printf(
+                "pipeline cuda:0 | cuda:%d hand-off %s vs through the host: scores bits equal %b%n",
+                other, CudaDevice.PEER_COPY ? "peer" : "through the host (peer copy off)", same);
+        into.put("pipeline_peer", CudaDevice.PEER_COPY);
+        into.put("pipeline_bits_equal", same);
+    }
+
+    /**
+     * Whether GpuPipeline over devices from first and second (split 1 | the rest) scores reqs with the same bits handing
+     * hidden states on device to device ({@link Device#copyTo}, where the devices have it) as through the host.
+     */
+    static boolean handOffKeepsBits(
+            ModelWeights w,
+            List<ScoreRequest> reqs,
+            java.util.function.Supplier<Device> first,
+            java.util.function.Supplier<Device> second) {
+        List<SequenceScore> direct;
+        List<SequenceScore> viaHost;
+        int[] split = {1, w.config().numHiddenLayers() - 1};
+        GemmPrecision p = GemmPrecision.BF16X3;
+        try (GpuPipeline pipe = GpuPipeline.load(w, List.of(first.get(), second.get()), p, split)) {
+            direct = new GpuScorer(pipe).score(reqs);
+        }
+        try (GpuPipeline pipe =
+                GpuPipeline.load(w, List.of(withoutCopyTo(first.get()), withoutCopyTo(second.get())), p, split)) {
+            viaHost = new GpuScorer(pipe).score(reqs);
+        }
+        boolean same = direct.size() == viaHost.size();
+        for (int i = 0; same && i < direct.size(); i++) {
+            SequenceScore x = direct.get(i);
+            SequenceScore y = viaHost.get(i);
+            same = Arrays.equals(x.tokenLogprobs(), y.tokenLogprobs())
+                    && Arrays.equals(x.argmax(), y.argmax())
+                    && Arrays.deepEquals(x.topIds(), y.topIds())
+                    && Arrays.deepEquals(x.topLogprobs(), y.topLogprobs())
+                    && Arrays.deepEquals(x.logits(), y.logits());
+        }
+        return same;
+    }
+
+    /** dev with no device-to-device path ({@link Device#copyTo} always false): a pipeline hands on through the host. */
+    private static Device withoutCopyTo(Device dev) {
+        return (Device) java.lang.reflect.Proxy.newProxyInstance(
+                Device.class.getClassLoader(), new Class<?>[] {Device.class}, (proxy, m, args) -> {
+                    if (m.getName().equals("copyTo")) {
+                        return false;
+                    }
+                    try {
+                        return m.invoke(dev, args);
+                    } catch (java.lang.reflect.InvocationTargetException e) {
+                        throw e.getCause();
+                    }
+                });
     }
 
     /** The precisions a comma-separated setting names, or dflt when it is unset or blank. */
