@@ -116,6 +116,20 @@ class DecodeGraphsTest {
         }
     }
 
+    /** The device check's graph line (GpuConformance.withGraphs) through the twin: 12/12 golden, 12/12 same bits. */
+    @Test
+    void theDeviceChecksGraphLineOnTheTwin() throws IOException {
+        JsonNode golden =
+                new ObjectMapper().readTree(TestModels.conformanceGolden().toFile());
+        try (GpuModel m = GpuModel.load(
+                ModelWeights.open(TestModels.conformanceModel()),
+                new GraphTwin(new HostDevice()),
+                GemmPrecision.BF16X3)) {
+            GpuConformance.GraphsReport r = GpuConformance.withGraphs(m, golden);
+            assertEquals(new GpuConformance.GraphsReport(12, 12, 12), r, r.toString());
+        }
+    }
+
     /** Graphs are given back with the model: device bytes after equal bytes before. */
     @Test
     void graphsGoBackWithTheModel() {
