@@ -8,6 +8,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.demo.DemoModelWriter;
+import dev.scorch.engine.demo.DemoPreset;
 import dev.scorch.engine.generation.Completion;
 import dev.scorch.engine.generation.GenerationRequest;
 import dev.scorch.engine.generation.Generator;
@@ -22,6 +25,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Set;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Decode steps as device graphs ({@link DecodeGraphs}) through {@link GraphTwin}, the CPU twin of CUDA graph capture,
@@ -114,6 +118,33 @@ class DecodeGraphsTest {
             assertSameCompletions(want, got);
             assertTrue(twin.launches() > 0, model + ": no graph launched");
         }
+    }
+
+    /**
+     * The small preset (8 layers at the benchmark model's widths), fp32 GEMMs to keep the plain-loop device's time
+     * down: three prompts two at a time with budgets of 5, 3 and 4 tokens, graphs on equal graphs off bit for bit.
+     */
+    @Test
+    void smallPresetGeneratesTheSameWithGraphs(@TempDir Path dir) throws IOException {
+        ModelConfig c = new DemoModelWriter(DemoPreset.SMALL, false, true, 28).write(dir);
+        java.util.Random r = new java.util.Random(28);
+        List<GenerationRequest> reqs = new ArrayList<>();
+        int[] budgets = {5, 3, 4};
+        for (int q = 0; q < budgets.length; q++) {
+            reqs.add(new GenerationRequest(
+                    r.ints(2 + 3 * q, 0, c.vocabSize()).toArray(),
+                    SamplingParams.greedy(),
+                    budgets[q],
+                    Set.of(),
+                    List.of(),
+                    1,
+                    0));
+        }
+        GraphTwin twin = new GraphTwin(new HostDevice());
+        List<List<Completion>> got = generate(dir, twin, GemmPrecision.FP32, true, reqs, 2);
+        List<List<Completion>> want = generate(dir, new HostDevice(), GemmPrecision.FP32, false, reqs, 2);
+        assertSameCompletions(want, got);
+        assertTrue(twin.launches() > 0, "no graph launched");
     }
 
     /** The device check's graph line (GpuConformance.withGraphs) through the twin: 12/12 golden, 12/12 same bits. */
