@@ -2,6 +2,7 @@ package dev.scorch.engine.device;
 
 import dev.scorch.engine.kernels.Rope;
 import dev.scorch.engine.runtime.PackedBatch;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Map;
 
@@ -9,163 +10,170 @@ import java.util.Map;
  * A whole model's decode steps as device graphs ({@link Device#capture}), one per batch size: the step
  * ({@link DecoderStage#decodeStep}) reads everything that changes between steps from fixed device buffers, written
  * before each launch: the tokens, each row's cache length, and the address table of the rows' caches (rewritten only
- * when the sequences change). A batch size's first step runs uncaptured (its scratch reaches its size, the result is
- * used), then is captured; later steps launch the graph. A graph is dropped when the cos/sin table it reads grows.
- * Each batch size keeps its own pass (a graph fixes the scratch addresses it was captured with), its buffers and its
- * graph until the stage closes.
+ * when the sequences change). Every batch size shares one pass and one set of buffers, sized for the largest batch
+ * seen, so the memory is one large step's. A graph holds the addresses it was captured with: it is captured again when
+ * any of them has moved since (the buffers or the pass's scratch grew, the cos/sin table grew). A capture follows one
+ * uncaptured run of the step, whose result is used (the scratch reaches its size outside the capture).
  */
 final class DecodeGraphs implements AutoCloseable {
     private final DecoderStage stage;
     private final Device dev;
     private final Rope rope;
-    private final Map<Integer, Step> steps = new HashMap<>();
+    private final int layers;
+    private final int vocab;
+    private final Pass pass;
+    private final Map<Integer, Graph> graphs = new HashMap<>();
+    private int capacity; // rows the buffers hold
+    private Buf tokens; // [capacity] I32
+    private Buf lengths; // [capacity] I32
+    private Buf table; // [layers, capacity] ADDR
+    private Buf logits; // [capacity, vocab]
+    private GpuKvCache[] bound = new GpuKvCache[0]; // the caches whose layers the table holds, in row order
+    private Buf cosSin; // the pass's cos/sin table when the buffers last moved
+    private long moves; // counts moves of the buffers and the cos/sin table
+
+    /** One batch size's graph and the {@link #version} it was captured at. */
+    private record Graph(DeviceGraph graph, long version) {}
 
     DecodeGraphs(DecoderStage stage) {
         this.stage = stage;
         this.dev = stage.device();
         this.rope = new Rope(stage.config());
+        this.layers = stage.end() - stage.first();
+        this.vocab = stage.config().vocabSize();
+        this.pass = new Pass(dev);
     }
 
-    /** One batch size's step: its pass, its input and output buffers, and its graph once captured. */
-    private final class Step implements AutoCloseable {
-        final int rows;
-        final Pass pass;
-        final Buf tokens; // [rows]
-        final Pass.DecodeInputs in;
-        final Buf logits; // [rows, vocab]
-        final PackedBatch shape;
-        final GpuKvCache[] bound; // the caches whose layers the address table holds
-        final int[] lengths;
-        final Runnable run;
-        DeviceGraph graph;
-        Buf graphCosSin; // the cos/sin table the graph reads
-
-        Step(int rows) {
-            this.rows = rows;
-            pass = new Pass(dev);
-            tokens = dev.alloc(Buf.Kind.I32, rows);
-            in = new Pass.DecodeInputs(
-                    rows, dev.alloc(Buf.Kind.I32, rows), dev.alloc(Buf.Kind.ADDR, (long) layers() * rows));
-            logits = dev.alloc(Buf.Kind.F32, (long) rows * stage.config().vocabSize());
-            int[] one = new int[rows];
-            int[] start = new int[rows];
-            java.util.Arrays.fill(one, 1);
-            java.util.Arrays.setAll(start, i -> i);
-            shape = new PackedBatch(new int[rows], new int[rows], start, one);
-            bound = new GpuKvCache[rows];
-            lengths = new int[rows];
-            run = () -> stage.decodeStep(pass, tokens, in, shape, logits);
-        }
-
-        long bytes() {
-            return pass.bytes()
-                    + tokens.bytes()
-                    + in.lengths().bytes()
-                    + in.caches().bytes()
-                    + logits.bytes();
-        }
-
-        @Override
-        public void close() {
-            if (graph != null) {
-                graph.close();
-            }
-            pass.close();
-            dev.free(tokens);
-            dev.free(in.lengths());
-            dev.free(in.caches());
-            dev.free(logits);
-        }
-    }
-
-    private int layers() {
-        return stage.end() - stage.first();
+    /** Changes whenever an address a graph may hold has moved. */
+    private long version() {
+        return moves + pass.allocations();
     }
 
     /**
      * Appends tokens[r] to caches[r] (each holding at least one token) and returns the next-token logits [rows,
      * vocab]: the bits of the same step through {@link DecoderStage#forward}.
      */
-    float[] decode(int[] tokens, GpuKvCache[] caches) {
-        int rows = tokens.length;
-        int vocab = stage.config().vocabSize();
+    float[] decode(int[] ids, GpuKvCache[] caches) {
+        int rows = ids.length;
         if (caches.length != rows) {
             throw new IllegalArgumentException(rows + " tokens but " + caches.length + " caches");
         }
-        Step s = steps.computeIfAbsent(rows, Step::new);
+        int[] past = new int[rows];
         int maxLength = 0;
         for (int r = 0; r < rows; r++) {
-            if (tokens[r] < 0 || tokens[r] >= vocab) {
+            if (ids[r] < 0 || ids[r] >= vocab) {
                 throw new IllegalArgumentException(
-                        "token id " + tokens[r] + " is outside the vocabulary [0, " + vocab + ")");
+                        "token id " + ids[r] + " is outside the vocabulary [0, " + vocab + ")");
             }
-            if (caches[r].layers() != layers() || caches[r].length() == 0) {
-                throw new IllegalArgumentException("a decode step continues a cache of this stage's " + layers()
+            if (caches[r].layers() != layers || caches[r].length() == 0) {
+                throw new IllegalArgumentException("a decode step continues a cache of this stage's " + layers
                         + " layers holding tokens; row " + r + "'s holds " + caches[r].layers() + " layers and "
                         + caches[r].length() + " tokens");
             }
             caches[r].reserve(1);
-            s.lengths[r] = caches[r].length();
-            maxLength = Math.max(maxLength, s.lengths[r]);
+            past[r] = caches[r].length();
+            maxLength = Math.max(maxLength, past[r]);
         }
-        dev.write(s.tokens, tokens, 0, rows);
-        dev.write(s.in.lengths(), s.lengths, 0, rows);
-        bind(s, caches);
-        Buf cosSin = s.pass.cosSin(rope, maxLength + 1);
-        if (s.graph != null && cosSin != s.graphCosSin) {
-            s.graph.close();
-            s.graph = null;
+        fit(rows);
+        dev.write(tokens, ids, 0, rows);
+        dev.write(lengths, past, 0, rows);
+        bind(caches);
+        Buf cs = pass.cosSin(rope, maxLength + 1);
+        if (cs != cosSin) {
+            cosSin = cs;
+            moves++;
         }
-        if (s.graph == null) {
-            s.run.run();
-            s.pass.floats.reset(); // a pass that outgrew its first block gets one block now, not inside the capture
-            s.pass.ints.reset();
-            s.graph = dev.capture(s.run);
-            s.graphCosSin = cosSin;
+        Graph g = graphs.get(rows);
+        if (g != null && g.version() == version()) {
+            g.graph().launch();
         } else {
-            s.graph.launch();
+            if (g != null) {
+                g.graph().close();
+            }
+            Pass.DecodeInputs in = new Pass.DecodeInputs(rows, capacity, lengths.slice(0, rows), table);
+            PackedBatch shape = shape(rows);
+            Buf out = logits.slice(0, (long) rows * vocab);
+            Buf tok = tokens.slice(0, rows);
+            Runnable step = () -> stage.decodeStep(pass, tok, in, shape, out);
+            step.run();
+            pass.floats.reset(); // a pass that outgrew its first block gets one block now, not inside the capture
+            pass.ints.reset();
+            graphs.put(rows, new Graph(dev.capture(step), version()));
         }
-        float[] out = new float[rows * vocab];
-        dev.read(s.logits, out, 0, out.length);
+        float[] result = new float[rows * vocab];
+        dev.read(logits, result, 0, result.length);
         for (GpuKvCache c : caches) {
             c.advance(1);
         }
-        return out;
+        return result;
+    }
+
+    /** A batch of rows one-token sequences (the step reads only its shape). */
+    private static PackedBatch shape(int rows) {
+        int[] one = new int[rows];
+        int[] start = new int[rows];
+        Arrays.fill(one, 1);
+        Arrays.setAll(start, i -> i);
+        return new PackedBatch(new int[rows], new int[rows], start, one);
+    }
+
+    /** Grows the buffers to hold rows (by doubling, so a growing batch moves them a few times). */
+    private void fit(int rows) {
+        if (rows <= capacity) {
+            return;
+        }
+        freeBuffers();
+        capacity = Math.max(rows, 2 * capacity);
+        tokens = dev.alloc(Buf.Kind.I32, capacity);
+        lengths = dev.alloc(Buf.Kind.I32, capacity);
+        table = dev.alloc(Buf.Kind.ADDR, (long) layers * capacity);
+        logits = dev.alloc(Buf.Kind.F32, (long) capacity * vocab);
+        bound = new GpuKvCache[0];
+        moves++;
     }
 
     /** Writes the address table when the rows' caches are not the ones it holds. */
-    private void bind(Step s, GpuKvCache[] caches) {
-        boolean same = true;
-        for (int r = 0; r < s.rows && same; r++) {
-            same = s.bound[r] == caches[r];
-        }
-        if (same) {
+    private void bind(GpuKvCache[] caches) {
+        if (Arrays.equals(bound, caches)) { // GpuKvCache has identity equality
             return;
         }
-        Buf[] table = new Buf[layers() * s.rows];
-        for (int l = 0; l < layers(); l++) {
-            for (int r = 0; r < s.rows; r++) {
-                table[l * s.rows + r] = caches[r].layer(l);
+        Buf[] t = new Buf[layers * capacity];
+        for (int l = 0; l < layers; l++) {
+            for (int r = 0; r < caches.length; r++) {
+                t[l * capacity + r] = caches[r].layer(l);
             }
         }
-        dev.writeAddresses(s.in.caches(), table);
-        System.arraycopy(caches, 0, s.bound, 0, s.rows);
+        for (int i = 0; i < t.length; i++) {
+            if (t[i] == null) {
+                t[i] = caches[0].layer(0); // rows past the batch: never read, but a valid address
+            }
+        }
+        dev.writeAddresses(table, t);
+        bound = caches.clone();
     }
 
     /** Device bytes held. */
     long bytes() {
-        long b = 0;
-        for (Step s : steps.values()) {
-            b += s.bytes();
+        return pass.bytes() + (capacity == 0 ? 0 : tokens.bytes() + lengths.bytes() + table.bytes() + logits.bytes());
+    }
+
+    private void freeBuffers() {
+        if (capacity > 0) {
+            dev.free(tokens);
+            dev.free(lengths);
+            dev.free(table);
+            dev.free(logits);
         }
-        return b;
     }
 
     @Override
     public void close() {
-        for (Step s : steps.values()) {
-            s.close();
+        for (Graph g : graphs.values()) {
+            g.graph().close();
         }
-        steps.clear();
+        graphs.clear();
+        freeBuffers();
+        capacity = 0;
+        pass.close();
     }
 }

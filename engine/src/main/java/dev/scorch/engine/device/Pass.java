@@ -65,12 +65,12 @@ public final class Pass implements AutoCloseable {
      * where its latent is appended) and an address table of each layer's caches.
      *
      * @param lengths [rows] I32
-     * @param caches  [layers, rows] ADDR: row r's cache of layer l at l · rows + r
+     * @param caches  [layers, stride] ADDR: row r's cache of layer l at l · stride + r, r &lt; rows &lt;= stride
      */
-    record DecodeInputs(int rows, Buf lengths, Buf caches) {
+    record DecodeInputs(int rows, int stride, Buf lengths, Buf caches) {
         /** Layer l's caches [rows]. */
         Buf layer(int l) {
-            return caches.slice((long) l * rows, rows);
+            return caches.slice((long) l * stride, rows);
         }
     }
 
@@ -112,6 +112,11 @@ public final class Pass implements AutoCloseable {
 
     static int[] grow(int[] a, int n) {
         return a.length >= n ? a : new int[n];
+    }
+
+    /** Allocations the arenas have made (slices taken before may have moved since when it changes). */
+    long allocations() {
+        return floats.allocations() + ints.allocations();
     }
 
     /** Bytes of the arenas now. */

@@ -12,6 +12,7 @@ import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.demo.DemoModelWriter;
 import dev.scorch.engine.demo.DemoPreset;
 import dev.scorch.engine.generation.Completion;
+import dev.scorch.engine.generation.DecodingModel;
 import dev.scorch.engine.generation.GenerationRequest;
 import dev.scorch.engine.generation.Generator;
 import dev.scorch.engine.model.ModelWeights;
@@ -159,6 +160,49 @@ class DecodeGraphsTest {
             GpuConformance.GraphsReport r = GpuConformance.withGraphs(m, golden);
             assertEquals(new GpuConformance.GraphsReport(12, 12, 12), r, r.toString());
         }
+    }
+
+    /**
+     * A batch of one, then three (the shared buffers and scratch grow: the first graph's addresses move), then one
+     * again (its graph must be captured again): every step's logits with graphs equal those without, bit for bit.
+     */
+    @Test
+    void graphsAreCapturedAgainWhenTheirAddressesMove() {
+        int[][] prompts = {{5, 9, 300, 4}, {17}, {480, 1, 44, 2, 2, 7}};
+        int[][] batches = {{0}, {0}, {0, 1, 2}, {0, 1, 2}, {0}, {0}, {2, 1}, {2, 1}, {0}};
+        List<float[]> want = steps(new HostDevice(), false, prompts, batches);
+        GraphTwin twin = new GraphTwin(new HostDevice());
+        List<float[]> got = steps(twin, true, prompts, batches);
+        for (int k = 0; k < want.size(); k++) {
+            assertArrayEquals(want.get(k), got.get(k), "step " + k);
+        }
+        assertTrue(twin.captures() >= 4, "captures " + twin.captures()); // 1, 3, 1 again, 2
+        assertTrue(twin.launches() >= 4, "launches " + twin.launches());
+    }
+
+    /** Prefills prompts, then decodes the batches of sequences (indices) in turn; each step's logits. */
+    private static List<float[]> steps(Device dev, boolean graphs, int[][] prompts, int[][] batches) {
+        List<float[]> out = new ArrayList<>();
+        try (GpuModel m = GpuModel.load(ModelWeights.open(TestModels.conformanceModel()), dev, GemmPrecision.BF16X3)) {
+            GpuDecodingModel d = new GpuDecodingModel(m, graphs);
+            List<DecodingModel.Cache> caches = new ArrayList<>();
+            for (int[] p : prompts) {
+                caches.add(d.newCache(64));
+            }
+            d.prefill(Arrays.asList(prompts), caches);
+            for (int k = 0; k < batches.length; k++) {
+                int[] b = batches[k];
+                int[] tokens = new int[b.length];
+                DecodingModel.Cache[] cs = new DecodingModel.Cache[b.length];
+                for (int i = 0; i < b.length; i++) {
+                    tokens[i] = (7 * k + 3 * b[i]) % m.config().vocabSize();
+                    cs[i] = caches.get(b[i]);
+                }
+                out.add(d.decode(tokens, cs));
+            }
+            caches.forEach(DecodingModel.Cache::close);
+        }
+        return out;
     }
 
     /** Graphs are given back with the model: device bytes after equal bytes before. */

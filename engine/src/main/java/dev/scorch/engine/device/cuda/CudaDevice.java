@@ -10,6 +10,7 @@ import static org.bytedeco.cuda.global.cublas.cublasDestroy_v2;
 import static org.bytedeco.cuda.global.cublas.cublasGemmBatchedEx;
 import static org.bytedeco.cuda.global.cublas.cublasGemmEx;
 import static org.bytedeco.cuda.global.cublas.cublasSetStream_v2;
+import static org.bytedeco.cuda.global.cublas.cublasSetWorkspace_v2;
 import static org.bytedeco.cuda.global.cudart.CUDA_R_16BF;
 import static org.bytedeco.cuda.global.cudart.CUDA_R_32F;
 import static org.bytedeco.cuda.global.cudart.cudaDeviceSynchronize;
@@ -89,6 +90,8 @@ public final class CudaDevice implements Device {
     private final cublasContext cublas = new cublasContext();
     private final CUstream_st stream = new CUstream_st();
     private boolean capturing; // a graph is being captured from the stream: host operations are refused
+    private static final long CUBLAS_WORKSPACE = 32L << 20; // cuBLAS's own, so a capture allocates none
+    private final Pointer cublasWorkspace = new Pointer();
     private int scratchEpoch; // counts reallocations of the GEMM scratch, whose addresses a graph holds
     private final FloatPointer one = new FloatPointer(1f);
     private final FloatPointer zero = new FloatPointer(0f);
@@ -120,6 +123,8 @@ public final class CudaDevice implements Device {
         kernels = CudaKernels.load(stream);
         Cuda.checkBlas(cublasCreate_v2(cublas), "cublasCreate");
         Cuda.checkBlas(cublasSetStream_v2(cublas, stream), "cublasSetStream");
+        Cuda.check(cudaMalloc(cublasWorkspace, CUBLAS_WORKSPACE), "cudaMalloc(cuBLAS workspace)");
+        Cuda.checkBlas(cublasSetWorkspace_v2(cublas, cublasWorkspace, CUBLAS_WORKSPACE), "cublasSetWorkspace");
     }
 
     /** The device each thread last made current through this class. */
@@ -1211,6 +1216,7 @@ public final class CudaDevice implements Device {
             free(guScratch);
         }
         cublasDestroy_v2(cublas);
+        cudaFree(cublasWorkspace);
         if (bf16Scratch != null) {
             cudaFree(bf16Scratch);
         }
