@@ -308,8 +308,8 @@ public final class DecoderStage implements AutoCloseable {
      * A decode step of a whole model (the first and last stage), one token per row, everything that changes between
      * steps read from device buffers so that the device may capture it as a graph ({@link Device#capture}): logits
      * [rows, vocab] = lm_head(model.norm(layers(embed_tokens[tokens]))), each row's latent and k_pe appended to its
-     * caches at its length (the caller advances the caches after). pass is the step's own; its cos/sin table must
-     * cover every position (a table grown after a capture is a new buffer). The tokens must be in the vocabulary (the
+     * caches at its length (the caller advances the caches after). pass serves decode steps alone (a graph holds its
+     * scratch's addresses); its cos/sin table must cover every position. The tokens must be in the vocabulary (the
      * device does not check them).
      *
      * @param tokens [rows] I32
