@@ -39,6 +39,7 @@ import dev.scorch.engine.device.DequantPlan;
 import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.DeviceGraph;
 import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.GpuDecodingModel;
 import dev.scorch.engine.device.PackedFp8;
 import dev.scorch.engine.device.PackedInt4;
 import dev.scorch.engine.kernels.KernelSelection;
@@ -61,9 +62,10 @@ import org.bytedeco.javacpp.SizeTPointer;
 /**
  * {@link Device} on one NVIDIA GPU through JavaCPP's CUDA presets: memory with cudaMalloc, GEMMs with cuBLAS
  * (BF16 tensor-core GEMMs with fp32 accumulate, or pedantic fp32), every other kernel from Scorch's fatbin
- * ({@link CudaKernels}). Kernels and GEMMs go to the device's own stream, a blocking one: the synchronous copies,
- * memsets and frees on the legacy default stream wait for it and it for them, so work runs in call order and every
- * read back waits for it; the stream is what {@link #capture} records a graph from. Each call first makes this device current on the calling thread (Spark runs tasks on many
+ * ({@link CudaKernels}). Work goes to the legacy default stream, so it runs in call order and every read back waits
+ * for it; with {@link #GRAPHS}, kernels and GEMMs go to a stream of the device's own instead, a blocking one (the
+ * synchronous copies, memsets and frees on the legacy stream wait for it and it for them, so the order is the same),
+ * which {@link #capture} records graphs from. Each call first makes this device current on the calling thread (Spark runs tasks on many
  * threads); callers serialise their use of one instance.
  */
 public final class CudaDevice implements Device {
@@ -88,10 +90,16 @@ public final class CudaDevice implements Device {
     private final String description;
     private final CudaKernels kernels;
     private final cublasContext cublas = new cublasContext();
-    private final CUstream_st stream = new CUstream_st();
+    /**
+     * -Dscorch.cuda.graphs=true: the device's own stream and {@link #capture} as CUDA graphs (off, capture runs the step
+     * again at each launch), as decode steps use them ({@link GpuDecodingModel#GRAPHS}).
+     */
+    static final boolean GRAPHS = Boolean.getBoolean(GpuDecodingModel.GRAPHS);
+
+    private final CUstream_st stream; // with GRAPHS; else null, the legacy default stream
     private boolean capturing; // a graph is being captured from the stream: host operations are refused
-    private static final long CUBLAS_WORKSPACE = 32L << 20; // cuBLAS's own, so a capture allocates none
-    private final Pointer cublasWorkspace = new Pointer();
+    private static final long CUBLAS_WORKSPACE = 32L << 20; // cuBLAS's own with GRAPHS, so a capture allocates none
+    private Pointer cublasWorkspace;
     private int scratchEpoch; // counts reallocations of the GEMM scratch, whose addresses a graph holds
     private final FloatPointer one = new FloatPointer(1f);
     private final FloatPointer zero = new FloatPointer(0f);
@@ -119,12 +127,18 @@ public final class CudaDevice implements Device {
         Cuda.check(cudaGetDeviceProperties(prop, ordinal), "cudaGetDeviceProperties");
         description = "cuda:" + ordinal + " " + prop.name().getString().trim() + " (sm_" + prop.major() + prop.minor()
                 + ", " + prop.multiProcessorCount() + " SMs, " + (prop.totalGlobalMem() >> 20) + " MiB)";
-        Cuda.check(cudaStreamCreate(stream), "cudaStreamCreate");
+        stream = GRAPHS ? new CUstream_st() : null;
+        if (stream != null) {
+            Cuda.check(cudaStreamCreate(stream), "cudaStreamCreate");
+        }
         kernels = CudaKernels.load(stream);
         Cuda.checkBlas(cublasCreate_v2(cublas), "cublasCreate");
-        Cuda.checkBlas(cublasSetStream_v2(cublas, stream), "cublasSetStream");
-        Cuda.check(cudaMalloc(cublasWorkspace, CUBLAS_WORKSPACE), "cudaMalloc(cuBLAS workspace)");
-        Cuda.checkBlas(cublasSetWorkspace_v2(cublas, cublasWorkspace, CUBLAS_WORKSPACE), "cublasSetWorkspace");
+        if (stream != null) {
+            Cuda.checkBlas(cublasSetStream_v2(cublas, stream), "cublasSetStream");
+            cublasWorkspace = new Pointer();
+            Cuda.check(cudaMalloc(cublasWorkspace, CUBLAS_WORKSPACE), "cudaMalloc(cuBLAS workspace)");
+            Cuda.checkBlas(cublasSetWorkspace_v2(cublas, cublasWorkspace, CUBLAS_WORKSPACE), "cublasSetWorkspace");
+        }
     }
 
     /** The device each thread last made current through this class. */
@@ -268,6 +282,9 @@ public final class CudaDevice implements Device {
      */
     @Override
     public DeviceGraph capture(Runnable step) {
+        if (stream == null) {
+            return Device.super.capture(step);
+        }
         return new DeviceGraph() {
             private CUgraphExec_st exec = instantiate(step);
             private int epoch = scratchEpoch;
@@ -1216,7 +1233,9 @@ public final class CudaDevice implements Device {
             free(guScratch);
         }
         cublasDestroy_v2(cublas);
-        cudaFree(cublasWorkspace);
+        if (cublasWorkspace != null) {
+            cudaFree(cublasWorkspace);
+        }
         if (bf16Scratch != null) {
             cudaFree(bf16Scratch);
         }
@@ -1227,7 +1246,9 @@ public final class CudaDevice implements Device {
             cudaFree(dequantScratch);
         }
         kernels.close();
-        cudaStreamDestroy(stream);
+        if (stream != null) {
+            cudaStreamDestroy(stream);
+        }
         one.close();
         zero.close();
         stageF.close();

@@ -27,7 +27,7 @@ final class CudaKernels implements AutoCloseable {
     static final String FATBIN = "scorch_kernels.fatbin";
 
     private final CUmod_st module;
-    private final CUstream_st stream; // every launch's
+    private final CUstream_st stream; // every launch's; null: the legacy default stream
     private static final int MAX_ARGS = 16;
 
     private final Map<String, CUfunc_st> functions = new HashMap<>();
@@ -47,7 +47,7 @@ final class CudaKernels implements AutoCloseable {
         return CudaKernels.class.getResource(FATBIN) != null;
     }
 
-    /** Loads the fatbin into the context current on this thread; launches go to stream. */
+    /** Loads the fatbin into the context current on this thread; launches go to stream (null: the default one). */
     static CudaKernels load(CUstream_st stream) {
         byte[] image;
         try (InputStream in = CudaKernels.class.getResourceAsStream(FATBIN)) {

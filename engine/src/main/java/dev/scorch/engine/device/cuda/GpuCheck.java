@@ -446,6 +446,7 @@ public final class GpuCheck {
             }
             boolean same = Arrays.deepEquals(tokens[0], tokens[1]);
             double d = GpuConformance.maxDiff(last[0], last[1]);
+            r.put("cuda_graphs", CudaDevice.GRAPHS); // else the device reruns the step: the same bits, no graph
             r.put("ms_per_step_without", ms[0]);
             r.put("ms_per_step_with", ms[1]);
             r.put("greedy_tokens_equal", same);
