@@ -261,19 +261,17 @@ extern "C" __global__ void __launch_bounds__(ATTN_THREADS) mla_attention(
 __device__ __forceinline__ float weight_at(const float* w, long i) { return w[i]; }
 __device__ __forceinline__ float weight_at(const __nv_bfloat16* w, long i) { return __bfloat162float(w[i]); }
 
+// Query qi of head h over cache rows 0 .. len - 1 into oi [v_head].
 template <typename W>
-__device__ void mla_decode(const float* q, const float* cache, int past, const W* w, int heads, int qk_nope,
-                           int qk_rope, int v_head, int rank, float scale, float* out) {
+__device__ void mla_decode_query(const float* qi, const float* cache, int len, const W* w, int h, int qk_nope,
+                                 int qk_rope, int v_head, int rank, float scale, float* oi) {
   extern __shared__ float dec_smem[];
   float* lat = dec_smem;                     // [rank]: q_latent, then o_latent
   float* o_part = dec_smem + rank;           // [DEC_WARPS, rank]: each warp's unnormalised o_latent
   float* q_pe = o_part + DEC_WARPS * rank;   // [qk_rope]
   __shared__ float m_part[DEC_WARPS], l_part[DEC_WARPS];
-  int i = blockIdx.x, h = blockIdx.y;
   int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   int width = rank + qk_rope;
-  int len = past + i + 1;
-  const float* qi = q + ((long)i * heads + h) * (qk_nope + qk_rope);
   const W* wk = w + (long)h * (qk_nope + v_head) * rank;  // W_UK [qk_nope, rank]
   const W* wv = wk + (long)qk_nope * rank;                 // W_UV [v_head, rank]
   for (int d = tid; d < qk_rope; d += DEC_THREADS) q_pe[d] = qi[qk_nope + d];
@@ -315,13 +313,32 @@ __device__ void mla_decode(const float* q, const float* cache, int past, const W
     lat[c] = a * inv;
   }
   __syncthreads();
-  float* oi = out + ((long)i * heads + h) * v_head;
   for (int e = warp; e < v_head; e += DEC_WARPS) {
     float a = 0.f;
     for (int c = lane; c < rank; c += 32) a = fmaf(weight_at(wv, (long)e * rank + c), lat[c], a);
     a = warp_sum(a);
     if (lane == 0) oi[e] = a;
   }
+}
+
+// Query i = blockIdx.x (causal: cache rows 0 .. past + i), head h = blockIdx.y.
+template <typename W>
+__device__ void mla_decode(const float* q, const float* cache, int past, const W* w, int heads, int qk_nope,
+                           int qk_rope, int v_head, int rank, float scale, float* out) {
+  int i = blockIdx.x, h = blockIdx.y;
+  mla_decode_query(q + ((long)i * heads + h) * (qk_nope + qk_rope), cache, past + i + 1, w, h, qk_nope, qk_rope, v_head,
+                   rank, scale, out + ((long)i * heads + h) * v_head);
+}
+
+// A decode step's rows, one new token each, lengths and caches read here so that a captured graph serves every step:
+// row r = blockIdx.x over caches[r] (its layer's cache, which holds lengths[r] tokens and then the row's own), head h
+// = blockIdx.y; each row's bits are mla_decode's with past lengths[r]. Twin: HeapDevice.mlaDecodeRows.
+template <typename W>
+__device__ void mla_decode_rows(const float* q, const float* const* caches, const int* lengths, const W* w, int heads,
+                                int qk_nope, int qk_rope, int v_head, int rank, float scale, float* out) {
+  int r = blockIdx.x, h = blockIdx.y;
+  mla_decode_query(q + ((long)r * heads + h) * (qk_nope + qk_rope), caches[r], lengths[r] + 1, w, h, qk_nope, qk_rope,
+                   v_head, rank, scale, out + ((long)r * heads + h) * v_head);
 }
 
 // grid: (rows, heads), block: DEC_THREADS.
@@ -335,6 +352,29 @@ extern "C" __global__ void __launch_bounds__(DEC_THREADS) mla_decode_bf16(
     const float* q, const float* cache, int past, const __nv_bfloat16* w, int heads, int qk_nope, int qk_rope,
     int v_head, int rank, float scale, float* out) {
   mla_decode(q, cache, past, w, heads, qk_nope, qk_rope, v_head, rank, scale, out);
+}
+
+// grid: (rows, heads), block: DEC_THREADS.
+extern "C" __global__ void __launch_bounds__(DEC_THREADS) mla_decode_rows_f32(
+    const float* q, const float* const* caches, const int* lengths, const float* w, int heads, int qk_nope, int qk_rope,
+    int v_head, int rank, float scale, float* out) {
+  mla_decode_rows(q, caches, lengths, w, heads, qk_nope, qk_rope, v_head, rank, scale, out);
+}
+
+extern "C" __global__ void __launch_bounds__(DEC_THREADS) mla_decode_rows_bf16(
+    const float* q, const float* const* caches, const int* lengths, const __nv_bfloat16* w, int heads, int qk_nope,
+    int qk_rope, int v_head, int rank, float scale, float* out) {
+  mla_decode_rows(q, caches, lengths, w, heads, qk_nope, qk_rope, v_head, rank, scale, out);
+}
+
+// A decode step's new latent and k_pe of row r = blockIdx.x into row lengths[r] of its cache caches[r] [capacity,
+// rank + qk_rope], the position read here (a captured graph serves every step). Twin: HeapDevice.cacheAppend.
+extern "C" __global__ void cache_append(const float* latent, const float* k_pe, int rank, int qk_rope,
+                                        float* const* caches, const int* lengths) {
+  int r = blockIdx.x;
+  float* row = caches[r] + (long)lengths[r] * (rank + qk_rope);
+  for (int c = threadIdx.x; c < rank; c += blockDim.x) row[c] = latent[(long)r * rank + c];
+  for (int d = threadIdx.x; d < qk_rope; d += blockDim.x) row[rank + d] = k_pe[(long)r * qk_rope + d];
 }
 
 // MoE combine: y[t, :] = sum over k < top_k (experts in ascending id) of weights[t, k] * ye[slot[t, k], :], the

@@ -26,13 +26,14 @@ final class Arena implements AutoCloseable {
     private final boolean whole; // one allocation per slice: blocks[i] serves the i-th slice, current the next
     private static final int VIEWS = 4; // whole: views kept per slice
     private final List<Buf[]> views = new ArrayList<>(); // whole: the i-th slice's views, the latest first
+    private long allocations; // allocations made: slices taken before one may have moved since
 
     Arena(Device dev, Buf.Kind kind, long initial) {
         this.dev = dev;
         this.kind = kind;
         this.whole = !dev.slicesScratch();
         if (!whole) {
-            blocks.add(dev.alloc(kind, Math.max(ALIGN, initial)));
+            blocks.add(alloc(Math.max(ALIGN, initial)));
         }
     }
 
@@ -40,11 +41,11 @@ final class Arena implements AutoCloseable {
     Buf take(long n) {
         if (whole) {
             if (current == blocks.size()) {
-                blocks.add(dev.alloc(kind, n));
+                blocks.add(alloc(n));
                 views.add(new Buf[VIEWS]);
             } else if (blocks.get(current).length() < n) {
                 dev.free(blocks.get(current));
-                blocks.set(current, dev.alloc(kind, n));
+                blocks.set(current, alloc(n));
             }
             return view(views.get(current), blocks.get(current++), n);
         }
@@ -53,8 +54,7 @@ final class Arena implements AutoCloseable {
             current++;
             used = 0;
             if (current == blocks.size()) {
-                blocks.add(
-                        dev.alloc(kind, Math.max(size, blocks.get(current - 1).length())));
+                blocks.add(alloc(Math.max(size, blocks.get(current - 1).length())));
             }
         }
         Buf b = blocks.get(current).slice(used, n);
@@ -79,6 +79,16 @@ final class Arena implements AutoCloseable {
         System.arraycopy(kept, 0, kept, 1, i); // v first, the others in their order
         kept[0] = v;
         return v;
+    }
+
+    private Buf alloc(long n) {
+        allocations++;
+        return dev.alloc(kind, n);
+    }
+
+    /** Allocations made so far (what a device graph checks before it replays slices taken earlier). */
+    long allocations() {
+        return allocations;
     }
 
     /** Where the next slice would come from. */
@@ -106,7 +116,7 @@ final class Arena implements AutoCloseable {
                 dev.free(b);
             }
             blocks.clear();
-            blocks.add(dev.alloc(kind, peak));
+            blocks.add(alloc(peak));
         }
         current = 0;
         used = 0;

@@ -11,6 +11,8 @@ public final class Buf {
         F32(4),
         I32(4),
         BF16(2),
+        /** Device addresses of buffers ({@link Device#writeAddresses}). */
+        ADDR(8),
         /**
          * An INT4 group-quantised weight kept packed ({@link PackedInt4}: packed words and group scales, each a buffer of
          * its own); made by {@link Device#int4Weight}, never by alloc, and only multiplied. Its length counts weights.

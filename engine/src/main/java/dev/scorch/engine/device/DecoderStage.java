@@ -35,6 +35,7 @@ public final class DecoderStage implements AutoCloseable {
     private final Rope rope;
     private final long weightBytes;
     private final Pass own; // the passes of the forward methods without a Pass of their own
+    private DecodeGraphs graphs; // decode steps as device graphs, once asked for
 
     /** One block: input RMSNorm → MLA → residual → post-attention RMSNorm → dense MLP or MoE → residual. */
     private record Layer(Buf inputLayernorm, MlaAttention selfAttn, Buf postAttentionLayernorm, Mlp mlp, Moe moe) {}
@@ -143,7 +144,7 @@ public final class DecoderStage implements AutoCloseable {
 
     /** Device bytes of the scratch arenas now. */
     public long scratchBytes() {
-        return own.bytes();
+        return own.bytes() + (graphs == null ? 0 : graphs.bytes());
     }
 
     /** A KV cache of this stage's layers for one sequence of up to capacity tokens. */
@@ -266,6 +267,31 @@ public final class DecoderStage implements AutoCloseable {
             }
         }
         begin(pass, batch, caches);
+        x = layers(pass, x, t, caches, routes, boundary);
+        if (caches != null) {
+            for (int s = 0; s < caches.length; s++) {
+                caches[s].advance(batch.seqLen()[s]);
+            }
+        }
+        if (norm == null) {
+            return then.apply(x);
+        }
+        Buf out = floats.take((long) t * hidden);
+        dev.rmsNorm(x, t, hidden, 0, hidden, norm, config.rmsNormEps(), out);
+        return then.apply(out);
+    }
+
+    /**
+     * The blocks over x [T, hidden] (pass's batch set): returns x with every layer's residuals added; caches, routes
+     * and boundary as in {@link #forward(PackedBatch, LatentCache[], int[][], float[], Function,
+     * java.util.function.IntConsumer)}.
+     */
+    private Buf layers(
+            Pass pass, Buf x, int t, LatentCache[] caches, int[][] routes, java.util.function.IntConsumer boundary) {
+        Device dev = pass.dev;
+        Arena floats = pass.floats;
+        Arena ints = pass.ints;
+        int hidden = config.hiddenSize();
         double eps = config.rmsNormEps();
         int moeIndex = firstMoe;
         for (int l = 0; l < layers.length; l++) {
@@ -302,17 +328,45 @@ public final class DecoderStage implements AutoCloseable {
         if (boundary != null) {
             boundary.accept(end);
         }
-        if (caches != null) {
-            for (int s = 0; s < caches.length; s++) {
-                caches[s].advance(batch.seqLen()[s]);
-            }
+        return x;
+    }
+
+    /**
+     * A decode step of a whole model (the first and last stage), one token per row, everything that changes between
+     * steps read from device buffers so that the device may capture it as a graph ({@link Device#capture}): logits
+     * [rows, vocab] = lm_head(model.norm(layers(embed_tokens[tokens]))), each row's latent and k_pe appended to its
+     * caches at its length (the caller advances the caches after). pass serves decode steps alone (a graph holds its
+     * scratch's addresses); its cos/sin table must cover every position. The tokens must be in the vocabulary (the
+     * device does not check them).
+     *
+     * @param tokens [rows] I32
+     * @param in     the rows' lengths and caches ({@link Pass.DecodeInputs}), positions being the lengths
+     * @param shape  a batch of rows one-token sequences (its ids and positions are not read)
+     * @param logits [rows, vocab]
+     */
+    void decodeStep(Pass pass, Buf tokens, Pass.DecodeInputs in, PackedBatch shape, Buf logits) {
+        if (embedTokens == null || lmHead == null) {
+            throw new IllegalStateException("a decode step runs on a stage of the whole model");
         }
-        if (norm == null) {
-            return then.apply(x);
-        }
-        Buf out = floats.take((long) t * hidden);
-        dev.rmsNorm(x, t, hidden, 0, hidden, norm, eps, out);
-        return then.apply(out);
+        Device dev = pass.dev;
+        int t = in.rows();
+        int hidden = config.hiddenSize();
+        pass.floats.reset();
+        pass.ints.reset();
+        pass.packed = shape;
+        pass.past = null;
+        pass.cached = null;
+        pass.precision = precision;
+        pass.rows = DecodeRows.ALL;
+        pass.positions = in.lengths();
+        pass.numTiles = 0;
+        pass.decode = in;
+        Buf x = pass.floats.take((long) t * hidden);
+        dev.gatherRows(embedTokens, tokens, t, hidden, x);
+        x = layers(pass, x, t, null, null, null);
+        Buf out = pass.floats.take((long) t * hidden);
+        dev.rmsNorm(x, t, hidden, 0, hidden, norm, config.rmsNormEps(), out);
+        dev.gemm(out, t, hidden, lmHead, config.vocabSize(), logits, precision);
     }
 
     /**
@@ -358,6 +412,7 @@ public final class DecoderStage implements AutoCloseable {
             }
         }
         pass.packed = batch;
+        pass.decode = null;
         pass.past = past;
         pass.precision = precision;
         pass.rows = DecodeRows.of(batch, past);
@@ -388,6 +443,18 @@ public final class DecoderStage implements AutoCloseable {
         pass.tiles = pass.ints.take(2L * numTiles);
         dev.write(pass.tiles, tiles, 0, 2 * numTiles);
         pass.numTiles = numTiles;
+    }
+
+    /**
+     * A decode step of a whole model through device graphs ({@link DecodeGraphs}): appends tokens[r] to caches[r], each
+     * holding tokens already, and returns the next-token logits [rows, vocab], the bits of {@link #forward} on the same
+     * step.
+     */
+    public synchronized float[] decodeGraphed(int[] tokens, GpuKvCache[] caches) {
+        if (graphs == null) {
+            graphs = new DecodeGraphs(this);
+        }
+        return graphs.decode(tokens, caches);
     }
 
     /** A scratch mark: {@link #releaseScratch} gives back what was taken after it (a logits chunk once read). */
@@ -442,6 +509,9 @@ public final class DecoderStage implements AutoCloseable {
     /** Frees the weights and scratch; the device stays open (it belongs to whoever made it). */
     @Override
     public synchronized void close() {
+        if (graphs != null) {
+            graphs.close();
+        }
         weights.free();
         own.close();
     }

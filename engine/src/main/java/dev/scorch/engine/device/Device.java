@@ -48,6 +48,12 @@ public interface Device extends AutoCloseable {
     }
 
     /**
+     * dst[i] = the device address of src[i], i &lt; src.length, dst an {@link Buf.Kind#ADDR} buffer: a table through
+     * which a kernel finds buffers that change from call to call (a decode step's caches) while its arguments stay fixed.
+     */
+    void writeAddresses(Buf dst, Buf[] src);
+
+    /**
      * Linear weights [out, in] stacked along out (one GEMM computes all of them: q_a_proj with kv_a_proj_with_mqa,
      * gate_proj with up_proj). All share in. INT4 weights of one group size stay packed ({@link PackedInt4}), FP8 block
      * weights of one block width stay as their codes and scales ({@link PackedFp8}), the same whatever the precision:
@@ -332,6 +338,33 @@ public interface Device extends AutoCloseable {
         mlaAttention(q, kv, kPe, keyStart, keyLen, tiles, numTiles, t, heads, qkNope, qkRope, vHead, scale, out);
     }
 
+    /**
+     * A decode step's latents and k_pe into each row's cache, the append position read on the device: for r &lt; rows,
+     * row lengths[r] of caches[r] (an {@link Buf.Kind#ADDR} table of layer caches [capacity, kv_lora_rank + qk_rope],
+     * {@link LatentCache#layer}) = latent[r, :kv_lora_rank] then kPe[r, :qk_rope].
+     */
+    void cacheAppend(Buf latent, Buf kPe, int rows, int kvLoraRank, int qkRope, Buf caches, Buf lengths);
+
+    /**
+     * {@link #mlaDecode} of a decode step, one new token per row, everything that changes between steps read on the
+     * device: row r's query q[r] attends caches[r] (as in {@link #cacheAppend}), which holds lengths[r] tokens before
+     * it and the token itself after them; out [rows, heads, v_head]. Each row's bits are its {@link #mlaDecode}'s with
+     * rows 1 and past lengths[r].
+     */
+    void mlaDecodeRows(
+            Buf q,
+            int rows,
+            Buf caches,
+            Buf lengths,
+            Buf kvBProj,
+            int heads,
+            int qkNope,
+            int qkRope,
+            int vHead,
+            int kvLoraRank,
+            float scale,
+            Buf out);
+
     /** Queries per attention tile (the CUDA kernel's ATTN_Q). */
     int ATTENTION_TILE = 16;
 
@@ -529,6 +562,16 @@ public interface Device extends AutoCloseable {
      */
     default boolean slicesScratch() {
         return true;
+    }
+
+    /**
+     * Records step's device work as a graph without running it; {@link DeviceGraph#launch} runs it. Every call is
+     * recorded with its arguments as given: buffers are read when the graph runs, host numbers are baked. So step must
+     * make no host reads, writes, allocations or synchronisation, and everything that changes between launches must
+     * live in buffers written before each launch. This default records nothing: launch runs step again.
+     */
+    default DeviceGraph capture(Runnable step) {
+        return DeviceGraph.rerun(step);
     }
 
     /** Waits until everything queued so far has run (for timing). */

@@ -1,7 +1,11 @@
 package dev.scorch.engine.device;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import dev.scorch.engine.generation.Completion;
+import dev.scorch.engine.generation.GenerationRequest;
+import dev.scorch.engine.generation.Generator;
 import dev.scorch.engine.runtime.PackedBatch;
+import dev.scorch.engine.sampling.SamplingParams;
 import dev.scorch.engine.scoring.LogSoftmax;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
@@ -9,6 +13,7 @@ import dev.scorch.engine.scoring.SequenceScore;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Set;
 
 /**
  * A GPU model against a conformance golden file (shared/conformance/NAME/golden.json) and against the CPU
@@ -48,6 +53,44 @@ public final class GpuConformance {
                     prompts,
                     firstGreedyMismatch == null ? "" : " (first mismatch: " + firstGreedyMismatch + ")");
         }
+    }
+
+    /**
+     * @param greedyEqual prompts whose greedy continuation with decode graphs equals the golden one
+     * @param sameBits    prompts whose tokens and log-probs with decode graphs equal those without
+     * @param prompts     prompts checked
+     */
+    public record GraphsReport(int greedyEqual, int sameBits, int prompts) {
+        @Override
+        public String toString() {
+            return "greedy golden with graphs " + greedyEqual + "/" + prompts + ", tokens and log-probs as without "
+                    + sameBits + "/" + prompts;
+        }
+    }
+
+    /**
+     * The golden prompts' greedy continuations through the generator, four sequences at a time (the batch changes as
+     * they finish and others join), with decode steps as device graphs ({@link DecodeGraphs}) and without.
+     */
+    public static GraphsReport withGraphs(GpuModel model, JsonNode golden) {
+        List<GenerationRequest> reqs = new ArrayList<>();
+        for (JsonNode p : golden.get("prompts")) {
+            reqs.add(new GenerationRequest(
+                    ints(p.get("token_ids")), SamplingParams.greedy(), 16, Set.of(), List.of(), 1, 0));
+        }
+        Generator.Limits limits = new Generator.Limits(Long.MAX_VALUE, 1 << 20, 4);
+        List<List<Completion>> off = new Generator(new GpuDecodingModel(model, false), limits, null).generate(reqs);
+        List<List<Completion>> on = new Generator(new GpuDecodingModel(model, true), limits, null).generate(reqs);
+        int greedy = 0;
+        int same = 0;
+        for (int i = 0; i < reqs.size(); i++) {
+            Completion a = off.get(i).get(0);
+            Completion b = on.get(i).get(0);
+            greedy +=
+                    Arrays.equals(ints(golden.get("prompts").get(i).get("greedy_continuation")), b.tokenIds()) ? 1 : 0;
+            same += Arrays.equals(a.tokenIds(), b.tokenIds()) && Arrays.equals(a.logprobs(), b.logprobs()) ? 1 : 0;
+        }
+        return new GraphsReport(greedy, same, reqs.size());
     }
 
     public static Report check(GpuModel model, JsonNode golden) {

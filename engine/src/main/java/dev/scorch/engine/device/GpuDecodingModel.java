@@ -11,11 +11,24 @@ import java.util.List;
  * (one per stage per sequence), a pipeline's sequences in micro-batches that flow through its stages at once.
  */
 public final class GpuDecodingModel implements DecodingModel {
-    private final GpuStages model;
+    /** Decode steps as device graphs ({@link DecodeGraphs}): -Dscorch.cuda.graphs=true. */
+    public static final String GRAPHS = "scorch.cuda.graphs";
 
-    /** Decoding on a {@link GpuModel}, a {@link GpuPipeline} or another chain of stages. */
+    private final GpuStages model;
+    private final boolean graphs;
+
+    /** Decoding on a {@link GpuModel}, a {@link GpuPipeline} or another chain of stages; graphs as {@link #GRAPHS}. */
     public GpuDecodingModel(GpuStages model) {
+        this(model, Boolean.getBoolean(GRAPHS));
+    }
+
+    /**
+     * graphs: decode steps of a model on one device (one stage) as device graphs, one per batch size, when every
+     * sequence of the step has cached tokens; the same bits as without.
+     */
+    public GpuDecodingModel(GpuStages model, boolean graphs) {
         this.model = model;
+        this.graphs = graphs && model.stages().size() == 1;
     }
 
     /** A sequence's device KV caches, one per stage (the stage's layers, on its device). */
@@ -58,6 +71,13 @@ public final class GpuDecodingModel implements DecodingModel {
 
     @Override
     public float[] decode(int[] tokens, Cache[] caches) {
+        if (graphs && tokens.length > 0 && java.util.Arrays.stream(caches).allMatch(c -> c.length() > 0)) {
+            GpuKvCache[] kv = new GpuKvCache[caches.length];
+            for (int s = 0; s < kv.length; s++) {
+                kv[s] = kv(caches[s]);
+            }
+            return model.stages().get(0).decodeGraphed(tokens, kv);
+        }
         List<int[]> one = new ArrayList<>(tokens.length);
         for (int token : tokens) {
             one.add(new int[] {token});

@@ -11,12 +11,17 @@ abstract class HeapDevice implements Device {
 
     @Override
     public Buf alloc(Buf.Kind kind, long n) {
-        if (kind != Buf.Kind.F32 && kind != Buf.Kind.I32 && kind != Buf.Kind.BF16) {
+        if (kind != Buf.Kind.F32 && kind != Buf.Kind.I32 && kind != Buf.Kind.BF16 && kind != Buf.Kind.ADDR) {
             throw new IllegalArgumentException(kind + " weights come from their own upload, not alloc");
         }
         int len = Math.toIntExact(n);
         allocated += n * kind.bytes();
-        return new Buf(kind == Buf.Kind.I32 ? new int[len] : new float[len], kind, 0, n);
+        Object storage = switch (kind) {
+            case I32 -> new int[len];
+            case ADDR -> new Buf[len]; // an address is the buffer itself
+            default -> new float[len];
+        };
+        return new Buf(storage, kind, 0, n);
     }
 
     @Override
@@ -66,6 +71,81 @@ abstract class HeapDevice implements Device {
                 off(dst),
                 Math.toIntExact(n));
         return true;
+    }
+
+    @Override
+    public void writeAddresses(Buf dst, Buf[] src) {
+        System.arraycopy(
+                src, 0, addresses(dst.need(Buf.Kind.ADDR, src.length, "writeAddresses")), off(dst), src.length);
+    }
+
+    @Override
+    public void cacheAppend(Buf latent, Buf kPe, int rows, int kvLoraRank, int qkRope, Buf caches, Buf lengths) {
+        int width = kvLoraRank + qkRope;
+        for (int r = 0; r < rows; r++) {
+            Buf cache = cache(caches, r);
+            int at = ints(lengths)[off(lengths) + r];
+            cache.need(Buf.Kind.F32, (long) (at + 1) * width, "cacheAppend cache of row " + r);
+            copyCols(
+                    latent.slice((long) r * kvLoraRank, kvLoraRank),
+                    1,
+                    kvLoraRank,
+                    0,
+                    kvLoraRank,
+                    cache,
+                    width,
+                    at * width);
+            copyCols(kPe.slice((long) r * qkRope, qkRope), 1, qkRope, 0, qkRope, cache, width, at * width + kvLoraRank);
+        }
+    }
+
+    /** Each row as {@link #mlaDecode} of one token over its cache, its length read from lengths. */
+    @Override
+    public void mlaDecodeRows(
+            Buf q,
+            int rows,
+            Buf caches,
+            Buf lengths,
+            Buf kvBProj,
+            int heads,
+            int qkNope,
+            int qkRope,
+            int vHead,
+            int kvLoraRank,
+            float scale,
+            Buf out) {
+        int qRow = heads * (qkNope + qkRope);
+        for (int r = 0; r < rows; r++) {
+            mlaDecode(
+                    q.slice((long) r * qRow, qRow),
+                    1,
+                    cache(caches, r),
+                    ints(lengths)[off(lengths) + r],
+                    kvBProj,
+                    heads,
+                    qkNope,
+                    qkRope,
+                    vHead,
+                    kvLoraRank,
+                    scale,
+                    out.slice((long) r * heads * vHead, (long) heads * vHead));
+        }
+    }
+
+    /** Row r's buffer of an address table. */
+    private static Buf cache(Buf caches, int r) {
+        Buf b = addresses(caches)[off(caches) + r];
+        if (b == null) {
+            throw new IllegalArgumentException("address table entry " + r + " was never written");
+        }
+        return b;
+    }
+
+    static Buf[] addresses(Buf b) {
+        if (!(b.storage() instanceof Buf[] a)) {
+            throw new IllegalArgumentException("not an address buffer of a heap device");
+        }
+        return a;
     }
 
     static float[] floats(Buf b) {

@@ -294,6 +294,43 @@ public final class KernelTwins {
                             },
                             news * heads * v));
         }
+        // A decode step's absorbed attention and cache append, lengths and caches read on the device: three rows over
+        // caches of 40, 300 and 1 tokens, each a slice of one allocation (as the layers of GpuKvCaches), found through
+        // an address table.
+        int[] stepPast = {40, 300, 1};
+        for (int[] dims : decodeDims) {
+            int heads = 3;
+            int nope = dims[0];
+            int rope = dims[1];
+            int v = dims[2];
+            int rank = dims[3];
+            int width = rank + rope;
+            int cap = 302;
+            GemmPrecision p = rank == 256 ? GemmPrecision.FP32 : GemmPrecision.BF16X3;
+            float[] q = random(rnd, 3 * heads * (nope + rope));
+            float[] cache = random(rnd, 3 * cap * width);
+            float[] kvB = random(rnd, heads * (nope + v) * rank);
+            float[] latent = random(rnd, 3 * rank);
+            float[] kPe = random(rnd, 3 * rope);
+            java.util.function.Function<Device, Buf[]> step = dev -> {
+                Buf all = dev.upload(cache);
+                Buf table = dev.alloc(Buf.Kind.ADDR, 3);
+                dev.writeAddresses(table, new Buf[] {
+                    all.slice(2L * cap * width, (long) cap * width),
+                    all.slice(0, (long) cap * width),
+                    all.slice((long) cap * width, (long) cap * width)
+                });
+                Buf lengths = dev.upload(stepPast);
+                dev.cacheAppend(dev.upload(latent), dev.upload(kPe), 3, rank, rope, table, lengths);
+                Buf o = dev.alloc(Buf.Kind.F32, 3L * heads * v);
+                dev.mlaDecodeRows(
+                        dev.upload(q), 3, table, lengths, dev.weight(kvB, p), heads, nope, rope, v, rank, 0.07f, o);
+                return new Buf[] {all, o};
+            };
+            String name = nope + "+" + rope + "/" + v + " rank " + rank;
+            out.put("cacheAppend " + name, diff(a, b, dev -> step.apply(dev)[0], 3 * cap * width));
+            out.put("mlaDecodeRows " + name + " " + p, diff(a, b, dev -> step.apply(dev)[1], 3 * heads * v));
+        }
         // Grouped GEMMs: three groups of 5, 12 and 9 rows, packed (5, 12, 20 rows apart) and at a uniform stride of 12
         // rows (padding a device may compute); only the groups' own rows are compared.
         int[][] layouts = {{0, 5, 17}, {0, 12, 24}};

@@ -89,7 +89,24 @@ final class MlaAttention {
                 qkvA, t, width, qOut, kvLora, kvALayernorm, loraEps, qkRope, p.positions, p.cosSin(), latent, kPe);
         dev.rope(q, t, heads, heads * qHead, qHead, qkNope, qkRope, p.positions, p.cosSin());
         Buf attn = p.floats.take((long) t * heads * vHead); // [T, heads, v_head]
-        if (caches != null) {
+        if (p.decode != null) {
+            // A decode step: lengths and caches from the device, so the same launches serve every step.
+            Buf table = p.decode.layer(layer);
+            dev.cacheAppend(latent, kPe, t, kvLora, qkRope, table, p.decode.lengths());
+            dev.mlaDecodeRows(
+                    q,
+                    t,
+                    table,
+                    p.decode.lengths(),
+                    kvBProjAbsorbed,
+                    heads,
+                    qkNope,
+                    qkRope,
+                    vHead,
+                    kvLora,
+                    softmaxScale,
+                    attn);
+        } else if (caches != null) {
             PackedBatch pb = p.packed;
             for (int s = 0; s < caches.length; s++) {
                 // This pass's latents and k_pe join the sequence's cache, after the p.past[s] it held (the caches

@@ -34,6 +34,7 @@ public final class Pass implements AutoCloseable {
     int numTiles;
     int[] past; // [sequences]: tokens each cache held before this pass; null without caches
     Cached cached; // the sequences with cached tokens (the absorbed form)
+    DecodeInputs decode; // a decode step's device inputs ({@link DecoderStage#decodeStep}); null in other passes
 
     // Arrays kept from pass to pass: host staging grown to the largest pass, the absorbed form's per count.
     int[] hostKeyStart = new int[0];
@@ -56,6 +57,20 @@ public final class Pass implements AutoCloseable {
             rows = new int[n];
             past = new int[n];
             layers = new Buf[n];
+        }
+    }
+
+    /**
+     * A decode step's inputs in fixed device buffers, one token per row: each row's cache length (its token's position,
+     * where its latent is appended) and an address table of each layer's caches.
+     *
+     * @param lengths [rows] I32
+     * @param caches  [layers, stride] ADDR: row r's cache of layer l at l · stride + r, r &lt; rows &lt;= stride
+     */
+    record DecodeInputs(int rows, int stride, Buf lengths, Buf caches) {
+        /** Layer l's caches [rows]. */
+        Buf layer(int l) {
+            return caches.slice((long) l * stride, rows);
         }
     }
 
@@ -97,6 +112,11 @@ public final class Pass implements AutoCloseable {
 
     static int[] grow(int[] a, int n) {
         return a.length >= n ? a : new int[n];
+    }
+
+    /** Allocations the arenas have made (slices taken before may have moved since when it changes). */
+    long allocations() {
+        return floats.allocations() + ints.allocations();
     }
 
     /** Bytes of the arenas now. */

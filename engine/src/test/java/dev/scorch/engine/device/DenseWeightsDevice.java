@@ -173,6 +173,33 @@ final class DenseWeightsDevice implements Device {
     }
 
     @Override
+    public void writeAddresses(Buf dst, Buf[] src) {
+        dev.writeAddresses(dst, src);
+    }
+
+    @Override
+    public void cacheAppend(Buf latent, Buf kPe, int rows, int kvLoraRank, int qkRope, Buf caches, Buf lengths) {
+        dev.cacheAppend(latent, kPe, rows, kvLoraRank, qkRope, caches, lengths);
+    }
+
+    @Override
+    public void mlaDecodeRows(
+            Buf q,
+            int rows,
+            Buf caches,
+            Buf lengths,
+            Buf kvBProj,
+            int heads,
+            int qkNope,
+            int qkRope,
+            int vHead,
+            int kvLoraRank,
+            float scale,
+            Buf out) {
+        dev.mlaDecodeRows(q, rows, caches, lengths, kvBProj, heads, qkNope, qkRope, vHead, kvLoraRank, scale, out);
+    }
+
+    @Override
     public void gemmGrouped(
             Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
         dev.gemmGrouped(x, rowStart, rows, groups, k, w, n, y, precision);

@@ -13,6 +13,6 @@ class KernelTwinsTest {
         for (Map.Entry<String, Double> e : d.entrySet()) {
             assertEquals(0.0, e.getValue(), e.getKey());
         }
-        assertEquals(53, d.size(), d.keySet().toString());
+        assertEquals(57, d.size(), d.keySet().toString());
     }
 }

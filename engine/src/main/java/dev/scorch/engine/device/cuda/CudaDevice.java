@@ -9,6 +9,8 @@ import static org.bytedeco.cuda.global.cublas.cublasCreate_v2;
 import static org.bytedeco.cuda.global.cublas.cublasDestroy_v2;
 import static org.bytedeco.cuda.global.cublas.cublasGemmBatchedEx;
 import static org.bytedeco.cuda.global.cublas.cublasGemmEx;
+import static org.bytedeco.cuda.global.cublas.cublasSetStream_v2;
+import static org.bytedeco.cuda.global.cublas.cublasSetWorkspace_v2;
 import static org.bytedeco.cuda.global.cudart.CUDA_R_16BF;
 import static org.bytedeco.cuda.global.cudart.CUDA_R_32F;
 import static org.bytedeco.cuda.global.cudart.cudaDeviceCanAccessPeer;
@@ -18,6 +20,10 @@ import static org.bytedeco.cuda.global.cudart.cudaErrorPeerAccessAlreadyEnabled;
 import static org.bytedeco.cuda.global.cudart.cudaFree;
 import static org.bytedeco.cuda.global.cudart.cudaGetDeviceProperties;
 import static org.bytedeco.cuda.global.cudart.cudaGetLastError;
+import static org.bytedeco.cuda.global.cudart.cudaGraphDestroy;
+import static org.bytedeco.cuda.global.cudart.cudaGraphExecDestroy;
+import static org.bytedeco.cuda.global.cudart.cudaGraphInstantiate;
+import static org.bytedeco.cuda.global.cudart.cudaGraphLaunch;
 import static org.bytedeco.cuda.global.cudart.cudaMalloc;
 import static org.bytedeco.cuda.global.cudart.cudaMemGetInfo;
 import static org.bytedeco.cuda.global.cudart.cudaMemcpy;
@@ -26,13 +32,20 @@ import static org.bytedeco.cuda.global.cudart.cudaMemcpyHostToDevice;
 import static org.bytedeco.cuda.global.cudart.cudaMemcpyPeerAsync;
 import static org.bytedeco.cuda.global.cudart.cudaMemset;
 import static org.bytedeco.cuda.global.cudart.cudaSetDevice;
+import static org.bytedeco.cuda.global.cudart.cudaStreamBeginCapture;
+import static org.bytedeco.cuda.global.cudart.cudaStreamCaptureModeThreadLocal;
+import static org.bytedeco.cuda.global.cudart.cudaStreamCreate;
+import static org.bytedeco.cuda.global.cudart.cudaStreamDestroy;
+import static org.bytedeco.cuda.global.cudart.cudaStreamEndCapture;
 import static org.bytedeco.cuda.global.cudart.cudaStreamSynchronize;
 
 import dev.scorch.engine.checkpoint.NumberFormats;
 import dev.scorch.engine.device.Buf;
 import dev.scorch.engine.device.DequantPlan;
 import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.DeviceGraph;
 import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.GpuDecodingModel;
 import dev.scorch.engine.device.PackedFp8;
 import dev.scorch.engine.device.PackedInt4;
 import dev.scorch.engine.kernels.KernelSelection;
@@ -40,6 +53,9 @@ import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.model.RouterShape;
 import java.util.function.LongFunction;
 import org.bytedeco.cuda.cublas.cublasContext;
+import org.bytedeco.cuda.cudart.CUgraphExec_st;
+import org.bytedeco.cuda.cudart.CUgraph_st;
+import org.bytedeco.cuda.cudart.CUstream_st;
 import org.bytedeco.cuda.cudart.cudaDeviceProp;
 import org.bytedeco.javacpp.FloatPointer;
 import org.bytedeco.javacpp.IntPointer;
@@ -52,8 +68,10 @@ import org.bytedeco.javacpp.SizeTPointer;
 /**
  * {@link Device} on one NVIDIA GPU through JavaCPP's CUDA presets: memory with cudaMalloc, GEMMs with cuBLAS
  * (BF16 tensor-core GEMMs with fp32 accumulate, or pedantic fp32), every other kernel from Scorch's fatbin
- * ({@link CudaKernels}). All work goes to the legacy default stream, so it runs in call order and every read
- * back waits for it. Each call first makes this device current on the calling thread (Spark runs tasks on many
+ * ({@link CudaKernels}). Work goes to the legacy default stream, so it runs in call order and every read back waits
+ * for it; with {@link #GRAPHS}, kernels and GEMMs go to a stream of the device's own instead, a blocking one (the
+ * synchronous copies, memsets and frees on the legacy stream wait for it and it for them, so the order is the same),
+ * which {@link #capture} records graphs from. Each call first makes this device current on the calling thread (Spark runs tasks on many
  * threads); callers serialise their use of one instance.
  */
 public final class CudaDevice implements Device {
@@ -83,6 +101,17 @@ public final class CudaDevice implements Device {
     private final String description;
     private final CudaKernels kernels;
     private final cublasContext cublas = new cublasContext();
+    /**
+     * -Dscorch.cuda.graphs=true: the device's own stream and {@link #capture} as CUDA graphs (off, capture runs the step
+     * again at each launch), as decode steps use them ({@link GpuDecodingModel#GRAPHS}).
+     */
+    static final boolean GRAPHS = Boolean.getBoolean(GpuDecodingModel.GRAPHS);
+
+    private final CUstream_st stream; // with GRAPHS; else null, the legacy default stream
+    private boolean capturing; // a graph is being captured from the stream: host operations are refused
+    private static final long CUBLAS_WORKSPACE = 32L << 20; // cuBLAS's own with GRAPHS, so a capture allocates none
+    private Pointer cublasWorkspace;
+    private int scratchEpoch; // counts reallocations of the GEMM scratch, whose addresses a graph holds
     private final FloatPointer one = new FloatPointer(1f);
     private final FloatPointer zero = new FloatPointer(0f);
     private Pointer bf16Scratch; // GEMM inputs rounded to BF16
@@ -109,8 +138,18 @@ public final class CudaDevice implements Device {
         Cuda.check(cudaGetDeviceProperties(prop, ordinal), "cudaGetDeviceProperties");
         description = "cuda:" + ordinal + " " + prop.name().getString().trim() + " (sm_" + prop.major() + prop.minor()
                 + ", " + prop.multiProcessorCount() + " SMs, " + (prop.totalGlobalMem() >> 20) + " MiB)";
-        kernels = CudaKernels.load();
+        stream = GRAPHS ? new CUstream_st() : null;
+        if (stream != null) {
+            Cuda.check(cudaStreamCreate(stream), "cudaStreamCreate");
+        }
+        kernels = CudaKernels.load(stream);
         Cuda.checkBlas(cublasCreate_v2(cublas), "cublasCreate");
+        if (stream != null) {
+            Cuda.checkBlas(cublasSetStream_v2(cublas, stream), "cublasSetStream");
+            cublasWorkspace = new Pointer();
+            Cuda.check(cudaMalloc(cublasWorkspace, CUBLAS_WORKSPACE), "cudaMalloc(cuBLAS workspace)");
+            Cuda.checkBlas(cublasSetWorkspace_v2(cublas, cublasWorkspace, CUBLAS_WORKSPACE), "cublasSetWorkspace");
+        }
     }
 
     /** The device each thread last made current through this class. */
@@ -155,7 +194,7 @@ public final class CudaDevice implements Device {
         if (kind == Buf.Kind.INT4 || kind == Buf.Kind.FP8) {
             throw new IllegalArgumentException(kind + " weights come from int4Weight or fp8Weight, not alloc");
         }
-        bind();
+        host("alloc");
         long bytes = Math.max(1, n) * kind.bytes();
         Pointer p = new Pointer();
         Cuda.check(cudaMalloc(p, bytes), "cudaMalloc(" + bytes + " bytes) on " + description);
@@ -176,7 +215,7 @@ public final class CudaDevice implements Device {
             free(p.scaleRows());
             return;
         }
-        bind();
+        host("free");
         if (b.offset() != 0) {
             throw new IllegalArgumentException("free takes a whole allocation, not a slice");
         }
@@ -185,14 +224,14 @@ public final class CudaDevice implements Device {
 
     @Override
     public void zero(Buf b) {
-        bind();
+        host("zero");
         Cuda.check(cudaMemset(ptr(b), 0, b.bytes()), "cudaMemset");
     }
 
     @Override
     public void write(Buf dst, float[] src, int off, int n) {
         dst.need(Buf.Kind.F32, n, "write");
-        bind();
+        host("write");
         stageF = grow(stageF, n, FloatPointer::new);
         stageF.put(src, off, n);
         Cuda.check(cudaMemcpy(ptr(dst), stageF, (long) n * 4, cudaMemcpyHostToDevice), "cudaMemcpy to device");
@@ -201,7 +240,7 @@ public final class CudaDevice implements Device {
     @Override
     public void write(Buf dst, int[] src, int off, int n) {
         dst.need(Buf.Kind.I32, n, "write");
-        bind();
+        host("write");
         stageI = grow(stageI, n, IntPointer::new);
         stageI.put(src, off, n);
         Cuda.check(cudaMemcpy(ptr(dst), stageI, (long) n * 4, cudaMemcpyHostToDevice), "cudaMemcpy to device");
@@ -210,7 +249,7 @@ public final class CudaDevice implements Device {
     @Override
     public void read(Buf src, float[] dst, int off, int n) {
         src.need(Buf.Kind.F32, n, "read");
-        bind();
+        host("read");
         stageF = grow(stageF, n, FloatPointer::new);
         Cuda.check(cudaMemcpy(stageF, ptr(src), (long) n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
         stageF.get(dst, off, n);
@@ -219,7 +258,7 @@ public final class CudaDevice implements Device {
     @Override
     public void read(Buf src, int[] dst, int off, int n) {
         src.need(Buf.Kind.I32, n, "read");
-        bind();
+        host("read");
         stageI = grow(stageI, n, IntPointer::new);
         Cuda.check(cudaMemcpy(stageI, ptr(src), (long) n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
         stageI.get(dst, off, n);
@@ -245,7 +284,7 @@ public final class CudaDevice implements Device {
     void peerCopy(Buf src, CudaDevice peer, Buf dst, long n) {
         src.need(Buf.Kind.F32, n, "peerCopy");
         dst.need(Buf.Kind.F32, n, "peerCopy");
-        bind();
+        host("peerCopy");
         if (peer.ordinal != ordinal && PEERS.add(((long) ordinal << 32) | peer.ordinal)) {
             int[] can = new int[1];
             Cuda.check(cudaDeviceCanAccessPeer(can, ordinal, peer.ordinal), "cudaDeviceCanAccessPeer");
@@ -259,9 +298,104 @@ public final class CudaDevice implements Device {
             }
         }
         Cuda.check(
-                cudaMemcpyPeerAsync(ptr(dst), peer.ordinal, ptr(src), ordinal, n * 4, null),
+                cudaMemcpyPeerAsync(ptr(dst), peer.ordinal, ptr(src), ordinal, n * 4, stream),
                 "cudaMemcpyPeerAsync cuda:" + ordinal + " to cuda:" + peer.ordinal);
-        Cuda.check(cudaStreamSynchronize(null), "cudaStreamSynchronize");
+        Cuda.check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    }
+
+    @Override
+    public void writeAddresses(Buf dst, Buf[] src) {
+        dst.need(Buf.Kind.ADDR, src.length, "writeAddresses");
+        host("writeAddresses");
+        long[] a = new long[src.length];
+        for (int i = 0; i < a.length; i++) {
+            a[i] = ptr(src[i]).address();
+        }
+        stageL = grow(stageL, a.length, LongPointer::new);
+        stageL.put(a, 0, a.length);
+        Cuda.check(cudaMemcpy(ptr(dst), stageL, a.length * 8L, cudaMemcpyHostToDevice), "cudaMemcpy addresses");
+    }
+
+    /** Makes this device current; refuses op while a graph is being captured (it would break or escape the capture). */
+    private void host(String op) {
+        if (capturing) {
+            throw new IllegalStateException(op + " while capturing a CUDA graph: a captured step makes no host reads,"
+                    + " writes, allocations or synchronisation");
+        }
+        bind();
+    }
+
+    /**
+     * A CUDA graph of step's work on the stream (cudaStreamBeginCapture, thread-local mode, to cudaStreamEndCapture),
+     * instantiated. A launch whose graph was captured before the GEMM scratch was reallocated (a larger GEMM ran since)
+     * captures step again first: the graph holds the scratch's old addresses.
+     */
+    @Override
+    public DeviceGraph capture(Runnable step) {
+        if (stream == null) {
+            return Device.super.capture(step);
+        }
+        return new DeviceGraph() {
+            private CUgraphExec_st exec = instantiate(step);
+            private int epoch = scratchEpoch;
+
+            @Override
+            public void launch() {
+                bind();
+                if (exec == null) {
+                    throw new IllegalStateException("launch of a closed CUDA graph");
+                }
+                if (epoch != scratchEpoch) {
+                    cudaGraphExecDestroy(exec);
+                    exec = null;
+                    exec = instantiate(step);
+                    epoch = scratchEpoch;
+                }
+                Cuda.check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+            }
+
+            @Override
+            public void close() {
+                if (exec != null) {
+                    bind();
+                    cudaGraphExecDestroy(exec);
+                    exec = null;
+                }
+            }
+        };
+    }
+
+    private CUgraphExec_st instantiate(Runnable step) {
+        host("capture");
+        Cuda.check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+        CUgraph_st graph = new CUgraph_st();
+        capturing = true;
+        try {
+            step.run();
+        } catch (RuntimeException | Error e) {
+            capturing = false;
+            if (cudaStreamEndCapture(stream, graph) == 0 && !graph.isNull()) {
+                cudaGraphDestroy(graph);
+            }
+            throw e;
+        }
+        capturing = false;
+        Cuda.check(cudaStreamEndCapture(stream, graph), "cudaStreamEndCapture");
+        try {
+            CUgraphExec_st exec = new CUgraphExec_st();
+            Cuda.check(cudaGraphInstantiate(exec, graph, 0L), "cudaGraphInstantiate");
+            return exec;
+        } finally {
+            cudaGraphDestroy(graph);
+        }
+    }
+
+    /** Refuses to reallocate GEMM scratch inside a capture; else counts the reallocation (graphs recapture). */
+    private void scratchGrows(String what) {
+        if (capturing) {
+            throw new IllegalStateException(what + " grows while capturing a CUDA graph: run the step once first");
+        }
+        scratchEpoch++;
     }
 
     /** p from position 0 when it holds n elements, else a new one of at least twice its capacity (p is closed). */
@@ -462,6 +596,7 @@ public final class CudaDevice implements Device {
         long stride = (tileElems * 2 + 255) / 256 * 256; // one BF16 part
         long need = plan.fp32() ? plan.scratchBytes(tileElems) : (plan.weightParts() - 1) * stride + tileElems * 2;
         if (dequantScratchBytes < need) {
+            scratchGrows("the dequantisation scratch");
             if (dequantScratch != null) {
                 Cuda.check(cudaFree(dequantScratch), "cudaFree");
             }
@@ -500,6 +635,7 @@ public final class CudaDevice implements Device {
     private DevicePointer[] split(Buf x, long elems, int parts) {
         long need = parts * elems;
         if (bf16ScratchElems < need) {
+            scratchGrows("the BF16 GEMM scratch");
             if (bf16Scratch != null) {
                 Cuda.check(cudaFree(bf16Scratch), "cudaFree");
             }
@@ -576,6 +712,7 @@ public final class CudaDevice implements Device {
             }
         }
         if (ptrDevElems < ptrs.length) {
+            scratchGrows("the batched GEMM pointers");
             if (ptrDev != null) {
                 Cuda.check(cudaFree(ptrDev), "cudaFree");
             }
@@ -712,6 +849,10 @@ public final class CudaDevice implements Device {
      */
     private void perExpert(
             Buf x, Buf offsets, int slots, int k, Buf[] w, int n, int swigluInter, Buf y, GemmPrecision precision) {
+        if (capturing) {
+            throw new IllegalStateException("the per-expert GEMMs read the group bounds back: a CUDA graph of an MoE"
+                    + " layer needs -D" + KernelSelection.CUDA_MOE_GEMM + "=true");
+        }
         int[] o = new int[w.length + 1];
         read(offsets, o, 0, o.length);
         for (int e = 0; e < w.length; e++) {
@@ -999,14 +1140,7 @@ public final class CudaDevice implements Device {
             int kvLoraRank,
             float scale,
             Buf out) {
-        long shared = ((long) (DEC_WARPS + 1) * kvLoraRank + qkRope) * Float.BYTES;
-        if (shared > DEC_MAX_SHARED) {
-            throw new IllegalArgumentException("the CUDA absorbed attention kernel takes up to " + DEC_MAX_SHARED
-                    + " bytes of shared memory; kv_lora_rank " + kvLoraRank + " needs " + shared);
-        }
-        if (kvBProj.kind() != Buf.Kind.F32 && kvBProj.kind() != Buf.Kind.BF16) {
-            throw new IllegalArgumentException("mlaDecode takes kv_b_proj in F32 or BF16, not " + kvBProj.kind());
-        }
+        int shared = decodeShared(kvBProj, kvLoraRank, qkRope);
         q.need(Buf.Kind.F32, (long) rows * heads * (qkNope + qkRope), "mlaDecode q");
         cache.need(Buf.Kind.F32, (long) (past + rows) * (kvLoraRank + qkRope), "mlaDecode cache");
         kvBProj.need(kvBProj.kind(), (long) heads * (qkNope + vHead) * kvLoraRank, "mlaDecode kv_b_proj");
@@ -1017,7 +1151,7 @@ public final class CudaDevice implements Device {
                 rows,
                 heads,
                 DEC_THREADS,
-                (int) shared,
+                shared,
                 q,
                 cache,
                 past,
@@ -1029,6 +1163,69 @@ public final class CudaDevice implements Device {
                 kvLoraRank,
                 scale,
                 out);
+    }
+
+    @Override
+    public void cacheAppend(Buf latent, Buf kPe, int rows, int kvLoraRank, int qkRope, Buf caches, Buf lengths) {
+        latent.need(Buf.Kind.F32, (long) rows * kvLoraRank, "cacheAppend latent");
+        kPe.need(Buf.Kind.F32, (long) rows * qkRope, "cacheAppend kPe");
+        caches.need(Buf.Kind.ADDR, rows, "cacheAppend caches");
+        lengths.need(Buf.Kind.I32, rows, "cacheAppend lengths");
+        bind();
+        kernels.launch("cache_append", rows, 1, BLOCK, 0, latent, kPe, kvLoraRank, qkRope, caches, lengths);
+    }
+
+    @Override
+    public void mlaDecodeRows(
+            Buf q,
+            int rows,
+            Buf caches,
+            Buf lengths,
+            Buf kvBProj,
+            int heads,
+            int qkNope,
+            int qkRope,
+            int vHead,
+            int kvLoraRank,
+            float scale,
+            Buf out) {
+        int shared = decodeShared(kvBProj, kvLoraRank, qkRope);
+        q.need(Buf.Kind.F32, (long) rows * heads * (qkNope + qkRope), "mlaDecodeRows q");
+        caches.need(Buf.Kind.ADDR, rows, "mlaDecodeRows caches");
+        lengths.need(Buf.Kind.I32, rows, "mlaDecodeRows lengths");
+        kvBProj.need(kvBProj.kind(), (long) heads * (qkNope + vHead) * kvLoraRank, "mlaDecodeRows kv_b_proj");
+        out.need(Buf.Kind.F32, (long) rows * heads * vHead, "mlaDecodeRows out");
+        bind();
+        kernels.launch(
+                kvBProj.kind() == Buf.Kind.BF16 ? "mla_decode_rows_bf16" : "mla_decode_rows_f32",
+                rows,
+                heads,
+                DEC_THREADS,
+                shared,
+                q,
+                caches,
+                lengths,
+                kvBProj,
+                heads,
+                qkNope,
+                qkRope,
+                vHead,
+                kvLoraRank,
+                scale,
+                out);
+    }
+
+    /** The absorbed attention kernels' dynamic shared memory, checked, and their kv_b_proj's kind. */
+    private static int decodeShared(Buf kvBProj, int kvLoraRank, int qkRope) {
+        long shared = ((long) (DEC_WARPS + 1) * kvLoraRank + qkRope) * Float.BYTES;
+        if (shared > DEC_MAX_SHARED) {
+            throw new IllegalArgumentException("the CUDA absorbed attention kernel takes up to " + DEC_MAX_SHARED
+                    + " bytes of shared memory; kv_lora_rank " + kvLoraRank + " needs " + shared);
+        }
+        if (kvBProj.kind() != Buf.Kind.F32 && kvBProj.kind() != Buf.Kind.BF16) {
+            throw new IllegalArgumentException("mlaDecode takes kv_b_proj in F32 or BF16, not " + kvBProj.kind());
+        }
+        return (int) shared;
     }
 
     @Override
@@ -1066,7 +1263,7 @@ public final class CudaDevice implements Device {
 
     @Override
     public void synchronize() {
-        bind();
+        host("synchronize");
         Cuda.check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     }
 
@@ -1086,6 +1283,9 @@ public final class CudaDevice implements Device {
             free(guScratch);
         }
         cublasDestroy_v2(cublas);
+        if (cublasWorkspace != null) {
+            cudaFree(cublasWorkspace);
+        }
         if (bf16Scratch != null) {
             cudaFree(bf16Scratch);
         }
@@ -1096,6 +1296,9 @@ public final class CudaDevice implements Device {
             cudaFree(dequantScratch);
         }
         kernels.close();
+        if (stream != null) {
+            cudaStreamDestroy(stream);
+        }
         one.close();
         zero.close();
         stageF.close();

@@ -27,14 +27,16 @@ final class CudaKernels implements AutoCloseable {
     static final String FATBIN = "scorch_kernels.fatbin";
 
     private final CUmod_st module;
+    private final CUstream_st stream; // every launch's; null: the legacy default stream
     private static final int MAX_ARGS = 16;
 
     private final Map<String, CUfunc_st> functions = new HashMap<>();
     private final LongPointer slots = new LongPointer(MAX_ARGS); // argument values
     private final PointerPointer<Pointer> params = new PointerPointer<>(MAX_ARGS); // params[i] = &slots[i]
 
-    private CudaKernels(CUmod_st module) {
+    private CudaKernels(CUmod_st module, CUstream_st stream) {
         this.module = module;
+        this.stream = stream;
         for (int i = 0; i < MAX_ARGS; i++) {
             params.put(i, new DevicePointer(slots.address() + 8L * i));
         }
@@ -45,8 +47,8 @@ final class CudaKernels implements AutoCloseable {
         return CudaKernels.class.getResource(FATBIN) != null;
     }
 
-    /** Loads the fatbin into the context current on this thread. */
-    static CudaKernels load() {
+    /** Loads the fatbin into the context current on this thread; launches go to stream (null: the default one). */
+    static CudaKernels load(CUstream_st stream) {
         byte[] image;
         try (InputStream in = CudaKernels.class.getResourceAsStream(FATBIN)) {
             if (in == null) {
@@ -61,7 +63,7 @@ final class CudaKernels implements AutoCloseable {
         try (BytePointer bytes = new BytePointer(image)) {
             Cuda.checkDriver(cuModuleLoadData(module, bytes), "cuModuleLoadData(" + FATBIN + ")");
         }
-        return new CudaKernels(module);
+        return new CudaKernels(module, stream);
     }
 
     private CUfunc_st function(String name) {
@@ -74,7 +76,7 @@ final class CudaKernels implements AutoCloseable {
 
     /**
      * Launches kernel name on a (gridX, gridY) grid of block threads with shared bytes of dynamic shared memory,
-     * on the default stream. Arguments: {@link Buf} and {@link Pointer} (device addresses), Integer, Long, Float.
+     * on the stream. Arguments: {@link Buf} and {@link Pointer} (device addresses), Integer, Long, Float.
      */
     synchronized void launch(String name, int gridX, int gridY, int block, int shared, Object... args) {
         if (gridX == 0 || gridY == 0) {
@@ -105,8 +107,7 @@ final class CudaKernels implements AutoCloseable {
             slots.put(i, v);
         }
         Cuda.checkDriver(
-                cuLaunchKernel(
-                        f, gridX, gridY, 1, block, 1, 1, shared, (CUstream_st) null, params, (PointerPointer<?>) null),
+                cuLaunchKernel(f, gridX, gridY, 1, block, 1, 1, shared, stream, params, (PointerPointer<?>) null),
                 "cuLaunchKernel(" + name + ", grid " + gridX + "x" + gridY + ", block " + block + ")");
     }
 

@@ -97,6 +97,7 @@ public final class GpuCheck {
                 GpuConformance.Report r = GpuConformance.check(m, golden);
                 System.out.println("conformance " + p + ": " + r);
                 conf.set(p.name(), JSON.valueToTree(r));
+                greedyWithGraphs(m, golden, conf.putObject(p.name() + "_decode_graphs"));
             } catch (RuntimeException e) {
                 e.printStackTrace(System.out);
                 conf.put(p.name(), "FAILED: " + e);
@@ -380,6 +381,8 @@ public final class GpuCheck {
                     prefill(scorer, c, 32, 512, s);
                     decode(m, c, 1, 128, 128, s);
                     decode(m, c, 16, 128, 64, s);
+                    decodeGraphs(m, c, 1, 128, 128, s);
+                    decodeGraphs(m, c, 16, 128, 64, s);
                 }
             } catch (RuntimeException e) {
                 e.printStackTrace(System.out);
@@ -494,6 +497,72 @@ public final class GpuCheck {
         System.out.printf(
                 "  decode batch %d (prompt %d, %d steps, greedy, logits to the host each step): %.0f tokens/s, %.2f ms/step%n",
                 batch, prompt, steps, batch / step, step * 1e3);
+    }
+
+    /** The golden prompts' greedy continuations with decode steps as CUDA graphs ({@link GpuConformance#withGraphs}). */
+    private static void greedyWithGraphs(GpuModel m, JsonNode golden, ObjectNode into) {
+        try {
+            GpuConformance.GraphsReport r = GpuConformance.withGraphs(m, golden);
+            into.put("greedy_golden_with_graphs", r.greedyEqual() + "/" + r.prompts());
+            into.put("same_bits_as_without_graphs", r.sameBits() + "/" + r.prompts());
+            System.out.println("  decode graphs: " + r);
+        } catch (RuntimeException e) {
+            e.printStackTrace(System.out);
+            into.put("error", e.toString());
+        }
+    }
+
+    /**
+     * Greedy decode steps of batch sequences with CUDA graphs (one launch a step) and without, from the same prompts:
+     * ms per step each way, whether every step's tokens agree and the largest logit difference.
+     */
+    static void decodeGraphs(GpuModel m, ModelConfig c, int batch, int prompt, int steps, ObjectNode into) {
+        ObjectNode r = into.putObject("decode_graphs_b" + batch);
+        try {
+            List<ScoreRequest> ps = PrefillBenchmark.randomRequests(c.vocabSize(), batch, prompt, 9);
+            int[][][] tokens = new int[2][steps][];
+            float[][] last = new float[2][];
+            double[] ms = new double[2];
+            for (int graphs = 0; graphs < 2; graphs++) {
+                GpuKvCache[] caches = new GpuKvCache[batch];
+                List<int[]> seqs = new ArrayList<>();
+                for (int b = 0; b < batch; b++) {
+                    caches[b] = m.newCache(prompt + steps + 1);
+                    seqs.add(ps.get(b).tokens());
+                }
+                float[] logits = m.nextTokenLogits(PackedBatch.of(seqs), caches);
+                long t0 = 0;
+                for (int s = 0; s < steps; s++) {
+                    if (s == 1) {
+                        t0 = System.nanoTime(); // after the first step, which captures the graph
+                    }
+                    PackedBatch next = GpuKvCache.greedyStep(logits, c.vocabSize(), caches);
+                    tokens[graphs][s] = next.tokens();
+                    logits = graphs == 1
+                            ? m.stage().decodeGraphed(next.tokens(), caches)
+                            : m.nextTokenLogits(next, caches);
+                }
+                ms[graphs] = (System.nanoTime() - t0) / 1e6 / (steps - 1);
+                last[graphs] = logits;
+                for (GpuKvCache k : caches) {
+                    k.close();
+                }
+            }
+            boolean same = Arrays.deepEquals(tokens[0], tokens[1]);
+            double d = GpuConformance.maxDiff(last[0], last[1]);
+            r.put("cuda_graphs", CudaDevice.GRAPHS); // else the device reruns the step: the same bits, no graph
+            r.put("ms_per_step_without", ms[0]);
+            r.put("ms_per_step_with", ms[1]);
+            r.put("greedy_tokens_equal", same);
+            r.put("last_step_max_abs_dlogit", d);
+            System.out.printf(
+                    "  decode batch %d with CUDA graphs: %.2f ms/step (without %.2f), greedy tokens equal %b, last step max"
+                            + " |dlogit| %.3g%n",
+                    batch, ms[1], ms[0], same, d);
+        } catch (RuntimeException e) {
+            e.printStackTrace(System.out);
+            r.put("error", e.toString());
+        }
     }
 
     private static void writePrompts(List<ScoreRequest> reqs, List<SequenceScore> cpu, Path file)

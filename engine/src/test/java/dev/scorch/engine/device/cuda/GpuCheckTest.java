@@ -9,6 +9,8 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.scorch.engine.device.Buf;
 import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.GpuModel;
+import dev.scorch.engine.device.GraphTwin;
 import dev.scorch.engine.device.HostDevice;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.scoring.LogitsMode;
@@ -81,5 +83,19 @@ class GpuCheckTest {
                     }
                     return r;
                 });
+    }
+
+    /** The device check's decode-graphs line on the INT4 demo through the CPU twin of graph capture. */
+    @Test
+    void decodeGraphsReportsBothWays() {
+        ObjectNode into = new ObjectMapper().createObjectNode();
+        try (GpuModel m = GpuModel.load(
+                ModelWeights.open(DemoModels.tinyInt4()), new GraphTwin(new HostDevice()), GemmPrecision.BF16X3)) {
+            GpuCheck.decodeGraphs(m, m.config(), 2, 5, 6, into);
+        }
+        ObjectNode r = (ObjectNode) into.get("decode_graphs_b2");
+        assertTrue(r.get("greedy_tokens_equal").asBoolean(), r.toString());
+        assertEquals(0.0, r.get("last_step_max_abs_dlogit").asDouble(), r.toString());
+        assertTrue(r.get("ms_per_step_with").asDouble() > 0, r.toString());
     }
 }

@@ -1,0 +1,26 @@
+package dev.scorch.engine.device;
+
+/**
+ * A device's work recorded once ({@link Device#capture}) and launched many times: on a GPU, a CUDA graph, one launch
+ * for a decode step's hundreds of kernels.
+ */
+public interface DeviceGraph extends AutoCloseable {
+    /** Runs the recorded work, in order after what was queued before. */
+    void launch();
+
+    @Override
+    void close();
+
+    /** A graph of a device that cannot capture: each launch runs step again. */
+    static DeviceGraph rerun(Runnable step) {
+        return new DeviceGraph() {
+            @Override
+            public void launch() {
+                step.run();
+            }
+
+            @Override
+            public void close() {}
+        };
+    }
+}
