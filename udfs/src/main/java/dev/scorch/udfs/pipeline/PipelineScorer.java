@@ -94,13 +94,7 @@ final class PipelineScorer implements BatchScorer, AutoCloseable {
     /** The oldest batch in the ring, back with its hidden states: the same batch, or the ring has gone wrong. */
     private StageFrame receive() throws IOException {
         StageFrame want = sent.poll();
-        StageFrame back;
-        try {
-            back = ring.up().receive();
-        } catch (IOException e) {
-            sender.check(); // a failed send closed the ring: report that rather than the read it broke
-            throw e;
-        }
+        StageFrame back = sender.receive(ring.up());
         if (back.kind() != StageFrame.Kind.BATCH
                 || back.seq() != want.seq()
                 || back.hidden() == null
@@ -120,7 +114,7 @@ final class PipelineScorer implements BatchScorer, AutoCloseable {
         try {
             sender.send(StageFrame.end(seq));
             sender.flush();
-            StageFrame back = ring.up().receive();
+            StageFrame back = sender.receive(ring.up());
             if (back.kind() != StageFrame.Kind.END || back.seq() != seq) {
                 throw new IOException("the last stage sent the end after " + seq + " batches and got " + back + " from "
                         + ring.up().peer());

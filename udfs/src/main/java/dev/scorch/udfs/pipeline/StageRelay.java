@@ -19,13 +19,7 @@ final class StageRelay {
                 ring.down(), 1, "scorch-pipeline-send-to-" + ring.down().peer(), ring::close)) {
             long expected = 0;
             while (true) {
-                StageFrame f;
-                try {
-                    f = ring.up().receive();
-                } catch (IOException e) {
-                    sender.check(); // a failed send closed the ring: report that rather than the read it broke
-                    throw e;
-                }
+                StageFrame f = sender.receive(ring.up());
                 if (f.seq() != expected) {
                     throw new IOException("stage " + index + " expected batch #" + expected + " from "
                             + ring.up().peer() + " but got " + f);

@@ -60,6 +60,19 @@ final class StageSender implements AutoCloseable {
         }
     }
 
+    /**
+     * The next frame from up, the stage's incoming link: a failed write closes the ring, breaking this read, so the
+     * write's failure is the one reported.
+     */
+    StageFrame receive(StageLink up) throws IOException {
+        try {
+            return up.receive();
+        } catch (IOException e) {
+            check();
+            throw e;
+        }
+    }
+
     /** Throws the failure of an earlier write, if there was one. */
     void check() throws IOException {
         IOException e = failure;
