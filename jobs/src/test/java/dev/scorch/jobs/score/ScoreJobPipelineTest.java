@@ -35,7 +35,7 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * The score job with --pipeline-nodes on a local[3] master: the conformance model's 3 layers split over 1, 2 and 3
  * stages, each a task of one Spark barrier stage on HostDevice, handing fp32 hidden states to the next over TCP on
- * 127.0.0.1. Every good row's log-probs equal, bit for bit, those of one HostDevice holding the whole model (GpuScorer,
+ * 127.0.0.1, three batches in the pipeline at once. Every good row's log-probs equal, bit for bit, those of one HostDevice holding the whole model (GpuScorer,
  * the same precision); error rows are the single-process job's; a stage that fails once makes Spark rerun the whole
  * barrier stage and every row still comes out exactly once; a run whose second slice keeps failing is finished by
  * --resume.
@@ -66,6 +66,7 @@ class ScoreJobPipelineTest {
                 .config("spark.driver.bindAddress", "127.0.0.1")
                 .config("spark.scorch.pipeline.connectTimeout", "60s")
                 .config("spark.scorch.pipeline.idleTimeout", "120s")
+                .config("spark.scorch.pipeline.batchesInFlight", "3") // several in flight at every failure
                 .getOrCreate();
 
         input = writeInput(tmp);

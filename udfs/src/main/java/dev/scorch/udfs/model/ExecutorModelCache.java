@@ -217,6 +217,14 @@ public final class ExecutorModelCache {
         for (Device d : devs) {
             smallest = Math.min(smallest, d.totalBytes());
         }
+        return planSettings(smallest, devs.size(), GpuPipeline.MICRO_BATCH_TOKENS, conf);
+    }
+
+    /**
+     * The plan's settings for gpus GPUs of gpuBytes each and batches of batchTokens: with the RAPIDS plugin in conf's
+     * spark.plugins, its pool and reserve as {@link #pipelineSettings} counts them; without it (or conf null) neither.
+     */
+    public static GpuPlan.Settings planSettings(long gpuBytes, int gpus, int batchTokens, SparkConf conf) {
         double rmm = 0;
         long reserve = 0;
         if (conf != null
@@ -227,7 +235,7 @@ public final class ExecutorModelCache {
                     ? conf.getSizeAsBytes("spark.rapids.memory.gpu.reserve")
                     : 1_000_000_000L;
         }
-        return new GpuPlan.Settings(smallest, devs.size(), rmm, reserve, GpuPipeline.MICRO_BATCH_TOKENS);
+        return new GpuPlan.Settings(gpuBytes, gpus, rmm, reserve, batchTokens);
     }
 
     public static Ops ops(int threads) {

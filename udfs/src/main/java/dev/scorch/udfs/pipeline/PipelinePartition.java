@@ -40,6 +40,19 @@ public final class PipelinePartition implements FlatMapFunction<Iterator<Interna
     /** Spark setting: how long a stage waits for its neighbour's next bytes before it fails (a Spark duration). */
     public static final String IDLE_TIMEOUT_CONF = "spark.scorch.pipeline.idleTimeout";
 
+    /**
+     * Spark setting: the most batches in the pipeline at once, counting the one the last stage scores (default: the
+     * number of stages, so that each can work on one; 1: one stage works at a time). A stage holds at most three
+     * batches' hidden states whatever it is; the last stage keeps that many batches' token ids.
+     */
+    public static final String BATCHES_IN_FLIGHT_CONF = "spark.scorch.pipeline.batchesInFlight";
+
+    /**
+     * A window holds this many times the batches in flight (in tokens), so that the ring, which drains at the end of
+     * each window, is full for most of it.
+     */
+    static final int WINDOW_FLIGHTS = 8;
+
     private final ModelSource source;
     private final ScoreOptions options;
     private final ScorePartition rows;
@@ -66,12 +79,25 @@ public final class PipelinePartition implements FlatMapFunction<Iterator<Interna
         int n = tasks.length;
         int index = tc.partitionId();
         LoadedModel loaded = ExecutorModelCache.load(source);
-        int[] range = layers(loaded.model().config().numHiddenLayers(), n, index);
         BackendChoice choice = BackendChoice.choose(options.backend(), TaskGpus.of(tc), Cuda::probe);
         List<Integer> gpus = choice.cuda() ? TaskGpus.ordinals(TaskGpus.of(tc), choice.gpuOrdinal()) : List.of(0);
-        StageEngine engine =
-                StageCache.stage(source, loaded, range[0], range[1], gpus, choice.cuda(), options.gpuPrecision());
         SparkConf conf = SparkEnv.get().conf();
+        StageSplit.Devices mine = choice.cuda()
+                ? new StageSplit.Devices(gpus.size(), StageCache.gpuBytes(gpus))
+                : new StageSplit.Devices(0, 0);
+        int[][] split = StageSplit.of(
+                StageSplit.exchange(message -> Arrays.asList(tc.allGather(message)), mine),
+                loaded.model().config(),
+                options.gpuPrecision(),
+                options.maxBatchTokens(),
+                d -> ExecutorModelCache.planSettings(d.gpuBytes(), d.gpus(), options.maxBatchTokens(), conf));
+        int first = 0;
+        for (int i = 0; i < index; i++) {
+            first += Arrays.stream(split[i]).sum();
+        }
+        int[] range = {first, first + Arrays.stream(split[index]).sum()};
+        StageEngine engine =
+                StageCache.stage(source, loaded, first, split[index], gpus, choice.cuda(), options.gpuPrecision());
         String host = host(tasks[index].address());
         LOG.info(
                 "scorch pipeline: stage {} of {} (layers [{}, {}), {}), attempt {} of Spark stage {}, at {}",
@@ -79,7 +105,7 @@ public final class PipelinePartition implements FlatMapFunction<Iterator<Interna
                 n,
                 range[0],
                 range[1],
-                choice.cuda() ? "cuda:" + gpus : "host device",
+                choice.cuda() ? "cuda:" + gpus + " layers " + Arrays.toString(split[index]) : "host device",
                 tc.stageAttemptNumber(),
                 tc.stageId(),
                 host);
@@ -113,14 +139,17 @@ public final class PipelinePartition implements FlatMapFunction<Iterator<Interna
             LOG.info("scorch pipeline: stage {} of {} relayed {} batches", index, n, batches);
             return Collections.emptyIterator();
         }
-        PipelineScorer scorer = new PipelineScorer(ring, engine);
+        int inFlight = conf.getInt(BATCHES_IN_FLIGHT_CONF, n);
+        PipelineScorer scorer = new PipelineScorer(ring, engine, inFlight, hook);
+        tc.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) ctx -> scorer.close());
         return rows.score(
                 input,
                 loaded,
-                new HookedScorer(scorer, hook),
+                scorer,
                 options.maxBatchTokens(),
-                0,
-                "pipeline stage " + index + " of " + n + " (Spark stage " + tc.stageId() + ")",
+                n > 1 ? (long) WINDOW_FLIGHTS * inFlight * options.maxBatchTokens() : 0,
+                "pipeline stage " + index + " of " + n + " (Spark stage " + tc.stageId() + "), " + inFlight
+                        + " batches in flight",
                 scorer::finish);
     }
 
@@ -129,15 +158,5 @@ public final class PipelinePartition implements FlatMapFunction<Iterator<Interna
         int colon = address.lastIndexOf(':');
         String h = colon < 0 ? address : address.substring(0, colon);
         return h.startsWith("[") && h.endsWith("]") ? h.substring(1, h.length() - 1) : h;
-    }
-
-    /** The last stage's scorer with a test's failure hook after each batch. */
-    private record HookedScorer(PipelineScorer scorer, Runnable hook) implements dev.scorch.engine.scoring.BatchScorer {
-        @Override
-        public void score(
-                List<dev.scorch.engine.scoring.ScoreRequest> requests, dev.scorch.engine.scoring.BatchScores into) {
-            scorer.score(requests, into);
-            hook.run();
-        }
     }
 }

@@ -6,26 +6,74 @@ import dev.scorch.engine.scoring.BatchScores;
 import dev.scorch.engine.scoring.ScoreRequest;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.util.ArrayDeque;
 import java.util.Arrays;
 import java.util.List;
 
 /**
  * The last stage's scorer: each batch's token ids go round the ring to the first stage, its hidden states come back
- * through the other stages, and the last stage's layers, model.norm, lm_head and log-softmax score it here. One
- * batch is in flight at a time. With no ring (a pipeline of one stage) it scores alone.
+ * through the other stages, and the last stage's layers, model.norm, lm_head and log-softmax score it here. Of the
+ * batches given together ({@link #scoreAll}), up to inFlight are in the pipeline at once, the one this stage scores
+ * included, so the stages work on different batches at the same time (inFlight = 1: one stage at a time); each batch
+ * that comes back is checked against what was sent, in order, and once it is scored the next one is sent. With no
+ * ring (a pipeline of one stage) it scores alone.
  */
-final class PipelineScorer implements BatchScorer {
+final class PipelineScorer implements BatchScorer, AutoCloseable {
     private final StageRing ring; // null for a single stage
     private final StageEngine engine;
-    private long seq;
+    private final int inFlight;
+    private final Runnable afterBatch;
+    private final StageSender sender; // the ring's down link: token frames to the first stage
+    private final ArrayDeque<StageFrame> sent = new ArrayDeque<>(); // the token frames in the ring, oldest first
+    private long seq; // the next batch's number
 
-    PipelineScorer(StageRing ring, StageEngine engine) {
+    /**
+     * @param inFlight   the most batches in the pipeline at once, at least 1
+     * @param afterBatch runs after each batch is scored (a test's failure hook)
+     */
+    PipelineScorer(StageRing ring, StageEngine engine, int inFlight, Runnable afterBatch) {
+        if (inFlight < 1) {
+            throw new IllegalArgumentException(inFlight + " batches in flight: at least 1");
+        }
         this.ring = ring;
         this.engine = engine;
+        this.inFlight = inFlight;
+        this.afterBatch = afterBatch;
+        this.sender = ring == null
+                ? null
+                : new StageSender(
+                        ring.down(),
+                        inFlight + 1,
+                        "scorch-pipeline-send-to-" + ring.down().peer(),
+                        ring::close);
     }
 
     @Override
     public void score(List<ScoreRequest> requests, BatchScores into) {
+        scoreAll(List.of(requests), List.of(into));
+    }
+
+    @Override
+    public void scoreAll(List<List<ScoreRequest>> batches, List<BatchScores> into) {
+        int n = batches.size();
+        try {
+            for (int k = 0; k < Math.min(inFlight, n); k++) {
+                send(batches.get(k));
+            }
+            for (int k = 0; k < n; k++) {
+                StageFrame back = ring == null ? sent.poll() : receive();
+                engine.score(batches.get(k), pack(back.seqLen(), back.tokens()), back.hidden(), into.get(k));
+                if (k + inFlight < n) {
+                    send(batches.get(k + inFlight));
+                }
+                afterBatch.run();
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    private void send(List<ScoreRequest> requests) throws IOException {
         int[] seqLen = new int[requests.size()];
         int total = 0;
         for (int s = 0; s < seqLen.length; s++) {
@@ -36,27 +84,26 @@ final class PipelineScorer implements BatchScorer {
         for (int s = 0, at = 0; s < seqLen.length; at += seqLen[s++]) {
             System.arraycopy(requests.get(s).tokens(), 0, tokens, at, seqLen[s]);
         }
-        PackedBatch batch = pack(seqLen, tokens);
-        float[] in = null;
-        if (ring != null) {
-            try {
-                ring.down().send(StageFrame.tokens(seq, seqLen, tokens));
-                StageFrame back = ring.up().receive();
-                if (back.kind() != StageFrame.Kind.BATCH
-                        || back.seq() != seq
-                        || back.hidden() == null
-                        || !Arrays.equals(back.seqLen(), seqLen)
-                        || !Arrays.equals(back.tokens(), tokens)) {
-                    throw new IOException("the last stage sent batch #" + seq + " round and got " + back + " from "
-                            + ring.up().peer() + ": not the same batch with hidden states");
-                }
-                in = back.hidden();
-            } catch (IOException e) {
-                throw new UncheckedIOException(e);
-            }
+        StageFrame f = StageFrame.tokens(seq++, seqLen, tokens);
+        sent.add(f);
+        if (sender != null) {
+            sender.send(f);
         }
-        engine.score(requests, batch, in, into);
-        seq++;
+    }
+
+    /** The oldest batch in the ring, back with its hidden states: the same batch, or the ring has gone wrong. */
+    private StageFrame receive() throws IOException {
+        StageFrame want = sent.poll();
+        StageFrame back = sender.receive(ring.up());
+        if (back.kind() != StageFrame.Kind.BATCH
+                || back.seq() != want.seq()
+                || back.hidden() == null
+                || !Arrays.equals(back.seqLen(), want.seqLen())
+                || !Arrays.equals(back.tokens(), want.tokens())) {
+            throw new IOException("the last stage sent batch #" + want.seq() + " round and got " + back + " from "
+                    + ring.up().peer() + ": not the same batch with hidden states");
+        }
+        return back;
     }
 
     /** Tells the other stages the stream has ended and waits for the end to come round: every stage is done. */
@@ -65,8 +112,9 @@ final class PipelineScorer implements BatchScorer {
             return;
         }
         try {
-            ring.down().send(StageFrame.end(seq));
-            StageFrame back = ring.up().receive();
+            sender.send(StageFrame.end(seq));
+            sender.flush();
+            StageFrame back = sender.receive(ring.up());
             if (back.kind() != StageFrame.Kind.END || back.seq() != seq) {
                 throw new IOException("the last stage sent the end after " + seq + " batches and got " + back + " from "
                         + ring.up().peer());
@@ -76,9 +124,11 @@ final class PipelineScorer implements BatchScorer {
         }
     }
 
-    /** Batches scored so far. */
-    long batches() {
-        return seq;
+    @Override
+    public void close() {
+        if (sender != null) {
+            sender.close();
+        }
     }
 
     /** Sequences packed end to end, positions from 0 (as the scorers pack them). */

@@ -29,33 +29,53 @@ import java.util.concurrent.ConcurrentHashMap;
 final class StageCache {
     private static final Map<Key, DeviceChain> STAGES = new ConcurrentHashMap<>();
 
-    private record Key(String contentHash, int first, int end, List<Integer> ordinals, boolean cuda, GemmPrecision p) {}
+    private static final Map<Integer, Long> GPU_BYTES = new ConcurrentHashMap<>();
+
+    private record Key(
+            String contentHash,
+            int first,
+            List<Integer> perDevice,
+            List<Integer> ordinals,
+            boolean cuda,
+            GemmPrecision p) {}
 
     private StageCache() {}
 
     /**
-     * The stage of layers [first, end) on the task's devices: one CUDA device per ordinal (a node's GPUs, which the task
-     * owns), or as many HostDevices where CUDA is not used; the range split evenly between them.
+     * The stage of layers [first, first + sum(perDevice)) on the task's devices: device d (one CUDA device per ordinal,
+     * a node's GPUs, which the task owns; or a HostDevice each where CUDA is not used) holding the next perDevice[d]
+     * layers, a device of none left out.
      */
     static StageEngine stage(
             ModelSource source,
             LoadedModel loaded,
             int first,
-            int end,
+            int[] perDevice,
             List<Integer> ordinals,
             boolean cuda,
             GemmPrecision precision) {
-        Key key = new Key(source.manifest().contentHash(), first, end, List.copyOf(ordinals), cuda, precision);
+        if (perDevice.length != ordinals.size()) {
+            throw new IllegalArgumentException(
+                    "a split over " + perDevice.length + " devices for the task's " + ordinals.size());
+        }
+        Key key = new Key(
+                source.manifest().contentHash(),
+                first,
+                Arrays.stream(perDevice).boxed().toList(),
+                List.copyOf(ordinals),
+                cuda,
+                precision);
         return STAGES.computeIfAbsent(key, k -> {
             ModelWeights w = ModelWeights.open(loaded.folder());
-            int devices = Math.min(ordinals.size(), end - first);
-            List<DecoderStage> stages = new ArrayList<>(devices);
+            List<DecoderStage> stages = new ArrayList<>();
             try {
-                for (int d = 0; d < devices; d++) {
-                    int[] sub = PipelinePartition.layers(end - first, devices, d);
+                for (int d = 0, at = first; d < perDevice.length; at += perDevice[d++]) {
+                    if (perDevice[d] == 0) {
+                        continue;
+                    }
                     Device dev = cuda ? new CudaDevice(ordinals.get(d)) : new HostDevice();
                     try {
-                        stages.add(DecoderStage.load(w, dev, precision, first + sub[0], first + sub[1]));
+                        stages.add(DecoderStage.load(w, dev, precision, at, at + perDevice[d]));
                     } catch (RuntimeException | Error e) {
                         dev.close();
                         throw e;
@@ -70,6 +90,22 @@ final class StageCache {
                 throw e;
             }
         });
+    }
+
+    /**
+     * The smallest total memory of the GPUs of these ordinals, read once per ordinal and JVM (a device opened and
+     * closed before the stage loads: the pipeline's split needs every stage's before any loads).
+     */
+    static long gpuBytes(List<Integer> ordinals) {
+        long smallest = Long.MAX_VALUE;
+        for (int o : ordinals) {
+            smallest = Math.min(smallest, GPU_BYTES.computeIfAbsent(o, k -> {
+                try (CudaDevice d = new CudaDevice(k)) {
+                    return d.totalBytes();
+                }
+            }));
+        }
+        return smallest;
     }
 
     /**

@@ -470,32 +470,34 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
             FieldVector ids = r.in().in.getVector(ScoreSchema.ID);
             VarCharVector where = (VarCharVector) r.in().in.getVector(ScoreSchema.SOURCE);
 
-            // Score the good rows in token-budget batches of similar lengths: batch k's scores go to kept[k], and row
-            // i's are sequence seqOf[i] of batch batchOf[i].
+            // Score the good rows in token-budget batches of similar lengths, all of the window's at once (a pipeline
+            // keeps several in flight): batch k's scores go to kept[k], and row i's are sequence seqOf[i] of batch
+            // batchOf[i].
             int[] batchOf = new int[n];
             int[] seqOf = new int[n];
-            int batches = 0;
+            List<List<ScoreRequest>> batches = new ArrayList<>();
+            long batchTokens = 0;
             for (List<Integer> batch : TokenBudgetBatcher.batches(good, i -> tokens[i].length, maxBatchTokens)) {
                 List<ScoreRequest> reqs = new ArrayList<>(batch.size());
-                long batchTokens = 0;
                 for (int b = 0; b < batch.size(); b++) {
                     int i = batch.get(b);
                     reqs.add(new ScoreRequest(tokens[i], scoreFrom[i], options.topK(), options.logits()));
                     batchTokens += tokens[i].length;
-                    batchOf[i] = batches;
+                    batchOf[i] = batches.size();
                     seqOf[i] = b;
                 }
-                if (kept.size() == batches) {
+                if (kept.size() == batches.size()) {
                     kept.add(new BatchScores());
                 }
-                long t0 = System.nanoTime();
-                scorer.score(reqs, kept.get(batches++));
-                long took = System.nanoTime() - t0;
-                engineNanos += took;
-                metrics.engineNanos().add(took);
-                metrics.batches().add(1);
-                metrics.tokens().add(batchTokens);
+                batches.add(reqs);
             }
+            long t0 = System.nanoTime();
+            scorer.scoreAll(batches, kept.subList(0, batches.size()));
+            long took = System.nanoTime() - t0;
+            engineNanos += took;
+            metrics.engineNanos().add(took);
+            metrics.batches().add(batches.size());
+            metrics.tokens().add(batchTokens);
 
             // One output row per input row, in input order; a row whose scores are not all finite becomes an error row.
             out.reset();

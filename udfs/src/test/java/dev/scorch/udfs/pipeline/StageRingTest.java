@@ -8,13 +8,11 @@ import java.io.IOException;
 import java.io.OutputStream;
 import java.net.Socket;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.function.IntFunction;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -25,56 +23,17 @@ import org.junit.jupiter.api.Timeout;
  */
 @Timeout(60)
 class StageRingTest {
-    private static final String HOST = "127.0.0.1";
-
-    /** allGather among n threads: each call returns every stage's message, by index, once all have called. */
-    private static final class Exchange {
-        private final String[] messages;
-        private final java.util.concurrent.CyclicBarrier barrier;
-
-        Exchange(int n) {
-            messages = new String[n];
-            barrier = new java.util.concurrent.CyclicBarrier(n);
-        }
-
-        StageRing.Exchange of(int index) {
-            return m -> {
-                messages[index] = m;
-                try {
-                    barrier.await(30, TimeUnit.SECONDS);
-                } catch (Exception e) {
-                    throw new IOException(e);
-                }
-                return Arrays.asList(messages.clone());
-            };
-        }
-    }
+    private static final String HOST = TestRings.HOST;
 
     private static StageRing.Settings settings(int index, int n, long connectMillis, long idleMillis) {
         return new StageRing.Settings(index, n, HOST, 2, 64, connectMillis, idleMillis);
-    }
-
-    private static List<CompletableFuture<StageRing>> open(int n, IntFunction<StageRing.Settings> s) {
-        Exchange ex = new Exchange(n);
-        List<CompletableFuture<StageRing>> rings = new ArrayList<>();
-        for (int i = 0; i < n; i++) {
-            int index = i;
-            rings.add(CompletableFuture.supplyAsync(() -> {
-                try {
-                    return StageRing.open(s.apply(index), ex.of(index), () -> {});
-                } catch (IOException e) {
-                    throw new java.io.UncheckedIOException(e);
-                }
-            }));
-        }
-        return rings;
     }
 
     @Test
     void framesGoRoundTheRingInOrder() throws Exception {
         int n = 3;
         List<StageRing> rings = new ArrayList<>();
-        for (CompletableFuture<StageRing> f : open(n, i -> settings(i, n, 10_000, 10_000))) {
+        for (CompletableFuture<StageRing> f : TestRings.open(n, i -> settings(i, n, 10_000, 10_000))) {
             rings.add(f.get());
         }
         try {
@@ -96,7 +55,7 @@ class StageRingTest {
     void aStrayClientIsTurnedAwayAndTheRealStageAccepted() throws Exception {
         // Stage 0 of 2 listens; before stage 1 connects, a client that knows the address but not the nonce says hello,
         // and another sends garbage. Both are closed; the ring still forms.
-        Exchange ex = new Exchange(2);
+        TestRings.Exchange ex = new TestRings.Exchange(2);
         String[] stage0 = new String[1];
         StageRing.Exchange spy = m -> {
             stage0[0] = m;
@@ -132,7 +91,7 @@ class StageRingTest {
     @Test
     void aStageThatNeverConnectsFailsTheSetUp() {
         // Stage 1 of 2 takes part in the exchange (its address is real) but never connects to stage 0.
-        Exchange ex = new Exchange(2);
+        TestRings.Exchange ex = new TestRings.Exchange(2);
         CompletableFuture<Void> absent = CompletableFuture.runAsync(() -> {
             try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getByName(HOST))) {
                 ex.of(1).allGather(HOST + ":" + s.getLocalPort() + ":1");
@@ -150,7 +109,7 @@ class StageRingTest {
 
     @Test
     void aSilentPeerAClosedPeerAndAKilledTaskFailTheRead() throws Exception {
-        List<CompletableFuture<StageRing>> f = open(2, i -> settings(i, 2, 10_000, 1200));
+        List<CompletableFuture<StageRing>> f = TestRings.open(2, i -> settings(i, 2, 10_000, 1200));
         StageRing r0 = f.get(0).get();
         StageRing r1 = f.get(1).get();
         IOException silent = assertThrows(IOException.class, () -> r0.up().receive());
@@ -167,7 +126,7 @@ class StageRingTest {
         r0.close();
 
         AtomicBoolean killed = new AtomicBoolean();
-        Exchange ex = new Exchange(2);
+        TestRings.Exchange ex = new TestRings.Exchange(2);
         List<CompletableFuture<StageRing>> g = new ArrayList<>();
         for (int i = 0; i < 2; i++) {
             int index = i;
