@@ -30,6 +30,21 @@ class ChatTemplateSandboxTest {
     static final ChatTemplate.Limits ONE_SECOND =
             new ChatTemplate.Limits(TimeUnit.SECONDS.toNanos(1), Long.MAX_VALUE, 64L << 20, 1_000_000, 100);
 
+    /**
+     * The default limits but 20 CPU seconds: the overflow cases below must end on the stack, which a slow or loaded
+     * machine can take past the default 5 s to reach.
+     */
+    static final ChatTemplate.Limits STACK_ONLY = new ChatTemplate.Limits(
+            TimeUnit.SECONDS.toNanos(20),
+            ChatTemplate.Limits.DEFAULT.maxAllocatedBytes(),
+            ChatTemplate.Limits.DEFAULT.maxStringChars(),
+            ChatTemplate.Limits.DEFAULT.maxItems(),
+            ChatTemplate.Limits.DEFAULT.maxBracketDepth());
+
+    static ChatTemplate deep(String template) {
+        return new ChatTemplate(template, null, null, STACK_ONLY);
+    }
+
     static final List<ChatTemplate.Message> HI = List.of(new ChatTemplate.Message("user", "hi"));
 
     /** The message of the ChatTemplateException rendering {@code template} throws, within {@link #BOUND}. */
@@ -55,10 +70,10 @@ class ChatTemplateSandboxTest {
     void deepNestingOverflowsTheWorkerStackNotTheCaller() {
         // 5,000 nested ifs overflowed an executor's stack (exit 50); the worker's stack holds them.
         assertEquals(
-                "x", new ChatTemplate(nested("{% if true %}", "x", "{% endif %}", 5000), null, null).render(HI, true));
-        String m = failure(nested("{% if true %}", "x", "{% endif %}", 20_000));
+                "x", deep(nested("{% if true %}", "x", "{% endif %}", 5000)).render(HI, true));
+        String m = failure(deep(nested("{% if true %}", "x", "{% endif %}", 20_000)));
         assertEquals("chat template overflowed the 4 MiB render stack: it nests or recurses too deeply", m);
-        m = failure(nested("{% for x in [1] %}", "x", "{% endfor %}", 20_000));
+        m = failure(deep(nested("{% for x in [1] %}", "x", "{% endfor %}", 20_000)));
         assertEquals("chat template overflowed the 4 MiB render stack: it nests or recurses too deeply", m);
         // A chain of macro calls overflows while rendering, inside a call Jinjava catches errors of.
         StringBuilder chain = new StringBuilder();
@@ -71,13 +86,13 @@ class ChatTemplateSandboxTest {
         }
         assertEquals(
                 "chat template overflowed the 4 MiB render stack: it nests or recurses too deeply",
-                failure(chain + "{{ m0() }}"));
-        assertEquals("end", new ChatTemplate(chain + "{{ m4990() }}", null, null).render(HI, true));
+                failure(deep(chain + "{{ m0() }}")));
+        assertEquals("end", deep(chain + "{{ m4990() }}").render(HI, true));
     }
 
     @Test
     void aTemplateRendersAgainAfterAnOverflow() {
-        ChatTemplate deep = new ChatTemplate(nested("{% if true %}", "x", "{% endif %}", 20_000), null, null);
+        ChatTemplate deep = deep(nested("{% if true %}", "x", "{% endif %}", 20_000));
         ChatTemplate plain = new ChatTemplate("{% for m in messages %}{{ m.content }}{% endfor %}", null, null);
         for (int i = 0; i < 3; i++) {
             assertTrue(failure(deep).contains("overflowed"));
