@@ -15,7 +15,9 @@ import java.nio.ByteOrder;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.zip.CRC32C;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
@@ -82,31 +84,37 @@ public final class RemoteCheckpoint {
             Files.createDirectories(stagingRoot);
             Path local = Files.createTempDirectory(stagingRoot, "remote-");
             local.toFile().deleteOnExit(); // after its files, which register later (deleted in reverse order)
-            List<ModelManifest.FileEntry> entries = new ArrayList<>();
-            for (String name : ModelFiles.METADATA) {
-                org.apache.hadoop.fs.Path p = new org.apache.hadoop.fs.Path(base, name);
-                if (fs.isFile(p)) {
-                    local.resolve(name).toFile().deleteOnExit();
-                    entries.add(copySmall(fs, p, fs.getFileStatus(p).getLen(), local.resolve(name)));
-                }
-            }
+            Map<String, FileStatus> files = new HashMap<>(); // the folder's files by name, listed once
             int shards = 0;
             for (FileStatus st : fs.listStatus(base)) {
                 String name = st.getPath().getName();
-                if (st.isFile() && name.endsWith(".safetensors")) {
-                    if (++shards > MAX_SHARDS) {
-                        throw new CheckpointException(uri + ": more than " + MAX_SHARDS + " *.safetensors files");
-                    }
+                if (st.isFile() && name.endsWith(".safetensors") && ++shards > MAX_SHARDS) {
+                    throw new CheckpointException(uri + ": more than " + MAX_SHARDS + " *.safetensors files");
+                }
+                if (st.isFile()) {
+                    files.put(name, st);
+                }
+            }
+            List<ModelManifest.FileEntry> entries = new ArrayList<>();
+            for (String name : ModelFiles.METADATA) {
+                FileStatus st = files.get(name);
+                if (st != null) {
+                    local.resolve(name).toFile().deleteOnExit();
+                    entries.add(copySmall(fs, st, local.resolve(name)));
+                }
+            }
+            for (FileStatus st : files.values()) {
+                String name = st.getPath().getName();
+                if (name.endsWith(".safetensors")) {
                     local.resolve(name).toFile().deleteOnExit();
                     stubShard(fs, st, local.resolve(name));
                 }
             }
             Checkpoint ckpt = Checkpoint.open(local);
             for (SafetensorsFile sf : ckpt.shards()) {
-                String name = sf.path().getFileName().toString();
-                org.apache.hadoop.fs.Path p = new org.apache.hadoop.fs.Path(base, name);
-                long size = fs.getFileStatus(p).getLen();
-                entries.add(new ModelManifest.FileEntry(name, size, crc32c(fs, p, size)));
+                FileStatus st = files.get(sf.path().getFileName().toString());
+                entries.add(new ModelManifest.FileEntry(
+                        st.getPath().getName(), st.getLen(), crc32c(fs, st.getPath(), st.getLen())));
             }
             return new Staged(local, ModelManifest.of(base.getName(), entries));
         } catch (IOException e) {
@@ -115,8 +123,9 @@ public final class RemoteCheckpoint {
     }
 
     /** Copies a configuration or tokenizer file, refusing one past {@link #MAX_METADATA_BYTES}; its entry. */
-    private static ModelManifest.FileEntry copySmall(FileSystem fs, org.apache.hadoop.fs.Path src, long size, Path dst)
-            throws IOException {
+    private static ModelManifest.FileEntry copySmall(FileSystem fs, FileStatus st, Path dst) throws IOException {
+        org.apache.hadoop.fs.Path src = st.getPath();
+        long size = st.getLen();
         if (size > MAX_METADATA_BYTES) {
             throw new CheckpointException(src + ": " + size + " bytes, more than the " + MAX_METADATA_BYTES
                     + " a checkpoint's configuration or tokenizer file may have");

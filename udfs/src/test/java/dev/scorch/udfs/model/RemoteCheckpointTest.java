@@ -135,6 +135,29 @@ class RemoteCheckpointTest {
         assertTrue(notFolder.getMessage().endsWith("not a model folder"), notFolder.getMessage());
     }
 
+    /** A configuration or tokenizer file past the limit is refused by its listed size, before a byte is copied. */
+    @Test
+    void refusesAnOversizedTokenizerFile() throws IOException {
+        Path big = tmp.resolve("big");
+        Files.createDirectories(big);
+        try (Stream<Path> s = Files.list(model)) {
+            for (Path p : s.toList()) {
+                Files.copy(p, big.resolve(p.getFileName()));
+            }
+        }
+        try (RandomAccessFile f =
+                new RandomAccessFile(big.resolve("tokenizer.json").toFile(), "rw")) {
+            f.setLength(RemoteCheckpoint.MAX_METADATA_BYTES + 1); // a hole: no disk used
+        }
+        long before = RemoteTestFileSystem.bytesRead();
+        CheckpointException e = assertThrows(
+                CheckpointException.class,
+                () -> RemoteCheckpoint.stage(
+                        RemoteTestFileSystem.uri(big), new Configuration(), tmp.resolve("staging")));
+        assertTrue(e.getMessage().contains("tokenizer.json: 268435457 bytes, more than the 268435456"), e.getMessage());
+        assertTrue(RemoteTestFileSystem.bytesRead() - before < (1 << 20), "the big file was not read");
+    }
+
     @Test
     void onlyUrisOfOtherFileSystemsAreRemote() {
         assertTrue(RemoteCheckpoint.isRemote("hdfs://nn:8020/models/K2"));
