@@ -44,6 +44,18 @@ public interface JobSpec {
     /** The job's name, recorded in the output's marker: score or generate. */
     String job();
 
+    /**
+     * Every option that changes a result row, by its option name, as the run's identity records it: a --resume with
+     * any of them changed is refused. What changes no bits (threads, batching, partitions, slices, the weights' delivery)
+     * is left out.
+     */
+    java.util.Map<String, String> resultOptions();
+
+    /** The CPU kernels' precision this JVM runs (-Dscorch.cpu.precision, set by --cpu-precision), or "default". */
+    static String cpuPrecision() {
+        return System.getProperty(dev.scorch.engine.kernels.CpuPrecision.PROPERTY, "default");
+    }
+
     /** The input's Spark format: the explicit input format, else from the path's extension. */
     default String resolvedInputFormat() {
         if (inputFormat() != null) {

@@ -10,8 +10,12 @@ import static org.apache.spark.sql.functions.when;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.scorch.engine.backend.BackendMode;
+import dev.scorch.jobs.output.FileKinds;
+import dev.scorch.jobs.output.InputFingerprint;
 import dev.scorch.jobs.output.OutputFolder;
+import dev.scorch.jobs.output.OutputLease;
 import dev.scorch.jobs.output.PathGuard;
+import dev.scorch.jobs.output.RunIdentity;
 import dev.scorch.udfs.api.CheckedModel;
 import dev.scorch.udfs.api.ScorchModel;
 import dev.scorch.udfs.score.ScoreSchema;
@@ -53,6 +57,7 @@ public final class PartitionedRun implements AutoCloseable {
     private final boolean balanced;
 
     private final OutputFolder folder;
+    private final OutputLease lease;
 
     private PartitionedRun(
             SparkSession spark,
@@ -62,8 +67,10 @@ public final class PartitionedRun implements AutoCloseable {
             Dataset<Row> input,
             long skipped,
             boolean balanced,
-            OutputFolder folder) {
+            OutputFolder folder,
+            OutputLease lease) {
         this.spark = spark;
+        this.lease = lease;
         this.spec = spec;
         this.model = model;
         this.transform = transform;
@@ -112,8 +119,54 @@ public final class PartitionedRun implements AutoCloseable {
                 .createObjectNode()
                 .put("model", checked.label())
                 .put("input", spec.input());
-        OutputFolder folder = OutputFolder.open(fs, spec.output(), spec.job(), spec.write(), describe);
+        // One writer per output: the lease is held from here until the run ends, before anything is written.
+        FileKinds.requireOnlyFilesAndFolders(fs, new Path(spec.output()), "--output", spec.output());
+        OutputLease lease = OutputLease.acquire(fs, new Path(spec.output()), spec.job(), leasePolicy(spark));
+        try {
+            RunIdentity identity = new RunIdentity(
+                    checked.label(),
+                    checked.manifest().contentHash(),
+                    spec.input(),
+                    InputFingerprint.of(
+                            new Path(spec.input())
+                                    .getFileSystem(spark.sparkContext().hadoopConfiguration()),
+                            spec.input()),
+                    spec.resultOptions());
+            OutputFolder folder =
+                    OutputFolder.open(fs, spec.output(), spec.job(), spec.write(), describe, identity, lease);
+            return prepare(spark, spec, extraColumns, transform, checked, folder, lease);
+        } catch (RuntimeException | IOException e) {
+            lease.close();
+            throw e;
+        }
+    }
 
+    /** The lease's policy from spark.scorch.output.leaseWait and spark.scorch.output.leaseStaleAfter (seconds). */
+    public static OutputLease.Policy leasePolicy(SparkSession spark) {
+        var conf = spark.sparkContext().getConf();
+        OutputLease.Policy d = OutputLease.Policy.DEFAULT;
+        return new OutputLease.Policy(
+                java.time.Duration.ofSeconds(
+                        conf.getLong(LEASE_WAIT, d.waitFor().toSeconds())),
+                java.time.Duration.ofSeconds(
+                        conf.getLong(LEASE_STALE_AFTER, d.staleAfter().toSeconds())),
+                d.heartbeat());
+    }
+
+    /** Seconds a job waits for another job's lease on its output (default 0: refuse at once); --lease-wait sets it. */
+    public static final String LEASE_WAIT = "spark.scorch.output.leaseWait";
+    /** Seconds without a heartbeat after which another host's lease is taken for dead (default 120). */
+    public static final String LEASE_STALE_AFTER = "spark.scorch.output.leaseStaleAfter";
+
+    private static PartitionedRun prepare(
+            SparkSession spark,
+            JobSpec spec,
+            Function<Dataset<Row>, List<Column>> extraColumns,
+            BiFunction<ScorchModel, Dataset<Row>, Dataset<Row>> transform,
+            CheckedModel checked,
+            OutputFolder folder,
+            OutputLease lease)
+            throws IOException {
         // 3. Read, check and number the input (every row's locator FILE:ROW; a row without an id is an input error).
         JobInput in = JobInput.read(spark, spec, extraColumns);
         Dataset<Row> input = in.rows.withColumn(
@@ -139,7 +192,7 @@ public final class PartitionedRun implements AutoCloseable {
                     balanced = false;
                 }
             }
-            return new PartitionedRun(spark, spec, model, transform, input, skipped, balanced, folder);
+            return new PartitionedRun(spark, spec, model, transform, input, skipped, balanced, folder, lease);
         } catch (RuntimeException | IOException e) {
             model.close(); // frees broadcast weights
             throw e;
@@ -226,7 +279,16 @@ public final class PartitionedRun implements AutoCloseable {
 
     @Override
     public void close() {
-        model.close();
+        try {
+            model.close();
+        } finally {
+            try {
+                lease.close();
+            } catch (IOException e) {
+                System.err.println(
+                        "scorch " + spec.job() + ": could not release the lease on " + spec.output() + ": " + e);
+            }
+        }
     }
 
     /** The locators already in an output folder (null when it holds no rows yet). */

@@ -112,6 +112,13 @@ public final class JobOptions extends SparkOptions {
     @Option(names = "--resume", description = "Finish an interrupted run: only input rows not yet in the output.")
     boolean resume;
 
+    @Option(
+            names = "--lease-wait",
+            paramLabel = "SECONDS",
+            description = "When another job is writing the same --output, wait up to this long for it to finish"
+                    + " instead of refusing at once (exit 2). Default: 0.")
+    Long leaseWait;
+
     /** The checkpoint: the demo model's folder, a local folder, or a folder on another Hadoop file system as given. */
     String modelLocation() {
         return RemoteCheckpoint.isRemote(model)
@@ -141,6 +148,12 @@ public final class JobOptions extends SparkOptions {
     @Override
     SparkConf conf(String appName) {
         SparkConf sc = super.conf(appName);
+        if (leaseWait != null) {
+            if (leaseWait < 0 || leaseWait > 7 * 24 * 3600) {
+                throw new IllegalArgumentException("--lease-wait " + leaseWait + ": expected 0 to 604800 seconds");
+            }
+            sc.set(dev.scorch.jobs.PartitionedRun.LEASE_WAIT, Long.toString(leaseWait));
+        }
         String v = cpuPrecision != null ? cpuPrecision : config().option("cpu-precision", null);
         if (v != null) {
             String id;

@@ -6,6 +6,8 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.scorch.engine.tokenizer.ChatTemplate;
 import dev.scorch.engine.tokenizer.Tokenizer;
 import dev.scorch.engine.tokenizer.Tokenizers;
+import dev.scorch.jobs.output.FileKinds;
+import dev.scorch.jobs.output.OutputLease;
 import dev.scorch.jobs.output.PathGuard;
 import dev.scorch.jobs.output.WriteMode;
 import java.io.BufferedReader;
@@ -68,12 +70,23 @@ public final class TokenizeCommand implements Callable<Integer> {
     public Integer call() throws Exception {
         Tokenizer tok = Tokenizers.load(tokenizer)
                 .orElseThrow(() -> new IllegalArgumentException(tokenizer + ": no tokenizer.json or tiktoken.model"));
+        Path partial = prepareOutput();
+        // One writer per output file: the lease beside it is held until the file is in place.
+        try (OutputLease lease = OutputLease.acquire(
+                FileSystem.getLocal(new Configuration()),
+                new org.apache.hadoop.fs.Path(output.toAbsolutePath().toUri()),
+                "tokenize",
+                OutputLease.Policy.DEFAULT)) {
+            return tokenize(tok, partial, lease);
+        }
+    }
+
+    private Integer tokenize(Tokenizer tok, Path partial, OutputLease lease) throws Exception {
         ObjectMapper json = new ObjectMapper();
         long rows = 0;
         long tokens = 0;
         long errors = 0;
         long t0 = System.nanoTime();
-        Path partial = prepareOutput();
         try (BufferedReader in = Files.newBufferedReader(input);
                 BufferedWriter out = Files.newBufferedWriter(partial)) {
             int lineNo = 0;
@@ -109,6 +122,8 @@ public final class TokenizeCommand implements Callable<Integer> {
             Files.deleteIfExists(partial);
             throw e;
         }
+        lease.requireHeld();
+        FileKinds.requireFileOrFolder("--output", output); // checked again: it may have been made a link meanwhile
         Files.move(partial, output, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
         double secs = (System.nanoTime() - t0) / 1e9;
         System.out.printf(
@@ -131,6 +146,7 @@ public final class TokenizeCommand implements Callable<Integer> {
                 .input("the input", input)
                 .input("the tokenizer folder", tokenizer)
                 .check("--output", output.toString());
+        FileKinds.requireFileOrFolder("--output", output);
         if (Files.isDirectory(output)) {
             throw new IllegalArgumentException("--output " + output + " is a folder; tokenize writes one JSONL file");
         }

@@ -6,8 +6,11 @@ import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.sampling.SamplingParams;
 import dev.scorch.engine.tokenizer.Tokenizer;
 import dev.scorch.engine.tokenizer.Tokenizers;
+import dev.scorch.jobs.PartitionedRun;
 import dev.scorch.jobs.ScorchCli;
+import dev.scorch.jobs.output.FileKinds;
 import dev.scorch.jobs.output.OutputFolder;
+import dev.scorch.jobs.output.OutputLease;
 import dev.scorch.jobs.output.PathGuard;
 import dev.scorch.jobs.output.WriteMode;
 import dev.scorch.udfs.api.CheckedModel;
@@ -95,6 +98,25 @@ public final class EvalJob {
             guard.input("the data of task " + t.name(), t.data());
         }
         guard.check("--output", spec.output());
+        FileKinds.requireOnlyFilesAndFolders(fs, new Path(spec.output()), "--output", spec.output());
+        // One eval job at a time adds to an output: its history table and runs/ are written by the lease's holder.
+        try (OutputLease lease =
+                OutputLease.acquire(fs, new Path(spec.output()), "eval", PartitionedRun.leasePolicy(spark))) {
+            return run(spark, spec, fs, suite, tasks, checked, lease, t0, started);
+        }
+    }
+
+    private static EvalReport run(
+            SparkSession spark,
+            EvalSpec spec,
+            FileSystem fs,
+            EvalSuite suite,
+            List<TaskRun> tasks,
+            CheckedModel checked,
+            OutputLease lease,
+            long t0,
+            Instant started)
+            throws IOException {
         OutputFolder.claim(fs, spec.output(), "eval", OUTPUT_NAMES);
         OutputFolder run = OutputFolder.open(
                         fs,
@@ -104,7 +126,9 @@ public final class EvalJob {
                         new ObjectMapper()
                                 .createObjectNode()
                                 .put("run_id", spec.runId())
-                                .put("suite", suite.name()))
+                                .put("suite", suite.name()),
+                        null,
+                        lease)
                 .start();
         String runDir = run.target().toString();
 

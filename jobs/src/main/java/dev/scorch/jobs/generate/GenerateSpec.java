@@ -58,8 +58,52 @@ public record GenerateSpec(
         stopTokenIds = List.copyOf(stopTokenIds);
     }
 
+    /** The components that change no result bits; every other one is in {@link #resultOptions}. */
+    public static final java.util.Set<String> RESULT_NEUTRAL = java.util.Set.of(
+            "model",
+            "input",
+            "output",
+            "partitions",
+            "weights",
+            "threads",
+            "slices",
+            "write",
+            "maxCacheBytes",
+            "maxBatchTokens",
+            "maxBatchSeqs");
+
     @Override
     public String job() {
         return "generate";
+    }
+
+    @Override
+    public java.util.Map<String, String> resultOptions() {
+        java.util.Map<String, String> o = new java.util.LinkedHashMap<>();
+        o.put("input-format", resolvedInputFormat());
+        o.put("output-format", outputFormat);
+        o.put("id-column", idColumn);
+        o.put("token-ids-column", tokenIdsColumn);
+        o.put("text-column", textColumn);
+        o.put("messages-column", messagesColumn);
+        o.put("max-new-tokens", String.valueOf(maxNewTokens));
+        o.put("temperature", String.valueOf(temperature));
+        o.put("top-k", String.valueOf(topK));
+        o.put("top-p", String.valueOf(topP));
+        o.put("min-p", String.valueOf(minP));
+        o.put("repetition-penalty", String.valueOf(repetitionPenalty));
+        o.put("presence-penalty", String.valueOf(presencePenalty));
+        o.put("frequency-penalty", String.valueOf(frequencyPenalty));
+        o.put("seed", String.valueOf(seed));
+        o.put("stop", String.valueOf(stop));
+        o.put("stop-token-ids", String.valueOf(stopTokenIds));
+        o.put("ignore-eos", String.valueOf(ignoreEos));
+        o.put("n", String.valueOf(n));
+        o.put("logprobs", String.valueOf(logprobs));
+        o.put("top-logprobs", String.valueOf(topLogprobs));
+        o.put("backend", String.valueOf(backend));
+        o.put("gpu-precision", String.valueOf(gpuPrecision));
+        o.put("cpu-precision", JobSpec.cpuPrecision());
+        return o;
     }
 }

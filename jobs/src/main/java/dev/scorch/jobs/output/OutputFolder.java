@@ -8,6 +8,7 @@ import java.io.InputStream;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.time.Instant;
+import java.util.List;
 import java.util.regex.Pattern;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
@@ -24,6 +25,11 @@ import org.apache.hadoop.fs.Path;
  * <p>Every folder Scorch writes carries a marker, {@value #MARKER}, saying which job wrote it. A folder without it is
  * taken for Scorch's only when it holds nothing but Spark's own output files (part files, _SUCCESS, checksums), as
  * outputs written before the marker do.
+ *
+ * <p>A run opens its output holding the output's {@link OutputLease} (one writer at a time) and with its
+ * {@link RunIdentity}, which the new partial folder's marker records: a --resume continues only a run whose model,
+ * input and result options are the ones given again. Nothing that is not a regular file or a folder is replaced or
+ * deleted ({@link FileKinds}).
  */
 public final class OutputFolder {
     public static final String MARKER = "_scorch.json";
@@ -43,9 +49,18 @@ public final class OutputFolder {
     /** What {@link #start} makes: a new partial folder with this marker (null: the target is there already). */
     private final ObjectNode freshMarker;
 
+    private final OutputLease lease;
+
     private OutputFolder(
-            FileSystem fs, String job, Path out, Path target, boolean resumesRows, ObjectNode freshMarker) {
+            FileSystem fs,
+            String job,
+            Path out,
+            Path target,
+            boolean resumesRows,
+            ObjectNode freshMarker,
+            OutputLease lease) {
         this.fs = fs;
+        this.lease = lease;
         this.job = job;
         this.out = out;
         this.partial = partialOf(out);
@@ -64,19 +79,38 @@ public final class OutputFolder {
         return new Path(output.getParent(), "_" + output.getName() + suffix);
     }
 
+    /** As {@link #open(FileSystem, String, String, WriteMode, ObjectNode, RunIdentity, OutputLease)} for a run
+     * with no identity to resume by and no lease of its own (an eval run inside the eval output, which is leased). */
+    public static OutputFolder open(FileSystem fs, String output, String job, WriteMode mode, ObjectNode describe)
+            throws IOException {
+        return open(fs, output, job, mode, describe, null, null);
+    }
+
     /**
      * Decides where a run of {@code job} writes {@code output}, as {@code mode} allows, refusing what it does not. It
      * writes nothing (see {@link #start}) but to put right a swap a killed driver cut short. An old output is replaced
      * only by {@link #commit}.
      *
      * @param describe what the marker records of the run (model, input), beside the job and the time
+     * @param identity what the run's rows depend on: recorded when it starts, compared by --resume (null: none)
+     * @param lease    the output's lease, held by this run (null: the caller holds one on a folder above)
      */
-    public static OutputFolder open(FileSystem fs, String output, String job, WriteMode mode, ObjectNode describe)
+    public static OutputFolder open(
+            FileSystem fs,
+            String output,
+            String job,
+            WriteMode mode,
+            ObjectNode describe,
+            RunIdentity identity,
+            OutputLease lease)
             throws IOException {
         Path out = fs.makeQualified(new Path(output));
         if (out.getParent() == null) {
             throw new IllegalArgumentException("--output " + output + " is a root folder");
         }
+        FileKinds.requireOnlyFilesAndFolders(fs, out, "--output", output);
+        FileKinds.requireOnlyFilesAndFolders(
+                fs, partialOf(out), "--output", partialOf(out).toString());
         finishInterruptedSwap(fs, out);
         Path partial = partialOf(out);
         boolean outExists = fs.exists(out);
@@ -92,13 +126,20 @@ public final class OutputFolder {
         if (describe != null) {
             fresh.setAll(describe);
         }
+        if (lease != null) {
+            fresh.put("run_id", lease.runId());
+        }
+        if (identity != null) {
+            fresh.set("run", identity.toJson(JSON));
+        }
         switch (mode) {
             case RESUME -> {
                 if (partialExists) {
                     requireJob(fs, partial, job, "--resume");
+                    requireSameRun(fs, partial, identity, "the partial run is left as it was in " + partial);
                     System.err.println("scorch: resuming the interrupted run in " + partial
                             + (outExists ? "; it replaces " + out + " when done" : ""));
-                    return new OutputFolder(fs, job, out, partial, true, null);
+                    return new OutputFolder(fs, job, out, partial, true, null, lease);
                 }
                 if (outExists) {
                     String whose = notScorchs(fs, out, job);
@@ -106,9 +147,10 @@ public final class OutputFolder {
                         throw new IllegalArgumentException(
                                 "--output " + output + " " + whose + "; --resume only finishes a " + job + " output");
                     }
-                    return new OutputFolder(fs, job, out, out, true, null);
+                    requireSameRun(fs, out, identity, out + " is left as it was");
+                    return new OutputFolder(fs, job, out, out, true, null, lease);
                 }
-                return new OutputFolder(fs, job, out, partial, false, fresh);
+                return new OutputFolder(fs, job, out, partial, false, fresh, lease);
             }
             case OVERWRITE, OVERWRITE_ANY -> {
                 if (outExists && mode == WriteMode.OVERWRITE) {
@@ -119,7 +161,7 @@ public final class OutputFolder {
                                         + " Choose another output, or add --force-overwrite to replace it all the same");
                     }
                 }
-                return new OutputFolder(fs, job, out, partial, false, fresh);
+                return new OutputFolder(fs, job, out, partial, false, fresh, lease);
             }
             default -> {
                 if (outExists) {
@@ -130,8 +172,34 @@ public final class OutputFolder {
                     throw new IllegalArgumentException("an interrupted run left " + partial
                             + "; add --resume to finish it or --overwrite to start over");
                 }
-                return new OutputFolder(fs, job, out, partial, false, fresh);
+                return new OutputFolder(fs, job, out, partial, false, fresh, lease);
             }
+        }
+    }
+
+    /**
+     * A resume continues only the run that was started: the one the folder's marker records, with the same model,
+     * input and result options. Refuses naming what changed (the folder is not touched).
+     */
+    private static void requireSameRun(FileSystem fs, Path dir, RunIdentity now, String kept) throws IOException {
+        if (now == null) {
+            return;
+        }
+        ObjectNode m = readMarker(fs, dir);
+        RunIdentity started = m == null ? null : RunIdentity.fromJson(m.get("run"));
+        if (started == null) {
+            throw new IllegalArgumentException("--resume: " + dir + " does not record which model, input and options"
+                    + " its run started with (written by an earlier Scorch), so it cannot be continued safely; " + kept
+                    + ". Rerun with --overwrite");
+        }
+        List<String> changes = now.changesFrom(started);
+        if (!changes.isEmpty()) {
+            int shown = Math.min(5, changes.size());
+            throw new IllegalArgumentException("--resume continues only the run that was started, and "
+                    + String.join("; ", changes.subList(0, shown))
+                    + (changes.size() > shown ? "; and " + (changes.size() - shown) + " more changes" : "")
+                    + ". " + kept + ": resume with the model, input and options it started with, or start over with"
+                    + " --overwrite");
         }
     }
 
@@ -142,6 +210,7 @@ public final class OutputFolder {
     public OutputFolder start() throws IOException {
         if (freshMarker != null) {
             if (fs.exists(partial)) {
+                FileKinds.requireOnlyFilesAndFolders(fs, partial, "--output", partial.toString());
                 fs.delete(partial, true);
             }
             if (!fs.mkdirs(partial)) {
@@ -157,7 +226,9 @@ public final class OutputFolder {
         } else {
             // A resume, in place or into the partial folder: a killed run's task files, Spark's own, which the next
             // job's commit would otherwise move in beside the rows the resume writes again.
-            fs.delete(new Path(target, "_temporary"), true);
+            Path temporary = new Path(target, "_temporary");
+            FileKinds.requireOnlyFilesAndFolders(fs, temporary, "--output", temporary.toString());
+            fs.delete(temporary, true);
         }
         return this;
     }
@@ -179,6 +250,9 @@ public final class OutputFolder {
 
     /** Puts the finished run in place of the output: the last step of a successful run. */
     public void commit() throws IOException {
+        if (lease != null) {
+            lease.requireHeld();
+        }
         if (target.equals(out)) {
             return; // a resume of a finished output: the rows were added in place
         }
@@ -190,6 +264,7 @@ public final class OutputFolder {
                         .put("complete", true)
                         .put("finished", Instant.now().toString()));
         if (fs.exists(out)) {
+            FileKinds.requireOnlyFilesAndFolders(fs, out, "--output", out.toString());
             rename(fs, out, replaced);
             rename(fs, partial, out);
             fs.delete(replaced, true);
@@ -225,6 +300,7 @@ public final class OutputFolder {
                 return;
             }
         }
+        FileKinds.requireOnlyFilesAndFolders(fs, replaced, "--output", replaced.toString());
         fs.delete(replaced, true);
     }
 

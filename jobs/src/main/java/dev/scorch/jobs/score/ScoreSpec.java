@@ -40,8 +40,41 @@ public record ScoreSpec(
         int pipelineNodes)
         implements JobSpec {
 
+    /** The components that change no result bits; every other one is in {@link #resultOptions}. */
+    public static final java.util.Set<String> RESULT_NEUTRAL = java.util.Set.of(
+            "model",
+            "input",
+            "output",
+            "partitions",
+            "maxBatchTokens",
+            "windowRows",
+            "arrowMemoryBytes",
+            "weights",
+            "threads",
+            "slices",
+            "write",
+            "gpuBatchTokens",
+            "pipelineNodes");
+
     @Override
     public String job() {
         return "score";
+    }
+
+    @Override
+    public java.util.Map<String, String> resultOptions() {
+        java.util.Map<String, String> o = new java.util.LinkedHashMap<>();
+        o.put("input-format", resolvedInputFormat());
+        o.put("output-format", outputFormat);
+        o.put("top-k", String.valueOf(topK));
+        o.put("logits", String.valueOf(logits));
+        o.put("id-column", idColumn);
+        o.put("token-ids-column", tokenIdsColumn);
+        o.put("text-column", textColumn);
+        o.put("continuation-column", continuationColumn);
+        o.put("backend", String.valueOf(backend));
+        o.put("gpu-precision", String.valueOf(gpuPrecision));
+        o.put("cpu-precision", JobSpec.cpuPrecision());
+        return o;
     }
 }

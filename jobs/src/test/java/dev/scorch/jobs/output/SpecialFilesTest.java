@@ -1,0 +1,171 @@
+package dev.scorch.jobs.output;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import dev.scorch.engine.demo.DemoModelWriter;
+import dev.scorch.engine.demo.DemoPreset;
+import dev.scorch.jobs.ScorchCli;
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
+import java.nio.file.attribute.BasicFileAttributes;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileSystem;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Nothing that is not a regular file or a folder is ever replaced or deleted: device nodes, FIFOs and symbolic links,
+ * at the output path or inside a folder an overwrite would delete, even with --force-overwrite.
+ */
+class SpecialFilesTest {
+    @TempDir
+    static Path tmp;
+
+    static Path model;
+    static Path texts;
+
+    @BeforeAll
+    static void files() throws IOException {
+        model = tmp.resolve("model");
+        new DemoModelWriter(DemoPreset.TINY, false, true, 7).write(model);
+        texts = Files.writeString(tmp.resolve("texts.jsonl"), "{\"id\":1,\"text\":\"hello world\"}\n");
+    }
+
+    record Run(int exit, String err) {}
+
+    static Run cli(String... args) {
+        StringWriter err = new StringWriter();
+        var cl = ScorchCli.commandLine();
+        cl.setErr(new PrintWriter(err, true));
+        return new Run(cl.execute(args), err.toString());
+    }
+
+    static Run tokenize(Path out) {
+        return cli(
+                "tokenize",
+                "--tokenizer",
+                model.toString(),
+                "--input",
+                texts.toString(),
+                "--output",
+                out.toString(),
+                "--overwrite",
+                "--force-overwrite");
+    }
+
+    static BasicFileAttributes kind(Path p) throws IOException {
+        return Files.readAttributes(p, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
+    }
+
+    static Path fifo(Path p) throws Exception {
+        Files.createDirectories(p.getParent());
+        Process mk = new ProcessBuilder("mkfifo", p.toString()).inheritIO().start();
+        assumeTrue(mk.waitFor() == 0, "mkfifo is needed");
+        assertTrue(kind(p).isOther());
+        return p;
+    }
+
+    static void refused(Run r, String why) {
+        assertEquals(2, r.exit(), r.err());
+        assertTrue(r.err().contains(why), r.err());
+    }
+
+    @Test
+    void tokenizeNeverReplacesADeviceNode() throws Exception {
+        Path devNull = Path.of("/dev/null");
+        assumeTrue(Files.exists(devNull) && kind(devNull).isOther());
+        refused(tokenize(devNull), "is a device, FIFO or socket");
+        assertTrue(kind(devNull).isOther(), "/dev/null is still a device");
+        assertFalse(Files.exists(Path.of("/dev/_null.scorch-lease")), "nothing written beside it");
+    }
+
+    @Test
+    void tokenizeNeverReplacesAFifoOrALinkToADevice() throws Exception {
+        Path f = fifo(tmp.resolve("tok/ids.fifo"));
+        refused(tokenize(f), "is a device, FIFO or socket");
+        assertTrue(kind(f).isOther(), "the FIFO is still there");
+
+        Path link = Files.createSymbolicLink(tmp.resolve("tok/null-link.jsonl"), Path.of("/dev/null"));
+        refused(tokenize(link), "is a symbolic link");
+        assertTrue(kind(link).isSymbolicLink(), "the link is still there");
+    }
+
+    @Test
+    void tokenizeStillReplacesItsOwnRegularFile() throws Exception {
+        Path out = tmp.resolve("tok/ids.jsonl");
+        assertEquals(0, tokenize(out).exit());
+        assertEquals(0, tokenize(out).exit());
+        assertTrue(Files.readString(out).contains("\"token_ids\""));
+    }
+
+    @Test
+    void scoreNeverReplacesAFifoOrALinkAsItsOutput() throws Exception {
+        Path f = fifo(tmp.resolve("score/out"));
+        Run r = cli(
+                "score",
+                "--model",
+                model.toString(),
+                "--input",
+                texts.toString(),
+                "--output",
+                f.toString(),
+                "--overwrite",
+                "--force-overwrite",
+                "--master",
+                "local[2]");
+        refused(r, "is a device, FIFO or socket");
+        assertTrue(kind(f).isOther());
+        assertFalse(Files.exists(tmp.resolve("score/_out.scorch-lease")));
+    }
+
+    @Test
+    void anOverwriteNeverDeletesAFolderThatHoldsAFifoOrALink() throws Exception {
+        FileSystem fs = FileSystem.getLocal(new Configuration());
+        Path out = tmp.resolve("mixed/out");
+        Files.createDirectories(out);
+        Files.writeString(out.resolve("part-00000.json"), "{}\n");
+        Path f = fifo(out.resolve("sub/pipe"));
+        IllegalArgumentException e = assertThrows(
+                IllegalArgumentException.class,
+                () -> OutputFolder.open(fs, out.toString(), "score", WriteMode.OVERWRITE_ANY, null));
+        assertTrue(e.getMessage().contains("pipe"), e.getMessage());
+        assertTrue(kind(f).isOther(), "the FIFO is still there");
+
+        Files.delete(f);
+        Path link = Files.createSymbolicLink(out.resolve("elsewhere"), tmp);
+        e = assertThrows(
+                IllegalArgumentException.class,
+                () -> OutputFolder.open(fs, out.toString(), "score", WriteMode.OVERWRITE_ANY, null));
+        assertTrue(e.getMessage().contains("symbolic link"), e.getMessage());
+        assertTrue(Files.isSymbolicLink(link));
+
+        // A stale partial folder holding a FIFO is not deleted either, when a new run starts.
+        Files.delete(link);
+        Path partialPipe = fifo(tmp.resolve("mixed/_out.scorch-partial/pipe"));
+        e = assertThrows(
+                IllegalArgumentException.class,
+                () -> OutputFolder.open(fs, out.toString(), "score", WriteMode.OVERWRITE_ANY, null));
+        assertTrue(kind(partialPipe).isOther());
+    }
+
+    @Test
+    void aLinkAsTheOutputFolderIsNotReplacedByAFolder() throws Exception {
+        FileSystem fs = FileSystem.getLocal(new Configuration());
+        Path target = Files.createDirectories(tmp.resolve("real-out"));
+        Path link = Files.createSymbolicLink(tmp.resolve("linked-out"), target);
+        IllegalArgumentException e = assertThrows(
+                IllegalArgumentException.class,
+                () -> OutputFolder.open(fs, link.toString(), "score", WriteMode.OVERWRITE_ANY, null));
+        assertTrue(e.getMessage().contains("give the link's target itself"), e.getMessage());
+        assertTrue(Files.isSymbolicLink(link));
+    }
+}
