@@ -207,6 +207,7 @@ public final class PartitionedRun implements AutoCloseable {
     public void run() throws IOException {
         try (ProgressLine progress = ProgressLine.start(spark, input::count)) {
             for (int k = 0; k < spec.slices(); k++) {
+                lease.requireHeld(); // a run judged stale and taken over writes no further slice
                 Dataset<Row> slice = spec.slices() == 1
                         ? input
                         : input.where(pmod(hash(col(ScoreSchema.SOURCE)), lit(spec.slices()))
