@@ -22,6 +22,7 @@ import dev.scorch.engine.kernels.CpuPrecision;
 import dev.scorch.engine.kernels.KernelSelection;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.model.ModelWeights;
+import dev.scorch.udfs.api.Bounds;
 import java.nio.file.Path;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -150,8 +151,14 @@ public final class BenchCommand implements Callable<Integer> {
         if (!mode.equals("prefill") && !mode.equals("decode") && !mode.equals("layers")) {
             throw new IllegalArgumentException("--mode " + mode + ": expected prefill, decode or layers");
         }
-        if (batch < 1 || seq < 1 || runs < 1 || warmup < 0) {
-            throw new IllegalArgumentException("--batch, --seq and --runs must be >= 1, --warmup >= 0");
+        Bounds.BATCH_SEQUENCES.check("--batch", batch);
+        Bounds.MAX_NEW_TOKENS.check("--seq", seq);
+        new Bounds.Ints(1, 10_000).check("--runs", runs);
+        new Bounds.Ints(0, 10_000).check("--warmup", warmup);
+        new Bounds.Ints(0, 1 << 20).check("--steps", steps);
+        Bounds.BATCH_SEQUENCES.check("--decode-batch", decodeBatch);
+        if (threads != null) {
+            Bounds.THREADS.check("--threads", threads);
         }
         if (cpuPrecision != null) {
             CpuPrecision.parse(cpuPrecision); // a name that is no mode fails here, not as fp32

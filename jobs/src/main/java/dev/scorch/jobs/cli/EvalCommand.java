@@ -4,6 +4,7 @@ import dev.scorch.jobs.DemoModel;
 import dev.scorch.jobs.eval.EvalJob;
 import dev.scorch.jobs.eval.EvalReport;
 import dev.scorch.jobs.eval.EvalSpec;
+import dev.scorch.udfs.api.Bounds;
 import java.nio.file.Path;
 import java.time.Instant;
 import java.util.concurrent.Callable;
@@ -65,6 +66,8 @@ public final class EvalCommand implements Callable<Integer> {
     @Override
     public Integer call() throws Exception {
         String id = runId != null ? runId : EvalJob.defaultRunId(Instant.now());
+        spark.check();
+        int batchTokens = spark.bounded("max-batch-tokens", maxBatchTokens, 4096, Bounds.BATCH_TOKENS);
         SparkSession session = spark.session("scorch eval");
         try {
             EvalSpec spec = new EvalSpec(
@@ -76,7 +79,7 @@ public final class EvalCommand implements Callable<Integer> {
                     spark.partitions(session),
                     spark.threads(session),
                     spark.weights(session),
-                    spark.positive("max-batch-tokens", maxBatchTokens, 4096));
+                    batchTokens);
             EvalReport report = EvalJob.run(session, spec);
             System.out.println("run " + report.runId() + " (" + String.format("%.1f", report.seconds()) + " s):");
             report.summary().forEach(System.out::println);

@@ -3,6 +3,7 @@ package dev.scorch.jobs.cli;
 import dev.scorch.jobs.generate.GenerateJob;
 import dev.scorch.jobs.generate.GenerateSpec;
 import dev.scorch.jobs.generate.GenerateSummary;
+import dev.scorch.udfs.api.Bounds;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.Callable;
@@ -117,6 +118,25 @@ public final class GenerateCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
+        // Every numeric option is checked before Spark starts: a bad one fails at once (exit 2) naming it.
+        job.check();
+        Integer maxNew = optionalInt("max-new-tokens", maxNewTokens, Bounds.MAX_NEW_TOKENS);
+        Double temp = job.decimal("temperature", temperature, null, Bounds.TEMPERATURE);
+        Integer k = optionalInt("top-k", topK, Bounds.SAMPLING_TOP_K);
+        Double p = job.decimal("top-p", topP, null, Bounds.TOP_P);
+        Double min = job.decimal("min-p", minP, 0.0, Bounds.MIN_P);
+        Double repetition = job.decimal("repetition-penalty", repetitionPenalty, 1.0, Bounds.REPETITION_PENALTY);
+        Double presence = job.decimal("presence-penalty", presencePenalty, 0.0, Bounds.OPENAI_PENALTY);
+        Double frequency = job.decimal("frequency-penalty", frequencyPenalty, 0.0, Bounds.OPENAI_PENALTY);
+        long rowSeed = seed != null ? seed : seedFromConfig();
+        for (Integer id : stopTokenIds) {
+            Bounds.TOKEN_ID.check("--stop-token-id", id);
+        }
+        int samples = job.bounded("n", n, 1, Bounds.SAMPLES);
+        int topLp = job.bounded("top-logprobs", topLogprobs, 0, Bounds.TOP_LOGPROBS);
+        long cacheBytes = (long) job.bounded("max-cache-mb", maxCacheMb, 2048, Bounds.MEMORY_MB) << 20;
+        int batchTokens = job.bounded("max-batch-tokens", maxBatchTokens, 4096, Bounds.BATCH_TOKENS);
+        int batchSeqs = job.bounded("max-batch-seqs", maxBatchSeqs, 32, Bounds.BATCH_SEQUENCES);
         SparkSession spark = job.session("scorch generate");
         try {
             GenerateSpec spec = new GenerateSpec(
@@ -134,26 +154,24 @@ public final class GenerateCommand implements Callable<Integer> {
                     job.threads(spark),
                     job.slices(),
                     job.write(),
-                    maxNewTokens != null
-                            ? Integer.valueOf(job.positive("max-new-tokens", maxNewTokens, 256))
-                            : optionalInt("max-new-tokens"),
-                    job.decimal("temperature", temperature, null),
-                    topK != null ? topK : optionalInt("top-k"),
-                    job.decimal("top-p", topP, null),
-                    job.decimal("min-p", minP, 0.0),
-                    job.decimal("repetition-penalty", repetitionPenalty, 1.0),
-                    job.decimal("presence-penalty", presencePenalty, 0.0),
-                    job.decimal("frequency-penalty", frequencyPenalty, 0.0),
-                    seed != null ? seed : Long.parseLong(job.config().option("seed", "0")),
+                    maxNew,
+                    temp,
+                    k,
+                    p,
+                    min,
+                    repetition,
+                    presence,
+                    frequency,
+                    rowSeed,
                     stop,
                     stopTokenIds,
                     ignoreEos,
-                    job.positive("n", n, 1),
+                    samples,
                     logprobs,
-                    job.atLeastZero("top-logprobs", topLogprobs, 0),
-                    (long) job.positive("max-cache-mb", maxCacheMb, 2048) << 20,
-                    job.positive("max-batch-tokens", maxBatchTokens, 4096),
-                    job.positive("max-batch-seqs", maxBatchSeqs, 32),
+                    topLp,
+                    cacheBytes,
+                    batchTokens,
+                    batchSeqs,
                     job.backend(),
                     job.gpuPrecision());
             GenerateSummary s = GenerateJob.run(spark, spec);
@@ -164,9 +182,22 @@ public final class GenerateCommand implements Callable<Integer> {
         }
     }
 
-    /** An integer the job config may set and that otherwise comes from generation_config.json (null). */
-    private Integer optionalInt(String name) {
-        String v = job.config().option(name, null);
-        return v == null ? null : Integer.valueOf(v);
+    /**
+     * An integer given, else the job config's, else null (generation_config.json's then), within bound.
+     */
+    private Integer optionalInt(String name, Integer given, Bounds.Ints bound) {
+        Long v = job.configured(name, given);
+        return v == null ? null : bound.check("--" + name, v);
+    }
+
+    /** The config's scorch.seed, else 0: any 64-bit integer. */
+    private long seedFromConfig() {
+        String v = job.config().option("seed", "0");
+        try {
+            return Long.parseLong(v.trim());
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(
+                    "--seed (scorch.seed in --conf) " + v + ": expected a 64-bit integer", e);
+        }
     }
 }

@@ -5,6 +5,7 @@ import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.kernels.CpuPrecision;
 import dev.scorch.jobs.DemoModel;
 import dev.scorch.jobs.output.WriteMode;
+import dev.scorch.udfs.api.Bounds;
 import dev.scorch.udfs.model.RemoteCheckpoint;
 import dev.scorch.udfs.score.ScoreOptions;
 import java.util.ArrayList;
@@ -149,9 +150,7 @@ public final class JobOptions extends SparkOptions {
     SparkConf conf(String appName) {
         SparkConf sc = super.conf(appName);
         if (leaseWait != null) {
-            if (leaseWait < 0 || leaseWait > 7 * 24 * 3600) {
-                throw new IllegalArgumentException("--lease-wait " + leaseWait + ": expected 0 to 604800 seconds");
-            }
+            Bounds.LEASE_WAIT_SECONDS.checkLong("--lease-wait", leaseWait);
             sc.set(dev.scorch.jobs.PartitionedRun.LEASE_WAIT, Long.toString(leaseWait));
         }
         String v = cpuPrecision != null ? cpuPrecision : config().option("cpu-precision", null);
@@ -178,7 +177,17 @@ public final class JobOptions extends SparkOptions {
     }
 
     int slices() {
-        return positive("slices", slices, 1);
+        return bounded("slices", slices, 1, Bounds.SLICES);
+    }
+
+    /** With {@link SparkOptions#check}'s options: --slices and --lease-wait, before Spark starts. */
+    @Override
+    void check() {
+        super.check();
+        slices();
+        if (leaseWait != null) {
+            Bounds.LEASE_WAIT_SECONDS.checkLong("--lease-wait", leaseWait);
+        }
     }
 
     /** --gpu-precision, else the config's scorch.gpu-precision, else the default. */

@@ -4,6 +4,7 @@ import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.jobs.score.ScoreJob;
 import dev.scorch.jobs.score.ScoreSpec;
 import dev.scorch.jobs.score.ScoreSummary;
+import dev.scorch.udfs.api.Bounds;
 import dev.scorch.udfs.score.ScoreOptions;
 import java.util.Locale;
 import java.util.concurrent.Callable;
@@ -73,6 +74,15 @@ public final class ScoreCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
+        // Every numeric option is checked before Spark starts: a bad one fails at once (exit 2) naming it.
+        job.check();
+        int batchTokens = job.bounded("max-batch-tokens", maxBatchTokens, 4096, Bounds.BATCH_TOKENS);
+        int window = job.bounded("window-rows", windowRows, 256, Bounds.WINDOW_ROWS);
+        long arrowBytes = (long) job.bounded("arrow-memory-mb", arrowMemoryMb, 1024, Bounds.MEMORY_MB) << 20;
+        int k = job.bounded("top-k", topK, 0, Bounds.TOP_LOGPROBS);
+        int gpuBatch = job.bounded(
+                "gpu-batch-tokens", gpuBatchTokens, ScoreOptions.DEFAULT_GPU_BATCH_TOKENS, Bounds.BATCH_TOKENS);
+        int nodes = job.bounded("pipeline-nodes", pipelineNodes, 0, Bounds.PIPELINE_NODES);
         SparkSession spark = job.session("scorch score");
         try {
             ScoreSpec spec = new ScoreSpec(
@@ -82,10 +92,10 @@ public final class ScoreCommand implements Callable<Integer> {
                     job.output,
                     job.outputFormat(),
                     job.partitions(spark),
-                    job.positive("max-batch-tokens", maxBatchTokens, 4096),
-                    job.positive("window-rows", windowRows, 256),
-                    (long) job.positive("arrow-memory-mb", arrowMemoryMb, 1024) << 20,
-                    job.atLeastZero("top-k", topK, 0),
+                    batchTokens,
+                    window,
+                    arrowBytes,
+                    k,
                     LogitsMode.valueOf(job.choice("logits", logits, "none", "none", "last", "all")
                             .toUpperCase(Locale.ROOT)),
                     job.idColumn,
@@ -98,8 +108,8 @@ public final class ScoreCommand implements Callable<Integer> {
                     job.write(),
                     job.backend(),
                     job.gpuPrecision(),
-                    job.positive("gpu-batch-tokens", gpuBatchTokens, ScoreOptions.DEFAULT_GPU_BATCH_TOKENS),
-                    job.atLeastZero("pipeline-nodes", pipelineNodes, 0));
+                    gpuBatch,
+                    nodes);
             ScoreSummary s = ScoreJob.run(spark, spec);
             System.out.println(s.line());
             return 0;

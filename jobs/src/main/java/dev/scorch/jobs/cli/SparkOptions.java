@@ -1,6 +1,7 @@
 package dev.scorch.jobs.cli;
 
 import dev.scorch.jobs.JobConfig;
+import dev.scorch.udfs.api.Bounds;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
@@ -148,8 +149,17 @@ public class SparkOptions {
         }
     }
 
+    /**
+     * Checks the numeric options this class reads (given, else from the job config) against their ranges, before
+     * session() starts Spark: a bad value fails with exit 2 naming the option, not in the executors.
+     */
+    void check() {
+        bounded("partitions", partitions, 1, Bounds.PARTITIONS);
+        bounded("threads", threads, 1, Bounds.THREADS);
+    }
+
     int partitions(SparkSession spark) {
-        return positive("partitions", partitions, spark.sparkContext().defaultParallelism());
+        return bounded("partitions", partitions, spark.sparkContext().defaultParallelism(), Bounds.PARTITIONS);
     }
 
     /** --weights, else the config's scorch.weights, else auto (ScorchModel.ship then chooses by master and size). */
@@ -157,38 +167,56 @@ public class SparkOptions {
         return choice("weights", weights, "auto", "auto", "broadcast", "shared-path", "files");
     }
 
+    /** --threads, else the config's scorch.threads, else spark.task.cpus; 1 to {@link Bounds#THREADS}' 1024. */
     int threads(SparkSession spark) {
-        return positive(
-                "threads",
-                threads,
-                Integer.parseInt(spark.sparkContext().getConf().get("spark.task.cpus", "1")));
-    }
-
-    /** An integer option: given, else the config's scorch.NAME, else dflt; at least 1. */
-    int positive(String name, Integer given, int dflt) {
-        int v = atLeastZero(name, given, dflt);
-        if (v == 0) {
-            throw new IllegalArgumentException("--" + name + " must be positive, got 0");
+        Long v = configured("threads", threads);
+        if (v != null) {
+            return Bounds.THREADS.check("--threads", v);
         }
-        return v;
-    }
-
-    /** An integer option: given, else the config's scorch.NAME, else dflt; at least 0. */
-    int atLeastZero(String name, Integer given, int dflt) {
-        int v = given != null ? given : Integer.parseInt(config().option(name, String.valueOf(dflt)));
-        if (v < 0) {
-            throw new IllegalArgumentException("--" + name + " must not be negative, got " + v);
+        String cpus = spark.sparkContext().getConf().get("spark.task.cpus", "1");
+        try {
+            return Bounds.THREADS.check("--threads (default: spark.task.cpus)", Long.parseLong(cpus.trim()));
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("spark.task.cpus " + cpus + ": expected a whole number", e);
         }
-        return v;
     }
 
-    /** A double option: given, else the config's scorch.NAME, else dflt (may be null). */
-    Double decimal(String name, Double given, Double dflt) {
+    /** An integer option: given, else the config's scorch.NAME, else dflt; within bound ("--NAME V: expected A to B"). */
+    int bounded(String name, Integer given, int dflt, Bounds.Ints bound) {
+        Long v = configured(name, given);
+        return bound.check("--" + name, v != null ? v : dflt);
+    }
+
+    /** An integer option as given, else the config's scorch.NAME, else null. */
+    Long configured(String name, Integer given) {
         if (given != null) {
-            return given;
+            return (long) given;
         }
         String v = config().option(name, null);
-        return v == null ? dflt : Double.valueOf(v);
+        if (v == null) {
+            return null;
+        }
+        try {
+            return Long.parseLong(v.trim());
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(
+                    "--" + name + " (scorch." + name + " in --conf) " + v + ": expected a whole number", e);
+        }
+    }
+
+    /** A double option: given, else the config's scorch.NAME, else dflt (may be null); within bound. */
+    Double decimal(String name, Double given, Double dflt, Bounds.Decimals bound) {
+        Double v = given;
+        if (v == null) {
+            String c = config().option(name, null);
+            try {
+                v = c == null ? dflt : Double.valueOf(c.trim());
+            } catch (NumberFormatException e) {
+                throw new IllegalArgumentException(
+                        "--" + name + " (scorch." + name + " in --conf) " + c + ": expected a number", e);
+            }
+        }
+        return v == null ? null : bound.check("--" + name, v);
     }
 
     /** One of allowed: given, else the config's scorch.NAME, else dflt. */

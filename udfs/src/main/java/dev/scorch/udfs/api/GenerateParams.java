@@ -84,7 +84,7 @@ public final class GenerateParams {
                 case "n" -> p.setN(Values.integer(k, v));
                 case "logprobs" -> p.setLogprobs(Values.bool(k, v));
                 case "top_logprobs" -> p.setTopLogprobs(Values.integer(k, v));
-                case "max_cache_mb" -> p.setMaxCacheBytes((long) Values.integer(k, v) << 20);
+                case "max_cache_mb" -> p.setMaxCacheBytes((long) Bounds.MEMORY_MB.check(k, Values.integer(k, v)) << 20);
                 case "max_batch_tokens" -> p.setMaxBatchTokens(Values.integer(k, v));
                 case "max_batch_seqs" -> p.setMaxBatchSeqs(Values.integer(k, v));
                 case "threads" -> p.setThreads(Values.integer(k, v));
@@ -103,15 +103,14 @@ public final class GenerateParams {
 
     /** Every sampling setting at once (the engine's record: temperature 0 is greedy). */
     public GenerateParams setSampling(SamplingParams s) {
-        temperature = s.temperature();
-        topK = s.topK();
-        topP = s.topP();
-        minP = s.minP();
-        repetitionPenalty = s.repetitionPenalty();
-        presencePenalty = s.presencePenalty();
-        frequencyPenalty = s.frequencyPenalty();
-        seed = s.seed();
-        return this;
+        return setTemperature(s.temperature())
+                .setTopK(s.topK())
+                .setTopP(s.topP())
+                .setMinP(s.minP())
+                .setRepetitionPenalty(s.repetitionPenalty())
+                .setPresencePenalty(s.presencePenalty())
+                .setFrequencyPenalty(s.frequencyPenalty())
+                .setSeed(s.seed());
     }
 
     /** Column of prompt token ids (array of int or bigint). Default token_ids. */
@@ -165,42 +164,42 @@ public final class GenerateParams {
     }
 
     public GenerateParams setMaxNewTokens(Integer v) {
-        maxNewTokens = v;
+        maxNewTokens = v == null ? null : Bounds.MAX_NEW_TOKENS.check("max_new_tokens", v);
         return this;
     }
 
     public GenerateParams setTemperature(Double v) {
-        temperature = v;
+        temperature = v == null ? null : Bounds.TEMPERATURE.check("temperature", v);
         return this;
     }
 
     public GenerateParams setTopK(Integer v) {
-        topK = v;
+        topK = v == null ? null : Bounds.SAMPLING_TOP_K.check("top_k", v);
         return this;
     }
 
     public GenerateParams setTopP(Double v) {
-        topP = v;
+        topP = v == null ? null : Bounds.TOP_P.check("top_p", v);
         return this;
     }
 
     public GenerateParams setMinP(double v) {
-        minP = v;
+        minP = Bounds.MIN_P.check("min_p", v);
         return this;
     }
 
     public GenerateParams setRepetitionPenalty(double v) {
-        repetitionPenalty = v;
+        repetitionPenalty = Bounds.REPETITION_PENALTY.check("repetition_penalty", v);
         return this;
     }
 
     public GenerateParams setPresencePenalty(double v) {
-        presencePenalty = v;
+        presencePenalty = Bounds.OPENAI_PENALTY.check("presence_penalty", v);
         return this;
     }
 
     public GenerateParams setFrequencyPenalty(double v) {
-        frequencyPenalty = v;
+        frequencyPenalty = Bounds.OPENAI_PENALTY.check("frequency_penalty", v);
         return this;
     }
 
@@ -218,6 +217,12 @@ public final class GenerateParams {
 
     /** Extra ids that end a completion, like EOS. */
     public GenerateParams setStopTokenIds(List<Integer> v) {
+        for (Integer id : v) {
+            if (id == null) {
+                throw new IllegalArgumentException("stop_token_ids: null id");
+            }
+            Bounds.TOKEN_ID.check("stop_token_ids", id);
+        }
         stopTokenIds = List.copyOf(v);
         return this;
     }
@@ -230,7 +235,7 @@ public final class GenerateParams {
 
     /** Completions per row: n result rows per input row, sample 0 .. n-1. */
     public GenerateParams setN(int v) {
-        n = v;
+        n = Bounds.SAMPLES.check("n", v);
         return this;
     }
 
@@ -242,31 +247,35 @@ public final class GenerateParams {
 
     /** Add top_logprobs with this many alternatives per generated token (0: no such column). */
     public GenerateParams setTopLogprobs(int v) {
-        topLogprobs = v;
+        topLogprobs = Bounds.TOP_LOGPROBS.check("top_logprobs", v);
         return this;
     }
 
     /** KV cache memory one task may hold (each running sequence reserves prompt + max_new_tokens). */
     public GenerateParams setMaxCacheBytes(long v) {
+        if (v < 1 || v > Bounds.MEMORY_MB.max() << 20) {
+            throw new IllegalArgumentException(
+                    "max cache " + v + " bytes: expected 1 to " + (Bounds.MEMORY_MB.max() << 20));
+        }
         maxCacheBytes = v;
         return this;
     }
 
     /** Prompt tokens prefilled together. */
     public GenerateParams setMaxBatchTokens(int v) {
-        maxBatchTokens = v;
+        maxBatchTokens = Bounds.BATCH_TOKENS.check("max_batch_tokens", v);
         return this;
     }
 
     /** Sequences decoded together. */
     public GenerateParams setMaxBatchSeqs(int v) {
-        maxBatchSeqs = v;
+        maxBatchSeqs = Bounds.BATCH_SEQUENCES.check("max_batch_seqs", v);
         return this;
     }
 
     /** Engine threads per task on the CPU (0: spark.task.cpus). */
     public GenerateParams setThreads(int v) {
-        threads = v;
+        threads = Bounds.THREADS_OR_DEFAULT.check("threads", v);
         return this;
     }
 

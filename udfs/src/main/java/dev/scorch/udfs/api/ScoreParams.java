@@ -51,7 +51,9 @@ public final class ScoreParams {
                 case "logits" -> p.setLogits(Values.logits(Values.string(e.getKey(), v)));
                 case "max_batch_tokens" -> p.setMaxBatchTokens(Values.integer(e.getKey(), v));
                 case "window_rows" -> p.setWindowRows(Values.integer(e.getKey(), v));
-                case "arrow_memory_mb" -> p.setArrowMemoryBytes((long) Values.integer(e.getKey(), v) << 20);
+                case "arrow_memory_mb" ->
+                    p.setArrowMemoryBytes(
+                            (long) Bounds.MEMORY_MB.check(e.getKey(), Values.integer(e.getKey(), v)) << 20);
                 case "threads" -> p.setThreads(Values.integer(e.getKey(), v));
                 case "backend" -> p.setBackend(BackendMode.parse(Values.string(e.getKey(), v)));
                 case "gpu_precision" -> p.setGpuPrecision(GemmPrecision.parse(Values.string(e.getKey(), v)));
@@ -105,7 +107,7 @@ public final class ScoreParams {
 
     /** Alternatives per scored token in top_logprobs (0: no such column). */
     public ScoreParams setTopK(int v) {
-        topK = v;
+        topK = Bounds.TOP_LOGPROBS.check("top_k", v);
         return this;
     }
 
@@ -117,7 +119,7 @@ public final class ScoreParams {
 
     /** Token budget of one engine batch (a GPU's free memory may lower it; the scores do not change). */
     public ScoreParams setMaxBatchTokens(int v) {
-        maxBatchTokens = v;
+        maxBatchTokens = Bounds.BATCH_TOKENS.check("max_batch_tokens", v);
         return this;
     }
 
@@ -126,25 +128,29 @@ public final class ScoreParams {
      * the GPU's free memory holds them; a task's windows then hold two such batches (the scores do not change).
      */
     public ScoreParams setGpuBatchTokens(int v) {
-        gpuBatchTokens = v;
+        gpuBatchTokens = Bounds.BATCH_TOKENS.check("gpu_batch_tokens", v);
         return this;
     }
 
     /** Rows a task reads, sorts by length and batches together before their results leave. */
     public ScoreParams setWindowRows(int v) {
-        windowRows = v;
+        windowRows = Bounds.WINDOW_ROWS.check("window_rows", v);
         return this;
     }
 
     /** Off-heap memory one task's Arrow buffers may take. */
     public ScoreParams setArrowMemoryBytes(long v) {
+        if (v < 1 || v > Bounds.MEMORY_MB.max() << 20) {
+            throw new IllegalArgumentException(
+                    "arrow memory " + v + " bytes: expected 1 to " + (Bounds.MEMORY_MB.max() << 20));
+        }
         arrowMemoryBytes = v;
         return this;
     }
 
     /** Engine threads per task on the CPU (0: spark.task.cpus). */
     public ScoreParams setThreads(int v) {
-        threads = v;
+        threads = Bounds.THREADS_OR_DEFAULT.check("threads", v);
         return this;
     }
 
@@ -172,10 +178,7 @@ public final class ScoreParams {
      * holds. 0 (the default): every task holds the whole model.
      */
     public ScoreParams setPipelineNodes(int v) {
-        if (v < 0) {
-            throw new IllegalArgumentException("pipeline nodes must be >= 0, got " + v);
-        }
-        pipelineNodes = v;
+        pipelineNodes = Bounds.PIPELINE_NODES.check("pipeline_nodes", v);
         return this;
     }
 
@@ -225,9 +228,6 @@ public final class ScoreParams {
 
     /** What the tasks run, threads resolved against the session (checks every value). */
     public ScoreOptions options(SparkSession spark) {
-        if (arrowMemoryBytes < 1) {
-            throw new IllegalArgumentException("arrow memory must be positive, got " + arrowMemoryBytes);
-        }
         return new ScoreOptions(
                 maxBatchTokens,
                 windowRows,

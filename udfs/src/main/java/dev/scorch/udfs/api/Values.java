@@ -92,14 +92,18 @@ final class Values {
         }
     }
 
-    /** Engine threads per task: the value given, or spark.task.cpus for 0. */
+    /** Engine threads per task: the value given, or spark.task.cpus for 0; either within {@link Bounds#THREADS}. */
     static int threads(SparkSession spark, int given) {
-        if (given < 0) {
-            throw new IllegalArgumentException("threads must not be negative, got " + given);
+        Bounds.THREADS_OR_DEFAULT.check("threads", given);
+        if (given > 0) {
+            return given;
         }
-        return given > 0
-                ? given
-                : Integer.parseInt(spark.sparkContext().getConf().get("spark.task.cpus", "1"));
+        String cpus = spark.sparkContext().getConf().get("spark.task.cpus", "1");
+        try {
+            return Bounds.THREADS.check("threads (from spark.task.cpus)", Long.parseLong(cpus.trim()));
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("spark.task.cpus " + cpus + ": expected a whole number", e);
+        }
     }
 
     private static String describe(Object v) {

@@ -48,6 +48,7 @@ public record GenerateOptions(
         if (maxNewTokens < 1 || n < 1 || topLogprobs < 0 || threads < 1) {
             throw new IllegalArgumentException("max_new_tokens, n and threads must be >= 1, top_logprobs >= 0");
         }
+        dev.scorch.udfs.api.Bounds.THREADS.check("threads", threads);
         limits.engine(); // checks the limits
         stopStrings = List.copyOf(stopStrings);
         stopTokenIds = List.copyOf(stopTokenIds);

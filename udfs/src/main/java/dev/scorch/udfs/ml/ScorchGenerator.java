@@ -2,6 +2,7 @@ package dev.scorch.udfs.ml;
 
 import dev.scorch.engine.backend.BackendMode;
 import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.udfs.api.Bounds;
 import dev.scorch.udfs.api.GenerateParams;
 import dev.scorch.udfs.api.ScorchModel;
 import java.util.Arrays;
@@ -54,24 +55,28 @@ public final class ScorchGenerator extends ScorchStage {
         messagesCol = new Param<>(this, "messagesCol", "column of chat messages, for rows without token ids");
         rowOverrides = new BooleanParam(
                 this, "rowOverrides", "read per-row sampling columns (max_new_tokens, temperature, ..., stop)");
-        maxNewTokens =
-                new IntParam(this, "maxNewTokens", "tokens generated at most (unset: the checkpoint's, else 256)");
-        temperature = new DoubleParam(this, "temperature", "0 is greedy (unset: the checkpoint's)");
-        topK = new IntParam(this, "topK", "sample among the k most likely tokens, 0 for all (unset: the checkpoint's)");
-        topP = new DoubleParam(this, "topP", "nucleus sampling, 1 for all (unset: the checkpoint's)");
-        minP = new DoubleParam(this, "minP", "drop tokens less likely than minP times the most likely");
-        repetitionPenalty = new DoubleParam(this, "repetitionPenalty", "Hugging Face style, 1 for none");
-        presencePenalty = new DoubleParam(this, "presencePenalty", "OpenAI style, 0 for none");
-        frequencyPenalty = new DoubleParam(this, "frequencyPenalty", "OpenAI style, 0 for none");
+        maxNewTokens = intParam(
+                "maxNewTokens", "tokens generated at most (unset: the checkpoint's, else 256)", Bounds.MAX_NEW_TOKENS);
+        temperature = doubleParam("temperature", "0 is greedy (unset: the checkpoint's)", Bounds.TEMPERATURE);
+        topK = intParam(
+                "topK",
+                "sample among the k most likely tokens, 0 for all (unset: the checkpoint's)",
+                Bounds.SAMPLING_TOP_K);
+        topP = doubleParam("topP", "nucleus sampling, 1 for all (unset: the checkpoint's)", Bounds.TOP_P);
+        minP = doubleParam("minP", "drop tokens less likely than minP times the most likely", Bounds.MIN_P);
+        repetitionPenalty =
+                doubleParam("repetitionPenalty", "Hugging Face style, 1 for none", Bounds.REPETITION_PENALTY);
+        presencePenalty = doubleParam("presencePenalty", "OpenAI style, 0 for none", Bounds.OPENAI_PENALTY);
+        frequencyPenalty = doubleParam("frequencyPenalty", "OpenAI style, 0 for none", Bounds.OPENAI_PENALTY);
         seed = new LongParam(this, "seed", "seed of the rows' random streams");
         stop = new StringArrayParam(this, "stop", "stop strings");
         stopTokenIds = new IntArrayParam(this, "stopTokenIds", "extra ids that end a completion, like EOS");
         ignoreEos = new BooleanParam(this, "ignoreEos", "do not stop at the checkpoint's EOS ids");
-        n = new IntParam(this, "n", "completions per row");
+        n = intParam("n", "completions per row", Bounds.SAMPLES);
         logprobs = new BooleanParam(this, "logprobs", "add token_logprobs");
-        topLogprobs = new IntParam(this, "topLogprobs", "alternatives per generated token in top_logprobs");
-        maxCacheMb = new IntParam(this, "maxCacheMb", "KV cache MiB one task may hold");
-        maxBatchSeqs = new IntParam(this, "maxBatchSeqs", "sequences decoded together");
+        topLogprobs = intParam("topLogprobs", "alternatives per generated token in top_logprobs", Bounds.TOP_LOGPROBS);
+        maxCacheMb = intParam("maxCacheMb", "KV cache MiB one task may hold", Bounds.MEMORY_MB);
+        maxBatchSeqs = intParam("maxBatchSeqs", "sequences decoded together", Bounds.BATCH_SEQUENCES);
         setDefault(messagesCol, "messages");
         setDefault(rowOverrides, false);
         setDefault(minP, 0.0);
@@ -315,6 +320,7 @@ public final class ScorchGenerator extends ScorchStage {
 
     /** The API's parameters these Params give (unset sampling values left to the checkpoint). */
     public GenerateParams generateParams() {
+        checkBounds();
         GenerateParams p = new GenerateParams()
                 .setTokenIdsCol($(tokenIdsCol()))
                 .setTextCol($(textCol()))

@@ -3,6 +3,7 @@ package dev.scorch.udfs.ml;
 import dev.scorch.engine.backend.BackendMode;
 import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.scoring.LogitsMode;
+import dev.scorch.udfs.api.Bounds;
 import dev.scorch.udfs.api.ScorchModel;
 import dev.scorch.udfs.api.ScoreParams;
 import java.util.Locale;
@@ -34,9 +35,10 @@ public final class ScorchScorer extends ScorchStage {
         super(uid);
         continuationCol = new Param<>(
                 this, "continuationCol", "column of a continuation of the text: only its tokens are scored");
-        topK = new IntParam(this, "topK", "alternatives per scored token in top_logprobs (0: no such column)");
+        topK = intParam(
+                "topK", "alternatives per scored token in top_logprobs (0: no such column)", Bounds.TOP_LOGPROBS);
         logits = new Param<>(this, "logits", "full logits of none, the last or all positions");
-        windowRows = new IntParam(this, "windowRows", "rows a task sorts by length and batches together");
+        windowRows = intParam("windowRows", "rows a task sorts by length and batches together", Bounds.WINDOW_ROWS);
         setDefault(continuationCol, "continuation");
         setDefault(topK, 0);
         setDefault(logits, "none");
@@ -134,6 +136,7 @@ public final class ScorchScorer extends ScorchStage {
 
     /** The API's parameters these Params give. */
     public ScoreParams scoreParams() {
+        checkBounds();
         String l = $(logits).toUpperCase(Locale.ROOT);
         LogitsMode mode;
         try {

@@ -44,6 +44,7 @@ public record ScoreOptions(
             throw new IllegalArgumentException(
                     "max batch tokens, GPU batch tokens, window rows and threads must be >= 1, top-k >= 0");
         }
+        dev.scorch.udfs.api.Bounds.THREADS.check("threads", threads);
         if (backend == null || gpuPrecision == null) {
             throw new IllegalArgumentException("backend and GPU precision must be given");
         }
