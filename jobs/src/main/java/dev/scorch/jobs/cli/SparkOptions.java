@@ -1,5 +1,6 @@
 package dev.scorch.jobs.cli;
 
+import dev.scorch.jobs.ExecutorWait;
 import dev.scorch.jobs.JobConfig;
 import dev.scorch.udfs.api.Bounds;
 import java.io.IOException;
@@ -57,13 +58,24 @@ public class SparkOptions {
         return config;
     }
 
-    /** A session from --conf, --spark-conf and --master (local[*] when nothing names one). */
+    /**
+     * A session from --conf, --spark-conf and --master (local[*] when nothing names one). On a cluster master it returns
+     * once an executor has registered, and fails after spark.scorch.executorWait seconds without one, saying what the
+     * executors ask for and what the cluster offers ({@link ExecutorWait}).
+     */
     SparkSession session(String appName) {
         SparkConf sc = conf(appName);
         // A session that already runs in this JVM (a notebook's, a test's) is used and left running.
         ownsSession = SparkSession.getActiveSession().isEmpty()
                 && SparkSession.getDefaultSession().isEmpty();
-        return SparkSession.builder().config(sc).getOrCreate();
+        SparkSession spark = SparkSession.builder().config(sc).getOrCreate();
+        try {
+            ExecutorWait.await(spark);
+        } catch (RuntimeException e) {
+            stop(spark);
+            throw e;
+        }
+        return spark;
     }
 
     /** The settings session() starts Spark with; on a cluster master, with what the executors need from {@link #forCluster}. */

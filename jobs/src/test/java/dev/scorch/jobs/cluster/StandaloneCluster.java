@@ -123,6 +123,11 @@ final class StandaloneCluster implements AutoCloseable {
         return "spark://" + LOCALHOST + ":" + masterPort;
     }
 
+    /** The Master's web UI (its state as JSON under /json/). */
+    String masterUi() {
+        return "http://" + LOCALHOST + ":" + masterUiPort;
+    }
+
     /** The environment of every cluster process: the fake distribution, loopback only, this JVM's Java for executors. */
     Map<String, String> env() {
         Map<String, String> env = new TreeMap<>();

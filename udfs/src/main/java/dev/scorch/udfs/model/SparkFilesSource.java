@@ -18,14 +18,14 @@ import scala.Option;
 /**
  * The checkpoint's files were added to the job one by one with {@code SparkContext.addFile} (a non-local master
  * refuses a folder: UNSUPPORTED_ADD_FILE.LOCAL_DIRECTORY). SparkFiles keeps one flat folder per application, so each
- * file goes under a name no other model's file can take ({@link #shippedName}). An executor links the fetched files
- * under their own names into a folder beside them, verifies it against the manifest, and maps it. The copies live in
- * the application's SparkFiles folder and go with it.
+ * file goes under a name no other model's file can take ({@link #shippedName}). An executor moves the fetched files
+ * under their own names into its host's model cache, as broadcast weights are ({@link #materialize}), verifies them
+ * against the manifest, and maps them there; the application's SparkFiles folder keeps no copy.
  *
  * @param artifactScope the artifact scope (session) of the driver's session the files were added in; null: Spark's default
  */
 public record SparkFilesSource(ModelManifest manifest, String artifactScope) implements ModelSource {
-    /** Prefix of the driver's staging folder and of each executor's assembled folder, in their SparkFiles folders. */
+    /** Prefix of the driver's staging folder in its SparkFiles folder. */
     static final String FOLDER_PREFIX = "scorch-model-";
 
     /** The SparkFiles name of file i of the manifest: content hash, index and file name (a shard may sit in a subfolder). */
@@ -109,30 +109,46 @@ public record SparkFilesSource(ModelManifest manifest, String artifactScope) imp
         return "files";
     }
 
-    /** Links the fetched files under their own names into scorch-model-HASH beside them (once per folder), verified. */
+    /**
+     * The host's model cache copy ({@link LocalModelFolder#assemble}, as broadcast weights): the executor that assembles
+     * it moves its fetched files in (a rename on the same file system), and every executor then deletes the copies Spark
+     * fetched into its application folder. So a Worker keeps one copy of a model in its cache, reused by later
+     * applications, not one per application and executor in folders that stay until the Worker's clean-up.
+     */
     @Override
     public Path materialize(Path cacheRoot) {
-        Path first = fetched(0);
-        Path dir = first.resolveSibling(FOLDER_PREFIX + manifest.contentHash());
-        if (Files.isRegularFile(dir.resolve(LocalModelFolder.COMPLETE))) {
-            return dir;
-        }
-        Path tmp = null;
         try {
-            tmp = Files.createTempDirectory(first.getParent(), FOLDER_PREFIX + manifest.contentHash() + ".partial-");
-            for (int i = 0; i < manifest.files().size(); i++) {
-                Path link = tmp.resolve(manifest.files().get(i).name());
-                Files.createDirectories(link.getParent());
-                Files.createSymbolicLink(link, fetched(i));
-            }
-            Path published = LocalModelFolder.publish(tmp, dir, manifest);
-            tmp = null;
-            return published;
-        } catch (IOException e) {
-            throw new CheckpointException(
-                    dir + ": cannot assemble the model from the job's files: " + e.getMessage(), e);
+            return LocalModelFolder.assemble(cacheRoot, manifest, tmp -> {
+                for (int i = 0; i < manifest.files().size(); i++) {
+                    Path from = fetched(i);
+                    Path to =
+                            LocalModelFolder.target(tmp, manifest.files().get(i).name());
+                    if (ownCopy(from)) {
+                        Files.move(from, to);
+                    } else {
+                        Files.copy(from, to);
+                    }
+                }
+            });
         } finally {
-            LocalModelFolder.deleteQuietly(tmp);
+            for (int i = 0; i < manifest.files().size(); i++) {
+                Path from = fetched(i);
+                try {
+                    if (ownCopy(from)) {
+                        Files.deleteIfExists(from);
+                    }
+                } catch (IOException e) {
+                    // left for the Worker's clean-up of application folders
+                }
+            }
         }
+    }
+
+    /**
+     * Whether p is a copy Spark fetched for this executor (a plain file, not a link that could lead to the driver's
+     * folder), which may be moved or deleted.
+     */
+    private static boolean ownCopy(Path p) {
+        return Files.isRegularFile(p, java.nio.file.LinkOption.NOFOLLOW_LINKS);
     }
 }
