@@ -2,6 +2,7 @@ package dev.scorch.jobs;
 
 import dev.scorch.engine.demo.DemoModelWriter;
 import dev.scorch.engine.demo.DemoPreset;
+import dev.scorch.udfs.model.RemoteCheckpoint;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
@@ -23,10 +24,10 @@ public final class DemoModel {
         return root.resolve("models").resolve("demo-tiny");
     }
 
-    /** The model folder for a --model value: the demo model's folder (made if needed) or the path as given. */
+    /** The model folder for a --model value: the demo model's folder (made if needed) or the path (or file: URI) given. */
     public static Path resolve(String model) {
         if (!model.equals(NAME)) {
-            return Path.of(model);
+            return RemoteCheckpoint.localPath(model); // a path, or a file: URI
         }
         Path dir = folder();
         if (!Files.isRegularFile(dir.resolve(MARKER))) {

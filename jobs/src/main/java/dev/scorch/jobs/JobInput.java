@@ -158,6 +158,14 @@ final class JobInput {
         Column prompt = hasText
                 ? col(spec.textColumn()).cast(DataTypes.StringType)
                 : lit(null).cast(DataTypes.StringType);
+        if (hasText && spec.resolvedInputFormat().equals("csv")) {
+            // CSV reads an empty field as null: such a text row's error is its empty prompt, not "token_ids is null".
+            Column noPrompt = tokenIds.isNull().and(prompt.isNull());
+            if (hasMessages) {
+                noPrompt = noPrompt.and(col(spec.messagesColumn()).isNull());
+            }
+            inputError = coalesce(inputError, when(noPrompt, lit(spec.textColumn() + " is empty")));
+        }
         boolean generateIds = !cols.contains(spec.idColumn());
         List<Column> select = new ArrayList<>();
         select.add(

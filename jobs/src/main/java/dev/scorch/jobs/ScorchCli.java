@@ -9,6 +9,8 @@ import dev.scorch.jobs.cli.MakeDemoModelCommand;
 import dev.scorch.jobs.cli.ScoreCommand;
 import dev.scorch.jobs.cli.SqlCommand;
 import dev.scorch.jobs.cli.TokenizeCommand;
+import dev.scorch.udfs.model.RemoteCheckpoint;
+import java.nio.file.Path;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 
@@ -49,6 +51,8 @@ public final class ScorchCli implements Runnable {
 
     public static CommandLine commandLine() {
         CommandLine cl = new CommandLine(new ScorchCli());
+        // Every path option (--model, --tokenizer, --input, ...) takes a file: URI as well as a plain path.
+        cl.registerConverter(Path.class, RemoteCheckpoint::localPath);
         cl.setExecutionExceptionHandler((ex, cmd, parsed) -> {
             cmd.getErr().println("scorch " + cmd.getCommandName() + ": " + ex.getMessage());
             return 2;

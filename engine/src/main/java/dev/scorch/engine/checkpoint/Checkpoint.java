@@ -74,7 +74,7 @@ public final class Checkpoint {
         try {
             root = new ObjectMapper().readTree(index.toFile());
         } catch (IOException e) {
-            throw new CheckpointException(index + ": not valid JSON: " + e.getMessage(), e);
+            throw new CheckpointException(index + ": " + dev.scorch.engine.config.JsonErrors.describe(e));
         }
         JsonNode map = root == null ? null : root.get("weight_map");
         if (map == null || !map.isObject()) {

@@ -1,5 +1,7 @@
 package dev.scorch.engine.checkpoint;
 
+import java.io.IOException;
+import java.nio.file.Path;
 import java.util.List;
 
 /**
@@ -40,4 +42,57 @@ public final class ModelFiles {
             TOKENIZER.get(5));
 
     private ModelFiles() {}
+
+    /**
+     * Null when file, followed through any symbolic links, lies inside dir (or, for a Hugging Face hub cache's
+     * snapshots/REV folder, in the blobs/ folder beside it, where its links point); else the refusal, naming the file.
+     * A link out of the folder (to /etc/passwd, say) is refused before anything reads it, so no error can quote it.
+     */
+    public static String outsideFolder(Path dir, Path file) {
+        Path real;
+        Path root;
+        try {
+            real = file.toRealPath();
+            root = dir.toRealPath();
+        } catch (IOException e) {
+            return null; // missing or unreadable: the reader says so
+        }
+        if (real.startsWith(root)) {
+            return null;
+        }
+        Path snapshots = root.getParent();
+        if (snapshots != null
+                && snapshots.getFileName() != null
+                && snapshots.getFileName().toString().equals("snapshots")
+                && snapshots.getParent() != null
+                && real.startsWith(snapshots.getParent().resolve("blobs"))) {
+            return null;
+        }
+        return file + ": a symbolic link to a file outside the model folder; refused (copy the file into the folder)";
+    }
+
+    /**
+     * Refuses (naming the file) a configuration, index, tokenizer or shard file of dir that is a symbolic link out of
+     * it: the driver's check before anything reads them. Executors load copies checked against its manifest.
+     */
+    public static void requireNoLinksOut(Path dir) {
+        for (String name : METADATA) {
+            requireInside(dir, dir.resolve(name));
+        }
+        try (var files = java.nio.file.Files.newDirectoryStream(dir, "*.safetensors")) {
+            for (Path f : files) {
+                requireInside(dir, f);
+            }
+        } catch (IOException e) {
+            // an unreadable folder: the checkpoint's own reading says so
+        }
+    }
+
+    /** Throws {@link CheckpointException} when {@link #outsideFolder} refuses the file. */
+    public static void requireInside(Path dir, Path file) {
+        String problem = outsideFolder(dir, file);
+        if (problem != null) {
+            throw new CheckpointException(problem);
+        }
+    }
 }

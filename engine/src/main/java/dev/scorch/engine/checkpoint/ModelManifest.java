@@ -50,6 +50,7 @@ public record ModelManifest(String name, List<FileEntry> files, String contentHa
         Path base = dir.toAbsolutePath().normalize();
         List<FileEntry> entries = new ArrayList<>();
         for (Path p : paths) {
+            ModelFiles.requireInside(dir, p);
             String rel = base.relativize(p.toAbsolutePath().normalize()).toString();
             entries.add(new FileEntry(rel, size(p), checkedCrc32c(p)));
         }

@@ -1,9 +1,11 @@
 package dev.scorch.engine.checkpoint;
 
 import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.core.StreamReadFeature;
 import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.json.JsonMapper;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -29,7 +31,11 @@ public final class SafetensorsFile {
     /** The Hugging Face safetensors library refuses headers over 100 MB; so do we. */
     public static final long MAX_HEADER_BYTES = 100_000_000L;
 
-    private static final ObjectMapper JSON = new ObjectMapper().enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
+    /** Trailing text and a key given twice (which entry would count is ambiguous) are refused. */
+    private static final ObjectMapper JSON = JsonMapper.builder()
+            .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
+            .enable(StreamReadFeature.STRICT_DUPLICATE_DETECTION)
+            .build();
 
     private final Path path;
     private final Map<String, TensorInfo> tensors;
@@ -86,7 +92,9 @@ public final class SafetensorsFile {
         try {
             root = JSON.readTree(headerText);
         } catch (JsonProcessingException e) {
-            throw new CheckpointException(path + ": header is not valid JSON: " + e.getOriginalMessage());
+            // names a key given twice (which entry would count is ambiguous), else where the JSON breaks
+            throw new CheckpointException(
+                    path + ": header " + dev.scorch.engine.config.JsonErrors.describe(e) + "; refused");
         }
         if (root == null || !root.isObject()) {
             throw new CheckpointException(path + ": header is not a JSON object");

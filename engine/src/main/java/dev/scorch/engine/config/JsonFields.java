@@ -30,7 +30,7 @@ final class JsonFields {
             }
             return new JsonFields(file.toString(), root);
         } catch (IOException e) {
-            throw new ConfigException(file + ": not valid JSON: " + e.getMessage(), e);
+            throw new ConfigException(file + ": " + JsonErrors.describe(e));
         }
     }
 

@@ -44,6 +44,7 @@ public record ModelInfo(
     public static final String INT4 = "INT4";
 
     public static ModelInfo of(Path dir) {
+        dev.scorch.engine.checkpoint.ModelFiles.requireNoLinksOut(dir);
         ModelConfig config = ModelConfig.read(dir.resolve("config.json"));
         Checkpoint ckpt = Checkpoint.open(dir);
         ValidationReport report = CheckpointValidator.validate(config, ckpt);

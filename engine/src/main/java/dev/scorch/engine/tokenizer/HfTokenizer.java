@@ -81,7 +81,7 @@ public final class HfTokenizer implements Tokenizer {
         try {
             root = TokenizerConfig.JSON.readTree(json);
         } catch (IOException e) {
-            throw new TokenizerException(source + ": not valid JSON: " + e.getMessage(), e);
+            throw new TokenizerException(source + ": " + dev.scorch.engine.config.JsonErrors.describe(e));
         }
         if (root == null || !root.isObject()) {
             throw new TokenizerException(source + ": not a JSON object");

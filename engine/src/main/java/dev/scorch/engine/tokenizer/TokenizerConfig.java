@@ -2,6 +2,7 @@ package dev.scorch.engine.tokenizer;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.scorch.engine.config.JsonErrors;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -39,7 +40,7 @@ record TokenizerConfig(
         try {
             root = JSON.readTree(Files.readAllBytes(file));
         } catch (IOException e) {
-            throw new TokenizerException(file + ": cannot read tokenizer config: " + e.getMessage(), e);
+            throw new TokenizerException(file + ": tokenizer config " + JsonErrors.describe(e));
         }
         return parse(root, file.toString());
     }
@@ -53,7 +54,7 @@ record TokenizerConfig(
         try {
             return parse(JSON.readTree(json), where);
         } catch (IOException e) {
-            throw new TokenizerException(where + ": not valid JSON: " + e.getMessage(), e);
+            throw new TokenizerException(where + ": " + JsonErrors.describe(e));
         }
     }
 

@@ -1,5 +1,6 @@
 package dev.scorch.engine.tokenizer;
 
+import dev.scorch.engine.checkpoint.ModelFiles;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -24,9 +25,24 @@ public final class Tokenizers {
      * chat template comes from tokenizer_config.json, else from a chat_template.jinja file. Empty when the
      * folder has no tokenizer file.
      *
-     * @throws TokenizerException when a file cannot be read or parsed; the message names the file and field
+     * @throws TokenizerException when a file cannot be read or parsed, or is a symbolic link out of the folder; the
+     *     message names the file and field
      */
     public static Optional<Tokenizer> load(Path modelDir) {
+        for (String name : ModelFiles.TOKENIZER) { // never read, nor quote, a file a link brings in from elsewhere
+            String problem = ModelFiles.outsideFolder(modelDir, modelDir.resolve(name));
+            if (problem != null) {
+                throw new TokenizerException(problem);
+            }
+        }
+        return loadVerified(modelDir);
+    }
+
+    /**
+     * {@link #load} without the check for links out of the folder: for an executor's copy of a checkpoint, whose every
+     * file was checked against the driver's manifest and which may be links to the files Spark fetched.
+     */
+    public static Optional<Tokenizer> loadVerified(Path modelDir) {
         Path config = modelDir.resolve("tokenizer_config.json");
         Path hf = modelDir.resolve("tokenizer.json");
         Path hfGz = modelDir.resolve("tokenizer.json.gz");

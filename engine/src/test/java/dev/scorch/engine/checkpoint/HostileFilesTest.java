@@ -109,6 +109,42 @@ class HostileFilesTest {
         openFails(raw(tmp.resolve("trailing.safetensors"), "{} garbage", 0), "JSON");
     }
 
+    /** The driver's check: a checkpoint file linked out of the folder is refused by name, its content unread. */
+    @Test
+    void fileLinkedOutOfTheModelFolderIsRefused() throws Exception {
+        Path model = tmp.resolve("linked-model");
+        new dev.scorch.engine.demo.DemoModelWriter(dev.scorch.engine.demo.DemoPreset.TINY, false, true, 3).write(model);
+        Path secret = Files.writeString(tmp.resolve("passwd"), "rootsecret:x:0:0:root:/root:/bin/bash\n");
+        for (String name : new String[] {"tokenizer_config.json", "config.json"}) {
+            Path f = model.resolve(name);
+            Path kept = Files.move(f, tmp.resolve(name + ".kept"));
+            Files.createSymbolicLink(f, secret);
+            CheckpointException e = fails(() -> dev.scorch.engine.model.ModelInfo.of(model), f.toString(), "outside");
+            assertTrue(!e.getMessage().contains("rootsecret"), e.getMessage());
+            fails(() -> ModelManifest.of(model), f.toString(), "outside");
+            Files.delete(f);
+            Files.move(kept, f);
+        }
+        dev.scorch.engine.model.ModelInfo.of(model).validation().orThrow();
+    }
+
+    @Test
+    void duplicateKeyIsRefusedAsAmbiguous() throws Exception {
+        String t = "{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}";
+        String u = "{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}";
+        openFails(
+                raw(tmp.resolve("dup.safetensors"), "{\"a.weight\":" + t + ",\"a.weight\":" + u + "}", 8),
+                "a.weight",
+                "twice");
+        openFails(
+                raw(
+                        tmp.resolve("dupmeta.safetensors"),
+                        "{\"__metadata__\":{\"format\":\"pt\",\"format\":\"np\"},\"a.weight\":" + t + "}",
+                        4),
+                "format",
+                "twice");
+    }
+
     @Test
     void headerIsAJsonArray() throws Exception {
         openFails(raw(tmp.resolve("array.safetensors"), "[1, 2, 3]", 0), "object");

@@ -89,6 +89,42 @@ class TokenizersLoadTest {
                         .render(java.util.List.of(new ChatTemplate.Message("user", "hi")), false));
     }
 
+    /** A tokenizer_config.json linked to a file outside the folder is refused, naming it, unread and unquoted. */
+    @Test
+    void linkOutOfTheFolderIsRefusedUnquoted(@TempDir Path tmp) throws IOException {
+        Path dir = Files.createDirectories(tmp.resolve("model"));
+        Files.writeString(dir.resolve("tokenizer.json"), tinyJson(""));
+        Path secret = Files.writeString(tmp.resolve("passwd"), "rootsecret:x:0:0:root:/root:/bin/bash\n");
+        Files.createSymbolicLink(dir.resolve("tokenizer_config.json"), secret);
+        TokenizerException e = assertThrows(TokenizerException.class, () -> Tokenizers.load(dir));
+        assertTrue(e.getMessage().contains(dir.resolve("tokenizer_config.json").toString()), e.getMessage());
+        assertTrue(e.getMessage().contains("outside the model folder"), e.getMessage());
+        assertTrue(!e.getMessage().contains("rootsecret"), e.getMessage());
+
+        // A link inside the folder, and a Hugging Face cache snapshot's link into its blobs/, still load.
+        Path hub = Files.createDirectories(tmp.resolve("models--o--m/snapshots/abc"));
+        Path blob = Files.writeString(
+                Files.createDirectories(tmp.resolve("models--o--m/blobs")).resolve("f00d"), tinyJson(""));
+        Files.createSymbolicLink(hub.resolve("tokenizer.json"), Path.of("../../blobs/f00d"));
+        assertTrue(Tokenizers.load(hub).isPresent());
+        assertTrue(Files.isRegularFile(blob));
+    }
+
+    /** A tokenizer_config.json that is not JSON: its place, never its content. */
+    @Test
+    void parseErrorsNeverQuoteTheFile(@TempDir Path dir) throws IOException {
+        Files.writeString(dir.resolve("tokenizer.json"), tinyJson(""));
+        Files.writeString(dir.resolve("tokenizer_config.json"), "rootsecret:x:0:0:root:/root:/bin/bash\n");
+        TokenizerException e = assertThrows(TokenizerException.class, () -> Tokenizers.load(dir));
+        assertTrue(e.getMessage().contains("tokenizer_config.json"), e.getMessage());
+        assertTrue(e.getMessage().contains("not valid JSON (line 1"), e.getMessage());
+        assertTrue(!e.getMessage().contains("rootsecret"), e.getMessage());
+        Throwable c = e;
+        while ((c = c.getCause()) != null) {
+            assertTrue(!String.valueOf(c.getMessage()).contains("rootsecret"), c.toString());
+        }
+    }
+
     @Test
     void corruptTokenizerJsonNamesFile(@TempDir Path dir) throws IOException {
         Files.writeString(dir.resolve("tokenizer.json"), tinyJson("").substring(0, 500));

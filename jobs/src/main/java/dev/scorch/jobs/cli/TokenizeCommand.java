@@ -96,21 +96,37 @@ public final class TokenizeCommand implements Callable<Integer> {
                     continue;
                 }
                 ObjectNode o = json.createObjectNode();
+                String where = input.getFileName() + ":" + lineNo; // every error names its file:line, and id when known
+                o.put("id", where); // the row's own id replaces it once the line is read
                 try {
-                    JsonNode row = json.readTree(line);
-                    o.set(
-                            "id",
-                            row.has("id")
-                                    ? row.get("id")
-                                    : json.getNodeFactory().textNode(input.getFileName() + ":" + lineNo));
-                    int[] ids = encode(tok, row, lineNo);
+                    JsonNode row;
+                    try {
+                        row = json.readTree(line);
+                    } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+                        var at = e.getLocation();
+                        throw new IllegalArgumentException(where + ": not valid JSON"
+                                + (at == null || at.getColumnNr() < 0 ? "" : " (column " + at.getColumnNr() + ")"));
+                    }
+                    if (row == null || !row.isObject()) {
+                        throw new IllegalArgumentException(where + ": not a JSON object");
+                    }
+                    if (row.hasNonNull("id")) {
+                        o.set("id", row.get("id"));
+                        where += " (id " + row.get("id") + ")";
+                    }
+                    int[] ids;
+                    try {
+                        ids = encode(tok, row);
+                    } catch (RuntimeException e) {
+                        throw new IllegalArgumentException(where + ": " + e.getMessage(), e);
+                    }
                     var arr = o.putArray("token_ids");
                     for (int id : ids) {
                         arr.add(id);
                     }
                     o.put("num_tokens", ids.length);
                     tokens += ids.length;
-                } catch (RuntimeException | com.fasterxml.jackson.core.JsonProcessingException e) {
+                } catch (RuntimeException e) {
                     o.put("error", e.getMessage());
                     errors++;
                 }
@@ -195,14 +211,14 @@ public final class TokenizeCommand implements Callable<Integer> {
     private static final java.util.Set<String> OUTPUT_FIELDS =
             java.util.Set.of("id", "token_ids", "num_tokens", "error");
 
-    private int[] encode(Tokenizer tok, JsonNode row, int lineNo) {
+    private int[] encode(Tokenizer tok, JsonNode row) {
         if (row.hasNonNull("text")) {
             return tok.encode(row.get("text").asText(), addSpecialTokens);
         }
         if (row.hasNonNull("messages")) {
             ChatTemplate template = tok.chatTemplate()
-                    .orElseThrow(() -> new IllegalArgumentException(
-                            "line " + lineNo + ": messages given but the tokenizer has no chat_template"));
+                    .orElseThrow(() ->
+                            new IllegalArgumentException("messages given but the tokenizer has no chat_template"));
             List<ChatTemplate.Message> messages = new ArrayList<>();
             for (JsonNode m : row.get("messages")) {
                 messages.add(new ChatTemplate.Message(
@@ -211,6 +227,6 @@ public final class TokenizeCommand implements Callable<Integer> {
             // The rendered chat carries its own BOS text, so nothing more is added.
             return tok.encode(template.render(messages, true), false);
         }
-        throw new IllegalArgumentException("line " + lineNo + ": neither \"text\" nor \"messages\"");
+        throw new IllegalArgumentException("neither \"text\" nor \"messages\"");
     }
 }

@@ -123,4 +123,53 @@ class ScoreJobTextRowsTest {
         assertTrue(lines.get(1).contains("\"num_tokens\":" + tok.encode(rendered, false).length), lines.get(1));
         assertTrue(lines.get(2).contains("\"error\""), lines.get(2));
     }
+
+    /** An empty CSV prompt is its row's error, named as such, in its one output row; the other rows score. */
+    @Test
+    void emptyCsvPromptIsItsRowsError() throws Exception {
+        Path model = tmp.resolve("demo");
+        new DemoModelWriter(DemoPreset.TINY, false, true, 4245).write(model);
+        Path in = Files.createDirectories(tmp.resolve("csv")).resolve("in.csv");
+        Files.writeString(in, "id,prompt\na,hello there\nb,\nc,\"\"\nd,more text\n");
+        Path out = tmp.resolve("csv-out");
+        SparkTests.spec(model, in, out).inputFormat("csv").outputFormat("jsonl").run();
+        Map<String, Scored> rows = SparkTests.readOutput(out, "jsonl");
+        assertEquals(4, rows.size(), rows.toString());
+        assertEquals(null, rows.get("a").error());
+        assertEquals(null, rows.get("d").error());
+        assertTrue(
+                rows.get("b").error().startsWith("prompt is empty (input row in.csv:"),
+                rows.get("b").error());
+        assertTrue(
+                rows.get("c").error().startsWith("prompt is empty"),
+                rows.get("c").error());
+    }
+
+    /** A line that is not JSON, or has no text, gets an error naming its file:line (and id where it has one). */
+    @Test
+    void tokenizeErrorsNameFileLineAndId() throws Exception {
+        Path model = tmp.resolve("demo");
+        new DemoModelWriter(DemoPreset.TINY, false, true, 4244).write(model);
+        Path in = SparkTests.writeJsonl(
+                tmp.resolve("bad.jsonl"),
+                List.of("{\"id\":1,\"text\":\"fine\"}", "this is not json", "[1,2]", "{\"id\":\"r4\",\"nothing\":1}"));
+        Path outFile = tmp.resolve("bad-ids.jsonl");
+        int rc = ScorchCli.commandLine()
+                .execute(
+                        "tokenize",
+                        "--tokenizer",
+                        model.toString(),
+                        "--input",
+                        in.toString(),
+                        "--output",
+                        outFile.toString());
+        assertEquals(0, rc);
+        List<String> lines = Files.readAllLines(outFile);
+        assertEquals(4, lines.size());
+        assertTrue(lines.get(1).contains("\"id\":\"bad.jsonl:2\""), lines.get(1));
+        assertTrue(lines.get(1).contains("\"error\":\"bad.jsonl:2: not valid JSON"), lines.get(1));
+        assertTrue(lines.get(2).contains("\"error\":\"bad.jsonl:3: not a JSON object"), lines.get(2));
+        assertTrue(lines.get(3).contains("\"id\":\"r4\""), lines.get(3));
+        assertTrue(lines.get(3).contains("bad.jsonl:4 (id \\\"r4\\\"): neither"), lines.get(3));
+    }
 }

@@ -29,12 +29,12 @@ public record CheckedModel(Path dir, ModelInfo info, ModelManifest manifest, Str
     }
 
     /**
-     * A local folder as {@link #of(Path)}, or a folder on another Hadoop file system (hdfs://, s3a://; conf reaches
+     * A local folder (a path or a file: URI) as {@link #of(Path)}, or a folder on another Hadoop file system (hdfs://, s3a://; conf reaches
      * it): validated from its configuration files and shard headers, staged under the driver's temporary folder.
      */
     public static CheckedModel of(String location, Configuration conf) {
         if (!RemoteCheckpoint.isRemote(location)) {
-            return of(Path.of(location));
+            return of(RemoteCheckpoint.localPath(location));
         }
         RemoteCheckpoint.Staged staged = RemoteCheckpoint.stage(
                 location, conf, Path.of(System.getProperty("java.io.tmpdir"), "scorch-remote-models"));

@@ -154,7 +154,10 @@ public final class ScorchModel implements AutoCloseable {
                 spark.sparkContext().applicationId(),
                 RemoteCheckpoint.isRemote(path)
                         ? path
-                        : Path.of(path).toAbsolutePath().normalize().toString(),
+                        : RemoteCheckpoint.localPath(path)
+                                .toAbsolutePath()
+                                .normalize()
+                                .toString(),
                 String.valueOf(weights));
         synchronized (SHARED) {
             ScorchModel m = SHARED.get(key);

@@ -106,7 +106,7 @@ public final class ExecutorModelCache {
         }
         return MODELS.computeIfAbsent(source.manifest().contentHash(), h -> {
             Path dir = source.materialize(cacheRoot());
-            LoadedModel m = new LoadedModel(DeepseekV3Model.load(dir), Tokenizers.load(dir), dir);
+            LoadedModel m = new LoadedModel(DeepseekV3Model.load(dir), Tokenizers.loadVerified(dir), dir);
             LOADS.incrementAndGet();
             return m;
         });

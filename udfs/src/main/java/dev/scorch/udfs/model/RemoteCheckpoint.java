@@ -10,6 +10,7 @@ import java.io.InputStream;
 import java.io.OutputStream;
 import java.io.RandomAccessFile;
 import java.net.URI;
+import java.net.URISyntaxException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.file.Files;
@@ -24,6 +25,7 @@ import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FileChecksum;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.util.VersionInfo;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -66,6 +68,28 @@ public final class RemoteCheckpoint {
     }
 
     /**
+     * A local location as a path: a file: URI (file:///abs/folder, file:/abs/folder, file://localhost/abs/folder; its
+     * %-escapes decoded) or a plain path as given. Throws for a file: URI that names no absolute local path.
+     */
+    public static Path localPath(String location) {
+        if (!location.regionMatches(true, 0, "file:", 0, 5)) {
+            return Path.of(location);
+        }
+        URI u;
+        try {
+            u = new URI(location);
+        } catch (URISyntaxException e) {
+            throw new IllegalArgumentException(location + ": not a valid file: URI (" + e.getMessage() + ")", e);
+        }
+        String host = u.getAuthority();
+        if (u.getPath() == null || !u.getPath().startsWith("/") || (host != null && !host.equals("localhost"))) {
+            throw new IllegalArgumentException(
+                    location + ": a file: URI names an absolute folder on this machine, e.g. file:///models/K2");
+        }
+        return Path.of(u.getPath());
+    }
+
+    /**
      * Stages the folder at uri into a new folder under stagingRoot and makes its manifest (the one {@link
      * ModelManifest#of(Path)} makes of the same files). Throws naming the file and what is wrong.
      */
@@ -76,7 +100,7 @@ public final class RemoteCheckpoint {
         }
         org.apache.hadoop.fs.Path base = new org.apache.hadoop.fs.Path(uri);
         try {
-            FileSystem fs = FileSystem.get(URI.create(uri), c);
+            FileSystem fs = fileSystem(uri, c);
             FileStatus folder = fs.getFileStatus(base);
             if (!folder.isDirectory()) {
                 throw new CheckpointException(uri + ": not a model folder");
@@ -119,6 +143,37 @@ public final class RemoteCheckpoint {
             return new Staged(local, ModelManifest.of(base.getName(), entries));
         } catch (IOException e) {
             throw new CheckpointException(uri + ": " + e.getMessage(), e);
+        }
+    }
+
+    /**
+     * The file system of uri; a connector missing from the class path (s3a:// without hadoop-aws) fails naming the URI
+     * and the jar to add, not with a bare ClassNotFoundException.
+     */
+    static FileSystem fileSystem(String uri, Configuration conf) throws IOException {
+        try {
+            return FileSystem.get(URI.create(uri), conf);
+        } catch (RuntimeException | LinkageError e) {
+            Throwable missing = e;
+            while (missing != null
+                    && !(missing instanceof ClassNotFoundException || missing instanceof NoClassDefFoundError)) {
+                missing = missing.getCause();
+            }
+            if (missing == null) {
+                throw e;
+            }
+            String scheme = URI.create(uri).getScheme();
+            String hadoop = VersionInfo.getVersion();
+            String add = scheme.equals("s3a")
+                    ? "add org.apache.hadoop:hadoop-aws:" + hadoop + " (the Hadoop version Spark ships) and its AWS SDK"
+                            + " bundle (software.amazon.awssdk:bundle) to the driver's and executors' class path, e.g."
+                            + " spark-submit --packages org.apache.hadoop:hadoop-aws:" + hadoop
+                    : "add the Hadoop connector jar for " + scheme + ":// (built for Hadoop " + hadoop
+                            + ") to the driver's and executors' class path";
+            throw new CheckpointException(
+                    uri + ": the " + scheme + ":// file system's classes are not on the class path ("
+                            + missing.getMessage() + "); " + add,
+                    e);
         }
     }
 

@@ -61,7 +61,7 @@ public record SharedPathSource(String uri, ModelManifest manifest) implements Mo
         }
         String base = local != null ? local.toUri().toString() : uri;
         return LocalModelFolder.assemble(
-                cacheRoot, manifest, tmp -> copy(FileSystem.get(URI.create(base), conf), base, tmp, threads), true);
+                cacheRoot, manifest, tmp -> copy(RemoteCheckpoint.fileSystem(base, conf), base, tmp, threads), true);
     }
 
     /** The folder as a local path, or null when uri names another Hadoop file system. */

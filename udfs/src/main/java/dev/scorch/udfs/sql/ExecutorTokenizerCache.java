@@ -41,14 +41,16 @@ public final class ExecutorTokenizerCache {
      */
     static Tokenizer preload(String contentHash, Path dir) {
         return TOKENIZERS.computeIfAbsent(contentHash, h -> {
-            Tokenizer loaded = load(dir, dir.toString());
+            // the driver's own folder: loaded with its check for links out of it
+            Tokenizer loaded =
+                    Tokenizers.load(dir).orElseThrow(() -> new TokenizerException(dir + ": no tokenizer file"));
             LOADS.incrementAndGet();
             return loaded;
         });
     }
 
     private static Tokenizer load(Path dir, String origin) {
-        return Tokenizers.load(dir)
+        return Tokenizers.loadVerified(dir) // shipped files, checked against the driver's manifest
                 .orElseThrow(() -> new TokenizerException(dir + ": no tokenizer file (shipped from " + origin + ")"));
     }
 

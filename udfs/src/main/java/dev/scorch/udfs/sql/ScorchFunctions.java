@@ -49,7 +49,7 @@ public final class ScorchFunctions {
 
     /** {@link #register(SparkSession, Path)} with a local path string. */
     public static TokenizerShipment register(SparkSession spark, String tokenizerDir) {
-        return register(spark, Path.of(tokenizerDir));
+        return register(spark, dev.scorch.udfs.model.RemoteCheckpoint.localPath(tokenizerDir));
     }
 
     /**

@@ -168,6 +168,42 @@ class RemoteCheckpointTest {
         assertFalse(RemoteCheckpoint.isRemote("C://models"));
     }
 
+    /** A file: URI names the local folder, in each of its spellings; it is checked as the plain path is. */
+    @Test
+    void fileUrisNameTheLocalFolder() {
+        String hash = dev.scorch.udfs.api.CheckedModel.of(model.toString(), new Configuration())
+                .manifest()
+                .shortHash();
+        for (String uri :
+                List.of(model.toUri().toString(), "file://" + model, "file:" + model, "file://localhost" + model)) {
+            var checked = dev.scorch.udfs.api.CheckedModel.of(uri, new Configuration());
+            assertEquals(model, checked.dir(), uri);
+            assertFalse(checked.remote(), uri);
+            assertEquals(hash, checked.manifest().shortHash(), uri);
+        }
+        IllegalArgumentException e = assertThrows(
+                IllegalArgumentException.class,
+                () -> dev.scorch.udfs.api.CheckedModel.of("file://otherhost" + model, new Configuration()));
+        assertTrue(e.getMessage().contains("file://otherhost"), e.getMessage());
+    }
+
+    /** s3a:// without hadoop-aws on the class path (as in these tests) names the URI and the jars to add. */
+    @Test
+    void s3aWithoutItsConnectorNamesTheJarToAdd() {
+        assertThrows(
+                ClassNotFoundException.class,
+                () -> Class.forName("org.apache.hadoop.fs.s3a.S3AFileSystem"),
+                "hadoop-aws must be absent from the test class path");
+        CheckpointException e = assertThrows(
+                CheckpointException.class,
+                () -> dev.scorch.udfs.api.CheckedModel.of("s3a://bucket/models/K2", new Configuration()));
+        String m = e.getMessage();
+        assertTrue(m.startsWith("s3a://bucket/models/K2: "), m);
+        assertTrue(m.contains("org.apache.hadoop:hadoop-aws:" + org.apache.hadoop.util.VersionInfo.getVersion()), m);
+        assertTrue(m.contains("software.amazon.awssdk:bundle"), m);
+        assertTrue(m.contains("S3AFileSystem"), m);
+    }
+
     /**
      * Loaded by URI on local[2], the model is copied into the executor's model cache and scores every row as the local
      * folder does, under the same label; broadcast, which reads the folder on the driver, is refused.
