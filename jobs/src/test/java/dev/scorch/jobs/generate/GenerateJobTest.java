@@ -418,31 +418,45 @@ class GenerateJobTest {
             lines.add("{\"id\":" + i + ",\"token_ids\":[" + (i + 1) + "," + (2 * i + 3) + ",7]}");
         }
         Path out = tmp.resolve("out");
-        Path firstHalf = SparkTests.writeJsonl(tmp.resolve("half/in.jsonl"), lines.subList(0, 4));
-        Spec first = new Spec(demo, firstHalf, out);
+        Path in = SparkTests.writeJsonl(tmp.resolve("all/in.jsonl"), lines);
+        Spec first = new Spec(demo, in, out);
         first.outputFormat = "jsonl";
         first.maxNewTokens = 5;
         first.topLogprobs = 3;
         first.run();
-        List<Path> before;
-        try (var files = Files.list(out)) {
-            before = files.filter(p -> p.getFileName().toString().startsWith("part-"))
+        // What an interrupted run leaves: its partial folder, marked unfinished, with one of two part files.
+        Path partial = tmp.resolve("_out.scorch-partial");
+        Files.move(out, partial);
+        com.fasterxml.jackson.databind.ObjectMapper json = new com.fasterxml.jackson.databind.ObjectMapper();
+        var marker = (com.fasterxml.jackson.databind.node.ObjectNode)
+                json.readTree(partial.resolve("_scorch.json").toFile());
+        json.writeValue(partial.resolve("_scorch.json").toFile(), marker.put("complete", false));
+        Files.deleteIfExists(partial.resolve("._scorch.json.crc"));
+        List<Path> parts;
+        try (var files = Files.list(partial)) {
+            parts = files.filter(p -> p.getFileName().toString().startsWith("part-"))
+                    .sorted()
                     .toList();
         }
-        Path all = SparkTests.writeJsonl(tmp.resolve("all/in.jsonl"), lines);
-        Spec again = new Spec(demo, all, out);
+        assertEquals(2, parts.size());
+        long kept;
+        try (var l = Files.lines(parts.get(1))) {
+            kept = l.filter(x -> !x.isBlank()).count();
+        }
+        Files.delete(parts.get(0));
+        Files.deleteIfExists(partial.resolve("." + parts.get(0).getFileName() + ".crc"));
+
+        Spec again = new Spec(demo, in, out);
         again.outputFormat = "jsonl";
         again.maxNewTokens = 5;
         again.topLogprobs = 3;
         again.resume = true;
         GenerateSummary s = again.run();
-        assertEquals(4, s.skippedByResume());
-        assertEquals(4, s.rows());
+        assertEquals(kept, s.skippedByResume());
+        assertEquals(8 - kept, s.rows());
         Map<String, Generated> rows = read(out, "jsonl");
         assertEquals(8, rows.size());
-        for (Path p : before) {
-            assertTrue(Files.exists(p), "the first run's files stay: " + p);
-        }
+        assertTrue(Files.exists(out.resolve(parts.get(1).getFileName())), "the first run's kept file stays");
         Row r = SparkTests.spark()
                 .read()
                 .json(out.toString())
