@@ -305,14 +305,20 @@ class StandaloneClusterFaultTest {
             return stages.stream().filter(s -> s.stageId() == id).toList();
         }
 
-        /** Seconds from the scoring stage's first submission to its last attempt's completion. */
+        /** Seconds from the scoring stage's first submission to its last attempt's completion (NaN: none seen). */
         double scoringSeconds() {
+            if (stages.stream().noneMatch(s -> s.attemptId() == 0 && s.numTasks() == PARTITIONS)) {
+                return Double.NaN;
+            }
             List<Stage> a = scoringAttempts();
             return (done(a) - a.stream().mapToLong(Stage::submitted).min().orElseThrow()) / 1e3;
         }
 
         /** Seconds from the fault to the scoring stage's completion. */
         double faultToDoneSeconds() {
+            if (stages.stream().noneMatch(s -> s.attemptId() == 0 && s.numTasks() == PARTITIONS)) {
+                return Double.NaN;
+            }
             return (done(scoringAttempts()) - injectedAt) / 1e3;
         }
 
@@ -548,8 +554,10 @@ class StandaloneClusterFaultTest {
                 if (System.nanoTime() > deadline) {
                     fail(run.name + ": partitions " + HELD + " not held within " + RUN_LIMIT + "; see " + run.log);
                 }
-                Thread.sleep(100);
+                run.snapshot(); // the report's stages: once released, the job may end before await() looks
+                Thread.sleep(200);
             }
+            run.snapshot();
             List<Held> held = new ArrayList<>();
             for (int p : HELD) {
                 String line = Files.readString(dir.resolve("held-" + p)).trim();
