@@ -12,6 +12,7 @@ import dev.scorch.jobs.ScorchCli;
 import dev.scorch.jobs.cluster.DriverRest.Stage;
 import dev.scorch.jobs.cluster.DriverRest.Task;
 import dev.scorch.jobs.score.SparkTests;
+import dev.scorch.udfs.score.TestOnlyHold;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -44,6 +45,10 @@ import org.junit.jupiter.api.Timeout;
  * executor each) as JVMs of their own, jobs submitted through SparkSubmit with the shaded jobs jar (and once through
  * bin/scorch --master spark://), faults injected while the scoring stage runs. Every run must write every input row
  * exactly once, each bit for bit as a local[2] run of the same input in this JVM wrote it.
+ *
+ * <p>Faults land at fixed points whatever the machine's speed: a fault run holds the first attempts of the last two
+ * partitions ({@link Hold}, udfs' TestOnlyHold). Once both are held, one on each executor (one core each), the other
+ * six tasks are done; the test then kills or freezes the executor it picks, and releases the held tasks.
  *
  * <p>Run with bin/test-cluster (mvn -Pcluster: after package, since it submits the shaded jar). Figures (rows, fault,
  * wall time against the clean run) go to target/cluster-test/report.md and stdout; logs of every JVM under
@@ -300,14 +305,20 @@ class StandaloneClusterFaultTest {
             return stages.stream().filter(s -> s.stageId() == id).toList();
         }
 
-        /** Seconds from the scoring stage's first submission to its last attempt's completion. */
+        /** Seconds from the scoring stage's first submission to its last attempt's completion (NaN: none seen). */
         double scoringSeconds() {
+            if (stages.stream().noneMatch(s -> s.attemptId() == 0 && s.numTasks() == PARTITIONS)) {
+                return Double.NaN;
+            }
             List<Stage> a = scoringAttempts();
             return (done(a) - a.stream().mapToLong(Stage::submitted).min().orElseThrow()) / 1e3;
         }
 
         /** Seconds from the fault to the scoring stage's completion. */
         double faultToDoneSeconds() {
+            if (stages.stream().noneMatch(s -> s.attemptId() == 0 && s.numTasks() == PARTITIONS)) {
+                return Double.NaN;
+            }
             return (done(scoringAttempts()) - injectedAt) / 1e3;
         }
 
@@ -347,7 +358,7 @@ class StandaloneClusterFaultTest {
     }
 
     /** A job through bin/scorch --master spark://...: no spark.jars and no executor JVM flags given, the CLI adds both. */
-    static Run binScorch(String name, String job, String... jobArgs) throws IOException {
+    static Run binScorch(String name, String job, List<String> conf, String... jobArgs) throws IOException {
         int ui = StandaloneCluster.freePort();
         Path out = dir.resolve("out").resolve(name);
         Path root = Path.of(System.getProperty(
@@ -358,7 +369,7 @@ class StandaloneClusterFaultTest {
                 new ArrayList<>(List.of(root.resolve("bin/scorch").toString(), job, "--master", cluster.masterUrl()));
         cmd.addAll(job.equals("generate") ? List.of(generateArgs(out)) : args(out));
         cmd.addAll(List.of(jobArgs));
-        for (String c : clusterConf(ui)) {
+        for (String c : Stream.concat(clusterConf(ui).stream(), conf.stream()).toList()) {
             cmd.add("--spark-conf");
             cmd.add(c);
         }
@@ -508,19 +519,103 @@ class StandaloneClusterFaultTest {
         return h;
     }
 
-    /** At least completeAtLeast tasks done and one running for millis. */
-    static Predicate<List<Task>> runningSince(long millis, int completeAtLeast) {
-        return ts -> ts.stream().filter(t -> t.status().equals("SUCCESS")).count() >= completeAtLeast
-                && ts.stream()
-                        .anyMatch(t -> t.status().equals("RUNNING")
-                                && System.currentTimeMillis() - t.launchMillis() >= millis);
+    /** A held first attempt: its partition, and the executor (id and pid) it runs on. */
+    record Held(int partition, String executorId, long pid) {}
+
+    /**
+     * A run's test-only hold (udfs' TestOnlyHold): the first attempts of the last two partitions wait, after their first
+     * row, until released. Both held means one on each executor and the six other tasks done.
+     */
+    static final class Hold {
+        static final List<Integer> HELD = List.of(PARTITIONS - 2, PARTITIONS - 1);
+        final Path dir;
+
+        Hold(String name) throws IOException {
+            this.dir = Files.createDirectories(
+                    StandaloneClusterFaultTest.dir.resolve("hold").resolve(name));
+        }
+
+        /** The Spark settings that turn the hold on. */
+        List<String> conf() {
+            return List.of(
+                    TestOnlyHold.DIR + "=" + dir,
+                    TestOnlyHold.PARTITIONS + "="
+                            + HELD.stream().map(String::valueOf).collect(Collectors.joining(",")));
+        }
+
+        /** Waits until both held partitions are held; fails if the job ends first. */
+        List<Held> awaitHeld(Run run) throws IOException, InterruptedException {
+            long deadline = System.nanoTime() + RUN_LIMIT.toNanos();
+            while (!HELD.stream().allMatch(p -> Files.exists(dir.resolve("held-" + p)))) {
+                if (!run.process.isAlive()) {
+                    fail(run.name + ": the job ended (exit " + run.process.exitValue() + ") before partitions " + HELD
+                            + " were held; see " + run.log);
+                }
+                if (System.nanoTime() > deadline) {
+                    fail(run.name + ": partitions " + HELD + " not held within " + RUN_LIMIT + "; see " + run.log);
+                }
+                run.snapshot(); // the report's stages: once released, the job may end before await() looks
+                Thread.sleep(200);
+            }
+            run.snapshot();
+            List<Held> held = new ArrayList<>();
+            for (int p : HELD) {
+                String line = Files.readString(dir.resolve("held-" + p)).trim();
+                held.add(new Held(p, field(line, "executor"), Long.parseLong(field(line, "pid"))));
+            }
+            assertFalse(
+                    held.get(0).executorId().equals(held.get(1).executorId()),
+                    run.name + ": both held attempts on one executor: " + held);
+            return held;
+        }
+
+        /** The held attempt on executor id (on), or on the other executor (!on). */
+        static Held on(List<Held> held, String executorId, boolean on) {
+            return held.stream()
+                    .filter(h -> h.executorId().equals(executorId) == on)
+                    .findFirst()
+                    .orElseThrow(() -> new AssertionError((on ? "none" : "all") + " of " + held + " on " + executorId));
+        }
+
+        static String field(String line, String key) {
+            for (String kv : line.split(" ")) {
+                if (kv.startsWith(key + "=")) {
+                    return kv.substring(key.length() + 1);
+                }
+            }
+            throw new AssertionError("no " + key + " in " + line);
+        }
+
+        void release(int partition) throws IOException {
+            Path f = dir.resolve("release-" + partition);
+            if (!Files.exists(f)) {
+                Files.createFile(f);
+            }
+        }
+
+        void releaseAll() throws IOException {
+            for (int p : HELD) {
+                release(p);
+            }
+        }
+
+        /** The (stage attempt, task attempt) pairs, "s.a", of partition's attempts that ran unheld. */
+        List<String> ranAgain(int partition) throws IOException {
+            try (Stream<Path> s = Files.list(dir)) {
+                return s.map(q -> q.getFileName().toString())
+                        .filter(n -> n.startsWith("ran-" + partition + "-"))
+                        .map(n ->
+                                n.substring(("ran-" + partition + "-").length()).replace('-', '.'))
+                        .sorted()
+                        .toList();
+            }
+        }
     }
 
-    static Task longestRunning(List<Task> ts) {
-        return ts.stream()
-                .filter(t -> t.status().equals("RUNNING"))
-                .min((a, b) -> Long.compare(a.launchMillis(), b.launchMillis()))
-                .orElseThrow();
+    /** SIGKILLs h and waits until it is gone. */
+    static void killAndAwait(ProcessHandle h) throws Exception {
+        h.destroyForcibly();
+        h.onExit().get(30, TimeUnit.SECONDS);
     }
 
     static String attempts(Run run) {
@@ -564,21 +659,28 @@ class StandaloneClusterFaultTest {
     @Test
     @Order(2)
     void anExecutorKilledMidTaskThroughBinScorchWithFilesWeights() throws Exception {
-        Run run = binScorch("executor-sigkill-bin-scorch-files", "score", "--weights", "files");
-        List<Task> ts =
-                run.rest.tasks(run.awaitScoring("a scoring task running 1 s with one done", runningSince(1000, 1)));
-        Task victim = longestRunning(ts);
-        ProcessHandle h = executor(run, victim.executorId());
-        h.destroyForcibly();
-        run.injected();
+        String name = "executor-sigkill-bin-scorch-files";
+        Hold hold = new Hold(name);
+        Run run = binScorch(name, "score", hold.conf(), "--weights", "files");
+        Held victim;
+        ProcessHandle h;
+        try {
+            List<Held> held = hold.awaitHeld(run);
+            // The held attempt on the executor without the shuffle output: its retry runs on the other, a task retry
+            // (the shuffle holder's kill is the next test's).
+            victim = Hold.on(held, shuffleHolder(run), false);
+            h = executor(run, victim.executorId());
+            assertEquals(victim.pid(), h.pid(), run.name + ": the held attempt's pid");
+            killAndAwait(h);
+            run.injected();
+        } finally {
+            hold.releaseAll();
+        }
         assertEquals(0, run.await(), run.name + ": see " + run.log);
         long n = assertSameAsLocal(run, localScores);
-        // Re-run as a second attempt, or in a resubmitted stage (its rows are all there, checked above; the driver may
-        // stop
-        // before the last snapshot shows the attempt finished).
-        assertTrue(
-                run.allTasks().stream().anyMatch(t -> t.index() == victim.index() && t.attempt() > 0)
-                        || run.stages.stream().anyMatch(s -> s.attemptId() > 0),
+        // Its first attempt died held, before its second row: the rows came from an attempt that ran again.
+        assertFalse(
+                hold.ranAgain(victim.partition()).isEmpty(),
                 run.name + ": the killed task never re-ran: " + run.allTasks());
         // The executors assembled the model from the job's files in their application folders, not in the model cache.
         try (Stream<Path> s = Files.walk(dir.resolve("worker-0"));
@@ -593,65 +695,77 @@ class StandaloneClusterFaultTest {
                 "score (bin/scorch, --weights files)",
                 n,
                 "SIGKILL executor " + victim.executorId() + " (pid " + h.pid() + ") running scoring task "
-                        + victim.index(),
-                "");
+                        + victim.partition() + " (held), 6 tasks done",
+                "re-ran as " + hold.ranAgain(victim.partition()));
     }
 
     @Test
     @Order(3)
     void theExecutorHoldingTheShuffleOutputKilled() throws Exception {
-        Run run = submit("shuffle-holder-sigkill", "score", List.of());
-        run.awaitScoring("a scoring task done", runningSince(0, 1));
-        String holder = shuffleHolder(run);
-        ProcessHandle h = executor(run, holder);
-        h.destroyForcibly();
-        run.injected();
+        String name = "shuffle-holder-sigkill";
+        Hold hold = new Hold(name);
+        Run run = submit(name, "score", hold.conf());
+        String holder;
+        Held victim;
+        ProcessHandle h;
+        try {
+            List<Held> held = hold.awaitHeld(run);
+            holder = shuffleHolder(run);
+            victim = Hold.on(held, holder, true);
+            h = executor(run, holder);
+            killAndAwait(h);
+            run.injected();
+        } finally {
+            hold.releaseAll();
+        }
         assertEquals(0, run.await(), run.name + ": see " + run.log);
         long n = assertSameAsLocal(run, localScores);
+        // The task that died with the shuffle output ran again in a resubmitted stage (its input had to be made again).
+        List<String> again = hold.ranAgain(victim.partition());
         assertTrue(
-                run.stages.stream().anyMatch(s -> s.attemptId() > 0),
-                run.name + ": no stage was resubmitted: " + run.stages);
+                again.stream().anyMatch(a -> !a.startsWith("0."))
+                        || run.stages.stream().anyMatch(s -> s.attemptId() > 0),
+                run.name + ": no stage was resubmitted: " + run.stages + "; partition " + victim.partition()
+                        + " ran again as " + again);
         figure(
                 run,
                 "score",
                 n,
-                "SIGKILL executor " + holder + " (pid " + h.pid() + ") holding the shuffle output, mid-stage",
-                "");
+                "SIGKILL executor " + holder + " (pid " + h.pid()
+                        + ") holding the shuffle output, running scoring task " + victim.partition()
+                        + " (held), 6 tasks done",
+                "re-ran as " + again);
     }
 
     @Test
     @Order(4)
     void speculationOutrunsAFrozenExecutor() throws Exception {
-        Run run = submit(
-                "speculation-sigstop",
-                "score",
-                List.of(
-                        "spark.speculation=true",
-                        "spark.speculation.interval=200ms",
-                        "spark.speculation.multiplier=2",
-                        "spark.speculation.quantile=0.5",
-                        "spark.speculation.minTaskRuntime=2s",
-                        "spark.speculation.efficiency.enabled=false"));
-        run.awaitScoring("a scoring task done", runningSince(0, 1));
-        // Freeze the executor that does not hold the shuffle output: the copy runs on the other, which reads its blocks
-        // locally.
-        String holder = shuffleHolder(run);
-        Stage scoring = run.awaitScoring(
-                "a scoring task running 1 s on the executor without the shuffle output",
-                ts -> ts.stream()
-                        .anyMatch(t -> t.status().equals("RUNNING")
-                                && !t.executorId().equals(holder)
-                                && System.currentTimeMillis() - t.launchMillis() >= 1000));
-        Task frozen = run.rest.tasks(scoring).stream()
-                .filter(t -> t.status().equals("RUNNING") && !t.executorId().equals(holder))
-                .findFirst()
-                .orElseThrow();
-        ProcessHandle h = executor(run, frozen.executorId());
-        StandaloneCluster.signal(h, "STOP");
-        run.injected();
-        long frozenAt = System.nanoTime();
+        String name = "speculation-sigstop";
+        Hold hold = new Hold(name);
+        List<String> conf = new ArrayList<>(List.of(
+                "spark.speculation=true",
+                "spark.speculation.interval=200ms",
+                "spark.speculation.multiplier=2",
+                "spark.speculation.quantile=0.5",
+                "spark.speculation.minTaskRuntime=2s",
+                "spark.speculation.efficiency.enabled=false"));
+        conf.addAll(hold.conf());
+        Run run = submit(name, "score", conf);
+        Held frozen;
+        ProcessHandle h = null;
         double stageDone;
         try {
+            List<Held> held = hold.awaitHeld(run);
+            Stage scoring = run.awaitScoring("the scoring stage", ts -> true);
+            // Freeze the executor that does not hold the shuffle output, on its held attempt (the straggler), and let
+            // the other's go: the copy runs there and reads its blocks locally. The copy is attempt 1: not held.
+            String holder = shuffleHolder(run);
+            frozen = Hold.on(held, holder, false);
+            h = executor(run, frozen.executorId());
+            StandaloneCluster.signal(h, "STOP");
+            run.injected();
+            long frozenAt = System.nanoTime();
+            hold.release(Hold.on(held, holder, true).partition());
             long deadline = System.nanoTime() + RUN_LIMIT.toNanos();
             while (run.rest.stages().stream()
                     .noneMatch(
@@ -666,23 +780,27 @@ class StandaloneClusterFaultTest {
             run.snapshot();
             stageDone = (System.nanoTime() - frozenAt) / 1e9;
         } finally {
-            StandaloneCluster.signal(
-                    h, "CONT"); // the frozen attempt resumes and must not commit its rows a second time
+            if (h != null) {
+                StandaloneCluster.signal(
+                        h, "CONT"); // the frozen attempt resumes and must not commit its rows a second time
+            }
+            hold.releaseAll();
         }
         assertEquals(0, run.await(), run.name + ": see " + run.log);
         long n = assertSameAsLocal(run, localScores);
-        // The stage completed while the original attempt was frozen, so a copy finished it; the status store may still
-        // list that copy as running when the driver stops (its last task update can trail the stage's), so what is
-        // asserted here is that Spark launched one.
+        // The stage completed while the original attempt was frozen, held: a copy (attempt 1 of the same stage attempt)
+        // ran and finished it.
+        List<String> again = hold.ranAgain(frozen.partition());
+        assertTrue(again.contains("0.1"), run.name + ": no copy of task " + frozen.partition() + " ran: " + again);
         assertTrue(
-                run.allTasks().stream().anyMatch(t -> t.index() == frozen.index() && t.speculative()),
-                run.name + ": no speculative copy of task " + frozen.index() + " was launched: " + run.allTasks());
+                run.allTasks().stream().anyMatch(t -> t.index() == frozen.partition() && t.speculative()),
+                run.name + ": no speculative copy of task " + frozen.partition() + " was launched: " + run.allTasks());
         figure(
                 run,
                 "score",
                 n,
                 "SIGSTOP executor " + frozen.executorId() + " (pid " + h.pid() + ") running scoring task "
-                        + frozen.index()
+                        + frozen.partition() + " (held), 6 tasks done"
                         + String.format(", SIGCONT once the stage completed (%.1f s later)", stageDone),
                 "the speculative copy won");
     }
@@ -690,22 +808,31 @@ class StandaloneClusterFaultTest {
     @Test
     @Order(5)
     void generateWithAnExecutorKilledMidTask() throws Exception {
-        Run run = submit("generate-executor-sigkill", "generate", List.of());
-        List<Task> ts =
-                run.rest.tasks(run.awaitScoring("a generating task running 1 s with one done", runningSince(1000, 1)));
-        Task victim = longestRunning(ts);
-        ProcessHandle h = executor(run, victim.executorId());
-        h.destroyForcibly();
-        run.injected();
+        String name = "generate-executor-sigkill";
+        Hold hold = new Hold(name);
+        Run run = submit(name, "generate", hold.conf());
+        Held victim;
+        ProcessHandle h;
+        try {
+            victim = Hold.on(hold.awaitHeld(run), shuffleHolder(run), false);
+            h = executor(run, victim.executorId());
+            killAndAwait(h);
+            run.injected();
+        } finally {
+            hold.releaseAll();
+        }
         assertEquals(0, run.await(), run.name + ": see " + run.log);
         long n = assertSameAsLocal(run, localGenerated);
+        assertFalse(
+                hold.ranAgain(victim.partition()).isEmpty(),
+                run.name + ": the killed task never re-ran: " + run.allTasks());
         figure(
                 run,
                 "generate",
                 n,
                 "SIGKILL executor " + victim.executorId() + " (pid " + h.pid() + ") running generating task "
-                        + victim.index(),
-                "");
+                        + victim.partition() + " (held), 6 tasks done",
+                "re-ran as " + hold.ranAgain(victim.partition()));
     }
 
     /** A second clean run, the baseline's other half; the executors reuse the copy the first run left in the model cache. */
@@ -727,32 +854,39 @@ class StandaloneClusterFaultTest {
     @Test
     @Order(7)
     void aWorkerKilled() throws Exception {
-        Run run = submit("worker-sigkill", "score", List.of());
-        // Kill the Worker whose executor runs a scoring task while another task is done, so the kill is mid-stage and
-        // costs running work. Tasks take under a second and prefer the Worker the input looks local to, so waiting
-        // for a given Worker's executor, or for both at once, is a race the job can win.
-        Stage scoring = run.awaitScoring(
-                "a scoring task running with one done",
-                ts -> ts.stream().anyMatch(t -> t.status().equals("SUCCESS"))
-                        && ts.stream().anyMatch(t -> t.status().equals("RUNNING")));
-        Task victim = longestRunning(run.rest.tasks(scoring));
-        int worker = cluster.underWorker(0, executor(run, victim.executorId())) ? 0 : 1;
-        List<ProcessHandle> orphans = cluster.killWorker(worker);
-        run.injected();
+        String name = "worker-sigkill";
+        Hold hold = new Hold(name);
+        Run run = submit(name, "score", hold.conf());
+        Held victim;
+        int worker;
+        List<ProcessHandle> orphans;
+        try {
+            // Kill the Worker of the executor running the held task without the shuffle output: mid-stage, costing
+            // running work. Released only once its executor is gone, so the held attempt cannot finish.
+            victim = Hold.on(hold.awaitHeld(run), shuffleHolder(run), false);
+            worker = cluster.underWorker(0, executor(run, victim.executorId())) ? 0 : 1;
+            orphans = cluster.killWorker(worker);
+            run.injected();
+            for (ProcessHandle o : orphans) {
+                o.onExit().completeOnTimeout(o, 30, TimeUnit.SECONDS).get();
+                assertFalse(o.isAlive(), "executor pid " + o.pid() + " outlived its killed Worker by 30 s");
+            }
+        } finally {
+            hold.releaseAll();
+        }
         assertEquals(0, run.await(), run.name + ": see " + run.log);
         long n = assertSameAsLocal(run, localScores);
-        for (ProcessHandle o : orphans) {
-            o.onExit().completeOnTimeout(o, 30, TimeUnit.SECONDS).get();
-            assertFalse(o.isAlive(), "executor pid " + o.pid() + " outlived its killed Worker by 30 s");
-        }
+        assertFalse(
+                hold.ranAgain(victim.partition()).isEmpty(),
+                run.name + ": the task of the killed Worker's executor never re-ran: " + run.allTasks());
         figure(
                 run,
                 "score",
                 n,
                 "SIGKILL Worker " + worker + " (its executor, pid "
                         + orphans.stream().map(o -> String.valueOf(o.pid())).collect(Collectors.joining(", "))
-                        + ", exits with it)",
-                "");
+                        + ", exits with it) running scoring task " + victim.partition() + " (held), 6 tasks done",
+                "re-ran as " + hold.ranAgain(victim.partition()));
     }
 
     static void deleteTree(Path p) throws IOException {
