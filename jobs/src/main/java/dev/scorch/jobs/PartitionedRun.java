@@ -134,6 +134,8 @@ public final class PartitionedRun implements AutoCloseable {
                     spec.resultOptions());
             OutputFolder folder =
                     OutputFolder.open(fs, spec.output(), spec.job(), spec.write(), describe, identity, lease);
+            // On a cluster: an executor to run on, or a bounded wait that names what the executors ask for.
+            ExecutorWait.await(spark);
             return prepare(spark, spec, extraColumns, transform, checked, folder, lease);
         } catch (RuntimeException | IOException e) {
             lease.close();

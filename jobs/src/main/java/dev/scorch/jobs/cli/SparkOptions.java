@@ -1,6 +1,5 @@
 package dev.scorch.jobs.cli;
 
-import dev.scorch.jobs.ExecutorWait;
 import dev.scorch.jobs.JobConfig;
 import dev.scorch.udfs.api.Bounds;
 import java.io.IOException;
@@ -59,23 +58,16 @@ public class SparkOptions {
     }
 
     /**
-     * A session from --conf, --spark-conf and --master (local[*] when nothing names one). On a cluster master it returns
-     * once an executor has registered, and fails after spark.scorch.executorWait seconds without one, saying what the
-     * executors ask for and what the cluster offers ({@link ExecutorWait}).
+     * A session from --conf, --spark-conf and --master (local[*] when nothing names one).
      */
     SparkSession session(String appName) {
         SparkConf sc = conf(appName);
         // A session that already runs in this JVM (a notebook's, a test's) is used and left running.
         ownsSession = SparkSession.getActiveSession().isEmpty()
                 && SparkSession.getDefaultSession().isEmpty();
-        SparkSession spark = SparkSession.builder().config(sc).getOrCreate();
-        try {
-            ExecutorWait.await(spark);
-        } catch (RuntimeException e) {
-            stop(spark);
-            throw e;
-        }
-        return spark;
+        // The jobs wait for a first executor (ExecutorWait) once they hold their output's lease, so that a job refused
+        // for its output says so at once, even on a cluster whose cores another job holds.
+        return SparkSession.builder().config(sc).getOrCreate();
     }
 
     /** The settings session() starts Spark with; on a cluster master, with what the executors need from {@link #forCluster}. */

@@ -102,6 +102,7 @@ public final class EvalJob {
         // One eval job at a time adds to an output: its history table and runs/ are written by the lease's holder.
         try (OutputLease lease =
                 OutputLease.acquire(fs, new Path(spec.output()), "eval", PartitionedRun.leasePolicy(spark))) {
+            dev.scorch.jobs.ExecutorWait.await(spark);
             return run(spark, spec, fs, suite, tasks, checked, lease, t0, started);
         }
     }

@@ -336,8 +336,11 @@ class StandaloneClusterFaultTest {
     }
 
     static Run submit(String name, String job, List<String> conf, String... jobArgs) throws IOException {
+        return submit(name, dir.resolve("out").resolve(name), job, conf, jobArgs);
+    }
+
+    static Run submit(String name, Path out, String job, List<String> conf, String... jobArgs) throws IOException {
         int ui = StandaloneCluster.freePort();
-        Path out = dir.resolve("out").resolve(name);
         List<String> submit = new ArrayList<>(List.of(
                 "--master", cluster.masterUrl(), "--deploy-mode", "client", "--class", "dev.scorch.jobs.ScorchCli"));
         List<String> all = new ArrayList<>(clusterConf(ui));
@@ -682,13 +685,18 @@ class StandaloneClusterFaultTest {
         assertFalse(
                 hold.ranAgain(victim.partition()).isEmpty(),
                 run.name + ": the killed task never re-ran: " + run.allTasks());
-        // The executors assembled the model from the job's files in their application folders, not in the model cache.
+        // The executors moved the job's files into the host's model cache and left no copy in their application
+        // folders (the Workers' folders hold only links the driver staged, never a model file).
+        assertTrue(
+                Files.isRegularFile(cacheDir.resolve(contentHash).resolve(".scorch-complete")),
+                "the files-mode model is in the model cache " + cacheDir);
         try (Stream<Path> s = Files.walk(dir.resolve("worker-0"));
                 Stream<Path> t = Files.walk(dir.resolve("worker-1"))) {
-            List<Path> assembled = Stream.concat(s, t)
-                    .filter(q -> q.getFileName().toString().equals("scorch-model-" + contentHash))
+            List<Path> copies = Stream.concat(s, t)
+                    .filter(q -> q.getFileName().toString().startsWith(contentHash + "-0-"))
+                    .filter(q -> Files.isRegularFile(q, java.nio.file.LinkOption.NOFOLLOW_LINKS))
                     .toList();
-            assertFalse(assembled.isEmpty(), "no executor assembled scorch-model-" + contentHash + " from SparkFiles");
+            assertTrue(copies.size() <= 1, "model files left in the Workers' application folders: " + copies);
         }
         figure(
                 run,
@@ -837,7 +845,7 @@ class StandaloneClusterFaultTest {
 
     /** A second clean run, the baseline's other half; the executors reuse the copy the first run left in the model cache. */
     @Test
-    @Order(6)
+    @Order(7)
     void aSecondCleanRunReusesTheCachedCopy() throws Exception {
         Path marker = cacheDir.resolve(contentHash).resolve(".scorch-complete");
         FileTime assembled = Files.getLastModifiedTime(marker);
@@ -850,9 +858,56 @@ class StandaloneClusterFaultTest {
         figure(run, "score", n, "none (reuses the cached copy)", "");
     }
 
+    /**
+     * Two score jobs submitted together on one output: the one that takes the output's lease is held in its scoring
+     * stage (on both executors) until the other has ended, which must be at once, exit 2, naming the holder's pid. The
+     * output then holds every row once, as the local run's, and its marker is complete.
+     */
+    @Test
+    @Order(6)
+    void twoJobsStartedTogetherOnOneOutputOneIsRefused() throws Exception {
+        Path out = dir.resolve("out").resolve("race");
+        Hold hold = new Hold("race");
+        Run[] runs = {submit("race-a", out, "score", hold.conf()), submit("race-b", out, "score", hold.conf())};
+        Run winner;
+        Run loser;
+        try {
+            long deadline = System.nanoTime() + RUN_LIMIT.toNanos();
+            while (runs[0].process.isAlive() && runs[1].process.isAlive()) {
+                if (System.nanoTime() > deadline) {
+                    fail("neither of two jobs on one output ended within " + RUN_LIMIT + "; see " + runs[0].log);
+                }
+                Thread.sleep(100);
+            }
+            loser = runs[0].process.isAlive() ? runs[1] : runs[0];
+            winner = loser == runs[0] ? runs[1] : runs[0];
+            assertEquals(2, loser.process.exitValue(), loser.name + " is refused; see " + loser.log);
+            String said = Files.readString(loser.log);
+            assertTrue(
+                    said.contains("is being written by another job") && said.contains("pid " + winner.process.pid()),
+                    loser.name + " names the holder, pid " + winner.process.pid() + "; see " + loser.log);
+            hold.awaitHeld(winner); // still running, held in its scoring stage: the two overlapped
+        } finally {
+            hold.releaseAll();
+        }
+        assertEquals(0, winner.await(), winner.name + ": see " + winner.log);
+        long n = assertSameAsLocal(winner, localScores);
+        com.fasterxml.jackson.databind.JsonNode marker = new com.fasterxml.jackson.databind.ObjectMapper()
+                .readTree(out.resolve("_scorch.json").toFile());
+        assertTrue(marker.path("complete").asBoolean(), "_scorch.json: " + marker);
+        assertEquals(input.toString(), marker.path("input").asText(), "_scorch.json names the input");
+        assertFalse(Files.exists(dir.resolve("out").resolve("_race.scorch-lease")), "the winner released its lease");
+        figure(
+                winner,
+                "score",
+                n,
+                "a second job on the same --output, submitted together",
+                loser.name + " refused (exit 2) naming the holder");
+    }
+
     /** Last: the cluster has one Worker left after it. */
     @Test
-    @Order(7)
+    @Order(8)
     void aWorkerKilled() throws Exception {
         String name = "worker-sigkill";
         Hold hold = new Hold(name);
