@@ -201,6 +201,13 @@ public final class DocTemplates {
                     return split(s, sep, max);
                 }
             }
+            if (base instanceof String s) {
+                Object r = pyStringMethod(s, name, params == null ? new Object[0] : params);
+                if (r != null) {
+                    context.setPropertyResolved(true);
+                    return r;
+                }
+            }
             return delegate.invoke(context, base, method, paramTypes, params);
         }
 
@@ -233,6 +240,67 @@ public final class DocTemplates {
         public Class<?> getCommonPropertyType(ELContext context, Object base) {
             return delegate.getCommonPropertyType(context, base);
         }
+    }
+
+    /**
+     * The Python str methods templates use that Java's String lacks or does differently (lower, upper,
+     * strip/lstrip/rstrip with or without characters, startswith, endswith, capitalize, join); null when
+     * the call is not one of them.
+     */
+    static Object pyStringMethod(String s, String name, Object[] p) {
+        String chars = p.length == 1 && p[0] instanceof String c ? c : null;
+        boolean none = p.length == 0 || (p.length == 1 && p[0] == null);
+        switch (name) {
+            case "lower":
+                return p.length == 0 ? s.toLowerCase(java.util.Locale.ROOT) : null;
+            case "upper":
+                return p.length == 0 ? s.toUpperCase(java.util.Locale.ROOT) : null;
+            case "capitalize":
+                return p.length == 0
+                        ? s.isEmpty()
+                                ? s
+                                : s.substring(0, 1).toUpperCase(java.util.Locale.ROOT)
+                                        + s.substring(1).toLowerCase(java.util.Locale.ROOT)
+                        : null;
+            case "strip":
+            case "lstrip":
+            case "rstrip":
+                if (!none && chars == null) {
+                    return null;
+                }
+                int a = 0;
+                int b = s.length();
+                if (!name.equals("rstrip")) {
+                    while (a < b && strippable(s.charAt(a), chars)) {
+                        a++;
+                    }
+                }
+                if (!name.equals("lstrip")) {
+                    while (b > a && strippable(s.charAt(b - 1), chars)) {
+                        b--;
+                    }
+                }
+                return s.substring(a, b);
+            case "startswith":
+                return chars != null ? (Object) s.startsWith(chars) : null;
+            case "endswith":
+                return chars != null ? (Object) s.endsWith(chars) : null;
+            case "join":
+                if (p.length == 1 && p[0] instanceof java.util.Collection<?> items) {
+                    List<String> parts = new ArrayList<>();
+                    for (Object o : items) {
+                        parts.add(Py.str(o));
+                    }
+                    return String.join(s, parts);
+                }
+                return null;
+            default:
+                return null;
+        }
+    }
+
+    private static boolean strippable(char c, String chars) {
+        return chars == null ? Character.isWhitespace(c) : chars.indexOf(c) >= 0;
     }
 
     /** Python's str.split: on whitespace runs when sep is null, else on the literal text, at most max cuts. */

@@ -34,6 +34,20 @@ class DocTemplatesTest {
     }
 
     @Test
+    void pythonStringMethods() {
+        Map<String, Object> d = Map.of("t", "  aB c  ", "l", List.of("x", "y"));
+        assertEquals("  ab c  ", T.render("{{t.lower()}}", d));
+        assertEquals("  AB C  ", T.render("{{t.upper()}}", d));
+        assertEquals("aB c", T.render("{{t.strip()}}", d));
+        assertEquals("aB c  ", T.render("{{t.lstrip()}}", d));
+        assertEquals("B", T.render("{{t.strip(' ac')}}", d));
+        assertEquals("Ab c", T.render("{{t.strip().capitalize()}}", d));
+        assertEquals("true", T.render("{{t.strip().startswith('aB')}}", d));
+        assertEquals("x, y", T.render("{{', '.join(l)}}", d));
+        assertEquals("  xB c  ", T.render("{{t.replace('a', 'x')}}", d));
+    }
+
+    @Test
     void regexReplaceIsReSub() {
         Map<String, Object> d = Map.of("t", "a1b22c");
         assertEquals("a#b#c", T.render("{{t|regex_replace('[0-9]+', '#')}}", d));
