@@ -1,6 +1,7 @@
 package dev.scorch.jobs.lmeval.task;
 
 import dev.scorch.engine.tokenizer.ChatTemplate;
+import dev.scorch.jobs.lmeval.FewShotSampler;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
@@ -59,44 +60,32 @@ public final class DocRenderer {
     /** One context: text, or with a chat template the messages. */
     public record Prompt(String text, LmRequest.ChatPrompt chat) {}
 
-    /** A few-shot seed as lm-eval's default (--seed's fourth value). */
-    public static final long DEFAULT_FEWSHOT_SEED = 1234;
-
     private final TaskConfig cfg;
     private final Set<String> features;
     private final List<Map<String, Object>> pool;
     private final DocTemplates templates;
-    private FewshotSampler sampler;
+    private FewShotSampler<Map<String, Object>> sampler;
 
     /**
      * @param features    the data's column names (a prompt field naming one reads the column)
      * @param fewshotDocs the documents of {@link TaskConfig#fewshotDocsSplit()} (ignored when fewshot_config
-     *                    lists samples; may be null when no few-shot example is asked for)
-     * @param sampler     the few-shot sampler; null: {@link FewshotSamplers#create} with the default seed,
+     *                    lists samples; may be null when no few-shot example is asked for); fewshot_indices is
+     *                    ignored, as lm-eval ignores it
+     * @param sampler     the few-shot sampler over fewshotDocs; null: the one fewshot_config.sampler names, seeded
+     *                    with lm-eval's default few-shot seed ({@link FewShotSampler#DEFAULT_SEED}),
      *                    made when first needed
      */
     public DocRenderer(
             TaskConfig cfg,
             Collection<String> features,
             List<Map<String, Object>> fewshotDocs,
-            FewshotSampler sampler,
+            FewShotSampler<Map<String, Object>> sampler,
             DocTemplates templates) {
         this.cfg = cfg;
         this.features = Set.copyOf(features);
         List<Map<String, Object>> docs =
                 cfg.fewshotDocsSplit() == null ? cfg.fewshotConfig().samples() : fewshotDocs;
-        List<Integer> idx = cfg.fewshotConfig().fewshotIndices();
-        if (docs != null && idx != null && !idx.isEmpty()) {
-            List<Map<String, Object>> picked = new ArrayList<>();
-            for (int i : idx) {
-                if (i >= docs.size()) {
-                    throw new IllegalArgumentException(at() + "field 'fewshot_config.fewshot_indices': " + i
-                            + " is past the " + docs.size() + " few-shot documents");
-                }
-                picked.add(docs.get(i));
-            }
-            docs = picked;
-        }
+        // fewshot_config.fewshot_indices is read but not used: lm-eval's task never hands it to its sampler.
         this.pool = docs == null ? List.of() : docs;
         this.sampler = sampler;
         this.templates = templates;
@@ -265,10 +254,14 @@ public final class DocRenderer {
                         at() + n + " few-shot examples asked for, but there are no few-shot documents");
             }
             if (sampler == null) {
-                sampler = FewshotSamplers.create(cfg, DEFAULT_FEWSHOT_SEED);
+                try {
+                    sampler = FewShotSampler.named(fs.sampler(), pool, FewShotSampler.DEFAULT_SEED);
+                } catch (IllegalArgumentException e) {
+                    throw new IllegalArgumentException(at() + e.getMessage(), e);
+                }
             }
             Map<String, Object> evalDoc = Objects.equals(fs.split(), cfg.testSplit()) ? doc : null;
-            for (Map<String, Object> shot : sampler.sample(pool, evalDoc, n)) {
+            for (Map<String, Object> shot : sampler.sample(n, evalDoc)) {
                 Object q = docToText(shot, fs.docToText());
                 List<Object> c = fs.docToChoice() != null ? docToChoice(shot, fs.docToChoice()) : null;
                 Object a = docToTarget(shot, fs.docToTarget());

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.scorch.engine.tokenizer.ChatTemplate.Message;
+import dev.scorch.jobs.lmeval.FewShotSampler;
 import dev.scorch.jobs.lmeval.task.DocRenderer.PromptOptions;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -138,8 +139,9 @@ class DocRendererTest {
 
     @Test
     void fewshotIndicesAndSamples() throws Exception {
+        // lm-eval reads fewshot_indices but never hands it to the sampler: first_n still takes the first
         TaskConfig c = task(MC + "num_fewshot: 1\nfewshot_config: {sampler: first_n, fewshot_indices: [2]}\n");
-        assertEquals("Q: 3+3?\nA: 6\n\nQ: 4+4?\nA:", new DocRenderer(c, QA, TRAIN, null, T).fewshotContext(DOC));
+        assertEquals("Q: 1+1?\nA: 2\n\nQ: 4+4?\nA:", new DocRenderer(c, QA, TRAIN, null, T).fewshotContext(DOC));
         TaskConfig s = task(MC + "num_fewshot: 1\nfewshot_config:\n  sampler: first_n\n  samples:\n"
                 + "    - {question: 'x?', choices: [a, b], answer: 1}\n");
         assertEquals("Q: x?\nA: b\n\nQ: 4+4?\nA:", new DocRenderer(s, QA, null, null, T).fewshotContext(DOC));
@@ -148,13 +150,23 @@ class DocRendererTest {
     @Test
     void theRandomDefaultSamplerIsRefusedUntilRegistered() throws Exception {
         TaskConfig c = task(MC + "num_fewshot: 1\n");
+        // lm-eval's default sampler: CPython's random.Random(1234).sample(range(3), 1) draws [1], then [0]
+        DocRenderer r = new DocRenderer(c, QA, TRAIN, null, T);
+        assertEquals("Q: 2+2?\nA: 4\n\nQ: 4+4?\nA:", r.fewshotContext(DOC));
+        assertEquals("Q: 1+1?\nA: 2\n\nQ: 4+4?\nA:", r.fewshotContext(DOC), "one stream, document after document");
         String m = assertThrows(
                         IllegalArgumentException.class,
-                        () -> new DocRenderer(c, QA, TRAIN, null, T).fewshotContext(DOC))
+                        () -> new DocRenderer(
+                                        task(MC + "num_fewshot: 1\nfewshot_config: {sampler: balanced}\n"),
+                                        QA,
+                                        TRAIN,
+                                        null,
+                                        T)
+                                .fewshotContext(DOC))
                 .getMessage();
-        assertTrue(m.contains("'default'") && m.contains("fewshot_config.sampler"), m);
+        assertTrue(m.contains("'balanced'") && m.contains("fewshot_config.sampler"), m);
         // an explicit sampler plugs in
-        FewshotSampler last = (docs, d, n) -> docs.subList(docs.size() - n, docs.size());
+        FewShotSampler<Map<String, Object>> last = (n, d) -> TRAIN.subList(TRAIN.size() - n, TRAIN.size());
         assertEquals("Q: 3+3?\nA: 6\n\nQ: 4+4?\nA:", new DocRenderer(c, QA, TRAIN, last, T).fewshotContext(DOC));
     }
 
