@@ -145,13 +145,15 @@ public final class PartitionedRun implements AutoCloseable {
 
     /** The lease's policy from spark.scorch.output.leaseWait and spark.scorch.output.leaseStaleAfter (seconds). */
     public static OutputLease.Policy leasePolicy(SparkSession spark) {
-        var conf = spark.sparkContext().getConf();
+        // The session's runtime settings: a job started in a JVM whose session already runs (a notebook's, a test's)
+        // gets its --lease-wait there, not in the SparkContext's settings.
+        var conf = spark.conf();
         OutputLease.Policy d = OutputLease.Policy.DEFAULT;
         return new OutputLease.Policy(
-                java.time.Duration.ofSeconds(
-                        conf.getLong(LEASE_WAIT, d.waitFor().toSeconds())),
-                java.time.Duration.ofSeconds(
-                        conf.getLong(LEASE_STALE_AFTER, d.staleAfter().toSeconds())),
+                java.time.Duration.ofSeconds(Long.parseLong(
+                        conf.get(LEASE_WAIT, Long.toString(d.waitFor().toSeconds())))),
+                java.time.Duration.ofSeconds(Long.parseLong(
+                        conf.get(LEASE_STALE_AFTER, Long.toString(d.staleAfter().toSeconds())))),
                 d.heartbeat());
     }
 

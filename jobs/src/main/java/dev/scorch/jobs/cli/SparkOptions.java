@@ -88,6 +88,9 @@ public class SparkOptions {
         }
         sc.setIfMissing("spark.app.name", appName);
         sc.setIfMissing("spark.ui.showConsoleProgress", "false");
+        // Given every time (--lease-wait sets it): a session that outlives one job (a notebook's, a test's) must not
+        // keep an earlier job's wait for the output's lease.
+        sc.setIfMissing(dev.scorch.jobs.PartitionedRun.LEASE_WAIT, "0");
         String m = sc.get("spark.master");
         if (!m.equals("local") && !m.startsWith("local[")) {
             forCluster(sc, jobsJar(), jvmFlags());

@@ -36,6 +36,9 @@ class LeasedJobsTest {
     static void files() throws IOException {
         model = tmp.resolve("model");
         new DemoModelWriter(DemoPreset.TINY, false, true, 7).write(model);
+        // A session already running in this JVM, as in a notebook (or the rest of the suite): the CLI's settings reach
+        // the job through the session's runtime settings only.
+        dev.scorch.jobs.score.SparkTests.spark();
         texts = Files.writeString(
                 tmp.resolve("texts.jsonl"), "{\"id\":1,\"text\":\"hello world\",\"prompt\":\"hi\"}\n");
     }

@@ -99,6 +99,6 @@ class ScoreJobResumeIdsTest {
                         IllegalArgumentException.class,
                         () -> SparkTests.spec(model, other, out).resume(true).run())
                 .getMessage();
-        assertTrue(msg.contains("a.jsonl:0"), msg);
+        assertTrue(msg.contains("a.jsonl is gone") && msg.contains("b.jsonl is new"), msg);
     }
 }
