@@ -992,8 +992,12 @@ public final class LmEvalJob {
                         modelLabel,
                         dataHash));
                 summary.add(String.format(
-                        "%-24s %-24s %10.4f ± %-8.4f n=%d",
-                        p.cfg.task(), a.metric() + "," + a.filter(), a.value(), a.stderr(), a.n()));
+                        "%-24s %-24s %10.4f ± %-8s n=%d",
+                        p.cfg.task(),
+                        a.metric() + "," + a.filter(),
+                        a.value(),
+                        Double.isNaN(a.stderr()) ? "N/A" : String.format("%.4f", a.stderr()),
+                        a.n()));
             }
         }
         for (TaskRegistry.GroupNode g : order) {
