@@ -5,6 +5,7 @@ import dev.scorch.jobs.cli.EvalCommand;
 import dev.scorch.jobs.cli.GenerateCommand;
 import dev.scorch.jobs.cli.GpuBudgetCommand;
 import dev.scorch.jobs.cli.InspectCommand;
+import dev.scorch.jobs.cli.LmEvalCommand;
 import dev.scorch.jobs.cli.MakeDemoModelCommand;
 import dev.scorch.jobs.cli.ScoreCommand;
 import dev.scorch.jobs.cli.SqlCommand;
@@ -24,6 +25,7 @@ import picocli.CommandLine.Command;
             ScoreCommand.class,
             GenerateCommand.class,
             EvalCommand.class,
+            LmEvalCommand.class,
             SqlCommand.class,
             TokenizeCommand.class,
             MakeDemoModelCommand.class,

@@ -263,7 +263,7 @@ public final class EvalJob {
     }
 
     /** Deltas against the base run; a drop larger than the task's tolerance for that metric is a regression. */
-    private static void compare(
+    public static void compare(
             SparkSession spark,
             EvalSpec spec,
             List<History.Entry> now,

@@ -19,8 +19,8 @@ import org.apache.spark.sql.types.StructType;
  * (run, task, metric). Writing a run replaces only that run's partition, so rerunning a run id is idempotent and
  * other runs stay as they are.
  */
-final class History {
-    static final StructType SCHEMA = new StructType()
+public final class History {
+    public static final StructType SCHEMA = new StructType()
             .add("run_time", DataTypes.StringType)
             .add("suite", DataTypes.StringType)
             .add("suite_hash", DataTypes.StringType)
@@ -40,7 +40,7 @@ final class History {
             .add("run_id", DataTypes.StringType);
 
     /** One summary row. */
-    record Entry(
+    public record Entry(
             String runId,
             String runTime,
             String suite,
@@ -82,12 +82,12 @@ final class History {
 
     private History() {}
 
-    static String path(String output) {
+    public static String path(String output) {
         return output.replaceAll("/+$", "") + "/history";
     }
 
     /** Writes one run's rows, replacing that run's partition only. */
-    static void write(SparkSession spark, String output, List<Entry> entries) {
+    public static void write(SparkSession spark, String output, List<Entry> entries) {
         List<Row> rows = new ArrayList<>();
         for (Entry e : entries) {
             rows.add(e.toRow());
@@ -102,7 +102,7 @@ final class History {
     }
 
     /** One run's values by "task/metric" (empty when the run is not in the history). */
-    static Map<String, Row> run(SparkSession spark, String output, String runId) throws java.io.IOException {
+    public static Map<String, Row> run(SparkSession spark, String output, String runId) throws java.io.IOException {
         Map<String, Row> out = new LinkedHashMap<>();
         org.apache.hadoop.fs.Path p = new org.apache.hadoop.fs.Path(path(output));
         if (!p.getFileSystem(spark.sparkContext().hadoopConfiguration()).exists(p)) {

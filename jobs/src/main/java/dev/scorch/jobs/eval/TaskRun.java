@@ -9,7 +9,7 @@ import org.apache.spark.sql.types.StructType;
  * One task of a run: the rows it sends to the score job and the generate job (ids prefixed by the task's name),
  * then, from their results, its per-example rows and its metrics.
  */
-interface TaskRun {
+public interface TaskRun {
     EvalSuite.Task task();
 
     default List<ScoreRow> scoreRows() {

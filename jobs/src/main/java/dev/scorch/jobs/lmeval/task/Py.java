@@ -12,7 +12,7 @@ import java.util.Map;
  * literals (strings, numbers, True/False/None, lists, tuples, dicts), {@code str()} and {@code repr()} of the
  * values a document holds, and the type names its messages use.
  */
-final class Py {
+public final class Py {
     private Py() {}
 
     static String typeName(Object o) {
@@ -56,12 +56,12 @@ final class Py {
     }
 
     /** Python's str() of a value. */
-    static String str(Object o) {
+    public static String str(Object o) {
         return o instanceof String s ? s : repr(o);
     }
 
     /** Python's repr() of a value read from data or YAML. */
-    static String repr(Object o) {
+    public static String repr(Object o) {
         if (o == null) {
             return "None";
         }
