@@ -242,16 +242,7 @@ public final class LmEvalCommand implements Callable<Integer> {
                     spark.weights(session),
                     batchTokens);
             EvalReport report = LmEvalJob.run(session, spec);
-            System.out.println("run " + report.runId() + " (" + String.format("%.1f", report.seconds()) + " s):");
-            report.summary().forEach(System.out::println);
-            if (!report.comparison().isEmpty()) {
-                System.out.println();
-                report.comparison().forEach(System.out::println);
-                System.out.println(
-                        report.regressions().isEmpty()
-                                ? "no metric dropped by more than its tolerance"
-                                : report.regressions().size() + " metric(s) dropped by more than their tolerance");
-            }
+            report.print(System.out);
             return report.exitCode();
         } finally {
             spark.stop(session);

@@ -189,7 +189,7 @@ public final class EvalJob {
         List<Row> rows = new ArrayList<>();
         for (TaskRun t : tasks) {
             for (TaskRun.ScoreRow r : t.scoreRows()) {
-                rows.add(RowFactory.create(r.id(), longs(r.tokens())));
+                rows.add(RowFactory.create(r.id(), EvalReport.longs(r.tokens())));
             }
         }
         Map<String, TaskRun.Scored> out = new HashMap<>();
@@ -224,7 +224,7 @@ public final class EvalJob {
         List<Row> rows = new ArrayList<>();
         for (TaskRun t : tasks) {
             for (TaskRun.GenerateRow r : t.generateRows()) {
-                rows.add(RowFactory.create(r.id(), longs(r.prompt()), r.maxNewTokens(), r.stop()));
+                rows.add(RowFactory.create(r.id(), EvalReport.longs(r.prompt()), r.maxNewTokens(), r.stop()));
             }
         }
         Map<String, TaskRun.Generated> out = new HashMap<>();
@@ -250,14 +250,6 @@ public final class EvalJob {
                 .select("id", "completion", "finish_reason", "error")
                 .collectAsList()) {
             out.put(r.getString(0), new TaskRun.Generated(r.getString(1), r.getString(2), r.getString(3)));
-        }
-        return out;
-    }
-
-    private static List<Long> longs(int[] ids) {
-        List<Long> out = new ArrayList<>(ids.length);
-        for (int id : ids) {
-            out.add((long) id);
         }
         return out;
     }

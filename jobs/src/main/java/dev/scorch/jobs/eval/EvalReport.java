@@ -14,4 +14,27 @@ public record EvalReport(
     public int exitCode() {
         return regressions.isEmpty() ? 0 : 3;
     }
+
+    /** The run's summary and, with a comparison, the comparison and its verdict, as the CLI prints them. */
+    public void print(java.io.PrintStream out) {
+        out.println("run " + runId + " (" + String.format("%.1f", seconds) + " s):");
+        summary.forEach(out::println);
+        if (!comparison.isEmpty()) {
+            out.println();
+            comparison.forEach(out::println);
+            out.println(
+                    regressions.isEmpty()
+                            ? "no metric dropped by more than its tolerance"
+                            : regressions.size() + " metric(s) dropped by more than their tolerance");
+        }
+    }
+
+    /** Token ids as the score and generate jobs' bigint arrays take them. */
+    public static List<Long> longs(int[] ids) {
+        List<Long> out = new java.util.ArrayList<>(ids.length);
+        for (int id : ids) {
+            out.add((long) id);
+        }
+        return out;
+    }
 }

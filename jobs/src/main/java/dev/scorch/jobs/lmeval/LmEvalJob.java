@@ -443,14 +443,6 @@ public final class LmEvalJob {
 
     // ------------------------------------------------------------------ the jobs
 
-    private static List<Long> longs(int[] ids) {
-        List<Long> out = new ArrayList<>(ids.length);
-        for (int id : ids) {
-            out.add((long) id);
-        }
-        return out;
-    }
-
     static void score(SparkSession spark, LmEvalSpec spec, ScorchModel model, List<Plan> plans) {
         List<Row> rows = new ArrayList<>();
         Map<String, Req> byId = new HashMap<>();
@@ -460,7 +452,7 @@ public final class LmEvalJob {
                 for (Req q : doc) {
                     for (LmTokens.Scored s : q.sequences) {
                         String id = String.valueOf(rows.size());
-                        rows.add(RowFactory.create(id, longs(s.tokens())));
+                        rows.add(RowFactory.create(id, EvalReport.longs(s.tokens())));
                         byId.put(id, q);
                         seqById.put(id, s);
                     }
@@ -519,7 +511,7 @@ public final class LmEvalJob {
                         String id = String.valueOf(rows.size());
                         rows.add(RowFactory.create(
                                 id,
-                                longs(q.prompt),
+                                EvalReport.longs(q.prompt),
                                 q.maxGenToks,
                                 q.until == null ? List.of() : q.until,
                                 q.temperature));

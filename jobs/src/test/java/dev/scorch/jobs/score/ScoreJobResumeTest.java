@@ -68,46 +68,25 @@ class ScoreJobResumeTest {
         Path out = tmp.resolve("out");
         Path partial = tmp.resolve("_out.scorch-partial"); // where a run writes until it commits
 
-        List<String> cmd = new ArrayList<>();
-        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.addAll(SparkTests.jvmFlags());
-        cmd.addAll(List.of(
-                "-Xmx1g",
-                "-cp",
-                SparkTests.classPath(),
-                "dev.scorch.jobs.ScorchCli",
-                "score",
-                "--model",
-                model.toString(),
-                "--input",
-                in.toString(),
-                "--output",
-                out.toString(),
-                "--slices",
-                "4",
-                "--partitions",
-                "2",
-                "--output-format",
-                "jsonl",
-                "--master",
-                "local[2]",
-                "--spark-conf",
-                "spark.ui.enabled=false",
-                "--spark-conf",
-                "spark.driver.host=127.0.0.1",
-                "--spark-conf",
-                "spark.driver.bindAddress=127.0.0.1",
-                "--spark-conf",
-                "spark.sql.shuffle.partitions=2",
-                // a killed JVM cannot clean up its scratch space: keep it in this test's temporary folder
-                "--spark-conf",
-                "spark.local.dir=" + tmp.resolve("cli-scratch")));
         Path log = tmp.resolve("cli.log");
         long t0 = System.nanoTime();
-        Process p = new ProcessBuilder(cmd)
-                .redirectErrorStream(true)
-                .redirectOutput(log.toFile())
-                .start();
+        Process p = CliProcess.start(
+                log,
+                tmp.resolve("cli-scratch"),
+                List.of(
+                        "score",
+                        "--model",
+                        model.toString(),
+                        "--input",
+                        in.toString(),
+                        "--output",
+                        out.toString(),
+                        "--slices",
+                        "4",
+                        "--partitions",
+                        "2",
+                        "--output-format",
+                        "jsonl"));
         // A watcher kills the CLI (SIGKILL) the moment a slice's part files appear outside _temporary.
         AtomicBoolean killed = new AtomicBoolean();
         Thread watcher = new Thread(
@@ -142,14 +121,14 @@ class ScoreJobResumeTest {
             assertEquals(ROWS, clean.size());
 
             if (!p.waitFor(150, TimeUnit.SECONDS)) {
-                throw new AssertionError("no slice committed within 150 s; CLI output:\n" + tail(log));
+                throw new AssertionError("no slice committed within 150 s; CLI output:\n" + CliProcess.tail(log));
             }
             watcher.join(10_000);
             committedRowsAtKill = lines(committedParts(killed.get() ? partial : out));
             if (killed.get()) {
                 outcome = "killed mid-run with " + committedRowsAtKill + " of " + ROWS + " rows committed";
             } else {
-                assertEquals(0, p.exitValue(), "the CLI failed:\n" + tail(log));
+                assertEquals(0, p.exitValue(), "the CLI failed:\n" + CliProcess.tail(log));
                 outcome = "the CLI finished all slices before the kill";
             }
         } finally {
@@ -188,14 +167,5 @@ class ScoreJobResumeTest {
         assertEquals(0, again.rows());
         assertEquals(ROWS, again.skippedByResume());
         assertEquals(ROWS, SparkTests.readOutput(out, "jsonl").size());
-    }
-
-    static String tail(Path log) {
-        try {
-            String s = Files.readString(log);
-            return s.length() > 6000 ? s.substring(s.length() - 6000) : s;
-        } catch (IOException e) {
-            return "(no log: " + e + ")";
-        }
     }
 }
