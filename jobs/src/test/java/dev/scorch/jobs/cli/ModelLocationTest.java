@@ -5,11 +5,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.scorch.engine.demo.DemoModelWriter;
 import dev.scorch.engine.demo.DemoPreset;
+import dev.scorch.jobs.CliRun;
 import dev.scorch.jobs.DemoModel;
-import dev.scorch.jobs.ScorchCli;
 import java.io.IOException;
-import java.io.PrintWriter;
-import java.io.StringWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import org.junit.jupiter.api.BeforeAll;
@@ -31,17 +29,6 @@ class ModelLocationTest {
         texts = Files.writeString(tmp.resolve("texts.jsonl"), "{\"id\":\"a\",\"prompt\":\"hello world\"}\n");
     }
 
-    record Run(int exit, String out, String err) {}
-
-    static Run cli(String... args) {
-        StringWriter out = new StringWriter();
-        StringWriter err = new StringWriter();
-        var cl = ScorchCli.commandLine();
-        cl.setOut(new PrintWriter(out, true));
-        cl.setErr(new PrintWriter(err, true));
-        return new Run(cl.execute(args), out.toString(), err.toString());
-    }
-
     @Test
     void eachCommandTakesAFileUri() throws Exception {
         String uri = model.toUri().toString(); // file:///...
@@ -49,7 +36,7 @@ class ModelLocationTest {
         assertEquals(model, DemoModel.resolve("file://" + model));
 
         Path ids = tmp.resolve("ids.jsonl");
-        Run tok = cli(
+        CliRun tok = CliRun.of(
                 "tokenize",
                 "--tokenizer",
                 uri,
@@ -62,11 +49,11 @@ class ModelLocationTest {
         assertEquals(0, tok.exit(), tok.err());
         assertTrue(Files.readString(ids).contains("\"token_ids\""));
 
-        Run inspect = cli("inspect", "--model", uri);
+        CliRun inspect = CliRun.of("inspect", "--model", uri);
         assertEquals(0, inspect.exit(), inspect.err());
 
         Path out = tmp.resolve("scored");
-        Run score = cli(
+        CliRun score = CliRun.of(
                 "score",
                 "--model",
                 uri,
@@ -83,7 +70,7 @@ class ModelLocationTest {
 
     @Test
     void s3aWithoutHadoopAwsNamesTheModelAndTheJar() {
-        Run r = cli(
+        CliRun r = CliRun.of(
                 "score",
                 "--model",
                 "s3a://bucket/models/K2",

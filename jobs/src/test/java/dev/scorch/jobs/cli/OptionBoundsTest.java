@@ -1,16 +1,12 @@
 package dev.scorch.jobs.cli;
 
-import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
-import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.scorch.engine.demo.DemoModelWriter;
 import dev.scorch.engine.demo.DemoPreset;
-import dev.scorch.jobs.ScorchCli;
+import dev.scorch.jobs.CliRun;
 import java.io.IOException;
-import java.io.PrintWriter;
-import java.io.StringWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -42,23 +38,15 @@ class OptionBoundsTest {
         input = tmp.resolve("in/missing.jsonl");
     }
 
-    record Run(int exit, String err) {}
-
     /** Runs a command line, failing the test if it takes over 60 s (a hang, not a refusal). */
-    static Run cli(String... args) {
+    static CliRun cli(String... args) {
         return assertTimeoutPreemptively(
                 Duration.ofSeconds(60),
-                () -> {
-                    StringWriter err = new StringWriter();
-                    var cl = ScorchCli.commandLine();
-                    cl.setErr(new PrintWriter(err, true));
-                    int exit = cl.execute(args);
-                    return new Run(exit, err.toString());
-                },
+                () -> CliRun.of(args),
                 "an out-of-range option must be refused at once: " + String.join(" ", args));
     }
 
-    static Run job(String command, String... more) {
+    static CliRun job(String command, String... more) {
         List<String> a = new ArrayList<>(List.of(
                 command,
                 "--model",
@@ -73,60 +61,54 @@ class OptionBoundsTest {
         return cli(a.toArray(new String[0]));
     }
 
-    static void refused(Run r, String... says) {
-        assertEquals(2, r.exit(), r.err());
-        for (String s : says) {
-            assertTrue(r.err().contains(s), "'" + s + "' in: " + r.err());
-        }
-    }
-
     @Test
     void threads100000IsRefusedAtOnceNamingTheOption() {
-        refused(job("score", "--threads", "100000"), "--threads 100000: expected 1 to 1024");
-        refused(job("generate", "--threads", "100000"), "--threads 100000: expected 1 to 1024");
+        CliRun.assertRefused(job("score", "--threads", "100000"), "--threads 100000: expected 1 to 1024");
+        CliRun.assertRefused(job("generate", "--threads", "100000"), "--threads 100000: expected 1 to 1024");
         assertFalse(Files.exists(tmp.resolve("out-score")), "nothing was written");
         assertFalse(Files.exists(tmp.resolve("out-generate")), "nothing was written");
     }
 
     @Test
     void otherOutOfRangeOptionsAreRefusedNamingThem() {
-        refused(job("score", "--slices", "0"), "--slices 0: expected 1 to 10000");
-        refused(job("score", "--top-k", "-1"), "--top-k -1: expected 0 to 1024");
-        refused(job("score", "--partitions", "0"), "--partitions 0");
-        refused(job("score", "--max-batch-tokens", "2000000000"), "--max-batch-tokens 2000000000");
-        refused(job("score", "--arrow-memory-mb", "-1"), "--arrow-memory-mb -1");
-        refused(job("score", "--pipeline-nodes", "100000"), "--pipeline-nodes 100000");
-        refused(job("score", "--threads", "0"), "--threads 0: expected 1 to 1024");
-        refused(job("generate", "--top-k", "-5"), "--top-k -5");
-        refused(job("generate", "--top-p", "1.5"), "--top-p 1.5");
-        refused(job("generate", "--temperature", "NaN"), "--temperature NaN");
-        refused(job("generate", "--n", "0"), "--n 0");
-        refused(job("generate", "--max-new-tokens", "0"), "--max-new-tokens 0");
-        refused(job("generate", "--max-batch-seqs", "1000000"), "--max-batch-seqs 1000000");
-        refused(job("generate", "--max-cache-mb", "0"), "--max-cache-mb 0");
-        refused(job("generate", "--presence-penalty", "5"), "--presence-penalty 5.0");
-        refused(job("generate", "--stop-token-id", "-1"), "--stop-token-id -1");
-        refused(job("score", "--lease-wait", "-1"), "--lease-wait -1: expected 0 to 604800");
+        CliRun.assertRefused(job("score", "--slices", "0"), "--slices 0: expected 1 to 10000");
+        CliRun.assertRefused(job("score", "--top-k", "-1"), "--top-k -1: expected 0 to 1024");
+        CliRun.assertRefused(job("score", "--partitions", "0"), "--partitions 0");
+        CliRun.assertRefused(job("score", "--max-batch-tokens", "2000000000"), "--max-batch-tokens 2000000000");
+        CliRun.assertRefused(job("score", "--arrow-memory-mb", "-1"), "--arrow-memory-mb -1");
+        CliRun.assertRefused(job("score", "--pipeline-nodes", "100000"), "--pipeline-nodes 100000");
+        CliRun.assertRefused(job("score", "--threads", "0"), "--threads 0: expected 1 to 1024");
+        CliRun.assertRefused(job("generate", "--top-k", "-5"), "--top-k -5");
+        CliRun.assertRefused(job("generate", "--top-p", "1.5"), "--top-p 1.5");
+        CliRun.assertRefused(job("generate", "--temperature", "NaN"), "--temperature NaN");
+        CliRun.assertRefused(job("generate", "--n", "0"), "--n 0");
+        CliRun.assertRefused(job("generate", "--max-new-tokens", "0"), "--max-new-tokens 0");
+        CliRun.assertRefused(job("generate", "--max-batch-seqs", "1000000"), "--max-batch-seqs 1000000");
+        CliRun.assertRefused(job("generate", "--max-cache-mb", "0"), "--max-cache-mb 0");
+        CliRun.assertRefused(job("generate", "--presence-penalty", "5"), "--presence-penalty 5.0");
+        CliRun.assertRefused(job("generate", "--stop-token-id", "-1"), "--stop-token-id -1");
+        CliRun.assertRefused(job("score", "--lease-wait", "-1"), "--lease-wait -1: expected 0 to 604800");
     }
 
     @Test
     void theConfigFilesValuesGoThroughTheSameChecks() throws IOException {
         Path conf = Files.writeString(tmp.resolve("bad.conf"), "scorch.threads = 100000\n");
-        refused(job("score", "--conf", conf.toString()), "--threads 100000: expected 1 to 1024");
+        CliRun.assertRefused(job("score", "--conf", conf.toString()), "--threads 100000: expected 1 to 1024");
         Path slices = Files.writeString(tmp.resolve("slices.conf"), "scorch.slices = 0\n");
-        refused(job("generate", "--conf", slices.toString()), "--slices 0");
+        CliRun.assertRefused(job("generate", "--conf", slices.toString()), "--slices 0");
         Path topP = Files.writeString(tmp.resolve("topp.conf"), "scorch.top-p = 0\n");
-        refused(job("generate", "--conf", topP.toString()), "--top-p 0.0");
+        CliRun.assertRefused(job("generate", "--conf", topP.toString()), "--top-p 0.0");
         Path word = Files.writeString(tmp.resolve("word.conf"), "scorch.max-batch-tokens = lots\n");
-        refused(job("score", "--conf", word.toString()), "--max-batch-tokens (scorch.max-batch-tokens in --conf) lots");
+        CliRun.assertRefused(
+                job("score", "--conf", word.toString()), "--max-batch-tokens (scorch.max-batch-tokens in --conf) lots");
     }
 
     @Test
     void benchAndEvalAreHeldToTheSameRanges() {
-        refused(
+        CliRun.assertRefused(
                 cli("bench", "--model", model.toString(), "--threads", "100000"),
                 "--threads 100000: expected 1 to 1024");
-        refused(
+        CliRun.assertRefused(
                 cli(
                         "eval",
                         "--model",

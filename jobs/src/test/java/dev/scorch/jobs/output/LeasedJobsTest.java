@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.scorch.engine.demo.DemoModelWriter;
 import dev.scorch.engine.demo.DemoPreset;
-import dev.scorch.jobs.output.SpecialFilesTest.Run;
+import dev.scorch.jobs.CliRun;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -58,7 +58,7 @@ class LeasedJobsTest {
 
     static void refusedWhileHeld(Path out, String... args) throws IOException {
         try (OutputLease held = hold(out)) {
-            Run r = SpecialFilesTest.cli(args);
+            CliRun r = CliRun.of(args);
             assertEquals(2, r.exit(), r.err());
             assertTrue(
                     r.err().contains("is being written by another job")
@@ -133,10 +133,10 @@ class LeasedJobsTest {
                 throw new IllegalStateException(e);
             }
         });
-        Run r;
+        CliRun r;
         try {
             release.start();
-            r = SpecialFilesTest.cli(job("score", out, "--lease-wait", "120"));
+            r = CliRun.of(job("score", out, "--lease-wait", "120"));
             release.join();
         } finally {
             System.setErr(err);

@@ -6,11 +6,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.scorch.engine.demo.DemoModelWriter;
 import dev.scorch.engine.demo.DemoPreset;
-import dev.scorch.jobs.ScorchCli;
+import dev.scorch.jobs.CliRun;
 import dev.scorch.jobs.score.SparkTests;
 import java.io.IOException;
-import java.io.PrintWriter;
-import java.io.StringWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -49,21 +47,11 @@ class OutputSafetyTest {
         SparkTests.spark();
     }
 
-    record Run(int exit, String err) {}
-
-    static Run cli(String... args) {
-        StringWriter err = new StringWriter();
-        var cl = ScorchCli.commandLine();
-        cl.setErr(new PrintWriter(err, true));
-        int exit = cl.execute(args);
-        return new Run(exit, err.toString());
-    }
-
-    static Run score(String in, String out, String... more) {
+    static CliRun score(String in, String out, String... more) {
         List<String> a = new ArrayList<>(
                 List.of("score", "--model", model.toString(), "--input", in, "--output", out, "--master", "local[2]"));
         a.addAll(List.of(more));
-        return cli(a.toArray(new String[0]));
+        return CliRun.of(a.toArray(new String[0]));
     }
 
     /** Every file under dir with its bytes, to show nothing changed. */
@@ -81,39 +69,36 @@ class OutputSafetyTest {
         return m;
     }
 
-    static void refused(Run r, String why) {
-        assertEquals(2, r.exit(), r.err());
-        assertTrue(r.err().contains(why), r.err());
-    }
-
     @Test
     void anOutputThatIsOrHoldsTheInputOrTheModelIsRefusedAndNothingIsDeleted() throws IOException {
         Map<String, String> in = snapshot(input.getParent());
         Map<String, String> m = snapshot(model);
-        refused(score(input.toString(), input.toString(), "--overwrite", "--force-overwrite"), "is the input");
-        refused(
+        CliRun.assertRefused(
+                score(input.toString(), input.toString(), "--overwrite", "--force-overwrite"), "is the input");
+        CliRun.assertRefused(
                 score(input.toString(), input.getParent().toString(), "--overwrite", "--force-overwrite"),
                 "contains the input");
-        refused(
+        CliRun.assertRefused(
                 score(
                         input.getParent().toString(),
                         input.getParent().resolve("scores").toString(),
                         "--overwrite"),
                 "lies inside the input");
-        refused(score(input.toString(), model.toString(), "--overwrite", "--force-overwrite"), "is the model folder");
-        refused(
+        CliRun.assertRefused(
+                score(input.toString(), model.toString(), "--overwrite", "--force-overwrite"), "is the model folder");
+        CliRun.assertRefused(
                 score(input.toString(), model.resolve("scores").toString(), "--overwrite"),
                 "lies inside the model folder");
-        refused(
+        CliRun.assertRefused(
                 score(
                         input.toString(),
                         input.getParent().resolve("sub/..").toString(),
                         "--overwrite",
                         "--force-overwrite"),
                 "contains the input");
-        refused(score(input.toString(), ".", "--overwrite", "--force-overwrite"), "the working folder");
-        refused(score(input.toString(), "/", "--overwrite", "--force-overwrite"), "root");
-        refused(
+        CliRun.assertRefused(score(input.toString(), ".", "--overwrite", "--force-overwrite"), "the working folder");
+        CliRun.assertRefused(score(input.toString(), "/", "--overwrite", "--force-overwrite"), "root");
+        CliRun.assertRefused(
                 score(input.toString(), System.getProperty("user.home"), "--overwrite", "--force-overwrite"),
                 "home folder");
         assertEquals(in, snapshot(input.getParent()));
@@ -125,8 +110,8 @@ class OutputSafetyTest {
         Path x = Files.createDirectories(tmp.resolve("x/sub"));
         Files.writeString(x.getParent().resolve("notes.txt"), "mine");
         Map<String, String> before = snapshot(x.getParent());
-        Run r = score(input.toString(), x + "/..", "--overwrite");
-        refused(r, "which Scorch did not write");
+        CliRun r = score(input.toString(), x + "/..", "--overwrite");
+        CliRun.assertRefused(r, "which Scorch did not write");
         assertTrue(r.err().contains("--force-overwrite"), r.err());
         assertEquals(before, snapshot(x.getParent()));
     }
@@ -136,7 +121,7 @@ class OutputSafetyTest {
         Path out = tmp.resolve("results-1");
         assertEquals(0, score(input.toString(), out.toString()).exit());
         Map<String, String> before = snapshot(out);
-        refused(score(input + ".typo", out.toString(), "--overwrite"), "--input");
+        CliRun.assertRefused(score(input + ".typo", out.toString(), "--overwrite"), "--input");
         assertEquals(before, snapshot(out));
         assertFalse(Files.exists(OutputFolderPaths.partial(out)), "nothing started");
     }
@@ -162,7 +147,7 @@ class OutputSafetyTest {
             }
         };
         spark.sparkContext().addSparkListener(canceller);
-        Run failed;
+        CliRun failed;
         try {
             failed = score(input.toString(), out.toString(), "--output-format", "jsonl", "--overwrite", "--top-k", "2");
         } finally {
@@ -172,7 +157,8 @@ class OutputSafetyTest {
         assertEquals(before, snapshot(out), "the old output as it was");
         assertTrue(Files.isDirectory(partial), "the failed run's partial folder is kept for --resume");
 
-        Run resumed = score(input.toString(), out.toString(), "--output-format", "jsonl", "--resume", "--top-k", "2");
+        CliRun resumed =
+                score(input.toString(), out.toString(), "--output-format", "jsonl", "--resume", "--top-k", "2");
         assertEquals(0, resumed.exit(), resumed.err());
         assertFalse(Files.exists(partial));
         String rows = String.join("", snapshot(out).values());
@@ -182,7 +168,7 @@ class OutputSafetyTest {
     @Test
     void generateRefusesItsInputAsOutput() throws IOException {
         Map<String, String> before = snapshot(input);
-        Run r = cli(
+        CliRun r = CliRun.of(
                 "generate",
                 "--model",
                 model.toString(),
@@ -194,7 +180,7 @@ class OutputSafetyTest {
                 "--force-overwrite",
                 "--master",
                 "local[2]");
-        refused(r, "is the input");
+        CliRun.assertRefused(r, "is the input");
         assertEquals(before, snapshot(input));
     }
 
@@ -204,8 +190,8 @@ class OutputSafetyTest {
         Path suite = Path.of("../conf/evals/demo-suite.yaml").toAbsolutePath();
         Map<String, String> m = snapshot(model);
         for (String id : List.of("..", ".", "../..", "a/b", "_partial")) {
-            refused(
-                    cli(
+            CliRun.assertRefused(
+                    CliRun.of(
                             "eval",
                             "--model",
                             model.toString(),
@@ -219,8 +205,8 @@ class OutputSafetyTest {
                             "local[2]"),
                     "--run-id");
         }
-        refused(
-                cli(
+        CliRun.assertRefused(
+                CliRun.of(
                         "eval",
                         "--model",
                         model.toString(),
@@ -239,8 +225,8 @@ class OutputSafetyTest {
         Path texts =
                 SparkTests.writeJsonl(tmp.resolve("tok/texts.jsonl"), List.of("{\"id\":1,\"text\":\"hello world\"}"));
         Map<String, String> before = snapshot(texts);
-        refused(
-                cli(
+        CliRun.assertRefused(
+                CliRun.of(
                         "tokenize",
                         "--tokenizer",
                         model.toString(),
@@ -251,8 +237,8 @@ class OutputSafetyTest {
                         "--overwrite",
                         "--force-overwrite"),
                 "is the input");
-        refused(
-                cli(
+        CliRun.assertRefused(
+                CliRun.of(
                         "tokenize",
                         "--tokenizer",
                         model.toString(),
@@ -268,7 +254,7 @@ class OutputSafetyTest {
         Path ids = texts.resolveSibling("ids.jsonl");
         assertEquals(
                 0,
-                cli(
+                CliRun.of(
                                 "tokenize",
                                 "--tokenizer",
                                 model.toString(),
@@ -277,8 +263,8 @@ class OutputSafetyTest {
                                 "--output",
                                 ids.toString())
                         .exit());
-        refused(
-                cli(
+        CliRun.assertRefused(
+                CliRun.of(
                         "tokenize",
                         "--tokenizer",
                         model.toString(),
@@ -289,7 +275,7 @@ class OutputSafetyTest {
                 "--overwrite");
         assertEquals(
                 0,
-                cli(
+                CliRun.of(
                                 "tokenize",
                                 "--tokenizer",
                                 model.toString(),
@@ -302,8 +288,8 @@ class OutputSafetyTest {
         assertTrue(Files.readString(ids).contains("\"num_tokens\""));
 
         Path notes = Files.writeString(texts.resolveSibling("notes.txt"), "not tokenize output\n");
-        refused(
-                cli(
+        CliRun.assertRefused(
+                CliRun.of(
                         "tokenize",
                         "--tokenizer",
                         model.toString(),
@@ -320,13 +306,15 @@ class OutputSafetyTest {
     void makeDemoModelWritesOnlyNewOrItsOwnFolders() throws IOException {
         Path real = Files.createDirectories(tmp.resolve("real-checkpoint"));
         Files.writeString(real.resolve("config.json"), "{\"the\": \"real one\"}");
-        refused(cli("make-demo-model", "--out", real.toString()), "was not written by make-demo-model");
+        CliRun.assertRefused(
+                CliRun.of("make-demo-model", "--out", real.toString()), "was not written by make-demo-model");
         assertEquals("{\"the\": \"real one\"}", Files.readString(real.resolve("config.json")));
         Path demo = tmp.resolve("demo-again");
-        assertEquals(0, cli("make-demo-model", "--out", demo.toString()).exit());
+        assertEquals(0, CliRun.of("make-demo-model", "--out", demo.toString()).exit());
         assertEquals(
                 0,
-                cli("make-demo-model", "--out", demo.toString(), "--seed", "3").exit(),
+                CliRun.of("make-demo-model", "--out", demo.toString(), "--seed", "3")
+                        .exit(),
                 "its own folder is written again");
     }
 

@@ -8,10 +8,8 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import dev.scorch.engine.demo.DemoModelWriter;
 import dev.scorch.engine.demo.DemoPreset;
-import dev.scorch.jobs.ScorchCli;
+import dev.scorch.jobs.CliRun;
 import java.io.IOException;
-import java.io.PrintWriter;
-import java.io.StringWriter;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
@@ -40,17 +38,8 @@ class SpecialFilesTest {
         texts = Files.writeString(tmp.resolve("texts.jsonl"), "{\"id\":1,\"text\":\"hello world\"}\n");
     }
 
-    record Run(int exit, String err) {}
-
-    static Run cli(String... args) {
-        StringWriter err = new StringWriter();
-        var cl = ScorchCli.commandLine();
-        cl.setErr(new PrintWriter(err, true));
-        return new Run(cl.execute(args), err.toString());
-    }
-
-    static Run tokenize(Path out) {
-        return cli(
+    static CliRun tokenize(Path out) {
+        return CliRun.of(
                 "tokenize",
                 "--tokenizer",
                 model.toString(),
@@ -74,11 +63,6 @@ class SpecialFilesTest {
         return p;
     }
 
-    static void refused(Run r, String why) {
-        assertEquals(2, r.exit(), r.err());
-        assertTrue(r.err().contains(why), r.err());
-    }
-
     @Test
     void tokenizeNeverReplacesADeviceNode() throws Exception {
         // A twin of /dev/null (character device 1,3) of the test's own: a regression replaces it, never the system's.
@@ -89,7 +73,7 @@ class SpecialFilesTest {
                 .start();
         assumeTrue(mk.waitFor() == 0 && Files.exists(dev), "mknod needs root");
         assertTrue(kind(dev).isOther());
-        refused(tokenize(dev), "is a device, FIFO or socket");
+        CliRun.assertRefused(tokenize(dev), "is a device, FIFO or socket");
         assertTrue(kind(dev).isOther(), "the device node is still a device");
         assertFalse(Files.exists(tmp.resolve("dev/_null.scorch-lease")), "nothing written beside it");
     }
@@ -97,11 +81,11 @@ class SpecialFilesTest {
     @Test
     void tokenizeNeverReplacesAFifoOrALinkToADevice() throws Exception {
         Path f = fifo(tmp.resolve("tok/ids.fifo"));
-        refused(tokenize(f), "is a device, FIFO or socket");
+        CliRun.assertRefused(tokenize(f), "is a device, FIFO or socket");
         assertTrue(kind(f).isOther(), "the FIFO is still there");
 
         Path link = Files.createSymbolicLink(tmp.resolve("tok/null-link.jsonl"), Path.of("/dev/null"));
-        refused(tokenize(link), "is a symbolic link");
+        CliRun.assertRefused(tokenize(link), "is a symbolic link");
         assertTrue(kind(link).isSymbolicLink(), "the link is still there");
     }
 
@@ -116,7 +100,7 @@ class SpecialFilesTest {
     @Test
     void scoreNeverReplacesAFifoOrALinkAsItsOutput() throws Exception {
         Path f = fifo(tmp.resolve("score/out"));
-        Run r = cli(
+        CliRun r = CliRun.of(
                 "score",
                 "--model",
                 model.toString(),
@@ -128,7 +112,7 @@ class SpecialFilesTest {
                 "--force-overwrite",
                 "--master",
                 "local[2]");
-        refused(r, "is a device, FIFO or socket");
+        CliRun.assertRefused(r, "is a device, FIFO or socket");
         assertTrue(kind(f).isOther());
         assertFalse(Files.exists(tmp.resolve("score/_out.scorch-lease")));
     }
