@@ -67,6 +67,13 @@ public record InputFingerprint(List<FileMark> files) {
     }
 
     private static String digest(FileSystem fs, FileStatus s) throws IOException {
+        if (FileKinds.isLocal(fs)
+                && !java.nio.file.Files.isRegularFile(
+                        java.nio.file.Path.of(s.getPath().toUri()))) {
+            // A FIFO or a device would block or never end the read.
+            throw new IllegalArgumentException("--input: " + s.getPath()
+                    + " is a device, FIFO or socket, not a file; Scorch reads only regular files");
+        }
         MessageDigest md = sha256();
         try (FSDataInputStream in = fs.open(s.getPath())) {
             if (s.getLen() <= WHOLE_BYTES) {

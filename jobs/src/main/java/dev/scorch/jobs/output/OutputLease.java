@@ -122,6 +122,8 @@ public final class OutputLease implements AutoCloseable {
                 processStart(ProcessHandle.current()),
                 Instant.now(),
                 Instant.now());
+        // Read only a regular file there: a FIFO under the lease's name would block the read for ever.
+        FileKinds.requireOnlyFilesAndFolders(fs, file, "the output's lease", file.toString());
         long deadline = System.nanoTime() + policy.waitFor().toNanos();
         boolean told = false;
         while (true) {
@@ -290,14 +292,36 @@ public final class OutputLease implements AutoCloseable {
         }
     }
 
+    /** A lease file is under 1 KiB; a larger file there is not one. */
+    private static final int MAX_LEASE_BYTES = 4096;
+    /** How render() begins a lease file. */
+    private static final String LEASE_START = "{\n  \"scorch_lease\"";
+
     static Optional<Holder> read(FileSystem fs, Path file) throws IOException {
-        JsonNode n;
+        byte[] bytes;
         try (InputStream in = fs.open(file)) {
-            n = JSON.readTree(in);
+            bytes = in.readNBytes(MAX_LEASE_BYTES + 1);
         } catch (java.io.FileNotFoundException | java.nio.file.NoSuchFileException e) {
             return Optional.empty();
+        }
+        String text = new String(bytes, StandardCharsets.UTF_8);
+        JsonNode n;
+        try {
+            n = text.isBlank() ? null : JSON.readTree(text);
         } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
             n = null;
+        }
+        // Ours, being written, is empty or begins as render() writes it; anything else is someone else's file.
+        boolean ours = n != null
+                ? n.has("scorch_lease")
+                : bytes.length <= MAX_LEASE_BYTES
+                        && (text.isBlank()
+                                || LEASE_START.startsWith(text.strip())
+                                || text.strip().startsWith(LEASE_START));
+        if (!ours) {
+            // Someone else's file under the lease's name: never taken over (that would delete it).
+            throw new IllegalStateException(file + " is not a Scorch lease (no scorch_lease field); Scorch keeps the"
+                    + " output's lease under that name: move the file away");
         }
         if (n == null || !n.hasNonNull("run_id")) {
             // Created but not yet written, or damaged: its age tells whether anyone is behind it.

@@ -161,6 +161,39 @@ class OutputLeaseTest {
         return new org.apache.hadoop.fs.Path(leaseFile.toUri());
     }
 
+    @Test
+    void someoneElsesFileUnderTheLeasesNameIsNeverTakenOverOrDeleted() throws Exception {
+        java.nio.file.Files.writeString(leaseFile, "my notes, not a lease\n");
+        java.nio.file.Files.setLastModifiedTime(
+                leaseFile, java.nio.file.attribute.FileTime.from(Instant.now().minus(Duration.ofDays(3))));
+        IllegalStateException e =
+                assertThrows(IllegalStateException.class, () -> OutputLease.acquire(fs, out, "score", FAST));
+        assertTrue(e.getMessage().contains("is not a Scorch lease"), e.getMessage());
+        assertEquals("my notes, not a lease\n", java.nio.file.Files.readString(leaseFile), "left as it was");
+    }
+
+    @Test
+    void aFifoUnderTheLeasesNameIsRefusedNotRead() throws Exception {
+        Process mk = new ProcessBuilder("mkfifo", leaseFile.toString()).start();
+        org.junit.jupiter.api.Assumptions.assumeTrue(mk.waitFor() == 0, "mkfifo is needed");
+        IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertTimeoutPreemptively(
+                Duration.ofSeconds(30),
+                () -> assertThrows(IllegalArgumentException.class, () -> OutputLease.acquire(fs, out, "score", FAST)));
+        assertTrue(e.getMessage().contains("a device, FIFO or socket"), e.getMessage());
+    }
+
+    @Test
+    void aFifoInTheInputIsRefusedNotRead() throws Exception {
+        java.nio.file.Path in = java.nio.file.Files.createDirectories(tmp.resolve("in"));
+        java.nio.file.Files.writeString(in.resolve("a.jsonl"), "{}\n");
+        Process mk = new ProcessBuilder("mkfifo", in.resolve("b.jsonl").toString()).start();
+        org.junit.jupiter.api.Assumptions.assumeTrue(mk.waitFor() == 0, "mkfifo is needed");
+        IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertTimeoutPreemptively(
+                Duration.ofSeconds(30),
+                () -> assertThrows(IllegalArgumentException.class, () -> InputFingerprint.of(fs, in.toString())));
+        assertTrue(e.getMessage().contains("b.jsonl is a device, FIFO or socket"), e.getMessage());
+    }
+
     private void writeLease(String runId, String host, long pid, String pidStart, Instant heartbeat)
             throws IOException {
         Files.writeString(
