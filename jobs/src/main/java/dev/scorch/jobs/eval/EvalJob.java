@@ -103,14 +103,13 @@ public final class EvalJob {
         try (OutputLease lease =
                 OutputLease.acquire(fs, new Path(spec.output()), "eval", PartitionedRun.leasePolicy(spark))) {
             dev.scorch.jobs.ExecutorWait.await(spark);
-            return run(spark, spec, fs, suite, tasks, checked, lease, t0, started);
+            return run(spark, spec, suite, tasks, checked, lease, t0, started);
         }
     }
 
     private static EvalReport run(
             SparkSession spark,
             EvalSpec spec,
-            FileSystem fs,
             EvalSuite suite,
             List<TaskRun> tasks,
             CheckedModel checked,
@@ -118,6 +117,8 @@ public final class EvalJob {
             long t0,
             Instant started)
             throws IOException {
+        FileSystem fs =
+                new Path(spec.output()).getFileSystem(spark.sparkContext().hadoopConfiguration());
         OutputFolder.claim(fs, spec.output(), "eval", OUTPUT_NAMES);
         OutputFolder run = OutputFolder.open(
                         fs,
@@ -236,15 +237,7 @@ public final class EvalJob {
                 .add("token_ids", new ArrayType(DataTypes.LongType, false))
                 .add("max_new_tokens", DataTypes.IntegerType)
                 .add("stop", new ArrayType(DataTypes.StringType, false));
-        // Greedy: temperature 0 whatever generation_config.json says; EOS still ends a completion. The rows give
-        // their task's max_new_tokens and stop strings.
-        GenerateParams params = new GenerateParams()
-                .setSampling(SamplingParams.greedy())
-                .setRowOverrides(true)
-                .setMaxBatchTokens(spec.maxBatchTokens())
-                .setThreads(spec.threads())
-                .setBackend(BackendMode.CPU)
-                .setGpuPrecision(GemmPrecision.BF16X3);
+        GenerateParams params = greedyRows(spec.maxBatchTokens(), spec.threads());
         Dataset<Row> in = spark.createDataFrame(rows, schema).repartition(spec.partitions());
         for (Row r : model.generate(in, params)
                 .select("id", "completion", "finish_reason", "error")
@@ -311,5 +304,19 @@ public final class EvalJob {
                 regressions.add(line);
             }
         }
+    }
+
+    /**
+     * The eval jobs' generation: greedy whatever generation_config.json says (EOS still ends a completion), each row
+     * giving its own max_new_tokens and stop strings, on the CPU backend.
+     */
+    public static GenerateParams greedyRows(int maxBatchTokens, int threads) {
+        return new GenerateParams()
+                .setSampling(SamplingParams.greedy())
+                .setRowOverrides(true)
+                .setMaxBatchTokens(maxBatchTokens)
+                .setThreads(threads)
+                .setBackend(BackendMode.CPU)
+                .setGpuPrecision(GemmPrecision.BF16X3);
     }
 }

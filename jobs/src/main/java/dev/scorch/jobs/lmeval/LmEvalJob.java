@@ -126,7 +126,7 @@ public final class LmEvalJob {
                 RequestJobs.generate(spark, spec, model, plans, tokens);
             }
             // 3. Metrics, result files, history.
-            return ResultFiles.finish(spark, spec, fs, nodes, plans, checked, started, startLocal, t0);
+            return ResultFiles.finish(spark, spec, nodes, plans, checked, started, startLocal, t0);
         }
     }
 

@@ -1,8 +1,7 @@
 package dev.scorch.jobs.lmeval;
 
 import dev.scorch.engine.backend.BackendMode;
-import dev.scorch.engine.device.GemmPrecision;
-import dev.scorch.engine.sampling.SamplingParams;
+import dev.scorch.jobs.eval.EvalJob;
 import dev.scorch.jobs.eval.EvalReport;
 import dev.scorch.udfs.api.GenerateParams;
 import dev.scorch.udfs.api.ScorchModel;
@@ -110,13 +109,7 @@ final class RequestJobs {
                 .add("max_new_tokens", DataTypes.IntegerType)
                 .add("stop", new ArrayType(DataTypes.StringType, false))
                 .add("temperature", DataTypes.DoubleType);
-        GenerateParams params = new GenerateParams()
-                .setSampling(SamplingParams.greedy())
-                .setRowOverrides(true)
-                .setMaxBatchTokens(spec.maxBatchTokens())
-                .setThreads(spec.threads())
-                .setBackend(BackendMode.CPU)
-                .setGpuPrecision(GemmPrecision.BF16X3);
+        GenerateParams params = EvalJob.greedyRows(spec.maxBatchTokens(), spec.threads());
         Dataset<Row> in = spark.createDataFrame(rows, schema).repartition(spec.partitions());
         for (Row r : model.generate(in, params)
                 .select("id", "completion_token_ids", "error")

@@ -33,7 +33,6 @@ final class ResultFiles {
     static EvalReport finish(
             SparkSession spark,
             LmEvalSpec spec,
-            FileSystem fs,
             List<TaskRegistry.Node> nodes,
             List<TaskPlan> plans,
             CheckedModel checked,
@@ -41,6 +40,8 @@ final class ResultFiles {
             LocalDateTime startLocal,
             long t0)
             throws IOException {
+        FileSystem fs = new org.apache.hadoop.fs.Path(spec.outputPath())
+                .getFileSystem(spark.sparkContext().hadoopConfiguration());
         Aggregations agg = new Aggregations(PyFloatSum.PY312);
         Map<String, Object> results = new LinkedHashMap<>();
         Map<String, Object> groups = new LinkedHashMap<>();
