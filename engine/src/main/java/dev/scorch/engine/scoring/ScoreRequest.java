@@ -8,8 +8,14 @@ package dev.scorch.engine.scoring;
  *                  the prompt length scores only a continuation)
  * @param topK      alternatives to return per scored token (0 for none)
  * @param logits    which positions' logits to return
+ * @param sharedPrefix where a prefix this sequence shares with others ends, 0 if none: a few-shot prompt's examples
+ *                  before the document's own text. Only {@link PrefixSharingScorer} reads it (see there).
  */
-public record ScoreRequest(int[] tokens, int scoreFrom, int topK, LogitsMode logits) {
+public record ScoreRequest(int[] tokens, int scoreFrom, int topK, LogitsMode logits, int sharedPrefix) {
+    public ScoreRequest(int[] tokens, int scoreFrom, int topK, LogitsMode logits) {
+        this(tokens, scoreFrom, topK, logits, 0);
+    }
+
     public ScoreRequest {
         if (tokens == null || tokens.length == 0) {
             throw new IllegalArgumentException("a sequence to score needs at least one token");
@@ -19,6 +25,9 @@ public record ScoreRequest(int[] tokens, int scoreFrom, int topK, LogitsMode log
         }
         if (topK < 0) {
             throw new IllegalArgumentException("topK must be >= 0");
+        }
+        if (sharedPrefix < 0 || sharedPrefix > tokens.length) {
+            throw new IllegalArgumentException("sharedPrefix " + sharedPrefix + " outside [0, " + tokens.length + "]");
         }
     }
 
