@@ -153,4 +153,34 @@ class TokenBudgetBatcherTest {
             assertValid(w, budget, batch(w, budget));
         }
     }
+
+    /**
+     * Shared-prefix batches: in token order, so sequences with the same leading tokens are neighbours; a batch is cut
+     * where the tokens a sequence does not share with the one before it would pass the budget, or the whole tokens
+     * would pass SHARED_CACHE_FACTOR budgets.
+     */
+    @Test
+    void sharedPrefixBatchesAreInTokenOrderAndCountOnlyUnsharedTokens() {
+        int[] a1 = {1, 2, 3, 4, 5, 9};
+        int[] b1 = {7, 7, 7, 7, 1};
+        int[] a2 = {1, 2, 3, 4, 5, 8};
+        int[] b2 = {7, 7, 7, 7, 2};
+        List<int[]> window = List.of(a1, b1, a2, b2);
+        // a2, a1 share 5 tokens: together they add 6 + 1; b1, b2 add 5 + 1; budget 7 holds each pair alone
+        List<List<int[]>> got = TokenBudgetBatcher.bySharedPrefix(window, t -> t, 7);
+        assertEquals(2, got.size());
+        assertEquals(List.of(a2, a1), got.get(0));
+        assertEquals(List.of(b1, b2), got.get(1));
+        // budget 13: all four (6 + 1 + 5 + 1 = 13), in token order
+        assertEquals(List.of(List.of(a2, a1, b1, b2)), TokenBudgetBatcher.bySharedPrefix(window, t -> t, 13));
+        // whole tokens capped at 16 budgets: 17 copies of a 1-token sequence at budget 1 make two batches
+        List<int[]> same = new ArrayList<>();
+        for (int i = 0; i < 17; i++) {
+            same.add(new int[] {4});
+        }
+        List<List<int[]>> capped = TokenBudgetBatcher.bySharedPrefix(same, t -> t, 1);
+        assertEquals(2, capped.size());
+        assertEquals(TokenBudgetBatcher.SHARED_CACHE_FACTOR, capped.get(0).size());
+        assertThrows(IllegalArgumentException.class, () -> TokenBudgetBatcher.bySharedPrefix(window, t -> t, 0));
+    }
 }

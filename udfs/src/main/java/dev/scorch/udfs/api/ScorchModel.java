@@ -203,7 +203,9 @@ public final class ScorchModel implements AutoCloseable {
                 in.text(p.textCol()),
                 in.text(p.continuationCol()),
                 in.given(p.inputErrorCol(), "input error column"),
-                in.given(p.rowLabelCol(), "row label column"));
+                in.given(p.rowLabelCol(), "row label column"),
+                in.integer(p.scoreFromCol(), "score-from column"),
+                in.integer(p.sharedPrefixCol(), "shared-prefix column"));
         StructType engineIn = ScoreSchema.input(DataTypes.LongType);
         StructType engineOut =
                 Staging.nullable(ScoreSchema.output(DataTypes.LongType, options), ScoreSchema.SOURCE_ROW);

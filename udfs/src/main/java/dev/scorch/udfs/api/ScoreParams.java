@@ -32,11 +32,14 @@ public final class ScoreParams {
     private GemmPrecision gpuPrecision = ScoreOptions.defaultGpuPrecision();
     private JobMetrics metrics;
     private int pipelineNodes;
+    private boolean sharePrefixes;
+    private String scoreFromCol;
+    private String sharedPrefixCol;
 
     /**
      * The settings a map names, by the CLI's option names with '_' for '-' (as the Python module passes them):
      * token_ids_col, text_col, continuation_col, output_prefix, top_k, logits (none|last|all), max_batch_tokens,
-     * window_rows, arrow_memory_mb, threads, backend (auto|cpu|cuda), gpu_precision.
+     * window_rows, arrow_memory_mb, threads, backend (auto|cpu|cuda), gpu_precision, share_prefixes.
      */
     public static ScoreParams fromMap(Map<String, ?> m) {
         ScoreParams p = new ScoreParams();
@@ -57,10 +60,12 @@ public final class ScoreParams {
                 case "threads" -> p.setThreads(Values.integer(e.getKey(), v));
                 case "backend" -> p.setBackend(BackendMode.parse(Values.string(e.getKey(), v)));
                 case "gpu_precision" -> p.setGpuPrecision(GemmPrecision.parse(Values.string(e.getKey(), v)));
+                case "share_prefixes" -> p.setSharePrefixes(Values.bool(e.getKey(), v));
                 default ->
                     throw new IllegalArgumentException("score parameter '" + e.getKey() + "': unknown; expected one of"
                             + " token_ids_col, text_col, continuation_col, output_prefix, top_k, logits,"
-                            + " max_batch_tokens, window_rows, arrow_memory_mb, threads, backend, gpu_precision");
+                            + " max_batch_tokens, window_rows, arrow_memory_mb, threads, backend, gpu_precision,"
+                            + " share_prefixes");
             }
         }
         return p;
@@ -182,6 +187,49 @@ public final class ScoreParams {
         return this;
     }
 
+    /**
+     * On the CPU, computes the leading tokens rows share (a multiple-choice question's context, a few-shot prompt) once
+     * per task and extends their latent cache for each row ({@link dev.scorch.engine.scoring.PrefixSharingScorer}):
+     * log-probs within 1e-4 of plain scoring, each row's the same bits whatever its batch mates. Rows are then batched
+     * in token order. Off by default; tasks on a GPU score as without it.
+     */
+    public ScoreParams setSharePrefixes(boolean v) {
+        sharePrefixes = v;
+        return this;
+    }
+
+    /**
+     * Column of int: in a token_ids row, the index of the first token whose log-prob counts (a continuation's start,
+     * as for a prompt and continuation given as text); null or no column: 1, every token after the first. A value
+     * outside [1, number of tokens] fails its row.
+     */
+    public ScoreParams setScoreFromCol(String v) {
+        scoreFromCol = v;
+        return this;
+    }
+
+    public String scoreFromCol() {
+        return scoreFromCol;
+    }
+
+    /**
+     * Column of int: with {@link #setSharePrefixes}, where a prefix the row's tokens share with other rows ends (a
+     * few-shot prompt before a document's own text), computed once and extended for each row; null, 0 or no column:
+     * the row's context (its tokens before the scored ones) is the shared unit. A value outside the row fails it.
+     */
+    public ScoreParams setSharedPrefixCol(String v) {
+        sharedPrefixCol = v;
+        return this;
+    }
+
+    public String sharedPrefixCol() {
+        return sharedPrefixCol;
+    }
+
+    public boolean sharePrefixes() {
+        return sharePrefixes;
+    }
+
     public int pipelineNodes() {
         return pipelineNodes;
     }
@@ -236,7 +284,8 @@ public final class ScoreParams {
                 Values.threads(spark, threads),
                 backend,
                 gpuPrecision,
-                gpuBatchTokens);
+                gpuBatchTokens,
+                sharePrefixes);
     }
 
     @Override
@@ -245,7 +294,7 @@ public final class ScoreParams {
                 Locale.ROOT,
                 "ScoreParams[tokenIdsCol=%s, textCol=%s, continuationCol=%s, outputPrefix=%s, topK=%d, logits=%s,"
                         + " maxBatchTokens=%d, gpuBatchTokens=%d, windowRows=%d, threads=%d, backend=%s,"
-                        + " gpuPrecision=%s, pipelineNodes=%d]",
+                        + " gpuPrecision=%s, pipelineNodes=%d, sharePrefixes=%s]",
                 tokenIdsCol,
                 textCol,
                 continuationCol,
@@ -258,6 +307,7 @@ public final class ScoreParams {
                 threads,
                 backend.flag(),
                 gpuPrecision,
-                pipelineNodes);
+                pipelineNodes,
+                sharePrefixes);
     }
 }

@@ -84,6 +84,22 @@ final class Staging {
         return col(name);
     }
 
+    /** An integer column the caller named (it must exist and be integral), as int; null where none is named. */
+    Column integer(String name, String what) {
+        if (name == null) {
+            return lit(null).cast(DataTypes.IntegerType);
+        }
+        if (!has(name)) {
+            throw new IllegalArgumentException(
+                    what + " '" + name + "' is not a column of the DataFrame (columns: " + names + ")");
+        }
+        if (!isInteger(type(name))) {
+            throw new IllegalArgumentException(
+                    what + " '" + name + "' has type " + type(name).simpleString() + "; expected int or bigint");
+        }
+        return col(name).cast(DataTypes.IntegerType);
+    }
+
     /** Fails unless one of the prompt columns is there. */
     void requireOne(String... columns) {
         for (String c : columns) {

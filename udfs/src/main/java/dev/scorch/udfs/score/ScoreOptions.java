@@ -27,7 +27,8 @@ public record ScoreOptions(
         int threads,
         BackendMode backend,
         GemmPrecision gpuPrecision,
-        int gpuBatchTokens)
+        int gpuBatchTokens,
+        boolean sharePrefixes)
         implements Serializable {
 
     /** The GPU precision when none is given, as {@link GemmPrecision#parse} reads it (the CLI's default too). */
@@ -50,7 +51,20 @@ public record ScoreOptions(
         }
     }
 
-    /** As the canonical constructor, with {@link #DEFAULT_GPU_BATCH_TOKENS}. */
+    /** As the canonical constructor, without shared prefixes. */
+    public ScoreOptions(
+            int maxBatchTokens,
+            int windowRows,
+            int topK,
+            LogitsMode logits,
+            int threads,
+            BackendMode backend,
+            GemmPrecision gpuPrecision,
+            int gpuBatchTokens) {
+        this(maxBatchTokens, windowRows, topK, logits, threads, backend, gpuPrecision, gpuBatchTokens, false);
+    }
+
+    /** As the canonical constructor, with {@link #DEFAULT_GPU_BATCH_TOKENS}, without shared prefixes. */
     public ScoreOptions(
             int maxBatchTokens,
             int windowRows,

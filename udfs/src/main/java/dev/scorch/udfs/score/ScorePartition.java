@@ -13,6 +13,7 @@ import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.runtime.TokenBudgetBatcher;
 import dev.scorch.engine.scoring.BatchScorer;
 import dev.scorch.engine.scoring.BatchScores;
+import dev.scorch.engine.scoring.PrefixSharingScorer;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;
 import dev.scorch.engine.tokenizer.Tokenizer;
@@ -36,6 +37,7 @@ import java.util.function.IntFunction;
 import java.util.function.Supplier;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.vector.FieldVector;
+import org.apache.arrow.vector.IntVector;
 import org.apache.arrow.vector.VarCharVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.complex.ListVector;
@@ -125,10 +127,12 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
             windowTokens = 2L * maxBatchTokens;
             on = onGpus(gpus, gpu.stages(), options.gpuPrecision());
         } else {
-            scorer = new Scorer(loaded.model(), ExecutorModelCache.ops(options.threads()));
+            scorer = options.sharePrefixes()
+                    ? new PrefixSharingScorer(loaded.model(), ExecutorModelCache.ops(options.threads()))
+                    : new Scorer(loaded.model(), ExecutorModelCache.ops(options.threads()));
             maxBatchTokens = options.maxBatchTokens();
             windowTokens = 0;
-            on = "cpu, " + options.threads() + " thread(s)";
+            on = "cpu, " + options.threads() + " thread(s)" + (options.sharePrefixes() ? ", shared prefixes" : "");
         }
         String task = tc == null
                 ? "(no task)"
@@ -355,7 +359,13 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
 
         /** A window read and checked, not yet scored: its rows [0, n) in in, the good ones tokenized. */
         private record Read(
-                InputBuffer in, int n, String[] errors, int[][] tokens, int[] scoreFrom, List<Integer> good) {}
+                InputBuffer in,
+                int n,
+                String[] errors,
+                int[][] tokens,
+                int[] scoreFrom,
+                int[] sharedPrefix,
+                List<Integer> good) {}
 
         /**
          * The next window's output rows (copied out of the buffers), or null once the input is drained. Reading ahead,
@@ -431,11 +441,14 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
             VarCharVector continuation = (VarCharVector) in.getVector(ScoreSchema.CONTINUATION);
             VarCharVector where = (VarCharVector) in.getVector(ScoreSchema.SOURCE);
             VarCharVector inputError = (VarCharVector) in.getVector(ScoreSchema.INPUT_ERROR);
+            IntVector scoreFromCol = (IntVector) in.getVector(ScoreSchema.SCORE_FROM);
+            IntVector sharedPrefixCol = (IntVector) in.getVector(ScoreSchema.SHARED_PREFIX);
 
             // Check every row; keep the good ones' tokens by row index.
             String[] errors = new String[n];
             int[][] tokens = new int[n][];
             int[] scoreFrom = new int[n]; // first scored token: 1, or the prompt's length for a continuation
+            int[] sharedPrefix = new int[n]; // 0, or where a prefix shared with other rows ends
             List<Integer> good = new ArrayList<>();
             for (int i = 0; i < n; i++) {
                 if (!inputError.isNull(i)) {
@@ -449,16 +462,25 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
                 } else {
                     Object checked = RowCheck.tokens(
                             tokenIds, i, model.vocabSize(), model.config().maxPositionEmbeddings());
+                    int from = scoreFromCol.isNull(i) ? 1 : scoreFromCol.get(i);
+                    int shared = sharedPrefixCol.isNull(i) ? 0 : sharedPrefixCol.get(i);
                     if (checked instanceof String err) {
                         errors[i] = err;
+                    } else if (from < 1 || from > ((int[]) checked).length) {
+                        errors[i] = "score_from " + from + " outside [1, " + ((int[]) checked).length
+                                + "], the row's tokens";
+                    } else if (shared < 0 || shared > ((int[]) checked).length) {
+                        errors[i] = "shared_prefix " + shared + " outside [0, " + ((int[]) checked).length
+                                + "], the row's tokens";
                     } else {
                         tokens[i] = (int[]) checked;
-                        scoreFrom[i] = 1;
+                        scoreFrom[i] = from;
+                        sharedPrefix[i] = shared;
                         good.add(i);
                     }
                 }
             }
-            return new Read(b, n, errors, tokens, scoreFrom, good);
+            return new Read(b, n, errors, tokens, scoreFrom, sharedPrefix, good);
         }
 
         /** Scores a read window's good rows and returns one output row per input row (copied out of the buffers). */
@@ -471,18 +493,23 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
             FieldVector ids = r.in().in.getVector(ScoreSchema.ID);
             VarCharVector where = (VarCharVector) r.in().in.getVector(ScoreSchema.SOURCE);
 
-            // Score the good rows in token-budget batches of similar lengths, all of the window's at once (a pipeline
+            // Score the good rows in token-budget batches of similar lengths (in token order when prefixes are shared),
+            // all of the window's at once (a pipeline
             // keeps several in flight): batch k's scores go to kept[k], and row i's are sequence seqOf[i] of batch
             // batchOf[i].
             int[] batchOf = new int[n];
             int[] seqOf = new int[n];
             List<List<ScoreRequest>> batches = new ArrayList<>();
             long batchTokens = 0;
-            for (List<Integer> batch : TokenBudgetBatcher.batches(good, i -> tokens[i].length, maxBatchTokens)) {
+            List<List<Integer>> cut = scorer instanceof PrefixSharingScorer
+                    ? TokenBudgetBatcher.bySharedPrefix(good, i -> tokens[i], maxBatchTokens)
+                    : TokenBudgetBatcher.batches(good, i -> tokens[i].length, maxBatchTokens);
+            for (List<Integer> batch : cut) {
                 List<ScoreRequest> reqs = new ArrayList<>(batch.size());
                 for (int b = 0; b < batch.size(); b++) {
                     int i = batch.get(b);
-                    reqs.add(new ScoreRequest(tokens[i], scoreFrom[i], options.topK(), options.logits()));
+                    reqs.add(new ScoreRequest(
+                            tokens[i], scoreFrom[i], options.topK(), options.logits(), r.sharedPrefix()[i]));
                     batchTokens += tokens[i].length;
                     batchOf[i] = batches.size();
                     seqOf[i] = b;

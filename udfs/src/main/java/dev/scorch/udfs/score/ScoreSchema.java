@@ -22,6 +22,16 @@ public final class ScoreSchema {
     public static final String SOURCE = "_source";
     /** Why a row cannot run, found while reading it (a malformed record, token_ids not an array of integers); null if none. */
     public static final String INPUT_ERROR = "_input_error";
+    /**
+     * Where a token_ids row's scored tokens start (the continuation's first; its log-probs and those after it count, as
+     * a prompt and continuation's do); null scores every token after the first.
+     */
+    public static final String SCORE_FROM = "_score_from";
+    /**
+     * Where a prefix the row shares with other rows ends (a few-shot prompt's examples), 0 or null if none: only
+     * shared-prefix scoring reads it.
+     */
+    public static final String SHARED_PREFIX = "_shared_prefix";
     /** The output column that carries the input row's SOURCE: unique per input row, what --resume keys on. */
     public static final String SOURCE_ROW = "source_row";
 
@@ -38,7 +48,9 @@ public final class ScoreSchema {
                 .add(PROMPT, DataTypes.StringType, true)
                 .add(CONTINUATION, DataTypes.StringType, true)
                 .add(INPUT_ERROR, DataTypes.StringType, true)
-                .add(SOURCE, DataTypes.StringType, true);
+                .add(SOURCE, DataTypes.StringType, true)
+                .add(SCORE_FROM, DataTypes.IntegerType, true)
+                .add(SHARED_PREFIX, DataTypes.IntegerType, true);
     }
 
     public static StructType output(DataType idType, ScoreOptions o) {

@@ -75,7 +75,14 @@ class ScorePartitionPipelineTest {
                 }
             }
             rows.add(new GenericInternalRow(new Object[] {
-                (long) i, new GenericArrayData(ids), null, null, null, UTF8String.fromString("in.jsonl:" + i)
+                (long) i,
+                new GenericArrayData(ids),
+                null,
+                null,
+                null,
+                UTF8String.fromString("in.jsonl:" + i),
+                null,
+                null
             }));
         }
         return rows;
