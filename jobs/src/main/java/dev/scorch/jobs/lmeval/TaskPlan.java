@@ -1,5 +1,6 @@
 package dev.scorch.jobs.lmeval;
 
+import dev.scorch.engine.tokenizer.ChatTemplate;
 import dev.scorch.jobs.lmeval.task.DataFiles;
 import dev.scorch.jobs.lmeval.task.DocRenderer;
 import dev.scorch.jobs.lmeval.task.DocTemplates;
@@ -7,6 +8,7 @@ import dev.scorch.jobs.lmeval.task.LmRequest;
 import dev.scorch.jobs.lmeval.task.OutputType;
 import dev.scorch.jobs.lmeval.task.TaskConfig;
 import java.util.ArrayList;
+import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -48,6 +50,7 @@ final class TaskPlan {
             TaskConfig cfg,
             DocTemplates templates,
             DocRenderer.PromptOptions opts,
+            ChatFormat chat,
             LmTokens tokens) {
         String at = "lm-eval task '" + cfg.task() + "' (" + cfg.file() + "): ";
         if (cfg.repeats() != 1) {
@@ -99,7 +102,16 @@ final class TaskPlan {
         TaskPlan plan = new TaskPlan(cfg, renderer, docs, all.size(), nShot, gen);
         for (int d = 0; d < docs.size(); d++) {
             List<PlannedRequest> reqs = new ArrayList<>();
+            Map<LmRequest.ChatPrompt, String> rendered = new IdentityHashMap<>(); // a document's choices share one
             for (LmRequest r : renderer.requests(d, docs.get(d), opts)) {
+                try {
+                    if (r.chat() != null) {
+                        r = r.withContext(rendered.computeIfAbsent(
+                                r.chat(), c -> chat.apply(c.messages(), c.addGenerationPrompt())));
+                    }
+                } catch (IllegalArgumentException | ChatTemplate.ChatTemplateException e) {
+                    throw new IllegalArgumentException(at + "document " + d + ": chat template: " + e.getMessage(), e);
+                }
                 PlannedRequest q = new PlannedRequest(r);
                 try {
                     switch (r.type()) {
