@@ -108,7 +108,7 @@ public final class LmEvalJob {
         ChatFormat chat = spec.chat() ? ChatFormat.select(spec.model(), tokenizer, spec.applyChatTemplate()) : null;
         List<TaskPlan> plans = new ArrayList<>();
         for (TaskConfig cfg : leaves.values()) {
-            plans.add(TaskPlan.plan(spark, spec, cfg, templates, opts, chat, tokens));
+            plans.add(TaskPlan.plan(spark, spec, cfg, templates, opts, chat, tokens, checked.generationConfig()));
         }
 
         FileSystem fs = new org.apache.hadoop.fs.Path(spec.outputPath())
@@ -124,7 +124,7 @@ public final class LmEvalJob {
             // 2. One score job and one generate job for all tasks.
             try (ScorchModel model = ScorchModel.ship(spark, checked, spec.weights())) {
                 RequestJobs.score(spark, spec, model, plans);
-                RequestJobs.generate(spark, spec, model, plans, tokens);
+                GenerateUntil.run(spark, spec, model, plans, tokens);
             }
             // 3. Metrics, result files, history.
             return ResultFiles.finish(spark, spec, nodes, plans, checked, chat, started, startLocal, t0);
