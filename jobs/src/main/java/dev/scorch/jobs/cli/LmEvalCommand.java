@@ -13,7 +13,9 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.Callable;
 import org.apache.spark.sql.SparkSession;
 import picocli.CommandLine.Command;
@@ -89,13 +91,28 @@ public final class LmEvalCommand implements Callable<Integer> {
                     + " do_sample, temperature).")
     String genKwargs;
 
-    @Option(names = "--apply_chat_template", description = "Not supported yet (refused).")
-    boolean applyChatTemplate;
+    @Option(
+            names = "--apply_chat_template",
+            arity = "0..1",
+            fallbackValue = "",
+            paramLabel = "TEMPLATE_NAME",
+            description = "Render the prompts with the model's chat template (the one named, when the tokenizer has"
+                    + " several; else its default).")
+    String applyChatTemplate;
 
-    @Option(names = "--fewshot_as_multiturn", description = "Not supported yet (refused).")
-    boolean fewshotAsMultiturn;
+    @Option(
+            names = "--fewshot_as_multiturn",
+            arity = "0..1",
+            fallbackValue = "true",
+            paramLabel = "BOOL",
+            description = "Few-shot examples as user/assistant turns (true, 1, yes; anything else is false). Default:"
+                    + " on with --apply_chat_template, which it needs.")
+    String fewshotAsMultiturn;
 
-    @Option(names = "--system_instruction", description = "Text put before each prompt (before the description).")
+    @Option(
+            names = "--system_instruction",
+            description = "Text put before each prompt (before the description); with a chat template, the system"
+                    + " message.")
     String systemInstruction;
 
     @Option(
@@ -167,6 +184,11 @@ public final class LmEvalCommand implements Callable<Integer> {
         return java.util.Collections.unmodifiableList(out);
     }
 
+    /** lm-eval's reading of --fewshot_as_multiturn's value: true, 1 or yes (any case), else false. */
+    static boolean flag(String v) {
+        return Set.of("true", "1", "yes").contains(v.toLowerCase(Locale.ROOT));
+    }
+
     /** lm-eval's simple_parse_args_string: k=v pairs, values true/false, integers and floats typed. */
     static Map<String, Object> genKwargs(String s) {
         if (s == null || s.isBlank()) {
@@ -231,7 +253,7 @@ public final class LmEvalCommand implements Callable<Integer> {
                     gen,
                     systemInstruction,
                     applyChatTemplate,
-                    fewshotAsMultiturn,
+                    fewshotAsMultiturn == null ? null : flag(fewshotAsMultiturn),
                     dirs,
                     id,
                     compareTo,

@@ -104,10 +104,11 @@ public final class LmEvalJob {
         LmTokens tokens = new LmTokens(tokenizer, checked.info().config().maxPositionEmbeddings());
         DocTemplates templates = new DocTemplates();
         DocRenderer.PromptOptions opts = new DocRenderer.PromptOptions(
-                spec.systemInstruction(), spec.applyChatTemplate(), spec.fewshotAsMultiturn(), spec.numFewshot());
+                spec.systemInstruction(), spec.chat(), spec.multiturn(), spec.numFewshot());
+        ChatFormat chat = spec.chat() ? ChatFormat.select(spec.model(), tokenizer, spec.applyChatTemplate()) : null;
         List<TaskPlan> plans = new ArrayList<>();
         for (TaskConfig cfg : leaves.values()) {
-            plans.add(TaskPlan.plan(spark, spec, cfg, templates, opts, tokens));
+            plans.add(TaskPlan.plan(spark, spec, cfg, templates, opts, chat, tokens, checked.generationConfig()));
         }
 
         FileSystem fs = new org.apache.hadoop.fs.Path(spec.outputPath())
@@ -123,18 +124,17 @@ public final class LmEvalJob {
             // 2. One score job and one generate job for all tasks.
             try (ScorchModel model = ScorchModel.ship(spark, checked, spec.weights())) {
                 RequestJobs.score(spark, spec, model, plans);
-                RequestJobs.generate(spark, spec, model, plans, tokens);
+                GenerateUntil.run(spark, spec, model, plans, tokens);
             }
             // 3. Metrics, result files, history.
-            return ResultFiles.finish(spark, spec, nodes, plans, checked, started, startLocal, t0);
+            return ResultFiles.finish(spark, spec, nodes, plans, checked, chat, started, startLocal, t0);
         }
     }
 
-    /** Options lm-eval has that this job does not do yet: refused rather than ignored. */
+    /** Option combinations lm-eval refuses, refused here too. */
     static void refuseUnsupported(LmEvalSpec spec) {
-        if (spec.applyChatTemplate() || spec.fewshotAsMultiturn()) {
-            throw new IllegalArgumentException("--apply_chat_template and --fewshot_as_multiturn are not supported yet:"
-                    + " run without them (plain-text prompts, as lm-eval's default)");
+        if (Boolean.TRUE.equals(spec.fewshotAsMultiturn()) && !spec.chat()) {
+            throw new IllegalArgumentException("--fewshot_as_multiturn needs --apply_chat_template (as in lm-eval)");
         }
         if (spec.limit() != null && !(spec.limit() > 0)) {
             throw new IllegalArgumentException("--limit " + spec.limit() + ": expected a count or a fraction above 0");

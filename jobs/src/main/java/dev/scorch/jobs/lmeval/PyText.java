@@ -25,6 +25,15 @@ public final class PyText {
         return s.substring(start, end);
     }
 
+    /** {@code str.lstrip()}. */
+    public static String lstrip(String s) {
+        int start = 0;
+        while (start < s.length() && isSpace(s.codePointAt(start))) {
+            start += Character.charCount(s.codePointAt(start));
+        }
+        return s.substring(start);
+    }
+
     /** {@code len(s)}: code points, not UTF-16 units. */
     public static int len(String s) {
         return s.codePointCount(0, s.length());

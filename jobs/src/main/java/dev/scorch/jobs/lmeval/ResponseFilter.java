@@ -1,13 +1,15 @@
 package dev.scorch.jobs.lmeval;
 
 import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
 /**
  * One of lm-eval's response filters, applied to one document's responses (lm-eval applies each to every document's
- * list). Supported: regex (regex_pattern, group_select, fallback), take_first, lowercase, uppercase,
- * remove_whitespace.
+ * list of responses, one per repeat). Supported: regex (regex_pattern, group_select, fallback), take_first,
+ * take_first_k (k), majority_vote, lowercase, uppercase, remove_whitespace.
  */
 public interface ResponseFilter {
     List<String> apply(List<String> responses);
@@ -31,6 +33,25 @@ public interface ResponseFilter {
                 int group = ((Number) args.getOrDefault("group_select", 0)).intValue();
                 String fallback = (String) args.getOrDefault("fallback", "[invalid]");
                 return new RegexFilter(PyRegex.compile(pattern), group, fallback);
+            }
+            case "take_first_k" -> {
+                if (!(args.get("k") instanceof Number k) || args.size() != 1) {
+                    throw new IllegalArgumentException("take_first_k filter takes one argument k, got " + args);
+                }
+                int n = k.intValue();
+                return r -> {
+                    if (r.size() < n) {
+                        throw new IllegalArgumentException("take_first_k: " + n + " responses asked for, but there are "
+                                + r.size() + " (raise the task's repeats)");
+                    }
+                    return List.copyOf(r.subList(0, n));
+                };
+            }
+            case "majority_vote" -> {
+                if (!args.isEmpty()) {
+                    throw new IllegalArgumentException("majority_vote filter takes no arguments, got " + args.keySet());
+                }
+                return ResponseFilter::majority;
             }
             case "take_first", "lowercase", "uppercase", "remove_whitespace" -> {
                 if (!args.isEmpty()) {
@@ -56,8 +77,25 @@ public interface ResponseFilter {
             }
             default ->
                 throw new IllegalArgumentException("filter '" + function + "' is not supported (supported:"
-                        + " regex, take_first, lowercase, uppercase, remove_whitespace)");
+                        + " regex, take_first, take_first_k, majority_vote, lowercase, uppercase, remove_whitespace)");
         }
+    }
+
+    /** majority_vote: the most frequent response, a tie going to the one seen first (Counter.most_common(1)). */
+    static List<String> majority(List<String> responses) {
+        Map<String, Integer> counts = new LinkedHashMap<>();
+        for (String r : responses) {
+            counts.merge(r, 1, Integer::sum);
+        }
+        String vote = null;
+        int best = 0;
+        for (Map.Entry<String, Integer> e : counts.entrySet()) {
+            if (e.getValue() > best) {
+                vote = e.getKey();
+                best = e.getValue();
+            }
+        }
+        return Collections.singletonList(vote);
     }
 
     /**

@@ -36,6 +36,7 @@ final class ResultFiles {
             List<TaskRegistry.Node> nodes,
             List<TaskPlan> plans,
             CheckedModel checked,
+            ChatFormat chat,
             Instant started,
             LocalDateTime startLocal,
             long t0)
@@ -157,6 +158,13 @@ final class ResultFiles {
         json.put("model_source", "scorch");
         json.put("model_name", checked.label());
         json.put("model_name_sanitized", checked.label().replaceAll("[/:@]", "__"));
+        String system = spec.systemInstruction();
+        json.put("system_instruction", system);
+        json.put("system_instruction_sha", system == null || system.isEmpty() ? null : TaskScoring.sha256(system));
+        json.put("fewshot_as_multiturn", spec.recordedMultiturn());
+        String template = chat == null || chat.source().isEmpty() ? null : chat.source();
+        json.put("chat_template", template);
+        json.put("chat_template_sha", template == null ? null : TaskScoring.sha256(template));
         json.put("run_id", spec.runId());
         json.put("start_time", started.toString());
         json.put("total_evaluation_time_seconds", String.valueOf((System.nanoTime() - t0) / 1e9));

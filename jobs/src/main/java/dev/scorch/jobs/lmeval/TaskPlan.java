@@ -1,5 +1,7 @@
 package dev.scorch.jobs.lmeval;
 
+import dev.scorch.engine.config.GenerationConfig;
+import dev.scorch.engine.tokenizer.ChatTemplate;
 import dev.scorch.jobs.lmeval.task.DataFiles;
 import dev.scorch.jobs.lmeval.task.DocRenderer;
 import dev.scorch.jobs.lmeval.task.DocTemplates;
@@ -7,13 +9,18 @@ import dev.scorch.jobs.lmeval.task.LmRequest;
 import dev.scorch.jobs.lmeval.task.OutputType;
 import dev.scorch.jobs.lmeval.task.TaskConfig;
 import java.util.ArrayList;
+import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import org.apache.spark.sql.SparkSession;
 
-/** One task, planned on the driver: its config, renderer, documents (after --limit) and requests per document. */
+/**
+ * One task, planned on the driver: its config, renderer, documents (after --limit) and requests per document. A
+ * generate_until request is planned {@code repeats} times (lm-eval's cloned instances), the others once: their scores
+ * do not change from one repeat to the next.
+ */
 final class TaskPlan {
     /** The metrics lm-eval computes for a multiple_choice task. */
     private static final Set<String> MC_METRICS =
@@ -26,6 +33,7 @@ final class TaskPlan {
     final int nShot;
     final List<List<PlannedRequest>> requests = new ArrayList<>();
     final TaskConfig.GenerationKwargs gen;
+    final HfSampling sampling;
 
     TaskPlan(
             TaskConfig cfg,
@@ -33,13 +41,15 @@ final class TaskPlan {
             List<Map<String, Object>> docs,
             int original,
             int nShot,
-            TaskConfig.GenerationKwargs gen) {
+            TaskConfig.GenerationKwargs gen,
+            HfSampling sampling) {
         this.cfg = cfg;
         this.renderer = renderer;
         this.docs = docs;
         this.original = original;
         this.nShot = nShot;
         this.gen = gen;
+        this.sampling = sampling;
     }
 
     static TaskPlan plan(
@@ -48,11 +58,10 @@ final class TaskPlan {
             TaskConfig cfg,
             DocTemplates templates,
             DocRenderer.PromptOptions opts,
-            LmTokens tokens) {
+            ChatFormat chat,
+            LmTokens tokens,
+            GenerationConfig checkpoint) {
         String at = "lm-eval task '" + cfg.task() + "' (" + cfg.file() + "): ";
-        if (cfg.repeats() != 1) {
-            throw new IllegalArgumentException(at + "repeats " + cfg.repeats() + " is not supported yet (only 1)");
-        }
         for (TaskConfig.MetricSpec m : cfg.metricList()) {
             boolean ok = switch (cfg.outputType()) {
                 case MULTIPLE_CHOICE -> MC_METRICS.contains(m.metric());
@@ -96,10 +105,20 @@ final class TaskPlan {
         Set<String> features = all.isEmpty() ? Set.of() : all.get(0).keySet();
         DocRenderer renderer = new DocRenderer(cfg, features, pool, sampler, templates);
         TaskConfig.GenerationKwargs gen = generationKwargs(cfg, spec.genKwargs(), at);
-        TaskPlan plan = new TaskPlan(cfg, renderer, docs, all.size(), nShot, gen);
+        HfSampling sampling = gen == null ? HfSampling.GREEDY : HfSampling.of(gen, checkpoint, at);
+        TaskPlan plan = new TaskPlan(cfg, renderer, docs, all.size(), nShot, gen, sampling);
         for (int d = 0; d < docs.size(); d++) {
             List<PlannedRequest> reqs = new ArrayList<>();
+            Map<LmRequest.ChatPrompt, String> rendered = new IdentityHashMap<>(); // a document's choices share one
             for (LmRequest r : renderer.requests(d, docs.get(d), opts)) {
+                try {
+                    if (r.chat() != null) {
+                        r = r.withContext(rendered.computeIfAbsent(
+                                r.chat(), c -> chat.apply(c.messages(), c.addGenerationPrompt())));
+                    }
+                } catch (IllegalArgumentException | ChatTemplate.ChatTemplateException e) {
+                    throw new IllegalArgumentException(at + "document " + d + ": chat template: " + e.getMessage(), e);
+                }
                 PlannedRequest q = new PlannedRequest(r);
                 try {
                     switch (r.type()) {
@@ -108,7 +127,7 @@ final class TaskPlan {
                         case GENERATE_UNTIL -> {
                             q.maxGenToks = gen.maxGenToks();
                             q.until = gen.until();
-                            q.temperature = gen.doSample() ? gen.temperature() : 0.0;
+                            q.temperature = sampling.sample() ? sampling.temperature() : 0.0;
                             q.prompt = tokens.generationContext(r.context(), q.maxGenToks);
                         }
                         default -> throw new IllegalStateException("request type " + r.type());
@@ -117,6 +136,14 @@ final class TaskPlan {
                     throw new IllegalArgumentException(at + "document " + d + ": " + e.getMessage(), e);
                 }
                 reqs.add(q);
+                for (int k = 1; k < r.repeats() && r.type() == OutputType.GENERATE_UNTIL; k++) {
+                    PlannedRequest again = new PlannedRequest(r);
+                    again.prompt = q.prompt;
+                    again.maxGenToks = q.maxGenToks;
+                    again.until = q.until;
+                    again.temperature = q.temperature;
+                    reqs.add(again);
+                }
             }
             plan.requests.add(reqs);
         }
@@ -134,9 +161,10 @@ final class TaskPlan {
             all.putAll(cli);
         }
         for (String k : all.keySet()) {
-            if (!Set.of("until", "max_gen_toks", "do_sample", "temperature").contains(k)) {
+            if (!Set.of("until", "max_gen_toks", "do_sample", "temperature", "top_k", "top_p")
+                    .contains(k)) {
                 throw new IllegalArgumentException(at + "generation_kwargs '" + k
-                        + "' is not supported yet (until, max_gen_toks, do_sample, temperature are)");
+                        + "' is not supported yet (until, max_gen_toks, do_sample, temperature, top_k, top_p are)");
             }
         }
         List<String> until = g.until();
@@ -148,10 +176,8 @@ final class TaskPlan {
         double temp = all.get("temperature") instanceof Number x ? x.doubleValue() : g.temperature();
         Object ds = all.get("do_sample");
         boolean doSample = ds instanceof Boolean b ? b : g.doSample();
-        if (doSample && temp > 0) {
-            throw new IllegalArgumentException(at + "do_sample is not supported yet: Scorch's lm-eval runs greedy"
-                    + " generation (lm-eval's sampled runs depend on torch's random stream, which Scorch does not"
-                    + " reproduce)");
+        if (ds != null && !(ds instanceof Boolean)) {
+            throw new IllegalArgumentException(at + "generation_kwargs do_sample " + ds + ": expected true or false");
         }
         return new TaskConfig.GenerationKwargs(until, maxGen, doSample, temp, all);
     }

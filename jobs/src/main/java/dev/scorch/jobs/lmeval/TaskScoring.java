@@ -8,6 +8,7 @@ import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -51,6 +52,7 @@ final class TaskScoring {
     static TaskScores scores(TaskPlan p) {
         TaskScores ts = new TaskScores();
         TaskConfig cfg = p.cfg;
+        int repeats = cfg.repeats();
         List<FilterEnsemble> filters = new ArrayList<>();
         if (cfg.outputType() == OutputType.GENERATE_UNTIL) {
             for (TaskConfig.FilterSpec f : cfg.filterList()) {
@@ -121,7 +123,7 @@ final class TaskScoring {
                             metrics.put(m.metric(), v);
                         }
                         for (PlannedRequest q : reqs) {
-                            resps.add(List.of(List.of(Py.str(q.ll), q.greedy ? "True" : "False")));
+                            resps.add(Collections.nCopies(repeats, List.of(Py.str(q.ll), q.greedy ? "True" : "False")));
                             filtered.add(List.of(Py.str(q.ll), q.greedy ? "True" : "False"));
                         }
                     }
@@ -130,7 +132,7 @@ final class TaskScoring {
                         for (TaskConfig.MetricSpec m : cfg.metricList()) {
                             metrics.put(m.metric(), m.metric().equals("acc") ? (q.greedy ? 1.0 : 0.0) : q.ll);
                         }
-                        resps.add(List.of(List.of(Py.str(q.ll), q.greedy ? "True" : "False")));
+                        resps.add(Collections.nCopies(repeats, List.of(Py.str(q.ll), q.greedy ? "True" : "False")));
                         filtered.add(List.of(Py.str(q.ll), q.greedy ? "True" : "False"));
                     }
                     case LOGLIKELIHOOD_ROLLING -> {
@@ -143,13 +145,12 @@ final class TaskScoring {
                             ws.computeIfAbsent(m.metric(), x -> new ArrayList<>())
                                     .add(m.metric().equals("word_perplexity") ? words : bytes);
                         }
-                        resps.add(List.of(Py.str(q.ll)));
+                        resps.add(Collections.nCopies(repeats, Py.str(q.ll)));
                         filtered.add(Py.str(q.ll));
                     }
                     case GENERATE_UNTIL -> {
-                        PlannedRequest q = reqs.get(0);
-                        List<String> f = fe.apply(List.of(q.text));
-                        String result = f.isEmpty() ? "" : f.get(0);
+                        List<String> texts = reqs.stream().map(q -> q.text).toList(); // one per repeat
+                        List<String> f = fe.apply(texts);
                         List<String> refs;
                         if (cfg.docToChoice() != null && target instanceof Number g) {
                             refs = List.of(Py.str(p.renderer.docToChoice(doc).get(g.intValue())));
@@ -158,11 +159,15 @@ final class TaskScoring {
                         } else {
                             refs = List.of(Py.str(target));
                         }
+                        boolean multipleTargets = target instanceof List<?>;
                         for (TaskConfig.MetricSpec m : cfg.metricList()) {
-                            metrics.put(m.metric(), exactMatch(m).score(result, refs));
+                            ExactMatch em = exactMatch(m);
+                            metrics.put(
+                                    m.metric(),
+                                    fe.yieldsOne() ? em.score(f.get(0), refs) : em.scoreAll(f, refs, multipleTargets));
                         }
-                        resps.add(List.of(q.text));
-                        filtered.add(fe.yieldsOne() ? result : f);
+                        resps.add(texts);
+                        filtered.add(fe.yieldsOne() ? f.get(0) : f);
                     }
                 }
                 for (Map.Entry<String, Object> e : metrics.entrySet()) {
@@ -207,8 +212,14 @@ final class TaskScoring {
         s.put("doc", doc);
         s.put("target", Py.str(target));
         Map<String, Object> args = new LinkedHashMap<>();
-        for (int i = 0; i < reqs.size(); i++) {
-            LmRequest r = reqs.get(i).request;
+        List<LmRequest> distinct = new ArrayList<>(); // a generate_until request's repeats are one instance
+        for (PlannedRequest q : reqs) {
+            if (distinct.isEmpty() || distinct.get(distinct.size() - 1) != q.request) {
+                distinct.add(q.request);
+            }
+        }
+        for (int i = 0; i < distinct.size(); i++) {
+            LmRequest r = distinct.get(i);
             Map<String, Object> a = new LinkedHashMap<>();
             switch (r.type()) {
                 case LOGLIKELIHOOD -> {

@@ -58,8 +58,8 @@ class FiltersTest {
                 IllegalArgumentException.class,
                 () -> FilterEnsemble.of(
                         "bad", List.of(Map.entry("take_first", Map.of()), Map.entry("lowercase", Map.of()))));
-        var e = assertThrows(IllegalArgumentException.class, () -> ResponseFilter.named("majority_vote", null));
-        assertTrue(e.getMessage().contains("majority_vote"));
+        var e = assertThrows(IllegalArgumentException.class, () -> ResponseFilter.named("multi_choice_regex", null));
+        assertTrue(e.getMessage().contains("multi_choice_regex"));
     }
 
     @Test
@@ -157,5 +157,49 @@ class FiltersTest {
             else b.append(String.format("\\U%08x", cp));
         });
         return b.append(q).toString();
+    }
+
+    @Test
+    void majorityVoteKeepsTheMostFrequentResponseTheFirstSeenOnATie() {
+        var vote = ResponseFilter.named("majority_vote", null);
+        assertEquals(List.of("b"), vote.apply(List.of("a", "b", "c", "b")));
+        // a tie: Counter.most_common(1) gives the response counted first
+        assertEquals(List.of("c"), vote.apply(List.of("c", "a", "a", "c")));
+        assertEquals(List.of("x"), vote.apply(List.of("x")));
+        // majority_vote then take_first: one string
+        var p = FilterEnsemble.of(
+                "maj", List.of(Map.entry("majority_vote", Map.of()), Map.entry("take_first", Map.of())));
+        assertEquals(List.of("b"), p.apply(List.of("a", "b", "b")));
+        assertTrue(p.yieldsOne());
+    }
+
+    @Test
+    void takeFirstKKeepsTheFirstKRepeats() {
+        var first2 = ResponseFilter.named("take_first_k", Map.of("k", 2));
+        assertEquals(List.of("a", "b"), first2.apply(List.of("a", "b", "c")));
+        // fewer responses than k: lm-eval's assertion
+        assertThrows(IllegalArgumentException.class, () -> first2.apply(List.of("a")));
+        assertThrows(IllegalArgumentException.class, () -> ResponseFilter.named("take_first_k", Map.of()));
+    }
+
+    @Test
+    void exactMatchOfAListOfResponsesAsNumpyComparesThem() {
+        ExactMatch em = ExactMatch.plain();
+        // one target: the fraction of responses equal to it
+        assertEquals(2.0 / 3, em.scoreAll(List.of("4", "5", "4"), List.of("4"), false), 1e-15);
+        assertEquals(0.0, em.scoreAll(List.of("x", "y"), List.of("4"), false));
+        // normalisation applies to every response
+        var ci = new ExactMatch(List.of(), true, false, false);
+        assertEquals(1.0, ci.scoreAll(List.of("Paris", "PARIS"), List.of("paris"), false));
+        // several targets: response j against target j; one response against any target
+        assertEquals(1.0, em.scoreAll(List.of("a", "y"), List.of("x", "y"), true));
+        assertEquals(0.0, em.scoreAll(List.of("y", "x"), List.of("x", "y"), true));
+        assertEquals(1.0, em.scoreAll(List.of("y"), List.of("x", "y"), true));
+        // shapes numpy cannot compare, and regexes_to_ignore on a list, fail in lm-eval: refused
+        assertThrows(
+                IllegalArgumentException.class, () -> em.scoreAll(List.of("a", "b", "c"), List.of("x", "y"), true));
+        assertThrows(
+                IllegalArgumentException.class,
+                () -> new ExactMatch(List.of(","), false, false, false).scoreAll(List.of("a"), List.of("a"), false));
     }
 }

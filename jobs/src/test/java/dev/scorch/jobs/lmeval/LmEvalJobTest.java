@@ -374,10 +374,10 @@ class LmEvalJobTest {
                         "demo",
                         "--tasks",
                         "capitals_mc",
-                        "--apply_chat_template",
+                        "--fewshot_as_multiturn",
                         "--output_path",
                         tmp.resolve("x").toString()));
-        assertTrue(err.toString().contains("--apply_chat_template"), err.toString());
+        assertTrue(err.toString().contains("--fewshot_as_multiturn needs --apply_chat_template"), err.toString());
         err = new StringWriter();
         assertEquals(
                 2,

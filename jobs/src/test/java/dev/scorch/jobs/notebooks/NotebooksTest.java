@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.fail;
 import dev.scorch.engine.demo.DemoModelWriter;
 import dev.scorch.engine.demo.DemoPreset;
 import dev.scorch.engine.scoring.LogitsMode;
+import dev.scorch.jobs.CliRun;
 import dev.scorch.jobs.eval.EvalJob;
 import dev.scorch.jobs.eval.EvalReport;
 import dev.scorch.jobs.eval.EvalSpec;
@@ -58,6 +59,34 @@ class NotebooksTest {
         assertTrue(executed.contains("comparing run-001 -> run-002"), "the last two runs are compared by default");
         assertTrue(executed.contains("DROP"), "run-002's acc drop is marked");
         assertTrue(executed.contains("REGRESSION"), "the job's tolerance gate is shown too");
+    }
+
+    @Test
+    void evalHistoryShowsLmEvalTasksAndGroups() throws Exception {
+        Path out = tmp.resolve("lm-eval");
+        for (String run : List.of("lm-a", "lm-b")) {
+            CliRun r = CliRun.of(
+                    "lm-eval",
+                    "--model",
+                    "demo",
+                    "--tasks",
+                    "scorch_demo",
+                    "--limit",
+                    "2",
+                    "--output_path",
+                    out.toString(),
+                    "--run-id",
+                    run,
+                    "--bootstrap_iters",
+                    "100");
+            assertEquals(0, r.exit(), r.err());
+        }
+        String executed = runNotebook("eval_history.ipynb", Map.of("SCORCH_EVAL", out.toString()));
+        assertTrue(executed.contains("comparing lm-a -> lm-b"), "the two lm-eval runs are compared");
+        assertTrue(executed.contains("lm-eval run lm-b"), "the latest lm-eval run's table");
+        for (String shown : List.of("capitals_mc", "acc_norm", "strict-match", "byte_perplexity", "Groups")) {
+            assertTrue(executed.contains(shown), shown + " in the lm-eval table");
+        }
     }
 
     /** The score job on the tiny demo model: text rows of varied length, a one-token row and two error rows. */

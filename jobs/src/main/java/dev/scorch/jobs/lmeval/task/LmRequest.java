@@ -10,7 +10,8 @@ import java.util.List;
  *
  * @param type         loglikelihood (also each choice of a multiple_choice task), loglikelihood_rolling or
  *                     generate_until
- * @param context      the prompt as text; null for loglikelihood_rolling and where {@code chat} holds it
+ * @param context      the prompt as text; null for loglikelihood_rolling, and where {@code chat} holds it until the
+ *                     chat template is applied ({@link #withContext})
  * @param chat         with --apply_chat_template, the messages for the model's chat template; else null
  * @param continuation loglikelihood: the text whose log-likelihood follows the context; rolling: the whole text
  * @param generation   generate_until: the generation kwargs; else null
@@ -26,6 +27,11 @@ public record LmRequest(
         String continuation,
         TaskConfig.GenerationKwargs generation,
         int repeats) {
+
+    /** This request with its context given: the chat messages rendered through the model's template. */
+    public LmRequest withContext(String text) {
+        return new LmRequest(task, docId, index, type, text, chat, continuation, generation, repeats);
+    }
 
     /**
      * Messages for a chat template. {@code addGenerationPrompt} is true unless the prompt ends in an assistant
