@@ -253,7 +253,8 @@ class LmEvalChatTest {
                 }
                 double logged = Double.parseDouble(
                         sample.get("resps").get(j).get(0).get(0).asText());
-                assertEquals(ll, logged, 1e-6, "choice " + j);
+                // the job computes the shared context once (PrefixSharingScorer): within 1e-4 a token
+                assertEquals(ll, logged, 1e-4 * contLens.get(j), "choice " + j);
             }
         }
     }

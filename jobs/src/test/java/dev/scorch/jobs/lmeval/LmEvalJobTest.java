@@ -237,7 +237,8 @@ class LmEvalJobTest {
             for (int j = 0; j < k; j++) {
                 double logged =
                         Double.parseDouble(doc.get("resps").get(j).get(0).get(0).asText());
-                assertEquals(lls[j], logged, 1e-6, "choice " + j + " of doc " + doc.get("doc_id"));
+                // the job computes each document's context once (PrefixSharingScorer): within 1e-4 a token
+                assertEquals(lls[j], logged, 1e-4 * lens.get(j), "choice " + j + " of doc " + doc.get("doc_id"));
                 String choice = doc.get("doc").get("choices").get(j).asText();
                 norm[j] = lls[j] / choice.length();
             }
