@@ -18,7 +18,8 @@ MIN_SPARK_MAJOR = 4
 #: Keyword arguments of ScorchModel.score, as ScoreParams.fromMap reads them.
 SCORE_PARAMS = frozenset({
     "token_ids_col", "text_col", "continuation_col", "output_prefix", "top_k", "logits", "max_batch_tokens",
-    "window_rows", "arrow_memory_mb", "threads", "backend", "gpu_precision",
+    "window_rows", "arrow_memory_mb", "threads", "backend", "gpu_precision", "share_prefixes", "score_from_col",
+    "shared_prefix_col",
 })
 
 #: Keyword arguments of ScorchModel.generate, as GenerateParams.fromMap reads them.

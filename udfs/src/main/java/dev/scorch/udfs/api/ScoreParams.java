@@ -39,7 +39,8 @@ public final class ScoreParams {
     /**
      * The settings a map names, by the CLI's option names with '_' for '-' (as the Python module passes them):
      * token_ids_col, text_col, continuation_col, output_prefix, top_k, logits (none|last|all), max_batch_tokens,
-     * window_rows, arrow_memory_mb, threads, backend (auto|cpu|cuda), gpu_precision, share_prefixes.
+     * window_rows, arrow_memory_mb, threads, backend (auto|cpu|cuda), gpu_precision, share_prefixes, score_from_col,
+     * shared_prefix_col.
      */
     public static ScoreParams fromMap(Map<String, ?> m) {
         ScoreParams p = new ScoreParams();
@@ -61,11 +62,13 @@ public final class ScoreParams {
                 case "backend" -> p.setBackend(BackendMode.parse(Values.string(e.getKey(), v)));
                 case "gpu_precision" -> p.setGpuPrecision(GemmPrecision.parse(Values.string(e.getKey(), v)));
                 case "share_prefixes" -> p.setSharePrefixes(Values.bool(e.getKey(), v));
+                case "score_from_col" -> p.setScoreFromCol(Values.string(e.getKey(), v));
+                case "shared_prefix_col" -> p.setSharedPrefixCol(Values.string(e.getKey(), v));
                 default ->
                     throw new IllegalArgumentException("score parameter '" + e.getKey() + "': unknown; expected one of"
                             + " token_ids_col, text_col, continuation_col, output_prefix, top_k, logits,"
                             + " max_batch_tokens, window_rows, arrow_memory_mb, threads, backend, gpu_precision,"
-                            + " share_prefixes");
+                            + " share_prefixes, score_from_col, shared_prefix_col");
             }
         }
         return p;
