@@ -42,6 +42,13 @@ public final class PrefixSharingScorer implements BatchScorer {
     private final LatentBlocks blocks;
     private final Workspace ws = new Workspace();
     private final ModelConfig config;
+    // The logits pass's buffers, kept from batch to batch: [rows needed] twice, [chunk, hidden], [chunk, vocab],
+    // [chunk]
+    private int[] seq = new int[0];
+    private int[] pos = new int[0];
+    private float[] x = new float[0];
+    private float[] logits = new float[0];
+    private int[] rows = new int[0];
 
     public PrefixSharingScorer(DeepseekV3Model model, Ops ops) {
         this(model, ops, DEFAULT_KEPT_BYTES);
@@ -153,13 +160,13 @@ public final class PrefixSharingScorer implements BatchScorer {
         for (int s = 0; s < out.sequences(); s++) {
             total += out.length(s);
         }
-        int[] seq = new int[total];
-        int[] pos = new int[total];
+        int[] seq = this.seq = grow(this.seq, total);
+        int[] pos = this.pos = grow(this.pos, total);
         int needed = out.neededRows(seq, pos);
         int chunk = Math.max(1, Math.min(needed, Scorer.LOGITS_CHUNK_FLOATS / vocab));
-        float[] x = new float[chunk * hiddenSize];
-        float[] logits = new float[chunk * vocab];
-        int[] rows = new int[chunk];
+        float[] x = this.x = grow(this.x, chunk * hiddenSize);
+        float[] logits = this.logits = grow(this.logits, chunk * vocab);
+        int[] rows = this.rows = grow(this.rows, chunk);
         for (boolean extended : new boolean[] {false, true}) {
             int j = 0;
             for (int r = 0; r <= needed; r++) {
@@ -194,5 +201,13 @@ public final class PrefixSharingScorer implements BatchScorer {
                 }
             }
         }
+    }
+
+    private static int[] grow(int[] a, int n) {
+        return a.length >= n ? a : new int[n];
+    }
+
+    private static float[] grow(float[] a, int n) {
+        return a.length >= n ? a : new float[n];
     }
 }

@@ -55,8 +55,10 @@ public final class SharedPrefixPairs {
         }
         System.out.printf(
                 Locale.ROOT,
-                "%s: %d documents x 4 choices, %d requests, %d tokens (mean %.0f); %d threads, batches of %d tokens; %s%n",
+                "%s: a %d-token prompt, %d documents x 4 choices, %d requests, %d tokens (mean %.0f); %d threads, batches"
+                        + " of %d tokens; %s%n",
                 model.getFileName(),
+                reqs.get(0).sharedPrefix(),
                 docs,
                 reqs.size(),
                 tokens,
