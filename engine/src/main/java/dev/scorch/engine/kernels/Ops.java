@@ -3,8 +3,9 @@ package dev.scorch.engine.kernels;
 import dev.scorch.engine.scoring.LogSoftmax;
 
 /**
- * The backend seam: the heavy operations the model calls. {@link CpuOps} is today's fast path,
- * {@link ReferenceOps} the plain loops it is tested against; a CUDA backend implements the same interface.
+ * The CPU's kernels, under {@link dev.scorch.engine.device.CpuDevice}: the heavy operations a CPU pass calls.
+ * {@link CpuOps} is the fast path, {@link ReferenceOps} the plain loops it is tested against. (The seam every device
+ * implements, CUDA's included, is {@link dev.scorch.engine.device.Device}.)
  */
 public interface Ops extends AutoCloseable {
     /** y[m, out] = x[m, in] · Wᵀ. */
