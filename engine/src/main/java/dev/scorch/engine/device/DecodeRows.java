@@ -27,24 +27,36 @@ public final class DecodeRows {
 
     /** The rows of batch: those of sequences whose cache held past[s] &gt; 0 tokens before this pass (past may be null). */
     public static DecodeRows of(PackedBatch batch, int[] past) {
+        return of(batch, past, null);
+    }
+
+    /**
+     * As {@link #of(PackedBatch, int[])}, but for the sequences whose cache {@link LatentCache#extendsAsPrefill}: their
+     * rows are prefill rows (caches may be null).
+     */
+    public static DecodeRows of(PackedBatch batch, int[] past, LatentCache[] caches) {
         if (past == null) {
             return NONE;
         }
         int n = batch.numSequences();
         int cached = 0;
         for (int s = 0; s < n; s++) {
-            cached += past[s] > 0 ? 1 : 0;
+            cached += isDecode(s, past, caches) ? 1 : 0;
         }
         if (cached == 0 || cached == n) {
             return cached == 0 ? NONE : ALL;
         }
         boolean[] d = new boolean[batch.numTokens()];
         for (int s = 0; s < n; s++) {
-            if (past[s] > 0) {
+            if (isDecode(s, past, caches)) {
                 Arrays.fill(d, batch.seqStart()[s], batch.seqStart()[s] + batch.seqLen()[s], true);
             }
         }
         return new DecodeRows(d, false);
+    }
+
+    private static boolean isDecode(int s, int[] past, LatentCache[] caches) {
+        return past[s] > 0 && (caches == null || !caches[s].extendsAsPrefill());
     }
 
     /** True when every row is a decode row. */

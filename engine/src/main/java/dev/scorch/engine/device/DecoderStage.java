@@ -415,7 +415,7 @@ public final class DecoderStage implements AutoCloseable {
         pass.decode = null;
         pass.past = past;
         pass.precision = precision;
-        pass.rows = DecodeRows.of(batch, past);
+        pass.rows = DecodeRows.of(batch, past, caches);
         pass.cosSin(rope, maxPos + 1);
         pass.positions = pass.ints.take(t);
         dev.write(pass.positions, batch.positions(), 0, t);

@@ -26,6 +26,7 @@ public final class KvCache implements LatentCache {
     private final Buf[] views; // rows[l] as the CPU device's buffer
     private int capacity;
     private int length;
+    private boolean extendsAsPrefill;
 
     public KvCache(int layers, int kvLoraRank, int qkRopeHeadDim, int maxTokens) {
         if (layers <= 0 || kvLoraRank <= 0 || qkRopeHeadDim <= 0 || maxTokens <= 0) {
@@ -137,6 +138,17 @@ public final class KvCache implements LatentCache {
                     "cannot advance the KV cache by " + n + " from " + length + " (reserved " + capacity + ")");
         }
         length += n;
+    }
+
+    /** Makes the rows that extend this cache multiply as prefill rows do (see {@link LatentCache#extendsAsPrefill}). */
+    public KvCache extendAsPrefill() {
+        extendsAsPrefill = true;
+        return this;
+    }
+
+    @Override
+    public boolean extendsAsPrefill() {
+        return extendsAsPrefill;
     }
 
     /** Fills this empty cache with src's tokens (same shape): samples of one prompt share one prefill. */

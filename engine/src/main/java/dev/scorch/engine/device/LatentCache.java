@@ -23,4 +23,14 @@ public interface LatentCache {
 
     /** Marks tokens more as cached, once every layer holds them. */
     void advance(int tokens);
+
+    /**
+     * Whether the rows that extend this cache multiply as prefill rows do ({@code Ops.matmul}) rather than as decode rows
+     * ({@code Ops.matmulDecode}, see {@link DecodeRows}): a prompt extended a chunk at a time, where decode's row-dot
+     * would read the weights again every few rows. Either way the rows attend over the cache in the absorbed form. A
+     * property of the sequence, so a row's bits still do not depend on its batch mates.
+     */
+    default boolean extendsAsPrefill() {
+        return false;
+    }
 }

@@ -22,16 +22,13 @@ import java.util.Set;
  * position's logits are asked for). With a {@link ScoreRequest#sharedPrefix} p inside the context, the context is two
  * blocks, [0, p) and [p, c); else one, [0, c). The first block is prefilled from an empty cache as scoring prefills it
  * (its latent rows are the bits plain scoring computes); the second block and the tail extend the cache of the blocks
- * before them, attending in the absorbed form and multiplying as a decode step does ({@link DeepseekV3Model#prefill}).
- * Sequences with the same block share its cache, computed once, and blocks are kept from batch to batch (a few-shot
- * prompt is computed once per task, not per batch) up to a byte budget. Since the cuts depend on the sequence alone,
- * its scores are the same bits whatever its batch mates, its batch's size or which blocks were kept. A sequence with
- * no context is scored exactly as {@link Scorer} scores it; others differ from it in rounding only (the absorbed
- * attention and the decode GEMM of the extended rows): tests bound the difference by 1e-4 per log-prob.
- *
- * <p>The extended rows run the decode GEMM, which reads the weights once per few rows: it pays where the own part of a
- * context is short beside what it shares. lm-eval's multiple_choice documents (four choices of a few tokens after one
- * context) and first_n few-shot prompts are that shape.
+ * before them ({@link DeepseekV3Model#prefill} over a cache that {@link KvCache#extendAsPrefill extends as prefill}):
+ * their rows attend over the cache in the absorbed form and multiply with prefill's GEMMs, which read each weight once
+ * per block of rows. Sequences with the same block share its cache, computed once, and blocks are kept from batch to
+ * batch (a few-shot prompt is computed once per task, not per batch) up to a byte budget. Since the cuts depend on the
+ * sequence alone, its scores are the same bits whatever its batch mates, its batch's size or which blocks were kept. A
+ * sequence with no context is scored exactly as {@link Scorer} scores it; others differ from it in rounding only (the
+ * absorbed attention of the extending rows): tests bound the difference by 1e-4 per log-prob.
  */
 public final class PrefixSharingScorer implements BatchScorer {
     /** Bytes of latent rows kept between batches by default. */
@@ -42,13 +39,11 @@ public final class PrefixSharingScorer implements BatchScorer {
     private final LatentBlocks blocks;
     private final Workspace ws = new Workspace();
     private final ModelConfig config;
-    // The logits pass's buffers, kept from batch to batch: [rows needed] twice, [chunk, hidden], [chunk, vocab],
-    // [chunk]
+    // The logits pass's buffers, kept from batch to batch: [rows needed] twice, [chunk, hidden], [chunk, vocab]
     private int[] seq = new int[0];
     private int[] pos = new int[0];
     private float[] x = new float[0];
     private float[] logits = new float[0];
-    private int[] rows = new int[0];
 
     public PrefixSharingScorer(DeepseekV3Model model, Ops ops) {
         this(model, ops, DEFAULT_KEPT_BYTES);
@@ -119,7 +114,7 @@ public final class PrefixSharingScorer implements BatchScorer {
             List<KvCache> caches = new ArrayList<>(depth.size());
             for (LatentBlocks.Block k : depth) {
                 int[] t = k.tokens();
-                KvCache cache = new KvCache(config, k.end);
+                KvCache cache = new KvCache(config, k.end).extendAsPrefill();
                 if (!k.parent.isRoot()) {
                     blocks.fill(cache, k.parent);
                 }
@@ -137,7 +132,7 @@ public final class PrefixSharingScorer implements BatchScorer {
         for (int s = 0; s < b; s++) {
             int[] t = requests.get(s).tokens();
             LatentBlocks.Block k = last[s];
-            caches[s] = new KvCache(config, t.length);
+            caches[s] = new KvCache(config, t.length).extendAsPrefill();
             if (!k.isRoot()) {
                 blocks.fill(caches[s], k);
             }
@@ -148,11 +143,7 @@ public final class PrefixSharingScorer implements BatchScorer {
         logits(hidden, batch, last, out);
     }
 
-    /**
-     * The needed rows' logits in chunks, as {@link Scorer} takes them: rows of a sequence without a context through
-     * {@link DeepseekV3Model#logits} (scoring's), rows that extended a cache through
-     * {@link DeepseekV3Model#decodeLogits} (a decode step's).
-     */
+    /** The needed rows' logits through {@link DeepseekV3Model#logits}, a chunk of rows at a time as {@link Scorer} does. */
     private void logits(float[] hidden, PackedBatch batch, LatentBlocks.Block[] last, BatchScores out) {
         int vocab = model.vocabSize();
         int hiddenSize = config.hiddenSize();
@@ -166,39 +157,26 @@ public final class PrefixSharingScorer implements BatchScorer {
         int chunk = Math.max(1, Math.min(needed, Scorer.LOGITS_CHUNK_FLOATS / vocab));
         float[] x = this.x = grow(this.x, chunk * hiddenSize);
         float[] logits = this.logits = grow(this.logits, chunk * vocab);
-        int[] rows = this.rows = grow(this.rows, chunk);
-        for (boolean extended : new boolean[] {false, true}) {
-            int j = 0;
-            for (int r = 0; r <= needed; r++) {
-                boolean take = r < needed && last[seq[r]].isRoot() != extended;
-                if (take) {
-                    int s = seq[r];
-                    int offset = pos[r] - last[s].end;
-                    if (offset < 0) {
-                        throw new IllegalStateException(
-                                "position " + pos[r] + " of sequence " + s + " needs logits inside its shared context");
-                    }
-                    System.arraycopy(
-                            hidden, (batch.seqStart()[s] + offset) * hiddenSize, x, j * hiddenSize, hiddenSize);
-                    rows[j++] = r;
+        for (int c0 = 0; c0 < needed; c0 += chunk) {
+            int rows = Math.min(chunk, needed - c0);
+            for (int j = 0; j < rows; j++) {
+                int s = seq[c0 + j];
+                int offset = pos[c0 + j] - last[s].end; // the tail's own row
+                if (offset < 0) {
+                    throw new IllegalStateException(
+                            "position " + pos[c0 + j] + " of sequence " + s + " needs logits inside its context");
                 }
-                if (j == chunk || (r == needed && j > 0)) {
-                    if (extended) {
-                        model.decodeLogits(x, j, ops, logits);
-                    } else {
-                        model.logits(x, j, ops, logits);
-                    }
-                    for (int i = 0; i < j; i++) {
-                        int s = seq[rows[i]];
-                        int p = pos[rows[i]];
-                        int off = i * vocab;
-                        double lse = ops.logSumExp(logits, off, vocab);
-                        int best = LogSoftmax.argmax(logits, off, vocab);
-                        int target = out.target(s, p);
-                        out.accept(s, p, lse, best, target >= 0 ? logits[off + target] : 0f, logits, off);
-                    }
-                    j = 0;
-                }
+                System.arraycopy(hidden, (batch.seqStart()[s] + offset) * hiddenSize, x, j * hiddenSize, hiddenSize);
+            }
+            model.logits(x, rows, ops, logits);
+            for (int j = 0; j < rows; j++) {
+                int s = seq[c0 + j];
+                int p = pos[c0 + j];
+                int off = j * vocab;
+                double lse = ops.logSumExp(logits, off, vocab);
+                int best = LogSoftmax.argmax(logits, off, vocab);
+                int target = out.target(s, p);
+                out.accept(s, p, lse, best, target >= 0 ? logits[off + target] : 0f, logits, off);
             }
         }
     }

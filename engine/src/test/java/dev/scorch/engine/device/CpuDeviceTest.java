@@ -99,5 +99,13 @@ class CpuDeviceTest {
         }
         assertEquals(DecodeRows.ALL, DecodeRows.of(batch, new int[] {1, 2}));
         assertEquals(DecodeRows.NONE, DecodeRows.of(batch, new int[] {0, 0}));
+        // A cache that extends as prefill makes its rows prefill rows, whatever the other sequence's are.
+        KvCache plain = new KvCache(1, 4, 2, 8);
+        KvCache chunked = new KvCache(1, 4, 2, 8).extendAsPrefill();
+        DecodeRows mixed = DecodeRows.of(batch, new int[] {5, 5}, new LatentCache[] {chunked, plain});
+        for (int i = 0; i < 7; i++) {
+            assertEquals(i >= 3, mixed.decode(i), "row " + i);
+        }
+        assertEquals(DecodeRows.NONE, DecodeRows.of(batch, new int[] {5, 5}, new LatentCache[] {chunked, chunked}));
     }
 }
