@@ -221,7 +221,8 @@ public final class SharedPrefixPairs {
         return n % 2 == 1 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
     }
 
-    private static int[] random(Random r, int vocab, int n) {
+    /** n random token ids in [1, vocab). */
+    public static int[] random(Random r, int vocab, int n) {
         int[] t = new int[n];
         for (int i = 0; i < n; i++) {
             t[i] = 1 + r.nextInt(vocab - 1);
@@ -229,7 +230,7 @@ public final class SharedPrefixPairs {
         return t;
     }
 
-    private static int[] concat(int[] a, int[] b) {
+    public static int[] concat(int[] a, int[] b) {
         int[] out = Arrays.copyOf(a, a.length + b.length);
         System.arraycopy(b, 0, out, a.length, b.length);
         return out;

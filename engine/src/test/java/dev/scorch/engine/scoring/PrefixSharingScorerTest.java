@@ -1,5 +1,7 @@
 package dev.scorch.engine.scoring;
 
+import static dev.scorch.engine.bench.SharedPrefixPairs.concat;
+import static dev.scorch.engine.bench.SharedPrefixPairs.random;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -34,31 +36,17 @@ class PrefixSharingScorerTest {
     /** A few-shot multiple-choice layout: one shared prompt, docs of their own, choices of 1 to 3 tokens each. */
     static List<ScoreRequest> multipleChoice(int vocab, int shared, int docs, int choices, long seed, int topK) {
         Random r = new Random(seed);
-        int[] shots = tokens(r, vocab, shared);
+        int[] shots = random(r, vocab, shared);
         List<ScoreRequest> out = new ArrayList<>();
         for (int d = 0; d < docs; d++) {
-            int[] question = tokens(r, vocab, 5 + r.nextInt(70));
+            int[] question = random(r, vocab, 5 + r.nextInt(70));
             int[] context = concat(shots, question);
             for (int c = 0; c < choices; c++) {
-                int[] choice = tokens(r, vocab, 1 + r.nextInt(3));
+                int[] choice = random(r, vocab, 1 + r.nextInt(3));
                 ScoreRequest q = ScoreRequest.continuation(context, choice, topK, LogitsMode.NONE);
                 out.add(new ScoreRequest(q.tokens(), q.scoreFrom(), topK, LogitsMode.NONE, shots.length));
             }
         }
-        return out;
-    }
-
-    private static int[] tokens(Random r, int vocab, int n) {
-        int[] t = new int[n];
-        for (int i = 0; i < n; i++) {
-            t[i] = 1 + r.nextInt(vocab - 1);
-        }
-        return t;
-    }
-
-    private static int[] concat(int[] a, int[] b) {
-        int[] out = Arrays.copyOf(a, a.length + b.length);
-        System.arraycopy(b, 0, out, a.length, b.length);
         return out;
     }
 
@@ -117,7 +105,7 @@ class PrefixSharingScorerTest {
     @Test
     void aSequenceWithoutAContextIsScoredAsPlainScoringScoresIt() {
         Random r = new Random(3);
-        int[] t = tokens(r, model.vocabSize(), 90);
+        int[] t = random(r, model.vocabSize(), 90);
         List<ScoreRequest> reqs = List.of(
                 ScoreRequest.of(t),
                 new ScoreRequest(t, 40, 0, LogitsMode.ALL),
