@@ -728,3 +728,177 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_transposeTile0(
   scorch_transpose_tile(px + xOff, rows, kDim, kDim, mr, pxt + xtOff);
   (*env)->ReleasePrimitiveArrayCritical(env, x, px, JNI_ABORT);
 }
+
+/*
+ * Decode's row-dot over BF16 weights read in place from the mapping (RowDotGemm.bf16Rows on 8 lanes, the same bits):
+ * y[i * nDim + r] = x row i · weight row r for r < rows, i < m, each weight row a run of K / 2 raw pairs (element 2t in
+ * the low half, 2t + 1 in the high half) from w. Per output one 8-lane accumulator over the whole vectors of pairs, the
+ * even product then the odd one (against xs, x split into its even and odd elements: row i holds x[i, 0], x[i, 2], ...
+ * at i * K and x[i, 1], x[i, 3], ... at i * K + K / 2), its lanes added in RowDotGemm's tree (Lanes.foldTree), then the
+ * inputs past the last whole vector by scalar FMAs in order against x. Blocks as RowDotGemm's: four weight rows, each
+ * decoded pair vector feeding four rows of x in two 2 x 4 blocks, the x rows left over one at a time against the four
+ * weight rows; a last block of fewer weight rows one output at a time. Nothing is copied: the weights stream from the
+ * page cache once per call, each block's four rows side by side.
+ */
+__attribute__((target("avx2,fma")))
+static inline float rowdot_fold8(__m256 a) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1)); /* lanes i + 4 onto i */
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                         /* i + 2 onto i */
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));                                     /* 1 onto 0 */
+  return _mm_cvtss_f32(s);
+}
+
+/* The lanes' sum, then k = 2 * kv .. K - 1 of the weight row's pairs at p by scalar FMAs against x. */
+__attribute__((target("avx2,fma")))
+static inline float rowdot_bf16_finish(__m256 a, const unsigned char* p, const float* x, int kv, int kDim) {
+  float sum = rowdot_fold8(a);
+  for (int k = 2 * kv; k < kDim; k++) {
+    unsigned int pair;
+    memcpy(&pair, p + 4 * (size_t)(k / 2), 4);
+    unsigned int bits = (k & 1) == 0 ? pair << 16 : pair & 0xFFFF0000u;
+    float wk;
+    memcpy(&wk, &bits, 4);
+    sum = __builtin_fmaf(x[k], wk, sum);
+  }
+  return sum;
+}
+
+#define BF16_LO(p) _mm256_castsi256_ps(_mm256_slli_epi32(p, 16))
+#define BF16_HI(p) _mm256_castsi256_ps(_mm256_and_si256(p, hiMask))
+#define LOADP(row, j) _mm256_loadu_si256((const __m256i*)(w + (size_t)(row) * rowBytes + 4 * (size_t)(j)))
+
+__attribute__((target("avx2,fma")))
+static void rowdot_bf16(const unsigned char* w, int kDim, int rows, const float* xs, const float* x, int m, float* y,
+                        int nDim) {
+  const __m256i hiMask = _mm256_set1_epi32((int)0xFFFF0000u);
+  int half = kDim / 2;
+  int kv = half / 8 * 8; /* pairs taken by whole vectors */
+  size_t rowBytes = 2 * (size_t)kDim;
+  int r = 0;
+  for (; r + 4 <= rows; r += 4, w += 4 * rowBytes, y += 4) {
+    int i = 0;
+    for (; i + 4 <= m; i += 4) {
+      for (int h = 0; h < 4; h += 2) { /* two 2 x 4 blocks: weight rows h, h + 1 against x rows i .. i + 3 */
+        const float* x0 = xs + (size_t)i * kDim;
+        __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+        for (int j = 0; j < kv; j += 8) {
+          __m256i p0 = LOADP(h, j), p1 = LOADP(h + 1, j);
+          __m256 e0 = BF16_LO(p0), e1 = BF16_LO(p1), o0 = BF16_HI(p0), o1 = BF16_HI(p1);
+          __m256 v = _mm256_loadu_ps(x0 + j);
+          a00 = _mm256_fmadd_ps(e0, v, a00);
+          a01 = _mm256_fmadd_ps(e1, v, a01);
+          v = _mm256_loadu_ps(x0 + half + j);
+          a00 = _mm256_fmadd_ps(o0, v, a00);
+          a01 = _mm256_fmadd_ps(o1, v, a01);
+          v = _mm256_loadu_ps(x0 + kDim + j);
+          a10 = _mm256_fmadd_ps(e0, v, a10);
+          a11 = _mm256_fmadd_ps(e1, v, a11);
+          v = _mm256_loadu_ps(x0 + kDim + half + j);
+          a10 = _mm256_fmadd_ps(o0, v, a10);
+          a11 = _mm256_fmadd_ps(o1, v, a11);
+          v = _mm256_loadu_ps(x0 + 2 * (size_t)kDim + j);
+          a20 = _mm256_fmadd_ps(e0, v, a20);
+          a21 = _mm256_fmadd_ps(e1, v, a21);
+          v = _mm256_loadu_ps(x0 + 2 * (size_t)kDim + half + j);
+          a20 = _mm256_fmadd_ps(o0, v, a20);
+          a21 = _mm256_fmadd_ps(o1, v, a21);
+          v = _mm256_loadu_ps(x0 + 3 * (size_t)kDim + j);
+          a30 = _mm256_fmadd_ps(e0, v, a30);
+          a31 = _mm256_fmadd_ps(e1, v, a31);
+          v = _mm256_loadu_ps(x0 + 3 * (size_t)kDim + half + j);
+          a30 = _mm256_fmadd_ps(o0, v, a30);
+          a31 = _mm256_fmadd_ps(o1, v, a31);
+        }
+        const unsigned char* w0 = w + (size_t)h * rowBytes;
+        const unsigned char* w1 = w0 + rowBytes;
+        const float* xr = x + (size_t)i * kDim;
+        float* yr = y + (size_t)i * nDim + h;
+        yr[0] = rowdot_bf16_finish(a00, w0, xr, kv, kDim);
+        yr[1] = rowdot_bf16_finish(a01, w1, xr, kv, kDim);
+        yr[nDim] = rowdot_bf16_finish(a10, w0, xr + kDim, kv, kDim);
+        yr[nDim + 1] = rowdot_bf16_finish(a11, w1, xr + kDim, kv, kDim);
+        yr[2 * (size_t)nDim] = rowdot_bf16_finish(a20, w0, xr + 2 * (size_t)kDim, kv, kDim);
+        yr[2 * (size_t)nDim + 1] = rowdot_bf16_finish(a21, w1, xr + 2 * (size_t)kDim, kv, kDim);
+        yr[3 * (size_t)nDim] = rowdot_bf16_finish(a30, w0, xr + 3 * (size_t)kDim, kv, kDim);
+        yr[3 * (size_t)nDim + 1] = rowdot_bf16_finish(a31, w1, xr + 3 * (size_t)kDim, kv, kDim);
+      }
+    }
+    for (; i < m; i++) { /* four weight rows against one row of x: four independent streams of the mapping */
+      const float* xe = xs + (size_t)i * kDim;
+      const float* xo = xe + half;
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      for (int j = 0; j < kv; j += 8) {
+        __m256 ve = _mm256_loadu_ps(xe + j), vo = _mm256_loadu_ps(xo + j);
+        __m256i p0 = LOADP(0, j), p1 = LOADP(1, j), p2 = LOADP(2, j), p3 = LOADP(3, j);
+        a0 = _mm256_fmadd_ps(BF16_LO(p0), ve, a0);
+        a1 = _mm256_fmadd_ps(BF16_LO(p1), ve, a1);
+        a2 = _mm256_fmadd_ps(BF16_LO(p2), ve, a2);
+        a3 = _mm256_fmadd_ps(BF16_LO(p3), ve, a3);
+        a0 = _mm256_fmadd_ps(BF16_HI(p0), vo, a0);
+        a1 = _mm256_fmadd_ps(BF16_HI(p1), vo, a1);
+        a2 = _mm256_fmadd_ps(BF16_HI(p2), vo, a2);
+        a3 = _mm256_fmadd_ps(BF16_HI(p3), vo, a3);
+      }
+      const float* xr = x + (size_t)i * kDim;
+      float* yr = y + (size_t)i * nDim;
+      yr[0] = rowdot_bf16_finish(a0, w, xr, kv, kDim);
+      yr[1] = rowdot_bf16_finish(a1, w + rowBytes, xr, kv, kDim);
+      yr[2] = rowdot_bf16_finish(a2, w + 2 * rowBytes, xr, kv, kDim);
+      yr[3] = rowdot_bf16_finish(a3, w + 3 * rowBytes, xr, kv, kDim);
+    }
+  }
+  for (; r < rows; r++, w += rowBytes, y++) { /* the last block's rows, one output at a time */
+    for (int i = 0; i < m; i++) {
+      const float* xe = xs + (size_t)i * kDim;
+      __m256 a = _mm256_setzero_ps();
+      for (int j = 0; j < kv; j += 8) {
+        __m256i p = LOADP(0, j);
+        a = _mm256_fmadd_ps(BF16_LO(p), _mm256_loadu_ps(xe + j), a);
+        a = _mm256_fmadd_ps(BF16_HI(p), _mm256_loadu_ps(xe + half + j), a);
+      }
+      y[(size_t)i * nDim] = rowdot_bf16_finish(a, w, x + (size_t)i * kDim, kv, kDim);
+    }
+  }
+}
+#undef BF16_LO
+#undef BF16_HI
+#undef LOADP
+
+/*
+ * NativeCpu.bf16RowDotMapped0: rowdot_bf16 over weight rows [row0, row0 + rows) read in place at byte byteOffset of map
+ * (row row0's first pair), into y[i * nDim + yOff + r], under the thread's SIGBUS guard. JNI_TRUE when read; JNI_FALSE
+ * where a page could not be read (the file shrank; y then partly written). Bounds checked by the Java side.
+ */
+JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_bf16RowDotMapped0(
+    JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint kDim, jint rows, jfloatArray xs, jfloatArray x, jint m,
+    jfloatArray y, jint yOff, jint nDim) {
+  (void)cls;
+  const unsigned char* pm = scorch_address(env, map, "the mapping is not a direct buffer");
+  if (!pm) {
+    return JNI_FALSE;
+  }
+  float* pxs = (*env)->GetPrimitiveArrayCritical(env, xs, NULL);
+  float* px = pxs ? (*env)->GetPrimitiveArrayCritical(env, x, NULL) : NULL;
+  float* py = px ? (*env)->GetPrimitiveArrayCritical(env, y, NULL) : NULL;
+  jboolean read = JNI_FALSE;
+  if (py) {
+    struct mapped_read_guard g;
+    if (sigsetjmp(g.jump, 0) == 0) {
+      guard = &g;
+      __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the guard is set before the first read, cleared after the last */
+      rowdot_bf16(pm + byteOffset, kDim, rows, pxs, px, m, py + yOff, nDim);
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      guard = NULL;
+      read = JNI_TRUE;
+    } else {
+      pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
+    }
+    (*env)->ReleasePrimitiveArrayCritical(env, y, py, 0);
+  }
+  if (px) (*env)->ReleasePrimitiveArrayCritical(env, x, px, JNI_ABORT);
+  if (pxs) (*env)->ReleasePrimitiveArrayCritical(env, xs, pxs, JNI_ABORT);
+  if (!py) {
+    scorch_unpinned(env, !pxs ? "cannot pin xs" : !px ? "cannot pin x" : "cannot pin y");
+  }
+  return read;
+}

@@ -435,6 +435,45 @@ public final class NativeCpu {
         return fp8RowsMapped0(map, byteOffset, srcStride, rows, n, scales, blocksPerRow, lead, bc, dst);
     }
 
+    /**
+     * Decode's row-dot over BF16 weight rows [row0, row0 + rows) read in place (see {@code rowdot_bf16} in scorch_cpu.c;
+     * AVX2, RowDotGemm's bits on 8 lanes): y[i·nDim + yOff + r] = x row i · weight row row0 + r for i &lt; m, the rows'
+     * raw pairs from byte byteOffset of map, xs x split into even and odd elements per row as RowDotGemm splits it. False
+     * where a page of the range could not be read (the file shrank under its mapping; y then holds part of the outputs):
+     * the caller throws naming the file.
+     */
+    static boolean bf16RowDotMapped(
+            java.nio.MappedByteBuffer map,
+            long byteOffset,
+            int kDim,
+            int rows,
+            float[] xs,
+            float[] x,
+            int m,
+            float[] y,
+            int yOff,
+            int nDim) {
+        long need = (long) m * kDim;
+        if (byteOffset < 0
+                || kDim < 2
+                || kDim % 2 != 0
+                || rows < 0
+                || m < 0
+                || yOff < 0
+                || nDim < yOff + rows
+                || !map.isDirect()
+                || byteOffset + 2L * rows * kDim > map.capacity()
+                || xs.length < need
+                || x.length < need
+                || m > 0 && y.length < (long) (m - 1) * nDim + yOff + rows) {
+            throw new IndexOutOfBoundsException("bf16 row-dot out of bounds: mapping " + map.capacity() + " bytes from "
+                    + byteOffset + ", " + rows + " rows of " + kDim + "; m " + m + ", xs " + xs.length + ", x "
+                    + x.length
+                    + ", y " + y.length + " from " + yOff + " at stride " + nDim);
+        }
+        return bf16RowDotMapped0(map, byteOffset, kDim, rows, xs, x, m, y, yOff, nDim);
+    }
+
     /** The raw scale dtypes the native INT4 decoder reads in place: its code for scaleType, -1 for others. */
     static int scaleTypeCode(DType scaleType) {
         return switch (scaleType) {
@@ -696,6 +735,18 @@ public final class NativeCpu {
             int group,
             float[] dst,
             boolean avx512);
+
+    private static native boolean bf16RowDotMapped0(
+            java.nio.MappedByteBuffer map,
+            long byteOffset,
+            int kDim,
+            int rows,
+            float[] xs,
+            float[] x,
+            int m,
+            float[] y,
+            int yOff,
+            int nDim);
 
     private static native int int4RowsMapped0(
             java.nio.ByteBuffer map,

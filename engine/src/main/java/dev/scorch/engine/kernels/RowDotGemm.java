@@ -38,6 +38,12 @@ public final class RowDotGemm {
     static final int MR = 4;
     /** BF16 rows in 4 × 4 blocks ({@link KernelSelection#decodeBlock4x4}); else two 2 × 4 blocks. */
     static final boolean BLOCK_4X4 = KernelSelection.current().decodeBlock4x4();
+    /**
+     * BF16 rows through the native row-dot, reading the mapping in place ({@link KernelSelection}'s decode choice, and the
+     * library's SIGBUS guard installed): the same bits as the Java blocks, without their copy of each block's rows.
+     */
+    static final boolean NATIVE_ROWDOT = KernelSelection.current().decodeGemm().impl() == KernelSelection.Impl.NATIVE
+            && NativeCpu.mappedReadsGuarded();
     /** Weights (N·K) a task gets at least, so small matrices do not pay for waking threads. */
     static final long MIN_TASK_WEIGHTS = 1 << 17;
 
@@ -75,6 +81,7 @@ public final class RowDotGemm {
         Linear[] gw;
         float[][] gy;
         boolean block4x4;
+        boolean nativeRowDot;
         final java.util.function.IntConsumer task = this::runTask;
 
         /** Task t of the group planned in this (the caller's) scratch; per-thread buffers come from the running thread's. */
@@ -87,7 +94,11 @@ public final class RowDotGemm {
             int r1 = Math.min(gw[i].out(), r0 + perTask[i] * NR);
             Scratch s = SCRATCH.get();
             switch (paths[i]) {
-                case BF16 -> bf16Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, block4x4, s);
+                case BF16 -> {
+                    if (!nativeRowDot || !bf16RowsNative(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1)) {
+                        bf16Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, block4x4, s);
+                    }
+                }
                 case FP8 -> fp8Rows(gx[i], gm[i], gw[i], gy[i], r0, r1, s);
                 case INT4 -> int4Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, s);
                 default -> genericRows(gx[i], gm[i], gw[i], gy[i], r0, r1, s);
@@ -151,11 +162,21 @@ public final class RowDotGemm {
      * experts of a decode step) share one wake-up of the threads. Each result has the bits {@link #matmul} gives.
      */
     public static void matmulGroup(float[][] x, int[] m, Linear[] w, float[][] y, Parallel par) {
-        matmulGroup(x, m, w, y, par, BLOCK_4X4);
+        matmulGroup(x, m, w, y, par, BLOCK_4X4, NATIVE_ROWDOT);
     }
 
     /** As {@link #matmulGroup(float[][], int[], Linear[], float[][], Parallel)} with BF16's block given (tests run both). */
     static void matmulGroup(float[][] x, int[] m, Linear[] w, float[][] y, Parallel par, boolean block4x4) {
+        matmulGroup(x, m, w, y, par, block4x4, NATIVE_ROWDOT);
+    }
+
+    /** As {@link #matmulGroup(float[][], int[], Linear[], float[][], Parallel, boolean)}, the native row-dot on or off. */
+    static void matmulGroup(
+            float[][] x, int[] m, Linear[] w, float[][] y, Parallel par, boolean block4x4, boolean nativeRowDot) {
+        if (nativeRowDot && !NATIVE_ROWDOT) {
+            throw new IllegalArgumentException(
+                    "no native row-dot here: " + KernelSelection.current().decodeGemm());
+        }
         if (block4x4 && L != 16) {
             throw new IllegalArgumentException("the 4 x 4 block folds 16 lanes; this JVM's vectors hold " + L);
         }
@@ -229,6 +250,7 @@ public final class RowDotGemm {
         caller.gw = w;
         caller.gy = y;
         caller.block4x4 = block4x4;
+        caller.nativeRowDot = nativeRowDot;
         try {
             par.forEach(firstTask[g], caller.task);
         } finally {
@@ -239,6 +261,30 @@ public final class RowDotGemm {
     }
 
     // ---------------------------------------------------------------------------------------------------- BF16
+
+    /**
+     * Rows [r0, r1) by the native row-dot, reading the weights in place (the bits of {@link #bf16Rows} on 8 lanes); false
+     * (nothing done) where they do not lie whole in one mapping, and the Java blocks take them.
+     */
+    private static boolean bf16RowsNative(float[] xs, float[] x, int m, Linear w, float[] y, int r0, int r1) {
+        int kDim = w.in();
+        long n = (long) (r1 - r0) * kDim;
+        if (m == 0 || r1 <= r0) {
+            return true;
+        }
+        if (2 * n > Integer.MAX_VALUE) {
+            return false;
+        }
+        java.nio.MappedByteBuffer map = w.rawMapping(r0, 0, (int) n);
+        if (map == null) {
+            return false;
+        }
+        long at = w.rawMappedAt(r0, 0, (int) n);
+        if (!NativeCpu.bf16RowDotMapped(map, at, kDim, r1 - r0, xs, x, m, y, r0, w.out())) {
+            throw w.rawMappingFault(r0, 0, n);
+        }
+        return true;
+    }
 
     private static void bf16Rows(
             float[] xs, float[] x, int m, Linear w, float[] y, int r0, int r1, boolean block4x4, Scratch s) {

@@ -145,6 +145,55 @@ class RowDotGemmTest {
         }
     }
 
+    /**
+     * The native row-dot (BF16 read in place, 8 lanes) gives the Java blocks' bits, output for output: K with and without
+     * a tail of pairs past the last whole vector (K = 2 has only the tail), every count of weight rows around the 4-row
+     * block (a partial last block), rows of x around the 4-row block, and tasks that start inside the tensor (several
+     * threads; a weight whose rows lie at an offset in the file).
+     */
+    @Test
+    void theNativeRowDotGivesTheJavaBits() throws IOException {
+        org.junit.jupiter.api.Assumptions.assumeTrue(RowDotGemm.NATIVE_ROWDOT, "no native row-dot on this machine/JVM");
+        int[] ks = {2, 4, 14, 16, 18, 30, 32, 34, 62, 1056, 1060};
+        for (int k : ks) {
+            for (int n = 1; n <= 9; n++) {
+                checkNativeRowDot(linear(DType.BF16, n, k, 100L * k + n), n, k, new int[] {1, 2, 3, 4, 5, 8, 9}, 1);
+            }
+            checkNativeRowDot(linear(DType.BF16, 258, k, k), 258, k, new int[] {1, 3, 4, 7}, 3);
+        }
+        // A tensor that does not start the file's data: the weight after another one (byte offset 2 · 3 · 5 = 30).
+        SafetensorsWriter sw = new SafetensorsWriter();
+        sw.addFloats("a", DType.BF16, new long[] {3, 5}, GemmTest.randn(15, 1));
+        sw.addFloats("w", DType.BF16, new long[] {7, 34}, GemmTest.randn(7 * 34, 2));
+        Path f = dir.resolve("offset.safetensors");
+        sw.write(f);
+        checkNativeRowDot(new Linear(SafetensorsFile.open(f).tensor("w")), 7, 34, new int[] {1, 2, 5}, 2);
+    }
+
+    private static void checkNativeRowDot(Linear w, int n, int k, int[] ms, int threads) {
+        try (Parallel p = new Parallel(threads)) {
+            for (int m : ms) {
+                float[] x = GemmTest.randn(m * k, 13L * m + k);
+                float[] java = new float[m * n];
+                float[] nat = new float[m * n];
+                RowDotGemm.matmulGroup(
+                        new float[][] {x}, new int[] {m}, new Linear[] {w}, new float[][] {java}, p, false, false);
+                RowDotGemm.matmulGroup(
+                        new float[][] {x}, new int[] {m}, new Linear[] {w}, new float[][] {nat}, p, false, true);
+                for (int i = 0; i < java.length; i++) {
+                    assertEquals(
+                            Float.floatToRawIntBits(java[i]),
+                            Float.floatToRawIntBits(nat[i]),
+                            "BF16 " + m + "x" + n + "x" + k + ", " + threads + " threads, output " + i + ": " + java[i]
+                                    + " vs " + nat[i]);
+                }
+                float[] ref = new float[m * n];
+                PackedGemm.reference(x, m, w, ref);
+                assertClose(ref, nat, k, "BF16 native " + m + "x" + n + "x" + k);
+            }
+        }
+    }
+
     /** A group of matmuls in one pass gives each member the bits it gets alone. */
     @Test
     void groupedMatmulsGiveTheBitsOfSingleOnes() throws IOException {
