@@ -902,3 +902,140 @@ JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_bf16RowDotMa
   }
   return read;
 }
+
+/*
+ * Decode's row-dot over INT4 weights read in place (RowDotGemm.int4Rows on 8 lanes, the same bits): the packed words of
+ * weight rows [0, rows) from w (wpr words a row), their group scales (scaleType as scales_from, gpr a row) from scales.
+ * Per block of four rows (fewer at the end) the scales are decoded and spread to one per word (sw: 4 * wpr floats, then
+ * 4 * gpr for the group scales), as the Java kernel does; then per output one accumulator: lane i of step j takes word
+ * j + i whole, its eight inputs (phase p, element 8(j + i) + p) one after another against xs (x split by phase: row i
+ * holds x[i, 8v + p] at i * K + p * (K / 8) + v), each as (q × word scale) then one FMA; the lanes in RowDotGemm's tree;
+ * the inputs past the last whole vector of words by scalar FMAs of q × word scale against x. Every row of x runs against
+ * the block's four rows (the Java kernel's 2 x 4 blocks give each output the same operations).
+ */
+__attribute__((target("avx2,fma")))
+static inline float rowdot_int4_finish(__m256 a, const unsigned char* wr, const float* sw, const float* x, int kvw,
+                                       int kDim) {
+  float sum = rowdot_fold8(a);
+  for (int k = 8 * kvw; k < kDim; k++) {
+    unsigned int word;
+    memcpy(&word, wr + 4 * (size_t)(k / 8), 4);
+    float wk = (float)((int)((word >> (4 * (k & 7))) & 0xF) - 8) * sw[k / 8];
+    sum = __builtin_fmaf(x[k], wk, sum);
+  }
+  return sum;
+}
+
+#define INT4_PHASE(p, ph, s) \
+  _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(p, 28 - 4 * (ph)), 28)), s)
+
+__attribute__((target("avx2,fma")))
+static void rowdot_int4(const unsigned char* w, int wpr, int kDim, int rows, const unsigned char* scales, int scaleType,
+                        int gpr, int group, const float* xs, const float* x, int m, float* y, int nDim, float* sw) {
+  const __m256i flip = _mm256_set1_epi32((int)0x88888888u);
+  int kw = kDim / 8;
+  int kvw = kw / 8 * 8; /* words taken by whole vectors */
+  int wordsPerGroup = group / 8;
+  size_t rowBytes = 4 * (size_t)wpr;
+  size_t scaleRowBytes = (scaleType == 0 ? 4 : 2) * (size_t)gpr;
+  float* gs = sw + 4 * (size_t)wpr;
+  for (int r = 0; r < rows; r += 4, w += 4 * rowBytes, scales += 4 * scaleRowBytes, y += 4) {
+    int nr = rows - r < 4 ? rows - r : 4;
+    scales_from(scales, scaleType, gpr, nr, gpr, gs);
+    for (int j = 0; j < nr; j++) {
+      for (int v = 0; v < wpr; v++) {
+        sw[(size_t)j * wpr + v] = gs[(size_t)j * gpr + v / wordsPerGroup];
+      }
+    }
+    for (int i = 0; i < m; i++) {
+      const float* xi = xs + (size_t)i * kDim;
+      const float* xr = x + (size_t)i * kDim;
+      float* yr = y + (size_t)i * nDim;
+      if (nr == 4) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int j = 0; j < kvw; j += 8) {
+          __m256i p0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w + 4 * (size_t)j)), flip);
+          __m256i p1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w + rowBytes + 4 * (size_t)j)), flip);
+          __m256i p2 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w + 2 * rowBytes + 4 * (size_t)j)), flip);
+          __m256i p3 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w + 3 * rowBytes + 4 * (size_t)j)), flip);
+          __m256 s0 = _mm256_loadu_ps(sw + j), s1 = _mm256_loadu_ps(sw + wpr + j);
+          __m256 s2 = _mm256_loadu_ps(sw + 2 * (size_t)wpr + j), s3 = _mm256_loadu_ps(sw + 3 * (size_t)wpr + j);
+          for (int ph = 0; ph < 8; ph++) {
+            __m256 v = _mm256_loadu_ps(xi + (size_t)ph * kw + j);
+            a0 = _mm256_fmadd_ps(INT4_PHASE(p0, ph, s0), v, a0);
+            a1 = _mm256_fmadd_ps(INT4_PHASE(p1, ph, s1), v, a1);
+            a2 = _mm256_fmadd_ps(INT4_PHASE(p2, ph, s2), v, a2);
+            a3 = _mm256_fmadd_ps(INT4_PHASE(p3, ph, s3), v, a3);
+          }
+        }
+        yr[0] = rowdot_int4_finish(a0, w, sw, xr, kvw, kDim);
+        yr[1] = rowdot_int4_finish(a1, w + rowBytes, sw + wpr, xr, kvw, kDim);
+        yr[2] = rowdot_int4_finish(a2, w + 2 * rowBytes, sw + 2 * (size_t)wpr, xr, kvw, kDim);
+        yr[3] = rowdot_int4_finish(a3, w + 3 * rowBytes, sw + 3 * (size_t)wpr, xr, kvw, kDim);
+      } else {
+        for (int q = 0; q < nr; q++) {
+          const unsigned char* wq = w + q * rowBytes;
+          const float* sq = sw + (size_t)q * wpr;
+          __m256 a = _mm256_setzero_ps();
+          for (int j = 0; j < kvw; j += 8) {
+            __m256i p = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(wq + 4 * (size_t)j)), flip);
+            __m256 s = _mm256_loadu_ps(sq + j);
+            for (int ph = 0; ph < 8; ph++) {
+              a = _mm256_fmadd_ps(INT4_PHASE(p, ph, s), _mm256_loadu_ps(xi + (size_t)ph * kw + j), a);
+            }
+          }
+          yr[q] = rowdot_int4_finish(a, wq, sq, xr, kvw, kDim);
+        }
+      }
+    }
+  }
+}
+#undef INT4_PHASE
+
+/*
+ * NativeCpu.int4RowDotMapped0: rowdot_int4 over weight rows [row0, row0 + rows), the words read in place at byte
+ * byteOffset of map and the scales at scaleByteOffset of scaleMap, into y[i * nDim + yOff + r], under the thread's
+ * SIGBUS guard; scratch holds 4 * (wpr + gpr) floats. 0 when read; where a page could not be read (the file shrank; y
+ * then partly written), 1 if it was the words', 2 if the scales'. Bounds checked by the Java side.
+ */
+JNIEXPORT jint JNICALL Java_dev_scorch_engine_kernels_NativeCpu_int4RowDotMapped0(
+    JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint wpr, jint kDim, jint rows, jobject scaleMap,
+    jlong scaleByteOffset, jint scaleType, jint gpr, jint group, jfloatArray scratch, jfloatArray xs, jfloatArray x,
+    jint m, jfloatArray y, jint yOff, jint nDim) {
+  (void)cls;
+  const unsigned char* pm = scorch_address(env, map, "the mapping is not a direct buffer");
+  const unsigned char* psm = pm ? scorch_address(env, scaleMap, "the scales' mapping is not a direct buffer") : NULL;
+  if (!psm) {
+    return 0;
+  }
+  const unsigned char* scales = psm + scaleByteOffset;
+  size_t scaleBytes = (scaleType == 0 ? 4 : 2) * (size_t)rows * gpr;
+  float* psc = (*env)->GetPrimitiveArrayCritical(env, scratch, NULL);
+  float* pxs = psc ? (*env)->GetPrimitiveArrayCritical(env, xs, NULL) : NULL;
+  float* px = pxs ? (*env)->GetPrimitiveArrayCritical(env, x, NULL) : NULL;
+  float* py = px ? (*env)->GetPrimitiveArrayCritical(env, y, NULL) : NULL;
+  jint fault = 0;
+  if (py) {
+    struct mapped_read_guard g;
+    g.addr = NULL;
+    if (sigsetjmp(g.jump, 0) == 0) {
+      guard = &g;
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      rowdot_int4(pm + byteOffset, wpr, kDim, rows, scales, scaleType, gpr, group, pxs, px, m, py + yOff, nDim, psc);
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      guard = NULL;
+    } else {
+      pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
+      const unsigned char* at = g.addr;
+      fault = rows > 0 && at >= scales && at < scales + scaleBytes ? 2 : 1;
+    }
+    (*env)->ReleasePrimitiveArrayCritical(env, y, py, 0);
+  }
+  if (px) (*env)->ReleasePrimitiveArrayCritical(env, x, px, JNI_ABORT);
+  if (pxs) (*env)->ReleasePrimitiveArrayCritical(env, xs, pxs, JNI_ABORT);
+  if (psc) (*env)->ReleasePrimitiveArrayCritical(env, scratch, psc, 0);
+  if (!py) {
+    scorch_unpinned(env, !psc ? "cannot pin scratch" : !pxs ? "cannot pin xs" : !px ? "cannot pin x" : "cannot pin y");
+  }
+  return fault;
+}

@@ -474,6 +474,80 @@ public final class NativeCpu {
         return bf16RowDotMapped0(map, byteOffset, kDim, rows, xs, x, m, y, yOff, nDim);
     }
 
+    /**
+     * Decode's row-dot over INT4 weight rows [row0, row0 + rows) read in place (see {@code rowdot_int4} in scorch_cpu.c;
+     * AVX2, RowDotGemm's bits on 8 lanes): the rows' packed words (wpr a row) from byte byteOffset of map, their group
+     * scales (gpr a row, scaleType BF16, F16 or F32) from byte scaleByteOffset of scaleMap; xs x split by phase as
+     * RowDotGemm splits it; scratch at least 4·(wpr + gpr) floats. 0 when read; where a page could not be read (the file
+     * shrank under its mapping; y then holds part of the outputs), 1 if it was the words', 2 if the scales': the caller
+     * throws naming the file.
+     */
+    static int int4RowDotMapped(
+            java.nio.MappedByteBuffer map,
+            long byteOffset,
+            int wpr,
+            int kDim,
+            int rows,
+            java.nio.MappedByteBuffer scaleMap,
+            long scaleByteOffset,
+            DType scaleType,
+            int gpr,
+            int group,
+            float[] scratch,
+            float[] xs,
+            float[] x,
+            int m,
+            float[] y,
+            int yOff,
+            int nDim) {
+        int type = scaleTypeCode(scaleType);
+        long need = (long) m * kDim;
+        if (byteOffset < 0
+                || kDim < 1
+                || wpr != (kDim + 7) / 8
+                || group < 8
+                || group % 8 != 0
+                || gpr != (kDim + group - 1) / group
+                || rows < 0
+                || m < 0
+                || yOff < 0
+                || nDim < yOff + rows
+                || type < 0
+                || !map.isDirect()
+                || !scaleMap.isDirect()
+                || byteOffset + 4L * rows * wpr > map.capacity()
+                || scaleByteOffset < 0
+                || scaleByteOffset + (long) scaleType.bytes() * rows * gpr > scaleMap.capacity()
+                || scratch.length < 4L * (wpr + gpr)
+                || xs.length < need
+                || x.length < need
+                || m > 0 && y.length < (long) (m - 1) * nDim + yOff + rows) {
+            throw new IndexOutOfBoundsException("int4 row-dot out of bounds: mapping " + map.capacity() + " bytes from "
+                    + byteOffset + ", " + rows + " rows of " + kDim + " (" + wpr + " words); scales " + scaleType + " "
+                    + scaleMap.capacity() + " bytes from " + scaleByteOffset + " (" + gpr + " a row, groups of " + group
+                    + "); scratch " + scratch.length + ", m " + m + ", xs " + xs.length + ", x " + x.length + ", y "
+                    + y.length + " from " + yOff + " at stride " + nDim);
+        }
+        return int4RowDotMapped0(
+                map,
+                byteOffset,
+                wpr,
+                kDim,
+                rows,
+                scaleMap,
+                scaleByteOffset,
+                type,
+                gpr,
+                group,
+                scratch,
+                xs,
+                x,
+                m,
+                y,
+                yOff,
+                nDim);
+    }
+
     /** The raw scale dtypes the native INT4 decoder reads in place: its code for scaleType, -1 for others. */
     static int scaleTypeCode(DType scaleType) {
         return switch (scaleType) {
@@ -741,6 +815,25 @@ public final class NativeCpu {
             long byteOffset,
             int kDim,
             int rows,
+            float[] xs,
+            float[] x,
+            int m,
+            float[] y,
+            int yOff,
+            int nDim);
+
+    private static native int int4RowDotMapped0(
+            java.nio.MappedByteBuffer map,
+            long byteOffset,
+            int wpr,
+            int kDim,
+            int rows,
+            java.nio.MappedByteBuffer scaleMap,
+            long scaleByteOffset,
+            int scaleType,
+            int gpr,
+            int group,
+            float[] scratch,
             float[] xs,
             float[] x,
             int m,

@@ -100,7 +100,11 @@ public final class RowDotGemm {
                     }
                 }
                 case FP8 -> fp8Rows(gx[i], gm[i], gw[i], gy[i], r0, r1, s);
-                case INT4 -> int4Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, s);
+                case INT4 -> {
+                    if (!nativeRowDot || !int4RowsNative(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, s)) {
+                        int4Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, s);
+                    }
+                }
                 default -> genericRows(gx[i], gm[i], gw[i], gy[i], r0, r1, s);
             }
         }
@@ -812,6 +816,62 @@ public final class RowDotGemm {
     }
 
     // ---------------------------------------------------------------------------------------------------- INT4
+
+    /**
+     * Rows [r0, r1) by the native row-dot, reading the packed words and the group scales in place (the bits of {@link
+     * #int4Rows} on 8 lanes); false (nothing done) where either does not lie whole in one mapping, or the words are not
+     * 4-byte aligned in the file (the Java kernel then takes its generic path, whose bits it keeps).
+     */
+    private static boolean int4RowsNative(
+            float[] xs, float[] x, int m, Linear w, float[] y, int r0, int r1, Scratch s) {
+        if (m == 0 || r1 <= r0) {
+            return true;
+        }
+        if (NativeCpu.scaleTypeCode(w.scaleTensor().dtype()) < 0) {
+            return false;
+        }
+        int wpr = w.wordsPerRow();
+        int gpr = w.groupScales();
+        long words = (long) (r1 - r0) * wpr;
+        long scales = (long) (r1 - r0) * gpr;
+        if (4 * words > Integer.MAX_VALUE || 4 * scales > Integer.MAX_VALUE) {
+            return false;
+        }
+        java.nio.MappedByteBuffer map = w.packedMapping(r0, 0, (int) words);
+        java.nio.MappedByteBuffer scaleMap = map == null ? null : w.groupScaleMapping(r0, 0, (int) scales);
+        if (scaleMap == null) {
+            return false;
+        }
+        long at = w.packedMappedAt(r0, 0, (int) words);
+        if (at % 4 != 0) {
+            return false;
+        }
+        int fault = NativeCpu.int4RowDotMapped(
+                map,
+                at,
+                wpr,
+                w.in(),
+                r1 - r0,
+                scaleMap,
+                w.groupScaleMappedAt(r0, 0, (int) scales),
+                w.scaleTensor().dtype(),
+                gpr,
+                w.groupSize(),
+                s.floats(NR * (gpr + wpr)),
+                xs,
+                x,
+                m,
+                y,
+                r0,
+                w.out());
+        if (fault == 1) {
+            throw w.packedMappingFault(r0, 0, words);
+        }
+        if (fault == 2) {
+            throw w.groupScaleMappingFault(r0, 0, scales);
+        }
+        return true;
+    }
 
     /**
      * INT4 rows, L packed words a step: lane i takes word j + i whole, and its eight inputs (phase p = 0 .. 7, element

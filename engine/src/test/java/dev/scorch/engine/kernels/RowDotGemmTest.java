@@ -170,6 +170,50 @@ class RowDotGemmTest {
         checkNativeRowDot(new Linear(SafetensorsFile.open(f).tensor("w")), 7, 34, new int[] {1, 2, 5}, 2);
     }
 
+    /**
+     * The same for INT4: K with a partial last word (K % 8 != 0), words past the last whole vector of 8 (K < 64, K =
+     * 72, 1060), groups of 8, 32 and 128 (a vector's words spanning one to eight groups), BF16, F16 and F32 scales, every
+     * nibble at every place of a word, rows 1..9 and x rows 1..9, 258 rows on 3 threads.
+     */
+    @Test
+    void theNativeInt4RowDotGivesTheJavaBits() throws IOException {
+        org.junit.jupiter.api.Assumptions.assumeTrue(RowDotGemm.NATIVE_ROWDOT, "no native row-dot on this machine/JVM");
+        int[][] kGroups = {{8, 8}, {13, 8}, {64, 32}, {72, 8}, {100, 32}, {256, 128}, {1056, 32}, {1060, 32}};
+        int id = 0;
+        for (int[] kg : kGroups) {
+            int k = kg[0];
+            int group = kg[1];
+            for (int n = 1; n <= 9; n++) {
+                checkNativeRowDot(
+                        Int4Weights.random(dir, n, k, group, 100L * k + n), n, k, new int[] {1, 2, 3, 4, 5, 9}, 1);
+            }
+            checkNativeRowDot(Int4Weights.random(dir, 258, k, group, k), 258, k, new int[] {1, 4, 7}, 3);
+            for (DType scaleType : new DType[] {DType.BF16, DType.F16, DType.F32}) {
+                int n = 6;
+                // Raw scale patterns of a quantised weight's size (2^-8 .. 2^-3), either sign, every mantissa bit.
+                java.util.Random rnd = new java.util.Random(k + group);
+                int[] bits = new int[n * ((k + group - 1) / group)];
+                for (int b = 0; b < bits.length; b++) {
+                    int r = rnd.nextInt();
+                    bits[b] = switch (scaleType) {
+                        case F16 -> (r & 0x83FF) | ((7 + (r >>> 16) % 5 + 5) << 10) & 0x7C00;
+                        case BF16 -> (r & 0x807F) | ((119 + (r >>> 16) % 5 + 5) << 7) & 0x7F80;
+                        default -> (r & 0x807FFFFF) | ((119 + (r >>> 24) % 5 + 5) << 23) & 0x7F800000;
+                    };
+                }
+                Linear w = Int4Weights.writeBits(
+                        dir.resolve("every-" + id++ + ".safetensors"),
+                        n,
+                        k,
+                        group,
+                        Int4Weights.everyNibble(n, k),
+                        bits,
+                        scaleType);
+                checkNativeRowDot(w, n, k, new int[] {1, 3, 5}, 2);
+            }
+        }
+    }
+
     private static void checkNativeRowDot(Linear w, int n, int k, int[] ms, int threads) {
         try (Parallel p = new Parallel(threads)) {
             for (int m : ms) {
@@ -184,12 +228,12 @@ class RowDotGemmTest {
                     assertEquals(
                             Float.floatToRawIntBits(java[i]),
                             Float.floatToRawIntBits(nat[i]),
-                            "BF16 " + m + "x" + n + "x" + k + ", " + threads + " threads, output " + i + ": " + java[i]
-                                    + " vs " + nat[i]);
+                            w.format() + " " + m + "x" + n + "x" + k + ", " + threads + " threads, output " + i + ": "
+                                    + java[i] + " vs " + nat[i]);
                 }
                 float[] ref = new float[m * n];
                 PackedGemm.reference(x, m, w, ref);
-                assertClose(ref, nat, k, "BF16 native " + m + "x" + n + "x" + k);
+                assertClose(ref, nat, k, w.format() + " native " + m + "x" + n + "x" + k);
             }
         }
     }
