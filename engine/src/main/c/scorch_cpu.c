@@ -1039,3 +1039,125 @@ JNIEXPORT jint JNICALL Java_dev_scorch_engine_kernels_NativeCpu_int4RowDotMapped
   }
   return fault;
 }
+
+/*
+ * Decode's row-dot over FP8 E4M3 weights read in place (RowDotGemm.fp8Rows on 8 lanes, the same bits): the codes of
+ * weight rows [0, rows) from w (K a row; global row row0 + r), their block scales from scaleInv (weight_scale_inv in
+ * fp32, scaleCols a row of blocks, blockRows weight rows a block row). Per output one accumulator over the inputs taken
+ * by whole vectors (kv = K / 8 * 8), block by block: the block's scale times 2^120 broadcast, each code decoded as
+ * fp8_from decodes it (its value times 2^-120, exactly, then one product with that scale) and one FMA; the lanes in
+ * RowDotGemm's tree; the inputs past kv by scalar FMAs of the code's value times the block's scale. Every row of x runs
+ * against the block's four rows (the Java kernel's 2 x 4 blocks give each output the same operations).
+ */
+__attribute__((target("avx2,fma")))
+static inline __m256 rowdot_fp8_codes(const unsigned char* s, __m256 scale) {
+  const __m256i low7 = _mm256_set1_epi32(0x7f), sign = _mm256_set1_epi32(0x80), nan = _mm256_set1_epi32(0x7fc00000);
+  __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)s));
+  __m256i mag = _mm256_and_si256(c, low7);
+  __m256i bits = _mm256_or_si256(_mm256_slli_epi32(mag, 20), _mm256_slli_epi32(_mm256_and_si256(c, sign), 24));
+  bits = _mm256_blendv_epi8(bits, nan, _mm256_cmpeq_epi32(mag, low7));
+  return _mm256_mul_ps(_mm256_castsi256_ps(bits), scale);
+}
+
+__attribute__((target("avx2,fma")))
+static inline float rowdot_fp8_finish(__m256 a, const unsigned char* wr, const float* srow, int bc, const float* x,
+                                      int kv, int kDim) {
+  float sum = rowdot_fold8(a);
+  for (int k = kv; k < kDim; k++) {
+    unsigned int c = wr[k], mag = c & 0x7f;
+    unsigned int bits = mag == 0x7f ? 0x7fc00000u : mag << 20 | (c & 0x80) << 24;
+    float v;
+    memcpy(&v, &bits, 4);
+    float wk = v * 0x1p120f * srow[k / bc]; /* the code's value (exact), times the block's scale */
+    sum = __builtin_fmaf(x[k], wk, sum);
+  }
+  return sum;
+}
+
+__attribute__((target("avx2,fma")))
+static void rowdot_fp8(const unsigned char* w, int kDim, int rows, int row0, const float* scaleInv, int scaleCols,
+                       int blockRows, int bc, const float* x, int m, float* y, int nDim) {
+  int kv = kDim / 8 * 8;
+  for (int r = 0; r < rows; r += 4, w += 4 * (size_t)kDim, y += 4) {
+    int nr = rows - r < 4 ? rows - r : 4;
+    const float* s[4];
+    for (int q = 0; q < nr; q++) {
+      s[q] = scaleInv + (size_t)((row0 + r + q) / blockRows) * scaleCols;
+    }
+    for (int i = 0; i < m; i++) {
+      const float* xr = x + (size_t)i * kDim;
+      float* yr = y + (size_t)i * nDim;
+      if (nr == 4) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int k0 = 0, b = 0; k0 < kv; k0 += bc, b++) {
+          int kEnd = kv < k0 + bc ? kv : k0 + bc;
+          __m256 s0 = _mm256_set1_ps(s[0][b] * 0x1p120f), s1 = _mm256_set1_ps(s[1][b] * 0x1p120f);
+          __m256 s2 = _mm256_set1_ps(s[2][b] * 0x1p120f), s3 = _mm256_set1_ps(s[3][b] * 0x1p120f);
+          for (int k = k0; k < kEnd; k += 8) {
+            __m256 v = _mm256_loadu_ps(xr + k);
+            a0 = _mm256_fmadd_ps(rowdot_fp8_codes(w + k, s0), v, a0);
+            a1 = _mm256_fmadd_ps(rowdot_fp8_codes(w + kDim + k, s1), v, a1);
+            a2 = _mm256_fmadd_ps(rowdot_fp8_codes(w + 2 * (size_t)kDim + k, s2), v, a2);
+            a3 = _mm256_fmadd_ps(rowdot_fp8_codes(w + 3 * (size_t)kDim + k, s3), v, a3);
+          }
+        }
+        yr[0] = rowdot_fp8_finish(a0, w, s[0], bc, xr, kv, kDim);
+        yr[1] = rowdot_fp8_finish(a1, w + kDim, s[1], bc, xr, kv, kDim);
+        yr[2] = rowdot_fp8_finish(a2, w + 2 * (size_t)kDim, s[2], bc, xr, kv, kDim);
+        yr[3] = rowdot_fp8_finish(a3, w + 3 * (size_t)kDim, s[3], bc, xr, kv, kDim);
+      } else {
+        for (int q = 0; q < nr; q++) {
+          const unsigned char* wq = w + (size_t)q * kDim;
+          __m256 a = _mm256_setzero_ps();
+          for (int k0 = 0, b = 0; k0 < kv; k0 += bc, b++) {
+            int kEnd = kv < k0 + bc ? kv : k0 + bc;
+            __m256 sc = _mm256_set1_ps(s[q][b] * 0x1p120f);
+            for (int k = k0; k < kEnd; k += 8) {
+              a = _mm256_fmadd_ps(rowdot_fp8_codes(wq + k, sc), _mm256_loadu_ps(xr + k), a);
+            }
+          }
+          yr[q] = rowdot_fp8_finish(a, wq, s[q], bc, xr, kv, kDim);
+        }
+      }
+    }
+  }
+}
+
+/*
+ * NativeCpu.fp8RowDotMapped0: rowdot_fp8 over weight rows [row0, row0 + rows) read in place at byte byteOffset of map,
+ * into y[i * nDim + yOff + r], under the thread's SIGBUS guard. JNI_TRUE when read; JNI_FALSE where a page could not be
+ * read (the file shrank; y then partly written). Bounds checked by the Java side.
+ */
+JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8RowDotMapped0(
+    JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint kDim, jint rows, jint row0, jfloatArray scaleInv,
+    jint scaleCols, jint blockRows, jint bc, jfloatArray x, jint m, jfloatArray y, jint yOff, jint nDim) {
+  (void)cls;
+  const unsigned char* pm = scorch_address(env, map, "the mapping is not a direct buffer");
+  if (!pm) {
+    return JNI_FALSE;
+  }
+  float* psc = (*env)->GetPrimitiveArrayCritical(env, scaleInv, NULL);
+  float* px = psc ? (*env)->GetPrimitiveArrayCritical(env, x, NULL) : NULL;
+  float* py = px ? (*env)->GetPrimitiveArrayCritical(env, y, NULL) : NULL;
+  jboolean read = JNI_FALSE;
+  if (py) {
+    struct mapped_read_guard g;
+    if (sigsetjmp(g.jump, 0) == 0) {
+      guard = &g;
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      rowdot_fp8(pm + byteOffset, kDim, rows, row0, psc, scaleCols, blockRows, bc, px, m, py + yOff, nDim);
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      guard = NULL;
+      read = JNI_TRUE;
+    } else {
+      pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
+    }
+    (*env)->ReleasePrimitiveArrayCritical(env, y, py, 0);
+  }
+  if (px) (*env)->ReleasePrimitiveArrayCritical(env, x, px, JNI_ABORT);
+  if (psc) (*env)->ReleasePrimitiveArrayCritical(env, scaleInv, psc, JNI_ABORT);
+  if (!py) {
+    scorch_unpinned(env, !psc ? "cannot pin scaleInv" : !px ? "cannot pin x" : "cannot pin y");
+  }
+  return read;
+}

@@ -289,8 +289,7 @@ public record KernelSelection(
                         ? "; BF16 rows 4 x 4, lanes folded in registers"
                         : "; BF16 rows 2 x 4 (JDK " + jdk + ": C2 boxes the 4 x 4 block's lane folds)";
         // The native row-dot has the lanes of the Java one on 8-lane vectors only (AVX2; an AVX-512 build of it waits
-        // for a machine to test it on), and takes BF16 and INT4 weights; FP8, and rows a mapping border cuts, run in
-        // Java.
+        // for a machine to test it on); F32 and F16 weights, and rows a mapping border cuts, run in Java.
         String whyJavaRowDot = !library
                 ? libraryOff
                 : lanes != 8
@@ -302,7 +301,7 @@ public record KernelSelection(
         } else if (whyJavaRowDot == null) {
             decode = new Choice(
                     Impl.NATIVE,
-                    "native C row-dot, 8 fp32 lanes (AVX2), BF16 and INT4 read in place; Java Vector API for FP8",
+                    "native C row-dot, 8 fp32 lanes (AVX2), BF16, FP8 and INT4 read in place",
                     "one pass over the weights, straight from the mapping, no row copies");
         } else {
             decode = new Choice(

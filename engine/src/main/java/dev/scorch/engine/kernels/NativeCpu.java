@@ -548,6 +548,55 @@ public final class NativeCpu {
                 nDim);
     }
 
+    /**
+     * Decode's row-dot over FP8 weight rows [row0, row0 + rows) read in place (see {@code rowdot_fp8} in scorch_cpu.c;
+     * AVX2, RowDotGemm's bits on 8 lanes): the rows' codes from byte byteOffset of map; scaleInv the weight's
+     * weight_scale_inv in fp32 (scaleCols a row, blockRows × bc weights a block, bc a multiple of 8). False where a page
+     * of the range could not be read (the file shrank under its mapping; y then holds part of the outputs).
+     */
+    static boolean fp8RowDotMapped(
+            java.nio.MappedByteBuffer map,
+            long byteOffset,
+            int kDim,
+            int rows,
+            int row0,
+            float[] scaleInv,
+            int scaleCols,
+            int blockRows,
+            int bc,
+            float[] x,
+            int m,
+            float[] y,
+            int yOff,
+            int nDim) {
+        long need = (long) m * kDim;
+        if (byteOffset < 0
+                || kDim < 1
+                || rows < 0
+                || row0 < 0
+                || m < 0
+                || yOff < 0
+                || nDim < yOff + rows
+                || bc < 8
+                || bc % 8 != 0
+                || blockRows < 1
+                || scaleCols < (kDim / 8 * 8 + bc - 1) / bc
+                || scaleCols < (kDim + bc - 1) / bc
+                || rows > 0 && (long) ((row0 + rows - 1) / blockRows + 1) * scaleCols > scaleInv.length
+                || !map.isDirect()
+                || byteOffset + (long) rows * kDim > map.capacity()
+                || x.length < need
+                || m > 0 && y.length < (long) (m - 1) * nDim + yOff + rows) {
+            throw new IndexOutOfBoundsException("fp8 row-dot out of bounds: mapping " + map.capacity() + " bytes from "
+                    + byteOffset + ", rows " + row0 + " + " + rows + " of " + kDim + "; scales " + scaleInv.length
+                    + " ("
+                    + scaleCols + " a row, blocks " + blockRows + " x " + bc + "); m " + m + ", x " + x.length + ", y "
+                    + y.length + " from " + yOff + " at stride " + nDim);
+        }
+        return fp8RowDotMapped0(
+                map, byteOffset, kDim, rows, row0, scaleInv, scaleCols, blockRows, bc, x, m, y, yOff, nDim);
+    }
+
     /** The raw scale dtypes the native INT4 decoder reads in place: its code for scaleType, -1 for others. */
     static int scaleTypeCode(DType scaleType) {
         return switch (scaleType) {
@@ -835,6 +884,22 @@ public final class NativeCpu {
             int group,
             float[] scratch,
             float[] xs,
+            float[] x,
+            int m,
+            float[] y,
+            int yOff,
+            int nDim);
+
+    private static native boolean fp8RowDotMapped0(
+            java.nio.MappedByteBuffer map,
+            long byteOffset,
+            int kDim,
+            int rows,
+            int row0,
+            float[] scaleInv,
+            int scaleCols,
+            int blockRows,
+            int bc,
             float[] x,
             int m,
             float[] y,

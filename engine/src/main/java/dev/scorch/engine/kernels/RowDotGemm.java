@@ -99,7 +99,11 @@ public final class RowDotGemm {
                         bf16Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, block4x4, s);
                     }
                 }
-                case FP8 -> fp8Rows(gx[i], gm[i], gw[i], gy[i], r0, r1, s);
+                case FP8 -> {
+                    if (!nativeRowDot || !fp8RowsNative(gx[i], gm[i], gw[i], gy[i], r0, r1)) {
+                        fp8Rows(gx[i], gm[i], gw[i], gy[i], r0, r1, s);
+                    }
+                }
                 case INT4 -> {
                     if (!nativeRowDot || !int4RowsNative(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, s)) {
                         int4Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, s);
@@ -666,6 +670,44 @@ public final class RowDotGemm {
     }
 
     // ----------------------------------------------------------------------------------------------------- FP8
+
+    /**
+     * Rows [r0, r1) by the native row-dot, reading the codes in place (the bits of {@link #fp8Rows} on 8 lanes); false
+     * (nothing done) where they do not lie whole in one mapping.
+     */
+    private static boolean fp8RowsNative(float[] x, int m, Linear w, float[] y, int r0, int r1) {
+        if (m == 0 || r1 <= r0) {
+            return true;
+        }
+        int kDim = w.in();
+        long n = (long) (r1 - r0) * kDim;
+        if (n > Integer.MAX_VALUE) {
+            return false;
+        }
+        java.nio.MappedByteBuffer map = w.rawMapping(r0, 0, (int) n);
+        if (map == null) {
+            return false;
+        }
+        long at = w.rawMappedAt(r0, 0, (int) n);
+        if (!NativeCpu.fp8RowDotMapped(
+                map,
+                at,
+                kDim,
+                r1 - r0,
+                r0,
+                w.fp8ScaleInv(),
+                w.scaleCols(),
+                w.blockRows(),
+                w.blockCols(),
+                x,
+                m,
+                y,
+                r0,
+                w.out())) {
+            throw w.rawMappingFault(r0, 0, n);
+        }
+        return true;
+    }
 
     private static void fp8Rows(float[] x, int m, Linear w, float[] y, int r0, int r1, Scratch s) {
         int kDim = w.in();

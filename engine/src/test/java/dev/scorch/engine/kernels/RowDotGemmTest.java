@@ -171,6 +171,39 @@ class RowDotGemmTest {
     }
 
     /**
+     * The same for FP8: K with a tail past the last whole vector, blocks of 8, 16 and 128 columns (a partial last block)
+     * and of 1, 3 and 128 rows (a task's rows across block rows), 1..9 rows and x rows, 258 rows on 3 threads.
+     */
+    @Test
+    void theNativeFp8RowDotGivesTheJavaBits() throws IOException {
+        org.junit.jupiter.api.Assumptions.assumeTrue(RowDotGemm.NATIVE_ROWDOT, "no native row-dot on this machine/JVM");
+        int[][] kBlocks = {{8, 8}, {13, 8}, {40, 16}, {100, 16}, {300, 128}, {1060, 128}};
+        int id = 0;
+        for (int[] kb : kBlocks) {
+            int k = kb[0];
+            int bc = kb[1];
+            for (int blockRows : new int[] {1, 3, 128}) {
+                for (int n = 1; n <= 9; n++) {
+                    checkNativeRowDot(
+                            fp8(n, k, blockRows, bc, 100L * k + n, id++), n, k, new int[] {1, 2, 3, 4, 5, 9}, 1);
+                }
+                checkNativeRowDot(fp8(258, k, blockRows, bc, k, id++), 258, k, new int[] {1, 4, 7}, 3);
+            }
+        }
+    }
+
+    private Linear fp8(int out, int in, int blockRows, int bc, long seed, int id) throws IOException {
+        Fp8Blocks q = Fp8Blocks.quantize(GemmTest.randn(out * in, seed), out, in, blockRows, bc);
+        SafetensorsWriter sw = new SafetensorsWriter();
+        sw.add("w", DType.F8_E4M3, new long[] {out, in}, q.codes());
+        sw.addFloats("w_scale_inv", DType.F32, new long[] {q.scaleRows(), q.scaleCols()}, q.scaleInv());
+        Path f = dir.resolve("fp8-" + id + ".safetensors");
+        sw.write(f);
+        SafetensorsFile sf = SafetensorsFile.open(f);
+        return new Linear(sf.tensor("w"), sf.tensor("w_scale_inv"), blockRows, bc);
+    }
+
+    /**
      * The same for INT4: K with a partial last word (K % 8 != 0), words past the last whole vector of 8 (K < 64, K =
      * 72, 1060), groups of 8, 32 and 128 (a vector's words spanning one to eight groups), BF16, F16 and F32 scales, every
      * nibble at every place of a word, rows 1..9 and x rows 1..9, 258 rows on 3 threads.

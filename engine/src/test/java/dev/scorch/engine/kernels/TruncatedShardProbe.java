@@ -77,6 +77,8 @@ public final class TruncatedShardProbe {
             float[] y = new float[64];
             System.out.println(
                     "rowdot-bf16-past-end=" + NativeCpu.bf16RowDotMapped(map, 65536, 256, 64, x, x, 1, y, 0, 64));
+            System.out.println("rowdot-fp8-past-end="
+                    + NativeCpu.fp8RowDotMapped(map, 65536, 256, 64, 0, scales, 2, 1, 128, x, 1, y, 0, 64));
             float[] rowScratch = new float[4 * (32 + 8)];
             System.out.println("rowdot-int4-words-past-end="
                     + NativeCpu.int4RowDotMapped(
