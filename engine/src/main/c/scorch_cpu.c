@@ -942,9 +942,15 @@ static void rowdot_int4(const unsigned char* w, int wpr, int kDim, int rows, con
   for (int r = 0; r < rows; r += 4, w += 4 * rowBytes, scales += 4 * scaleRowBytes, y += 4) {
     int nr = rows - r < 4 ? rows - r : 4;
     scales_from(scales, scaleType, gpr, nr, gpr, gs);
-    for (int j = 0; j < nr; j++) {
-      for (int v = 0; v < wpr; v++) {
-        sw[(size_t)j * wpr + v] = gs[(size_t)j * gpr + v / wordsPerGroup];
+    for (int j = 0; j < nr; j++) { /* word v takes group v / wordsPerGroup (counted, not divided) */
+      float* d = sw + (size_t)j * wpr;
+      const float* g = gs + (size_t)j * gpr;
+      for (int v = 0, left = wordsPerGroup; v < wpr; v++) {
+        d[v] = *g;
+        if (--left == 0) {
+          g++;
+          left = wordsPerGroup;
+        }
       }
     }
     for (int i = 0; i < m; i++) {
