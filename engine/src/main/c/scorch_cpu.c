@@ -966,7 +966,8 @@ static void rowdot_int4(const unsigned char* w, int wpr, int kDim, int rows, con
           __m256i p3 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w + 3 * rowBytes + 4 * (size_t)j)), flip);
           __m256 s0 = _mm256_loadu_ps(sw + j), s1 = _mm256_loadu_ps(sw + wpr + j);
           __m256 s2 = _mm256_loadu_ps(sw + 2 * (size_t)wpr + j), s3 = _mm256_loadu_ps(sw + 3 * (size_t)wpr + j);
-          for (int ph = 0; ph < 8; ph++) {
+#pragma GCC unroll 8
+          for (int ph = 0; ph < 8; ph++) { /* unrolled: immediate shift counts */
             __m256 v = _mm256_loadu_ps(xi + (size_t)ph * kw + j);
             a0 = _mm256_fmadd_ps(INT4_PHASE(p0, ph, s0), v, a0);
             a1 = _mm256_fmadd_ps(INT4_PHASE(p1, ph, s1), v, a1);
@@ -986,6 +987,7 @@ static void rowdot_int4(const unsigned char* w, int wpr, int kDim, int rows, con
           for (int j = 0; j < kvw; j += 8) {
             __m256i p = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(wq + 4 * (size_t)j)), flip);
             __m256 s = _mm256_loadu_ps(sq + j);
+#pragma GCC unroll 8
             for (int ph = 0; ph < 8; ph++) {
               a = _mm256_fmadd_ps(INT4_PHASE(p, ph, s), _mm256_loadu_ps(xi + (size_t)ph * kw + j), a);
             }
