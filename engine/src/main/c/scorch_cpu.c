@@ -728,3 +728,444 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_transposeTile0(
   scorch_transpose_tile(px + xOff, rows, kDim, kDim, mr, pxt + xtOff);
   (*env)->ReleasePrimitiveArrayCritical(env, x, px, JNI_ABORT);
 }
+
+/*
+ * Decode's row-dot over BF16 weights read in place from the mapping (RowDotGemm.bf16Rows on 8 lanes, the same bits):
+ * y[i * nDim + r] = x row i · weight row r for r < rows, i < m, each weight row a run of K / 2 raw pairs (element 2t in
+ * the low half, 2t + 1 in the high half) from w. Per output one 8-lane accumulator over the whole vectors of pairs, the
+ * even product then the odd one (against xs, x split into its even and odd elements: row i holds x[i, 0], x[i, 2], ...
+ * at i * K and x[i, 1], x[i, 3], ... at i * K + K / 2), its lanes added in RowDotGemm's tree (Lanes.foldTree), then the
+ * inputs past the last whole vector by scalar FMAs in order against x. Blocks as RowDotGemm's: four weight rows, each
+ * decoded pair vector feeding four rows of x in two 2 x 4 blocks, the x rows left over one at a time against the four
+ * weight rows; a last block of fewer weight rows one output at a time. Nothing is copied: the weights stream from the
+ * page cache once per call, each block's four rows side by side.
+ */
+__attribute__((target("avx2,fma")))
+static inline float rowdot_fold8(__m256 a) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1)); /* lanes i + 4 onto i */
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                         /* i + 2 onto i */
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));                                     /* 1 onto 0 */
+  return _mm_cvtss_f32(s);
+}
+
+/* The lanes' sum, then k = 2 * kv .. K - 1 of the weight row's pairs at p by scalar FMAs against x. */
+__attribute__((target("avx2,fma")))
+static inline float rowdot_bf16_finish(__m256 a, const unsigned char* p, const float* x, int kv, int kDim) {
+  float sum = rowdot_fold8(a);
+  for (int k = 2 * kv; k < kDim; k++) {
+    unsigned int pair;
+    memcpy(&pair, p + 4 * (size_t)(k / 2), 4);
+    unsigned int bits = (k & 1) == 0 ? pair << 16 : pair & 0xFFFF0000u;
+    float wk;
+    memcpy(&wk, &bits, 4);
+    sum = __builtin_fmaf(x[k], wk, sum);
+  }
+  return sum;
+}
+
+#define BF16_LO(p) _mm256_castsi256_ps(_mm256_slli_epi32(p, 16))
+#define BF16_HI(p) _mm256_castsi256_ps(_mm256_and_si256(p, hiMask))
+#define LOADP(row, j) _mm256_loadu_si256((const __m256i*)(w + (size_t)(row) * rowBytes + 4 * (size_t)(j)))
+
+__attribute__((target("avx2,fma")))
+static void rowdot_bf16(const unsigned char* w, int kDim, int rows, const float* xs, const float* x, int m, float* y,
+                        int nDim) {
+  const __m256i hiMask = _mm256_set1_epi32((int)0xFFFF0000u);
+  int half = kDim / 2;
+  int kv = half / 8 * 8; /* pairs taken by whole vectors */
+  size_t rowBytes = 2 * (size_t)kDim;
+  int r = 0;
+  for (; r + 4 <= rows; r += 4, w += 4 * rowBytes, y += 4) {
+    int i = 0;
+    for (; i + 4 <= m; i += 4) {
+      for (int h = 0; h < 4; h += 2) { /* two 2 x 4 blocks: weight rows h, h + 1 against x rows i .. i + 3 */
+        const float* x0 = xs + (size_t)i * kDim;
+        __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+        for (int j = 0; j < kv; j += 8) {
+          __m256i p0 = LOADP(h, j), p1 = LOADP(h + 1, j);
+          __m256 e0 = BF16_LO(p0), e1 = BF16_LO(p1), o0 = BF16_HI(p0), o1 = BF16_HI(p1);
+          __m256 v = _mm256_loadu_ps(x0 + j);
+          a00 = _mm256_fmadd_ps(e0, v, a00);
+          a01 = _mm256_fmadd_ps(e1, v, a01);
+          v = _mm256_loadu_ps(x0 + half + j);
+          a00 = _mm256_fmadd_ps(o0, v, a00);
+          a01 = _mm256_fmadd_ps(o1, v, a01);
+          v = _mm256_loadu_ps(x0 + kDim + j);
+          a10 = _mm256_fmadd_ps(e0, v, a10);
+          a11 = _mm256_fmadd_ps(e1, v, a11);
+          v = _mm256_loadu_ps(x0 + kDim + half + j);
+          a10 = _mm256_fmadd_ps(o0, v, a10);
+          a11 = _mm256_fmadd_ps(o1, v, a11);
+          v = _mm256_loadu_ps(x0 + 2 * (size_t)kDim + j);
+          a20 = _mm256_fmadd_ps(e0, v, a20);
+          a21 = _mm256_fmadd_ps(e1, v, a21);
+          v = _mm256_loadu_ps(x0 + 2 * (size_t)kDim + half + j);
+          a20 = _mm256_fmadd_ps(o0, v, a20);
+          a21 = _mm256_fmadd_ps(o1, v, a21);
+          v = _mm256_loadu_ps(x0 + 3 * (size_t)kDim + j);
+          a30 = _mm256_fmadd_ps(e0, v, a30);
+          a31 = _mm256_fmadd_ps(e1, v, a31);
+          v = _mm256_loadu_ps(x0 + 3 * (size_t)kDim + half + j);
+          a30 = _mm256_fmadd_ps(o0, v, a30);
+          a31 = _mm256_fmadd_ps(o1, v, a31);
+        }
+        const unsigned char* w0 = w + (size_t)h * rowBytes;
+        const unsigned char* w1 = w0 + rowBytes;
+        const float* xr = x + (size_t)i * kDim;
+        float* yr = y + (size_t)i * nDim + h;
+        yr[0] = rowdot_bf16_finish(a00, w0, xr, kv, kDim);
+        yr[1] = rowdot_bf16_finish(a01, w1, xr, kv, kDim);
+        yr[nDim] = rowdot_bf16_finish(a10, w0, xr + kDim, kv, kDim);
+        yr[nDim + 1] = rowdot_bf16_finish(a11, w1, xr + kDim, kv, kDim);
+        yr[2 * (size_t)nDim] = rowdot_bf16_finish(a20, w0, xr + 2 * (size_t)kDim, kv, kDim);
+        yr[2 * (size_t)nDim + 1] = rowdot_bf16_finish(a21, w1, xr + 2 * (size_t)kDim, kv, kDim);
+        yr[3 * (size_t)nDim] = rowdot_bf16_finish(a30, w0, xr + 3 * (size_t)kDim, kv, kDim);
+        yr[3 * (size_t)nDim + 1] = rowdot_bf16_finish(a31, w1, xr + 3 * (size_t)kDim, kv, kDim);
+      }
+    }
+    for (; i < m; i++) { /* four weight rows against one row of x: four independent streams of the mapping */
+      const float* xe = xs + (size_t)i * kDim;
+      const float* xo = xe + half;
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      for (int j = 0; j < kv; j += 8) {
+        __m256 ve = _mm256_loadu_ps(xe + j), vo = _mm256_loadu_ps(xo + j);
+        __m256i p0 = LOADP(0, j), p1 = LOADP(1, j), p2 = LOADP(2, j), p3 = LOADP(3, j);
+        a0 = _mm256_fmadd_ps(BF16_LO(p0), ve, a0);
+        a1 = _mm256_fmadd_ps(BF16_LO(p1), ve, a1);
+        a2 = _mm256_fmadd_ps(BF16_LO(p2), ve, a2);
+        a3 = _mm256_fmadd_ps(BF16_LO(p3), ve, a3);
+        a0 = _mm256_fmadd_ps(BF16_HI(p0), vo, a0);
+        a1 = _mm256_fmadd_ps(BF16_HI(p1), vo, a1);
+        a2 = _mm256_fmadd_ps(BF16_HI(p2), vo, a2);
+        a3 = _mm256_fmadd_ps(BF16_HI(p3), vo, a3);
+      }
+      const float* xr = x + (size_t)i * kDim;
+      float* yr = y + (size_t)i * nDim;
+      yr[0] = rowdot_bf16_finish(a0, w, xr, kv, kDim);
+      yr[1] = rowdot_bf16_finish(a1, w + rowBytes, xr, kv, kDim);
+      yr[2] = rowdot_bf16_finish(a2, w + 2 * rowBytes, xr, kv, kDim);
+      yr[3] = rowdot_bf16_finish(a3, w + 3 * rowBytes, xr, kv, kDim);
+    }
+  }
+  for (; r < rows; r++, w += rowBytes, y++) { /* the last block's rows, one output at a time */
+    for (int i = 0; i < m; i++) {
+      const float* xe = xs + (size_t)i * kDim;
+      __m256 a = _mm256_setzero_ps();
+      for (int j = 0; j < kv; j += 8) {
+        __m256i p = LOADP(0, j);
+        a = _mm256_fmadd_ps(BF16_LO(p), _mm256_loadu_ps(xe + j), a);
+        a = _mm256_fmadd_ps(BF16_HI(p), _mm256_loadu_ps(xe + half + j), a);
+      }
+      y[(size_t)i * nDim] = rowdot_bf16_finish(a, w, x + (size_t)i * kDim, kv, kDim);
+    }
+  }
+}
+#undef BF16_LO
+#undef BF16_HI
+#undef LOADP
+
+/*
+ * NativeCpu.bf16RowDotMapped0: rowdot_bf16 over weight rows [row0, row0 + rows) read in place at byte byteOffset of map
+ * (row row0's first pair), into y[i * nDim + yOff + r], under the thread's SIGBUS guard. JNI_TRUE when read; JNI_FALSE
+ * where a page could not be read (the file shrank; y then partly written). Bounds checked by the Java side.
+ */
+JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_bf16RowDotMapped0(
+    JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint kDim, jint rows, jfloatArray xs, jfloatArray x, jint m,
+    jfloatArray y, jint yOff, jint nDim) {
+  (void)cls;
+  const unsigned char* pm = scorch_address(env, map, "the mapping is not a direct buffer");
+  if (!pm) {
+    return JNI_FALSE;
+  }
+  float* pxs = (*env)->GetPrimitiveArrayCritical(env, xs, NULL);
+  float* px = pxs ? (*env)->GetPrimitiveArrayCritical(env, x, NULL) : NULL;
+  float* py = px ? (*env)->GetPrimitiveArrayCritical(env, y, NULL) : NULL;
+  jboolean read = JNI_FALSE;
+  if (py) {
+    struct mapped_read_guard g;
+    if (sigsetjmp(g.jump, 0) == 0) {
+      guard = &g;
+      __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the guard is set before the first read, cleared after the last */
+      rowdot_bf16(pm + byteOffset, kDim, rows, pxs, px, m, py + yOff, nDim);
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      guard = NULL;
+      read = JNI_TRUE;
+    } else {
+      pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
+    }
+    (*env)->ReleasePrimitiveArrayCritical(env, y, py, 0);
+  }
+  if (px) (*env)->ReleasePrimitiveArrayCritical(env, x, px, JNI_ABORT);
+  if (pxs) (*env)->ReleasePrimitiveArrayCritical(env, xs, pxs, JNI_ABORT);
+  if (!py) {
+    scorch_unpinned(env, !pxs ? "cannot pin xs" : !px ? "cannot pin x" : "cannot pin y");
+  }
+  return read;
+}
+
+/*
+ * Decode's row-dot over INT4 weights read in place (RowDotGemm.int4Rows on 8 lanes, the same bits): the packed words of
+ * weight rows [0, rows) from w (wpr words a row), their group scales (scaleType as scales_from, gpr a row) from scales.
+ * Per block of four rows (fewer at the end) the scales are decoded and spread to one per word (sw: 4 * wpr floats, then
+ * 4 * gpr for the group scales), as the Java kernel does; then per output one accumulator: lane i of step j takes word
+ * j + i whole, its eight inputs (phase p, element 8(j + i) + p) one after another against xs (x split by phase: row i
+ * holds x[i, 8v + p] at i * K + p * (K / 8) + v), each as (q × word scale) then one FMA; the lanes in RowDotGemm's tree;
+ * the inputs past the last whole vector of words by scalar FMAs of q × word scale against x. Every row of x runs against
+ * the block's four rows (the Java kernel's 2 x 4 blocks give each output the same operations).
+ */
+__attribute__((target("avx2,fma")))
+static inline float rowdot_int4_finish(__m256 a, const unsigned char* wr, const float* sw, const float* x, int kvw,
+                                       int kDim) {
+  float sum = rowdot_fold8(a);
+  for (int k = 8 * kvw; k < kDim; k++) {
+    unsigned int word;
+    memcpy(&word, wr + 4 * (size_t)(k / 8), 4);
+    float wk = (float)((int)((word >> (4 * (k & 7))) & 0xF) - 8) * sw[k / 8];
+    sum = __builtin_fmaf(x[k], wk, sum);
+  }
+  return sum;
+}
+
+#define INT4_PHASE(p, ph, s) \
+  _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(p, 28 - 4 * (ph)), 28)), s)
+
+__attribute__((target("avx2,fma")))
+static void rowdot_int4(const unsigned char* w, int wpr, int kDim, int rows, const unsigned char* scales, int scaleType,
+                        int gpr, int group, const float* xs, const float* x, int m, float* y, int nDim, float* sw) {
+  const __m256i flip = _mm256_set1_epi32((int)0x88888888u);
+  int kw = kDim / 8;
+  int kvw = kw / 8 * 8; /* words taken by whole vectors */
+  int wordsPerGroup = group / 8;
+  size_t rowBytes = 4 * (size_t)wpr;
+  size_t scaleRowBytes = (scaleType == 0 ? 4 : 2) * (size_t)gpr;
+  float* gs = sw + 4 * (size_t)wpr;
+  for (int r = 0; r < rows; r += 4, w += 4 * rowBytes, scales += 4 * scaleRowBytes, y += 4) {
+    int nr = rows - r < 4 ? rows - r : 4;
+    scales_from(scales, scaleType, gpr, nr, gpr, gs);
+    for (int j = 0; j < nr; j++) { /* word v takes group v / wordsPerGroup (counted, not divided) */
+      float* d = sw + (size_t)j * wpr;
+      const float* g = gs + (size_t)j * gpr;
+      for (int v = 0, left = wordsPerGroup; v < wpr; v++) {
+        d[v] = *g;
+        if (--left == 0) {
+          g++;
+          left = wordsPerGroup;
+        }
+      }
+    }
+    for (int i = 0; i < m; i++) {
+      const float* xi = xs + (size_t)i * kDim;
+      const float* xr = x + (size_t)i * kDim;
+      float* yr = y + (size_t)i * nDim;
+      if (nr == 4) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int j = 0; j < kvw; j += 8) {
+          __m256i p0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w + 4 * (size_t)j)), flip);
+          __m256i p1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w + rowBytes + 4 * (size_t)j)), flip);
+          __m256i p2 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w + 2 * rowBytes + 4 * (size_t)j)), flip);
+          __m256i p3 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w + 3 * rowBytes + 4 * (size_t)j)), flip);
+          __m256 s0 = _mm256_loadu_ps(sw + j), s1 = _mm256_loadu_ps(sw + wpr + j);
+          __m256 s2 = _mm256_loadu_ps(sw + 2 * (size_t)wpr + j), s3 = _mm256_loadu_ps(sw + 3 * (size_t)wpr + j);
+#pragma GCC unroll 8
+          for (int ph = 0; ph < 8; ph++) { /* unrolled: immediate shift counts */
+            __m256 v = _mm256_loadu_ps(xi + (size_t)ph * kw + j);
+            a0 = _mm256_fmadd_ps(INT4_PHASE(p0, ph, s0), v, a0);
+            a1 = _mm256_fmadd_ps(INT4_PHASE(p1, ph, s1), v, a1);
+            a2 = _mm256_fmadd_ps(INT4_PHASE(p2, ph, s2), v, a2);
+            a3 = _mm256_fmadd_ps(INT4_PHASE(p3, ph, s3), v, a3);
+          }
+        }
+        yr[0] = rowdot_int4_finish(a0, w, sw, xr, kvw, kDim);
+        yr[1] = rowdot_int4_finish(a1, w + rowBytes, sw + wpr, xr, kvw, kDim);
+        yr[2] = rowdot_int4_finish(a2, w + 2 * rowBytes, sw + 2 * (size_t)wpr, xr, kvw, kDim);
+        yr[3] = rowdot_int4_finish(a3, w + 3 * rowBytes, sw + 3 * (size_t)wpr, xr, kvw, kDim);
+      } else {
+        for (int q = 0; q < nr; q++) {
+          const unsigned char* wq = w + q * rowBytes;
+          const float* sq = sw + (size_t)q * wpr;
+          __m256 a = _mm256_setzero_ps();
+          for (int j = 0; j < kvw; j += 8) {
+            __m256i p = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(wq + 4 * (size_t)j)), flip);
+            __m256 s = _mm256_loadu_ps(sq + j);
+#pragma GCC unroll 8
+            for (int ph = 0; ph < 8; ph++) {
+              a = _mm256_fmadd_ps(INT4_PHASE(p, ph, s), _mm256_loadu_ps(xi + (size_t)ph * kw + j), a);
+            }
+          }
+          yr[q] = rowdot_int4_finish(a, wq, sq, xr, kvw, kDim);
+        }
+      }
+    }
+  }
+}
+#undef INT4_PHASE
+
+/*
+ * NativeCpu.int4RowDotMapped0: rowdot_int4 over weight rows [row0, row0 + rows), the words read in place at byte
+ * byteOffset of map and the scales at scaleByteOffset of scaleMap, into y[i * nDim + yOff + r], under the thread's
+ * SIGBUS guard; scratch holds 4 * (wpr + gpr) floats. 0 when read; where a page could not be read (the file shrank; y
+ * then partly written), 1 if it was the words', 2 if the scales'. Bounds checked by the Java side.
+ */
+JNIEXPORT jint JNICALL Java_dev_scorch_engine_kernels_NativeCpu_int4RowDotMapped0(
+    JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint wpr, jint kDim, jint rows, jobject scaleMap,
+    jlong scaleByteOffset, jint scaleType, jint gpr, jint group, jfloatArray scratch, jfloatArray xs, jfloatArray x,
+    jint m, jfloatArray y, jint yOff, jint nDim) {
+  (void)cls;
+  const unsigned char* pm = scorch_address(env, map, "the mapping is not a direct buffer");
+  const unsigned char* psm = pm ? scorch_address(env, scaleMap, "the scales' mapping is not a direct buffer") : NULL;
+  if (!psm) {
+    return 0;
+  }
+  const unsigned char* scales = psm + scaleByteOffset;
+  size_t scaleBytes = (scaleType == 0 ? 4 : 2) * (size_t)rows * gpr;
+  float* psc = (*env)->GetPrimitiveArrayCritical(env, scratch, NULL);
+  float* pxs = psc ? (*env)->GetPrimitiveArrayCritical(env, xs, NULL) : NULL;
+  float* px = pxs ? (*env)->GetPrimitiveArrayCritical(env, x, NULL) : NULL;
+  float* py = px ? (*env)->GetPrimitiveArrayCritical(env, y, NULL) : NULL;
+  jint fault = 0;
+  if (py) {
+    struct mapped_read_guard g;
+    g.addr = NULL;
+    if (sigsetjmp(g.jump, 0) == 0) {
+      guard = &g;
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      rowdot_int4(pm + byteOffset, wpr, kDim, rows, scales, scaleType, gpr, group, pxs, px, m, py + yOff, nDim, psc);
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      guard = NULL;
+    } else {
+      pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
+      const unsigned char* at = g.addr;
+      fault = rows > 0 && at >= scales && at < scales + scaleBytes ? 2 : 1;
+    }
+    (*env)->ReleasePrimitiveArrayCritical(env, y, py, 0);
+  }
+  if (px) (*env)->ReleasePrimitiveArrayCritical(env, x, px, JNI_ABORT);
+  if (pxs) (*env)->ReleasePrimitiveArrayCritical(env, xs, pxs, JNI_ABORT);
+  if (psc) (*env)->ReleasePrimitiveArrayCritical(env, scratch, psc, 0);
+  if (!py) {
+    scorch_unpinned(env, !psc ? "cannot pin scratch" : !pxs ? "cannot pin xs" : !px ? "cannot pin x" : "cannot pin y");
+  }
+  return fault;
+}
+
+/*
+ * Decode's row-dot over FP8 E4M3 weights read in place (RowDotGemm.fp8Rows on 8 lanes, the same bits): the codes of
+ * weight rows [0, rows) from w (K a row; global row row0 + r), their block scales from scaleInv (weight_scale_inv in
+ * fp32, scaleCols a row of blocks, blockRows weight rows a block row). Per output one accumulator over the inputs taken
+ * by whole vectors (kv = K / 8 * 8), block by block: the block's scale times 2^120 broadcast, each code decoded as
+ * fp8_from decodes it (its value times 2^-120, exactly, then one product with that scale) and one FMA; the lanes in
+ * RowDotGemm's tree; the inputs past kv by scalar FMAs of the code's value times the block's scale. Every row of x runs
+ * against the block's four rows (the Java kernel's 2 x 4 blocks give each output the same operations).
+ */
+__attribute__((target("avx2,fma")))
+static inline __m256 rowdot_fp8_codes(const unsigned char* s, __m256 scale) {
+  const __m256i low7 = _mm256_set1_epi32(0x7f), sign = _mm256_set1_epi32(0x80), nan = _mm256_set1_epi32(0x7fc00000);
+  __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)s));
+  __m256i mag = _mm256_and_si256(c, low7);
+  __m256i bits = _mm256_or_si256(_mm256_slli_epi32(mag, 20), _mm256_slli_epi32(_mm256_and_si256(c, sign), 24));
+  bits = _mm256_blendv_epi8(bits, nan, _mm256_cmpeq_epi32(mag, low7));
+  return _mm256_mul_ps(_mm256_castsi256_ps(bits), scale);
+}
+
+__attribute__((target("avx2,fma")))
+static inline float rowdot_fp8_finish(__m256 a, const unsigned char* wr, const float* srow, int bc, const float* x,
+                                      int kv, int kDim) {
+  float sum = rowdot_fold8(a);
+  for (int k = kv; k < kDim; k++) {
+    unsigned int c = wr[k], mag = c & 0x7f;
+    unsigned int bits = mag == 0x7f ? 0x7fc00000u : mag << 20 | (c & 0x80) << 24;
+    float v;
+    memcpy(&v, &bits, 4);
+    float wk = v * 0x1p120f * srow[k / bc]; /* the code's value (exact), times the block's scale */
+    sum = __builtin_fmaf(x[k], wk, sum);
+  }
+  return sum;
+}
+
+__attribute__((target("avx2,fma")))
+static void rowdot_fp8(const unsigned char* w, int kDim, int rows, int row0, const float* scaleInv, int scaleCols,
+                       int blockRows, int bc, const float* x, int m, float* y, int nDim) {
+  int kv = kDim / 8 * 8;
+  for (int r = 0; r < rows; r += 4, w += 4 * (size_t)kDim, y += 4) {
+    int nr = rows - r < 4 ? rows - r : 4;
+    const float* s[4];
+    for (int q = 0; q < nr; q++) {
+      s[q] = scaleInv + (size_t)((row0 + r + q) / blockRows) * scaleCols;
+    }
+    for (int i = 0; i < m; i++) {
+      const float* xr = x + (size_t)i * kDim;
+      float* yr = y + (size_t)i * nDim;
+      if (nr == 4) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int k0 = 0, b = 0; k0 < kv; k0 += bc, b++) {
+          int kEnd = kv < k0 + bc ? kv : k0 + bc;
+          __m256 s0 = _mm256_set1_ps(s[0][b] * 0x1p120f), s1 = _mm256_set1_ps(s[1][b] * 0x1p120f);
+          __m256 s2 = _mm256_set1_ps(s[2][b] * 0x1p120f), s3 = _mm256_set1_ps(s[3][b] * 0x1p120f);
+          for (int k = k0; k < kEnd; k += 8) {
+            __m256 v = _mm256_loadu_ps(xr + k);
+            a0 = _mm256_fmadd_ps(rowdot_fp8_codes(w + k, s0), v, a0);
+            a1 = _mm256_fmadd_ps(rowdot_fp8_codes(w + kDim + k, s1), v, a1);
+            a2 = _mm256_fmadd_ps(rowdot_fp8_codes(w + 2 * (size_t)kDim + k, s2), v, a2);
+            a3 = _mm256_fmadd_ps(rowdot_fp8_codes(w + 3 * (size_t)kDim + k, s3), v, a3);
+          }
+        }
+        yr[0] = rowdot_fp8_finish(a0, w, s[0], bc, xr, kv, kDim);
+        yr[1] = rowdot_fp8_finish(a1, w + kDim, s[1], bc, xr, kv, kDim);
+        yr[2] = rowdot_fp8_finish(a2, w + 2 * (size_t)kDim, s[2], bc, xr, kv, kDim);
+        yr[3] = rowdot_fp8_finish(a3, w + 3 * (size_t)kDim, s[3], bc, xr, kv, kDim);
+      } else {
+        for (int q = 0; q < nr; q++) {
+          const unsigned char* wq = w + (size_t)q * kDim;
+          __m256 a = _mm256_setzero_ps();
+          for (int k0 = 0, b = 0; k0 < kv; k0 += bc, b++) {
+            int kEnd = kv < k0 + bc ? kv : k0 + bc;
+            __m256 sc = _mm256_set1_ps(s[q][b] * 0x1p120f);
+            for (int k = k0; k < kEnd; k += 8) {
+              a = _mm256_fmadd_ps(rowdot_fp8_codes(wq + k, sc), _mm256_loadu_ps(xr + k), a);
+            }
+          }
+          yr[q] = rowdot_fp8_finish(a, wq, s[q], bc, xr, kv, kDim);
+        }
+      }
+    }
+  }
+}
+
+/*
+ * NativeCpu.fp8RowDotMapped0: rowdot_fp8 over weight rows [row0, row0 + rows) read in place at byte byteOffset of map,
+ * into y[i * nDim + yOff + r], under the thread's SIGBUS guard. JNI_TRUE when read; JNI_FALSE where a page could not be
+ * read (the file shrank; y then partly written). Bounds checked by the Java side.
+ */
+JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8RowDotMapped0(
+    JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint kDim, jint rows, jint row0, jfloatArray scaleInv,
+    jint scaleCols, jint blockRows, jint bc, jfloatArray x, jint m, jfloatArray y, jint yOff, jint nDim) {
+  (void)cls;
+  const unsigned char* pm = scorch_address(env, map, "the mapping is not a direct buffer");
+  if (!pm) {
+    return JNI_FALSE;
+  }
+  float* psc = (*env)->GetPrimitiveArrayCritical(env, scaleInv, NULL);
+  float* px = psc ? (*env)->GetPrimitiveArrayCritical(env, x, NULL) : NULL;
+  float* py = px ? (*env)->GetPrimitiveArrayCritical(env, y, NULL) : NULL;
+  jboolean read = JNI_FALSE;
+  if (py) {
+    struct mapped_read_guard g;
+    if (sigsetjmp(g.jump, 0) == 0) {
+      guard = &g;
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      rowdot_fp8(pm + byteOffset, kDim, rows, row0, psc, scaleCols, blockRows, bc, px, m, py + yOff, nDim);
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      guard = NULL;
+      read = JNI_TRUE;
+    } else {
+      pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
+    }
+    (*env)->ReleasePrimitiveArrayCritical(env, y, py, 0);
+  }
+  if (px) (*env)->ReleasePrimitiveArrayCritical(env, x, px, JNI_ABORT);
+  if (psc) (*env)->ReleasePrimitiveArrayCritical(env, scaleInv, psc, JNI_ABORT);
+  if (!py) {
+    scorch_unpinned(env, !psc ? "cannot pin scaleInv" : !px ? "cannot pin x" : "cannot pin y");
+  }
+  return read;
+}

@@ -69,6 +69,9 @@ public record KernelSelection(
      */
     public static final String CUDA_MOE_GEMM = "scorch.cuda.moe-gemm";
 
+    /** -Dscorch.native.rowdot=false: decode's Java row-dot beside the other native kernels. */
+    public static final String NATIVE_ROWDOT = "scorch.native.rowdot";
+
     /** -Dscorch.native.bf16=false: the CPU's AVX512-BF16 taken as absent (fp32 whatever the precision asked). */
     public static final String NATIVE_BF16 = "scorch.native.bf16";
 
@@ -76,6 +79,7 @@ public record KernelSelection(
         NATIVE,
         NATIVE_ATTENTION,
         NATIVE_VECMATH,
+        NATIVE_ROWDOT,
         NATIVE_BF16,
         CUDA_BATCHED_EXPERTS,
         CUDA_MOE_GEMM,
@@ -284,12 +288,28 @@ public record KernelSelection(
                 : block4x4
                         ? "; BF16 rows 4 x 4, lanes folded in registers"
                         : "; BF16 rows 2 x 4 (JDK " + jdk + ": C2 boxes the 4 x 4 block's lane folds)";
-        Choice decode = simd
-                ? new Choice(
-                        Impl.VECTOR,
-                        "Java Vector API row-dot, " + lanes + " fp32 lanes (" + 32 * lanes + "-bit)",
-                        "one pass over the weights, straight from the mapping; no native row-dot" + rowBlocks)
-                : new Choice(Impl.SCALAR, "scalar FMA chains", noVectors);
+        // The native row-dot has the lanes of the Java one on 8-lane vectors only (AVX2; an AVX-512 build of it waits
+        // for a machine to test it on); F32 and F16 weights, and rows a mapping border cuts, run in Java.
+        String whyJavaRowDot = !library
+                ? libraryOff
+                : lanes != 8
+                        ? "no native row-dot for the JVM's " + lanes + "-float vectors"
+                        : "false".equals(in.property(NATIVE_ROWDOT)) ? "-D" + NATIVE_ROWDOT + "=false" : null;
+        Choice decode;
+        if (!simd) {
+            decode = new Choice(Impl.SCALAR, "scalar FMA chains", noVectors);
+        } else if (whyJavaRowDot == null) {
+            decode = new Choice(
+                    Impl.NATIVE,
+                    "native C row-dot, 8 fp32 lanes (AVX2), BF16, FP8 and INT4 read in place",
+                    "one pass over the weights, straight from the mapping, no row copies");
+        } else {
+            decode = new Choice(
+                    Impl.VECTOR,
+                    "Java Vector API row-dot, " + lanes + " fp32 lanes (" + 32 * lanes + "-bit)",
+                    "one pass over the weights, straight from the mapping; no native row-dot: " + whyJavaRowDot
+                            + rowBlocks);
+        }
 
         // The in-register decoders: BF16 widens L halves (4 lanes at least); FP8 and INT4 take L bytes or L / 8 words
         // (8).

@@ -320,6 +320,21 @@ public final class Linear {
         return blockCols;
     }
 
+    /** FP8: weight_scale_inv in fp32, row-major [ceil(out / blockRows), scaleCols()] (the native row-dot reads it; not copied). */
+    float[] fp8ScaleInv() {
+        return scaleInv;
+    }
+
+    /** FP8: weight rows per scale block. */
+    int blockRows() {
+        return blockRows;
+    }
+
+    /** FP8: scale blocks a row of weight_scale_inv holds. */
+    int scaleCols() {
+        return scaleCols;
+    }
+
     /** FP8: the weight_scale_inv that W[row, k] is multiplied by. */
     public float blockScale(int row, int k) {
         return scaleInv[(row / blockRows) * scaleCols + k / blockCols];

@@ -435,6 +435,168 @@ public final class NativeCpu {
         return fp8RowsMapped0(map, byteOffset, srcStride, rows, n, scales, blocksPerRow, lead, bc, dst);
     }
 
+    /**
+     * Decode's row-dot over BF16 weight rows [row0, row0 + rows) read in place (see {@code rowdot_bf16} in scorch_cpu.c;
+     * AVX2, RowDotGemm's bits on 8 lanes): y[i·nDim + yOff + r] = x row i · weight row row0 + r for i &lt; m, the rows'
+     * raw pairs from byte byteOffset of map, xs x split into even and odd elements per row as RowDotGemm splits it. False
+     * where a page of the range could not be read (the file shrank under its mapping; y then holds part of the outputs):
+     * the caller throws naming the file.
+     */
+    static boolean bf16RowDotMapped(
+            java.nio.MappedByteBuffer map,
+            long byteOffset,
+            int kDim,
+            int rows,
+            float[] xs,
+            float[] x,
+            int m,
+            float[] y,
+            int yOff,
+            int nDim) {
+        long need = (long) m * kDim;
+        if (byteOffset < 0
+                || kDim < 2
+                || kDim % 2 != 0
+                || rows < 0
+                || m < 0
+                || yOff < 0
+                || nDim < yOff + rows
+                || !map.isDirect()
+                || byteOffset + 2L * rows * kDim > map.capacity()
+                || xs.length < need
+                || x.length < need
+                || m > 0 && y.length < (long) (m - 1) * nDim + yOff + rows) {
+            throw new IndexOutOfBoundsException("bf16 row-dot out of bounds: mapping " + map.capacity() + " bytes from "
+                    + byteOffset + ", " + rows + " rows of " + kDim + "; m " + m + ", xs " + xs.length + ", x "
+                    + x.length
+                    + ", y " + y.length + " from " + yOff + " at stride " + nDim);
+        }
+        return bf16RowDotMapped0(map, byteOffset, kDim, rows, xs, x, m, y, yOff, nDim);
+    }
+
+    /**
+     * Decode's row-dot over INT4 weight rows [row0, row0 + rows) read in place (see {@code rowdot_int4} in scorch_cpu.c;
+     * AVX2, RowDotGemm's bits on 8 lanes): the rows' packed words (wpr a row) from byte byteOffset of map, their group
+     * scales (gpr a row, scaleType BF16, F16 or F32) from byte scaleByteOffset of scaleMap; xs x split by phase as
+     * RowDotGemm splits it; scratch at least 4·(wpr + gpr) floats. 0 when read; where a page could not be read (the file
+     * shrank under its mapping; y then holds part of the outputs), 1 if it was the words', 2 if the scales': the caller
+     * throws naming the file.
+     */
+    static int int4RowDotMapped(
+            java.nio.MappedByteBuffer map,
+            long byteOffset,
+            int wpr,
+            int kDim,
+            int rows,
+            java.nio.MappedByteBuffer scaleMap,
+            long scaleByteOffset,
+            DType scaleType,
+            int gpr,
+            int group,
+            float[] scratch,
+            float[] xs,
+            float[] x,
+            int m,
+            float[] y,
+            int yOff,
+            int nDim) {
+        int type = scaleTypeCode(scaleType);
+        long need = (long) m * kDim;
+        if (byteOffset < 0
+                || kDim < 1
+                || wpr != (kDim + 7) / 8
+                || group < 8
+                || group % 8 != 0
+                || gpr != (kDim + group - 1) / group
+                || rows < 0
+                || m < 0
+                || yOff < 0
+                || nDim < yOff + rows
+                || type < 0
+                || !map.isDirect()
+                || !scaleMap.isDirect()
+                || byteOffset + 4L * rows * wpr > map.capacity()
+                || scaleByteOffset < 0
+                || scaleByteOffset + (long) scaleType.bytes() * rows * gpr > scaleMap.capacity()
+                || scratch.length < 4L * (wpr + gpr)
+                || xs.length < need
+                || x.length < need
+                || m > 0 && y.length < (long) (m - 1) * nDim + yOff + rows) {
+            throw new IndexOutOfBoundsException("int4 row-dot out of bounds: mapping " + map.capacity() + " bytes from "
+                    + byteOffset + ", " + rows + " rows of " + kDim + " (" + wpr + " words); scales " + scaleType + " "
+                    + scaleMap.capacity() + " bytes from " + scaleByteOffset + " (" + gpr + " a row, groups of " + group
+                    + "); scratch " + scratch.length + ", m " + m + ", xs " + xs.length + ", x " + x.length + ", y "
+                    + y.length + " from " + yOff + " at stride " + nDim);
+        }
+        return int4RowDotMapped0(
+                map,
+                byteOffset,
+                wpr,
+                kDim,
+                rows,
+                scaleMap,
+                scaleByteOffset,
+                type,
+                gpr,
+                group,
+                scratch,
+                xs,
+                x,
+                m,
+                y,
+                yOff,
+                nDim);
+    }
+
+    /**
+     * Decode's row-dot over FP8 weight rows [row0, row0 + rows) read in place (see {@code rowdot_fp8} in scorch_cpu.c;
+     * AVX2, RowDotGemm's bits on 8 lanes): the rows' codes from byte byteOffset of map; scaleInv the weight's
+     * weight_scale_inv in fp32 (scaleCols a row, blockRows × bc weights a block, bc a multiple of 8). False where a page
+     * of the range could not be read (the file shrank under its mapping; y then holds part of the outputs).
+     */
+    static boolean fp8RowDotMapped(
+            java.nio.MappedByteBuffer map,
+            long byteOffset,
+            int kDim,
+            int rows,
+            int row0,
+            float[] scaleInv,
+            int scaleCols,
+            int blockRows,
+            int bc,
+            float[] x,
+            int m,
+            float[] y,
+            int yOff,
+            int nDim) {
+        long need = (long) m * kDim;
+        if (byteOffset < 0
+                || kDim < 1
+                || rows < 0
+                || row0 < 0
+                || m < 0
+                || yOff < 0
+                || nDim < yOff + rows
+                || bc < 8
+                || bc % 8 != 0
+                || blockRows < 1
+                || scaleCols < (kDim / 8 * 8 + bc - 1) / bc
+                || scaleCols < (kDim + bc - 1) / bc
+                || rows > 0 && (long) ((row0 + rows - 1) / blockRows + 1) * scaleCols > scaleInv.length
+                || !map.isDirect()
+                || byteOffset + (long) rows * kDim > map.capacity()
+                || x.length < need
+                || m > 0 && y.length < (long) (m - 1) * nDim + yOff + rows) {
+            throw new IndexOutOfBoundsException("fp8 row-dot out of bounds: mapping " + map.capacity() + " bytes from "
+                    + byteOffset + ", rows " + row0 + " + " + rows + " of " + kDim + "; scales " + scaleInv.length
+                    + " ("
+                    + scaleCols + " a row, blocks " + blockRows + " x " + bc + "); m " + m + ", x " + x.length + ", y "
+                    + y.length + " from " + yOff + " at stride " + nDim);
+        }
+        return fp8RowDotMapped0(
+                map, byteOffset, kDim, rows, row0, scaleInv, scaleCols, blockRows, bc, x, m, y, yOff, nDim);
+    }
+
     /** The raw scale dtypes the native INT4 decoder reads in place: its code for scaleType, -1 for others. */
     static int scaleTypeCode(DType scaleType) {
         return switch (scaleType) {
@@ -696,6 +858,53 @@ public final class NativeCpu {
             int group,
             float[] dst,
             boolean avx512);
+
+    private static native boolean bf16RowDotMapped0(
+            java.nio.MappedByteBuffer map,
+            long byteOffset,
+            int kDim,
+            int rows,
+            float[] xs,
+            float[] x,
+            int m,
+            float[] y,
+            int yOff,
+            int nDim);
+
+    private static native int int4RowDotMapped0(
+            java.nio.MappedByteBuffer map,
+            long byteOffset,
+            int wpr,
+            int kDim,
+            int rows,
+            java.nio.MappedByteBuffer scaleMap,
+            long scaleByteOffset,
+            int scaleType,
+            int gpr,
+            int group,
+            float[] scratch,
+            float[] xs,
+            float[] x,
+            int m,
+            float[] y,
+            int yOff,
+            int nDim);
+
+    private static native boolean fp8RowDotMapped0(
+            java.nio.MappedByteBuffer map,
+            long byteOffset,
+            int kDim,
+            int rows,
+            int row0,
+            float[] scaleInv,
+            int scaleCols,
+            int blockRows,
+            int bc,
+            float[] x,
+            int m,
+            float[] y,
+            int yOff,
+            int nDim);
 
     private static native int int4RowsMapped0(
             java.nio.ByteBuffer map,

@@ -38,6 +38,12 @@ public final class RowDotGemm {
     static final int MR = 4;
     /** BF16 rows in 4 × 4 blocks ({@link KernelSelection#decodeBlock4x4}); else two 2 × 4 blocks. */
     static final boolean BLOCK_4X4 = KernelSelection.current().decodeBlock4x4();
+    /**
+     * BF16 rows through the native row-dot, reading the mapping in place ({@link KernelSelection}'s decode choice, and the
+     * library's SIGBUS guard installed): the same bits as the Java blocks, without their copy of each block's rows.
+     */
+    static final boolean NATIVE_ROWDOT = KernelSelection.current().decodeGemm().impl() == KernelSelection.Impl.NATIVE
+            && NativeCpu.mappedReadsGuarded();
     /** Weights (N·K) a task gets at least, so small matrices do not pay for waking threads. */
     static final long MIN_TASK_WEIGHTS = 1 << 17;
 
@@ -75,6 +81,7 @@ public final class RowDotGemm {
         Linear[] gw;
         float[][] gy;
         boolean block4x4;
+        boolean nativeRowDot;
         final java.util.function.IntConsumer task = this::runTask;
 
         /** Task t of the group planned in this (the caller's) scratch; per-thread buffers come from the running thread's. */
@@ -87,9 +94,21 @@ public final class RowDotGemm {
             int r1 = Math.min(gw[i].out(), r0 + perTask[i] * NR);
             Scratch s = SCRATCH.get();
             switch (paths[i]) {
-                case BF16 -> bf16Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, block4x4, s);
-                case FP8 -> fp8Rows(gx[i], gm[i], gw[i], gy[i], r0, r1, s);
-                case INT4 -> int4Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, s);
+                case BF16 -> {
+                    if (!nativeRowDot || !bf16RowsNative(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1)) {
+                        bf16Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, block4x4, s);
+                    }
+                }
+                case FP8 -> {
+                    if (!nativeRowDot || !fp8RowsNative(gx[i], gm[i], gw[i], gy[i], r0, r1)) {
+                        fp8Rows(gx[i], gm[i], gw[i], gy[i], r0, r1, s);
+                    }
+                }
+                case INT4 -> {
+                    if (!nativeRowDot || !int4RowsNative(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, s)) {
+                        int4Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, s);
+                    }
+                }
                 default -> genericRows(gx[i], gm[i], gw[i], gy[i], r0, r1, s);
             }
         }
@@ -151,11 +170,21 @@ public final class RowDotGemm {
      * experts of a decode step) share one wake-up of the threads. Each result has the bits {@link #matmul} gives.
      */
     public static void matmulGroup(float[][] x, int[] m, Linear[] w, float[][] y, Parallel par) {
-        matmulGroup(x, m, w, y, par, BLOCK_4X4);
+        matmulGroup(x, m, w, y, par, BLOCK_4X4, NATIVE_ROWDOT);
     }
 
     /** As {@link #matmulGroup(float[][], int[], Linear[], float[][], Parallel)} with BF16's block given (tests run both). */
     static void matmulGroup(float[][] x, int[] m, Linear[] w, float[][] y, Parallel par, boolean block4x4) {
+        matmulGroup(x, m, w, y, par, block4x4, NATIVE_ROWDOT);
+    }
+
+    /** As {@link #matmulGroup(float[][], int[], Linear[], float[][], Parallel, boolean)}, the native row-dot on or off. */
+    static void matmulGroup(
+            float[][] x, int[] m, Linear[] w, float[][] y, Parallel par, boolean block4x4, boolean nativeRowDot) {
+        if (nativeRowDot && !NATIVE_ROWDOT) {
+            throw new IllegalArgumentException(
+                    "no native row-dot here: " + KernelSelection.current().decodeGemm());
+        }
         if (block4x4 && L != 16) {
             throw new IllegalArgumentException("the 4 x 4 block folds 16 lanes; this JVM's vectors hold " + L);
         }
@@ -229,6 +258,7 @@ public final class RowDotGemm {
         caller.gw = w;
         caller.gy = y;
         caller.block4x4 = block4x4;
+        caller.nativeRowDot = nativeRowDot;
         try {
             par.forEach(firstTask[g], caller.task);
         } finally {
@@ -239,6 +269,30 @@ public final class RowDotGemm {
     }
 
     // ---------------------------------------------------------------------------------------------------- BF16
+
+    /**
+     * Rows [r0, r1) by the native row-dot, reading the weights in place (the bits of {@link #bf16Rows} on 8 lanes); false
+     * (nothing done) where they do not lie whole in one mapping, and the Java blocks take them.
+     */
+    private static boolean bf16RowsNative(float[] xs, float[] x, int m, Linear w, float[] y, int r0, int r1) {
+        int kDim = w.in();
+        long n = (long) (r1 - r0) * kDim;
+        if (m == 0 || r1 <= r0) {
+            return true;
+        }
+        if (2 * n > Integer.MAX_VALUE) {
+            return false;
+        }
+        java.nio.MappedByteBuffer map = w.rawMapping(r0, 0, (int) n);
+        if (map == null) {
+            return false;
+        }
+        long at = w.rawMappedAt(r0, 0, (int) n);
+        if (!NativeCpu.bf16RowDotMapped(map, at, kDim, r1 - r0, xs, x, m, y, r0, w.out())) {
+            throw w.rawMappingFault(r0, 0, n);
+        }
+        return true;
+    }
 
     private static void bf16Rows(
             float[] xs, float[] x, int m, Linear w, float[] y, int r0, int r1, boolean block4x4, Scratch s) {
@@ -617,6 +671,44 @@ public final class RowDotGemm {
 
     // ----------------------------------------------------------------------------------------------------- FP8
 
+    /**
+     * Rows [r0, r1) by the native row-dot, reading the codes in place (the bits of {@link #fp8Rows} on 8 lanes); false
+     * (nothing done) where they do not lie whole in one mapping.
+     */
+    private static boolean fp8RowsNative(float[] x, int m, Linear w, float[] y, int r0, int r1) {
+        if (m == 0 || r1 <= r0) {
+            return true;
+        }
+        int kDim = w.in();
+        long n = (long) (r1 - r0) * kDim;
+        if (n > Integer.MAX_VALUE) {
+            return false;
+        }
+        java.nio.MappedByteBuffer map = w.rawMapping(r0, 0, (int) n);
+        if (map == null) {
+            return false;
+        }
+        long at = w.rawMappedAt(r0, 0, (int) n);
+        if (!NativeCpu.fp8RowDotMapped(
+                map,
+                at,
+                kDim,
+                r1 - r0,
+                r0,
+                w.fp8ScaleInv(),
+                w.scaleCols(),
+                w.blockRows(),
+                w.blockCols(),
+                x,
+                m,
+                y,
+                r0,
+                w.out())) {
+            throw w.rawMappingFault(r0, 0, n);
+        }
+        return true;
+    }
+
     private static void fp8Rows(float[] x, int m, Linear w, float[] y, int r0, int r1, Scratch s) {
         int kDim = w.in();
         byte[] wb = s.bytes(NR * kDim);
@@ -766,6 +858,62 @@ public final class RowDotGemm {
     }
 
     // ---------------------------------------------------------------------------------------------------- INT4
+
+    /**
+     * Rows [r0, r1) by the native row-dot, reading the packed words and the group scales in place (the bits of {@link
+     * #int4Rows} on 8 lanes); false (nothing done) where either does not lie whole in one mapping, or the words are not
+     * 4-byte aligned in the file (the Java kernel then takes its generic path, whose bits it keeps).
+     */
+    private static boolean int4RowsNative(
+            float[] xs, float[] x, int m, Linear w, float[] y, int r0, int r1, Scratch s) {
+        if (m == 0 || r1 <= r0) {
+            return true;
+        }
+        if (NativeCpu.scaleTypeCode(w.scaleTensor().dtype()) < 0) {
+            return false;
+        }
+        int wpr = w.wordsPerRow();
+        int gpr = w.groupScales();
+        long words = (long) (r1 - r0) * wpr;
+        long scales = (long) (r1 - r0) * gpr;
+        if (4 * words > Integer.MAX_VALUE || 4 * scales > Integer.MAX_VALUE) {
+            return false;
+        }
+        java.nio.MappedByteBuffer map = w.packedMapping(r0, 0, (int) words);
+        java.nio.MappedByteBuffer scaleMap = map == null ? null : w.groupScaleMapping(r0, 0, (int) scales);
+        if (scaleMap == null) {
+            return false;
+        }
+        long at = w.packedMappedAt(r0, 0, (int) words);
+        if (at % 4 != 0) {
+            return false;
+        }
+        int fault = NativeCpu.int4RowDotMapped(
+                map,
+                at,
+                wpr,
+                w.in(),
+                r1 - r0,
+                scaleMap,
+                w.groupScaleMappedAt(r0, 0, (int) scales),
+                w.scaleTensor().dtype(),
+                gpr,
+                w.groupSize(),
+                s.floats(NR * (gpr + wpr)),
+                xs,
+                x,
+                m,
+                y,
+                r0,
+                w.out());
+        if (fault == 1) {
+            throw w.packedMappingFault(r0, 0, words);
+        }
+        if (fault == 2) {
+            throw w.groupScaleMappingFault(r0, 0, scales);
+        }
+        return true;
+    }
 
     /**
      * INT4 rows, L packed words a step: lane i takes word j + i whole, and its eight inputs (phase p = 0 .. 7, element

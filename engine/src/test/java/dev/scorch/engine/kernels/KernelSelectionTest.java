@@ -47,10 +47,27 @@ class KernelSelectionTest {
         assertChoice(
                 Impl.VECTOR,
                 "Java Vector API row-dot, 16 fp32 lanes (512-bit)",
-                "one pass over the weights, straight from the mapping; no native row-dot; BF16 rows 2 x 4 (JDK 17: C2 boxes"
-                        + " the 4 x 4 block's lane folds)",
+                "one pass over the weights, straight from the mapping; no native row-dot: -Dscorch.native=false; BF16 rows"
+                        + " 2 x 4 (JDK 17: C2 boxes the 4 x 4 block's lane folds)",
                 k.decodeGemm());
         assertFalse(k.decodeBlock4x4());
+        // The native row-dot: 8-lane vectors only (its lanes are the Java kernel's there), and its own switch.
+        KernelSelection avx2 = choose(25, 8, Library.loaded(1), Map.of());
+        assertChoice(
+                Impl.NATIVE,
+                "native C row-dot, 8 fp32 lanes (AVX2), BF16, FP8 and INT4 read in place",
+                "one pass over the weights, straight from the mapping, no row copies",
+                avx2.decodeGemm());
+        assertChoice(
+                Impl.VECTOR,
+                "Java Vector API row-dot, 8 fp32 lanes (256-bit)",
+                "one pass over the weights, straight from the mapping; no native row-dot: -Dscorch.native.rowdot=false",
+                choose(25, 8, Library.loaded(1), Map.of(KernelSelection.NATIVE_ROWDOT, "false"))
+                        .decodeGemm());
+        assertTrue(choose(25, 16, Library.loaded(2), Map.of())
+                .decodeGemm()
+                .reason()
+                .contains("no native row-dot: no native row-dot for the JVM's 16-float vectors"));
         KernelSelection jdk25 = choose(25, 16, Library.loaded(2), Map.of());
         assertTrue(jdk25.decodeBlock4x4(), "16 lanes on JDK 21+");
         assertTrue(jdk25.decodeGemm().reason().endsWith("; BF16 rows 4 x 4, lanes folded in registers"));
@@ -381,8 +398,17 @@ class KernelSelectionTest {
         assertEquals(RowDecoder.L >= 8, RowDecoder.B != null);
         assertEquals(RowDecoder.L >= 8, RowDecoder.INT4_WORDS != null);
         assertEquals(
-                "Java Vector API row-dot, " + RowDotGemm.L + " fp32 lanes (" + RowDotGemm.F.vectorBitSize() + "-bit)",
+                k.decodeGemm().impl() == Impl.NATIVE
+                        ? "native C row-dot, 8 fp32 lanes (AVX2), BF16, FP8 and INT4 read in place"
+                        : "Java Vector API row-dot, " + RowDotGemm.L + " fp32 lanes (" + RowDotGemm.F.vectorBitSize()
+                                + "-bit)",
                 k.decodeGemm().kernel());
+        assertEquals(
+                NativeCpu.available()
+                        && RowDotGemm.L == 8
+                        && !"false".equals(System.getProperty(KernelSelection.NATIVE_ROWDOT)),
+                k.decodeGemm().impl() == Impl.NATIVE);
+        assertEquals(k.decodeGemm().impl() == Impl.NATIVE && NativeCpu.mappedReadsGuarded(), RowDotGemm.NATIVE_ROWDOT);
         assertEquals(k.decodeBlock4x4(), RowDotGemm.BLOCK_4X4);
         try (CpuOps ops = new CpuOps(1)) {
             assertEquals(k.simd(), ops.simd());
@@ -548,7 +574,8 @@ class KernelSelectionTest {
         assertEquals(
                 "prefill_gemm: native C 2 x 12 on 32-row tiles (AVX-512) (CPU has AVX-512); cpu_precision: fp32 (the default; units:"
                         + " AVX512-BF16 no, AMX-BF16 no); decode_gemm: Java Vector API row-dot, "
-                        + "16 fp32 lanes (512-bit) (one pass over the weights, straight from the mapping; no native row-dot; BF16 rows 2 x 4"
+                        + "16 fp32 lanes (512-bit) (one pass over the weights, straight from the mapping; no native row-dot: no native row-dot"
+                        + " for the JVM's 16-float vectors; BF16 rows 2 x 4"
                         + " (JDK 17: C2 boxes the 4 x 4 block's lane folds)); bf16_decoder: native C "
                         + "(beside the native GEMM tile); fp8_decoder: native C (beside the native GEMM tile); int4_decoder: native C, AVX-512 build "
                         + "(beside the native GEMM tile); attention: Java Vector API, 16 lanes (-Dscorch.native.attention=false); vector_math: native "

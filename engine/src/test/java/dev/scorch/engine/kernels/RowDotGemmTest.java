@@ -145,6 +145,132 @@ class RowDotGemmTest {
         }
     }
 
+    /**
+     * The native row-dot (BF16 read in place, 8 lanes) gives the Java blocks' bits, output for output: K with and without
+     * a tail of pairs past the last whole vector (K = 2 has only the tail), every count of weight rows around the 4-row
+     * block (a partial last block), rows of x around the 4-row block, and tasks that start inside the tensor (several
+     * threads; a weight whose rows lie at an offset in the file).
+     */
+    @Test
+    void theNativeRowDotGivesTheJavaBits() throws IOException {
+        org.junit.jupiter.api.Assumptions.assumeTrue(RowDotGemm.NATIVE_ROWDOT, "no native row-dot on this machine/JVM");
+        int[] ks = {2, 4, 14, 16, 18, 30, 32, 34, 62, 1056, 1060};
+        for (int k : ks) {
+            for (int n = 1; n <= 9; n++) {
+                checkNativeRowDot(linear(DType.BF16, n, k, 100L * k + n), n, k, new int[] {1, 2, 3, 4, 5, 8, 9}, 1);
+            }
+            checkNativeRowDot(linear(DType.BF16, 258, k, k), 258, k, new int[] {1, 3, 4, 7}, 3);
+        }
+        // A tensor that does not start the file's data: the weight after another one (byte offset 2 · 3 · 5 = 30).
+        SafetensorsWriter sw = new SafetensorsWriter();
+        sw.addFloats("a", DType.BF16, new long[] {3, 5}, GemmTest.randn(15, 1));
+        sw.addFloats("w", DType.BF16, new long[] {7, 34}, GemmTest.randn(7 * 34, 2));
+        Path f = dir.resolve("offset.safetensors");
+        sw.write(f);
+        checkNativeRowDot(new Linear(SafetensorsFile.open(f).tensor("w")), 7, 34, new int[] {1, 2, 5}, 2);
+    }
+
+    /**
+     * The same for FP8: K with a tail past the last whole vector, blocks of 8, 16 and 128 columns (a partial last block)
+     * and of 1, 3 and 128 rows (a task's rows across block rows), 1..9 rows and x rows, 258 rows on 3 threads.
+     */
+    @Test
+    void theNativeFp8RowDotGivesTheJavaBits() throws IOException {
+        org.junit.jupiter.api.Assumptions.assumeTrue(RowDotGemm.NATIVE_ROWDOT, "no native row-dot on this machine/JVM");
+        int[][] kBlocks = {{8, 8}, {13, 8}, {40, 16}, {100, 16}, {300, 128}, {1060, 128}};
+        int id = 0;
+        for (int[] kb : kBlocks) {
+            int k = kb[0];
+            int bc = kb[1];
+            for (int blockRows : new int[] {1, 3, 128}) {
+                for (int n = 1; n <= 9; n++) {
+                    checkNativeRowDot(
+                            fp8(n, k, blockRows, bc, 100L * k + n, id++), n, k, new int[] {1, 2, 3, 4, 5, 9}, 1);
+                }
+                checkNativeRowDot(fp8(258, k, blockRows, bc, k, id++), 258, k, new int[] {1, 4, 7}, 3);
+            }
+        }
+    }
+
+    private Linear fp8(int out, int in, int blockRows, int bc, long seed, int id) throws IOException {
+        Fp8Blocks q = Fp8Blocks.quantize(GemmTest.randn(out * in, seed), out, in, blockRows, bc);
+        SafetensorsWriter sw = new SafetensorsWriter();
+        sw.add("w", DType.F8_E4M3, new long[] {out, in}, q.codes());
+        sw.addFloats("w_scale_inv", DType.F32, new long[] {q.scaleRows(), q.scaleCols()}, q.scaleInv());
+        Path f = dir.resolve("fp8-" + id + ".safetensors");
+        sw.write(f);
+        SafetensorsFile sf = SafetensorsFile.open(f);
+        return new Linear(sf.tensor("w"), sf.tensor("w_scale_inv"), blockRows, bc);
+    }
+
+    /**
+     * The same for INT4: K with a partial last word (K % 8 != 0), words past the last whole vector of 8 (K < 64, K =
+     * 72, 1060), groups of 8, 32 and 128 (a vector's words spanning one to eight groups), BF16, F16 and F32 scales, every
+     * nibble at every place of a word, rows 1..9 and x rows 1..9, 258 rows on 3 threads.
+     */
+    @Test
+    void theNativeInt4RowDotGivesTheJavaBits() throws IOException {
+        org.junit.jupiter.api.Assumptions.assumeTrue(RowDotGemm.NATIVE_ROWDOT, "no native row-dot on this machine/JVM");
+        int[][] kGroups = {{8, 8}, {13, 8}, {64, 32}, {72, 8}, {100, 32}, {256, 128}, {1056, 32}, {1060, 32}};
+        int id = 0;
+        for (int[] kg : kGroups) {
+            int k = kg[0];
+            int group = kg[1];
+            for (int n = 1; n <= 9; n++) {
+                checkNativeRowDot(
+                        Int4Weights.random(dir, n, k, group, 100L * k + n), n, k, new int[] {1, 2, 3, 4, 5, 9}, 1);
+            }
+            checkNativeRowDot(Int4Weights.random(dir, 258, k, group, k), 258, k, new int[] {1, 4, 7}, 3);
+            for (DType scaleType : new DType[] {DType.BF16, DType.F16, DType.F32}) {
+                int n = 6;
+                // Raw scale patterns of a quantised weight's size (2^-8 .. 2^-3), either sign, every mantissa bit.
+                java.util.Random rnd = new java.util.Random(k + group);
+                int[] bits = new int[n * ((k + group - 1) / group)];
+                for (int b = 0; b < bits.length; b++) {
+                    int r = rnd.nextInt();
+                    bits[b] = switch (scaleType) {
+                        case F16 -> (r & 0x83FF) | ((7 + (r >>> 16) % 5 + 5) << 10) & 0x7C00;
+                        case BF16 -> (r & 0x807F) | ((119 + (r >>> 16) % 5 + 5) << 7) & 0x7F80;
+                        default -> (r & 0x807FFFFF) | ((119 + (r >>> 24) % 5 + 5) << 23) & 0x7F800000;
+                    };
+                }
+                Linear w = Int4Weights.writeBits(
+                        dir.resolve("every-" + id++ + ".safetensors"),
+                        n,
+                        k,
+                        group,
+                        Int4Weights.everyNibble(n, k),
+                        bits,
+                        scaleType);
+                checkNativeRowDot(w, n, k, new int[] {1, 3, 5}, 2);
+            }
+        }
+    }
+
+    private static void checkNativeRowDot(Linear w, int n, int k, int[] ms, int threads) {
+        try (Parallel p = new Parallel(threads)) {
+            for (int m : ms) {
+                float[] x = GemmTest.randn(m * k, 13L * m + k);
+                float[] java = new float[m * n];
+                float[] nat = new float[m * n];
+                RowDotGemm.matmulGroup(
+                        new float[][] {x}, new int[] {m}, new Linear[] {w}, new float[][] {java}, p, false, false);
+                RowDotGemm.matmulGroup(
+                        new float[][] {x}, new int[] {m}, new Linear[] {w}, new float[][] {nat}, p, false, true);
+                for (int i = 0; i < java.length; i++) {
+                    assertEquals(
+                            Float.floatToRawIntBits(java[i]),
+                            Float.floatToRawIntBits(nat[i]),
+                            w.format() + " " + m + "x" + n + "x" + k + ", " + threads + " threads, output " + i + ": "
+                                    + java[i] + " vs " + nat[i]);
+                }
+                float[] ref = new float[m * n];
+                PackedGemm.reference(x, m, w, ref);
+                assertClose(ref, nat, k, w.format() + " native " + m + "x" + n + "x" + k);
+            }
+        }
+    }
+
     /** A group of matmuls in one pass gives each member the bits it gets alone. */
     @Test
     void groupedMatmulsGiveTheBitsOfSingleOnes() throws IOException {

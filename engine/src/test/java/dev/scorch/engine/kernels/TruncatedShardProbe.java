@@ -71,6 +71,21 @@ public final class TruncatedShardProbe {
             System.out.println("int4-scales-past-end="
                     + NativeCpu.int4RowsMapped(map, 0, 32, 4, 256, map, 65536, DType.BF16, 8, 0, 32, scratch, dst));
             System.out.println("bf16-past-end-again=" + NativeCpu.bf16RowsMapped(map, 131072, 256, 64, 256, dst));
+            // Decode's row-dots: 64 rows of 256 inputs against one row of x, past the end, then INT4 words and scales
+            // as above.
+            float[] x = new float[256];
+            float[] y = new float[64];
+            System.out.println(
+                    "rowdot-bf16-past-end=" + NativeCpu.bf16RowDotMapped(map, 65536, 256, 64, x, x, 1, y, 0, 64));
+            System.out.println("rowdot-fp8-past-end="
+                    + NativeCpu.fp8RowDotMapped(map, 65536, 256, 64, 0, scales, 2, 1, 128, x, 1, y, 0, 64));
+            float[] rowScratch = new float[4 * (32 + 8)];
+            System.out.println("rowdot-int4-words-past-end="
+                    + NativeCpu.int4RowDotMapped(
+                            map, 65536, 32, 256, 64, map, 0, DType.BF16, 8, 32, rowScratch, x, x, 1, y, 0, 64));
+            System.out.println("rowdot-int4-scales-past-end="
+                    + NativeCpu.int4RowDotMapped(
+                            map, 0, 32, 256, 4, map, 65536, DType.BF16, 8, 32, rowScratch, x, x, 1, y, 0, 64));
         }
 
         // A model scoring a batch, then the same batch with its last shard cut to half: between the two batches (the
