@@ -2,6 +2,7 @@ package dev.scorch.jobs.lmeval;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.scorch.engine.checkpoint.ModelFiles;
 import dev.scorch.engine.tokenizer.ChatTemplate;
 import dev.scorch.engine.tokenizer.Tokenizer;
 import java.io.IOException;
@@ -59,12 +60,14 @@ public record ChatFormat(String source, ChatTemplate template) {
     static Map<String, String> templates(Path modelDir) {
         Map<String, String> out = new LinkedHashMap<>();
         Path jinja = modelDir.resolve("chat_template.jinja");
+        Path config = modelDir.resolve("tokenizer_config.json");
+        ModelFiles.requireInside(modelDir, jinja); // never read (nor quote) a file a link brings in from elsewhere
+        ModelFiles.requireInside(modelDir, config);
         try {
             if (Files.isRegularFile(jinja)) {
                 out.put("", Files.readString(jinja, StandardCharsets.UTF_8));
                 return out;
             }
-            Path config = modelDir.resolve("tokenizer_config.json");
             if (!Files.isRegularFile(config)) {
                 return out;
             }

@@ -125,4 +125,22 @@ class ChatFormatTest {
         assertTrue(err.contains(d.toString()) && err.contains("no chat template"), err);
         assertEquals(Map.of(), ChatFormat.templates(d));
     }
+
+    /** A chat_template.jinja that links out of the folder is refused, naming it, before anything reads it. */
+    @Test
+    void aTemplateLinkedFromOutsideTheFolderIsRefusedUnread() throws Exception {
+        Path d = folder(null);
+        Path outside = Files.writeString(Files.createTempFile("secret", ".txt"), "SECRET {{ messages }}");
+        try {
+            Files.createSymbolicLink(d.resolve("chat_template.jinja"), outside);
+            String err = assertThrows(
+                            dev.scorch.engine.checkpoint.CheckpointException.class,
+                            () -> ChatFormat.select(d, tok, null))
+                    .getMessage();
+            assertTrue(err.contains("chat_template.jinja") && err.contains("outside the model folder"), err);
+            assertTrue(!err.contains("SECRET"), err);
+        } finally {
+            Files.delete(outside);
+        }
+    }
 }
