@@ -18,9 +18,6 @@ import dev.scorch.udfs.api.ScorchModel;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.Instant;
-import java.time.LocalDateTime;
-import java.time.temporal.ChronoUnit;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -76,9 +73,7 @@ public final class LmEvalJob {
             throw new IllegalArgumentException(
                     "--run-id " + runId + ": use letters, digits, '_', '.' and '-', starting with a letter or digit");
         }
-        long t0 = System.nanoTime();
-        Instant started = Instant.now().truncatedTo(ChronoUnit.SECONDS);
-        LocalDateTime startLocal = LocalDateTime.now();
+        ResultFiles.Start start = ResultFiles.Start.now();
 
         // 1. Tasks, data and requests, on the driver.
         List<Path> dirs = new ArrayList<>();
@@ -127,7 +122,7 @@ public final class LmEvalJob {
                 GenerateUntil.run(spark, spec, model, plans, tokens);
             }
             // 3. Metrics, result files, history.
-            return ResultFiles.finish(spark, spec, nodes, plans, checked, chat, started, startLocal, t0);
+            return ResultFiles.finish(spark, spec, nodes, plans, checked, chat, start);
         }
     }
 

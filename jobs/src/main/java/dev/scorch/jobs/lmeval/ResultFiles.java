@@ -30,6 +30,18 @@ import org.apache.spark.sql.SparkSession;
 final class ResultFiles {
     private ResultFiles() {}
 
+    /**
+     * When a run started, read once: the instant (lm-eval's start_time and date), the local time (its file names) and
+     * the nano clock its elapsed time is measured from.
+     */
+    record Start(Instant instant, LocalDateTime local, long nanos) {
+        static Start now() {
+            long nanos = System.nanoTime();
+            return new Start(
+                    Instant.now().truncatedTo(java.time.temporal.ChronoUnit.SECONDS), LocalDateTime.now(), nanos);
+        }
+    }
+
     static EvalReport finish(
             SparkSession spark,
             LmEvalSpec spec,
@@ -37,10 +49,11 @@ final class ResultFiles {
             List<TaskPlan> plans,
             CheckedModel checked,
             ChatFormat chat,
-            Instant started,
-            LocalDateTime startLocal,
-            long t0)
+            Start start)
             throws IOException {
+        Instant started = start.instant();
+        LocalDateTime startLocal = start.local();
+        long t0 = start.nanos();
         FileSystem fs = new org.apache.hadoop.fs.Path(spec.outputPath())
                 .getFileSystem(spark.sparkContext().hadoopConfiguration());
         Aggregations agg = new Aggregations(PyFloatSum.PY312);
