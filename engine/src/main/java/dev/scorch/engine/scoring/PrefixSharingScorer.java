@@ -39,11 +39,6 @@ public final class PrefixSharingScorer implements BatchScorer {
     private final LatentBlocks blocks;
     private final Workspace ws = new Workspace();
     private final ModelConfig config;
-    // The logits pass's buffers, kept from batch to batch: [rows needed] twice, [chunk, hidden], [chunk, vocab]
-    private int[] seq = new int[0];
-    private int[] pos = new int[0];
-    private float[] x = new float[0];
-    private float[] logits = new float[0];
 
     public PrefixSharingScorer(DeepseekV3Model model, Ops ops) {
         this(model, ops, DEFAULT_KEPT_BYTES);
@@ -140,52 +135,10 @@ public final class PrefixSharingScorer implements BatchScorer {
         }
         PackedBatch batch = KvCache.pack(tails, List.of(caches));
         float[] hidden = model.prefill(batch, caches, ops, ws); // [T, hidden]
-        logits(hidden, batch, last, out);
-    }
-
-    /** The needed rows' logits through {@link DeepseekV3Model#logits}, a chunk of rows at a time as {@link Scorer} does. */
-    private void logits(float[] hidden, PackedBatch batch, LatentBlocks.Block[] last, BatchScores out) {
-        int vocab = model.vocabSize();
-        int hiddenSize = config.hiddenSize();
-        int total = 0;
-        for (int s = 0; s < out.sequences(); s++) {
-            total += out.length(s);
+        int[] from = new int[b]; // the tails' first positions
+        for (int s = 0; s < b; s++) {
+            from[s] = last[s].end;
         }
-        int[] seq = this.seq = grow(this.seq, total);
-        int[] pos = this.pos = grow(this.pos, total);
-        int needed = out.neededRows(seq, pos);
-        int chunk = Math.max(1, Math.min(needed, Scorer.LOGITS_CHUNK_FLOATS / vocab));
-        float[] x = this.x = grow(this.x, chunk * hiddenSize);
-        float[] logits = this.logits = grow(this.logits, chunk * vocab);
-        for (int c0 = 0; c0 < needed; c0 += chunk) {
-            int rows = Math.min(chunk, needed - c0);
-            for (int j = 0; j < rows; j++) {
-                int s = seq[c0 + j];
-                int offset = pos[c0 + j] - last[s].end; // the tail's own row
-                if (offset < 0) {
-                    throw new IllegalStateException(
-                            "position " + pos[c0 + j] + " of sequence " + s + " needs logits inside its context");
-                }
-                System.arraycopy(hidden, (batch.seqStart()[s] + offset) * hiddenSize, x, j * hiddenSize, hiddenSize);
-            }
-            model.logits(x, rows, ops, logits);
-            for (int j = 0; j < rows; j++) {
-                int s = seq[c0 + j];
-                int p = pos[c0 + j];
-                int off = j * vocab;
-                double lse = ops.logSumExp(logits, off, vocab);
-                int best = LogSoftmax.argmax(logits, off, vocab);
-                int target = out.target(s, p);
-                out.accept(s, p, lse, best, target >= 0 ? logits[off + target] : 0f, logits, off);
-            }
-        }
-    }
-
-    private static int[] grow(int[] a, int n) {
-        return a.length >= n ? a : new int[n];
-    }
-
-    private static float[] grow(float[] a, int n) {
-        return a.length >= n ? a : new float[n];
+        Scorer.logits(model, ops, hidden, batch, from, ws, out);
     }
 }

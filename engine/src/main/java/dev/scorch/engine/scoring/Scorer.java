@@ -102,11 +102,29 @@ public final class Scorer implements BatchScorer {
         PackedBatch batch = PackedBatch.of(seqs, ws);
         seqs.clear();
         float[] hidden = model.forward(batch, ops, routes, ws); // [T, hidden]
-        int hiddenSize = model.config().hiddenSize();
+        logits(model, ops, hidden, batch, null, ws, out);
+    }
 
+    /**
+     * Scores out's needed positions from the final hidden states [T, hidden] of batch, whose sequence s holds the
+     * positions from[s] .. of out's sequence s (from null: all of them, from 0). Logits are computed a chunk of rows at a
+     * time through {@link DeepseekV3Model#logits}, with the scratch in ws.
+     */
+    static void logits(
+            DeepseekV3Model model,
+            Ops ops,
+            float[] hidden,
+            PackedBatch batch,
+            int[] from,
+            Workspace ws,
+            BatchScores out) {
+        int vocab = model.vocabSize();
+        int hiddenSize = model.config().hiddenSize();
+        Scratch s = ws.get(SCRATCH);
         // Rows whose logits are needed: (sequence, position) pairs, in packed order.
-        int[] neededSeq = s.neededSeq = s.ints(s.neededSeq, batch.numTokens());
-        int[] neededPos = s.neededPos = s.ints(s.neededPos, batch.numTokens());
+        int tokens = out.tokenStart(out.sequences());
+        int[] neededSeq = s.neededSeq = s.ints(s.neededSeq, tokens);
+        int[] neededPos = s.neededPos = s.ints(s.neededPos, tokens);
         int needed = out.neededRows(neededSeq, neededPos);
         int chunk = Math.max(1, Math.min(needed, LOGITS_CHUNK_FLOATS / vocab));
         float[] x = s.x = s.floats(s.x, chunk * hiddenSize);
@@ -118,8 +136,13 @@ public final class Scorer implements BatchScorer {
         for (int c0 = 0; c0 < needed; c0 += chunk) {
             int rows = Math.min(chunk, needed - c0);
             for (int j = 0; j < rows; j++) {
-                int row = batch.seqStart()[neededSeq[c0 + j]] + neededPos[c0 + j];
-                System.arraycopy(hidden, row * hiddenSize, x, j * hiddenSize, hiddenSize);
+                int seq = neededSeq[c0 + j];
+                int offset = neededPos[c0 + j] - (from == null ? 0 : from[seq]);
+                if (offset < 0) {
+                    throw new IllegalStateException("position " + neededPos[c0 + j] + " of sequence " + seq
+                            + " needs logits but the batch holds it from " + from[seq]);
+                }
+                System.arraycopy(hidden, (batch.seqStart()[seq] + offset) * hiddenSize, x, j * hiddenSize, hiddenSize);
             }
             model.logits(x, rows, ops, logits);
             ops.forEachRow(rows, s.lseAndArgmax); // rows spread over the engine's threads
