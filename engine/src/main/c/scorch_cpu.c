@@ -19,6 +19,7 @@
 #include <ucontext.h>
 
 #include "scorch_cpu.h"
+#include "scorch_exp.h"
 #include "scorch_jni.h"
 
 /* Rows of x per tile (two 8-lane vectors) and weight rows per tile of the AVX2 kernel, as PackedGemm's MR and NR. */
@@ -1166,6 +1167,233 @@ JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8RowDotMap
   if (psc) (*env)->ReleasePrimitiveArrayCritical(env, scaleInv, psc, JNI_ABORT);
   if (!py) {
     scorch_unpinned(env, !psc ? "cannot pin scaleInv" : !px ? "cannot pin x" : "cannot pin y");
+  }
+  return read;
+}
+
+/*
+ * Decode's absorbed MLA attention of one query row of one head (LatentAttention.Vec.attend on 8 lanes, op for op: the
+ * same bits), the head's kv_b_proj rows read as BF16 in place: w holds its qk_nope W_UK rows, then its v_head W_UV rows,
+ * rank halves each. q = [q_nope | q_pe]; cache rows [c_j (rank) | k_pe_j (rope)] at stride; sc holds len + 8 floats,
+ * qLat and oLat rank each.
+ */
+__attribute__((target("avx2,fma")))
+static inline __m256 bf16x8(const unsigned short* p) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)p)), 16));
+}
+
+static inline float bf16_at(const unsigned short* p) {
+  unsigned int bits = (unsigned int)*p << 16;
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+/* dst[c] = sum over r < rows of coef[r] * m[r * stride + c]: LatentAttention.Vec.axpyRows, m fp32 or (bf16) BF16. */
+__attribute__((target("avx2,fma")))
+static void mla_axpy_rows(const float* coef, int rows, const void* m, int bf16, size_t stride, int width, float* dst) {
+  const float* mf = m;
+  const unsigned short* mh = m;
+  int wv = width / 8 * 8;
+#define MLA_ROW(o) (bf16 ? bf16x8(mh + (o)) : _mm256_loadu_ps(mf + (o)))
+  int c = 0;
+  for (; c + 32 <= wv; c += 32) {
+    __m256 d0 = _mm256_setzero_ps(), d1 = d0, d2 = d0, d3 = d0;
+    size_t o = c;
+    for (int r = 0; r < rows; r++, o += stride) {
+      __m256 k = _mm256_set1_ps(coef[r]);
+      d0 = _mm256_fmadd_ps(MLA_ROW(o), k, d0);
+      d1 = _mm256_fmadd_ps(MLA_ROW(o + 8), k, d1);
+      d2 = _mm256_fmadd_ps(MLA_ROW(o + 16), k, d2);
+      d3 = _mm256_fmadd_ps(MLA_ROW(o + 24), k, d3);
+    }
+    _mm256_storeu_ps(dst + c, d0);
+    _mm256_storeu_ps(dst + c + 8, d1);
+    _mm256_storeu_ps(dst + c + 16, d2);
+    _mm256_storeu_ps(dst + c + 24, d3);
+  }
+  for (; c < wv; c += 8) {
+    __m256 d = _mm256_setzero_ps();
+    size_t o = c;
+    for (int r = 0; r < rows; r++, o += stride) {
+      d = _mm256_fmadd_ps(MLA_ROW(o), _mm256_set1_ps(coef[r]), d);
+    }
+    _mm256_storeu_ps(dst + c, d);
+  }
+  for (; c < width; c++) {
+    float d = 0;
+    size_t o = c;
+    for (int r = 0; r < rows; r++, o += stride) {
+      d = __builtin_fmaf(coef[r], bf16 ? bf16_at(mh + o) : mf[o], d);
+    }
+    dst[c] = d;
+  }
+#undef MLA_ROW
+}
+
+/* (q_latent . c_j + q_pe . k_pe_j) * scale from the latent part's lanes a: LatentAttention.Vec.score. */
+__attribute__((target("avx2,fma")))
+static inline float mla_score(__m256 a, const float* qLat, const float* row, int rank, const float* qPe, int rope,
+                              float scale) {
+  int rv = rank / 8 * 8;
+  float s = rowdot_fold8(a);
+  for (int k = rv; k < rank; k++) {
+    s = __builtin_fmaf(row[k], qLat[k], s);
+  }
+  const float* pe = row + rank;
+  int pv = rope / 8 * 8;
+  __m256 b = _mm256_setzero_ps();
+  for (int d = 0; d < pv; d += 8) {
+    b = _mm256_fmadd_ps(_mm256_loadu_ps(pe + d), _mm256_loadu_ps(qPe + d), b);
+  }
+  float p = rowdot_fold8(b);
+  for (int d = pv; d < rope; d++) {
+    p = __builtin_fmaf(pe[d], qPe[d], p);
+  }
+  return (s + p) * scale;
+}
+
+__attribute__((target("avx2,fma")))
+static void mla_absorbed_bf16(const unsigned short* w, int nope, int rope, int vHead, int rank, float scale,
+                              const float* q, const float* cache, int stride, int len, float* out, float* sc,
+                              float* qLat, float* oLat) {
+  int rv = rank / 8 * 8;
+  /* q_latent[c] = sum_d q_nope[d] W_UK[d, c] */
+  mla_axpy_rows(q, nope, w, 1, (size_t)rank, rank, qLat);
+  const float* qPe = q + nope;
+  int j = 0;
+  for (; j + 4 <= len; j += 4) { /* four keys per pass over q_latent */
+    const float* c0 = cache + (size_t)j * stride;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int c = 0; c < rv; c += 8) {
+      __m256 v = _mm256_loadu_ps(qLat + c);
+      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(c0 + c), v, a0);
+      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(c0 + stride + c), v, a1);
+      a2 = _mm256_fmadd_ps(_mm256_loadu_ps(c0 + 2 * (size_t)stride + c), v, a2);
+      a3 = _mm256_fmadd_ps(_mm256_loadu_ps(c0 + 3 * (size_t)stride + c), v, a3);
+    }
+    sc[j] = mla_score(a0, qLat, c0, rank, qPe, rope, scale);
+    sc[j + 1] = mla_score(a1, qLat, c0 + stride, rank, qPe, rope, scale);
+    sc[j + 2] = mla_score(a2, qLat, c0 + 2 * (size_t)stride, rank, qPe, rope, scale);
+    sc[j + 3] = mla_score(a3, qLat, c0 + 3 * (size_t)stride, rank, qPe, rope, scale);
+  }
+  for (; j < len; j++) {
+    const float* c0 = cache + (size_t)j * stride;
+    __m256 a = _mm256_setzero_ps();
+    for (int c = 0; c < rv; c += 8) {
+      a = _mm256_fmadd_ps(_mm256_loadu_ps(c0 + c), _mm256_loadu_ps(qLat + c), a);
+    }
+    sc[j] = mla_score(a, qLat, c0, rank, qPe, rope, scale);
+  }
+  /* softmax: the max exact in any order; exp lane-wise, lanes past len zeroed, the lanes summed in index order */
+  int nPad = (len + 7) / 8 * 8;
+  const __m256 iota = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
+  __m256 vmax = ninf;
+  for (int k = 0; k < nPad; k += 8) {
+    __m256 in = _mm256_cmp_ps(iota, _mm256_set1_ps((float)(len - k)), _CMP_LT_OQ);
+    vmax = _mm256_max_ps(_mm256_blendv_ps(ninf, _mm256_loadu_ps(sc + k), in), vmax);
+  }
+  float lanes[8];
+  _mm256_storeu_ps(lanes, vmax);
+  float mx = lanes[0];
+  for (int i = 1; i < 8; i++) {
+    mx = lanes[i] > mx ? lanes[i] : mx;
+  }
+  __m256 max = _mm256_set1_ps(mx);
+  __m256 vsum = _mm256_setzero_ps();
+  for (int k = 0; k < nPad; k += 8) {
+    __m256 in = _mm256_cmp_ps(iota, _mm256_set1_ps((float)(len - k)), _CMP_LT_OQ);
+    __m256 e = _mm256_and_ps(exp256(_mm256_sub_ps(_mm256_loadu_ps(sc + k), max)), in);
+    _mm256_storeu_ps(sc + k, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  _mm256_storeu_ps(lanes, vsum);
+  float sum = 0;
+  for (int i = 0; i < 8; i++) {
+    sum += lanes[i];
+  }
+  float inv = 1.0f / sum;
+  for (int k = 0; k < len; k++) {
+    sc[k] *= inv;
+  }
+  /* o_latent[c] = sum_j p_j c_j[c]; out[e] = W_UV[e] . o_latent, four rows per pass */
+  mla_axpy_rows(sc, len, cache, 0, (size_t)stride, rank, oLat);
+  const unsigned short* uv = w + (size_t)nope * rank;
+  int e = 0;
+  for (; e + 4 <= vHead; e += 4) {
+    const unsigned short* r0 = uv + (size_t)e * rank;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int c = 0; c < rv; c += 8) {
+      __m256 v = _mm256_loadu_ps(oLat + c);
+      a0 = _mm256_fmadd_ps(bf16x8(r0 + c), v, a0);
+      a1 = _mm256_fmadd_ps(bf16x8(r0 + rank + c), v, a1);
+      a2 = _mm256_fmadd_ps(bf16x8(r0 + 2 * (size_t)rank + c), v, a2);
+      a3 = _mm256_fmadd_ps(bf16x8(r0 + 3 * (size_t)rank + c), v, a3);
+    }
+    __m256 acc[4] = {a0, a1, a2, a3};
+    for (int i = 0; i < 4; i++) {
+      const unsigned short* ri = r0 + (size_t)i * rank;
+      float s = rowdot_fold8(acc[i]);
+      for (int k = rv; k < rank; k++) {
+        s = __builtin_fmaf(bf16_at(ri + k), oLat[k], s);
+      }
+      out[e + i] = s;
+    }
+  }
+  for (; e < vHead; e++) {
+    const unsigned short* r0 = uv + (size_t)e * rank;
+    __m256 a = _mm256_setzero_ps();
+    for (int c = 0; c < rv; c += 8) {
+      a = _mm256_fmadd_ps(bf16x8(r0 + c), _mm256_loadu_ps(oLat + c), a);
+    }
+    float s = rowdot_fold8(a);
+    for (int k = rv; k < rank; k++) {
+      s = __builtin_fmaf(bf16_at(r0 + k), oLat[k], s);
+    }
+    out[e] = s;
+  }
+}
+
+/*
+ * NativeCpu.mlaAbsorbedBf16Mapped0: mla_absorbed_bf16 with the head's kv_b_proj rows read in place from byte byteOffset
+ * of map, under the thread's SIGBUS guard; scratch holds 2 * rank + len + 8 floats (q_latent, o_latent, the scores).
+ * JNI_TRUE when read; JNI_FALSE where a page could not be read (the file shrank). Bounds checked by the Java side.
+ */
+JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_mlaAbsorbedBf16Mapped0(
+    JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint nope, jint rope, jint vHead, jint rank, jfloat scale,
+    jfloatArray q, jint qOff, jfloatArray cache, jint stride, jint len, jfloatArray out, jint oOff,
+    jfloatArray scratch) {
+  (void)cls;
+  const unsigned char* pm = scorch_address(env, map, "the mapping is not a direct buffer");
+  if (!pm) {
+    return JNI_FALSE;
+  }
+  float* pq = (*env)->GetPrimitiveArrayCritical(env, q, NULL);
+  float* pc = pq ? (*env)->GetPrimitiveArrayCritical(env, cache, NULL) : NULL;
+  float* po = pc ? (*env)->GetPrimitiveArrayCritical(env, out, NULL) : NULL;
+  float* ps = po ? (*env)->GetPrimitiveArrayCritical(env, scratch, NULL) : NULL;
+  jboolean read = JNI_FALSE;
+  if (ps) {
+    struct mapped_read_guard g;
+    if (sigsetjmp(g.jump, 0) == 0) {
+      guard = &g;
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      mla_absorbed_bf16((const unsigned short*)(pm + byteOffset), nope, rope, vHead, rank, scale, pq + qOff, pc,
+                        stride, len, po + oOff, ps + 2 * (size_t)rank, ps, ps + rank);
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      guard = NULL;
+      read = JNI_TRUE;
+    } else {
+      pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
+    }
+    (*env)->ReleasePrimitiveArrayCritical(env, scratch, ps, 0);
+  }
+  if (po) (*env)->ReleasePrimitiveArrayCritical(env, out, po, 0);
+  if (pc) (*env)->ReleasePrimitiveArrayCritical(env, cache, pc, JNI_ABORT);
+  if (pq) (*env)->ReleasePrimitiveArrayCritical(env, q, pq, JNI_ABORT);
+  if (!ps) {
+    scorch_unpinned(env, !pq ? "cannot pin q" : !pc ? "cannot pin cache" : !po ? "cannot pin out" : "cannot pin scratch");
   }
   return read;
 }

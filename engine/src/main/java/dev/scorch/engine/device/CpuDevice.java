@@ -791,6 +791,17 @@ public final class CpuDevice extends HeapDevice {
         d.width = width;
         d.scale = scale;
         d.out = out;
+        d.inPlace = ops.simd() && LatentAttention.attendsInPlace(d.w);
+        LatentAttention.Head shape = d.shape;
+        if (d.inPlace
+                && (shape == null
+                        || shape.qkNope() != qkNope
+                        || shape.qkRope() != qkRope
+                        || shape.vHead() != vHead
+                        || shape.rank() != kvLoraRank
+                        || Float.floatToRawIntBits(shape.scale()) != Float.floatToRawIntBits(scale))) {
+            d.shape = new LatentAttention.Head(null, 0, qkNope, qkRope, vHead, kvLoraRank, scale); // once per model
+        }
         try {
             ops.forEachRow(rows.length * heads, d);
         } finally {
@@ -986,6 +997,8 @@ public final class CpuDevice extends HeapDevice {
         private int[] rowStart, rows, past;
         private int heads, qkNope, qkRope, vHead, width;
         private float scale;
+        private boolean inPlace; // BF16 kv_b_proj read in place by the native kernel
+        private LatentAttention.Head shape; // the dimensions the native kernel takes, kept while they stay the same
 
         @Override
         public void accept(int item) {
@@ -998,12 +1011,20 @@ public final class CpuDevice extends HeapDevice {
             float[] os = floats(out);
             boolean simd = ops.simd();
             LatentAttention.Scratch scratch = LatentAttention.scratch();
-            LatentAttention.Head head = LatentAttention.head(w, h, qkNope, qkRope, vHead, scale, simd, scratch);
+            LatentAttention.Head head =
+                    inPlace ? null : LatentAttention.head(w, h, qkNope, qkRope, vHead, scale, simd, scratch);
             for (int i = 0; i < rows[b]; i++) {
                 int row = rowStart[b] + i;
                 int len = past[b] + i + 1; // causal: the cache before this pass, then new tokens up to i
                 int qOff = off(q) + (row * heads + h) * qHead;
                 int oOff = off(out) + (row * heads + h) * vHead;
+                if (inPlace
+                        && LatentAttention.attendInPlace(w, h, shape, qs, qOff, cache, width, len, os, oOff, scratch)) {
+                    continue;
+                }
+                if (head == null) { // the head's rows cross a mapping border: decoded, as the Java path does
+                    head = LatentAttention.head(w, h, qkNope, qkRope, vHead, scale, simd, scratch);
+                }
                 if (simd) {
                     LatentAttention.attendVector(head, qs, qOff, cache, width, len, os, oOff, scratch);
                 } else {

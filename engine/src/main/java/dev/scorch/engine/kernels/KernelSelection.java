@@ -301,7 +301,7 @@ public record KernelSelection(
         } else if (whyJavaRowDot == null) {
             decode = new Choice(
                     Impl.NATIVE,
-                    "native C row-dot, 8 fp32 lanes (AVX2), BF16, FP8 and INT4 read in place",
+                    "native C row-dot, 8 fp32 lanes (AVX2), BF16, FP8 and INT4 read in place; absorbed attention on BF16 kv_b_proj in place",
                     "one pass over the weights, straight from the mapping, no row copies");
         } else {
             decode = new Choice(

@@ -1,5 +1,6 @@
 package dev.scorch.engine.kernels;
 
+import dev.scorch.engine.checkpoint.DType;
 import java.util.Arrays;
 import jdk.incubator.vector.FloatVector;
 import jdk.incubator.vector.VectorMask;
@@ -35,6 +36,7 @@ public final class LatentAttention {
         float[] qLat = new float[0];
         float[] oLat = new float[0];
         float[] scores = new float[0];
+        float[] inPlace = new float[0]; // the native kernel's q_latent, o_latent and scores
         final float[] lanes = new float[5 * 64]; // four accumulators' lanes and one more, at up to 64 lanes
         // The head {@link #head} decoded last: its rows of kv_b_proj [qk_nope + v_head, rank] in fp32, which
         // Linear and head they are (weights never change: the pair names the values), and its Head (kept while its
@@ -116,6 +118,53 @@ public final class LatentAttention {
         s.headOf = kvBProj;
         s.headIndex = h;
         return s.head;
+    }
+
+    /** Whether {@link #attendInPlace} takes kvBProj: the native row-dot's kernels run here and its values are BF16. */
+    public static boolean attendsInPlace(Linear kvBProj) {
+        return RowDotGemm.NATIVE_ROWDOT && kvBProj.dtype() == DType.BF16;
+    }
+
+    /**
+     * As {@link #head} then {@link #attendVector}, with the same bits (8 lanes), but head h's rows of a BF16 kvBProj read
+     * in place by the native kernel: no fp32 copy of the head. shape gives the dimensions (its weights are not read).
+     * False, nothing done, where the head's rows cross a mapping border (the caller takes the Java path).
+     */
+    public static boolean attendInPlace(
+            Linear kvBProj,
+            int h,
+            Head shape,
+            float[] q,
+            int qOff,
+            float[] cache,
+            int stride,
+            int len,
+            float[] out,
+            int oOff,
+            Scratch s) {
+        if (!attendsInPlace(kvBProj)) {
+            throw new IllegalStateException("no in-place absorbed attention for " + kvBProj.name());
+        }
+        int rank = shape.rank();
+        int rows = shape.qkNope() + shape.vHead();
+        if (h < 0 || (long) (h + 1) * rows > kvBProj.out() || kvBProj.in() != rank) {
+            throw new IllegalArgumentException(kvBProj.name() + ": no head " + h + " of " + rows + " rows of " + rank
+                    + " in [" + kvBProj.out() + ", " + kvBProj.in() + "]");
+        }
+        int n = rows * rank;
+        java.nio.MappedByteBuffer map = kvBProj.rawMapping(h * rows, 0, n);
+        if (map == null) {
+            return false;
+        }
+        int need = 2 * rank + len + 8;
+        if (s.inPlace.length < need) {
+            s.inPlace = new float[Math.max(need, 2 * s.inPlace.length)];
+        }
+        if (!NativeCpu.mlaAbsorbedBf16Mapped(
+                map, kvBProj.rawMappedAt(h * rows, 0, n), shape, q, qOff, cache, stride, len, out, oOff, s.inPlace)) {
+            throw kvBProj.rawMappingFault(h * rows, 0, n);
+        }
+        return true;
     }
 
     /**

@@ -475,6 +475,63 @@ public final class NativeCpu {
     }
 
     /**
+     * Decode's absorbed MLA attention of one query row of one head (see {@code mla_absorbed_bf16} in scorch_cpu.c; AVX2,
+     * {@link LatentAttention#attendVector}'s bits on 8 lanes), the head's kv_b_proj rows (qk_nope W_UK rows, then v_head
+     * W_UV rows, rank BF16 values each) read in place from byte byteOffset of map: out[oOff ..+ v_head) for the query
+     * q[qOff ..] = [q_nope | q_pe] over the first len rows of cache [.., stride]. scratch holds 2 · rank + len + 8
+     * floats. True when read; false where a page could not be read (the file shrank under its mapping): the caller
+     * throws naming the file.
+     */
+    static boolean mlaAbsorbedBf16Mapped(
+            java.nio.MappedByteBuffer map,
+            long byteOffset,
+            LatentAttention.Head h,
+            float[] q,
+            int qOff,
+            float[] cache,
+            int stride,
+            int len,
+            float[] out,
+            int oOff,
+            float[] scratch) {
+        int rank = h.rank();
+        int qHead = h.qkNope() + h.qkRope();
+        if (byteOffset < 0
+                || rank < 1
+                || len < 1
+                || stride < rank + h.qkRope()
+                || !map.isDirect()
+                || byteOffset + 2L * (h.qkNope() + h.vHead()) * rank > map.capacity()
+                || qOff < 0
+                || (long) qOff + qHead > q.length
+                || (long) len * stride > cache.length
+                || oOff < 0
+                || (long) oOff + h.vHead() > out.length
+                || 2L * rank + len + 8 > scratch.length) {
+            throw new IndexOutOfBoundsException("absorbed attention out of bounds: mapping " + map.capacity()
+                    + " bytes from " + byteOffset + ", head [" + h.qkNope() + " + " + h.vHead() + ", " + rank + "]; q "
+                    + q.length + " from " + qOff + ", cache " + cache.length + " for " + len + " rows of " + stride
+                    + ", out " + out.length + " from " + oOff + ", scratch " + scratch.length);
+        }
+        return mlaAbsorbedBf16Mapped0(
+                map,
+                byteOffset,
+                h.qkNope(),
+                h.qkRope(),
+                h.vHead(),
+                rank,
+                h.scale(),
+                q,
+                qOff,
+                cache,
+                stride,
+                len,
+                out,
+                oOff,
+                scratch);
+    }
+
+    /**
      * Decode's row-dot over INT4 weight rows [row0, row0 + rows) read in place (see {@code rowdot_int4} in scorch_cpu.c;
      * AVX2, RowDotGemm's bits on 8 lanes): the rows' packed words (wpr a row) from byte byteOffset of map, their group
      * scales (gpr a row, scaleType BF16, F16 or F32) from byte scaleByteOffset of scaleMap; xs x split by phase as
@@ -858,6 +915,23 @@ public final class NativeCpu {
             int group,
             float[] dst,
             boolean avx512);
+
+    private static native boolean mlaAbsorbedBf16Mapped0(
+            java.nio.MappedByteBuffer map,
+            long byteOffset,
+            int nope,
+            int rope,
+            int vHead,
+            int rank,
+            float scale,
+            float[] q,
+            int qOff,
+            float[] cache,
+            int stride,
+            int len,
+            float[] out,
+            int oOff,
+            float[] scratch);
 
     private static native boolean bf16RowDotMapped0(
             java.nio.MappedByteBuffer map,

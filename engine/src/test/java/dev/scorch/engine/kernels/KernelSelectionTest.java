@@ -55,7 +55,7 @@ class KernelSelectionTest {
         KernelSelection avx2 = choose(25, 8, Library.loaded(1), Map.of());
         assertChoice(
                 Impl.NATIVE,
-                "native C row-dot, 8 fp32 lanes (AVX2), BF16, FP8 and INT4 read in place",
+                "native C row-dot, 8 fp32 lanes (AVX2), BF16, FP8 and INT4 read in place; absorbed attention on BF16 kv_b_proj in place",
                 "one pass over the weights, straight from the mapping, no row copies",
                 avx2.decodeGemm());
         assertChoice(
@@ -399,7 +399,7 @@ class KernelSelectionTest {
         assertEquals(RowDecoder.L >= 8, RowDecoder.INT4_WORDS != null);
         assertEquals(
                 k.decodeGemm().impl() == Impl.NATIVE
-                        ? "native C row-dot, 8 fp32 lanes (AVX2), BF16, FP8 and INT4 read in place"
+                        ? "native C row-dot, 8 fp32 lanes (AVX2), BF16, FP8 and INT4 read in place; absorbed attention on BF16 kv_b_proj in place"
                         : "Java Vector API row-dot, " + RowDotGemm.L + " fp32 lanes (" + RowDotGemm.F.vectorBitSize()
                                 + "-bit)",
                 k.decodeGemm().kernel());

@@ -119,6 +119,52 @@ class LatentAttentionTest {
         }
     }
 
+    /**
+     * The native kernel reading a BF16 kv_b_proj in place gives the vector path's bits (8 lanes) over the decoded head:
+     * ranks and ropes that are not multiples of 8, v_head not of 4, lengths that leave a partial vector of scores,
+     * rows at a stride with NaN padding, every head of the weight.
+     */
+    @Test
+    void inPlaceHasTheVectorPathsBits() throws IOException {
+        int[][] shapes = {{64, 32, 64, 256}, {16, 8, 12, 40}, {5, 3, 7, 19}, {128, 64, 128, 512}};
+        for (int[] sh : shapes) {
+            int nope = sh[0];
+            int rope = sh[1];
+            int vHead = sh[2];
+            int rank = sh[3];
+            int heads = 3;
+            float[] w = GemmTest.randn(heads * (nope + vHead) * rank, 31);
+            for (int i = 0; i < w.length; i++) {
+                w[i] *= 0.1f;
+            }
+            SafetensorsWriter sw = new SafetensorsWriter();
+            sw.addFloats("kv_b_proj.weight", DType.BF16, new long[] {heads * (nope + vHead), rank}, w);
+            Path f = tmp.resolve("inplace-" + rank + ".safetensors");
+            sw.write(f);
+            Linear kvB = new Linear(SafetensorsFile.open(f).tensor("kv_b_proj.weight"));
+            assumeTrue(LatentAttention.attendsInPlace(kvB), "no native row-dot here");
+            LatentAttention.Head shape = new LatentAttention.Head(null, 0, nope, rope, vHead, rank, 0.0883f);
+            for (int len : new int[] {1, 3, 4, 9, 37, 200}) {
+                float[] lat = GemmTest.randn(len * rank, 32 + len);
+                float[] pe = GemmTest.randn(len * rope, 33 + len);
+                float[] q = GemmTest.randn(2 * (nope + rope), 34 + len);
+                int stride = rank + rope + 3;
+                float[] cache = rows(lat, pe, len, rank, rope, stride, len + 2);
+                for (int h = 0; h < heads; h++) {
+                    String what = Arrays.toString(sh) + " len " + len + " head " + h;
+                    float[] want = new float[vHead + 2];
+                    float[] got = new float[vHead + 2];
+                    LatentAttention.Scratch s = new LatentAttention.Scratch();
+                    LatentAttention.Head head = LatentAttention.head(kvB, h, nope, rope, vHead, 0.0883f, true, s);
+                    LatentAttention.attendVector(head, q, nope + rope, cache, stride, len, want, 1, s);
+                    assertTrue(LatentAttention.attendInPlace(
+                            kvB, h, shape, q, nope + rope, cache, stride, len, got, 1, new LatentAttention.Scratch()));
+                    assertArrayEquals(want, got, what);
+                }
+            }
+        }
+    }
+
     @Test
     void refusesRowsTooNarrowForALatentAndAKPe() {
         LatentAttention.Head head = new LatentAttention.Head(new float[2 * 8 * 16], 0, 4, 4, 4, 16, 1f);
