@@ -3,6 +3,10 @@ package dev.scorch.engine.device;
 import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.kernels.Rope;
 import dev.scorch.engine.model.RouterShape;
+import java.lang.annotation.ElementType;
+import java.lang.annotation.Retention;
+import java.lang.annotation.RetentionPolicy;
+import java.lang.annotation.Target;
 import java.util.function.LongFunction;
 
 /**
@@ -13,6 +17,16 @@ import java.util.function.LongFunction;
  * and reads back to the host wait for what came before.
  */
 public interface Device extends AutoCloseable {
+    /**
+     * A default method that a decorator ({@link DeviceDecorator}) runs on itself rather than hand to the device it wraps:
+     * it is made of other calls of the seam (capture: reruns its step), which the decorator then sees one by one. A
+     * device's own version of it is passed over there; by the seam's contract its bits are the same. Every other method,
+     * default or not, a decorator hands on whole.
+     */
+    @Retention(RetentionPolicy.RUNTIME)
+    @Target(ElementType.METHOD)
+    @interface Composite {}
+
     /** The device, in words (name, memory). */
     String describe();
 
@@ -136,12 +150,14 @@ public interface Device extends AutoCloseable {
     /** A weight given as fp32 values, in the precision's dtype (small matrices and tests). */
     Buf weight(float[] w, GemmPrecision precision);
 
+    @Composite
     default Buf upload(float[] v) {
         Buf b = alloc(Buf.Kind.F32, v.length);
         write(b, v, 0, v.length);
         return b;
     }
 
+    @Composite
     default Buf upload(int[] v) {
         Buf b = alloc(Buf.Kind.I32, v.length);
         write(b, v, 0, v.length);
@@ -173,6 +189,7 @@ public interface Device extends AutoCloseable {
      * inter], {@link #swiglu} and {@link #gemm} over every row at once, its intermediates from floats. A device may run long batches a chunk of rows at a time (the CPU: the [rows, inter]
      * activations stay small), each row's bits the same.
      */
+    @Composite
     default void mlp(
             Buf x,
             int m,
@@ -274,6 +291,7 @@ public interface Device extends AutoCloseable {
      * holding past[s] tokens before them. A device may share work across the sequences (the CPU decodes a head of
      * kv_b_proj once for all of them); each sequence's bits are its {@link #mlaDecode}'s.
      */
+    @Composite
     default void mlaDecode(
             Buf q,
             int[] rowStart,
@@ -313,6 +331,7 @@ public interface Device extends AutoCloseable {
      * whole sequences at a time (the CPU: the keys and values of a long batch never exist at once), each row's bits
      * the same. Rows as in {@link #gemm(Buf, int, int, Buf, int, Buf, GemmPrecision, DecodeRows)}.
      */
+    @Composite
     default void mlaPrefill(
             Buf q,
             Buf latent,
@@ -497,6 +516,7 @@ public interface Device extends AutoCloseable {
      * and ints; a device may run the experts its own way with the same bits per token. Rows as in
      * {@link #gemm(Buf, int, int, Buf, int, Buf, GemmPrecision, DecodeRows)}, by token.
      */
+    @Composite
     default void moeExperts(
             Buf x,
             int t,
@@ -549,6 +569,7 @@ public interface Device extends AutoCloseable {
      * YaRN cos/sin of positions [0, positions) at least, [positions, qk_rope_head_dim] as {@link Rope#table} lays them
      * out, on this device; previous (the last table this call returned, or null) is no longer used.
      */
+    @Composite
     default Buf ropeTable(Rope rope, int positions, Buf previous) {
         if (previous != null) {
             free(previous);
@@ -570,6 +591,7 @@ public interface Device extends AutoCloseable {
      * make no host reads, writes, allocations or synchronisation, and everything that changes between launches must
      * live in buffers written before each launch. This default records nothing: launch runs step again.
      */
+    @Composite
     default DeviceGraph capture(Runnable step) {
         return DeviceGraph.rerun(step);
     }

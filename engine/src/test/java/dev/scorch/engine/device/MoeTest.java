@@ -51,23 +51,24 @@ class MoeTest {
     void theForwardStaysOnTheDevice(GemmPrecision p) {
         ModelWeights mw = ModelWeights.open(TestModels.conformanceModel());
         ModelConfig c = mw.config();
-        ProfilingDevice dev = new ProfilingDevice(new HostDevice());
+        ProfilingDevice prof = new ProfilingDevice(new HostDevice());
+        Device dev = prof.device();
         DeviceWeights w = new DeviceWeights(mw, dev, p);
         String prefix = WeightLayout.layer(firstMoeLayer(c)) + "mlp.";
         Moe moe = new Moe(w, c, prefix);
         Pass pass = pass(dev, p);
         Buf x = dev.upload(input(c));
-        dev.reset();
+        prof.reset();
         moe.forward(pass, x, T, null);
-        assertNull(dev.stats().get("read"), dev.stats().keySet().toString());
-        assertNull(dev.stats().get("write"), dev.stats().keySet().toString());
-        assertNull(dev.stats().get("readInts"), dev.stats().keySet().toString());
-        assertNull(dev.stats().get("writeInts"), dev.stats().keySet().toString());
-        assertEquals(1, dev.stats().get("moePermute").calls);
+        assertNull(prof.stats().get("read"), prof.stats().keySet().toString());
+        assertNull(prof.stats().get("write"), prof.stats().keySet().toString());
+        assertNull(prof.stats().get("readInts"), prof.stats().keySet().toString());
+        assertNull(prof.stats().get("writeInts"), prof.stats().keySet().toString());
+        assertEquals(1, prof.stats().get("moePermute").calls);
         int[] routes = new int[T * c.numExpertsPerTok()];
-        dev.reset();
+        prof.reset();
         moe.forward(pass, x, T, routes);
-        assertEquals(1, dev.stats().get("readInts").calls); // the routes, asked for
+        assertEquals(1, prof.stats().get("readInts").calls); // the routes, asked for
     }
 
     static void check(Path dir, GemmPrecision p) {
