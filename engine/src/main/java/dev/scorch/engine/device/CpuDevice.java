@@ -323,27 +323,21 @@ public final class CpuDevice extends HeapDevice {
             Buf latent,
             Buf kPe,
             Buf kvBProj,
-            Buf keyStart,
-            Buf keyLen,
-            Buf tiles,
-            int numTiles,
-            int t,
-            int heads,
-            int qkNope,
-            int qkRope,
-            int vHead,
-            int kvLoraRank,
-            float scale,
+            KeyTiles keys,
+            MlaShape shape,
             Buf out,
             GemmPrecision precision,
             DecodeRows rows,
             LongFunction<Buf> floats) {
-        Linear w = linears(kvBProj, heads * (qkNope + vHead), kvLoraRank)[0];
-        float[] qs = whole(q, (long) t * heads * (qkNope + qkRope), "mlaPrefill q");
+        int t = keys.t();
+        int heads = shape.heads();
+        int kvLoraRank = shape.kvLoraRank();
+        Linear w = linears(kvBProj, heads * shape.kvHead(), kvLoraRank)[0];
+        float[] qs = whole(q, (long) t * heads * shape.qHead(), "mlaPrefill q");
         float[] lat = whole(latent, (long) t * kvLoraRank, "mlaPrefill latent");
-        float[] kp = whole(kPe, (long) t * qkRope, "mlaPrefill kPe");
-        float[] os = whole(out, (long) t * heads * vHead, "mlaPrefill out");
-        int seqs = sequences(tiles, numTiles, keyStart);
+        float[] kp = whole(kPe, (long) t * shape.qkRope(), "mlaPrefill kPe");
+        float[] os = whole(out, (long) t * heads * shape.vHead(), "mlaPrefill out");
+        int seqs = sequences(keys);
         int[] start = s.seqStart;
         int[] len = s.seqLen;
         int longest = 0;
@@ -352,7 +346,7 @@ public final class CpuDevice extends HeapDevice {
         }
         int cap = Math.max(KV_GROUP_ROWS, longest);
         float[] groupLatent = s.groupLatent = grow(s.groupLatent, cap * kvLoraRank); // [group rows, kv_lora_rank]
-        float[] kv = s.kv = grow(s.kv, cap * heads * (qkNope + vHead)); // [group rows, heads, k_nope | v]
+        float[] kv = s.kv = grow(s.kv, cap * heads * shape.kvHead()); // [group rows, heads, k_nope | v]
         for (int g0 = 0, g1, group = 0; g0 < seqs; g0 = g1, group++) {
             int row0 = start[g0];
             g1 = g0 + 1;
@@ -378,12 +372,22 @@ public final class CpuDevice extends HeapDevice {
                     || in.seqLen() != groupLen
                     || in.kvRow0() != row0
                     || in.heads() != heads
-                    || in.qkNope() != qkNope
-                    || in.qkRope() != qkRope
-                    || in.vHead() != vHead
-                    || in.scale() != scale) {
-                in = s.groupInputs[group] =
-                        new MlaInputs(qs, kv, kp, heads, qkNope, qkRope, vHead, groupStart, groupLen, scale, row0);
+                    || in.qkNope() != shape.qkNope()
+                    || in.qkRope() != shape.qkRope()
+                    || in.vHead() != shape.vHead()
+                    || in.scale() != shape.scale()) {
+                in = s.groupInputs[group] = new MlaInputs(
+                        qs,
+                        kv,
+                        kp,
+                        heads,
+                        shape.qkNope(),
+                        shape.qkRope(),
+                        shape.vHead(),
+                        groupStart,
+                        groupLen,
+                        shape.scale(),
+                        row0);
             }
             ops.attention(in, os);
         }
@@ -604,17 +608,8 @@ public final class CpuDevice extends HeapDevice {
     }
 
     @Override
-    public void rope(
-            Buf x,
-            int rows,
-            int heads,
-            int rowStride,
-            int headStride,
-            int offset,
-            int ropeDim,
-            Buf positions,
-            Buf cosSin) {
-        ropeRows.run(rows, x, heads, rowStride, headStride, offset, ropeDim, positions, cosSin);
+    public void rope(Buf x, int rows, int heads, int rowStride, int headStride, int offset, int ropeDim, Rotary r) {
+        ropeRows.run(rows, x, heads, rowStride, headStride, offset, ropeDim, r);
     }
 
     @Override
@@ -664,42 +659,33 @@ public final class CpuDevice extends HeapDevice {
 
     /** The tiles' sequences (runs of tiles with one key start) through {@link Ops#attention}. */
     @Override
-    public void mlaAttention(
-            Buf q,
-            Buf kv,
-            Buf kPe,
-            Buf keyStart,
-            Buf keyLen,
-            Buf tiles,
-            int numTiles,
-            int t,
-            int heads,
-            int qkNope,
-            int qkRope,
-            int vHead,
-            float scale,
-            Buf out) {
-        int seqs = sequences(tiles, numTiles, keyStart);
+    public void mlaAttention(Buf q, Buf kv, Buf kPe, KeyTiles keys, MlaShape shape, Buf out) {
+        int seqs = sequences(keys);
+        int t = keys.t();
+        int heads = shape.heads();
         ops.attention(
                 new MlaInputs(
-                        whole(q, (long) t * heads * (qkNope + qkRope), "mlaAttention q"),
-                        whole(kv, (long) t * heads * (qkNope + vHead), "mlaAttention kv"),
-                        whole(kPe, (long) t * qkRope, "mlaAttention kPe"),
+                        whole(q, (long) t * heads * shape.qHead(), "mlaAttention q"),
+                        whole(kv, (long) t * heads * shape.kvHead(), "mlaAttention kv"),
+                        whole(kPe, (long) t * shape.qkRope(), "mlaAttention kPe"),
                         heads,
-                        qkNope,
-                        qkRope,
-                        vHead,
+                        shape.qkNope(),
+                        shape.qkRope(),
+                        shape.vHead(),
                         Arrays.copyOf(s.seqStart, seqs),
                         Arrays.copyOf(s.seqLen, seqs),
-                        scale),
-                whole(out, (long) t * heads * vHead, "mlaAttention out"));
+                        shape.scale()),
+                whole(out, (long) t * heads * shape.vHead(), "mlaAttention out"));
     }
 
     /**
      * The tiles' sequences in order, a sequence being a run of tiles with one key start: their first rows and lengths
      * into s.seqStart and s.seqLen; returns how many.
      */
-    private int sequences(Buf tiles, int numTiles, Buf keyStart) {
+    private int sequences(KeyTiles keys) {
+        Buf tiles = keys.tiles();
+        Buf keyStart = keys.keyStart();
+        int numTiles = keys.numTiles();
         int[] ts = ints(tiles);
         int[] ks = ints(keyStart);
         int[] start = s.seqStart = grow(s.seqStart, numTiles);
@@ -724,33 +710,8 @@ public final class CpuDevice extends HeapDevice {
     }
 
     @Override
-    public void mlaDecode(
-            Buf q,
-            int rows,
-            Buf cache,
-            int past,
-            Buf kvBProj,
-            int heads,
-            int qkNope,
-            int qkRope,
-            int vHead,
-            int kvLoraRank,
-            float scale,
-            Buf out) {
-        mlaDecode(
-                q,
-                new int[] {0},
-                new int[] {rows},
-                new Buf[] {cache},
-                new int[] {past},
-                kvBProj,
-                heads,
-                qkNope,
-                qkRope,
-                vHead,
-                kvLoraRank,
-                scale,
-                out);
+    public void mlaDecode(Buf q, int rows, Buf cache, int past, Buf kvBProj, MlaShape shape, Buf out) {
+        mlaDecode(q, new int[] {0}, new int[] {rows}, new Buf[] {cache}, new int[] {past}, kvBProj, shape, out);
     }
 
     /**
@@ -760,39 +721,21 @@ public final class CpuDevice extends HeapDevice {
      */
     @Override
     public void mlaDecode(
-            Buf q,
-            int[] rowStart,
-            int[] rows,
-            Buf[] caches,
-            int[] past,
-            Buf kvBProj,
-            int heads,
-            int qkNope,
-            int qkRope,
-            int vHead,
-            int kvLoraRank,
-            float scale,
-            Buf out) {
-        int width = kvLoraRank + qkRope;
+            Buf q, int[] rowStart, int[] rows, Buf[] caches, int[] past, Buf kvBProj, MlaShape shape, Buf out) {
         for (int b = 0; b < rows.length; b++) {
-            whole(caches[b], (long) (past[b] + rows[b]) * width, "mlaDecode cache");
+            whole(caches[b], (long) (past[b] + rows[b]) * shape.kvAWidth(), "mlaDecode cache");
         }
         DecodeItems d = decodeItems;
-        d.w = linears(kvBProj, heads * (qkNope + vHead), kvLoraRank)[0];
+        d.w = linears(kvBProj, shape.heads() * shape.kvHead(), shape.kvLoraRank())[0];
         d.q = q;
         d.rowStart = rowStart;
         d.rows = rows;
         d.caches = caches;
         d.past = past;
-        d.heads = heads;
-        d.qkNope = qkNope;
-        d.qkRope = qkRope;
-        d.vHead = vHead;
-        d.width = width;
-        d.scale = scale;
+        d.shape = shape;
         d.out = out;
         try {
-            ops.forEachRow(rows.length * heads, d);
+            ops.forEachRow(rows.length * shape.heads(), d);
         } finally {
             d.caches = null; // a sequence's cache is not kept alive by the device
         }
@@ -942,16 +885,9 @@ public final class CpuDevice extends HeapDevice {
         private int[] positions;
         private int xOff, posOff, csOff, heads, rowStride, headStride, ropeDim;
 
-        void run(
-                int rows,
-                Buf x,
-                int heads,
-                int rowStride,
-                int headStride,
-                int offset,
-                int ropeDim,
-                Buf positions,
-                Buf cosSin) {
+        void run(int rows, Buf x, int heads, int rowStride, int headStride, int offset, int ropeDim, Rotary r) {
+            Buf positions = r.positions();
+            Buf cosSin = r.cosSin();
             this.x = floats(x);
             this.xOff = off(x) + offset;
             this.positions = ints(positions);
@@ -984,21 +920,24 @@ public final class CpuDevice extends HeapDevice {
         private Buf out;
         private Buf[] caches;
         private int[] rowStart, rows, past;
-        private int heads, qkNope, qkRope, vHead, width;
-        private float scale;
+        private MlaShape shape;
 
         @Override
         public void accept(int item) {
             int seqs = rows.length;
             int b = item % seqs;
             int h = item / seqs;
-            int qHead = qkNope + qkRope;
+            int heads = shape.heads();
+            int qHead = shape.qHead();
+            int vHead = shape.vHead();
+            int width = shape.kvAWidth();
             float[] cache = floats(caches[b]);
             float[] qs = floats(q);
             float[] os = floats(out);
             boolean simd = ops.simd();
             LatentAttention.Scratch scratch = LatentAttention.scratch();
-            LatentAttention.Head head = LatentAttention.head(w, h, qkNope, qkRope, vHead, scale, simd, scratch);
+            LatentAttention.Head head =
+                    LatentAttention.head(w, h, shape.qkNope(), shape.qkRope(), vHead, shape.scale(), simd, scratch);
             for (int i = 0; i < rows[b]; i++) {
                 int row = rowStart[b] + i;
                 int len = past[b] + i + 1; // causal: the cache before this pass, then new tokens up to i

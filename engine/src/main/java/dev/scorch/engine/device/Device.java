@@ -213,41 +213,21 @@ public interface Device extends AutoCloseable {
 
     /**
      * Rotates, in place, the rope_dim values at x[r·rowStride + h·headStride + offset] of every row r and head h by
-     * the angles of position positions[r]; cosSin is [positions, rope_dim] (cos, sin interleaved, as {@code Rope.cosSin}).
+     * the angles of row r's position (r.positions[r] into the cos/sin table r.cosSin).
      */
-    void rope(
-            Buf x,
-            int rows,
-            int heads,
-            int rowStride,
-            int headStride,
-            int offset,
-            int ropeDim,
-            Buf positions,
-            Buf cosSin);
+    void rope(Buf x, int rows, int heads, int rowStride, int headStride, int offset, int ropeDim, Rotary r);
 
     /**
-     * kv_a_layernorm and the key's RoPE over kv_a_proj_with_mqa's output [latent | k_pe] in one kernel: for r &lt; rows,
-     * latent[r, :rank] = weight · x[r·stride + offset ..][:rank] / rms (as {@link #rmsNorm}), and kPe[r, :ropeDim] =
-     * x[r·stride + offset + rank ..][:ropeDim] rotated by the angles of positions[r] (as {@link #copyCols} then one
-     * head of {@link #rope}).
+     * kv_a_layernorm and the key's RoPE over kv_a_proj_with_mqa's output in one kernel. x [rows, q_out + kv_lora_rank +
+     * qk_rope] is the stacked projection [q_a | latent | k_pe] ({@link MlaShape#qOut}); for i &lt; rows, latent[i,
+     * :kv_lora_rank] = weight · (x's latent of row i) / rms (as {@link #rmsNorm}), and kPe[i, :qk_rope] = x's k_pe of
+     * row i rotated by the angles of its position (as {@link #copyCols} then one head of {@link #rope}).
      */
-    default void rmsNormRope(
-            Buf x,
-            int rows,
-            int stride,
-            int offset,
-            int rank,
-            Buf weight,
-            double eps,
-            int ropeDim,
-            Buf positions,
-            Buf cosSin,
-            Buf latent,
-            Buf kPe) {
-        rmsNorm(x, rows, stride, offset, rank, weight, eps, latent);
-        copyCols(x, rows, stride, offset + rank, ropeDim, kPe, ropeDim, 0);
-        rope(kPe, rows, 1, ropeDim, 0, 0, ropeDim, positions, cosSin);
+    default void rmsNormRope(Buf x, int rows, Buf weight, double eps, MlaShape s, Rotary r, Buf latent, Buf kPe) {
+        int stride = s.qOut() + s.kvAWidth();
+        rmsNorm(x, rows, stride, s.qOut(), s.kvLoraRank(), weight, eps, latent);
+        copyCols(x, rows, stride, s.qOut() + s.kvLoraRank(), s.qkRope(), kPe, s.qkRope(), 0);
+        rope(kPe, rows, 1, s.qkRope(), 0, 0, s.qkRope(), r);
     }
 
     /** dst[r·dstStride + dstOff + c] = src[r·srcStride + srcOff + c] for r < rows, c < width. */
@@ -263,73 +243,42 @@ public interface Device extends AutoCloseable {
     void gatherRows(Buf x, Buf rows, int n, int width, Buf out);
 
     /**
-     * MLA attention, prefill form: q [t, heads, qk_nope + qk_rope], kv [keys, heads, qk_nope + v_head] = [k_nope | v],
-     * kPe [keys, qk_rope]; query i attends keys keyStart[i] .. keyStart[i] + keyLen[i] - 1, softmax in fp32.
-     * out [t, heads, v_head]. tiles holds numTiles pairs (first query, queries), in ascending order and apart, at most
-     * {@link #ATTENTION_TILE} each, every tile inside one sequence: only the tiles' queries are computed (rows of out
-     * outside them are left as they are), and a device may share key loads across a tile's queries.
+     * MLA attention, prefill form, over keys.t() queries: q [t, heads, qk_nope + qk_rope], kv [keys, heads, qk_nope +
+     * v_head] = [k_nope | v], kPe [keys, qk_rope]; query i attends keys keyStart[i] .. keyStart[i] + keyLen[i] - 1,
+     * softmax in fp32. out [t, heads, v_head]. Only the tiles' queries are computed (rows of out outside them are left
+     * as they are), and a device may share key loads across a tile's queries ({@link KeyTiles}).
      */
-    void mlaAttention(
-            Buf q,
-            Buf kv,
-            Buf kPe,
-            Buf keyStart,
-            Buf keyLen,
-            Buf tiles,
-            int numTiles,
-            int t,
-            int heads,
-            int qkNope,
-            int qkRope,
-            int vHead,
-            float scale,
-            Buf out);
+    void mlaAttention(Buf q, Buf kv, Buf kPe, KeyTiles keys, MlaShape s, Buf out);
 
     /**
-     * {@link #mlaDecode} of several sequences: sequence s's rows[s] new tokens are rows [rowStart[s], + rows[s]) of q
-     * [*, heads, qk_nope + qk_rope] and of out [*, heads, v_head], over caches[s] (this layer's, {@link LatentCache})
-     * holding past[s] tokens before them. A device may share work across the sequences (the CPU decodes a head of
+     * {@link #mlaDecode} of several sequences: sequence i's rows[i] new tokens are rows [rowStart[i], + rows[i]) of q
+     * [*, heads, qk_nope + qk_rope] and of out [*, heads, v_head], over caches[i] (this layer's, {@link LatentCache})
+     * holding past[i] tokens before them. A device may share work across the sequences (the CPU decodes a head of
      * kv_b_proj once for all of them); each sequence's bits are its {@link #mlaDecode}'s.
      */
     @Composite
     default void mlaDecode(
-            Buf q,
-            int[] rowStart,
-            int[] rows,
-            Buf[] caches,
-            int[] past,
-            Buf kvBProj,
-            int heads,
-            int qkNope,
-            int qkRope,
-            int vHead,
-            int kvLoraRank,
-            float scale,
-            Buf out) {
-        int qHead = qkNope + qkRope;
-        for (int s = 0; s < rows.length; s++) {
+            Buf q, int[] rowStart, int[] rows, Buf[] caches, int[] past, Buf kvBProj, MlaShape s, Buf out) {
+        int qRow = s.heads() * s.qHead();
+        int outRow = s.heads() * s.vHead();
+        for (int i = 0; i < rows.length; i++) {
             mlaDecode(
-                    q.slice((long) rowStart[s] * heads * qHead, (long) rows[s] * heads * qHead),
-                    rows[s],
-                    caches[s],
-                    past[s],
+                    q.slice((long) rowStart[i] * qRow, (long) rows[i] * qRow),
+                    rows[i],
+                    caches[i],
+                    past[i],
                     kvBProj,
-                    heads,
-                    qkNope,
-                    qkRope,
-                    vHead,
-                    kvLoraRank,
-                    scale,
-                    out.slice((long) rowStart[s] * heads * vHead, (long) rows[s] * heads * vHead));
+                    s,
+                    out.slice((long) rowStart[i] * outRow, (long) rows[i] * outRow));
         }
     }
 
     /**
      * MLA attention in the prefill form from the latents: kv = latent · kv_b_projᵀ [t, heads, qk_nope + v_head] = [k_nope
-     * | v], then {@link #mlaAttention} over the tiles (q, kPe, keyStart, keyLen, tiles and out as there; latent [t,
-     * kv_lora_rank]). This default expands every row at once into a buffer from floats; a device may expand a group of
-     * whole sequences at a time (the CPU: the keys and values of a long batch never exist at once), each row's bits
-     * the same. Rows as in {@link #gemm(Buf, int, int, Buf, int, Buf, GemmPrecision, DecodeRows)}.
+     * | v], then {@link #mlaAttention} over the tiles (q, kPe, keys and out as there; latent [t, kv_lora_rank]). This
+     * default expands every row at once into a buffer from floats; a device may expand a group of whole sequences at a
+     * time (the CPU: the keys and values of a long batch never exist at once), each row's bits the same. Rows as in
+     * {@link #gemm(Buf, int, int, Buf, int, Buf, GemmPrecision, DecodeRows)}.
      */
     @Composite
     default void mlaPrefill(
@@ -337,52 +286,32 @@ public interface Device extends AutoCloseable {
             Buf latent,
             Buf kPe,
             Buf kvBProj,
-            Buf keyStart,
-            Buf keyLen,
-            Buf tiles,
-            int numTiles,
-            int t,
-            int heads,
-            int qkNope,
-            int qkRope,
-            int vHead,
-            int kvLoraRank,
-            float scale,
+            KeyTiles keys,
+            MlaShape s,
             Buf out,
             GemmPrecision precision,
             DecodeRows rows,
             LongFunction<Buf> floats) {
-        Buf kv = floats.apply((long) t * heads * (qkNope + vHead));
-        gemm(latent, t, kvLoraRank, kvBProj, heads * (qkNope + vHead), kv, precision, rows);
-        mlaAttention(q, kv, kPe, keyStart, keyLen, tiles, numTiles, t, heads, qkNope, qkRope, vHead, scale, out);
+        int t = keys.t();
+        Buf kv = floats.apply((long) t * s.heads() * s.kvHead());
+        gemm(latent, t, s.kvLoraRank(), kvBProj, s.heads() * s.kvHead(), kv, precision, rows);
+        mlaAttention(q, kv, kPe, keys, s, out);
     }
 
     /**
-     * A decode step's latents and k_pe into each row's cache, the append position read on the device: for r &lt; rows,
-     * row lengths[r] of caches[r] (an {@link Buf.Kind#ADDR} table of layer caches [capacity, kv_lora_rank + qk_rope],
-     * {@link LatentCache#layer}) = latent[r, :kv_lora_rank] then kPe[r, :qk_rope].
+     * A decode step's latents and k_pe into each row's cache, the append position read on the device: for i &lt; rows,
+     * row lengths[i] of caches[i] (an {@link Buf.Kind#ADDR} table of layer caches [capacity, kv_lora_rank + qk_rope],
+     * {@link LatentCache#layer}) = latent[i, :kv_lora_rank] then kPe[i, :qk_rope].
      */
-    void cacheAppend(Buf latent, Buf kPe, int rows, int kvLoraRank, int qkRope, Buf caches, Buf lengths);
+    void cacheAppend(Buf latent, Buf kPe, int rows, MlaShape s, Buf caches, Buf lengths);
 
     /**
      * {@link #mlaDecode} of a decode step, one new token per row, everything that changes between steps read on the
-     * device: row r's query q[r] attends caches[r] (as in {@link #cacheAppend}), which holds lengths[r] tokens before
+     * device: row i's query q[i] attends caches[i] (as in {@link #cacheAppend}), which holds lengths[i] tokens before
      * it and the token itself after them; out [rows, heads, v_head]. Each row's bits are its {@link #mlaDecode}'s with
-     * rows 1 and past lengths[r].
+     * rows 1 and past lengths[i].
      */
-    void mlaDecodeRows(
-            Buf q,
-            int rows,
-            Buf caches,
-            Buf lengths,
-            Buf kvBProj,
-            int heads,
-            int qkNope,
-            int qkRope,
-            int vHead,
-            int kvLoraRank,
-            float scale,
-            Buf out);
+    void mlaDecodeRows(Buf q, int rows, Buf caches, Buf lengths, Buf kvBProj, MlaShape s, Buf out);
 
     /** Queries per attention tile (the CUDA kernel's ATTN_Q). */
     int ATTENTION_TILE = 16;
@@ -397,19 +326,7 @@ public interface Device extends AutoCloseable {
      * o_latent = Σ_j p_j c_j; out[i, h] = W_UV o_latent. out [rows, heads, v_head]. No kv_b_proj GEMM over the cache:
      * a step costs O(cache · kv_lora_rank) per head, and a row's bits depend only on its own sequence.
      */
-    void mlaDecode(
-            Buf q,
-            int rows,
-            Buf cache,
-            int past,
-            Buf kvBProj,
-            int heads,
-            int qkNope,
-            int qkRope,
-            int vHead,
-            int kvLoraRank,
-            float scale,
-            Buf out);
+    void mlaDecode(Buf q, int rows, Buf cache, int past, Buf kvBProj, MlaShape s, Buf out);
 
     /**
      * Grouped GEMM (one per expert): for g < groups, rows [rowStart[g], + rows[g]) of y [*, n] = the same rows of

@@ -139,10 +139,11 @@ public final class KernelTwins {
                         b,
                         dev -> {
                             Buf q = dev.upload(x);
-                            dev.rope(q, m, 3, k, 96, 64, 32, dev.upload(positions), dev.upload(cs));
+                            dev.rope(q, m, 3, k, 96, 64, 32, new Rotary(dev.upload(positions), dev.upload(cs)));
                             return q;
                         },
                         m * k));
+        MlaShape kvA = new MlaShape(1, k - 200 - 32, 0, 32, 0, 200, 1f); // x [m, k] = [q_a | latent 200 | k_pe 32]
         out.put(
                 "rmsNormRope",
                 diff(
@@ -153,14 +154,10 @@ public final class KernelTwins {
                             dev.rmsNormRope(
                                     dev.upload(x),
                                     m,
-                                    k,
-                                    50,
-                                    200,
                                     dev.upload(norm),
                                     1e-6f,
-                                    32,
-                                    dev.upload(positions),
-                                    dev.upload(cs),
+                                    kvA,
+                                    new Rotary(dev.upload(positions), dev.upload(cs)),
                                     o.slice(0, m * 200L),
                                     o.slice(m * 200L, m * 32L));
                             return o;
@@ -225,6 +222,7 @@ public final class KernelTwins {
         for (int[] dims : new int[][] {{64, 32, 64}, {128, 64, 128}}) {
             int heads = 3;
             int qHead = dims[0] + dims[1];
+            MlaShape shape = new MlaShape(heads, 0, dims[0], dims[1], dims[2], 0, 0.1f);
             float[] q = random(rnd, m * heads * qHead);
             float[] kv = random(rnd, m * heads * (dims[0] + dims[2]));
             float[] kPe = random(rnd, m * dims[1]);
@@ -239,16 +237,8 @@ public final class KernelTwins {
                                         dev.upload(q),
                                         dev.upload(kv),
                                         dev.upload(kPe),
-                                        dev.upload(keyStart),
-                                        dev.upload(keyLen),
-                                        dev.upload(tiles),
-                                        4,
-                                        m,
-                                        heads,
-                                        dims[0],
-                                        dims[1],
-                                        dims[2],
-                                        0.1f,
+                                        new KeyTiles(m, dev.upload(keyStart), dev.upload(keyLen), dev.upload(tiles), 4),
+                                        shape,
                                         o);
                                 return o;
                             },
@@ -266,6 +256,7 @@ public final class KernelTwins {
             int rank = dims[3];
             int past = dims[4];
             int news = dims[5];
+            MlaShape shape = new MlaShape(heads, 0, nope, rope, v, rank, 0.07f);
             GemmPrecision p = rank == 256 ? GemmPrecision.FP32 : GemmPrecision.BF16X3;
             float[] q = random(rnd, news * heads * (nope + rope));
             float[] cache = random(rnd, (past + news + 1) * (rank + rope));
@@ -283,12 +274,7 @@ public final class KernelTwins {
                                         dev.upload(cache).slice(rank + rope, (long) (past + news) * (rank + rope)),
                                         past,
                                         dev.weight(kvB, p),
-                                        heads,
-                                        nope,
-                                        rope,
-                                        v,
-                                        rank,
-                                        0.07f,
+                                        shape,
                                         o);
                                 return o;
                             },
@@ -306,6 +292,7 @@ public final class KernelTwins {
             int rank = dims[3];
             int width = rank + rope;
             int cap = 302;
+            MlaShape shape = new MlaShape(heads, 0, nope, rope, v, rank, 0.07f);
             GemmPrecision p = rank == 256 ? GemmPrecision.FP32 : GemmPrecision.BF16X3;
             float[] q = random(rnd, 3 * heads * (nope + rope));
             float[] cache = random(rnd, 3 * cap * width);
@@ -321,10 +308,9 @@ public final class KernelTwins {
                     all.slice((long) cap * width, (long) cap * width)
                 });
                 Buf lengths = dev.upload(stepPast);
-                dev.cacheAppend(dev.upload(latent), dev.upload(kPe), 3, rank, rope, table, lengths);
+                dev.cacheAppend(dev.upload(latent), dev.upload(kPe), 3, shape, table, lengths);
                 Buf o = dev.alloc(Buf.Kind.F32, 3L * heads * v);
-                dev.mlaDecodeRows(
-                        dev.upload(q), 3, table, lengths, dev.weight(kvB, p), heads, nope, rope, v, rank, 0.07f, o);
+                dev.mlaDecodeRows(dev.upload(q), 3, table, lengths, dev.weight(kvB, p), shape, o);
                 return new Buf[] {all, o};
             };
             String name = nope + "+" + rope + "/" + v + " rank " + rank;

@@ -25,13 +25,14 @@ public final class Pass implements AutoCloseable {
     GemmPrecision precision;
     DecodeRows rows = DecodeRows.NONE; // which rows are decode rows
     PackedBatch packed;
-    Buf positions; // [T]
+    Rotary rotary; // each row's position and the cos/sin table ({@link #positions})
     // The prefill form's (sequences without cached tokens): each query's key range among the batch's own tokens, and
-    // the query tiles, numTiles (first row, rows) pairs.
-    Buf keyStart; // [T]
-    Buf keyLen; // [T]
-    Buf tiles;
-    int numTiles;
+    // the query tiles ({@link #keys}); null in a decode step.
+    KeyTiles keys;
+    // The records of the pass before the last one of another shape: passes that alternate (a prompt's prefill between
+    // decode steps) reuse both, so that a pass of a shape seen before allocates nothing.
+    private Rotary rotaryBefore;
+    private KeyTiles keysBefore;
     int[] past; // [sequences]: tokens each cache held before this pass; null without caches
     Cached cached; // the sequences with cached tokens (the absorbed form)
     DecodeInputs decode; // a decode step's device inputs ({@link DecoderStage#decodeStep}); null in other passes
@@ -106,8 +107,24 @@ public final class Pass implements AutoCloseable {
         return cosSin;
     }
 
-    Buf cosSin() {
-        return cosSin;
+    /** Sets the rows' positions [T] (with the cos/sin table as it is now) as the pass's {@link #rotary}. */
+    void positions(Buf positions) {
+        if (!Rotary.holds(rotary, positions, cosSin)) {
+            Rotary r = Rotary.holds(rotaryBefore, positions, cosSin) ? rotaryBefore : new Rotary(positions, cosSin);
+            rotaryBefore = rotary;
+            rotary = r;
+        }
+    }
+
+    /** Sets the pass's prefill-form queries ({@link KeyTiles}) as {@link #keys}. */
+    void keys(int t, Buf keyStart, Buf keyLen, Buf tiles, int numTiles) {
+        if (!KeyTiles.holds(keys, t, keyStart, keyLen, tiles, numTiles)) {
+            KeyTiles k = KeyTiles.holds(keysBefore, t, keyStart, keyLen, tiles, numTiles)
+                    ? keysBefore
+                    : new KeyTiles(t, keyStart, keyLen, tiles, numTiles);
+            keysBefore = keys;
+            keys = k;
+        }
     }
 
     static int[] grow(int[] a, int n) {

@@ -254,7 +254,7 @@ class DecodeGraphsTest {
         }
 
         void run() {
-            dev.mlaDecode(q, 1, cache, past, kvB, heads, nope, rope, v, rank, 0.1f, out);
+            dev.mlaDecode(q, 1, cache, past, kvB, new MlaShape(heads, 0, nope, rope, v, rank, 0.1f), out);
         }
 
         float[] out() {
