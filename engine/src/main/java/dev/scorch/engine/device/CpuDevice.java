@@ -273,24 +273,15 @@ public final class CpuDevice extends HeapDevice {
 
     /** A long batch a chunk of rows at a time (see CHUNK_FLOATS); a decode step's as one group of matmuls. */
     @Override
-    public void mlp(
-            Buf x,
-            int m,
-            int hidden,
-            Buf gateUp,
-            Buf down,
-            int inter,
-            Buf out,
-            GemmPrecision precision,
-            DecodeRows rows,
-            LongFunction<Buf> floats) {
+    public void mlp(Mlp w, Buf x, int m, Buf out, PassRules pass) {
+        int hidden = w.hidden();
         mlpChunks(
                 whole(x, (long) m * hidden, "mlp x"),
                 m,
                 hidden,
-                gateUp,
-                down,
-                rows,
+                w.gateUpProj(),
+                w.downProj(),
+                pass.rows(),
                 whole(out, (long) m * hidden, "mlp out"));
     }
 
@@ -319,16 +310,7 @@ public final class CpuDevice extends HeapDevice {
      */
     @Override
     public void mlaPrefill(
-            Buf q,
-            Buf latent,
-            Buf kPe,
-            Buf kvBProj,
-            KeyTiles keys,
-            MlaShape shape,
-            Buf out,
-            GemmPrecision precision,
-            DecodeRows rows,
-            LongFunction<Buf> floats) {
+            Buf q, Buf latent, Buf kPe, Buf kvBProj, KeyTiles keys, MlaShape shape, Buf out, PassRules pass) {
         int t = keys.t();
         int heads = shape.heads();
         int kvLoraRank = shape.kvLoraRank();

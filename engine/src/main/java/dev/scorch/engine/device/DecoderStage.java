@@ -356,8 +356,7 @@ public final class DecoderStage implements AutoCloseable {
         pass.packed = shape;
         pass.past = null;
         pass.cached = null;
-        pass.precision = precision;
-        pass.rows = DecodeRows.ALL;
+        pass.rules(precision, DecodeRows.ALL);
         pass.positions(in.lengths());
         pass.keys = null;
         pass.decode = in;
@@ -414,8 +413,7 @@ public final class DecoderStage implements AutoCloseable {
         pass.packed = batch;
         pass.decode = null;
         pass.past = past;
-        pass.precision = precision;
-        pass.rows = DecodeRows.of(batch, past, caches);
+        pass.rules(precision, DecodeRows.of(batch, past, caches));
         pass.cosSin(rope, maxPos + 1);
         Buf positions = pass.ints.take(t);
         dev.write(positions, batch.positions(), 0, t);

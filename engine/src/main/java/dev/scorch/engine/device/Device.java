@@ -184,28 +184,21 @@ public interface Device extends AutoCloseable {
     }
 
     /**
-     * A SwiGLU MLP: out [m, hidden] = down_proj(silu(gate_proj(x)) · up_proj(x)), gateUp gate_proj and up_proj
-     * stacked [2 · inter, hidden] ({@link #weight}), down [hidden, inter]; this default as {@link #gemm} into [m, 2 ·
-     * inter], {@link #swiglu} and {@link #gemm} over every row at once, its intermediates from floats. A device may run long batches a chunk of rows at a time (the CPU: the [rows, inter]
-     * activations stay small), each row's bits the same.
+     * A SwiGLU MLP: out [m, hidden] = down_proj(silu(gate_proj(x)) · up_proj(x)), w's gate_proj and up_proj stacked
+     * [2 · inter, hidden] ({@link #weight}), its down_proj [hidden, inter]; this default as {@link #gemm} into [m, 2 ·
+     * inter], {@link #swiglu} and {@link #gemm} over every row at once by the pass's rules, its intermediates from
+     * their floats. A device may run long batches a chunk of rows at a time (the CPU: the [rows, inter] activations
+     * stay small), each row's bits the same.
      */
     @Composite
-    default void mlp(
-            Buf x,
-            int m,
-            int hidden,
-            Buf gateUp,
-            Buf down,
-            int inter,
-            Buf out,
-            GemmPrecision precision,
-            DecodeRows rows,
-            LongFunction<Buf> floats) {
-        Buf gu = floats.apply((long) m * 2 * inter); // [m, gate | up]
-        gemm(x, m, hidden, gateUp, 2 * inter, gu, precision, rows);
-        Buf act = floats.apply((long) m * inter); // silu(gate_proj(x)) * up_proj(x)
+    default void mlp(Mlp w, Buf x, int m, Buf out, PassRules pass) {
+        int hidden = w.hidden();
+        int inter = w.inter();
+        Buf gu = pass.floats().apply((long) m * 2 * inter); // [m, gate | up]
+        gemm(x, m, hidden, w.gateUpProj(), 2 * inter, gu, pass.precision(), pass.rows());
+        Buf act = pass.floats().apply((long) m * inter); // silu(gate_proj(x)) * up_proj(x)
         swiglu(gu, m, inter, act);
-        gemm(act, m, inter, down, hidden, out, precision, rows);
+        gemm(act, m, inter, w.downProj(), hidden, out, pass.precision(), pass.rows());
     }
 
     /** out[r, :dim] = weight · x[r·stride + offset ..][:dim] / rms, for r < rows. */
@@ -275,26 +268,17 @@ public interface Device extends AutoCloseable {
 
     /**
      * MLA attention in the prefill form from the latents: kv = latent · kv_b_projᵀ [t, heads, qk_nope + v_head] = [k_nope
-     * | v], then {@link #mlaAttention} over the tiles (q, kPe, keys and out as there; latent [t, kv_lora_rank]). This
-     * default expands every row at once into a buffer from floats; a device may expand a group of whole sequences at a
-     * time (the CPU: the keys and values of a long batch never exist at once), each row's bits the same. Rows as in
-     * {@link #gemm(Buf, int, int, Buf, int, Buf, GemmPrecision, DecodeRows)}.
+     * | v] by the pass's rules, then {@link #mlaAttention} over the tiles (q, kPe, keys and out as there; latent [t,
+     * kv_lora_rank]). This default expands every row at once into a buffer from the pass's floats; a device may expand
+     * a group of whole sequences at a time (the CPU: the keys and values of a long batch never exist at once), each
+     * row's bits the same.
      */
     @Composite
     default void mlaPrefill(
-            Buf q,
-            Buf latent,
-            Buf kPe,
-            Buf kvBProj,
-            KeyTiles keys,
-            MlaShape s,
-            Buf out,
-            GemmPrecision precision,
-            DecodeRows rows,
-            LongFunction<Buf> floats) {
+            Buf q, Buf latent, Buf kPe, Buf kvBProj, KeyTiles keys, MlaShape s, Buf out, PassRules pass) {
         int t = keys.t();
-        Buf kv = floats.apply((long) t * s.heads() * s.kvHead());
-        gemm(latent, t, s.kvLoraRank(), kvBProj, s.heads() * s.kvHead(), kv, precision, rows);
+        Buf kv = pass.floats().apply((long) t * s.heads() * s.kvHead());
+        gemm(latent, t, s.kvLoraRank(), kvBProj, s.heads() * s.kvHead(), kv, pass.precision(), pass.rows());
         mlaAttention(q, kv, kPe, keys, s, out);
     }
 
@@ -468,7 +452,12 @@ public interface Device extends AutoCloseable {
         Buf shared = null;
         if (sharedGateUp != null) {
             shared = floats.apply((long) t * hidden);
-            mlp(x, t, hidden, sharedGateUp, sharedDown, sharedInter, shared, precision, rows, floats);
+            mlp(
+                    new Mlp(sharedGateUp, sharedDown, hidden, sharedInter),
+                    x,
+                    t,
+                    shared,
+                    new PassRules(precision, rows, floats, ints));
         }
         moeCombine(ye, slotOf, weights, t, topK, hidden, shared, y);
     }

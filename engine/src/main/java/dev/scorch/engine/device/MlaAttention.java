@@ -108,7 +108,7 @@ final class MlaAttention {
             // The other sequences (scoring; a prompt into an empty cache) attend in the prefill form over their own
             // tokens: kv = kv_b_proj(latent) [T, heads, qk_nope + v_head] = [k_nope | v] (in a batch that mixes the
             // forms, the absorbed rows may be expanded too, and are not attended)
-            dev.mlaPrefill(q, latent, kPe, kvBProj, p.keys, shape, attn, p.precision, p.rows, p.takeFloats);
+            dev.mlaPrefill(q, latent, kPe, kvBProj, p.keys, shape, attn, p.rules);
         }
         Buf out = p.floats.take((long) t * hidden);
         p.gemm(attn, t, heads * shape.vHead(), oProj, hidden, out);

@@ -67,10 +67,10 @@ final class Moe {
                 sharedExperts == null ? null : sharedExperts.downProj(),
                 sharedExperts == null ? 0 : sharedExperts.inter(),
                 y,
-                p.precision,
-                p.rows,
-                p.takeFloats,
-                p.takeInts);
+                p.rules.precision(),
+                p.rules.rows(),
+                p.rules.floats(),
+                p.rules.ints());
         return y;
     }
 }

@@ -151,7 +151,7 @@ class MoeTest {
 
     static Pass pass(Device dev, GemmPrecision p) {
         Pass pass = new Pass(dev);
-        pass.precision = p;
+        pass.rules(p, DecodeRows.NONE);
         return pass;
     }
 
