@@ -7,11 +7,9 @@ import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.kernels.RmsNorm;
 import dev.scorch.engine.kernels.Rope;
 import dev.scorch.engine.model.NoauxTcRouter;
-import dev.scorch.engine.model.RouterShape;
 import dev.scorch.engine.runtime.Workspace;
 import java.util.Arrays;
 import java.util.function.IntConsumer;
-import java.util.function.LongFunction;
 
 /**
  * {@link Device} on the CPU, over an {@link Ops} (the fast kernels of {@code CpuOps}, or the plain loops of
@@ -384,24 +382,12 @@ public final class CpuDevice extends HeapDevice {
      * the same order.
      */
     @Override
-    public void moeExperts(
-            Buf x,
-            int t,
-            int hidden,
-            Buf experts,
-            Buf weights,
-            int topK,
-            Buf[] gateUp,
-            Buf[] down,
-            int inter,
-            Buf sharedGateUp,
-            Buf sharedDown,
-            int sharedInter,
-            Buf y,
-            GemmPrecision precision,
-            DecodeRows rows,
-            LongFunction<Buf> floats,
-            LongFunction<Buf> ints) {
+    public void moeExperts(Buf x, int t, Buf experts, Buf weights, MoeExperts moe, Buf y, PassRules pass) {
+        int hidden = moe.shape().hidden();
+        int topK = moe.shape().numExpertsPerTok();
+        Buf[] gateUp = moe.gateUp();
+        Buf[] down = moe.down();
+        DecodeRows rows = pass.rows();
         float[] xs = whole(x, (long) t * hidden, "moeExperts x");
         int[] chosen = whole(experts, (long) t * topK);
         float[] weight = whole(weights, (long) t * topK, "moeExperts weights");
@@ -419,7 +405,7 @@ public final class CpuDevice extends HeapDevice {
         }
         Arrays.fill(ys, 0, t * hidden, 0f);
         if (rows.allDecode()) {
-            moeDecode(xs, t, hidden, chosen, weight, topK, count, maxCount, gateUp, down, sharedGateUp, sharedDown, ys);
+            moeDecode(xs, t, chosen, weight, maxCount, moe, ys);
             return;
         }
         int[] tokens = s.rows = grow(s.rows, maxCount);
@@ -434,9 +420,9 @@ public final class CpuDevice extends HeapDevice {
             mlpChunks(xe, n, hidden, gateUp[e], down[e], rows.rows(tokens, n), xe); // e's tokens, then output
             addRows.run(n, xe, tokens, 0, tokenWeight, hidden, ys); // each token of e is a different row of y
         }
-        if (sharedGateUp != null) {
+        if (moe.shared() != null) {
             float[] shared = s.shared = grow(s.shared, t * hidden);
-            mlpChunks(xs, t, hidden, sharedGateUp, sharedDown, rows, shared);
+            mlpChunks(xs, t, hidden, moe.shared().gateUpProj(), moe.shared().downProj(), rows, shared);
             add.run(ys, 0, shared, 0, t * hidden);
         }
     }
@@ -457,26 +443,22 @@ public final class CpuDevice extends HeapDevice {
         matmul(g, m, mlp.down[0], out, rows);
     }
 
-    /** The decode step's experts and shared experts as one group of matmuls, then summed as the prefill path sums. */
-    private void moeDecode(
-            float[] x,
-            int t,
-            int hidden,
-            int[] chosen,
-            float[] weight,
-            int topK,
-            int[] count,
-            int maxCount,
-            Buf[] gateUp,
-            Buf[] down,
-            Buf sharedGateUp,
-            Buf sharedDown,
-            float[] y) {
+    /**
+     * The decode step's experts and shared experts as one group of matmuls, then summed as the prefill path sums: x [t,
+     * hidden], the tokens' experts and weights [t, top_k], s.count each expert's tokens, maxCount the most of them.
+     */
+    private void moeDecode(float[] x, int t, int[] chosen, float[] weight, int maxCount, MoeExperts moe, float[] y) {
+        int hidden = moe.shape().hidden();
+        int topK = moe.shape().numExpertsPerTok();
+        int[] count = s.count;
+        Buf[] gateUp = moe.gateUp();
+        Buf[] down = moe.down();
+        Mlp shared = moe.shared();
         int hit = 0;
         for (int e = 0; e < gateUp.length; e++) {
             hit += count[e] > 0 ? 1 : 0;
         }
-        Group group = groups.get(hit + (sharedGateUp != null ? 1 : 0));
+        Group group = groups.get(hit + (shared != null ? 1 : 0));
         if (s.groupX.length < hit) {
             s.groupX = Arrays.copyOf(s.groupX, hit);
         }
@@ -493,14 +475,14 @@ public final class CpuDevice extends HeapDevice {
             group.set(g++, gateUp[e], down[e], xe, count[e]);
             base += count[e];
         }
-        if (sharedGateUp != null) {
-            group.set(hit, sharedGateUp, sharedDown, x, t);
+        if (shared != null) {
+            group.set(hit, shared.gateUpProj(), shared.downProj(), x, t);
         }
         expertsDecode(group);
         for (int g = 0, base = 0; g < hit; base += group.rows[g++]) {
             addRows.run(group.rows[g], group.out[g], tokens, base, tokenWeight, hidden, y);
         }
-        if (sharedGateUp != null) {
+        if (shared != null) {
             add.run(y, 0, group.out[hit], 0, t * hidden);
         }
     }
@@ -558,7 +540,7 @@ public final class CpuDevice extends HeapDevice {
     }
 
     @Override
-    public void moeRoute(Buf logits, Buf bias, int t, RouterShape r, Buf experts, Buf weights) {
+    public void moeRoute(Buf logits, Buf bias, int t, MoeShape r, Buf experts, Buf weights) {
         NoauxTcRouter.route(
                 floats(logits),
                 off(logits),

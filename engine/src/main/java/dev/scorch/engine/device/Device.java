@@ -2,7 +2,6 @@ package dev.scorch.engine.device;
 
 import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.kernels.Rope;
-import dev.scorch.engine.model.RouterShape;
 import java.lang.annotation.ElementType;
 import java.lang.annotation.Retention;
 import java.lang.annotation.RetentionPolicy;
@@ -313,12 +312,11 @@ public interface Device extends AutoCloseable {
     void mlaDecode(Buf q, int rows, Buf cache, int past, Buf kvBProj, MlaShape s, Buf out);
 
     /**
-     * Grouped GEMM (one per expert): for g < groups, rows [rowStart[g], + rows[g]) of y [*, n] = the same rows of
+     * Grouped GEMM (one per expert): for g &lt; w.length, rows [rowStart[g], + rows[g]) of y [*, n] = the same rows of
      * x [*, k] · w[g]ᵀ, each w[g] [n, k] from {@link #weight}; as {@link #gemm} per group.
      */
-    default void gemmGrouped(
-            Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
-        for (int g = 0; g < groups; g++) {
+    default void gemmGrouped(Buf x, int[] rowStart, int[] rows, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
+        for (int g = 0; g < w.length; g++) {
             gemm(
                     x.slice((long) rowStart[g] * k, (long) rows[g] * k),
                     rows[g],
@@ -410,34 +408,22 @@ public interface Device extends AutoCloseable {
     /**
      * DeepseekV3MoE's experts on x [t, hidden], routed ({@link #moeRoute}: experts and weights [t, top_k], ascending
      * id): y [t, hidden] = Σ_k weights[t, k] · expert_e(x_t) over the token's experts in ascending id, then + the
-     * shared experts' output when sharedGateUp is not null; each expert is a SwiGLU MLP, gateUp[e] (gate_proj and
-     * up_proj stacked, [2 · inter, hidden]) and down[e] ([hidden, inter]), the shared experts one of sharedInter. This
-     * default permutes the (token, choice) pairs by expert on the device ({@link #moePermute}), runs the experts as
-     * {@link #gemmExpertsSwiglu} and {@link #gemmExperts} and sums with {@link #moeCombine}, its buffers from floats
-     * and ints; a device may run the experts its own way with the same bits per token. Rows as in
-     * {@link #gemm(Buf, int, int, Buf, int, Buf, GemmPrecision, DecodeRows)}, by token.
+     * shared experts' output when moe has them; each expert is a SwiGLU MLP ({@link MoeExperts}). This default permutes
+     * the (token, choice) pairs by expert on the device ({@link #moePermute}), runs the experts as
+     * {@link #gemmExpertsSwiglu} and {@link #gemmExperts} and sums with {@link #moeCombine}, its buffers from the pass's
+     * floats and ints; a device may run the experts its own way with the same bits per token. Rows as the pass's rules
+     * say, by token.
      */
     @Composite
-    default void moeExperts(
-            Buf x,
-            int t,
-            int hidden,
-            Buf experts,
-            Buf weights,
-            int topK,
-            Buf[] gateUp,
-            Buf[] down,
-            int inter,
-            Buf sharedGateUp,
-            Buf sharedDown,
-            int sharedInter,
-            Buf y,
-            GemmPrecision precision,
-            DecodeRows rows,
-            LongFunction<Buf> floats,
-            LongFunction<Buf> ints) {
-        int nExperts = gateUp.length;
+    default void moeExperts(Buf x, int t, Buf experts, Buf weights, MoeExperts moe, Buf y, PassRules pass) {
+        MoeShape s = moe.shape();
+        int hidden = s.hidden();
+        int inter = s.moeInter();
+        int topK = s.numExpertsPerTok();
+        int nExperts = moe.gateUp().length;
         int pairs = t * topK;
+        LongFunction<Buf> floats = pass.floats();
+        LongFunction<Buf> ints = pass.ints();
         // Slots: the pairs grouped by expert in ascending id, tokens in order within an expert.
         Buf offsets = ints.apply(nExperts + 1L); // expert e's slots [offsets[e], offsets[e + 1])
         Buf slotOf = ints.apply(pairs); // slot of each (token, choice)
@@ -446,24 +432,22 @@ public interface Device extends AutoCloseable {
         Buf xs = floats.apply((long) pairs * hidden); // [slots, hidden]
         gatherRows(x, slotRow, pairs, hidden, xs);
         Buf act = floats.apply((long) pairs * inter); // [slots, moe_intermediate]
-        gemmExpertsSwiglu(xs, offsets, pairs, hidden, gateUp, inter, act, precision);
+        gemmExpertsSwiglu(xs, offsets, pairs, hidden, moe.gateUp(), inter, act, pass.precision());
         Buf ye = floats.apply((long) pairs * hidden); // [slots, hidden]
-        gemmExperts(act, offsets, pairs, inter, down, hidden, ye, precision);
+        gemmExperts(act, offsets, pairs, inter, moe.down(), hidden, ye, pass.precision());
         Buf shared = null;
-        if (sharedGateUp != null) {
+        if (moe.shared() != null) {
             shared = floats.apply((long) t * hidden);
-            mlp(
-                    new Mlp(sharedGateUp, sharedDown, hidden, sharedInter),
-                    x,
-                    t,
-                    shared,
-                    new PassRules(precision, rows, floats, ints));
+            mlp(moe.shared(), x, t, shared, pass);
         }
         moeCombine(ye, slotOf, weights, t, topK, hidden, shared, y);
     }
 
-    /** Router logits [t, n_routed_experts] → experts and weights [t, top_k], experts in ascending id. */
-    void moeRoute(Buf logits, Buf bias, int t, RouterShape r, Buf experts, Buf weights);
+    /**
+     * Router logits [t, n_routed_experts] → experts and weights [t, top_k], experts in ascending id, by the noaux_tc
+     * router of s.
+     */
+    void moeRoute(Buf logits, Buf bias, int t, MoeShape s, Buf experts, Buf weights);
 
     /**
      * Per logits row r of [rows, vocab]: stats[3r] = log-sum-exp, stats[3r + 1] = logits[r, targets[r]] (0 when

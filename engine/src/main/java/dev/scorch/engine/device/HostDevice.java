@@ -3,7 +3,6 @@ package dev.scorch.engine.device;
 import dev.scorch.engine.checkpoint.NumberFormats;
 import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.model.NoauxTcRouter;
-import dev.scorch.engine.model.RouterShape;
 import dev.scorch.engine.scoring.LogSoftmax;
 
 /**
@@ -528,7 +527,7 @@ public final class HostDevice extends HeapDevice {
     }
 
     @Override
-    public void moeRoute(Buf logits, Buf bias, int t, RouterShape r, Buf experts, Buf weights) {
+    public void moeRoute(Buf logits, Buf bias, int t, MoeShape r, Buf experts, Buf weights) {
         NoauxTcRouter.route(
                 floats(logits),
                 off(logits),

@@ -2,7 +2,6 @@ package dev.scorch.engine.device;
 
 import dev.scorch.engine.demo.Fp8Blocks;
 import dev.scorch.engine.demo.Int4Groups;
-import dev.scorch.engine.model.RouterShape;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.SplittableRandom;
@@ -338,7 +337,7 @@ public final class KernelTwins {
                                 dev -> {
                                     Buf y = dev.alloc(Buf.Kind.F32, (long) m * n);
                                     Buf[] ws = {dev.weight(gw[0], p), dev.weight(gw[1], p), dev.weight(gw[2], p)};
-                                    dev.gemmGrouped(dev.upload(x), gStart, gRows, 3, k, ws, n, y, p);
+                                    dev.gemmGrouped(dev.upload(x), gStart, gRows, k, ws, n, y, p);
                                     Buf rowsOut = dev.alloc(Buf.Kind.F32, 26L * n);
                                     dev.gatherRows(y, dev.upload(valid), 26, n, rowsOut);
                                     return rowsOut;
@@ -378,7 +377,7 @@ public final class KernelTwins {
                                     for (int g = 0; g < 3; g++) {
                                         ws[g] = e.getValue().apply(dev, g);
                                     }
-                                    dev.gemmGrouped(dev.upload(x), packedStart, gRows, 3, k, ws, n, y, p);
+                                    dev.gemmGrouped(dev.upload(x), packedStart, gRows, k, ws, n, y, p);
                                     Buf rowsOut = dev.alloc(Buf.Kind.F32, 26L * n);
                                     dev.gatherRows(y, dev.upload(packedValid), 26, n, rowsOut);
                                     return rowsOut;
@@ -415,7 +414,7 @@ public final class KernelTwins {
                         },
                         12 * k));
         experts(a, b, rnd, out);
-        RouterShape r = new RouterShape(64, 6, 8, 3, true, 2.5f);
+        MoeShape r = MoeShape.router(64, 6, 8, 3, true, 2.5f);
         float[] logits = random(rnd, m * 64);
         float[] bias = random(rnd, 64);
         out.put(

@@ -7,7 +7,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.model.ModelWeights;
-import dev.scorch.engine.model.RouterShape;
 import dev.scorch.engine.model.WeightLayout;
 import dev.scorch.engine.testing.DemoModels;
 import dev.scorch.engine.testing.TestModels;
@@ -87,7 +86,7 @@ class MoeTest {
         dev.read(new Moe(w, c, prefix).forward(pass, x, T, routes), got, 0, got.length);
 
         // The per-expert path: the router again, then each expert hit over its own tokens.
-        RouterShape r = RouterShape.of(c);
+        MoeShape r = MoeShape.of(c);
         Buf logits = dev.alloc(Buf.Kind.F32, (long) T * r.nRoutedExperts());
         dev.gemm(x, T, hidden, w.fp32(prefix + "gate.weight"), r.nRoutedExperts(), logits, p);
         Buf expertsBuf = dev.alloc(Buf.Kind.I32, (long) T * topK);

@@ -48,12 +48,12 @@ import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.device.GpuDecodingModel;
 import dev.scorch.engine.device.KeyTiles;
 import dev.scorch.engine.device.MlaShape;
+import dev.scorch.engine.device.MoeShape;
 import dev.scorch.engine.device.PackedFp8;
 import dev.scorch.engine.device.PackedInt4;
 import dev.scorch.engine.device.Rotary;
 import dev.scorch.engine.kernels.KernelSelection;
 import dev.scorch.engine.kernels.Linear;
-import dev.scorch.engine.model.RouterShape;
 import java.util.function.LongFunction;
 import org.bytedeco.cuda.cublas.cublasContext;
 import org.bytedeco.cuda.cudart.CUgraphExec_st;
@@ -660,8 +660,8 @@ public final class CudaDevice implements Device {
      * with status 15 on the device check); other layouts, FP32 weights, and the default run one GEMM per group.
      */
     @Override
-    public void gemmGrouped(
-            Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
+    public void gemmGrouped(Buf x, int[] rowStart, int[] rows, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
+        int groups = w.length;
         if (groups == 0) {
             return;
         }
@@ -669,7 +669,7 @@ public final class CudaDevice implements Device {
         // FP32 weights run one GEMM per group: the grouped call hit an illegal address on the device check's
         // first FP32 forward (the BF16 modes ran it cleanly), and FP32 is the slow reference mode anyway.
         if (BATCHED_EXPERTS && w[0].kind() == Buf.Kind.BF16 && !groupedRefused) {
-            int status = grouped(x, rowStart, rows, groups, k, w, n, y, precision);
+            int status = grouped(x, rowStart, rows, k, w, n, y, precision);
             if (status == 0) {
                 return;
             }
@@ -694,8 +694,8 @@ public final class CudaDevice implements Device {
      * cuBLAS batched GEMM per input part over capacity rows each (rows past a group's count are padding whose
      * outputs nobody reads). Returns a cuBLAS status, or -1 when the layout is not uniform.
      */
-    private int grouped(
-            Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
+    private int grouped(Buf x, int[] rowStart, int[] rows, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
+        int groups = w.length;
         int capacity = groups == 1 ? rows[0] : rowStart[1] - rowStart[0];
         for (int g = 0; g < groups; g++) {
             if (rowStart[g] != rowStart[0] + g * capacity || rows[g] > capacity) {
@@ -1176,7 +1176,7 @@ public final class CudaDevice implements Device {
     }
 
     @Override
-    public void moeRoute(Buf logits, Buf bias, int t, RouterShape r, Buf experts, Buf weights) {
+    public void moeRoute(Buf logits, Buf bias, int t, MoeShape r, Buf experts, Buf weights) {
         if (r.nRoutedExperts() > 512 || r.nGroup() > 64) {
             throw new IllegalArgumentException(
                     "the CUDA router takes up to 512 experts in up to 64 groups; the model has " + r.nRoutedExperts()
