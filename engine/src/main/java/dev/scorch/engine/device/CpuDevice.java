@@ -730,29 +730,21 @@ public final class CpuDevice extends HeapDevice {
 
         /** dst [dstOff + r · dstStride, + width) = src [srcOff + r · srcStride, + width) for r in [0, rows). */
         void copy(int rows, float[] src, int srcOff, int srcStride, float[] dst, int dstOff, int dstStride, int width) {
-            set(src, null, 0, srcOff, srcStride, dst, dstOff, dstStride, width);
+            set(src, srcOff, srcStride, dst, dstOff, dstStride, width);
+            this.from = null;
             ops.forEachRow(rows, this);
         }
 
         /** dst row r = src row from[fromOff + r] for r in [0, rows), rows of width floats. */
         void gather(int rows, float[] src, int[] from, int fromOff, int width, float[] dst) {
-            set(src, from, fromOff, 0, width, dst, 0, width, width);
+            set(src, 0, width, dst, 0, width, width);
+            this.from = from;
+            this.fromOff = fromOff;
             ops.forEachRow(rows, this);
         }
 
-        private void set(
-                float[] src,
-                int[] from,
-                int fromOff,
-                int srcOff,
-                int srcStride,
-                float[] dst,
-                int dstOff,
-                int dstStride,
-                int width) {
+        private void set(float[] src, int srcOff, int srcStride, float[] dst, int dstOff, int dstStride, int width) {
             this.src = src;
-            this.from = from;
-            this.fromOff = fromOff;
             this.srcOff = srcOff;
             this.srcStride = srcStride;
             this.dst = dst;

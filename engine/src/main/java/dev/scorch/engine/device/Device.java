@@ -205,9 +205,9 @@ public interface Device extends AutoCloseable {
 
     /**
      * Rotates, in place, the rope_dim values at x[r·rowStride + h·headStride + offset] of every row r and head h by
-     * the angles of row r's position (r.positions[r] into the cos/sin table r.cosSin).
+     * the angles of row r's position ({@link Rotary}).
      */
-    void rope(Buf x, int rows, int heads, int rowStride, int headStride, int offset, int ropeDim, Rotary r);
+    void rope(Buf x, int rows, int heads, int rowStride, int headStride, int offset, int ropeDim, Rotary rotary);
 
     /**
      * kv_a_layernorm and the key's RoPE over kv_a_proj_with_mqa's output in one kernel. x [rows, q_out + kv_lora_rank +
@@ -215,11 +215,11 @@ public interface Device extends AutoCloseable {
      * :kv_lora_rank] = weight · (x's latent of row i) / rms (as {@link #rmsNorm}), and kPe[i, :qk_rope] = x's k_pe of
      * row i rotated by the angles of its position (as {@link #copyCols} then one head of {@link #rope}).
      */
-    default void rmsNormRope(Buf x, int rows, Buf weight, double eps, MlaShape s, Rotary r, Buf latent, Buf kPe) {
+    default void rmsNormRope(Buf x, int rows, Buf weight, double eps, MlaShape s, Rotary rotary, Buf latent, Buf kPe) {
         int stride = s.qOut() + s.kvAWidth();
         rmsNorm(x, rows, stride, s.qOut(), s.kvLoraRank(), weight, eps, latent);
         copyCols(x, rows, stride, s.qOut() + s.kvLoraRank(), s.qkRope(), kPe, s.qkRope(), 0);
-        rope(kPe, rows, 1, s.qkRope(), 0, 0, s.qkRope(), r);
+        rope(kPe, rows, 1, s.qkRope(), 0, 0, s.qkRope(), rotary);
     }
 
     /** dst[r·dstStride + dstOff + c] = src[r·srcStride + srcOff + c] for r < rows, c < width. */
@@ -235,10 +235,10 @@ public interface Device extends AutoCloseable {
     void gatherRows(Buf x, Buf rows, int n, int width, Buf out);
 
     /**
-     * MLA attention, prefill form, over keys.t() queries: q [t, heads, qk_nope + qk_rope], kv [keys, heads, qk_nope +
-     * v_head] = [k_nope | v], kPe [keys, qk_rope]; query i attends keys keyStart[i] .. keyStart[i] + keyLen[i] - 1,
-     * softmax in fp32. out [t, heads, v_head]. Only the tiles' queries are computed (rows of out outside them are left
-     * as they are), and a device may share key loads across a tile's queries ({@link KeyTiles}).
+     * MLA attention, prefill form, over the batch's t = keys.t() tokens: q [t, heads, qk_nope + qk_rope], kv [t, heads,
+     * qk_nope + v_head] = [k_nope | v], kPe [t, qk_rope]; query i attends the tokens keyStart[i] .. keyStart[i] +
+     * keyLen[i] - 1, softmax in fp32. out [t, heads, v_head]. Only the tiles' queries are computed (rows of out outside
+     * them are left as they are), and a device may share key loads across a tile's queries ({@link KeyTiles}).
      */
     void mlaAttention(Buf q, Buf kv, Buf kPe, KeyTiles keys, MlaShape s, Buf out);
 
