@@ -7,11 +7,9 @@ import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.kernels.RmsNorm;
 import dev.scorch.engine.kernels.Rope;
 import dev.scorch.engine.model.NoauxTcRouter;
-import dev.scorch.engine.model.RouterShape;
 import dev.scorch.engine.runtime.Workspace;
 import java.util.Arrays;
 import java.util.function.IntConsumer;
-import java.util.function.LongFunction;
 
 /**
  * {@link Device} on the CPU, over an {@link Ops} (the fast kernels of {@code CpuOps}, or the plain loops of
@@ -273,24 +271,15 @@ public final class CpuDevice extends HeapDevice {
 
     /** A long batch a chunk of rows at a time (see CHUNK_FLOATS); a decode step's as one group of matmuls. */
     @Override
-    public void mlp(
-            Buf x,
-            int m,
-            int hidden,
-            Buf gateUp,
-            Buf down,
-            int inter,
-            Buf out,
-            GemmPrecision precision,
-            DecodeRows rows,
-            LongFunction<Buf> floats) {
+    public void mlp(Mlp w, Buf x, int m, Buf out, PassRules pass) {
+        int hidden = w.hidden();
         mlpChunks(
                 whole(x, (long) m * hidden, "mlp x"),
                 m,
                 hidden,
-                gateUp,
-                down,
-                rows,
+                w.gateUpProj(),
+                w.downProj(),
+                pass.rows(),
                 whole(out, (long) m * hidden, "mlp out"));
     }
 
@@ -319,31 +308,16 @@ public final class CpuDevice extends HeapDevice {
      */
     @Override
     public void mlaPrefill(
-            Buf q,
-            Buf latent,
-            Buf kPe,
-            Buf kvBProj,
-            Buf keyStart,
-            Buf keyLen,
-            Buf tiles,
-            int numTiles,
-            int t,
-            int heads,
-            int qkNope,
-            int qkRope,
-            int vHead,
-            int kvLoraRank,
-            float scale,
-            Buf out,
-            GemmPrecision precision,
-            DecodeRows rows,
-            LongFunction<Buf> floats) {
-        Linear w = linears(kvBProj, heads * (qkNope + vHead), kvLoraRank)[0];
-        float[] qs = whole(q, (long) t * heads * (qkNope + qkRope), "mlaPrefill q");
+            Buf q, Buf latent, Buf kPe, Buf kvBProj, KeyTiles keys, MlaShape shape, Buf out, PassRules pass) {
+        int t = keys.t();
+        int heads = shape.heads();
+        int kvLoraRank = shape.kvLoraRank();
+        Linear w = linears(kvBProj, heads * shape.kvHead(), kvLoraRank)[0];
+        float[] qs = whole(q, (long) t * heads * shape.qHead(), "mlaPrefill q");
         float[] lat = whole(latent, (long) t * kvLoraRank, "mlaPrefill latent");
-        float[] kp = whole(kPe, (long) t * qkRope, "mlaPrefill kPe");
-        float[] os = whole(out, (long) t * heads * vHead, "mlaPrefill out");
-        int seqs = sequences(tiles, numTiles, keyStart);
+        float[] kp = whole(kPe, (long) t * shape.qkRope(), "mlaPrefill kPe");
+        float[] os = whole(out, (long) t * heads * shape.vHead(), "mlaPrefill out");
+        int seqs = sequences(keys);
         int[] start = s.seqStart;
         int[] len = s.seqLen;
         int longest = 0;
@@ -352,7 +326,7 @@ public final class CpuDevice extends HeapDevice {
         }
         int cap = Math.max(KV_GROUP_ROWS, longest);
         float[] groupLatent = s.groupLatent = grow(s.groupLatent, cap * kvLoraRank); // [group rows, kv_lora_rank]
-        float[] kv = s.kv = grow(s.kv, cap * heads * (qkNope + vHead)); // [group rows, heads, k_nope | v]
+        float[] kv = s.kv = grow(s.kv, cap * heads * shape.kvHead()); // [group rows, heads, k_nope | v]
         for (int g0 = 0, g1, group = 0; g0 < seqs; g0 = g1, group++) {
             int row0 = start[g0];
             g1 = g0 + 1;
@@ -378,12 +352,22 @@ public final class CpuDevice extends HeapDevice {
                     || in.seqLen() != groupLen
                     || in.kvRow0() != row0
                     || in.heads() != heads
-                    || in.qkNope() != qkNope
-                    || in.qkRope() != qkRope
-                    || in.vHead() != vHead
-                    || in.scale() != scale) {
-                in = s.groupInputs[group] =
-                        new MlaInputs(qs, kv, kp, heads, qkNope, qkRope, vHead, groupStart, groupLen, scale, row0);
+                    || in.qkNope() != shape.qkNope()
+                    || in.qkRope() != shape.qkRope()
+                    || in.vHead() != shape.vHead()
+                    || in.scale() != shape.scale()) {
+                in = s.groupInputs[group] = new MlaInputs(
+                        qs,
+                        kv,
+                        kp,
+                        heads,
+                        shape.qkNope(),
+                        shape.qkRope(),
+                        shape.vHead(),
+                        groupStart,
+                        groupLen,
+                        shape.scale(),
+                        row0);
             }
             ops.attention(in, os);
         }
@@ -398,24 +382,12 @@ public final class CpuDevice extends HeapDevice {
      * the same order.
      */
     @Override
-    public void moeExperts(
-            Buf x,
-            int t,
-            int hidden,
-            Buf experts,
-            Buf weights,
-            int topK,
-            Buf[] gateUp,
-            Buf[] down,
-            int inter,
-            Buf sharedGateUp,
-            Buf sharedDown,
-            int sharedInter,
-            Buf y,
-            GemmPrecision precision,
-            DecodeRows rows,
-            LongFunction<Buf> floats,
-            LongFunction<Buf> ints) {
+    public void moeExperts(Buf x, int t, Buf experts, Buf weights, MoeExperts moe, Buf y, PassRules pass) {
+        int hidden = moe.shape().hidden();
+        int topK = moe.shape().numExpertsPerTok();
+        Buf[] gateUp = moe.gateUp();
+        Buf[] down = moe.down();
+        DecodeRows rows = pass.rows();
         float[] xs = whole(x, (long) t * hidden, "moeExperts x");
         int[] chosen = whole(experts, (long) t * topK);
         float[] weight = whole(weights, (long) t * topK, "moeExperts weights");
@@ -433,7 +405,7 @@ public final class CpuDevice extends HeapDevice {
         }
         Arrays.fill(ys, 0, t * hidden, 0f);
         if (rows.allDecode()) {
-            moeDecode(xs, t, hidden, chosen, weight, topK, count, maxCount, gateUp, down, sharedGateUp, sharedDown, ys);
+            moeDecode(xs, t, chosen, weight, maxCount, moe, ys);
             return;
         }
         int[] tokens = s.rows = grow(s.rows, maxCount);
@@ -448,9 +420,9 @@ public final class CpuDevice extends HeapDevice {
             mlpChunks(xe, n, hidden, gateUp[e], down[e], rows.rows(tokens, n), xe); // e's tokens, then output
             addRows.run(n, xe, tokens, 0, tokenWeight, hidden, ys); // each token of e is a different row of y
         }
-        if (sharedGateUp != null) {
+        if (moe.shared() != null) {
             float[] shared = s.shared = grow(s.shared, t * hidden);
-            mlpChunks(xs, t, hidden, sharedGateUp, sharedDown, rows, shared);
+            mlpChunks(xs, t, hidden, moe.shared().gateUpProj(), moe.shared().downProj(), rows, shared);
             add.run(ys, 0, shared, 0, t * hidden);
         }
     }
@@ -471,26 +443,22 @@ public final class CpuDevice extends HeapDevice {
         matmul(g, m, mlp.down[0], out, rows);
     }
 
-    /** The decode step's experts and shared experts as one group of matmuls, then summed as the prefill path sums. */
-    private void moeDecode(
-            float[] x,
-            int t,
-            int hidden,
-            int[] chosen,
-            float[] weight,
-            int topK,
-            int[] count,
-            int maxCount,
-            Buf[] gateUp,
-            Buf[] down,
-            Buf sharedGateUp,
-            Buf sharedDown,
-            float[] y) {
+    /**
+     * The decode step's experts and shared experts as one group of matmuls, then summed as the prefill path sums: x [t,
+     * hidden], the tokens' experts and weights [t, top_k], s.count each expert's tokens, maxCount the most of them.
+     */
+    private void moeDecode(float[] x, int t, int[] chosen, float[] weight, int maxCount, MoeExperts moe, float[] y) {
+        int hidden = moe.shape().hidden();
+        int topK = moe.shape().numExpertsPerTok();
+        int[] count = s.count;
+        Buf[] gateUp = moe.gateUp();
+        Buf[] down = moe.down();
+        Mlp shared = moe.shared();
         int hit = 0;
         for (int e = 0; e < gateUp.length; e++) {
             hit += count[e] > 0 ? 1 : 0;
         }
-        Group group = groups.get(hit + (sharedGateUp != null ? 1 : 0));
+        Group group = groups.get(hit + (shared != null ? 1 : 0));
         if (s.groupX.length < hit) {
             s.groupX = Arrays.copyOf(s.groupX, hit);
         }
@@ -507,14 +475,14 @@ public final class CpuDevice extends HeapDevice {
             group.set(g++, gateUp[e], down[e], xe, count[e]);
             base += count[e];
         }
-        if (sharedGateUp != null) {
-            group.set(hit, sharedGateUp, sharedDown, x, t);
+        if (shared != null) {
+            group.set(hit, shared.gateUpProj(), shared.downProj(), x, t);
         }
         expertsDecode(group);
         for (int g = 0, base = 0; g < hit; base += group.rows[g++]) {
             addRows.run(group.rows[g], group.out[g], tokens, base, tokenWeight, hidden, y);
         }
-        if (sharedGateUp != null) {
+        if (shared != null) {
             add.run(y, 0, group.out[hit], 0, t * hidden);
         }
     }
@@ -572,7 +540,7 @@ public final class CpuDevice extends HeapDevice {
     }
 
     @Override
-    public void moeRoute(Buf logits, Buf bias, int t, RouterShape r, Buf experts, Buf weights) {
+    public void moeRoute(Buf logits, Buf bias, int t, MoeShape r, Buf experts, Buf weights) {
         NoauxTcRouter.route(
                 floats(logits),
                 off(logits),
@@ -604,17 +572,8 @@ public final class CpuDevice extends HeapDevice {
     }
 
     @Override
-    public void rope(
-            Buf x,
-            int rows,
-            int heads,
-            int rowStride,
-            int headStride,
-            int offset,
-            int ropeDim,
-            Buf positions,
-            Buf cosSin) {
-        ropeRows.run(rows, x, heads, rowStride, headStride, offset, ropeDim, positions, cosSin);
+    public void rope(Buf x, int rows, int heads, int rowStride, int headStride, int offset, int ropeDim, Rotary r) {
+        ropeRows.run(rows, x, heads, rowStride, headStride, offset, ropeDim, r);
     }
 
     @Override
@@ -664,42 +623,33 @@ public final class CpuDevice extends HeapDevice {
 
     /** The tiles' sequences (runs of tiles with one key start) through {@link Ops#attention}. */
     @Override
-    public void mlaAttention(
-            Buf q,
-            Buf kv,
-            Buf kPe,
-            Buf keyStart,
-            Buf keyLen,
-            Buf tiles,
-            int numTiles,
-            int t,
-            int heads,
-            int qkNope,
-            int qkRope,
-            int vHead,
-            float scale,
-            Buf out) {
-        int seqs = sequences(tiles, numTiles, keyStart);
+    public void mlaAttention(Buf q, Buf kv, Buf kPe, KeyTiles keys, MlaShape shape, Buf out) {
+        int seqs = sequences(keys);
+        int t = keys.t();
+        int heads = shape.heads();
         ops.attention(
                 new MlaInputs(
-                        whole(q, (long) t * heads * (qkNope + qkRope), "mlaAttention q"),
-                        whole(kv, (long) t * heads * (qkNope + vHead), "mlaAttention kv"),
-                        whole(kPe, (long) t * qkRope, "mlaAttention kPe"),
+                        whole(q, (long) t * heads * shape.qHead(), "mlaAttention q"),
+                        whole(kv, (long) t * heads * shape.kvHead(), "mlaAttention kv"),
+                        whole(kPe, (long) t * shape.qkRope(), "mlaAttention kPe"),
                         heads,
-                        qkNope,
-                        qkRope,
-                        vHead,
+                        shape.qkNope(),
+                        shape.qkRope(),
+                        shape.vHead(),
                         Arrays.copyOf(s.seqStart, seqs),
                         Arrays.copyOf(s.seqLen, seqs),
-                        scale),
-                whole(out, (long) t * heads * vHead, "mlaAttention out"));
+                        shape.scale()),
+                whole(out, (long) t * heads * shape.vHead(), "mlaAttention out"));
     }
 
     /**
      * The tiles' sequences in order, a sequence being a run of tiles with one key start: their first rows and lengths
      * into s.seqStart and s.seqLen; returns how many.
      */
-    private int sequences(Buf tiles, int numTiles, Buf keyStart) {
+    private int sequences(KeyTiles keys) {
+        Buf tiles = keys.tiles();
+        Buf keyStart = keys.keyStart();
+        int numTiles = keys.numTiles();
         int[] ts = ints(tiles);
         int[] ks = ints(keyStart);
         int[] start = s.seqStart = grow(s.seqStart, numTiles);
@@ -724,33 +674,8 @@ public final class CpuDevice extends HeapDevice {
     }
 
     @Override
-    public void mlaDecode(
-            Buf q,
-            int rows,
-            Buf cache,
-            int past,
-            Buf kvBProj,
-            int heads,
-            int qkNope,
-            int qkRope,
-            int vHead,
-            int kvLoraRank,
-            float scale,
-            Buf out) {
-        mlaDecode(
-                q,
-                new int[] {0},
-                new int[] {rows},
-                new Buf[] {cache},
-                new int[] {past},
-                kvBProj,
-                heads,
-                qkNope,
-                qkRope,
-                vHead,
-                kvLoraRank,
-                scale,
-                out);
+    public void mlaDecode(Buf q, int rows, Buf cache, int past, Buf kvBProj, MlaShape shape, Buf out) {
+        mlaDecode(q, new int[] {0}, new int[] {rows}, new Buf[] {cache}, new int[] {past}, kvBProj, shape, out);
     }
 
     /**
@@ -760,50 +685,39 @@ public final class CpuDevice extends HeapDevice {
      */
     @Override
     public void mlaDecode(
-            Buf q,
-            int[] rowStart,
-            int[] rows,
-            Buf[] caches,
-            int[] past,
-            Buf kvBProj,
-            int heads,
-            int qkNope,
-            int qkRope,
-            int vHead,
-            int kvLoraRank,
-            float scale,
-            Buf out) {
-        int width = kvLoraRank + qkRope;
+            Buf q, int[] rowStart, int[] rows, Buf[] caches, int[] past, Buf kvBProj, MlaShape shape, Buf out) {
         for (int b = 0; b < rows.length; b++) {
-            whole(caches[b], (long) (past[b] + rows[b]) * width, "mlaDecode cache");
+            whole(caches[b], (long) (past[b] + rows[b]) * shape.kvAWidth(), "mlaDecode cache");
         }
         DecodeItems d = decodeItems;
-        d.w = linears(kvBProj, heads * (qkNope + vHead), kvLoraRank)[0];
+        d.w = linears(kvBProj, shape.heads() * shape.kvHead(), shape.kvLoraRank())[0];
         d.q = q;
         d.rowStart = rowStart;
         d.rows = rows;
         d.caches = caches;
         d.past = past;
-        d.heads = heads;
-        d.qkNope = qkNope;
-        d.qkRope = qkRope;
-        d.vHead = vHead;
-        d.width = width;
-        d.scale = scale;
+        d.shape = shape;
         d.out = out;
         d.inPlace = ops.simd() && LatentAttention.attendsInPlace(d.w);
-        LatentAttention.Head shape = d.shape;
+        LatentAttention.Head known = d.nativeShape;
         if (d.inPlace
-                && (shape == null
-                        || shape.qkNope() != qkNope
-                        || shape.qkRope() != qkRope
-                        || shape.vHead() != vHead
-                        || shape.rank() != kvLoraRank
-                        || Float.floatToRawIntBits(shape.scale()) != Float.floatToRawIntBits(scale))) {
-            d.shape = new LatentAttention.Head(null, 0, qkNope, qkRope, vHead, kvLoraRank, scale); // once per model
+                && (known == null
+                        || known.qkNope() != shape.qkNope()
+                        || known.qkRope() != shape.qkRope()
+                        || known.vHead() != shape.vHead()
+                        || known.rank() != shape.kvLoraRank()
+                        || Float.floatToRawIntBits(known.scale()) != Float.floatToRawIntBits(shape.scale()))) {
+            d.nativeShape = new LatentAttention.Head(
+                    null,
+                    0,
+                    shape.qkNope(),
+                    shape.qkRope(),
+                    shape.vHead(),
+                    shape.kvLoraRank(),
+                    shape.scale()); // once per model
         }
         try {
-            ops.forEachRow(rows.length * heads, d);
+            ops.forEachRow(rows.length * shape.heads(), d);
         } finally {
             d.caches = null; // a sequence's cache is not kept alive by the device
         }
@@ -834,29 +748,21 @@ public final class CpuDevice extends HeapDevice {
 
         /** dst [dstOff + r · dstStride, + width) = src [srcOff + r · srcStride, + width) for r in [0, rows). */
         void copy(int rows, float[] src, int srcOff, int srcStride, float[] dst, int dstOff, int dstStride, int width) {
-            set(src, null, 0, srcOff, srcStride, dst, dstOff, dstStride, width);
+            set(src, srcOff, srcStride, dst, dstOff, dstStride, width);
+            this.from = null;
             ops.forEachRow(rows, this);
         }
 
         /** dst row r = src row from[fromOff + r] for r in [0, rows), rows of width floats. */
         void gather(int rows, float[] src, int[] from, int fromOff, int width, float[] dst) {
-            set(src, from, fromOff, 0, width, dst, 0, width, width);
+            set(src, 0, width, dst, 0, width, width);
+            this.from = from;
+            this.fromOff = fromOff;
             ops.forEachRow(rows, this);
         }
 
-        private void set(
-                float[] src,
-                int[] from,
-                int fromOff,
-                int srcOff,
-                int srcStride,
-                float[] dst,
-                int dstOff,
-                int dstStride,
-                int width) {
+        private void set(float[] src, int srcOff, int srcStride, float[] dst, int dstOff, int dstStride, int width) {
             this.src = src;
-            this.from = from;
-            this.fromOff = fromOff;
             this.srcOff = srcOff;
             this.srcStride = srcStride;
             this.dst = dst;
@@ -953,16 +859,9 @@ public final class CpuDevice extends HeapDevice {
         private int[] positions;
         private int xOff, posOff, csOff, heads, rowStride, headStride, ropeDim;
 
-        void run(
-                int rows,
-                Buf x,
-                int heads,
-                int rowStride,
-                int headStride,
-                int offset,
-                int ropeDim,
-                Buf positions,
-                Buf cosSin) {
+        void run(int rows, Buf x, int heads, int rowStride, int headStride, int offset, int ropeDim, Rotary r) {
+            Buf positions = r.positions();
+            Buf cosSin = r.cosSin();
             this.x = floats(x);
             this.xOff = off(x) + offset;
             this.positions = ints(positions);
@@ -995,35 +894,41 @@ public final class CpuDevice extends HeapDevice {
         private Buf out;
         private Buf[] caches;
         private int[] rowStart, rows, past;
-        private int heads, qkNope, qkRope, vHead, width;
-        private float scale;
+        private MlaShape shape;
         private boolean inPlace; // BF16 kv_b_proj read in place by the native kernel
-        private LatentAttention.Head shape; // the dimensions the native kernel takes, kept while they stay the same
+        private LatentAttention.Head
+                nativeShape; // the dimensions the native kernel takes, kept while they stay the same
 
         @Override
         public void accept(int item) {
             int seqs = rows.length;
             int b = item % seqs;
             int h = item / seqs;
-            int qHead = qkNope + qkRope;
+            int heads = shape.heads();
+            int qHead = shape.qHead();
+            int vHead = shape.vHead();
+            int width = shape.kvAWidth();
             float[] cache = floats(caches[b]);
             float[] qs = floats(q);
             float[] os = floats(out);
             boolean simd = ops.simd();
             LatentAttention.Scratch scratch = LatentAttention.scratch();
-            LatentAttention.Head head =
-                    inPlace ? null : LatentAttention.head(w, h, qkNope, qkRope, vHead, scale, simd, scratch);
+            LatentAttention.Head head = inPlace
+                    ? null
+                    : LatentAttention.head(w, h, shape.qkNope(), shape.qkRope(), vHead, shape.scale(), simd, scratch);
             for (int i = 0; i < rows[b]; i++) {
                 int row = rowStart[b] + i;
                 int len = past[b] + i + 1; // causal: the cache before this pass, then new tokens up to i
                 int qOff = off(q) + (row * heads + h) * qHead;
                 int oOff = off(out) + (row * heads + h) * vHead;
                 if (inPlace
-                        && LatentAttention.attendInPlace(w, h, shape, qs, qOff, cache, width, len, os, oOff, scratch)) {
+                        && LatentAttention.attendInPlace(
+                                w, h, nativeShape, qs, qOff, cache, width, len, os, oOff, scratch)) {
                     continue;
                 }
                 if (head == null) { // the head's rows cross a mapping border: decoded, as the Java path does
-                    head = LatentAttention.head(w, h, qkNope, qkRope, vHead, scale, simd, scratch);
+                    head = LatentAttention.head(
+                            w, h, shape.qkNope(), shape.qkRope(), vHead, shape.scale(), simd, scratch);
                 }
                 if (simd) {
                     LatentAttention.attendVector(head, qs, qOff, cache, width, len, os, oOff, scratch);

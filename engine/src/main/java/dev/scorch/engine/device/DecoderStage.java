@@ -356,10 +356,9 @@ public final class DecoderStage implements AutoCloseable {
         pass.packed = shape;
         pass.past = null;
         pass.cached = null;
-        pass.precision = precision;
-        pass.rows = DecodeRows.ALL;
-        pass.positions = in.lengths();
-        pass.numTiles = 0;
+        pass.rules(precision, DecodeRows.ALL);
+        pass.positions(in.lengths());
+        pass.keys = null;
         pass.decode = in;
         Buf x = pass.floats.take((long) t * hidden);
         dev.gatherRows(embedTokens, tokens, t, hidden, x);
@@ -414,15 +413,15 @@ public final class DecoderStage implements AutoCloseable {
         pass.packed = batch;
         pass.decode = null;
         pass.past = past;
-        pass.precision = precision;
-        pass.rows = DecodeRows.of(batch, past, caches);
+        pass.rules(precision, DecodeRows.of(batch, past, caches));
         pass.cosSin(rope, maxPos + 1);
-        pass.positions = pass.ints.take(t);
-        dev.write(pass.positions, batch.positions(), 0, t);
-        pass.keyStart = pass.ints.take(t);
-        dev.write(pass.keyStart, keyStart, 0, t);
-        pass.keyLen = pass.ints.take(t);
-        dev.write(pass.keyLen, keyLen, 0, t);
+        Buf positions = pass.ints.take(t);
+        dev.write(positions, batch.positions(), 0, t);
+        pass.positions(positions);
+        Buf keyStartBuf = pass.ints.take(t);
+        dev.write(keyStartBuf, keyStart, 0, t);
+        Buf keyLenBuf = pass.ints.take(t);
+        dev.write(keyLenBuf, keyLen, 0, t);
         // Prefill-form tiles: runs of up to ATTENTION_TILE consecutive queries of one sequence without cached tokens.
         int[] tiles = pass.hostTiles = Pass.grow(pass.hostTiles, 2 * (t + n));
         int numTiles = 0;
@@ -440,9 +439,9 @@ public final class DecoderStage implements AutoCloseable {
                 tiles[2 * numTiles++ + 1] = Math.min(Device.ATTENTION_TILE, batch.seqLen()[s] - i);
             }
         }
-        pass.tiles = pass.ints.take(2L * numTiles);
-        dev.write(pass.tiles, tiles, 0, 2 * numTiles);
-        pass.numTiles = numTiles;
+        Buf tilesBuf = pass.ints.take(2L * numTiles);
+        dev.write(tilesBuf, tiles, 0, 2 * numTiles);
+        pass.keys(t, keyStartBuf, keyLenBuf, tilesBuf, numTiles);
     }
 
     /**

@@ -2,7 +2,10 @@ package dev.scorch.engine.device;
 
 import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.kernels.Rope;
-import dev.scorch.engine.model.RouterShape;
+import java.lang.annotation.ElementType;
+import java.lang.annotation.Retention;
+import java.lang.annotation.RetentionPolicy;
+import java.lang.annotation.Target;
 import java.util.function.LongFunction;
 
 /**
@@ -13,6 +16,16 @@ import java.util.function.LongFunction;
  * and reads back to the host wait for what came before.
  */
 public interface Device extends AutoCloseable {
+    /**
+     * A default method that a decorator ({@link DeviceDecorator}) runs on itself rather than hand to the device it wraps:
+     * it is made of other calls of the seam (capture: reruns its step), which the decorator then sees one by one. A
+     * device's own version of it is passed over there; by the seam's contract its bits are the same. Every other method,
+     * default or not, a decorator hands on whole.
+     */
+    @Retention(RetentionPolicy.RUNTIME)
+    @Target(ElementType.METHOD)
+    @interface Composite {}
+
     /** The device, in words (name, memory). */
     String describe();
 
@@ -136,12 +149,14 @@ public interface Device extends AutoCloseable {
     /** A weight given as fp32 values, in the precision's dtype (small matrices and tests). */
     Buf weight(float[] w, GemmPrecision precision);
 
+    @Composite
     default Buf upload(float[] v) {
         Buf b = alloc(Buf.Kind.F32, v.length);
         write(b, v, 0, v.length);
         return b;
     }
 
+    @Composite
     default Buf upload(int[] v) {
         Buf b = alloc(Buf.Kind.I32, v.length);
         write(b, v, 0, v.length);
@@ -168,27 +183,21 @@ public interface Device extends AutoCloseable {
     }
 
     /**
-     * A SwiGLU MLP: out [m, hidden] = down_proj(silu(gate_proj(x)) · up_proj(x)), gateUp gate_proj and up_proj
-     * stacked [2 · inter, hidden] ({@link #weight}), down [hidden, inter]; this default as {@link #gemm} into [m, 2 ·
-     * inter], {@link #swiglu} and {@link #gemm} over every row at once, its intermediates from floats. A device may run long batches a chunk of rows at a time (the CPU: the [rows, inter]
-     * activations stay small), each row's bits the same.
+     * A SwiGLU MLP: out [m, hidden] = down_proj(silu(gate_proj(x)) · up_proj(x)), w's gate_proj and up_proj stacked
+     * [2 · inter, hidden] ({@link #weight}), its down_proj [hidden, inter]; this default as {@link #gemm} into [m, 2 ·
+     * inter], {@link #swiglu} and {@link #gemm} over every row at once by the pass's rules, its intermediates from
+     * their floats. A device may run long batches a chunk of rows at a time (the CPU: the [rows, inter] activations
+     * stay small), each row's bits the same.
      */
-    default void mlp(
-            Buf x,
-            int m,
-            int hidden,
-            Buf gateUp,
-            Buf down,
-            int inter,
-            Buf out,
-            GemmPrecision precision,
-            DecodeRows rows,
-            LongFunction<Buf> floats) {
-        Buf gu = floats.apply((long) m * 2 * inter); // [m, gate | up]
-        gemm(x, m, hidden, gateUp, 2 * inter, gu, precision, rows);
-        Buf act = floats.apply((long) m * inter); // silu(gate_proj(x)) * up_proj(x)
+    @Composite
+    default void mlp(Mlp w, Buf x, int m, Buf out, PassRules pass) {
+        int hidden = w.hidden();
+        int inter = w.inter();
+        Buf gu = pass.floats().apply((long) m * 2 * inter); // [m, gate | up]
+        gemm(x, m, hidden, w.gateUpProj(), 2 * inter, gu, pass.precision(), pass.rows());
+        Buf act = pass.floats().apply((long) m * inter); // silu(gate_proj(x)) * up_proj(x)
         swiglu(gu, m, inter, act);
-        gemm(act, m, inter, down, hidden, out, precision, rows);
+        gemm(act, m, inter, w.downProj(), hidden, out, pass.precision(), pass.rows());
     }
 
     /** out[r, :dim] = weight · x[r·stride + offset ..][:dim] / rms, for r < rows. */
@@ -196,41 +205,21 @@ public interface Device extends AutoCloseable {
 
     /**
      * Rotates, in place, the rope_dim values at x[r·rowStride + h·headStride + offset] of every row r and head h by
-     * the angles of position positions[r]; cosSin is [positions, rope_dim] (cos, sin interleaved, as {@code Rope.cosSin}).
+     * the angles of row r's position ({@link Rotary}).
      */
-    void rope(
-            Buf x,
-            int rows,
-            int heads,
-            int rowStride,
-            int headStride,
-            int offset,
-            int ropeDim,
-            Buf positions,
-            Buf cosSin);
+    void rope(Buf x, int rows, int heads, int rowStride, int headStride, int offset, int ropeDim, Rotary rotary);
 
     /**
-     * kv_a_layernorm and the key's RoPE over kv_a_proj_with_mqa's output [latent | k_pe] in one kernel: for r &lt; rows,
-     * latent[r, :rank] = weight · x[r·stride + offset ..][:rank] / rms (as {@link #rmsNorm}), and kPe[r, :ropeDim] =
-     * x[r·stride + offset + rank ..][:ropeDim] rotated by the angles of positions[r] (as {@link #copyCols} then one
-     * head of {@link #rope}).
+     * kv_a_layernorm and the key's RoPE over kv_a_proj_with_mqa's output in one kernel. x [rows, q_out + kv_lora_rank +
+     * qk_rope] is the stacked projection [q_a | latent | k_pe] ({@link MlaShape#qOut}); for i &lt; rows, latent[i,
+     * :kv_lora_rank] = weight · (x's latent of row i) / rms (as {@link #rmsNorm}), and kPe[i, :qk_rope] = x's k_pe of
+     * row i rotated by the angles of its position (as {@link #copyCols} then one head of {@link #rope}).
      */
-    default void rmsNormRope(
-            Buf x,
-            int rows,
-            int stride,
-            int offset,
-            int rank,
-            Buf weight,
-            double eps,
-            int ropeDim,
-            Buf positions,
-            Buf cosSin,
-            Buf latent,
-            Buf kPe) {
-        rmsNorm(x, rows, stride, offset, rank, weight, eps, latent);
-        copyCols(x, rows, stride, offset + rank, ropeDim, kPe, ropeDim, 0);
-        rope(kPe, rows, 1, ropeDim, 0, 0, ropeDim, positions, cosSin);
+    default void rmsNormRope(Buf x, int rows, Buf weight, double eps, MlaShape s, Rotary rotary, Buf latent, Buf kPe) {
+        int stride = s.qOut() + s.kvAWidth();
+        rmsNorm(x, rows, stride, s.qOut(), s.kvLoraRank(), weight, eps, latent);
+        copyCols(x, rows, stride, s.qOut() + s.kvLoraRank(), s.qkRope(), kPe, s.qkRope(), 0);
+        rope(kPe, rows, 1, s.qkRope(), 0, 0, s.qkRope(), rotary);
     }
 
     /** dst[r·dstStride + dstOff + c] = src[r·srcStride + srcOff + c] for r < rows, c < width. */
@@ -246,124 +235,66 @@ public interface Device extends AutoCloseable {
     void gatherRows(Buf x, Buf rows, int n, int width, Buf out);
 
     /**
-     * MLA attention, prefill form: q [t, heads, qk_nope + qk_rope], kv [keys, heads, qk_nope + v_head] = [k_nope | v],
-     * kPe [keys, qk_rope]; query i attends keys keyStart[i] .. keyStart[i] + keyLen[i] - 1, softmax in fp32.
-     * out [t, heads, v_head]. tiles holds numTiles pairs (first query, queries), in ascending order and apart, at most
-     * {@link #ATTENTION_TILE} each, every tile inside one sequence: only the tiles' queries are computed (rows of out
-     * outside them are left as they are), and a device may share key loads across a tile's queries.
+     * MLA attention, prefill form, over the batch's t = keys.t() tokens: q [t, heads, qk_nope + qk_rope], kv [t, heads,
+     * qk_nope + v_head] = [k_nope | v], kPe [t, qk_rope]; query i attends the tokens keyStart[i] .. keyStart[i] +
+     * keyLen[i] - 1, softmax in fp32. out [t, heads, v_head]. Only the tiles' queries are computed (rows of out outside
+     * them are left as they are), and a device may share key loads across a tile's queries ({@link KeyTiles}).
      */
-    void mlaAttention(
-            Buf q,
-            Buf kv,
-            Buf kPe,
-            Buf keyStart,
-            Buf keyLen,
-            Buf tiles,
-            int numTiles,
-            int t,
-            int heads,
-            int qkNope,
-            int qkRope,
-            int vHead,
-            float scale,
-            Buf out);
+    void mlaAttention(Buf q, Buf kv, Buf kPe, KeyTiles keys, MlaShape s, Buf out);
 
     /**
-     * {@link #mlaDecode} of several sequences: sequence s's rows[s] new tokens are rows [rowStart[s], + rows[s]) of q
-     * [*, heads, qk_nope + qk_rope] and of out [*, heads, v_head], over caches[s] (this layer's, {@link LatentCache})
-     * holding past[s] tokens before them. A device may share work across the sequences (the CPU decodes a head of
+     * {@link #mlaDecode} of several sequences: sequence i's rows[i] new tokens are rows [rowStart[i], + rows[i]) of q
+     * [*, heads, qk_nope + qk_rope] and of out [*, heads, v_head], over caches[i] (this layer's, {@link LatentCache})
+     * holding past[i] tokens before them. A device may share work across the sequences (the CPU decodes a head of
      * kv_b_proj once for all of them); each sequence's bits are its {@link #mlaDecode}'s.
      */
+    @Composite
     default void mlaDecode(
-            Buf q,
-            int[] rowStart,
-            int[] rows,
-            Buf[] caches,
-            int[] past,
-            Buf kvBProj,
-            int heads,
-            int qkNope,
-            int qkRope,
-            int vHead,
-            int kvLoraRank,
-            float scale,
-            Buf out) {
-        int qHead = qkNope + qkRope;
-        for (int s = 0; s < rows.length; s++) {
+            Buf q, int[] rowStart, int[] rows, Buf[] caches, int[] past, Buf kvBProj, MlaShape s, Buf out) {
+        int qRow = s.heads() * s.qHead();
+        int outRow = s.heads() * s.vHead();
+        for (int i = 0; i < rows.length; i++) {
             mlaDecode(
-                    q.slice((long) rowStart[s] * heads * qHead, (long) rows[s] * heads * qHead),
-                    rows[s],
-                    caches[s],
-                    past[s],
+                    q.slice((long) rowStart[i] * qRow, (long) rows[i] * qRow),
+                    rows[i],
+                    caches[i],
+                    past[i],
                     kvBProj,
-                    heads,
-                    qkNope,
-                    qkRope,
-                    vHead,
-                    kvLoraRank,
-                    scale,
-                    out.slice((long) rowStart[s] * heads * vHead, (long) rows[s] * heads * vHead));
+                    s,
+                    out.slice((long) rowStart[i] * outRow, (long) rows[i] * outRow));
         }
     }
 
     /**
      * MLA attention in the prefill form from the latents: kv = latent · kv_b_projᵀ [t, heads, qk_nope + v_head] = [k_nope
-     * | v], then {@link #mlaAttention} over the tiles (q, kPe, keyStart, keyLen, tiles and out as there; latent [t,
-     * kv_lora_rank]). This default expands every row at once into a buffer from floats; a device may expand a group of
-     * whole sequences at a time (the CPU: the keys and values of a long batch never exist at once), each row's bits
-     * the same. Rows as in {@link #gemm(Buf, int, int, Buf, int, Buf, GemmPrecision, DecodeRows)}.
+     * | v] by the pass's rules, then {@link #mlaAttention} over the tiles (q, kPe, keys and out as there; latent [t,
+     * kv_lora_rank]). This default expands every row at once into a buffer from the pass's floats; a device may expand
+     * a group of whole sequences at a time (the CPU: the keys and values of a long batch never exist at once), each
+     * row's bits the same.
      */
+    @Composite
     default void mlaPrefill(
-            Buf q,
-            Buf latent,
-            Buf kPe,
-            Buf kvBProj,
-            Buf keyStart,
-            Buf keyLen,
-            Buf tiles,
-            int numTiles,
-            int t,
-            int heads,
-            int qkNope,
-            int qkRope,
-            int vHead,
-            int kvLoraRank,
-            float scale,
-            Buf out,
-            GemmPrecision precision,
-            DecodeRows rows,
-            LongFunction<Buf> floats) {
-        Buf kv = floats.apply((long) t * heads * (qkNope + vHead));
-        gemm(latent, t, kvLoraRank, kvBProj, heads * (qkNope + vHead), kv, precision, rows);
-        mlaAttention(q, kv, kPe, keyStart, keyLen, tiles, numTiles, t, heads, qkNope, qkRope, vHead, scale, out);
+            Buf q, Buf latent, Buf kPe, Buf kvBProj, KeyTiles keys, MlaShape s, Buf out, PassRules pass) {
+        int t = keys.t();
+        Buf kv = pass.floats().apply((long) t * s.heads() * s.kvHead());
+        gemm(latent, t, s.kvLoraRank(), kvBProj, s.heads() * s.kvHead(), kv, pass.precision(), pass.rows());
+        mlaAttention(q, kv, kPe, keys, s, out);
     }
 
     /**
-     * A decode step's latents and k_pe into each row's cache, the append position read on the device: for r &lt; rows,
-     * row lengths[r] of caches[r] (an {@link Buf.Kind#ADDR} table of layer caches [capacity, kv_lora_rank + qk_rope],
-     * {@link LatentCache#layer}) = latent[r, :kv_lora_rank] then kPe[r, :qk_rope].
+     * A decode step's latents and k_pe into each row's cache, the append position read on the device: for i &lt; rows,
+     * row lengths[i] of caches[i] (an {@link Buf.Kind#ADDR} table of layer caches [capacity, kv_lora_rank + qk_rope],
+     * {@link LatentCache#layer}) = latent[i, :kv_lora_rank] then kPe[i, :qk_rope].
      */
-    void cacheAppend(Buf latent, Buf kPe, int rows, int kvLoraRank, int qkRope, Buf caches, Buf lengths);
+    void cacheAppend(Buf latent, Buf kPe, int rows, MlaShape s, Buf caches, Buf lengths);
 
     /**
      * {@link #mlaDecode} of a decode step, one new token per row, everything that changes between steps read on the
-     * device: row r's query q[r] attends caches[r] (as in {@link #cacheAppend}), which holds lengths[r] tokens before
+     * device: row i's query q[i] attends caches[i] (as in {@link #cacheAppend}), which holds lengths[i] tokens before
      * it and the token itself after them; out [rows, heads, v_head]. Each row's bits are its {@link #mlaDecode}'s with
-     * rows 1 and past lengths[r].
+     * rows 1 and past lengths[i].
      */
-    void mlaDecodeRows(
-            Buf q,
-            int rows,
-            Buf caches,
-            Buf lengths,
-            Buf kvBProj,
-            int heads,
-            int qkNope,
-            int qkRope,
-            int vHead,
-            int kvLoraRank,
-            float scale,
-            Buf out);
+    void mlaDecodeRows(Buf q, int rows, Buf caches, Buf lengths, Buf kvBProj, MlaShape s, Buf out);
 
     /** Queries per attention tile (the CUDA kernel's ATTN_Q). */
     int ATTENTION_TILE = 16;
@@ -378,27 +309,14 @@ public interface Device extends AutoCloseable {
      * o_latent = Σ_j p_j c_j; out[i, h] = W_UV o_latent. out [rows, heads, v_head]. No kv_b_proj GEMM over the cache:
      * a step costs O(cache · kv_lora_rank) per head, and a row's bits depend only on its own sequence.
      */
-    void mlaDecode(
-            Buf q,
-            int rows,
-            Buf cache,
-            int past,
-            Buf kvBProj,
-            int heads,
-            int qkNope,
-            int qkRope,
-            int vHead,
-            int kvLoraRank,
-            float scale,
-            Buf out);
+    void mlaDecode(Buf q, int rows, Buf cache, int past, Buf kvBProj, MlaShape s, Buf out);
 
     /**
-     * Grouped GEMM (one per expert): for g < groups, rows [rowStart[g], + rows[g]) of y [*, n] = the same rows of
+     * Grouped GEMM (one per expert): for g &lt; w.length, rows [rowStart[g], + rows[g]) of y [*, n] = the same rows of
      * x [*, k] · w[g]ᵀ, each w[g] [n, k] from {@link #weight}; as {@link #gemm} per group.
      */
-    default void gemmGrouped(
-            Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
-        for (int g = 0; g < groups; g++) {
+    default void gemmGrouped(Buf x, int[] rowStart, int[] rows, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
+        for (int g = 0; g < w.length; g++) {
             gemm(
                     x.slice((long) rowStart[g] * k, (long) rows[g] * k),
                     rows[g],
@@ -490,33 +408,22 @@ public interface Device extends AutoCloseable {
     /**
      * DeepseekV3MoE's experts on x [t, hidden], routed ({@link #moeRoute}: experts and weights [t, top_k], ascending
      * id): y [t, hidden] = Σ_k weights[t, k] · expert_e(x_t) over the token's experts in ascending id, then + the
-     * shared experts' output when sharedGateUp is not null; each expert is a SwiGLU MLP, gateUp[e] (gate_proj and
-     * up_proj stacked, [2 · inter, hidden]) and down[e] ([hidden, inter]), the shared experts one of sharedInter. This
-     * default permutes the (token, choice) pairs by expert on the device ({@link #moePermute}), runs the experts as
-     * {@link #gemmExpertsSwiglu} and {@link #gemmExperts} and sums with {@link #moeCombine}, its buffers from floats
-     * and ints; a device may run the experts its own way with the same bits per token. Rows as in
-     * {@link #gemm(Buf, int, int, Buf, int, Buf, GemmPrecision, DecodeRows)}, by token.
+     * shared experts' output when moe has them; each expert is a SwiGLU MLP ({@link MoeExperts}). This default permutes
+     * the (token, choice) pairs by expert on the device ({@link #moePermute}), runs the experts as
+     * {@link #gemmExpertsSwiglu} and {@link #gemmExperts} and sums with {@link #moeCombine}, its buffers from the pass's
+     * floats and ints; a device may run the experts its own way with the same bits per token. Rows as the pass's rules
+     * say, by token.
      */
-    default void moeExperts(
-            Buf x,
-            int t,
-            int hidden,
-            Buf experts,
-            Buf weights,
-            int topK,
-            Buf[] gateUp,
-            Buf[] down,
-            int inter,
-            Buf sharedGateUp,
-            Buf sharedDown,
-            int sharedInter,
-            Buf y,
-            GemmPrecision precision,
-            DecodeRows rows,
-            LongFunction<Buf> floats,
-            LongFunction<Buf> ints) {
-        int nExperts = gateUp.length;
+    @Composite
+    default void moeExperts(Buf x, int t, Buf experts, Buf weights, MoeExperts moe, Buf y, PassRules pass) {
+        MoeShape s = moe.shape();
+        int hidden = s.hidden();
+        int inter = s.moeInter();
+        int topK = s.numExpertsPerTok();
+        int nExperts = moe.gateUp().length;
         int pairs = t * topK;
+        LongFunction<Buf> floats = pass.floats();
+        LongFunction<Buf> ints = pass.ints();
         // Slots: the pairs grouped by expert in ascending id, tokens in order within an expert.
         Buf offsets = ints.apply(nExperts + 1L); // expert e's slots [offsets[e], offsets[e + 1])
         Buf slotOf = ints.apply(pairs); // slot of each (token, choice)
@@ -525,19 +432,22 @@ public interface Device extends AutoCloseable {
         Buf xs = floats.apply((long) pairs * hidden); // [slots, hidden]
         gatherRows(x, slotRow, pairs, hidden, xs);
         Buf act = floats.apply((long) pairs * inter); // [slots, moe_intermediate]
-        gemmExpertsSwiglu(xs, offsets, pairs, hidden, gateUp, inter, act, precision);
+        gemmExpertsSwiglu(xs, offsets, pairs, hidden, moe.gateUp(), inter, act, pass.precision());
         Buf ye = floats.apply((long) pairs * hidden); // [slots, hidden]
-        gemmExperts(act, offsets, pairs, inter, down, hidden, ye, precision);
+        gemmExperts(act, offsets, pairs, inter, moe.down(), hidden, ye, pass.precision());
         Buf shared = null;
-        if (sharedGateUp != null) {
+        if (moe.shared() != null) {
             shared = floats.apply((long) t * hidden);
-            mlp(x, t, hidden, sharedGateUp, sharedDown, sharedInter, shared, precision, rows, floats);
+            mlp(moe.shared(), x, t, shared, pass);
         }
         moeCombine(ye, slotOf, weights, t, topK, hidden, shared, y);
     }
 
-    /** Router logits [t, n_routed_experts] → experts and weights [t, top_k], experts in ascending id. */
-    void moeRoute(Buf logits, Buf bias, int t, RouterShape r, Buf experts, Buf weights);
+    /**
+     * Router logits [t, n_routed_experts] → experts and weights [t, top_k], experts in ascending id, by the noaux_tc
+     * router of s.
+     */
+    void moeRoute(Buf logits, Buf bias, int t, MoeShape s, Buf experts, Buf weights);
 
     /**
      * Per logits row r of [rows, vocab]: stats[3r] = log-sum-exp, stats[3r + 1] = logits[r, targets[r]] (0 when
@@ -549,6 +459,7 @@ public interface Device extends AutoCloseable {
      * YaRN cos/sin of positions [0, positions) at least, [positions, qk_rope_head_dim] as {@link Rope#table} lays them
      * out, on this device; previous (the last table this call returned, or null) is no longer used.
      */
+    @Composite
     default Buf ropeTable(Rope rope, int positions, Buf previous) {
         if (previous != null) {
             free(previous);
@@ -570,6 +481,7 @@ public interface Device extends AutoCloseable {
      * make no host reads, writes, allocations or synchronisation, and everything that changes between launches must
      * live in buffers written before each launch. This default records nothing: launch runs step again.
      */
+    @Composite
     default DeviceGraph capture(Runnable step) {
         return DeviceGraph.rerun(step);
     }

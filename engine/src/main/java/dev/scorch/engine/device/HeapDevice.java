@@ -80,8 +80,10 @@ abstract class HeapDevice implements Device {
     }
 
     @Override
-    public void cacheAppend(Buf latent, Buf kPe, int rows, int kvLoraRank, int qkRope, Buf caches, Buf lengths) {
-        int width = kvLoraRank + qkRope;
+    public void cacheAppend(Buf latent, Buf kPe, int rows, MlaShape s, Buf caches, Buf lengths) {
+        int kvLoraRank = s.kvLoraRank();
+        int qkRope = s.qkRope();
+        int width = s.kvAWidth();
         for (int r = 0; r < rows; r++) {
             Buf cache = cache(caches, r);
             int at = ints(lengths)[off(lengths) + r];
@@ -101,20 +103,9 @@ abstract class HeapDevice implements Device {
 
     /** Each row as {@link #mlaDecode} of one token over its cache, its length read from lengths. */
     @Override
-    public void mlaDecodeRows(
-            Buf q,
-            int rows,
-            Buf caches,
-            Buf lengths,
-            Buf kvBProj,
-            int heads,
-            int qkNope,
-            int qkRope,
-            int vHead,
-            int kvLoraRank,
-            float scale,
-            Buf out) {
-        int qRow = heads * (qkNope + qkRope);
+    public void mlaDecodeRows(Buf q, int rows, Buf caches, Buf lengths, Buf kvBProj, MlaShape s, Buf out) {
+        int qRow = s.heads() * s.qHead();
+        int outRow = s.heads() * s.vHead();
         for (int r = 0; r < rows; r++) {
             mlaDecode(
                     q.slice((long) r * qRow, qRow),
@@ -122,13 +113,8 @@ abstract class HeapDevice implements Device {
                     cache(caches, r),
                     ints(lengths)[off(lengths) + r],
                     kvBProj,
-                    heads,
-                    qkNope,
-                    qkRope,
-                    vHead,
-                    kvLoraRank,
-                    scale,
-                    out.slice((long) r * heads * vHead, (long) heads * vHead));
+                    s,
+                    out.slice((long) r * outRow, outRow));
         }
     }
 

@@ -3,7 +3,6 @@ package dev.scorch.engine.device;
 import dev.scorch.engine.checkpoint.NumberFormats;
 import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.model.NoauxTcRouter;
-import dev.scorch.engine.model.RouterShape;
 import dev.scorch.engine.scoring.LogSoftmax;
 
 /**
@@ -236,16 +235,9 @@ public final class HostDevice extends HeapDevice {
     }
 
     @Override
-    public void rope(
-            Buf x,
-            int rows,
-            int heads,
-            int rowStride,
-            int headStride,
-            int offset,
-            int ropeDim,
-            Buf positions,
-            Buf cosSin) {
+    public void rope(Buf x, int rows, int heads, int rowStride, int headStride, int offset, int ropeDim, Rotary rot) {
+        Buf positions = rot.positions();
+        Buf cosSin = rot.cosSin();
         float[] xs = floats(x);
         int[] pos = ints(positions);
         float[] cs = floats(cosSin);
@@ -308,51 +300,33 @@ public final class HostDevice extends HeapDevice {
     }
 
     @Override
-    public void mlaAttention(
-            Buf q,
-            Buf kv,
-            Buf kPe,
-            Buf keyStart,
-            Buf keyLen,
-            Buf tiles,
-            int numTiles,
-            int t,
-            int heads,
-            int qkNope,
-            int qkRope,
-            int vHead,
-            float scale,
-            Buf out) {
-        checkTiles(tiles, numTiles, t, keyStart);
+    public void mlaAttention(Buf q, Buf kv, Buf kPe, KeyTiles keys, MlaShape s, Buf out) {
+        checkTiles(keys);
+        Buf tiles = keys.tiles();
         int[] ts = ints(tiles);
-        for (int tile = 0; tile < numTiles; tile++) {
+        for (int tile = 0; tile < keys.numTiles(); tile++) {
             int q0 = ts[off(tiles) + 2 * tile];
             for (int i = q0; i < q0 + ts[off(tiles) + 2 * tile + 1]; i++) {
-                attend(q, kv, kPe, keyStart, keyLen, i, heads, qkNope, qkRope, vHead, scale, out);
+                attend(q, kv, kPe, keys, i, s, out);
             }
         }
     }
 
     /** Query i of {@link #mlaAttention}, every head. */
-    private static void attend(
-            Buf q,
-            Buf kv,
-            Buf kPe,
-            Buf keyStart,
-            Buf keyLen,
-            int i,
-            int heads,
-            int qkNope,
-            int qkRope,
-            int vHead,
-            float scale,
-            Buf out) {
+    private static void attend(Buf q, Buf kv, Buf kPe, KeyTiles keys, int i, MlaShape shape, Buf out) {
         float[] qs = floats(q);
         float[] kvs = floats(kv);
         float[] pes = floats(kPe);
         float[] os = floats(out);
-        int qHead = qkNope + qkRope;
-        int kvHead = qkNope + vHead;
+        int heads = shape.heads();
+        int qkNope = shape.qkNope();
+        int qkRope = shape.qkRope();
+        int vHead = shape.vHead();
+        float scale = shape.scale();
+        int qHead = shape.qHead();
+        int kvHead = shape.kvHead();
+        Buf keyStart = keys.keyStart();
+        Buf keyLen = keys.keyLen();
         int k0 = ints(keyStart)[off(keyStart) + i];
         int len = ints(keyLen)[off(keyLen) + i];
         for (int h = 0; h < heads; h++) {
@@ -389,7 +363,11 @@ public final class HostDevice extends HeapDevice {
     }
 
     /** The tiles must be in ascending order and apart, within the t queries, each inside one sequence (one key_start). */
-    private static void checkTiles(Buf tiles, int numTiles, int t, Buf keyStart) {
+    private static void checkTiles(KeyTiles keys) {
+        Buf tiles = keys.tiles();
+        Buf keyStart = keys.keyStart();
+        int numTiles = keys.numTiles();
+        int t = keys.t();
         int[] ts = ints(tiles);
         int[] ks = ints(keyStart);
         int next = 0;
@@ -414,22 +392,15 @@ public final class HostDevice extends HeapDevice {
      * index order, exp in double rounded to float, one sum of the exponentials, then the probabilities.
      */
     @Override
-    public void mlaDecode(
-            Buf q,
-            int rows,
-            Buf cache,
-            int past,
-            Buf kvBProj,
-            int heads,
-            int qkNope,
-            int qkRope,
-            int vHead,
-            int kvLoraRank,
-            float scale,
-            Buf out) {
-        int qHead = qkNope + qkRope;
-        int width = kvLoraRank + qkRope;
-        int rank = kvLoraRank;
+    public void mlaDecode(Buf q, int rows, Buf cache, int past, Buf kvBProj, MlaShape s, Buf out) {
+        int heads = s.heads();
+        int qkNope = s.qkNope();
+        int qkRope = s.qkRope();
+        int vHead = s.vHead();
+        float scale = s.scale();
+        int qHead = s.qHead();
+        int width = s.kvAWidth();
+        int rank = s.kvLoraRank();
         float[] qs = floats(q.need(Buf.Kind.F32, (long) rows * heads * qHead, "mlaDecode q"));
         float[] cs = floats(cache.need(Buf.Kind.F32, (long) (past + rows) * width, "mlaDecode cache"));
         if (kvBProj.kind() != Buf.Kind.F32 && kvBProj.kind() != Buf.Kind.BF16) {
@@ -556,7 +527,7 @@ public final class HostDevice extends HeapDevice {
     }
 
     @Override
-    public void moeRoute(Buf logits, Buf bias, int t, RouterShape r, Buf experts, Buf weights) {
+    public void moeRoute(Buf logits, Buf bias, int t, MoeShape r, Buf experts, Buf weights) {
         NoauxTcRouter.route(
                 floats(logits),
                 off(logits),

@@ -2,7 +2,6 @@ package dev.scorch.engine.device;
 
 import dev.scorch.engine.demo.Fp8Blocks;
 import dev.scorch.engine.demo.Int4Groups;
-import dev.scorch.engine.model.RouterShape;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.SplittableRandom;
@@ -139,10 +138,11 @@ public final class KernelTwins {
                         b,
                         dev -> {
                             Buf q = dev.upload(x);
-                            dev.rope(q, m, 3, k, 96, 64, 32, dev.upload(positions), dev.upload(cs));
+                            dev.rope(q, m, 3, k, 96, 64, 32, new Rotary(dev.upload(positions), dev.upload(cs)));
                             return q;
                         },
                         m * k));
+        MlaShape kvA = new MlaShape(1, k - 200 - 32, 0, 32, 0, 200, 1f); // x [m, k] = [q_a | latent 200 | k_pe 32]
         out.put(
                 "rmsNormRope",
                 diff(
@@ -153,14 +153,10 @@ public final class KernelTwins {
                             dev.rmsNormRope(
                                     dev.upload(x),
                                     m,
-                                    k,
-                                    50,
-                                    200,
                                     dev.upload(norm),
                                     1e-6f,
-                                    32,
-                                    dev.upload(positions),
-                                    dev.upload(cs),
+                                    kvA,
+                                    new Rotary(dev.upload(positions), dev.upload(cs)),
                                     o.slice(0, m * 200L),
                                     o.slice(m * 200L, m * 32L));
                             return o;
@@ -225,6 +221,7 @@ public final class KernelTwins {
         for (int[] dims : new int[][] {{64, 32, 64}, {128, 64, 128}}) {
             int heads = 3;
             int qHead = dims[0] + dims[1];
+            MlaShape shape = new MlaShape(heads, 0, dims[0], dims[1], dims[2], 0, 0.1f);
             float[] q = random(rnd, m * heads * qHead);
             float[] kv = random(rnd, m * heads * (dims[0] + dims[2]));
             float[] kPe = random(rnd, m * dims[1]);
@@ -239,16 +236,8 @@ public final class KernelTwins {
                                         dev.upload(q),
                                         dev.upload(kv),
                                         dev.upload(kPe),
-                                        dev.upload(keyStart),
-                                        dev.upload(keyLen),
-                                        dev.upload(tiles),
-                                        4,
-                                        m,
-                                        heads,
-                                        dims[0],
-                                        dims[1],
-                                        dims[2],
-                                        0.1f,
+                                        new KeyTiles(m, dev.upload(keyStart), dev.upload(keyLen), dev.upload(tiles), 4),
+                                        shape,
                                         o);
                                 return o;
                             },
@@ -266,6 +255,7 @@ public final class KernelTwins {
             int rank = dims[3];
             int past = dims[4];
             int news = dims[5];
+            MlaShape shape = new MlaShape(heads, 0, nope, rope, v, rank, 0.07f);
             GemmPrecision p = rank == 256 ? GemmPrecision.FP32 : GemmPrecision.BF16X3;
             float[] q = random(rnd, news * heads * (nope + rope));
             float[] cache = random(rnd, (past + news + 1) * (rank + rope));
@@ -283,12 +273,7 @@ public final class KernelTwins {
                                         dev.upload(cache).slice(rank + rope, (long) (past + news) * (rank + rope)),
                                         past,
                                         dev.weight(kvB, p),
-                                        heads,
-                                        nope,
-                                        rope,
-                                        v,
-                                        rank,
-                                        0.07f,
+                                        shape,
                                         o);
                                 return o;
                             },
@@ -306,6 +291,7 @@ public final class KernelTwins {
             int rank = dims[3];
             int width = rank + rope;
             int cap = 302;
+            MlaShape shape = new MlaShape(heads, 0, nope, rope, v, rank, 0.07f);
             GemmPrecision p = rank == 256 ? GemmPrecision.FP32 : GemmPrecision.BF16X3;
             float[] q = random(rnd, 3 * heads * (nope + rope));
             float[] cache = random(rnd, 3 * cap * width);
@@ -321,10 +307,9 @@ public final class KernelTwins {
                     all.slice((long) cap * width, (long) cap * width)
                 });
                 Buf lengths = dev.upload(stepPast);
-                dev.cacheAppend(dev.upload(latent), dev.upload(kPe), 3, rank, rope, table, lengths);
+                dev.cacheAppend(dev.upload(latent), dev.upload(kPe), 3, shape, table, lengths);
                 Buf o = dev.alloc(Buf.Kind.F32, 3L * heads * v);
-                dev.mlaDecodeRows(
-                        dev.upload(q), 3, table, lengths, dev.weight(kvB, p), heads, nope, rope, v, rank, 0.07f, o);
+                dev.mlaDecodeRows(dev.upload(q), 3, table, lengths, dev.weight(kvB, p), shape, o);
                 return new Buf[] {all, o};
             };
             String name = nope + "+" + rope + "/" + v + " rank " + rank;
@@ -352,7 +337,7 @@ public final class KernelTwins {
                                 dev -> {
                                     Buf y = dev.alloc(Buf.Kind.F32, (long) m * n);
                                     Buf[] ws = {dev.weight(gw[0], p), dev.weight(gw[1], p), dev.weight(gw[2], p)};
-                                    dev.gemmGrouped(dev.upload(x), gStart, gRows, 3, k, ws, n, y, p);
+                                    dev.gemmGrouped(dev.upload(x), gStart, gRows, k, ws, n, y, p);
                                     Buf rowsOut = dev.alloc(Buf.Kind.F32, 26L * n);
                                     dev.gatherRows(y, dev.upload(valid), 26, n, rowsOut);
                                     return rowsOut;
@@ -392,7 +377,7 @@ public final class KernelTwins {
                                     for (int g = 0; g < 3; g++) {
                                         ws[g] = e.getValue().apply(dev, g);
                                     }
-                                    dev.gemmGrouped(dev.upload(x), packedStart, gRows, 3, k, ws, n, y, p);
+                                    dev.gemmGrouped(dev.upload(x), packedStart, gRows, k, ws, n, y, p);
                                     Buf rowsOut = dev.alloc(Buf.Kind.F32, 26L * n);
                                     dev.gatherRows(y, dev.upload(packedValid), 26, n, rowsOut);
                                     return rowsOut;
@@ -429,7 +414,7 @@ public final class KernelTwins {
                         },
                         12 * k));
         experts(a, b, rnd, out);
-        RouterShape r = new RouterShape(64, 6, 8, 3, true, 2.5f);
+        MoeShape r = MoeShape.router(64, 6, 8, 3, true, 2.5f);
         float[] logits = random(rnd, m * 64);
         float[] bias = random(rnd, 64);
         out.put(

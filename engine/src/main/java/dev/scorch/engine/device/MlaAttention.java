@@ -1,7 +1,6 @@
 package dev.scorch.engine.device;
 
 import dev.scorch.engine.config.ModelConfig;
-import dev.scorch.engine.kernels.Rope;
 import dev.scorch.engine.runtime.PackedBatch;
 import java.util.Arrays;
 
@@ -14,16 +13,10 @@ import java.util.Arrays;
 final class MlaAttention {
     private final int layer;
     private final int hidden;
-    private final int heads;
-    private final int qkNope;
-    private final int qkRope;
-    private final int vHead;
-    private final int kvLora;
-    private final float softmaxScale;
-    // q_a_proj (or q_proj when q_lora_rank is null) and kv_a_proj_with_mqa stacked, [qOut + kv_lora_rank + qk_rope,
-    // hidden]
+    private final MlaShape shape;
+    // q_a_proj (or q_proj when q_lora_rank is null) and kv_a_proj_with_mqa stacked, [q_out + kv_lora_rank + qk_rope,
+    // hidden] (MlaShape.qOut)
     private final Buf qkvAProj;
-    private final int qOut;
     private final Buf qALayernorm; // [q_lora_rank]; null without q_lora_rank
     private final Buf qBProj; // [heads * q_head_dim, q_lora_rank]; null without q_lora_rank
     private final Buf kvALayernorm; // [kv_lora_rank]
@@ -35,20 +28,13 @@ final class MlaAttention {
     MlaAttention(DeviceWeights w, ModelConfig c, String prefix, int layer) {
         this.layer = layer;
         hidden = c.hiddenSize();
-        heads = c.numAttentionHeads();
-        qkNope = c.qkNopeHeadDim();
-        qkRope = c.qkRopeHeadDim();
-        vHead = c.vHeadDim();
-        kvLora = c.kvLoraRank();
-        softmaxScale = Rope.softmaxScale(c);
+        shape = MlaShape.of(c);
         if (c.hasQLora()) {
             qkvAProj = w.stacked(prefix + "q_a_proj.weight", prefix + "kv_a_proj_with_mqa.weight");
-            qOut = c.qLoraRank();
             qALayernorm = w.vector(prefix + "q_a_layernorm.weight");
             qBProj = w.linear(prefix + "q_b_proj.weight");
         } else {
             qkvAProj = w.stacked(prefix + "q_proj.weight", prefix + "kv_a_proj_with_mqa.weight");
-            qOut = heads * c.qHeadDim();
             qALayernorm = null;
             qBProj = null;
         }
@@ -64,17 +50,20 @@ final class MlaAttention {
     Buf forward(Pass p, Buf h, LatentCache[] caches) {
         Device dev = p.dev;
         int t = p.packed.numTokens();
-        int qHead = qkNope + qkRope;
+        int heads = shape.heads();
+        int qHead = shape.qHead();
+        int qOut = shape.qOut();
+        int kvLora = shape.kvLoraRank();
+        int qkRope = shape.qkRope();
         double loraEps = ModelConfig.LORA_NORM_EPS;
-        // One GEMM for both low-rank projections: qkvA [T, qOut + kv_lora_rank + qk_rope] = [q_a | latent | k_pe]
-        int kvAWidth = kvLora + qkRope;
-        int width = qOut + kvAWidth;
+        // One GEMM for both low-rank projections: qkvA [T, q_out + kv_lora_rank + qk_rope] = [q_a | latent | k_pe]
+        int width = qOut + shape.kvAWidth();
         Buf qkvA = p.floats.take((long) t * width);
         p.gemm(h, t, hidden, qkvAProj, width, qkvA);
         // q = q_b_proj(q_a_layernorm(q_a)) or q_proj(h): [T, heads, q_head_dim] = [q_nope | q_pe]
         Buf q = p.floats.take((long) t * heads * qHead);
         if (qBProj != null) {
-            int qLora = qOut;
+            int qLora = shape.qLoraRank();
             Buf qA = p.floats.take((long) t * qLora);
             dev.rmsNorm(qkvA, t, width, 0, qLora, qALayernorm, loraEps, qA);
             p.gemm(qA, t, qLora, qBProj, heads * qHead, q);
@@ -85,27 +74,14 @@ final class MlaAttention {
         // heads, rotated in the same kernel. RoPE on q_pe of every head, at each token's position.
         Buf latent = p.floats.take((long) t * kvLora);
         Buf kPe = p.floats.take((long) t * qkRope);
-        dev.rmsNormRope(
-                qkvA, t, width, qOut, kvLora, kvALayernorm, loraEps, qkRope, p.positions, p.cosSin(), latent, kPe);
-        dev.rope(q, t, heads, heads * qHead, qHead, qkNope, qkRope, p.positions, p.cosSin());
-        Buf attn = p.floats.take((long) t * heads * vHead); // [T, heads, v_head]
+        dev.rmsNormRope(qkvA, t, kvALayernorm, loraEps, shape, p.rotary, latent, kPe);
+        dev.rope(q, t, heads, heads * qHead, qHead, shape.qkNope(), qkRope, p.rotary);
+        Buf attn = p.floats.take((long) t * heads * shape.vHead()); // [T, heads, v_head]
         if (p.decode != null) {
             // A decode step: lengths and caches from the device, so the same launches serve every step.
             Buf table = p.decode.layer(layer);
-            dev.cacheAppend(latent, kPe, t, kvLora, qkRope, table, p.decode.lengths());
-            dev.mlaDecodeRows(
-                    q,
-                    t,
-                    table,
-                    p.decode.lengths(),
-                    kvBProjAbsorbed,
-                    heads,
-                    qkNope,
-                    qkRope,
-                    vHead,
-                    kvLora,
-                    softmaxScale,
-                    attn);
+            dev.cacheAppend(latent, kPe, t, shape, table, p.decode.lengths());
+            dev.mlaDecodeRows(q, t, table, p.decode.lengths(), kvBProjAbsorbed, shape, attn);
         } else if (caches != null) {
             PackedBatch pb = p.packed;
             for (int s = 0; s < caches.length; s++) {
@@ -124,50 +100,18 @@ final class MlaAttention {
                 for (int i = 0; i < c.seq.length; i++) {
                     c.layers[i] = caches[c.seq[i]].layer(layer);
                 }
-                dev.mlaDecode(
-                        q,
-                        c.rowStart,
-                        c.rows,
-                        c.layers,
-                        c.past,
-                        kvBProjAbsorbed,
-                        heads,
-                        qkNope,
-                        qkRope,
-                        vHead,
-                        kvLora,
-                        softmaxScale,
-                        attn);
+                dev.mlaDecode(q, c.rowStart, c.rows, c.layers, c.past, kvBProjAbsorbed, shape, attn);
                 Arrays.fill(c.layers, null); // the pass does not keep a sequence's cache alive
             }
         }
-        if (p.numTiles > 0) {
+        if (p.keys != null && p.keys.numTiles() > 0) {
             // The other sequences (scoring; a prompt into an empty cache) attend in the prefill form over their own
             // tokens: kv = kv_b_proj(latent) [T, heads, qk_nope + v_head] = [k_nope | v] (in a batch that mixes the
             // forms, the absorbed rows may be expanded too, and are not attended)
-            dev.mlaPrefill(
-                    q,
-                    latent,
-                    kPe,
-                    kvBProj,
-                    p.keyStart,
-                    p.keyLen,
-                    p.tiles,
-                    p.numTiles,
-                    t,
-                    heads,
-                    qkNope,
-                    qkRope,
-                    vHead,
-                    kvLora,
-                    softmaxScale,
-                    attn,
-                    p.precision,
-                    p.rows,
-                    p.takeFloats);
+            dev.mlaPrefill(q, latent, kPe, kvBProj, p.keys, shape, attn, p.rules);
         }
         Buf out = p.floats.take((long) t * hidden);
-        p.gemm(attn, t, heads * vHead, oProj, hidden, out);
+        p.gemm(attn, t, heads * shape.vHead(), oProj, hidden, out);
         return out;
     }
 }

@@ -1,7 +1,6 @@
 package dev.scorch.engine.device;
 
 import dev.scorch.engine.config.ModelConfig;
-import dev.scorch.engine.model.RouterShape;
 
 /**
  * DeepseekV3MoE on a device: the noaux_tc router (its gate in fp32), then the routed experts and the shared experts
@@ -10,27 +9,21 @@ import dev.scorch.engine.model.RouterShape;
 final class Moe {
     private final Buf gate; // [n_routed_experts, hidden], fp32
     private final Buf eScoreCorrectionBias; // [n_routed_experts]
-    private final Buf[] gateUp; // experts.{e}: gate_proj and up_proj stacked, [2 · moe_intermediate, hidden]
-    private final Buf[] down; // experts.{e}.down_proj, [hidden, moe_intermediate]
-    private final Mlp sharedExperts; // null when n_shared_experts is 0
-    private final RouterShape router;
-    private final int hidden;
-    private final int inter; // moe_intermediate_size
+    private final MoeExperts experts; // the routed experts and the shared experts, with the MoE's shape
 
     Moe(DeviceWeights w, ModelConfig c, String prefix) {
         gate = w.fp32(prefix + "gate.weight");
         eScoreCorrectionBias = w.vector(prefix + "gate.e_score_correction_bias");
-        hidden = c.hiddenSize();
-        inter = c.moeIntermediateSize();
-        gateUp = new Buf[c.nRoutedExperts()];
-        down = new Buf[c.nRoutedExperts()];
+        MoeShape shape = MoeShape.of(c);
+        Buf[] gateUp = new Buf[shape.nRoutedExperts()];
+        Buf[] down = new Buf[shape.nRoutedExperts()];
         for (int e = 0; e < gateUp.length; e++) {
-            Mlp expert = Mlp.load(w, prefix + "experts." + e + ".", hidden);
+            Mlp expert = Mlp.load(w, prefix + "experts." + e + ".", shape.hidden());
             gateUp[e] = expert.gateUpProj();
             down[e] = expert.downProj();
         }
-        sharedExperts = c.nSharedExperts() > 0 ? Mlp.load(w, prefix + "shared_experts.", hidden) : null;
-        router = RouterShape.of(c);
+        Mlp shared = c.nSharedExperts() > 0 ? Mlp.load(w, prefix + "shared_experts.", shape.hidden()) : null;
+        experts = new MoeExperts(shape, gateUp, down, shared);
     }
 
     /**
@@ -40,37 +33,20 @@ final class Moe {
      */
     Buf forward(Pass p, Buf x, int t, int[] routes) {
         Device dev = p.dev;
-        int nExperts = router.nRoutedExperts();
-        int topK = router.numExpertsPerTok();
-        int pairs = t * topK;
+        MoeShape s = experts.shape();
+        int nExperts = s.nRoutedExperts();
+        int pairs = t * s.numExpertsPerTok();
         Buf logits = p.floats.take((long) t * nExperts); // [T, n_routed_experts], fp32 weights
-        p.gemm(x, t, hidden, gate, nExperts, logits);
-        Buf experts = p.ints.take(pairs); // [T, top_k], ascending id
+        p.gemm(x, t, s.hidden(), gate, nExperts, logits);
+        Buf chosen = p.ints.take(pairs); // [T, top_k], ascending id
         Buf weights = p.floats.take(pairs);
-        dev.moeRoute(logits, eScoreCorrectionBias, t, router, experts, weights);
+        dev.moeRoute(logits, eScoreCorrectionBias, t, s, chosen, weights);
         if (routes != null) {
-            dev.read(experts, routes, 0, pairs);
+            dev.read(chosen, routes, 0, pairs);
         }
         // y [T, hidden] = Σ_k weight[t, k] · expert_e(x_t), experts in ascending id, + shared_experts(x)
-        Buf y = p.floats.take((long) t * hidden);
-        dev.moeExperts(
-                x,
-                t,
-                hidden,
-                experts,
-                weights,
-                topK,
-                gateUp,
-                down,
-                inter,
-                sharedExperts == null ? null : sharedExperts.gateUpProj(),
-                sharedExperts == null ? null : sharedExperts.downProj(),
-                sharedExperts == null ? 0 : sharedExperts.inter(),
-                y,
-                p.precision,
-                p.rows,
-                p.takeFloats,
-                p.takeInts);
+        Buf y = p.floats.take((long) t * s.hidden());
+        dev.moeExperts(x, t, chosen, weights, experts, y, p.rules);
         return y;
     }
 }

@@ -16,22 +16,23 @@ public final class Pass implements AutoCloseable {
     final Device dev;
     final Arena floats;
     final Arena ints;
-    final LongFunction<Buf> takeFloats;
-    final LongFunction<Buf> takeInts;
+    private final LongFunction<Buf> takeFloats;
+    private final LongFunction<Buf> takeInts;
     private Buf cosSin; // [positions, qk_rope_head_dim]
     private int ropePositions;
 
     // This pass's, set by DecoderStage.
-    GemmPrecision precision;
-    DecodeRows rows = DecodeRows.NONE; // which rows are decode rows
+    PassRules rules; // its GEMMs' precision, which rows are decode rows, and its scratch ({@link #rules})
     PackedBatch packed;
-    Buf positions; // [T]
+    Rotary rotary; // each row's position and the cos/sin table ({@link #positions})
     // The prefill form's (sequences without cached tokens): each query's key range among the batch's own tokens, and
-    // the query tiles, numTiles (first row, rows) pairs.
-    Buf keyStart; // [T]
-    Buf keyLen; // [T]
-    Buf tiles;
-    int numTiles;
+    // the query tiles ({@link #keys}); null in a decode step.
+    KeyTiles keys;
+    // The records of the pass before the last one of another shape: passes that alternate (a prompt's prefill between
+    // decode steps) reuse both, so that a pass of a shape seen before allocates nothing.
+    private PassRules rulesBefore;
+    private Rotary rotaryBefore;
+    private KeyTiles keysBefore;
     int[] past; // [sequences]: tokens each cache held before this pass; null without caches
     Cached cached; // the sequences with cached tokens (the absorbed form)
     DecodeInputs decode; // a decode step's device inputs ({@link DecoderStage#decodeStep}); null in other passes
@@ -80,6 +81,7 @@ public final class Pass implements AutoCloseable {
         ints = new Arena(dev, Buf.Kind.I32, 1 << 16);
         takeFloats = floats::take;
         takeInts = ints::take;
+        rules = new PassRules(GemmPrecision.FP32, DecodeRows.NONE, takeFloats, takeInts);
     }
 
     public Device device() {
@@ -88,12 +90,23 @@ public final class Pass implements AutoCloseable {
 
     /** Which rows of the last pass were decode rows. */
     public DecodeRows rows() {
-        return rows;
+        return rules.rows();
     }
 
     /** y[m, n] = x[m, k] · wᵀ, each row by the pass's row rule. */
     void gemm(Buf x, int m, int k, Buf w, int n, Buf y) {
-        dev.gemm(x, m, k, w, n, y, precision, rows);
+        dev.gemm(x, m, k, w, n, y, rules.precision(), rules.rows());
+    }
+
+    /** Sets the pass's GEMM precision and decode rows (with its scratch) as its {@link #rules}. */
+    void rules(GemmPrecision precision, DecodeRows rows) {
+        if (rules.precision() != precision || rules.rows() != rows) {
+            PassRules r = rulesBefore != null && rulesBefore.precision() == precision && rulesBefore.rows() == rows
+                    ? rulesBefore
+                    : new PassRules(precision, rows, takeFloats, takeInts);
+            rulesBefore = rules;
+            rules = r;
+        }
     }
 
     /** cos/sin of positions [0, n) at least, grown by doubling (from 4,096) so a generation grows it a few times. */
@@ -106,8 +119,24 @@ public final class Pass implements AutoCloseable {
         return cosSin;
     }
 
-    Buf cosSin() {
-        return cosSin;
+    /** Sets the rows' positions [T] (with the cos/sin table as it is now) as the pass's {@link #rotary}. */
+    void positions(Buf positions) {
+        if (!Rotary.holds(rotary, positions, cosSin)) {
+            Rotary r = Rotary.holds(rotaryBefore, positions, cosSin) ? rotaryBefore : new Rotary(positions, cosSin);
+            rotaryBefore = rotary;
+            rotary = r;
+        }
+    }
+
+    /** Sets the pass's prefill-form queries ({@link KeyTiles}) as {@link #keys}. */
+    void keys(int t, Buf keyStart, Buf keyLen, Buf tiles, int numTiles) {
+        if (!KeyTiles.holds(keys, t, keyStart, keyLen, tiles, numTiles)) {
+            KeyTiles k = KeyTiles.holds(keysBefore, t, keyStart, keyLen, tiles, numTiles)
+                    ? keysBefore
+                    : new KeyTiles(t, keyStart, keyLen, tiles, numTiles);
+            keysBefore = keys;
+            keys = k;
+        }
     }
 
     static int[] grow(int[] a, int n) {

@@ -1,5 +1,6 @@
 package dev.scorch.engine.model;
 
+import dev.scorch.engine.device.MoeShape;
 import java.util.Arrays;
 
 /**
@@ -44,7 +45,7 @@ public final class NoauxTcRouter {
             float[] bias,
             int biasOff,
             int t,
-            RouterShape r,
+            MoeShape r,
             int[] experts,
             int expertsOff,
             float[] weights,

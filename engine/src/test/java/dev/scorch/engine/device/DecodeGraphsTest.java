@@ -82,7 +82,8 @@ class DecodeGraphsTest {
                 new ObjectMapper().readTree(TestModels.conformanceGolden().toFile());
         List<GenerationRequest> reqs = goldenRequests(golden);
         GraphTwin twin = new GraphTwin(new HostDevice());
-        List<List<Completion>> got = generate(TestModels.conformanceModel(), twin, GemmPrecision.BF16X3, true, reqs, 4);
+        List<List<Completion>> got =
+                generate(TestModels.conformanceModel(), twin.device(), GemmPrecision.BF16X3, true, reqs, 4);
         List<List<Completion>> want =
                 generate(TestModels.conformanceModel(), new HostDevice(), GemmPrecision.BF16X3, false, reqs, 4);
         assertSameCompletions(want, got);
@@ -114,7 +115,7 @@ class DecodeGraphsTest {
                 reqs.add(new GenerationRequest(prompt, SamplingParams.greedy(), 4 + 3 * q, Set.of(), List.of(), 1, 0));
             }
             GraphTwin twin = new GraphTwin(new HostDevice());
-            List<List<Completion>> got = generate(model, twin, GemmPrecision.BF16X3, true, reqs, 3);
+            List<List<Completion>> got = generate(model, twin.device(), GemmPrecision.BF16X3, true, reqs, 3);
             List<List<Completion>> want = generate(model, new HostDevice(), GemmPrecision.BF16X3, false, reqs, 3);
             assertSameCompletions(want, got);
             assertTrue(twin.launches() > 0, model + ": no graph launched");
@@ -142,7 +143,7 @@ class DecodeGraphsTest {
                     0));
         }
         GraphTwin twin = new GraphTwin(new HostDevice());
-        List<List<Completion>> got = generate(dir, twin, GemmPrecision.FP32, true, reqs, 2);
+        List<List<Completion>> got = generate(dir, twin.device(), GemmPrecision.FP32, true, reqs, 2);
         List<List<Completion>> want = generate(dir, new HostDevice(), GemmPrecision.FP32, false, reqs, 2);
         assertSameCompletions(want, got);
         assertTrue(twin.launches() > 0, "no graph launched");
@@ -155,7 +156,7 @@ class DecodeGraphsTest {
                 new ObjectMapper().readTree(TestModels.conformanceGolden().toFile());
         try (GpuModel m = GpuModel.load(
                 ModelWeights.open(TestModels.conformanceModel()),
-                new GraphTwin(new HostDevice()),
+                new GraphTwin(new HostDevice()).device(),
                 GemmPrecision.BF16X3)) {
             GpuConformance.GraphsReport r = GpuConformance.withGraphs(m, golden);
             assertEquals(new GpuConformance.GraphsReport(12, 12, 12), r, r.toString());
@@ -172,7 +173,7 @@ class DecodeGraphsTest {
         int[][] batches = {{0}, {0}, {0, 1, 2}, {0, 1, 2}, {0}, {0}, {2, 1}, {2, 1}, {0}};
         List<float[]> want = steps(new HostDevice(), false, prompts, batches);
         GraphTwin twin = new GraphTwin(new HostDevice());
-        List<float[]> got = steps(twin, true, prompts, batches);
+        List<float[]> got = steps(twin.device(), true, prompts, batches);
         for (int k = 0; k < want.size(); k++) {
             assertArrayEquals(want.get(k), got.get(k), "step " + k);
         }
@@ -212,7 +213,7 @@ class DecodeGraphsTest {
         long before = host.freeBytes();
         generate(
                 TestModels.conformanceModel(),
-                new GraphTwin(host),
+                new GraphTwin(host).device(),
                 GemmPrecision.BF16X3,
                 true,
                 List.of(new GenerationRequest(
@@ -253,7 +254,7 @@ class DecodeGraphsTest {
         }
 
         void run() {
-            dev.mlaDecode(q, 1, cache, past, kvB, heads, nope, rope, v, rank, 0.1f, out);
+            dev.mlaDecode(q, 1, cache, past, kvB, new MlaShape(heads, 0, nope, rope, v, rank, 0.1f), out);
         }
 
         float[] out() {
@@ -269,7 +270,7 @@ class DecodeGraphsTest {
      */
     @Test
     void aHostLengthInACapturedStepIsCaught() {
-        HostLengthStep s = new HostLengthStep(new GraphTwin(new HostDevice()));
+        HostLengthStep s = new HostLengthStep(new GraphTwin(new HostDevice()).device());
         DeviceGraph g = s.dev.capture(s::run);
         g.launch(); // the same length: fine
         s.past = 4;
@@ -278,7 +279,7 @@ class DecodeGraphsTest {
                 e.getMessage().contains("mlaDecode") && e.getMessage().contains("was 3 at capture, is 4 now"),
                 e.getMessage());
 
-        HostLengthStep baked = new HostLengthStep(new GraphTwin(new HostDevice(), false));
+        HostLengthStep baked = new HostLengthStep(new GraphTwin(new HostDevice(), false).device());
         DeviceGraph b = baked.dev.capture(baked::run);
         baked.past = 4;
         b.launch();
@@ -290,7 +291,7 @@ class DecodeGraphsTest {
     /** Host reads, writes, allocations and synchronisation inside a capture are refused; freed buffers are caught. */
     @Test
     void hostOperationsInACaptureAreRefused() {
-        GraphTwin dev = new GraphTwin(new HostDevice());
+        Device dev = new GraphTwin(new HostDevice()).device();
         Buf b = dev.alloc(Buf.Kind.F32, 4);
         Runnable[] hostOps = {
             () -> dev.read(b, new float[4], 0, 4),

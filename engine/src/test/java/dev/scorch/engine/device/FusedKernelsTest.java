@@ -40,12 +40,14 @@ class FusedKernelsTest {
         Buf cs = dev.upload(random(8 * rope));
         Buf latent = dev.alloc(Buf.Kind.F32, (long) rows * rank);
         Buf kPe = dev.alloc(Buf.Kind.F32, (long) rows * rope);
-        dev.rmsNormRope(x, rows, stride, 10, rank, w, 1e-6f, rope, positions, cs, latent, kPe);
+        int qOut = stride - rank - rope; // x [rows, stride] = [q_a | latent | k_pe]
+        Rotary r = new Rotary(positions, cs);
+        dev.rmsNormRope(x, rows, w, 1e-6f, new MlaShape(1, qOut, 0, rope, 0, rank, 1f), r, latent, kPe);
         Buf latent2 = dev.alloc(Buf.Kind.F32, (long) rows * rank);
         Buf kPe2 = dev.alloc(Buf.Kind.F32, (long) rows * rope);
-        dev.rmsNorm(x, rows, stride, 10, rank, w, 1e-6f, latent2);
-        dev.copyCols(x, rows, stride, 10 + rank, rope, kPe2, rope, 0);
-        dev.rope(kPe2, rows, 1, rope, 0, 0, rope, positions, cs);
+        dev.rmsNorm(x, rows, stride, qOut, rank, w, 1e-6f, latent2);
+        dev.copyCols(x, rows, stride, qOut + rank, rope, kPe2, rope, 0);
+        dev.rope(kPe2, rows, 1, rope, 0, 0, rope, r);
         assertArrayEquals(read(latent2, rows * rank), read(latent, rows * rank));
         assertArrayEquals(read(kPe2, rows * rope), read(kPe, rows * rope));
     }

@@ -93,7 +93,7 @@ class GpuFp8ModelTest {
     })
     void scoresMatchTheCpuEngine(String model, GemmPrecision p, double tol) {
         double resident = GpuInt4ModelTest.maxDiff(cpu(model), score(model, new HostDevice(), p));
-        double dense = GpuInt4ModelTest.maxDiff(cpu(model), score(model, new DenseWeightsDevice(), p));
+        double dense = GpuInt4ModelTest.maxDiff(cpu(model), score(model, DenseWeightsDevice.create(), p));
         System.out.printf(
                 "%s demo, HostDevice %s vs CPU: max |dlogprob| FP8 resident %.3g, dequantised at load %.3g%n",
                 model, p, resident, dense);
@@ -106,7 +106,7 @@ class GpuFp8ModelTest {
     @CsvSource({"fp8, FP32", "fp8, BF16", "fp8-ct, FP32", "fp8-ct, BF16"})
     void residentGivesTheDequantisedModelsNumbers(String model, GemmPrecision p) {
         List<SequenceScore> packed = score(model, new HostDevice(), p);
-        List<SequenceScore> dense = score(model, new DenseWeightsDevice(), p);
+        List<SequenceScore> dense = score(model, DenseWeightsDevice.create(), p);
         for (int i = 0; i < packed.size(); i++) {
             assertArrayEquals(dense.get(i).tokenLogprobs(), packed.get(i).tokenLogprobs(), p + " request " + i);
         }
@@ -136,7 +136,7 @@ class GpuFp8ModelTest {
         }
         int equal = 0;
         int denseEqual = 0;
-        for (Device dev : new Device[] {new HostDevice(), new DenseWeightsDevice()}) {
+        for (Device dev : new Device[] {new HostDevice(), DenseWeightsDevice.create()}) {
             try (GpuModel m = GpuModel.load(ModelWeights.open(dir(model)), dev, p)) {
                 List<List<Completion>> got = new Generator(
                                 new GpuDecodingModel(m), new Generator.Limits(Long.MAX_VALUE, 1 << 20, 3), null)
@@ -170,7 +170,7 @@ class GpuFp8ModelTest {
                     packed = m.weightBytes();
                 }
                 long dense;
-                try (GpuModel m = GpuModel.load(w, new DenseWeightsDevice(), p)) {
+                try (GpuModel m = GpuModel.load(w, DenseWeightsDevice.create(), p)) {
                     dense = m.weightBytes();
                 }
                 GpuMemoryBudget b = GpuMemoryBudget.of(w.config(), p, false);

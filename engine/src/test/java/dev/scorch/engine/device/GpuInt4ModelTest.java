@@ -108,13 +108,13 @@ class GpuInt4ModelTest {
     void packedExpertsGiveTheDequantisedModelsNumbers() {
         for (GemmPrecision p : new GemmPrecision[] {GemmPrecision.FP32, GemmPrecision.BF16}) {
             List<SequenceScore> packed = score(int4, new HostDevice(), p);
-            List<SequenceScore> dense = score(int4, new DenseWeightsDevice(), p);
+            List<SequenceScore> dense = score(int4, DenseWeightsDevice.create(), p);
             for (int i = 0; i < requests.size(); i++) {
                 assertArrayEquals(dense.get(i).tokenLogprobs(), packed.get(i).tokenLogprobs(), p + " request " + i);
             }
         }
         double packed = maxDiff(cpu, score(int4, new HostDevice(), GemmPrecision.BF16X3));
-        double dense = maxDiff(cpu, score(int4, new DenseWeightsDevice(), GemmPrecision.BF16X3));
+        double dense = maxDiff(cpu, score(int4, DenseWeightsDevice.create(), GemmPrecision.BF16X3));
         System.out.printf("INT4 demo BF16X3 vs CPU: packed %.3g, dequantised to BF16 at load %.3g%n", packed, dense);
         assertTrue(packed * 100 < dense, "packed " + packed + ", dequantised " + dense);
     }
@@ -150,7 +150,7 @@ class GpuInt4ModelTest {
                 packed = m.weightBytes();
             }
             long dense;
-            try (GpuModel m = GpuModel.load(w, new DenseWeightsDevice(), p)) {
+            try (GpuModel m = GpuModel.load(w, DenseWeightsDevice.create(), p)) {
                 dense = m.weightBytes();
             }
             GpuMemoryBudget b = GpuMemoryBudget.of(w.config(), p, false);

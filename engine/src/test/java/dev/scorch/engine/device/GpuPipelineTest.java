@@ -130,9 +130,10 @@ class GpuPipelineTest {
         List<ProfilingDevice> viaHost = profiled(3);
         List<Device> noCopy = new ArrayList<>();
         for (ProfilingDevice d : viaHost) {
-            noCopy.add(withoutCopyTo(d));
+            noCopy.add(withoutCopyTo(d.device()));
         }
-        try (GpuPipeline p = GpuPipeline.load(w, List.copyOf(direct), P, new int[] {1, 1, 1});
+        try (GpuPipeline p = GpuPipeline.load(
+                        w, direct.stream().map(ProfilingDevice::device).toList(), P, new int[] {1, 1, 1});
                 GpuPipeline q = GpuPipeline.load(w, noCopy, P, new int[] {1, 1, 1})) {
             int micro = p.microBatches(prompts.size());
             assertTrue(micro > 1, micro + " micro-batch(es)");

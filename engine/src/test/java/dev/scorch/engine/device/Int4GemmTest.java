@@ -258,7 +258,7 @@ class Int4GemmTest {
         }
         for (GemmPrecision p : GemmPrecision.values()) {
             Buf y = dev.alloc(Buf.Kind.F32, 12L * n);
-            dev.gemmGrouped(dev.upload(x), rowStart, rows, 3, k, packed, n, y, p);
+            dev.gemmGrouped(dev.upload(x), rowStart, rows, k, packed, n, y, p);
             float[] got = new float[12 * n];
             dev.read(y, got, 0, got.length);
             for (int g = 0; g < 3; g++) {

@@ -40,7 +40,7 @@ class MlaDecodeTest {
         Buf cacheBuf = dev.alloc(Buf.Kind.F32, (long) (past + rows + 2) * width);
         Buf layer = cacheBuf.slice(2L * width, (long) (past + rows) * width);
         dev.write(layer, cache, 0, cache.length);
-        dev.mlaDecode(dev.upload(q), rows, layer, past, w, heads, nope, rope, v, rank, scale, out);
+        dev.mlaDecode(dev.upload(q), rows, layer, past, w, new MlaShape(heads, 0, nope, rope, v, rank, scale), out);
         float[] got = new float[rows * heads * v];
         dev.read(out, got, 0, got.length);
 
@@ -81,12 +81,7 @@ class MlaDecodeTest {
                         dev.alloc(Buf.Kind.F32, 18),
                         0,
                         int4,
-                        1,
-                        2,
-                        2,
-                        2,
-                        16,
-                        1f,
+                        new MlaShape(1, 0, 2, 2, 2, 16, 1f),
                         dev.alloc(Buf.Kind.F32, 2)));
         assertEquals("mlaDecode takes kv_b_proj in F32 or BF16, not INT4", e.getMessage());
     }

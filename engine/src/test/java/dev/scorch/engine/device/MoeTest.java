@@ -7,7 +7,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.model.ModelWeights;
-import dev.scorch.engine.model.RouterShape;
 import dev.scorch.engine.model.WeightLayout;
 import dev.scorch.engine.testing.DemoModels;
 import dev.scorch.engine.testing.TestModels;
@@ -51,23 +50,24 @@ class MoeTest {
     void theForwardStaysOnTheDevice(GemmPrecision p) {
         ModelWeights mw = ModelWeights.open(TestModels.conformanceModel());
         ModelConfig c = mw.config();
-        ProfilingDevice dev = new ProfilingDevice(new HostDevice());
+        ProfilingDevice prof = new ProfilingDevice(new HostDevice());
+        Device dev = prof.device();
         DeviceWeights w = new DeviceWeights(mw, dev, p);
         String prefix = WeightLayout.layer(firstMoeLayer(c)) + "mlp.";
         Moe moe = new Moe(w, c, prefix);
         Pass pass = pass(dev, p);
         Buf x = dev.upload(input(c));
-        dev.reset();
+        prof.reset();
         moe.forward(pass, x, T, null);
-        assertNull(dev.stats().get("read"), dev.stats().keySet().toString());
-        assertNull(dev.stats().get("write"), dev.stats().keySet().toString());
-        assertNull(dev.stats().get("readInts"), dev.stats().keySet().toString());
-        assertNull(dev.stats().get("writeInts"), dev.stats().keySet().toString());
-        assertEquals(1, dev.stats().get("moePermute").calls);
+        assertNull(prof.stats().get("read"), prof.stats().keySet().toString());
+        assertNull(prof.stats().get("write"), prof.stats().keySet().toString());
+        assertNull(prof.stats().get("readInts"), prof.stats().keySet().toString());
+        assertNull(prof.stats().get("writeInts"), prof.stats().keySet().toString());
+        assertEquals(1, prof.stats().get("moePermute").calls);
         int[] routes = new int[T * c.numExpertsPerTok()];
-        dev.reset();
+        prof.reset();
         moe.forward(pass, x, T, routes);
-        assertEquals(1, dev.stats().get("readInts").calls); // the routes, asked for
+        assertEquals(1, prof.stats().get("readInts").calls); // the routes, asked for
     }
 
     static void check(Path dir, GemmPrecision p) {
@@ -86,7 +86,7 @@ class MoeTest {
         dev.read(new Moe(w, c, prefix).forward(pass, x, T, routes), got, 0, got.length);
 
         // The per-expert path: the router again, then each expert hit over its own tokens.
-        RouterShape r = RouterShape.of(c);
+        MoeShape r = MoeShape.of(c);
         Buf logits = dev.alloc(Buf.Kind.F32, (long) T * r.nRoutedExperts());
         dev.gemm(x, T, hidden, w.fp32(prefix + "gate.weight"), r.nRoutedExperts(), logits, p);
         Buf expertsBuf = dev.alloc(Buf.Kind.I32, (long) T * topK);
@@ -150,7 +150,7 @@ class MoeTest {
 
     static Pass pass(Device dev, GemmPrecision p) {
         Pass pass = new Pass(dev);
-        pass.precision = p;
+        pass.rules(p, DecodeRows.NONE);
         return pass;
     }
 

@@ -21,7 +21,7 @@ class ProfilingDeviceTest {
         Path dir = TestModels.conformanceModel();
         ModelConfig c = ModelConfig.read(dir.resolve("config.json"));
         ProfilingDevice prof = new ProfilingDevice(new HostDevice());
-        try (GpuModel m = GpuModel.load(new ModelWeights(Checkpoint.open(dir), c), prof, GemmPrecision.FP32)) {
+        try (GpuModel m = GpuModel.load(new ModelWeights(Checkpoint.open(dir), c), prof.device(), GemmPrecision.FP32)) {
             int[][] routes = new int[2][];
             new GpuScorer(m).score(List.of(ScoreRequest.of(new int[] {1, 2, 3, 4, 5})), routes);
             // Per layer: qkv_a (stacked), q_b, kv_b, o_proj; a dense MLP runs gate_up + down; an MoE layer runs its
@@ -57,7 +57,7 @@ class ProfilingDeviceTest {
         Path dir = TestModels.conformanceModel();
         ModelConfig c = ModelConfig.read(dir.resolve("config.json"));
         ProfilingDevice prof = new ProfilingDevice(new HostDevice());
-        try (GpuModel m = GpuModel.load(new ModelWeights(Checkpoint.open(dir), c), prof, GemmPrecision.FP32)) {
+        try (GpuModel m = GpuModel.load(new ModelWeights(Checkpoint.open(dir), c), prof.device(), GemmPrecision.FP32)) {
             GpuDecodingModel d = new GpuDecodingModel(m);
             DecodingModel.Cache[] caches = {d.newCache(16), d.newCache(16)};
             d.prefill(List.of(new int[] {1, 2, 3, 4, 5}, new int[] {9}), List.of(caches));

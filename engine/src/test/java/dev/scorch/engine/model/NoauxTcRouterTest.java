@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import dev.scorch.engine.device.Buf;
 import dev.scorch.engine.device.HostDevice;
+import dev.scorch.engine.device.MoeShape;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
 
@@ -18,7 +19,7 @@ class NoauxTcRouterTest {
     void groupsAreKeptByTheirTopTwoSumAndTheBestExpertsOfThemChosen() {
         // 8 experts in 4 groups of 2; keep 2 groups, choose 2 experts. Expert 0 alone is the best, but its group's
         // second is poor: groups 1 (experts 2, 3) and 3 (6, 7) have the larger top-2 sums.
-        RouterShape r = new RouterShape(8, 2, 4, 2, true, 2.5f);
+        MoeShape r = MoeShape.router(8, 2, 4, 2, true, 2.5f);
         float[] logits = {4f, -6f, 1f, 1.5f, -1f, -1f, 2f, 0.5f};
         float[] bias = {0f, 0f, 0f, 0f, 0f, 0f, 0f, -0.1f};
         int[] experts = new int[2];
@@ -37,7 +38,7 @@ class NoauxTcRouterTest {
     @Test
     void tiesGoToTheLowerIndexAndWeightsAreUnbiasedScores() {
         // One group; equal choices everywhere: experts 0 and 1. The bias lifts expert 3's choice but not its weight.
-        RouterShape r = new RouterShape(4, 2, 1, 1, false, 1f);
+        MoeShape r = MoeShape.router(4, 2, 1, 1, false, 1f);
         int[] experts = new int[2];
         float[] weights = new float[2];
         NoauxTcRouter.route(
@@ -73,7 +74,7 @@ class NoauxTcRouterTest {
     void hostDeviceRoutesAsTheCpuModel() {
         // Kimi K2's shape (384 experts, 8 groups, keep 4, top 8), random logits and biases, one scratch over all
         // tokens.
-        RouterShape r = new RouterShape(384, 8, 8, 4, true, 2.827f);
+        MoeShape r = MoeShape.router(384, 8, 8, 4, true, 2.827f);
         int t = 64;
         Random rnd = new Random(11);
         float[] logits = new float[t * 384];

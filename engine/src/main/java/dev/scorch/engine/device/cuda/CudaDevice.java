@@ -46,11 +46,14 @@ import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.DeviceGraph;
 import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.device.GpuDecodingModel;
+import dev.scorch.engine.device.KeyTiles;
+import dev.scorch.engine.device.MlaShape;
+import dev.scorch.engine.device.MoeShape;
 import dev.scorch.engine.device.PackedFp8;
 import dev.scorch.engine.device.PackedInt4;
+import dev.scorch.engine.device.Rotary;
 import dev.scorch.engine.kernels.KernelSelection;
 import dev.scorch.engine.kernels.Linear;
-import dev.scorch.engine.model.RouterShape;
 import java.util.function.LongFunction;
 import org.bytedeco.cuda.cublas.cublasContext;
 import org.bytedeco.cuda.cudart.CUgraphExec_st;
@@ -657,8 +660,8 @@ public final class CudaDevice implements Device {
      * with status 15 on the device check); other layouts, FP32 weights, and the default run one GEMM per group.
      */
     @Override
-    public void gemmGrouped(
-            Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
+    public void gemmGrouped(Buf x, int[] rowStart, int[] rows, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
+        int groups = w.length;
         if (groups == 0) {
             return;
         }
@@ -666,7 +669,7 @@ public final class CudaDevice implements Device {
         // FP32 weights run one GEMM per group: the grouped call hit an illegal address on the device check's
         // first FP32 forward (the BF16 modes ran it cleanly), and FP32 is the slow reference mode anyway.
         if (BATCHED_EXPERTS && w[0].kind() == Buf.Kind.BF16 && !groupedRefused) {
-            int status = grouped(x, rowStart, rows, groups, k, w, n, y, precision);
+            int status = grouped(x, rowStart, rows, k, w, n, y, precision);
             if (status == 0) {
                 return;
             }
@@ -691,8 +694,8 @@ public final class CudaDevice implements Device {
      * cuBLAS batched GEMM per input part over capacity rows each (rows past a group's count are padding whose
      * outputs nobody reads). Returns a cuBLAS status, or -1 when the layout is not uniform.
      */
-    private int grouped(
-            Buf x, int[] rowStart, int[] rows, int groups, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
+    private int grouped(Buf x, int[] rowStart, int[] rows, int k, Buf[] w, int n, Buf y, GemmPrecision precision) {
+        int groups = w.length;
         int capacity = groups == 1 ? rows[0] : rowStart[1] - rowStart[0];
         for (int g = 0; g < groups; g++) {
             if (rowStart[g] != rowStart[0] + g * capacity || rows[g] > capacity) {
@@ -1010,36 +1013,17 @@ public final class CudaDevice implements Device {
     }
 
     @Override
-    public void rope(
-            Buf x,
-            int rows,
-            int heads,
-            int rowStride,
-            int headStride,
-            int offset,
-            int ropeDim,
-            Buf positions,
-            Buf cosSin) {
+    public void rope(Buf x, int rows, int heads, int rowStride, int headStride, int offset, int ropeDim, Rotary r) {
         bind();
-        kernels.launch("rope", rows, 1, 128, 0, x, heads, rowStride, headStride, offset, ropeDim, positions, cosSin);
+        kernels.launch(
+                "rope", rows, 1, 128, 0, x, heads, rowStride, headStride, offset, ropeDim, r.positions(), r.cosSin());
     }
 
+    /** x's rows [q_a | latent | k_pe]: stride q_out + kv_lora_rank + qk_rope, the latent at q_out. */
     @Override
-    public void rmsNormRope(
-            Buf x,
-            int rows,
-            int stride,
-            int offset,
-            int rank,
-            Buf weight,
-            double eps,
-            int ropeDim,
-            Buf positions,
-            Buf cosSin,
-            Buf latent,
-            Buf kPe) {
-        latent.need(Buf.Kind.F32, (long) rows * rank, "rmsNormRope latent");
-        kPe.need(Buf.Kind.F32, (long) rows * ropeDim, "rmsNormRope kPe");
+    public void rmsNormRope(Buf x, int rows, Buf weight, double eps, MlaShape s, Rotary r, Buf latent, Buf kPe) {
+        latent.need(Buf.Kind.F32, (long) rows * s.kvLoraRank(), "rmsNormRope latent");
+        kPe.need(Buf.Kind.F32, (long) rows * s.qkRope(), "rmsNormRope kPe");
         bind();
         kernels.launch(
                 "rms_norm_rope",
@@ -1048,14 +1032,14 @@ public final class CudaDevice implements Device {
                 BLOCK,
                 0,
                 x,
-                stride,
-                offset,
-                rank,
+                s.qOut() + s.kvAWidth(),
+                s.qOut(),
+                s.kvLoraRank(),
                 weight,
                 (float) eps,
-                ropeDim,
-                positions,
-                cosSin,
+                s.qkRope(),
+                r.positions(),
+                r.cosSin(),
                 latent,
                 kPe);
     }
@@ -1086,138 +1070,101 @@ public final class CudaDevice implements Device {
     }
 
     @Override
-    public void mlaAttention(
-            Buf q,
-            Buf kv,
-            Buf kPe,
-            Buf keyStart,
-            Buf keyLen,
-            Buf tiles,
-            int numTiles,
-            int t,
-            int heads,
-            int qkNope,
-            int qkRope,
-            int vHead,
-            float scale,
-            Buf out) {
+    public void mlaAttention(Buf q, Buf kv, Buf kPe, KeyTiles keys, MlaShape s, Buf out) {
         bind();
-        if (qkNope + qkRope > ATTN_MAX_QK || vHead > ATTN_MAX_V) {
+        if (s.qHead() > ATTN_MAX_QK || s.vHead() > ATTN_MAX_V) {
             throw new IllegalArgumentException("the CUDA attention kernel takes q_head_dim up to " + ATTN_MAX_QK
-                    + " and v_head_dim up to " + ATTN_MAX_V + ", the model has " + (qkNope + qkRope) + " and " + vHead);
+                    + " and v_head_dim up to " + ATTN_MAX_V + ", the model has " + s.qHead() + " and " + s.vHead());
         }
         kernels.launch(
                 "mla_attention",
-                numTiles,
-                heads,
+                keys.numTiles(),
+                s.heads(),
                 ATTN_THREADS,
                 0,
                 q,
                 kv,
                 kPe,
-                keyStart,
-                keyLen,
-                tiles,
-                heads,
-                qkNope,
-                qkRope,
-                vHead,
-                scale,
+                keys.keyStart(),
+                keys.keyLen(),
+                keys.tiles(),
+                s.heads(),
+                s.qkNope(),
+                s.qkRope(),
+                s.vHead(),
+                s.scale(),
                 out);
     }
 
     @Override
-    public void mlaDecode(
-            Buf q,
-            int rows,
-            Buf cache,
-            int past,
-            Buf kvBProj,
-            int heads,
-            int qkNope,
-            int qkRope,
-            int vHead,
-            int kvLoraRank,
-            float scale,
-            Buf out) {
-        int shared = decodeShared(kvBProj, kvLoraRank, qkRope);
-        q.need(Buf.Kind.F32, (long) rows * heads * (qkNope + qkRope), "mlaDecode q");
-        cache.need(Buf.Kind.F32, (long) (past + rows) * (kvLoraRank + qkRope), "mlaDecode cache");
-        kvBProj.need(kvBProj.kind(), (long) heads * (qkNope + vHead) * kvLoraRank, "mlaDecode kv_b_proj");
-        out.need(Buf.Kind.F32, (long) rows * heads * vHead, "mlaDecode out");
+    public void mlaDecode(Buf q, int rows, Buf cache, int past, Buf kvBProj, MlaShape s, Buf out) {
+        int shared = decodeShared(kvBProj, s);
+        q.need(Buf.Kind.F32, (long) rows * s.heads() * s.qHead(), "mlaDecode q");
+        cache.need(Buf.Kind.F32, (long) (past + rows) * s.kvAWidth(), "mlaDecode cache");
+        kvBProj.need(kvBProj.kind(), (long) s.heads() * s.kvHead() * s.kvLoraRank(), "mlaDecode kv_b_proj");
+        out.need(Buf.Kind.F32, (long) rows * s.heads() * s.vHead(), "mlaDecode out");
         bind();
         kernels.launch(
                 kvBProj.kind() == Buf.Kind.BF16 ? "mla_decode_bf16" : "mla_decode_f32",
                 rows,
-                heads,
+                s.heads(),
                 DEC_THREADS,
                 shared,
                 q,
                 cache,
                 past,
                 kvBProj,
-                heads,
-                qkNope,
-                qkRope,
-                vHead,
-                kvLoraRank,
-                scale,
+                s.heads(),
+                s.qkNope(),
+                s.qkRope(),
+                s.vHead(),
+                s.kvLoraRank(),
+                s.scale(),
                 out);
     }
 
     @Override
-    public void cacheAppend(Buf latent, Buf kPe, int rows, int kvLoraRank, int qkRope, Buf caches, Buf lengths) {
-        latent.need(Buf.Kind.F32, (long) rows * kvLoraRank, "cacheAppend latent");
-        kPe.need(Buf.Kind.F32, (long) rows * qkRope, "cacheAppend kPe");
+    public void cacheAppend(Buf latent, Buf kPe, int rows, MlaShape s, Buf caches, Buf lengths) {
+        latent.need(Buf.Kind.F32, (long) rows * s.kvLoraRank(), "cacheAppend latent");
+        kPe.need(Buf.Kind.F32, (long) rows * s.qkRope(), "cacheAppend kPe");
         caches.need(Buf.Kind.ADDR, rows, "cacheAppend caches");
         lengths.need(Buf.Kind.I32, rows, "cacheAppend lengths");
         bind();
-        kernels.launch("cache_append", rows, 1, BLOCK, 0, latent, kPe, kvLoraRank, qkRope, caches, lengths);
+        kernels.launch("cache_append", rows, 1, BLOCK, 0, latent, kPe, s.kvLoraRank(), s.qkRope(), caches, lengths);
     }
 
     @Override
-    public void mlaDecodeRows(
-            Buf q,
-            int rows,
-            Buf caches,
-            Buf lengths,
-            Buf kvBProj,
-            int heads,
-            int qkNope,
-            int qkRope,
-            int vHead,
-            int kvLoraRank,
-            float scale,
-            Buf out) {
-        int shared = decodeShared(kvBProj, kvLoraRank, qkRope);
-        q.need(Buf.Kind.F32, (long) rows * heads * (qkNope + qkRope), "mlaDecodeRows q");
+    public void mlaDecodeRows(Buf q, int rows, Buf caches, Buf lengths, Buf kvBProj, MlaShape s, Buf out) {
+        int shared = decodeShared(kvBProj, s);
+        q.need(Buf.Kind.F32, (long) rows * s.heads() * s.qHead(), "mlaDecodeRows q");
         caches.need(Buf.Kind.ADDR, rows, "mlaDecodeRows caches");
         lengths.need(Buf.Kind.I32, rows, "mlaDecodeRows lengths");
-        kvBProj.need(kvBProj.kind(), (long) heads * (qkNope + vHead) * kvLoraRank, "mlaDecodeRows kv_b_proj");
-        out.need(Buf.Kind.F32, (long) rows * heads * vHead, "mlaDecodeRows out");
+        kvBProj.need(kvBProj.kind(), (long) s.heads() * s.kvHead() * s.kvLoraRank(), "mlaDecodeRows kv_b_proj");
+        out.need(Buf.Kind.F32, (long) rows * s.heads() * s.vHead(), "mlaDecodeRows out");
         bind();
         kernels.launch(
                 kvBProj.kind() == Buf.Kind.BF16 ? "mla_decode_rows_bf16" : "mla_decode_rows_f32",
                 rows,
-                heads,
+                s.heads(),
                 DEC_THREADS,
                 shared,
                 q,
                 caches,
                 lengths,
                 kvBProj,
-                heads,
-                qkNope,
-                qkRope,
-                vHead,
-                kvLoraRank,
-                scale,
+                s.heads(),
+                s.qkNope(),
+                s.qkRope(),
+                s.vHead(),
+                s.kvLoraRank(),
+                s.scale(),
                 out);
     }
 
     /** The absorbed attention kernels' dynamic shared memory, checked, and their kv_b_proj's kind. */
-    private static int decodeShared(Buf kvBProj, int kvLoraRank, int qkRope) {
-        long shared = ((long) (DEC_WARPS + 1) * kvLoraRank + qkRope) * Float.BYTES;
+    private static int decodeShared(Buf kvBProj, MlaShape s) {
+        int kvLoraRank = s.kvLoraRank();
+        long shared = ((long) (DEC_WARPS + 1) * kvLoraRank + s.qkRope()) * Float.BYTES;
         if (shared > DEC_MAX_SHARED) {
             throw new IllegalArgumentException("the CUDA absorbed attention kernel takes up to " + DEC_MAX_SHARED
                     + " bytes of shared memory; kv_lora_rank " + kvLoraRank + " needs " + shared);
@@ -1229,7 +1176,7 @@ public final class CudaDevice implements Device {
     }
 
     @Override
-    public void moeRoute(Buf logits, Buf bias, int t, RouterShape r, Buf experts, Buf weights) {
+    public void moeRoute(Buf logits, Buf bias, int t, MoeShape r, Buf experts, Buf weights) {
         if (r.nRoutedExperts() > 512 || r.nGroup() > 64) {
             throw new IllegalArgumentException(
                     "the CUDA router takes up to 512 experts in up to 64 groups; the model has " + r.nRoutedExperts()

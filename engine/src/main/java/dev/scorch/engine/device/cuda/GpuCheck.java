@@ -396,7 +396,7 @@ public final class GpuCheck {
     private static void profile(ModelWeights sw, ObjectNode into) {
         ModelConfig c = sw.config();
         ProfilingDevice prof = new ProfilingDevice(new CudaDevice(0));
-        try (GpuModel m = GpuModel.load(sw, prof, GemmPrecision.BF16X3)) {
+        try (GpuModel m = GpuModel.load(sw, prof.device(), GemmPrecision.BF16X3)) {
             GpuScorer scorer = new GpuScorer(m);
             List<ScoreRequest> reqs = PrefillBenchmark.randomRequests(c.vocabSize(), 8, 256, 5);
             long t0;

@@ -90,7 +90,9 @@ class GpuCheckTest {
     void decodeGraphsReportsBothWays() {
         ObjectNode into = new ObjectMapper().createObjectNode();
         try (GpuModel m = GpuModel.load(
-                ModelWeights.open(DemoModels.tinyInt4()), new GraphTwin(new HostDevice()), GemmPrecision.BF16X3)) {
+                ModelWeights.open(DemoModels.tinyInt4()),
+                new GraphTwin(new HostDevice()).device(),
+                GemmPrecision.BF16X3)) {
             GpuCheck.decodeGraphs(m, m.config(), 2, 5, 6, into);
         }
         ObjectNode r = (ObjectNode) into.get("decode_graphs_b2");
