@@ -1,7 +1,14 @@
 package dev.scorch.engine.backend;
 
+import dev.scorch.engine.device.CpuDevice;
+import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.cuda.Cuda;
+import dev.scorch.engine.device.cuda.CudaDevice;
+import dev.scorch.engine.kernels.CpuOps;
+import dev.scorch.engine.kernels.Ops;
 import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Supplier;
 
 /**
@@ -27,6 +34,31 @@ public record BackendChoice(Kind kind, int gpuOrdinal, String reason) {
 
     public boolean cuda() {
         return kind == Kind.CUDA;
+    }
+
+    private static final Map<Integer, Ops> CPU_OPS = new ConcurrentHashMap<>();
+
+    /**
+     * The CPU kernels on this many engine threads, one set per JVM and thread count: every task of an executor shares
+     * its threads' pool and scratch.
+     */
+    public static Ops cpuOps(int threads) {
+        return CPU_OPS.computeIfAbsent(threads, CpuOps::new);
+    }
+
+    /** The CPU device over {@link #cpuOps}: the engine's fast CPU kernels behind the device seam. */
+    public static Device cpuDevice(int threads) {
+        return new CpuDevice(cpuOps(threads));
+    }
+
+    /** CUDA device ordinal, opened (its context, streams and cuBLAS handle). */
+    public static Device cudaDevice(int ordinal) {
+        return new CudaDevice(ordinal);
+    }
+
+    /** This choice's device: CUDA device ordinal, or the CPU device on threads engine threads. */
+    public Device device(int ordinal, int threads) {
+        return cuda() ? cudaDevice(ordinal) : cpuDevice(threads);
     }
 
     /**

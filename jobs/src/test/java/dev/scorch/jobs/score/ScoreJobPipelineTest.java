@@ -6,9 +6,9 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.scorch.engine.device.CpuDevice;
 import dev.scorch.engine.device.GpuModel;
 import dev.scorch.engine.device.GpuScorer;
-import dev.scorch.engine.device.HostDevice;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
@@ -16,6 +16,7 @@ import dev.scorch.engine.scoring.SequenceScore;
 import dev.scorch.jobs.output.OutputFolder;
 import dev.scorch.jobs.output.WriteMode;
 import dev.scorch.jobs.score.SparkTests.Scored;
+import dev.scorch.udfs.model.ExecutorModelCache;
 import dev.scorch.udfs.score.ScoreOptions;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -34,8 +35,9 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The score job with --pipeline-nodes on a local[3] master: the conformance model's 3 layers split over 1, 2 and 3
- * stages, each a task of one Spark barrier stage on HostDevice, handing fp32 hidden states to the next over TCP on
- * 127.0.0.1, three batches in the pipeline at once. Every good row's log-probs equal, bit for bit, those of one HostDevice holding the whole model (GpuScorer,
+ * stages, each a task of one Spark barrier stage on the CPU device (the executor's CPU kernels), handing fp32 hidden states
+ * to the next over TCP on 127.0.0.1, three batches in the pipeline at once. Every good row's log-probs equal, bit for
+ * bit, those of one CPU device holding the whole model (GpuScorer,
  * the same precision); error rows are the single-process job's; a stage that fails once makes Spark rerun the whole
  * barrier stage and every row still comes out exactly once; a run whose second slice keeps failing is finished by
  * --resume.
@@ -91,7 +93,7 @@ class ScoreJobPipelineTest {
         rows = lines.size();
         try (GpuModel m = GpuModel.load(
                 ModelWeights.open(SparkTests.conformanceModel()),
-                new HostDevice(),
+                new CpuDevice(ExecutorModelCache.ops(2)),
                 ScoreOptions.defaultGpuPrecision())) {
             GpuScorer scorer = new GpuScorer(m);
             for (int i = 0; i < good.size(); i++) {

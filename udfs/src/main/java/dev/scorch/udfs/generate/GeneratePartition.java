@@ -5,7 +5,6 @@ import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.GpuDecodingModel;
 import dev.scorch.engine.device.GpuScorer;
 import dev.scorch.engine.device.cuda.Cuda;
-import dev.scorch.engine.device.cuda.CudaDevice;
 import dev.scorch.engine.generation.Completion;
 import dev.scorch.engine.generation.DecodingModel;
 import dev.scorch.engine.generation.GenerationRequest;
@@ -92,7 +91,7 @@ public final class GeneratePartition implements FlatMapFunction<Iterator<Interna
     public Iterator<InternalRow> call(Iterator<InternalRow> input) {
         TaskContext tc = TaskContext.get();
         // Tests only (TestOnlyHold): a fault test may hold this task's first attempt; unset, rows pass as they are.
-        return TestOnlyHold.around(call(input, tc, TaskGpus.of(tc), Cuda::probe, CudaDevice::new), tc);
+        return TestOnlyHold.around(call(input, tc, TaskGpus.of(tc), Cuda::probe, BackendChoice::cudaDevice), tc);
     }
 
     /**

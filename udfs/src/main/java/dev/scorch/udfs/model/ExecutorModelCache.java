@@ -1,5 +1,6 @@
 package dev.scorch.udfs.model;
 
+import dev.scorch.engine.backend.BackendChoice;
 import dev.scorch.engine.backend.GpuPlan;
 import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.GemmPrecision;
@@ -7,8 +8,6 @@ import dev.scorch.engine.device.GpuModel;
 import dev.scorch.engine.device.GpuPipeline;
 import dev.scorch.engine.device.GpuScorer;
 import dev.scorch.engine.device.GpuStages;
-import dev.scorch.engine.device.cuda.CudaDevice;
-import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.kernels.KernelSelection;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
@@ -44,7 +43,6 @@ public final class ExecutorModelCache {
     private static final AtomicBoolean KERNELS_LOGGED = new AtomicBoolean();
 
     private static final Map<String, LoadedModel> MODELS = new ConcurrentHashMap<>();
-    private static final Map<Integer, Ops> OPS = new ConcurrentHashMap<>();
     private static final AtomicInteger LOADS = new AtomicInteger();
     private static final Map<GpuKey, GpuScorer> GPU = new ConcurrentHashMap<>();
     private static final AtomicInteger GPU_LOADS = new AtomicInteger();
@@ -123,7 +121,7 @@ public final class ExecutorModelCache {
      * GPU in ascending ordinal order, its layers split as {@link #pipelineSettings} says.
      */
     public static GpuScorer gpuScorer(ModelSource source, List<Integer> ordinals, GemmPrecision precision) {
-        return gpuScorer(source, ordinals, precision, CudaDevice::new);
+        return gpuScorer(source, ordinals, precision, BackendChoice::cudaDevice);
     }
 
     /** As {@link #gpuScorer(ModelSource, List, GemmPrecision)} on one GPU, with the device opened by devices. */
@@ -239,7 +237,7 @@ public final class ExecutorModelCache {
     }
 
     public static Ops ops(int threads) {
-        return OPS.computeIfAbsent(threads, CpuOps::new);
+        return BackendChoice.cpuOps(threads);
     }
 
     /**

@@ -96,8 +96,8 @@ public final class PipelinePartition implements FlatMapFunction<Iterator<Interna
             first += Arrays.stream(split[i]).sum();
         }
         int[] range = {first, first + Arrays.stream(split[index]).sum()};
-        StageEngine engine =
-                StageCache.stage(source, loaded, first, split[index], gpus, choice.cuda(), options.gpuPrecision());
+        StageEngine engine = StageCache.stage(
+                source, loaded, first, split[index], gpus, choice.cuda(), options.gpuPrecision(), options.threads());
         String host = host(tasks[index].address());
         LOG.info(
                 "scorch pipeline: stage {} of {} (layers [{}, {}), {}), attempt {} of Spark stage {}, at {}",

@@ -1,13 +1,12 @@
 package dev.scorch.udfs.pipeline;
 
+import dev.scorch.engine.backend.BackendChoice;
 import dev.scorch.engine.device.DecoderStage;
 import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.device.GpuPipeline;
 import dev.scorch.engine.device.GpuScorer;
 import dev.scorch.engine.device.GpuStages;
-import dev.scorch.engine.device.HostDevice;
-import dev.scorch.engine.device.cuda.CudaDevice;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.scoring.BatchScores;
@@ -23,8 +22,8 @@ import java.util.concurrent.ConcurrentHashMap;
 /**
  * One loaded pipeline stage per executor JVM, checkpoint, layer range, devices and precision, shared by the tasks
  * that run that stage there (a retried barrier stage reuses it). A stage runs on the task's GPUs when it holds them and
- * CUDA loads (its layers split over all of them: a node's GPUs), else on a {@link HostDevice}, the plain-Java twin of
- * the CUDA kernels: slow, but the same model code and rounding, which is what the CPU tests of the pipeline check.
+ * CUDA loads (its layers split over all of them: a node's GPUs), else on the CPU device (the executor's CPU kernels,
+ * its engine threads shared with its other tasks), the same model code.
  */
 final class StageCache {
     private static final Map<Key, DeviceChain> STAGES = new ConcurrentHashMap<>();
@@ -43,7 +42,7 @@ final class StageCache {
 
     /**
      * The stage of layers [first, first + sum(perDevice)) on the task's devices: device d (one CUDA device per ordinal,
-     * a node's GPUs, which the task owns; or a HostDevice each where CUDA is not used) holding the next perDevice[d]
+     * a node's GPUs, which the task owns; or a CPU device each where CUDA is not used) holding the next perDevice[d]
      * layers, a device of none left out.
      */
     static StageEngine stage(
@@ -53,7 +52,8 @@ final class StageCache {
             int[] perDevice,
             List<Integer> ordinals,
             boolean cuda,
-            GemmPrecision precision) {
+            GemmPrecision precision,
+            int threads) {
         if (perDevice.length != ordinals.size()) {
             throw new IllegalArgumentException(
                     "a split over " + perDevice.length + " devices for the task's " + ordinals.size());
@@ -73,7 +73,7 @@ final class StageCache {
                     if (perDevice[d] == 0) {
                         continue;
                     }
-                    Device dev = cuda ? new CudaDevice(ordinals.get(d)) : new HostDevice();
+                    Device dev = cuda ? BackendChoice.cudaDevice(ordinals.get(d)) : BackendChoice.cpuDevice(threads);
                     try {
                         stages.add(DecoderStage.load(w, dev, precision, at, at + perDevice[d]));
                     } catch (RuntimeException | Error e) {
@@ -100,7 +100,7 @@ final class StageCache {
         long smallest = Long.MAX_VALUE;
         for (int o : ordinals) {
             smallest = Math.min(smallest, GPU_BYTES.computeIfAbsent(o, k -> {
-                try (CudaDevice d = new CudaDevice(k)) {
+                try (Device d = BackendChoice.cudaDevice(k)) {
                     return d.totalBytes();
                 }
             }));

@@ -21,7 +21,7 @@ import java.util.function.Function;
 final class StageSplit {
     private StageSplit() {}
 
-    /** A task's devices as it tells the others: its GPUs (0 for a HostDevice stage) and the smallest one's bytes. */
+    /** A task's devices as it tells the others: its GPUs (0 for a CPU stage) and the smallest one's bytes. */
     record Devices(int gpus, long gpuBytes) {
         String message() {
             return gpus + ":" + gpuBytes;

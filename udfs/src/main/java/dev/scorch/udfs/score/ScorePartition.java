@@ -8,7 +8,6 @@ import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.device.GpuScorer;
 import dev.scorch.engine.device.GpuStages;
 import dev.scorch.engine.device.cuda.Cuda;
-import dev.scorch.engine.device.cuda.CudaDevice;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.runtime.TokenBudgetBatcher;
 import dev.scorch.engine.scoring.BatchScorer;
@@ -100,7 +99,7 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
     public Iterator<InternalRow> call(Iterator<InternalRow> input) {
         TaskContext tc = TaskContext.get();
         // Tests only (TestOnlyHold): a fault test may hold this task's first attempt; unset, rows pass as they are.
-        return TestOnlyHold.around(call(input, tc, TaskGpus.of(tc), Cuda::probe, CudaDevice::new), tc);
+        return TestOnlyHold.around(call(input, tc, TaskGpus.of(tc), Cuda::probe, BackendChoice::cudaDevice), tc);
     }
 
     /**
