@@ -57,7 +57,7 @@ public final class HostDevice extends HeapDevice {
     }
 
     static float bf16(float v) {
-        return NumberFormats.bf16ToFloat(NumberFormats.floatToBf16(v));
+        return NumberFormats.roundToBf16(v);
     }
 
     @Override

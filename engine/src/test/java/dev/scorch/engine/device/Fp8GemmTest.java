@@ -10,6 +10,7 @@ import dev.scorch.engine.checkpoint.NumberFormats;
 import dev.scorch.engine.checkpoint.SafetensorsFile;
 import dev.scorch.engine.checkpoint.SafetensorsWriter;
 import dev.scorch.engine.demo.Fp8Blocks;
+import dev.scorch.engine.diagnostics.Fp8Equivalence;
 import dev.scorch.engine.kernels.Linear;
 import java.io.IOException;
 import java.nio.file.Path;

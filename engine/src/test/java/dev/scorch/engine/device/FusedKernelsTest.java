@@ -3,6 +3,7 @@ package dev.scorch.engine.device;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
+import dev.scorch.engine.diagnostics.KernelTwins;
 import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;
 

@@ -11,6 +11,7 @@ import dev.scorch.engine.checkpoint.NumberFormats;
 import dev.scorch.engine.checkpoint.SafetensorsFile;
 import dev.scorch.engine.checkpoint.SafetensorsWriter;
 import dev.scorch.engine.demo.Int4Groups;
+import dev.scorch.engine.diagnostics.Int4Equivalence;
 import dev.scorch.engine.kernels.Linear;
 import java.io.IOException;
 import java.nio.ByteBuffer;

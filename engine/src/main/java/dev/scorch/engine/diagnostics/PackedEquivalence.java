@@ -1,5 +1,8 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.diagnostics;
 
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.GemmPrecision;
 import java.util.Map;
 import java.util.SplittableRandom;
 

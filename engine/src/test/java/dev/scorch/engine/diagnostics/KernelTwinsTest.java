@@ -1,7 +1,8 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.diagnostics;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import dev.scorch.engine.device.HostDevice;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 

@@ -1,4 +1,4 @@
-package dev.scorch.engine.device.cuda;
+package dev.scorch.engine.diagnostics;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -11,17 +11,14 @@ import dev.scorch.engine.demo.DemoModelWriter;
 import dev.scorch.engine.demo.DemoPreset;
 import dev.scorch.engine.device.Buf;
 import dev.scorch.engine.device.Device;
-import dev.scorch.engine.device.Fp8Equivalence;
 import dev.scorch.engine.device.GemmPrecision;
-import dev.scorch.engine.device.GpuConformance;
 import dev.scorch.engine.device.GpuKvCache;
 import dev.scorch.engine.device.GpuModel;
 import dev.scorch.engine.device.GpuPipeline;
 import dev.scorch.engine.device.GpuScorer;
 import dev.scorch.engine.device.HostDevice;
-import dev.scorch.engine.device.Int4Equivalence;
-import dev.scorch.engine.device.KernelTwins;
-import dev.scorch.engine.device.ProfilingDevice;
+import dev.scorch.engine.device.cuda.Cuda;
+import dev.scorch.engine.device.cuda.CudaDevice;
 import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.model.ModelWeights;

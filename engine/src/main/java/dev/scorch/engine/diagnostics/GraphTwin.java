@@ -1,5 +1,10 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.diagnostics;
 
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.DeviceDecorator;
+import dev.scorch.engine.device.DeviceGraph;
+import dev.scorch.engine.device.HostDevice;
 import java.lang.reflect.Method;
 import java.util.ArrayList;
 import java.util.Collections;

@@ -1,4 +1,4 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.diagnostics;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
@@ -6,6 +6,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.scorch.engine.checkpoint.Checkpoint;
 import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.GpuDecodingModel;
+import dev.scorch.engine.device.GpuModel;
+import dev.scorch.engine.device.GpuScorer;
+import dev.scorch.engine.device.HostDevice;
 import dev.scorch.engine.generation.DecodingModel;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.scoring.ScoreRequest;

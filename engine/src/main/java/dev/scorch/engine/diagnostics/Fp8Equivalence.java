@@ -1,7 +1,11 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.diagnostics;
 
 import dev.scorch.engine.checkpoint.NumberFormats;
 import dev.scorch.engine.demo.Fp8Blocks;
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.HostDevice;
+import dev.scorch.engine.device.PackedFp8;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.SplittableRandom;
@@ -33,7 +37,7 @@ public final class Fp8Equivalence {
         Fp8Blocks q = Fp8Blocks.quantize(xw[1], N, K, BLOCK, BLOCK);
         float[] bf16Scales = q.scaleInv().clone();
         for (int i = 0; i < bf16Scales.length; i++) {
-            bf16Scales[i] = HostDevice.bf16(bf16Scales[i]);
+            bf16Scales[i] = NumberFormats.roundToBf16(bf16Scales[i]);
         }
         Map<String, Double> out = new LinkedHashMap<>();
         Buf xb = dev.upload(xw[0]);

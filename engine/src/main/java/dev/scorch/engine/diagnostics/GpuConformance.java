@@ -1,6 +1,11 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.diagnostics;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import dev.scorch.engine.device.GpuDecodingModel;
+import dev.scorch.engine.device.GpuKvCache;
+import dev.scorch.engine.device.GpuModel;
+import dev.scorch.engine.device.GpuScorer;
+import dev.scorch.engine.device.HostDevice;
 import dev.scorch.engine.generation.Completion;
 import dev.scorch.engine.generation.GenerationRequest;
 import dev.scorch.engine.generation.Generator;
@@ -70,7 +75,7 @@ public final class GpuConformance {
 
     /**
      * The golden prompts' greedy continuations through the generator, four sequences at a time (the batch changes as
-     * they finish and others join), with decode steps as device graphs ({@link DecodeGraphs}) and without.
+     * they finish and others join), with decode steps as device graphs ({@code DecodeGraphs}) and without.
      */
     public static GraphsReport withGraphs(GpuModel model, JsonNode golden) {
         List<GenerationRequest> reqs = new ArrayList<>();
@@ -186,7 +191,8 @@ public final class GpuConformance {
         return d;
     }
 
-    static int[] ints(JsonNode a) {
+    /** A JSON array of ints (the golden file's token ids). */
+    public static int[] ints(JsonNode a) {
         int[] out = new int[a.size()];
         for (int i = 0; i < out.length; i++) {
             out[i] = a.get(i).asInt();

@@ -1,7 +1,17 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.diagnostics;
 
+import dev.scorch.engine.checkpoint.NumberFormats;
 import dev.scorch.engine.demo.Fp8Blocks;
 import dev.scorch.engine.demo.Int4Groups;
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.HostDevice;
+import dev.scorch.engine.device.KeyTiles;
+import dev.scorch.engine.device.MlaShape;
+import dev.scorch.engine.device.MoeShape;
+import dev.scorch.engine.device.PackedFp8;
+import dev.scorch.engine.device.Rotary;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.SplittableRandom;
@@ -86,7 +96,7 @@ public final class KernelTwins {
         Fp8Blocks q8 = Fp8Blocks.quantize(w, n, k, 128, 128);
         float[] bf16Scales = q8.scaleInv().clone();
         for (int i = 0; i < bf16Scales.length; i++) {
-            bf16Scales[i] = HostDevice.bf16(bf16Scales[i]);
+            bf16Scales[i] = NumberFormats.roundToBf16(bf16Scales[i]);
         }
         for (GemmPrecision p : GemmPrecision.values()) {
             out.put(

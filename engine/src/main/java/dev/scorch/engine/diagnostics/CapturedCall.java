@@ -1,5 +1,6 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.diagnostics;
 
+import dev.scorch.engine.device.Buf;
 import java.lang.reflect.Method;
 import java.lang.reflect.RecordComponent;
 import java.util.Arrays;

@@ -1,5 +1,7 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.diagnostics;
 
+import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.DeviceDecorator;
 import java.lang.reflect.Method;
 import java.util.Map;
 import java.util.Set;
