@@ -11,7 +11,7 @@ import java.util.function.Function;
  * Decoder layers [first, end) of DeepseekV3ForCausalLM on one {@link Device}: the forward pass, written once for every
  * device (its blocks' parts in {@link MlaAttention}, {@link Mlp} and {@link Moe}). On a GPU the weights are
  * resident on the device (linears and the embedding table in the {@link GemmPrecision}'s dtype, the router gate always
- * in fp32 so expert choice matches the CPU's) and activations stay there between kernels; on a {@link CpuDevice} the
+ * in fp32 so expert choice matches the CPU's) and activations stay there between kernels; on a {@link dev.scorch.engine.device.cpu.CpuDevice} the
  * weights are the checkpoint's mapped tensors. YaRN cos/sin come from {@link Rope}. The first stage (from layer 0)
  * holds embed_tokens and starts from token ids; the last (to the last layer) holds model.norm and lm_head and hands on
  * final-normed hidden states. The CPU's {@code DeepseekV3Model} and a GPU's {@link GpuModel} are the one stage of all

@@ -10,8 +10,8 @@ import java.util.function.LongFunction;
 
 /**
  * The backend seam: memory and the kernels the decoder block ({@link DecoderStage}) runs, on one device.
- * {@link CpuDevice} runs them on the CPU kernels over the checkpoint's mapped weights; {@code cuda.CudaDevice} on an
- * NVIDIA GPU (cuBLAS for GEMMs, the kernels of src/main/cuda for the rest); {@link HostDevice} is the plain-loop twin
+ * {@link dev.scorch.engine.device.cpu.CpuDevice} runs them on the CPU kernels over the checkpoint's mapped weights; {@code cuda.CudaDevice} on an
+ * NVIDIA GPU (cuBLAS for GEMMs, the kernels of src/main/cuda for the rest); {@link dev.scorch.engine.device.host.HostDevice} is the plain-loop twin
  * of the CUDA kernels, which the tests run the same block on. Shapes are row-major; calls run in order (one stream),
  * and reads back to the host wait for what came before.
  */

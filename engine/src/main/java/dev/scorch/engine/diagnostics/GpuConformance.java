@@ -5,7 +5,7 @@ import dev.scorch.engine.device.GpuDecodingModel;
 import dev.scorch.engine.device.GpuKvCache;
 import dev.scorch.engine.device.GpuModel;
 import dev.scorch.engine.device.GpuScorer;
-import dev.scorch.engine.device.HostDevice;
+import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.generation.Completion;
 import dev.scorch.engine.generation.GenerationRequest;
 import dev.scorch.engine.generation.Generator;

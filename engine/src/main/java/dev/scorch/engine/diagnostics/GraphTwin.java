@@ -4,7 +4,7 @@ import dev.scorch.engine.device.Buf;
 import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.DeviceDecorator;
 import dev.scorch.engine.device.DeviceGraph;
-import dev.scorch.engine.device.HostDevice;
+import dev.scorch.engine.device.host.HostDevice;
 import java.lang.reflect.Method;
 import java.util.ArrayList;
 import java.util.Collections;

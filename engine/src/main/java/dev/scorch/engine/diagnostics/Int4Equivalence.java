@@ -3,7 +3,7 @@ package dev.scorch.engine.diagnostics;
 import dev.scorch.engine.demo.Int4Groups;
 import dev.scorch.engine.device.Buf;
 import dev.scorch.engine.device.Device;
-import dev.scorch.engine.device.HostDevice;
+import dev.scorch.engine.device.host.HostDevice;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.SplittableRandom;

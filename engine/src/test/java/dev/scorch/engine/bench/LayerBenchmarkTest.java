@@ -11,7 +11,7 @@ import dev.scorch.engine.demo.DemoPreset;
 import dev.scorch.engine.device.Buf;
 import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.device.GpuModel;
-import dev.scorch.engine.device.HostDevice;
+import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.model.ModelWeights;

@@ -4,6 +4,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.scorch.engine.device.cpu.CpuDevice;
+import dev.scorch.engine.device.host.HostDevice;
 import org.junit.jupiter.api.Test;
 
 /** The forward pass's scratch: released slices are reused, and a pass that outgrew its block gets one block of its peak. */

@@ -1,5 +1,6 @@
 package dev.scorch.engine.device;
 
+import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.kernels.Linear;
 import java.lang.reflect.Method;
 

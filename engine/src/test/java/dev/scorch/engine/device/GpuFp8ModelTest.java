@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.scorch.engine.backend.GpuMemoryBudget;
+import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.generation.Completion;
 import dev.scorch.engine.generation.GenerationRequest;
 import dev.scorch.engine.generation.Generator;

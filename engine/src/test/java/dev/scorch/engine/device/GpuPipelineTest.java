@@ -13,6 +13,7 @@ import dev.scorch.engine.backend.GpuPlan;
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.demo.DemoModelWriter;
 import dev.scorch.engine.demo.DemoPreset;
+import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.diagnostics.GpuConformance;
 import dev.scorch.engine.diagnostics.ProfilingDevice;
 import dev.scorch.engine.generation.Completion;

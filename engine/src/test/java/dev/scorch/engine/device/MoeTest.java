@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.diagnostics.ProfilingDevice;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.model.WeightLayout;

@@ -2,7 +2,7 @@ package dev.scorch.engine.diagnostics;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
-import dev.scorch.engine.device.HostDevice;
+import dev.scorch.engine.device.host.HostDevice;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 

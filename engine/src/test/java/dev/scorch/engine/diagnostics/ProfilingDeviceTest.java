@@ -10,7 +10,7 @@ import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.device.GpuDecodingModel;
 import dev.scorch.engine.device.GpuModel;
 import dev.scorch.engine.device.GpuScorer;
-import dev.scorch.engine.device.HostDevice;
+import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.generation.DecodingModel;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.scoring.ScoreRequest;

@@ -8,7 +8,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.device.GpuModel;
 import dev.scorch.engine.device.GpuScorer;
-import dev.scorch.engine.device.HostDevice;
+import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.kernels.Ops;

@@ -16,7 +16,7 @@ import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.device.GpuModel;
 import dev.scorch.engine.device.GpuPipeline;
 import dev.scorch.engine.device.GpuScorer;
-import dev.scorch.engine.device.HostDevice;
+import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;

@@ -9,7 +9,7 @@ import dev.scorch.engine.device.DecoderStage;
 import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.device.GpuModel;
 import dev.scorch.engine.device.GpuScorer;
-import dev.scorch.engine.device.HostDevice;
+import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.runtime.TokenBudgetBatcher;

@@ -11,7 +11,7 @@ import dev.scorch.engine.demo.DemoPreset;
 import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.device.GpuModel;
 import dev.scorch.engine.device.GpuScorer;
-import dev.scorch.engine.device.HostDevice;
+import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.runtime.TokenBudgetBatcher;
 import dev.scorch.engine.scoring.ScoreRequest;

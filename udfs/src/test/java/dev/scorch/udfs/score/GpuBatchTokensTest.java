@@ -14,7 +14,7 @@ import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.device.GpuModel;
 import dev.scorch.engine.device.GpuPipeline;
-import dev.scorch.engine.device.HostDevice;
+import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.scoring.LogitsMode;
 import java.io.ByteArrayInputStream;

@@ -1,12 +1,15 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.device.host;
 
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.MlaShape;
 import java.util.Arrays;
 
 /**
- * The memory of a {@link Device} whose buffers are Java heap arrays ({@link CpuDevice}, {@link HostDevice}): F32 and
+ * The memory of a {@link Device} whose buffers are Java heap arrays ({@link dev.scorch.engine.device.cpu.CpuDevice}, {@link HostDevice}): F32 and
  * I32 buffers are float[] and int[], read and written by copies, and counted as they are allocated and freed.
  */
-abstract class HeapDevice implements Device {
+public abstract class HeapDevice implements Device {
     protected long allocated; // bytes of the buffers alloc made and free has not given back
 
     @Override
@@ -127,32 +130,32 @@ abstract class HeapDevice implements Device {
         return b;
     }
 
-    static Buf[] addresses(Buf b) {
+    protected static Buf[] addresses(Buf b) {
         if (!(b.storage() instanceof Buf[] a)) {
             throw new IllegalArgumentException("not an address buffer of a heap device");
         }
         return a;
     }
 
-    static float[] floats(Buf b) {
+    protected static float[] floats(Buf b) {
         if (!(b.storage() instanceof float[] a)) {
             throw new IllegalArgumentException("not a float buffer of a heap device");
         }
         return a;
     }
 
-    static int[] ints(Buf b) {
+    protected static int[] ints(Buf b) {
         if (!(b.storage() instanceof int[] a)) {
             throw new IllegalArgumentException("not an int buffer of a heap device");
         }
         return a;
     }
 
-    static int off(Buf b) {
+    protected static int off(Buf b) {
         return (int) b.offset();
     }
 
-    static int len(Buf b) {
+    protected static int len(Buf b) {
         return (int) b.length();
     }
 }

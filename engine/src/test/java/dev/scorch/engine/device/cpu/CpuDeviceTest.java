@@ -1,10 +1,15 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.device.cpu;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.device.DecodeRows;
+import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.KvCache;
+import dev.scorch.engine.device.LatentCache;
 import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.model.ModelWeights;

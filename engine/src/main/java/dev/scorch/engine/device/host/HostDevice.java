@@ -1,8 +1,18 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.device.host;
 
 import dev.scorch.engine.checkpoint.NumberFormats;
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.device.DequantPlan;
+import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.GpuModel;
+import dev.scorch.engine.device.KeyTiles;
+import dev.scorch.engine.device.MlaShape;
+import dev.scorch.engine.device.MoeShape;
+import dev.scorch.engine.device.PackedFp8;
+import dev.scorch.engine.device.PackedInt4;
+import dev.scorch.engine.device.Rotary;
 import dev.scorch.engine.kernels.Linear;
-import dev.scorch.engine.model.NoauxTcRouter;
 import dev.scorch.engine.scoring.LogSoftmax;
 
 /**
@@ -472,7 +482,7 @@ public final class HostDevice extends HeapDevice {
     }
 
     /** {@link #moePermute} over heap arrays (the CPU device's too). */
-    static void permute(Buf experts, int t, int topK, int nExperts, Buf offsets, Buf slotOf, Buf slotRow) {
+    public static void permute(Buf experts, int t, int topK, int nExperts, Buf offsets, Buf slotOf, Buf slotRow) {
         int pairs = t * topK;
         int[] ex = ints(experts.need(Buf.Kind.I32, pairs, "moePermute experts"));
         int[] os = ints(offsets.need(Buf.Kind.I32, nExperts + 1L, "moePermute offsets"));
@@ -506,7 +516,7 @@ public final class HostDevice extends HeapDevice {
     }
 
     /** {@link #moeCombine} over heap arrays (the CPU device's too). */
-    static void combine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf addend, Buf y) {
+    public static void combine(Buf ye, Buf slot, Buf weights, int tokens, int topK, int width, Buf addend, Buf y) {
         float[] es = floats(ye);
         int[] ss = ints(slot);
         float[] ws = floats(weights);
@@ -548,7 +558,7 @@ public final class HostDevice extends HeapDevice {
     }
 
     /** {@link #logSoftmaxStats} over heap arrays (the CPU device's too). */
-    static void stats(Buf logits, int rows, int vocab, Buf targets, Buf stats) {
+    public static void stats(Buf logits, int rows, int vocab, Buf targets, Buf stats) {
         float[] ls = floats(logits);
         float[] ss = floats(stats);
         for (int r = 0; r < rows; r++) {

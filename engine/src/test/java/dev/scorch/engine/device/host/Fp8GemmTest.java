@@ -1,4 +1,4 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.device.host;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -10,6 +10,10 @@ import dev.scorch.engine.checkpoint.NumberFormats;
 import dev.scorch.engine.checkpoint.SafetensorsFile;
 import dev.scorch.engine.checkpoint.SafetensorsWriter;
 import dev.scorch.engine.demo.Fp8Blocks;
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.device.DequantPlan;
+import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.PackedFp8;
 import dev.scorch.engine.diagnostics.Fp8Equivalence;
 import dev.scorch.engine.kernels.Linear;
 import java.io.IOException;

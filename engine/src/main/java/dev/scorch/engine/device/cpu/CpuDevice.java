@@ -1,12 +1,25 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.device.cpu;
 
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.device.DecodeRows;
+import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.KeyTiles;
+import dev.scorch.engine.device.MlaShape;
+import dev.scorch.engine.device.Mlp;
+import dev.scorch.engine.device.MoeExperts;
+import dev.scorch.engine.device.MoeShape;
+import dev.scorch.engine.device.PassRules;
+import dev.scorch.engine.device.Rotary;
+import dev.scorch.engine.device.host.HeapDevice;
+import dev.scorch.engine.device.host.HostDevice;
+import dev.scorch.engine.device.host.NoauxTcRouter;
 import dev.scorch.engine.kernels.LatentAttention;
 import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.kernels.MlaInputs;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.kernels.RmsNorm;
 import dev.scorch.engine.kernels.Rope;
-import dev.scorch.engine.model.NoauxTcRouter;
 import dev.scorch.engine.runtime.Workspace;
 import java.util.Arrays;
 import java.util.function.IntConsumer;

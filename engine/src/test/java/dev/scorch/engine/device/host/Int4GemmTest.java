@@ -1,4 +1,4 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.device.host;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -11,6 +11,11 @@ import dev.scorch.engine.checkpoint.NumberFormats;
 import dev.scorch.engine.checkpoint.SafetensorsFile;
 import dev.scorch.engine.checkpoint.SafetensorsWriter;
 import dev.scorch.engine.demo.Int4Groups;
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.device.DequantPlan;
+import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.PackedInt4;
 import dev.scorch.engine.diagnostics.Int4Equivalence;
 import dev.scorch.engine.kernels.Linear;
 import java.io.IOException;

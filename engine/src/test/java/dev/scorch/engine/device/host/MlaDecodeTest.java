@@ -1,9 +1,12 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.device.host;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.MlaShape;
 import dev.scorch.engine.kernels.LatentAttention;
 import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;

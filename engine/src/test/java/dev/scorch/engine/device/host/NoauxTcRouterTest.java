@@ -1,10 +1,9 @@
-package dev.scorch.engine.model;
+package dev.scorch.engine.device.host;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import dev.scorch.engine.device.Buf;
-import dev.scorch.engine.device.HostDevice;
 import dev.scorch.engine.device.MoeShape;
 import java.util.Random;
 import org.junit.jupiter.api.Test;

@@ -1,4 +1,4 @@
-package dev.scorch.engine.model;
+package dev.scorch.engine.device.host;
 
 import dev.scorch.engine.device.MoeShape;
 import java.util.Arrays;
