@@ -4,7 +4,7 @@ import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.config.QuantizationConfig;
 import dev.scorch.engine.device.DequantPlan;
 import dev.scorch.engine.device.GemmPrecision;
-import dev.scorch.engine.device.KvCache;
+import dev.scorch.engine.model.KvCache;
 import dev.scorch.engine.model.WeightLayout;
 import java.util.HashMap;
 import java.util.Locale;

@@ -2,7 +2,7 @@ package dev.scorch.engine.backend;
 
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.device.GemmPrecision;
-import dev.scorch.engine.device.KvCache;
+import dev.scorch.engine.model.KvCache;
 import java.util.ArrayList;
 import java.util.List;
 

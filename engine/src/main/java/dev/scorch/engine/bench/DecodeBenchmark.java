@@ -1,8 +1,8 @@
 package dev.scorch.engine.bench;
 
-import dev.scorch.engine.device.KvCache;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
+import dev.scorch.engine.model.KvCache;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.model.WeightLayout;
 import dev.scorch.engine.runtime.HeapAllocation;

@@ -1,16 +1,16 @@
 package dev.scorch.engine.diagnostics;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import dev.scorch.engine.device.GpuDecodingModel;
-import dev.scorch.engine.device.GpuKvCache;
-import dev.scorch.engine.device.GpuModel;
-import dev.scorch.engine.device.GpuScorer;
 import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.generation.Completion;
 import dev.scorch.engine.generation.GenerationRequest;
 import dev.scorch.engine.generation.Generator;
+import dev.scorch.engine.generation.GpuDecodingModel;
+import dev.scorch.engine.model.GpuKvCache;
+import dev.scorch.engine.model.GpuModel;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.sampling.SamplingParams;
+import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.LogSoftmax;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;

@@ -8,7 +8,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.scorch.engine.demo.DemoPreset;
-import dev.scorch.engine.device.KvCache;
 import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.kernels.ReferenceOps;

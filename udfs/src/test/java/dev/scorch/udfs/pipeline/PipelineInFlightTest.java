@@ -5,15 +5,15 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.scorch.engine.device.DecoderStage;
 import dev.scorch.engine.device.GemmPrecision;
-import dev.scorch.engine.device.GpuModel;
-import dev.scorch.engine.device.GpuScorer;
 import dev.scorch.engine.device.host.HostDevice;
+import dev.scorch.engine.model.DecoderStage;
+import dev.scorch.engine.model.GpuModel;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.runtime.TokenBudgetBatcher;
 import dev.scorch.engine.scoring.BatchScores;
+import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
 import java.io.IOException;

@@ -45,7 +45,6 @@ import dev.scorch.engine.device.DequantPlan;
 import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.DeviceGraph;
 import dev.scorch.engine.device.GemmPrecision;
-import dev.scorch.engine.device.GpuDecodingModel;
 import dev.scorch.engine.device.KeyTiles;
 import dev.scorch.engine.device.MlaShape;
 import dev.scorch.engine.device.MoeShape;
@@ -106,9 +105,9 @@ public final class CudaDevice implements Device {
     private final cublasContext cublas = new cublasContext();
     /**
      * -Dscorch.cuda.graphs=true: the device's own stream and {@link #capture} as CUDA graphs (off, capture runs the step
-     * again at each launch), as decode steps use them ({@link GpuDecodingModel#GRAPHS}).
+     * again at each launch), as decode steps use them ({@link DeviceGraph#GRAPHS}).
      */
-    public static final boolean GRAPHS = Boolean.getBoolean(GpuDecodingModel.GRAPHS);
+    public static final boolean GRAPHS = Boolean.getBoolean(DeviceGraph.GRAPHS);
 
     private final CUstream_st stream; // with GRAPHS; else null, the legacy default stream
     private boolean capturing; // a graph is being captured from the stream: host operations are refused

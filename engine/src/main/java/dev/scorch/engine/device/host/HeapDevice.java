@@ -6,7 +6,7 @@ import dev.scorch.engine.device.MlaShape;
 import java.util.Arrays;
 
 /**
- * The memory of a {@link Device} whose buffers are Java heap arrays ({@link dev.scorch.engine.device.cpu.CpuDevice}, {@link HostDevice}): F32 and
+ * The memory of a {@link Device} whose buffers are Java heap arrays ({@code CpuDevice}, {@link HostDevice}): F32 and
  * I32 buffers are float[] and int[], read and written by copies, and counted as they are allocated and freed.
  */
 public abstract class HeapDevice implements Device {

@@ -5,7 +5,6 @@ import dev.scorch.engine.device.Buf;
 import dev.scorch.engine.device.DequantPlan;
 import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.GemmPrecision;
-import dev.scorch.engine.device.GpuModel;
 import dev.scorch.engine.device.KeyTiles;
 import dev.scorch.engine.device.MlaShape;
 import dev.scorch.engine.device.MoeShape;
@@ -18,7 +17,7 @@ import dev.scorch.engine.scoring.LogSoftmax;
 /**
  * {@link Device} in plain Java loops over heap arrays: the twin of the CUDA kernels, one loop nest per kernel,
  * with the same rounding (BF16 weights and GEMM inputs, fp32 sums, log-sum-exp in fp64). Tests run
- * {@link GpuModel} on it to check the GPU path's model code without a GPU; it is not meant to be fast.
+ * {@code GpuModel} on it to check the GPU path's model code without a GPU; it is not meant to be fast.
  */
 public final class HostDevice extends HeapDevice {
     private long dequantScratchBytes;

@@ -1,5 +1,8 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.model;
 
+import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.DeviceDecorator;
+import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.kernels.Linear;
 import java.lang.reflect.Method;

@@ -1,5 +1,7 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.model;
 
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.device.Device;
 import java.util.ArrayList;
 import java.util.List;
 

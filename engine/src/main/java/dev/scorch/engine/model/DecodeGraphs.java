@@ -1,5 +1,8 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.model;
 
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.DeviceGraph;
 import dev.scorch.engine.kernels.Rope;
 import dev.scorch.engine.runtime.PackedBatch;
 import java.util.Arrays;

@@ -1,4 +1,4 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.model;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -11,6 +11,11 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.demo.DemoModelWriter;
 import dev.scorch.engine.demo.DemoPreset;
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.DeviceGraph;
+import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.MlaShape;
 import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.diagnostics.GpuConformance;
 import dev.scorch.engine.diagnostics.GraphTwin;
@@ -18,7 +23,7 @@ import dev.scorch.engine.generation.Completion;
 import dev.scorch.engine.generation.DecodingModel;
 import dev.scorch.engine.generation.GenerationRequest;
 import dev.scorch.engine.generation.Generator;
-import dev.scorch.engine.model.ModelWeights;
+import dev.scorch.engine.generation.GpuDecodingModel;
 import dev.scorch.engine.sampling.SamplingParams;
 import dev.scorch.engine.testing.DemoModels;
 import dev.scorch.engine.testing.TestModels;

@@ -1,7 +1,9 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.model;
 
 import dev.scorch.engine.config.ModelConfig;
-import dev.scorch.engine.model.ModelWeights;
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.runtime.PackedBatch;
 import java.util.List;
 

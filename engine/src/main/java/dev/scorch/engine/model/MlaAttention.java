@@ -1,6 +1,10 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.model;
 
 import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.LatentCache;
+import dev.scorch.engine.device.MlaShape;
 import dev.scorch.engine.runtime.PackedBatch;
 import java.util.Arrays;
 

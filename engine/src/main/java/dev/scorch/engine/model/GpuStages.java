@@ -1,6 +1,7 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.model;
 
 import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.device.Buf;
 import dev.scorch.engine.runtime.PackedBatch;
 import java.util.ArrayList;
 import java.util.List;
@@ -8,7 +9,7 @@ import java.util.List;
 /**
  * The model as a chain of {@link DecoderStage}s, each micro-batch run through them in order: a {@link GpuModel} (one
  * stage on one device) or a {@link GpuPipeline} (stages on several devices, working at once on different
- * micro-batches). What {@link GpuScorer} and {@link GpuDecodingModel} run on; a pipeline whose stages are spread over
+ * micro-batches). What {@code GpuScorer} and {@code GpuDecodingModel} run on; a pipeline whose stages are spread over
  * several processes implements it too, its {@link #stages} being the local ones.
  */
 public interface GpuStages {

@@ -1,4 +1,4 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.model;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -13,15 +13,18 @@ import dev.scorch.engine.backend.GpuPlan;
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.demo.DemoModelWriter;
 import dev.scorch.engine.demo.DemoPreset;
+import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.diagnostics.GpuConformance;
 import dev.scorch.engine.diagnostics.ProfilingDevice;
 import dev.scorch.engine.generation.Completion;
 import dev.scorch.engine.generation.GenerationRequest;
 import dev.scorch.engine.generation.Generator;
-import dev.scorch.engine.model.ModelWeights;
+import dev.scorch.engine.generation.GpuDecodingModel;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.sampling.SamplingParams;
+import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.SequenceScore;

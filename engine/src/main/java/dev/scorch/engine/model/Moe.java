@@ -1,6 +1,11 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.model;
 
 import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.Mlp;
+import dev.scorch.engine.device.MoeExperts;
+import dev.scorch.engine.device.MoeShape;
 
 /**
  * DeepseekV3MoE on a device: the noaux_tc router (its gate in fp32), then the routed experts and the shared experts
@@ -18,11 +23,11 @@ final class Moe {
         Buf[] gateUp = new Buf[shape.nRoutedExperts()];
         Buf[] down = new Buf[shape.nRoutedExperts()];
         for (int e = 0; e < gateUp.length; e++) {
-            Mlp expert = Mlp.load(w, prefix + "experts." + e + ".", shape.hidden());
+            Mlp expert = w.mlp(prefix + "experts." + e + ".", shape.hidden());
             gateUp[e] = expert.gateUpProj();
             down[e] = expert.downProj();
         }
-        Mlp shared = c.nSharedExperts() > 0 ? Mlp.load(w, prefix + "shared_experts.", shape.hidden()) : null;
+        Mlp shared = c.nSharedExperts() > 0 ? w.mlp(prefix + "shared_experts.", shape.hidden()) : null;
         experts = new MoeExperts(shape, gateUp, down, shared);
     }
 

@@ -1,4 +1,4 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.generation;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -6,18 +6,19 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.diagnostics.GpuConformance;
-import dev.scorch.engine.generation.Completion;
-import dev.scorch.engine.generation.DecodingModel;
-import dev.scorch.engine.generation.GenerationRequest;
-import dev.scorch.engine.generation.Generator;
 import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.model.DeepseekV3Model;
+import dev.scorch.engine.model.GpuKvCache;
+import dev.scorch.engine.model.GpuModel;
+import dev.scorch.engine.model.KvCache;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.runtime.Workspace;
 import dev.scorch.engine.sampling.SamplingParams;
+import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.LogSoftmax;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;

@@ -1,9 +1,13 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.model;
 
 import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.device.DecodeRows;
+import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.LatentCache;
+import dev.scorch.engine.device.Mlp;
 import dev.scorch.engine.kernels.Rope;
-import dev.scorch.engine.model.ModelWeights;
-import dev.scorch.engine.model.WeightLayout;
 import dev.scorch.engine.runtime.PackedBatch;
 import java.util.function.Function;
 
@@ -11,7 +15,7 @@ import java.util.function.Function;
  * Decoder layers [first, end) of DeepseekV3ForCausalLM on one {@link Device}: the forward pass, written once for every
  * device (its blocks' parts in {@link MlaAttention}, {@link Mlp} and {@link Moe}). On a GPU the weights are
  * resident on the device (linears and the embedding table in the {@link GemmPrecision}'s dtype, the router gate always
- * in fp32 so expert choice matches the CPU's) and activations stay there between kernels; on a {@link dev.scorch.engine.device.cpu.CpuDevice} the
+ * in fp32 so expert choice matches the CPU's) and activations stay there between kernels; on a {@code CpuDevice} the
  * weights are the checkpoint's mapped tensors. YaRN cos/sin come from {@link Rope}. The first stage (from layer 0)
  * holds embed_tokens and starts from token ids; the last (to the last layer) holds model.norm and lm_head and hands on
  * final-normed hidden states. The CPU's {@code DeepseekV3Model} and a GPU's {@link GpuModel} are the one stage of all
@@ -73,7 +77,7 @@ public final class DecoderStage implements AutoCloseable {
                         weights.vector(p + "input_layernorm.weight"),
                         new MlaAttention(weights, config, p + "self_attn.", i - first), // cache layer i - first
                         weights.vector(p + "post_attention_layernorm.weight"),
-                        config.isMoeLayer(i) ? null : Mlp.load(weights, p + "mlp.", config.hiddenSize()),
+                        config.isMoeLayer(i) ? null : weights.mlp(p + "mlp.", config.hiddenSize()),
                         config.isMoeLayer(i) ? new Moe(weights, config, p + "mlp.") : null);
             }
             norm = head ? weights.vector("model.norm.weight") : null;
@@ -319,7 +323,7 @@ public final class DecoderStage implements AutoCloseable {
                 m = layer.moe().forward(pass, h, t, r);
                 moeIndex++;
             } else {
-                m = layer.mlp().forward(pass, h, t);
+                m = pass.mlp(layer.mlp(), h, t);
             }
             dev.add(x, m, (long) t * hidden);
             floats.release(floatMark);
@@ -457,11 +461,12 @@ public final class DecoderStage implements AutoCloseable {
     }
 
     /** A scratch mark: {@link #releaseScratch} gives back what was taken after it (a logits chunk once read). */
-    long[] markScratch() {
+    public long[] markScratch() {
         return new long[] {own.floats.mark(), own.ints.mark()};
     }
 
-    void releaseScratch(long[] mark) {
+    /** Gives back the scratch taken after mark ({@link #markScratch}). */
+    public void releaseScratch(long[] mark) {
         own.floats.release(mark[0]);
         own.ints.release(mark[1]);
     }
@@ -470,7 +475,7 @@ public final class DecoderStage implements AutoCloseable {
      * logits [rows, vocab] = lm_head(hidden rows[j]) and their log-softmax stats ({@link Device#logSoftmaxStats})
      * for the given rows of hidden [T, hidden], as device scratch of the current forward.
      */
-    Buf[] logits(Buf hidden, int[] rowIds, int[] targets) {
+    public Buf[] logits(Buf hidden, int[] rowIds, int[] targets) {
         if (lmHead == null) {
             throw new IllegalStateException("only the last stage holds lm_head");
         }
@@ -491,7 +496,7 @@ public final class DecoderStage implements AutoCloseable {
     }
 
     /** The next-token logits [sequences, vocab] of each sequence's last token, from the last stage's output hidden. */
-    float[] lastTokenLogits(PackedBatch batch, Buf hidden) {
+    public float[] lastTokenLogits(PackedBatch batch, Buf hidden) {
         int n = batch.numSequences();
         int[] last = new int[n];
         int[] none = new int[n];

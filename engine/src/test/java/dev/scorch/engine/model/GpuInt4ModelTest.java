@@ -1,16 +1,16 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.model;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.scorch.engine.backend.GpuMemoryBudget;
+import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.diagnostics.GpuConformance;
 import dev.scorch.engine.kernels.CpuOps;
-import dev.scorch.engine.model.DeepseekV3Model;
-import dev.scorch.engine.model.ModelWeights;
-import dev.scorch.engine.model.WeightLayout;
+import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;
 import dev.scorch.engine.scoring.SequenceScore;

@@ -1,10 +1,11 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.scoring;
 
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.model.DecoderStage;
+import dev.scorch.engine.model.GpuModel;
+import dev.scorch.engine.model.GpuPipeline;
+import dev.scorch.engine.model.GpuStages;
 import dev.scorch.engine.runtime.PackedBatch;
-import dev.scorch.engine.scoring.BatchScorer;
-import dev.scorch.engine.scoring.BatchScores;
-import dev.scorch.engine.scoring.ScoreRequest;
-import dev.scorch.engine.scoring.SequenceScore;
 import java.util.ArrayList;
 import java.util.List;
 

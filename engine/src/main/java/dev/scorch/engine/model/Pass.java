@@ -1,5 +1,13 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.model;
 
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.device.DecodeRows;
+import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.KeyTiles;
+import dev.scorch.engine.device.Mlp;
+import dev.scorch.engine.device.PassRules;
+import dev.scorch.engine.device.Rotary;
 import dev.scorch.engine.kernels.Rope;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.runtime.Workspace;
@@ -96,6 +104,13 @@ public final class Pass implements AutoCloseable {
     /** y[m, n] = x[m, k] · wᵀ, each row by the pass's row rule. */
     void gemm(Buf x, int m, int k, Buf w, int n, Buf y) {
         dev.gemm(x, m, k, w, n, y, rules.precision(), rules.rows());
+    }
+
+    /** SwiGLU MLP: down_proj(silu(gate_proj(x)) * up_proj(x)), x [rows, hidden] → [rows, hidden]. */
+    Buf mlp(Mlp m, Buf x, int rows) {
+        Buf out = floats.take((long) rows * m.hidden());
+        dev.mlp(m, x, rows, out, rules);
+        return out;
     }
 
     /** Sets the pass's GEMM precision and decode rows (with its scratch) as its {@link #rules}. */

@@ -1,7 +1,10 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.model;
 
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.Mlp;
 import dev.scorch.engine.kernels.Linear;
-import dev.scorch.engine.model.ModelWeights;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -43,6 +46,15 @@ final class DeviceWeights {
      */
     Buf fp32(String name) {
         return own(dev.denseWeight(GemmPrecision.FP32, w.linear(name)));
+    }
+
+    /** A SwiGLU MLP's weights: prefix + gate_proj, up_proj (stacked) and down_proj. */
+    Mlp mlp(String prefix, int hidden) {
+        return new Mlp(
+                stacked(prefix + "gate_proj.weight", prefix + "up_proj.weight"),
+                linear(prefix + "down_proj.weight"),
+                hidden,
+                rows(prefix + "gate_proj.weight"));
     }
 
     /** A norm weight or bias, fp32. */

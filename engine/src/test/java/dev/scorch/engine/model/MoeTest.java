@@ -1,4 +1,4 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.model;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -6,10 +6,13 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.device.DecodeRows;
+import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.MoeShape;
 import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.diagnostics.ProfilingDevice;
-import dev.scorch.engine.model.ModelWeights;
-import dev.scorch.engine.model.WeightLayout;
 import dev.scorch.engine.testing.DemoModels;
 import dev.scorch.engine.testing.TestModels;
 import java.nio.file.Path;
@@ -117,7 +120,7 @@ class MoeTest {
             used++;
             Buf xe = dev.alloc(Buf.Kind.F32, (long) n * hidden);
             dev.gatherRows(x, dev.upload(java.util.Arrays.copyOf(rows, n)), n, hidden, xe);
-            Buf ye = Mlp.load(w, prefix + "experts." + e + ".", hidden).forward(pass, xe, n);
+            Buf ye = pass.mlp(w.mlp(prefix + "experts." + e + ".", hidden), xe, n);
             for (int j = 0; j < n; j++) {
                 out[pairOf[j]] = new float[hidden];
                 dev.read(ye.slice((long) j * hidden, hidden), out[pairOf[j]], 0, hidden);
@@ -126,7 +129,7 @@ class MoeTest {
         assertTrue(used > 1, "the input reaches more than one expert");
         float[] shared = new float[T * hidden];
         if (c.nSharedExperts() > 0) {
-            dev.read(Mlp.load(w, prefix + "shared_experts.", hidden).forward(pass, x, T), shared, 0, shared.length);
+            dev.read(pass.mlp(w.mlp(prefix + "shared_experts.", hidden), x, T), shared, 0, shared.length);
         }
         float[] want = new float[T * hidden];
         for (int t = 0; t < T; t++) {

@@ -1,9 +1,10 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.model;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.scorch.engine.device.Buf;
 import dev.scorch.engine.device.cpu.CpuDevice;
 import dev.scorch.engine.device.host.HostDevice;
 import org.junit.jupiter.api.Test;

@@ -1,15 +1,16 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.model;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.PackedFp8;
 import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.diagnostics.GpuConformance;
 import dev.scorch.engine.kernels.CpuOps;
-import dev.scorch.engine.model.DeepseekV3Model;
-import dev.scorch.engine.model.ModelWeights;
+import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;

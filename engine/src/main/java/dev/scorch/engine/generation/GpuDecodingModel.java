@@ -1,7 +1,12 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.generation;
 
 import dev.scorch.engine.config.ModelConfig;
-import dev.scorch.engine.generation.DecodingModel;
+import dev.scorch.engine.device.DeviceGraph;
+import dev.scorch.engine.model.DecoderStage;
+import dev.scorch.engine.model.GpuKvCache;
+import dev.scorch.engine.model.GpuModel;
+import dev.scorch.engine.model.GpuPipeline;
+import dev.scorch.engine.model.GpuStages;
 import dev.scorch.engine.runtime.PackedBatch;
 import java.util.ArrayList;
 import java.util.List;
@@ -11,20 +16,20 @@ import java.util.List;
  * (one per stage per sequence), a pipeline's sequences in micro-batches that flow through its stages at once.
  */
 public final class GpuDecodingModel implements DecodingModel {
-    /** Decode steps as device graphs ({@link DecodeGraphs}): -Dscorch.cuda.graphs=true. */
-    public static final String GRAPHS = "scorch.cuda.graphs";
-
     private final GpuStages model;
     private final boolean graphs;
 
-    /** Decoding on a {@link GpuModel}, a {@link GpuPipeline} or another chain of stages; graphs as {@link #GRAPHS}. */
+    /**
+     * Decoding on a {@link GpuModel}, a {@link GpuPipeline} or another chain of stages; graphs as {@link
+     * DeviceGraph#GRAPHS}.
+     */
     public GpuDecodingModel(GpuStages model) {
-        this(model, Boolean.getBoolean(GRAPHS));
+        this(model, Boolean.getBoolean(DeviceGraph.GRAPHS));
     }
 
     /**
-     * graphs: decode steps of a model on one device (one stage) as device graphs, one per batch size, when every
-     * sequence of the step has cached tokens; the same bits as without.
+     * graphs: decode steps of a model on one device (one stage) as device graphs ({@link DecoderStage#decodeGraphed}),
+     * one per batch size, when every sequence of the step has cached tokens; the same bits as without.
      */
     public GpuDecodingModel(GpuStages model, boolean graphs) {
         this.model = model;

@@ -1,8 +1,10 @@
-package dev.scorch.engine.device;
+package dev.scorch.engine.model;
 
 import dev.scorch.engine.backend.GpuPlan;
 import dev.scorch.engine.config.ModelConfig;
-import dev.scorch.engine.model.ModelWeights;
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.GemmPrecision;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -22,7 +24,7 @@ import java.util.concurrent.atomic.AtomicReference;
  * k + 1's device ({@link Link}: device to device where {@link Device#copyTo} can, else through the host; fp32 either
  * way, so exact) and takes micro-batch i + 1 while stage k + 1 runs i. Every stage runs the same kernels in the same
  * order on a micro-batch as a {@link GpuModel} does, so results are a one-device run's bits wherever the device's
- * kernels give each sequence the same bits whatever else is in its batch (as {@link dev.scorch.engine.device.host.HostDevice}'s do).
+ * kernels give each sequence the same bits whatever else is in its batch (as {@code HostDevice}'s do).
  *
  * <p>One call runs at a time (the stages' scratch arenas serve one micro-batch each); a failure in any stage stops
  * every stage at its next hand-off and fails the call with that stage's exception as the cause.
