@@ -1,5 +1,6 @@
 package dev.scorch.engine.model;
 
+import dev.scorch.engine.checkpoint.WeightLayout;
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.device.Buf;
 import dev.scorch.engine.device.DecodeRows;

@@ -3,8 +3,8 @@ package dev.scorch.engine.model;
 import dev.scorch.engine.device.Buf;
 import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.LatentCache;
+import dev.scorch.engine.kernels.LogSoftmax;
 import dev.scorch.engine.runtime.PackedBatch;
-import dev.scorch.engine.scoring.LogSoftmax;
 
 /**
  * One sequence's MLA cache on the device: per layer and position the normed latent and the rotated k_pe,

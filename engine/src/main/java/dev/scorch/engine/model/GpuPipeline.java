@@ -1,6 +1,5 @@
 package dev.scorch.engine.model;
 
-import dev.scorch.engine.backend.GpuPlan;
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.device.Buf;
 import dev.scorch.engine.device.Device;
@@ -60,20 +59,6 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
     }
 
     /**
-     * Uploads the model over devs, layers placed by the memory budget ({@link #planSplit}) as if every device had the
-     * smallest one's memory, for micro-batches of up to MICRO_BATCH_TOKENS tokens; the pipeline owns the devices and
-     * closes them.
-     */
-    public static GpuPipeline load(ModelWeights w, List<Device> devs, GemmPrecision precision) {
-        long smallest = Long.MAX_VALUE;
-        for (Device d : devs) {
-            smallest = Math.min(smallest, d.totalBytes());
-        }
-        GpuPlan.Settings s = new GpuPlan.Settings(smallest, devs.size(), 0, 0, MICRO_BATCH_TOKENS);
-        return load(w, devs, precision, planSplit(w.config(), precision, s));
-    }
-
-    /**
      * Uploads the model over devs, stage k holding layers[k] consecutive layers (their sum is num_hidden_layers; a
      * stage may hold none: the embedding or lm_head alone). The pipeline owns the devices and closes them; when loading
      * fails they stay the caller's.
@@ -123,26 +108,6 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
             throw new IllegalArgumentException("a pipeline needs a stage");
         }
         return new GpuPipeline(stages, devs);
-    }
-
-    /**
-     * Layers per device for one node of settings' GPUs ({@link GpuPlan.Settings#gpusPerNode} of them), as {@link GpuPlan}
-     * places them: weights as the checkpoint stores them, the margins and a micro-batch's scratch on every GPU, the rest
-     * KV cache; the split that leaves the most KV tokens, then the fewest layers on the busiest GPU. GPUs the plan leaves
-     * empty get no layers. Throws when one node's GPUs do not hold the model.
-     */
-    public static int[] planSplit(ModelConfig c, GemmPrecision precision, GpuPlan.Settings settings) {
-        GpuPlan plan = GpuPlan.of(c, precision, settings);
-        if (plan.nodes() > 1) {
-            throw new IllegalArgumentException(String.format(
-                    "the model needs %d devices of %.1f GB; %d given",
-                    plan.gpusNeeded(), settings.gpuBytes() / 1e9, settings.gpusPerNode()));
-        }
-        int[] layers = new int[settings.gpusPerNode()];
-        for (GpuPlan.Stage s : plan.stages()) {
-            layers[s.gpu()] = s.layers();
-        }
-        return layers;
     }
 
     @Override

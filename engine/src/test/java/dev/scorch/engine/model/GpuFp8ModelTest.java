@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.scorch.engine.backend.GpuMemoryBudget;
+import dev.scorch.engine.checkpoint.WeightLayout;
 import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.device.host.HostDevice;

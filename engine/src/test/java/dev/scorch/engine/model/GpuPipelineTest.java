@@ -96,17 +96,17 @@ class GpuPipelineTest {
         ModelConfig v3 = ModelConfig.read(Path.of("..", "conf", "examples", "deepseek-v3", "config.json"));
         assertArrayEquals(
                 new int[] {8, 8, 8, 8, 8, 8, 8, 5},
-                GpuPipeline.planSplit(v3, P, new GpuPlan.Settings(141_000_000_000L, 8, 0.05, 1_000_000_000L, 4096)));
+                GpuPlan.planSplit(v3, P, new GpuPlan.Settings(141_000_000_000L, 8, 0.05, 1_000_000_000L, 4096)));
         IllegalArgumentException e = assertThrows(
                 IllegalArgumentException.class,
-                () -> GpuPipeline.planSplit(
-                        v3, P, new GpuPlan.Settings(80_000_000_000L, 8, 0.05, 1_000_000_000L, 4096)));
+                () -> GpuPlan.planSplit(v3, P, new GpuPlan.Settings(80_000_000_000L, 8, 0.05, 1_000_000_000L, 4096)));
         assertEquals("the model needs 12 devices of 80.0 GB; 8 given", e.getMessage());
 
         ModelWeights w = ModelWeights.open(TestModels.conformanceModel());
         List<int[]> prompts = goldenPrompts();
+        List<Device> devs = devices(2);
         try (GpuModel one = GpuModel.load(w, new HostDevice(), P);
-                GpuPipeline two = GpuPipeline.load(w, devices(2), P)) {
+                GpuPipeline two = GpuPipeline.load(w, devs, P, GpuPlan.planSplit(w.config(), P, devs))) {
             assertEquals(3, Arrays.stream(two.split()).sum());
             assertEquals(2, two.stages().size());
             assertScores(

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.scorch.engine.checkpoint.WeightLayout;
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.device.Buf;
 import dev.scorch.engine.device.DecodeRows;

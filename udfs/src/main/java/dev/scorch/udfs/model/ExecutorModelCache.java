@@ -158,7 +158,7 @@ public final class ExecutorModelCache {
                                 w,
                                 devs,
                                 precision,
-                                GpuPipeline.planSplit(w.config(), precision, pipelineSettings(devs, sparkConf())));
+                                GpuPlan.planSplit(w.config(), precision, pipelineSettings(devs, sparkConf())));
                 GPU_LOADS.incrementAndGet();
                 return new GpuScorer(stages);
             } catch (RuntimeException | Error e) {
@@ -205,7 +205,7 @@ public final class ExecutorModelCache {
     static final String RAPIDS_PLUGIN = "com.nvidia.spark.SQLPlugin";
 
     /**
-     * How a pipeline over devs places its layers: {@link GpuPipeline#planSplit} with what {@code bin/scorch gpu-budget
+     * How a pipeline over devs places its layers: {@link GpuPlan#planSplit} with what {@code bin/scorch gpu-budget
      * --plan} counts, so the split that runs is the plan's for the same settings. Every GPU at the smallest device's
      * total memory, one node of devs.size() GPUs, micro-batches of {@link GpuPipeline#MICRO_BATCH_TOKENS}; with the
      * RAPIDS plugin in spark.plugins, its pool on the first GPU (spark.rapids.memory.gpu.allocFraction of it) and

@@ -12,7 +12,7 @@ import dev.scorch.engine.device.PackedFp8;
 import dev.scorch.engine.device.PackedInt4;
 import dev.scorch.engine.device.Rotary;
 import dev.scorch.engine.kernels.Linear;
-import dev.scorch.engine.scoring.LogSoftmax;
+import dev.scorch.engine.kernels.LogSoftmax;
 
 /**
  * {@link Device} in plain Java loops over heap arrays: the twin of the CUDA kernels, one loop nest per kernel,

@@ -1,4 +1,4 @@
-package dev.scorch.engine.model;
+package dev.scorch.engine.checkpoint;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 

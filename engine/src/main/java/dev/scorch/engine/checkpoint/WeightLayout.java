@@ -1,4 +1,4 @@
-package dev.scorch.engine.model;
+package dev.scorch.engine.checkpoint;
 
 import dev.scorch.engine.config.ModelConfig;
 import java.util.ArrayList;

@@ -1,4 +1,4 @@
-package dev.scorch.engine.scoring;
+package dev.scorch.engine.kernels;
 
 /** Log-softmax pieces over one row of fp32 logits, reduced in double in a fixed order. */
 public final class LogSoftmax {
