@@ -1,7 +1,7 @@
 // Scorch's own CUDA kernels: everything of the DeepSeek-V3 forward pass that is not a GEMM (cuBLAS does those).
 // Built by engine/src/main/cuda/build.sh with nvcc for sm_90 (+ compute_90 PTX) into a fatbin the jar carries;
 // dev.scorch.engine.device.cuda.CudaDevice loads it and launches these by name. Each kernel has a plain Java twin
-// in dev.scorch.engine.device.HostDevice, which the tests compare with the CPU model.
+// in dev.scorch.engine.device.host.HostDevice, which the tests compare with the CPU model.
 //
 // Layouts are row-major and named as in the model code: [T, hidden], [T, heads, q_head_dim], ...
 // Every reduction is in fp32 (log-sum-exp in fp64), softmax in fp32.
@@ -392,7 +392,7 @@ extern "C" __global__ void moe_combine(const float* ye, const int* slot, const f
   }
 }
 
-// noaux_tc router, one thread per token, line by line dev.scorch.engine.model.NoauxTcRouter (the one router every
+// noaux_tc router, one thread per token, line by line dev.scorch.engine.device.host.NoauxTcRouter (the one router every
 // backend runs): sigmoid scores in double rounded to float; choice = score + bias; keep the topk_group groups with the
 // largest top-2 sum (-inf to start); top_k experts by choice (lowest index wins ties); weights are the chosen scores,
 // normalised when norm_topk_prob, times routed_scaling_factor. experts/weights [T, top_k] in ascending expert id.

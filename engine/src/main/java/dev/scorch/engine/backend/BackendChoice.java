@@ -1,7 +1,7 @@
 package dev.scorch.engine.backend;
 
-import dev.scorch.engine.device.CpuDevice;
 import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.cpu.CpuDevice;
 import dev.scorch.engine.device.cuda.Cuda;
 import dev.scorch.engine.device.cuda.CudaDevice;
 import dev.scorch.engine.kernels.CpuOps;

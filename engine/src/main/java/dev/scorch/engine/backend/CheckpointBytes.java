@@ -1,8 +1,8 @@
 package dev.scorch.engine.backend;
 
+import dev.scorch.engine.checkpoint.WeightLayout;
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.config.QuantizationConfig;
-import dev.scorch.engine.model.WeightLayout;
 
 /**
  * The bytes of a checkpoint's tensors in the precision the checkpoint stores them, from config.json alone: what a

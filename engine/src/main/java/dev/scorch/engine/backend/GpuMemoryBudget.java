@@ -1,11 +1,11 @@
 package dev.scorch.engine.backend;
 
+import dev.scorch.engine.checkpoint.WeightLayout;
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.config.QuantizationConfig;
 import dev.scorch.engine.device.DequantPlan;
 import dev.scorch.engine.device.GemmPrecision;
-import dev.scorch.engine.device.KvCache;
-import dev.scorch.engine.model.WeightLayout;
+import dev.scorch.engine.model.KvCache;
 import java.util.HashMap;
 import java.util.Locale;
 import java.util.Map;

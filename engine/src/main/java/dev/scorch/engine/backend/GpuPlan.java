@@ -1,8 +1,11 @@
 package dev.scorch.engine.backend;
 
 import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.GemmPrecision;
-import dev.scorch.engine.device.KvCache;
+import dev.scorch.engine.model.GpuPipeline;
+import dev.scorch.engine.model.KvCache;
+import dev.scorch.engine.model.ModelWeights;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -92,6 +95,40 @@ public record GpuPlan(
         public int layers() {
             return endLayer - firstLayer;
         }
+    }
+
+    /**
+     * Layers per device for one node of settings' GPUs ({@link GpuPlan.Settings#gpusPerNode} of them), as {@link GpuPlan}
+     * places them: weights as the checkpoint stores them, the margins and a micro-batch's scratch on every GPU, the rest
+     * KV cache; the split that leaves the most KV tokens, then the fewest layers on the busiest GPU. GPUs the plan leaves
+     * empty get no layers. Throws when one node's GPUs do not hold the model.
+     */
+    public static int[] planSplit(ModelConfig c, GemmPrecision precision, GpuPlan.Settings settings) {
+        GpuPlan plan = GpuPlan.of(c, precision, settings);
+        if (plan.nodes() > 1) {
+            throw new IllegalArgumentException(String.format(
+                    "the model needs %d devices of %.1f GB; %d given",
+                    plan.gpusNeeded(), settings.gpuBytes() / 1e9, settings.gpusPerNode()));
+        }
+        int[] layers = new int[settings.gpusPerNode()];
+        for (GpuPlan.Stage s : plan.stages()) {
+            layers[s.gpu()] = s.layers();
+        }
+        return layers;
+    }
+
+    /**
+     * Layers per device of devs, for {@link GpuPipeline#load(ModelWeights, List, GemmPrecision, int[])}: placed as
+     * {@link #planSplit(ModelConfig, GemmPrecision, Settings)} places them as if every device had the smallest one's
+     * memory, for micro-batches of up to {@link GpuPipeline#MICRO_BATCH_TOKENS} tokens.
+     */
+    public static int[] planSplit(ModelConfig c, GemmPrecision precision, List<Device> devs) {
+        long smallest = Long.MAX_VALUE;
+        for (Device d : devs) {
+            smallest = Math.min(smallest, d.totalBytes());
+        }
+        GpuPlan.Settings s = new GpuPlan.Settings(smallest, devs.size(), 0, 0, GpuPipeline.MICRO_BATCH_TOKENS);
+        return planSplit(c, precision, s);
     }
 
     /** The plan for c's checkpoint on settings' GPUs, the scratch counted at precision; throws when no GPU count holds it. */

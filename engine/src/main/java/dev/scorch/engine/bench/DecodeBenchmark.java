@@ -1,14 +1,14 @@
 package dev.scorch.engine.bench;
 
-import dev.scorch.engine.device.KvCache;
+import dev.scorch.engine.checkpoint.WeightLayout;
+import dev.scorch.engine.kernels.LogSoftmax;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
+import dev.scorch.engine.model.KvCache;
 import dev.scorch.engine.model.ModelWeights;
-import dev.scorch.engine.model.WeightLayout;
 import dev.scorch.engine.runtime.HeapAllocation;
 import dev.scorch.engine.runtime.ProcessMemory;
 import dev.scorch.engine.runtime.Workspace;
-import dev.scorch.engine.scoring.LogSoftmax;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;

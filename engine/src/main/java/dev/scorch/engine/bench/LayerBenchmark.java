@@ -1,14 +1,14 @@
 package dev.scorch.engine.bench;
 
 import dev.scorch.engine.config.ModelConfig;
-import dev.scorch.engine.device.GpuKvCache;
-import dev.scorch.engine.device.GpuModel;
-import dev.scorch.engine.device.GpuScorer;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
+import dev.scorch.engine.model.GpuKvCache;
+import dev.scorch.engine.model.GpuModel;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.runtime.Workspace;
 import dev.scorch.engine.scoring.BatchScores;
+import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;
 import java.util.ArrayList;

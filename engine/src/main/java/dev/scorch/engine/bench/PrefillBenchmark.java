@@ -1,9 +1,9 @@
 package dev.scorch.engine.bench;
 
+import dev.scorch.engine.checkpoint.WeightLayout;
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
-import dev.scorch.engine.model.WeightLayout;
 import dev.scorch.engine.runtime.HeapAllocation;
 import dev.scorch.engine.runtime.ProcessMemory;
 import dev.scorch.engine.scoring.BatchScores;

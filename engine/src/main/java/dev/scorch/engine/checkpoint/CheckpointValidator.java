@@ -2,7 +2,6 @@ package dev.scorch.engine.checkpoint;
 
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.config.QuantizationConfig;
-import dev.scorch.engine.model.WeightLayout;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashSet;

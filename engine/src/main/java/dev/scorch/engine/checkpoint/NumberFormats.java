@@ -28,6 +28,11 @@ public final class NumberFormats {
         return Float.intBitsToFloat((bits & 0xFFFF) << 16);
     }
 
+    /** f rounded to the nearest BF16 ({@link #floatToBf16}), as a float. */
+    public static float roundToBf16(float f) {
+        return bf16ToFloat(floatToBf16(f));
+    }
+
     /** Round to nearest even, as torch's float→bfloat16 does; NaN stays NaN. */
     public static short floatToBf16(float f) {
         int bits = Float.floatToRawIntBits(f);

@@ -2,7 +2,7 @@ package dev.scorch.engine.device;
 
 /**
  * A range of device memory: elements [offset, offset + length) of one allocation, of one element type. What
- * the allocation is belongs to the {@link Device} that made it (a Java array for {@link HostDevice}, a device
+ * the allocation is belongs to the {@link Device} that made it (a Java array for {@code HostDevice}, a device
  * address for CUDA); buffers are only passed back to that device.
  */
 public final class Buf {

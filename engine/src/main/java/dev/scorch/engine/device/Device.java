@@ -9,9 +9,9 @@ import java.lang.annotation.Target;
 import java.util.function.LongFunction;
 
 /**
- * The backend seam: memory and the kernels the decoder block ({@link DecoderStage}) runs, on one device.
- * {@link CpuDevice} runs them on the CPU kernels over the checkpoint's mapped weights; {@code cuda.CudaDevice} on an
- * NVIDIA GPU (cuBLAS for GEMMs, the kernels of src/main/cuda for the rest); {@link HostDevice} is the plain-loop twin
+ * The backend seam: memory and the kernels the decoder block ({@code DecoderStage}) runs, on one device.
+ * {@code CpuDevice} runs them on the CPU kernels over the checkpoint's mapped weights; {@code cuda.CudaDevice} on an
+ * NVIDIA GPU (cuBLAS for GEMMs, the kernels of src/main/cuda for the rest); {@code HostDevice} is the plain-loop twin
  * of the CUDA kernels, which the tests run the same block on. Shapes are row-major; calls run in order (one stream),
  * and reads back to the host wait for what came before.
  */
@@ -302,7 +302,7 @@ public interface Device extends AutoCloseable {
     /**
      * MLA attention, absorbed form (decode): the rows new tokens of one sequence over its latent cache, which already
      * holds them. q [rows, heads, qk_nope + qk_rope] (RoPE applied); cache [past + rows, kv_lora_rank + qk_rope], a
-     * token's normed latent c and rotated k_pe ({@link GpuKvCache}); kvBProj [heads * (qk_nope + v_head), kv_lora_rank],
+     * token's normed latent c and rotated k_pe (a {@link LatentCache}); kvBProj [heads * (qk_nope + v_head), kv_lora_rank],
      * F32 or BF16 ({@link #weight}), whose rows h · (qk_nope + v_head) + d are W_UK of head h for d &lt; qk_nope and
      * W_UV after them. Query i and head h, over cache rows j &lt;= past + i:
      * q_latent = W_UKᵀ q_nope; score_j = (q_latent · c_j + q_pe · k_pe_j) · scale; p = softmax(score) in fp32;
@@ -468,7 +468,7 @@ public interface Device extends AutoCloseable {
     }
 
     /**
-     * Whether scratch is best carved from large blocks ({@link Arena}); false for a device whose kernels take whole
+     * Whether scratch is best carved from large blocks ({@code Arena}); false for a device whose kernels take whole
      * heap arrays (the CPU's), which gets one array per slice instead.
      */
     default boolean slicesScratch() {

@@ -5,6 +5,12 @@ package dev.scorch.engine.device;
  * for a decode step's hundreds of kernels.
  */
 public interface DeviceGraph extends AutoCloseable {
+    /**
+     * The system property that turns device graphs on (-Dscorch.cuda.graphs=true): CUDA devices capture them, and
+     * decode steps of a one-device model run as them.
+     */
+    String GRAPHS = "scorch.cuda.graphs";
+
     /** Runs the recorded work, in order after what was queued before. */
     void launch();
 

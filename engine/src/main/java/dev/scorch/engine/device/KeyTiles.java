@@ -3,7 +3,7 @@ package dev.scorch.engine.device;
 /**
  * A pass's queries in the prefill form ({@link Device#mlaAttention}): query i of t attends keys keyStart[i] ..
  * keyStart[i] + keyLen[i] - 1, and numTiles tiles (first query, queries) say which queries are computed. Built once
- * per pass ({@link Pass#keys}); a pass of the same buffers reuses it.
+ * per pass ({@code Pass.keys}); a pass of the same buffers reuses it.
  *
  * @param t        queries: rows of q [t, heads, q_head_dim] and out [t, heads, v_head]
  * @param keyStart [t] I32
@@ -14,7 +14,7 @@ package dev.scorch.engine.device;
  */
 public record KeyTiles(int t, Buf keyStart, Buf keyLen, Buf tiles, int numTiles) {
     /** Whether k (may be null) holds these very buffers and counts. */
-    static boolean holds(KeyTiles k, int t, Buf keyStart, Buf keyLen, Buf tiles, int numTiles) {
+    public static boolean holds(KeyTiles k, int t, Buf keyStart, Buf keyLen, Buf tiles, int numTiles) {
         return k != null
                 && k.t == t
                 && k.keyStart == keyStart

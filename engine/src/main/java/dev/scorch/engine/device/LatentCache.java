@@ -2,8 +2,8 @@ package dev.scorch.engine.device;
 
 /**
  * The MLA latent KV cache of one sequence as the block writes and reads it: per layer [capacity, kv_lora_rank +
- * qk_rope_head_dim], a token's normed latent then its rotated k_pe, on the device the block runs on ({@link GpuKvCache}
- * on a GPU, {@link KvCache} on the CPU device).
+ * qk_rope_head_dim], a token's normed latent then its rotated k_pe, on the device the block runs on ({@code GpuKvCache}
+ * on a GPU, {@code KvCache} on the CPU device).
  */
 public interface LatentCache {
     /** Layers held. */

@@ -5,7 +5,7 @@ import dev.scorch.engine.kernels.Rope;
 
 /**
  * The shape of multi-head latent attention, as config.json names it: the same in every layer, built once per layer
- * ({@link MlaAttention}) and passed to the attention kernels whole.
+ * ({@code MlaAttention}) and passed to the attention kernels whole.
  *
  * @param heads      num_attention_heads
  * @param qLoraRank  q_lora_rank; 0 where it is null (q_proj in place of q_a_proj and q_b_proj)

@@ -1,7 +1,7 @@
 package dev.scorch.engine.device;
 
 /**
- * A MoE layer's experts on a device, built once per layer ({@link Moe}) and passed to {@link Device#moeExperts} whole.
+ * A MoE layer's experts on a device, built once per layer ({@code Moe}) and passed to {@link Device#moeExperts} whole.
  * The arrays are the same, unchanged, on every call (a device may keep a table of them, {@link Device#gemmExperts}).
  *
  * @param shape  the MoE's shape

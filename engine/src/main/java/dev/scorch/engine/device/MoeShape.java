@@ -4,7 +4,7 @@ import dev.scorch.engine.config.ModelConfig;
 
 /**
  * The shape of DeepseekV3MoE and the settings of its noaux_tc router, as config.json names them: the same in every MoE
- * layer, built once per layer ({@link Moe}) and passed to the MoE kernels whole.
+ * layer, built once per layer ({@code Moe}) and passed to the MoE kernels whole.
  *
  * @param hidden              hidden_size
  * @param moeInter            moe_intermediate_size: a routed expert's

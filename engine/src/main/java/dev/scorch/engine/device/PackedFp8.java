@@ -1,5 +1,6 @@
 package dev.scorch.engine.device;
 
+import dev.scorch.engine.checkpoint.NumberFormats;
 import dev.scorch.engine.kernels.Linear;
 import java.util.Arrays;
 
@@ -79,7 +80,7 @@ public record PackedFp8(Buf codes, Buf scales, Buf scaleRows, int rows, int cols
      * BF16 parts that hold code · s exactly for every E4M3 code and every scale s (normal fp32 products): 1 when each
      * scale has at most 4 significant bits, 2 up to 12, else 3.
      */
-    static int weightParts(float[] scales) {
+    public static int weightParts(float[] scales) {
         int parts = 1;
         for (float s : scales) {
             int bits = Float.floatToRawIntBits(s);
@@ -94,15 +95,15 @@ public record PackedFp8(Buf codes, Buf scales, Buf scaleRows, int rows, int cols
     }
 
     /** Part a of w's split: bf16 of what parts 0 .. a − 1 left; 0 once a part is not finite (no NaN from inf − inf). */
-    static float part(float w, int a) {
+    public static float part(float w, int a) {
         float rest = w;
-        float p = HostDevice.bf16(rest);
+        float p = NumberFormats.roundToBf16(rest);
         for (int i = 0; i < a; i++) {
             if (!Float.isFinite(p)) {
                 return 0f;
             }
             rest -= p;
-            p = HostDevice.bf16(rest);
+            p = NumberFormats.roundToBf16(rest);
         }
         return p;
     }

@@ -1,5 +1,6 @@
 package dev.scorch.engine.device;
 
+import dev.scorch.engine.checkpoint.NumberFormats;
 import dev.scorch.engine.kernels.Linear;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -94,7 +95,7 @@ public record PackedInt4(Buf packed, Buf scales, int rows, int cols, int groupSi
     }
 
     /** Whether every scale has at most 13 significant bits (the low 11 of its 23 fraction bits zero). */
-    static boolean allSplitExact(float[] scales) {
+    public static boolean allSplitExact(float[] scales) {
         for (float s : scales) {
             if ((Float.floatToRawIntBits(s) & 0x7FF) != 0) {
                 return false;
@@ -104,8 +105,8 @@ public record PackedInt4(Buf packed, Buf scales, int rows, int cols, int groupSi
     }
 
     /** The low BF16 part of a weight whose high part is hi: bf16(w − hi), 0 where hi is not finite (no NaN from inf − inf). */
-    static float lo(float w, float hi) {
-        return Float.isFinite(hi) ? HostDevice.bf16(w - hi) : 0f;
+    public static float lo(float w, float hi) {
+        return Float.isFinite(hi) ? NumberFormats.roundToBf16(w - hi) : 0f;
     }
 
     /** Whether stacked are all INT4 with one group size and one in_features: what {@link #upload} keeps packed. */

@@ -4,7 +4,7 @@ import java.util.function.LongFunction;
 
 /**
  * How a pass runs the seam's composite calls ({@link Device#mlp}, {@link Device#mlaPrefill}, {@link Device#moeExperts}):
- * each row's GEMM rule and the scratch their intermediates come from. Built once per pass ({@link Pass#rules}); a pass
+ * each row's GEMM rule and the scratch their intermediates come from. Built once per pass ({@code Pass.rules}); a pass
  * of the same rule reuses it.
  *
  * @param precision the GEMMs' precision

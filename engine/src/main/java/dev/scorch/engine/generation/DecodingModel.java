@@ -1,9 +1,9 @@
 package dev.scorch.engine.generation;
 
 import dev.scorch.engine.config.ModelConfig;
-import dev.scorch.engine.device.KvCache;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
+import dev.scorch.engine.model.KvCache;
 import java.util.List;
 
 /**

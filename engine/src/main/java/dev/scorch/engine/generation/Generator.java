@@ -1,9 +1,9 @@
 package dev.scorch.engine.generation;
 
+import dev.scorch.engine.kernels.LogSoftmax;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.sampling.Sampler;
-import dev.scorch.engine.scoring.LogSoftmax;
 import dev.scorch.engine.tokenizer.IncrementalDecoder;
 import dev.scorch.engine.tokenizer.Tokenizer;
 import java.util.ArrayDeque;

@@ -1,6 +1,5 @@
 package dev.scorch.engine.kernels;
 
-import dev.scorch.engine.scoring.LogSoftmax;
 import jdk.incubator.vector.DoubleVector;
 import jdk.incubator.vector.FloatVector;
 import jdk.incubator.vector.IntVector;

@@ -23,8 +23,7 @@ final class NativeVecMath {
         }
         double[] out = OUT.get();
         if (logSumExp0(x, off, n, out) == 0) {
-            return dev.scorch.engine.scoring.LogSoftmax.logSumExp(
-                    x, off, n); // a NaN or infinite max: VecMath's fallback too
+            return LogSoftmax.logSumExp(x, off, n); // a NaN or infinite max: VecMath's fallback too
         }
         return out[0] + Math.log(out[1]);
     }

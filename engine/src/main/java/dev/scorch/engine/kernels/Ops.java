@@ -1,9 +1,7 @@
 package dev.scorch.engine.kernels;
 
-import dev.scorch.engine.scoring.LogSoftmax;
-
 /**
- * The CPU's kernels, under {@link dev.scorch.engine.device.CpuDevice}: the heavy operations a CPU pass calls.
+ * The CPU's kernels, under {@link dev.scorch.engine.device.cpu.CpuDevice}: the heavy operations a CPU pass calls.
  * {@link CpuOps} is the fast path, {@link ReferenceOps} the plain loops it is tested against. (The seam every device
  * implements, CUDA's included, is {@link dev.scorch.engine.device.Device}.)
  */

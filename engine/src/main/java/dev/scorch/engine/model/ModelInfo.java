@@ -4,6 +4,7 @@ import dev.scorch.engine.checkpoint.Checkpoint;
 import dev.scorch.engine.checkpoint.CheckpointValidator;
 import dev.scorch.engine.checkpoint.TensorInfo;
 import dev.scorch.engine.checkpoint.ValidationReport;
+import dev.scorch.engine.checkpoint.WeightLayout;
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.config.QuantizationConfig;
 import dev.scorch.engine.tokenizer.Tokenizers;

@@ -4,6 +4,7 @@ import dev.scorch.engine.checkpoint.Checkpoint;
 import dev.scorch.engine.checkpoint.CheckpointException;
 import dev.scorch.engine.checkpoint.DType;
 import dev.scorch.engine.checkpoint.Tensor;
+import dev.scorch.engine.checkpoint.WeightLayout;
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.config.QuantizationConfig;
 import dev.scorch.engine.kernels.Linear;

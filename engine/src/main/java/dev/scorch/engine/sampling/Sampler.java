@@ -1,6 +1,6 @@
 package dev.scorch.engine.sampling;
 
-import dev.scorch.engine.scoring.LogSoftmax;
+import dev.scorch.engine.kernels.LogSoftmax;
 import java.util.Arrays;
 import java.util.SplittableRandom;
 

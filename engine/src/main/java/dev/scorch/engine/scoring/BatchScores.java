@@ -1,5 +1,6 @@
 package dev.scorch.engine.scoring;
 
+import dev.scorch.engine.kernels.LogSoftmax;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;

@@ -1,6 +1,6 @@
 package dev.scorch.engine.scoring;
 
-import dev.scorch.engine.device.KvCache;
+import dev.scorch.engine.model.KvCache;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;

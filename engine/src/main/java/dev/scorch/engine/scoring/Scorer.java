@@ -1,5 +1,6 @@
 package dev.scorch.engine.scoring;
 
+import dev.scorch.engine.kernels.LogSoftmax;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.runtime.PackedBatch;

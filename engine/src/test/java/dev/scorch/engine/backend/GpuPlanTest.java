@@ -4,9 +4,9 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.scorch.engine.checkpoint.WeightLayout;
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.device.GemmPrecision;
-import dev.scorch.engine.model.WeightLayout;
 import java.nio.file.Path;
 import java.util.List;
 import org.junit.jupiter.api.Test;

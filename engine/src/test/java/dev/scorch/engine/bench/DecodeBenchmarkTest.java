@@ -2,9 +2,9 @@ package dev.scorch.engine.bench;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import dev.scorch.engine.checkpoint.WeightLayout;
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.model.ModelWeights;
-import dev.scorch.engine.model.WeightLayout;
 import dev.scorch.engine.testing.DemoModels;
 import java.util.function.ToLongFunction;
 import org.junit.jupiter.api.Test;

@@ -250,8 +250,8 @@ class CheckpointValidatorTest {
         String e = r.errors().get(0);
         assertTrue(e.startsWith(cfg + ": num_hidden_layers 1000"), e);
         assertTrue(
-                e.contains(
-                        "declares " + dev.scorch.engine.model.WeightLayout.count(ModelConfig.read(cfg)) + " tensors"),
+                e.contains("declares " + dev.scorch.engine.checkpoint.WeightLayout.count(ModelConfig.read(cfg))
+                        + " tensors"),
                 e);
         assertTrue(e.contains("holds " + held), e);
         org.junit.jupiter.api.Assertions.assertTimeoutPreemptively(java.time.Duration.ofSeconds(30), () -> {

@@ -6,7 +6,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.scorch.engine.config.ModelConfig;
-import dev.scorch.engine.model.WeightLayout;
 import java.io.DataInputStream;
 import java.io.InputStream;
 import java.nio.ByteBuffer;

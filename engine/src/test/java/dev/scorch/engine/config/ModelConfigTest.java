@@ -9,7 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import dev.scorch.engine.model.WeightLayout;
+import dev.scorch.engine.checkpoint.WeightLayout;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;

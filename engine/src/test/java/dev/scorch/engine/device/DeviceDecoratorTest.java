@@ -7,6 +7,8 @@ import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.scorch.engine.device.host.HostDevice;
+import dev.scorch.engine.diagnostics.GraphTwin;
 import java.lang.reflect.Method;
 import java.util.ArrayList;
 import java.util.List;

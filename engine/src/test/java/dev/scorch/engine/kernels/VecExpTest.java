@@ -44,7 +44,7 @@ class VecExpTest {
             for (int i = 0; i < x.length; i++) {
                 x[i] = (float) (r.nextGaussian() * 4);
             }
-            double ref = dev.scorch.engine.scoring.LogSoftmax.logSumExp(x, 1, n);
+            double ref = dev.scorch.engine.kernels.LogSoftmax.logSumExp(x, 1, n);
             double fast = CpuOps.VecMath.logSumExp(x, 1, n);
             assertEquals(ref, fast, 3e-7, "n = " + n);
             // The same row at another offset (another place in a batch's logits) gives the same bits.

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 
 import dev.scorch.engine.bench.PrefillBenchmark;
 import dev.scorch.engine.kernels.CpuOps;
+import dev.scorch.engine.kernels.LogSoftmax;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.testing.DemoModels;
 import java.util.ArrayList;

@@ -2,7 +2,7 @@ package dev.scorch.jobs.generate;
 
 import static org.apache.spark.sql.functions.col;
 
-import dev.scorch.engine.device.KvCache;
+import dev.scorch.engine.model.KvCache;
 import dev.scorch.engine.runtime.ProcessMemory;
 import dev.scorch.jobs.PartitionedRun;
 import dev.scorch.jobs.ScorchCli;

@@ -6,10 +6,10 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.scorch.engine.device.CpuDevice;
-import dev.scorch.engine.device.GpuModel;
-import dev.scorch.engine.device.GpuScorer;
+import dev.scorch.engine.device.cpu.CpuDevice;
+import dev.scorch.engine.model.GpuModel;
 import dev.scorch.engine.model.ModelWeights;
+import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.SequenceScore;

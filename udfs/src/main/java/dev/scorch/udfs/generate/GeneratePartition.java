@@ -2,15 +2,15 @@ package dev.scorch.udfs.generate;
 
 import dev.scorch.engine.backend.BackendChoice;
 import dev.scorch.engine.device.Device;
-import dev.scorch.engine.device.GpuDecodingModel;
-import dev.scorch.engine.device.GpuScorer;
 import dev.scorch.engine.device.cuda.Cuda;
 import dev.scorch.engine.generation.Completion;
 import dev.scorch.engine.generation.DecodingModel;
 import dev.scorch.engine.generation.GenerationRequest;
 import dev.scorch.engine.generation.Generator;
+import dev.scorch.engine.generation.GpuDecodingModel;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.sampling.SamplingParams;
+import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.tokenizer.ChatTemplate;
 import dev.scorch.engine.tokenizer.Tokenizer;
 import dev.scorch.engine.tokenizer.TokenizerException;

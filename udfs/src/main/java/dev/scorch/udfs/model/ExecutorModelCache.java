@@ -4,14 +4,14 @@ import dev.scorch.engine.backend.BackendChoice;
 import dev.scorch.engine.backend.GpuPlan;
 import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.GemmPrecision;
-import dev.scorch.engine.device.GpuModel;
-import dev.scorch.engine.device.GpuPipeline;
-import dev.scorch.engine.device.GpuScorer;
-import dev.scorch.engine.device.GpuStages;
 import dev.scorch.engine.kernels.KernelSelection;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
+import dev.scorch.engine.model.GpuModel;
+import dev.scorch.engine.model.GpuPipeline;
+import dev.scorch.engine.model.GpuStages;
 import dev.scorch.engine.model.ModelWeights;
+import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.tokenizer.Tokenizers;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -156,7 +156,7 @@ public final class ExecutorModelCache {
                                 w,
                                 devs,
                                 precision,
-                                GpuPipeline.planSplit(w.config(), precision, pipelineSettings(devs, sparkConf())));
+                                GpuPlan.planSplit(w.config(), precision, pipelineSettings(devs, sparkConf())));
                 GPU_LOADS.incrementAndGet();
                 return new GpuScorer(stages);
             } catch (RuntimeException | Error e) {
@@ -203,7 +203,7 @@ public final class ExecutorModelCache {
     static final String RAPIDS_PLUGIN = "com.nvidia.spark.SQLPlugin";
 
     /**
-     * How a pipeline over devs places its layers: {@link GpuPipeline#planSplit} with what {@code bin/scorch gpu-budget
+     * How a pipeline over devs places its layers: {@link GpuPlan#planSplit} with what {@code bin/scorch gpu-budget
      * --plan} counts, so the split that runs is the plan's for the same settings. Every GPU at the smallest device's
      * total memory, one node of devs.size() GPUs, micro-batches of {@link GpuPipeline#MICRO_BATCH_TOKENS}; with the
      * RAPIDS plugin in spark.plugins, its pool on the first GPU (spark.rapids.memory.gpu.allocFraction of it) and

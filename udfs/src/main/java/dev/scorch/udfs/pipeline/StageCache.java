@@ -1,15 +1,15 @@
 package dev.scorch.udfs.pipeline;
 
 import dev.scorch.engine.backend.BackendChoice;
-import dev.scorch.engine.device.DecoderStage;
 import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.GemmPrecision;
-import dev.scorch.engine.device.GpuPipeline;
-import dev.scorch.engine.device.GpuScorer;
-import dev.scorch.engine.device.GpuStages;
+import dev.scorch.engine.model.DecoderStage;
+import dev.scorch.engine.model.GpuPipeline;
+import dev.scorch.engine.model.GpuStages;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.scoring.BatchScores;
+import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.udfs.model.LoadedModel;
 import dev.scorch.udfs.model.ModelSource;

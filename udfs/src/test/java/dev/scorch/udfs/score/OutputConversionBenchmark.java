@@ -1,7 +1,7 @@
 package dev.scorch.udfs.score;
 
+import dev.scorch.engine.kernels.LogSoftmax;
 import dev.scorch.engine.scoring.BatchScores;
-import dev.scorch.engine.scoring.LogSoftmax;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.SequenceScore;

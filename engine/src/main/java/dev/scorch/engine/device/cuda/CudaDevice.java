@@ -45,7 +45,6 @@ import dev.scorch.engine.device.DequantPlan;
 import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.DeviceGraph;
 import dev.scorch.engine.device.GemmPrecision;
-import dev.scorch.engine.device.GpuDecodingModel;
 import dev.scorch.engine.device.KeyTiles;
 import dev.scorch.engine.device.MlaShape;
 import dev.scorch.engine.device.MoeShape;
@@ -87,7 +86,7 @@ public final class CudaDevice implements Device {
      * {@link #copyTo} another CUDA device by cudaMemcpyPeerAsync (-Dscorch.cuda.peer-copy=true; else through the host,
      * until the device check has passed it).
      */
-    static final boolean PEER_COPY = Boolean.getBoolean("scorch.cuda.peer-copy");
+    public static final boolean PEER_COPY = Boolean.getBoolean("scorch.cuda.peer-copy");
 
     private static final int ATTN_THREADS = 128; // as scorch_kernels.cu's ATTN_THREADS, ATTN_MAX_QK, ATTN_MAX_V
     private static final int ATTN_MAX_QK = 192;
@@ -106,9 +105,9 @@ public final class CudaDevice implements Device {
     private final cublasContext cublas = new cublasContext();
     /**
      * -Dscorch.cuda.graphs=true: the device's own stream and {@link #capture} as CUDA graphs (off, capture runs the step
-     * again at each launch), as decode steps use them ({@link GpuDecodingModel#GRAPHS}).
+     * again at each launch), as decode steps use them ({@link DeviceGraph#GRAPHS}).
      */
-    static final boolean GRAPHS = Boolean.getBoolean(GpuDecodingModel.GRAPHS);
+    public static final boolean GRAPHS = Boolean.getBoolean(DeviceGraph.GRAPHS);
 
     private final CUstream_st stream; // with GRAPHS; else null, the legacy default stream
     private boolean capturing; // a graph is being captured from the stream: host operations are refused
@@ -284,7 +283,7 @@ public final class CudaDevice implements Device {
      * with peer access enabled where cudaDeviceCanAccessPeer allows it (else the driver stages the copy); returns once
      * the copy is done, so peer's next work may read dst.
      */
-    void peerCopy(Buf src, CudaDevice peer, Buf dst, long n) {
+    public void peerCopy(Buf src, CudaDevice peer, Buf dst, long n) {
         src.need(Buf.Kind.F32, n, "peerCopy");
         dst.need(Buf.Kind.F32, n, "peerCopy");
         host("peerCopy");

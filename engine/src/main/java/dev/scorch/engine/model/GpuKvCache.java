@@ -1,0 +1,97 @@
+package dev.scorch.engine.model;
+
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.device.Device;
+import dev.scorch.engine.device.LatentCache;
+import dev.scorch.engine.kernels.LogSoftmax;
+import dev.scorch.engine.runtime.PackedBatch;
+
+/**
+ * One sequence's MLA cache on the device: per layer and position the normed latent and the rotated k_pe,
+ * [layers, capacity, kv_lora_rank + qk_rope_head_dim] (the same content as the CPU's {@code KvCache}).
+ */
+public final class GpuKvCache implements LatentCache, AutoCloseable {
+    private final Device dev;
+    private final Buf rows;
+    private final int layers;
+    private final int capacity;
+    private final int width; // kv_lora_rank + qk_rope_head_dim
+    private int length;
+
+    GpuKvCache(Device dev, int layers, int capacity, int width) {
+        this.dev = dev;
+        this.layers = layers;
+        this.capacity = capacity;
+        this.width = width;
+        this.rows = dev.alloc(Buf.Kind.F32, (long) layers * capacity * width);
+    }
+
+    /**
+     * A greedy decode step's batch: sequence b's argmax of logits [B, vocab] as its one token, at its cache's length.
+     */
+    public static PackedBatch greedyStep(float[] logits, int vocab, GpuKvCache[] caches) {
+        int batch = caches.length;
+        int[] next = new int[batch];
+        int[] pos = new int[batch];
+        int[] start = new int[batch];
+        int[] len = new int[batch];
+        for (int b = 0; b < batch; b++) {
+            next[b] = LogSoftmax.argmax(logits, b * vocab, vocab);
+            pos[b] = caches[b].length();
+            start[b] = b;
+            len[b] = 1;
+        }
+        return new PackedBatch(next, pos, start, len);
+    }
+
+    @Override
+    public int length() {
+        return length;
+    }
+
+    /** Layer l's rows [capacity, width]. */
+    @Override
+    public Buf layer(int l) {
+        return rows.slice((long) l * capacity * width, (long) capacity * width);
+    }
+
+    @Override
+    public int width() {
+        return width;
+    }
+
+    /** Makes this empty cache a copy of src's cached tokens (samples of one prompt share its prefill). */
+    public void copyFrom(GpuKvCache src) {
+        if (length != 0 || src.layers != layers || src.width != width || src.length > capacity) {
+            throw new IllegalArgumentException(
+                    "copy needs an empty cache of the same shape with room for " + src.length + " tokens");
+        }
+        for (int l = 0; l < layers; l++) {
+            dev.copyCols(src.layer(l), src.length, width, 0, width, layer(l), width, 0);
+        }
+        length = src.length;
+    }
+
+    @Override
+    public void reserve(int tokens) {
+        if (length + tokens > capacity) {
+            throw new IllegalStateException("GPU KV cache holds " + capacity + " tokens; " + length + " cached + "
+                    + tokens + " new do not fit");
+        }
+    }
+
+    @Override
+    public void advance(int tokens) {
+        length += tokens;
+    }
+
+    @Override
+    public void close() {
+        dev.free(rows);
+    }
+
+    @Override
+    public int layers() {
+        return layers;
+    }
+}

@@ -1,0 +1,119 @@
+package dev.scorch.engine.model;
+
+import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.runtime.PackedBatch;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The model as a chain of {@link DecoderStage}s, each micro-batch run through them in order: a {@link GpuModel} (one
+ * stage on one device) or a {@link GpuPipeline} (stages on several devices, working at once on different
+ * micro-batches). What {@code GpuScorer} and {@code GpuDecodingModel} run on; a pipeline whose stages are spread over
+ * several processes implements it too, its {@link #stages} being the local ones.
+ */
+public interface GpuStages {
+    ModelConfig config();
+
+    /** The stages in pipeline order: the first holds embed_tokens, the last model.norm and lm_head. */
+    List<DecoderStage> stages();
+
+    /** How many micro-batches a call over this many sequences is best split into (1: run it whole). */
+    int microBatches(int sequences);
+
+    /**
+     * One micro-batch: its packed sequences, their KV caches [sequence][stage] ({@link #newCaches}) or null, and
+     * routes [MoE layer][T * top_k] to receive its tokens' experts, or null.
+     */
+    record Micro(PackedBatch batch, GpuKvCache[][] caches, int[][] routes) {
+        /** The caches of stage k's layers, one per sequence, or null. */
+        public GpuKvCache[] stage(int k) {
+            if (caches == null) {
+                return null;
+            }
+            GpuKvCache[] out = new GpuKvCache[caches.length];
+            for (int s = 0; s < out.length; s++) {
+                out[s] = caches[s][k];
+            }
+            return out;
+        }
+    }
+
+    /** What runs on the last stage with a micro-batch's final-normed hidden states [T, hidden]. */
+    interface Finish<R> {
+        /** hidden is the last stage's scratch, valid only during the call (read what is needed from it). */
+        R apply(int micro, DecoderStage last, Buf hidden);
+    }
+
+    /**
+     * Runs every micro-batch through all the stages, then finish on the last stage, micro-batches in order at every
+     * stage; returns finish's results in that order.
+     */
+    <R> List<R> run(List<Micro> micro, Finish<R> finish);
+
+    /** KV caches of every stage's layers for one sequence of up to capacity tokens, in stage order. */
+    default GpuKvCache[] newCaches(int capacity) {
+        List<DecoderStage> st = stages();
+        GpuKvCache[] out = new GpuKvCache[st.size()];
+        try {
+            for (int k = 0; k < out.length; k++) {
+                out[k] = st.get(k).newCache(capacity);
+            }
+        } catch (RuntimeException | Error e) {
+            for (GpuKvCache c : out) {
+                if (c != null) {
+                    c.close();
+                }
+            }
+            throw e;
+        }
+        return out;
+    }
+
+    /**
+     * Runs micro on stages one after the other on the calling thread, the hidden states handed between stages
+     * through the host in fp32 (exact).
+     */
+    static <R> List<R> runInOrder(List<DecoderStage> stages, List<Micro> micro, Finish<R> finish) {
+        List<R> out = new ArrayList<>(micro.size());
+        int last = stages.size() - 1;
+        for (int i = 0; i < micro.size(); i++) {
+            Micro m = micro.get(i);
+            float[] hidden = null;
+            for (int k = 0; k < last; k++) {
+                DecoderStage st = stages.get(k);
+                hidden = st.forward(m.batch(), m.stage(k), m.routes(), hidden, st::read);
+            }
+            DecoderStage st = stages.get(last);
+            int index = i;
+            out.add(st.forward(m.batch(), m.stage(last), m.routes(), hidden, h -> finish.apply(index, st, h)));
+        }
+        return out;
+    }
+
+    /**
+     * Cuts sequences of these lengths into at most parts contiguous runs of about equal tokens: returns the run
+     * boundaries [0, ..., lengths.length] (run p is sequences [cut[p], cut[p + 1])), every run non-empty.
+     */
+    static int[] cuts(int[] lengths, int parts) {
+        int n = lengths.length;
+        int p = Math.max(1, Math.min(parts, n));
+        long total = 0;
+        for (int len : lengths) {
+            total += len;
+        }
+        int[] cut = new int[p + 1];
+        int s = 0;
+        long sum = 0;
+        for (int k = 1; k < p; k++) {
+            long target = total * k / p;
+            // at least one sequence per run, and enough left for the runs after this one
+            do {
+                sum += lengths[s++];
+            } while (s < n - (p - k) && sum + lengths[s] / 2 < target);
+            cut[k] = s;
+        }
+        cut[p] = n;
+        return cut;
+    }
+}
