@@ -274,11 +274,11 @@ public final class CpuOps implements Ops {
         private static final class HeadScratch {
             float[] kT = new float[0];
             float[] v = new float[0];
-            float[][] scores = new float[AttentionTile8.ROWS][0]; // rows for the larger tile
+            float[][] scores = new float[QUERY_TILE][0];
 
             float[][] scores(int n) {
                 if (scores[0].length < n) {
-                    scores = new float[AttentionTile8.ROWS][n];
+                    scores = new float[QUERY_TILE][n];
                 }
                 return scores;
             }
@@ -298,24 +298,15 @@ public final class CpuOps implements Ops {
         static final int QUERY_TILE = 4;
 
         /**
-         * The tile attendHead uses: {@link AttentionTile8}'s 8 rows where vectors have 16 lanes (AVX-512, 32 registers hold
-         * its 16 accumulators), else 4. The same bits either way.
-         */
-        static final int TILE = S.length() >= 16 ? AttentionTile8.ROWS : QUERY_TILE;
-
-        /**
          * Causal attention of one head over one sequence. The head's keys [k_nope | k_pe] are transposed in blocks
          * of 2L keys: kT[block][d][2L] (keys padded to whole blocks), so a block's q_head rows lie one after another
          * (d-major over the whole sequence put them 4 KiB apart: one L1 set for all of them). Each score is one FMA
-         * chain over d = 0 .. q_head-1, computed for two vectors of keys at a time and TILE queries per load;
+         * chain over d = 0 .. q_head-1, computed for two vectors of keys at a time and QUERY_TILE queries per load
+         * (AVX-512 machines run the native attention, whose 8-row tiles give the same bits);
          * then softmax in fp32 and p · v.
          */
         static void attendHead(MlaInputs in, int s, int h, float[] out) {
-            attendHead(in, s, h, out, TILE);
-        }
-
-        /** As above with query tiles of tile rows: QUERY_TILE or AttentionTile8.ROWS. */
-        static void attendHead(MlaInputs in, int s, int h, float[] out, int tile) {
+            int tile = QUERY_TILE;
             int l = S.length();
             int base = in.seqStart()[s];
             int len = in.seqLen()[s];
@@ -358,24 +349,7 @@ public final class CpuOps implements Ops {
                 int q3 = q0 + Math.min(3, rows - 1) * qStride;
                 int jEnd = Math.min(
                         lenPad, (i0 + rows + 2 * l - 1) / (2 * l) * (2 * l)); // keys any row of the tile may see
-                if (tile == AttentionTile8.ROWS) {
-                    AttentionTile8.scoreTile(
-                            kT,
-                            qHead,
-                            q,
-                            q0,
-                            q1,
-                            q2,
-                            q3,
-                            q0 + Math.min(4, rows - 1) * qStride,
-                            q0 + Math.min(5, rows - 1) * qStride,
-                            q0 + Math.min(6, rows - 1) * qStride,
-                            q0 + Math.min(7, rows - 1) * qStride,
-                            jEnd,
-                            scores);
-                } else {
-                    scoreTile(kT, qHead, q, q0, q1, q2, q3, jEnd, scores);
-                }
+                scoreTile(kT, qHead, q, q0, q1, q2, q3, jEnd, scores);
                 for (int r = 0; r < rows; r++) {
                     int i = i0 + r;
                     int n = i + 1;
@@ -408,15 +382,7 @@ public final class CpuOps implements Ops {
                         sc[j] *= inv; // the probabilities
                     }
                 }
-                if (tile == AttentionTile8.ROWS && rows == tile && in.vHead() % (2 * l) == 0) {
-                    AttentionTile8.weightedValuesTile(in, scores, i0, base, h, out, vH);
-                } else if (tile == AttentionTile8.ROWS) {
-                    for (int r = 0; r < rows; r++) {
-                        weightedValues(in, scores[r], i0 + r, base, h, out);
-                    }
-                } else {
-                    weightedValuesTile(in, scores, i0, rows, base, h, out, vH);
-                }
+                weightedValuesTile(in, scores, i0, rows, base, h, out, vH);
             }
         }
 

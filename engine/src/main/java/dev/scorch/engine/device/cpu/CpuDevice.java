@@ -8,7 +8,6 @@ import dev.scorch.engine.device.KeyTiles;
 import dev.scorch.engine.device.MlaShape;
 import dev.scorch.engine.device.Mlp;
 import dev.scorch.engine.device.MoeExperts;
-import dev.scorch.engine.device.MoeShape;
 import dev.scorch.engine.device.PassRules;
 import dev.scorch.engine.device.Rotary;
 import dev.scorch.engine.device.host.HeapDevice;
@@ -553,19 +552,8 @@ public final class CpuDevice extends HeapDevice {
     }
 
     @Override
-    public void moeRoute(Buf logits, Buf bias, int t, MoeShape r, Buf experts, Buf weights) {
-        NoauxTcRouter.route(
-                floats(logits),
-                off(logits),
-                floats(bias),
-                off(bias),
-                t,
-                r,
-                ints(experts),
-                off(experts),
-                floats(weights),
-                off(weights),
-                router);
+    protected NoauxTcRouter.Scratch routerScratch() {
+        return router;
     }
 
     // --- Norms, RoPE, element-wise

@@ -3,6 +3,7 @@ package dev.scorch.engine.device.host;
 import dev.scorch.engine.device.Buf;
 import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.MlaShape;
+import dev.scorch.engine.device.MoeShape;
 import java.util.Arrays;
 
 /**
@@ -128,6 +129,25 @@ public abstract class HeapDevice implements Device {
             throw new IllegalArgumentException("address table entry " + r + " was never written");
         }
         return b;
+    }
+
+    /** The router's scratch for one call: a device that keeps one from call to call returns it. */
+    protected abstract NoauxTcRouter.Scratch routerScratch();
+
+    @Override
+    public void moeRoute(Buf logits, Buf bias, int t, MoeShape r, Buf experts, Buf weights) {
+        NoauxTcRouter.route(
+                floats(logits),
+                off(logits),
+                floats(bias),
+                off(bias),
+                t,
+                r,
+                ints(experts),
+                off(experts),
+                floats(weights),
+                off(weights),
+                routerScratch());
     }
 
     protected static Buf[] addresses(Buf b) {

@@ -7,7 +7,6 @@ import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.device.KeyTiles;
 import dev.scorch.engine.device.MlaShape;
-import dev.scorch.engine.device.MoeShape;
 import dev.scorch.engine.device.PackedFp8;
 import dev.scorch.engine.device.PackedInt4;
 import dev.scorch.engine.device.Rotary;
@@ -536,19 +535,8 @@ public final class HostDevice extends HeapDevice {
     }
 
     @Override
-    public void moeRoute(Buf logits, Buf bias, int t, MoeShape r, Buf experts, Buf weights) {
-        NoauxTcRouter.route(
-                floats(logits),
-                off(logits),
-                floats(bias),
-                off(bias),
-                t,
-                r,
-                ints(experts),
-                off(experts),
-                floats(weights),
-                off(weights),
-                new NoauxTcRouter.Scratch());
+    protected NoauxTcRouter.Scratch routerScratch() {
+        return new NoauxTcRouter.Scratch();
     }
 
     @Override
