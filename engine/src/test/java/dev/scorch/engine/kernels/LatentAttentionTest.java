@@ -165,6 +165,54 @@ class LatentAttentionTest {
         }
     }
 
+    /** The in-place kernel refuses, before any native read, a head past the weight and operands too short. */
+    @Test
+    void inPlaceRefusesOutOfBoundsOperands() throws IOException {
+        int nope = 16, rope = 8, vHead = 12, rank = 40, heads = 2;
+        SafetensorsWriter sw = new SafetensorsWriter();
+        sw.addFloats(
+                "kv_b_proj.weight",
+                DType.BF16,
+                new long[] {heads * (nope + vHead), rank},
+                GemmTest.randn(heads * (nope + vHead) * rank, 41));
+        Path f = tmp.resolve("refuse.safetensors");
+        sw.write(f);
+        Linear kvB = new Linear(SafetensorsFile.open(f).tensor("kv_b_proj.weight"));
+        assumeTrue(LatentAttention.attendsInPlace(kvB), "no native row-dot here");
+        LatentAttention.Head shape = new LatentAttention.Head(null, 0, nope, rope, vHead, rank, 0.1f);
+        int stride = rank + rope;
+        float[] q = new float[nope + rope];
+        float[] out = new float[vHead];
+        IllegalArgumentException head = assertThrows(
+                IllegalArgumentException.class,
+                () -> LatentAttention.attendInPlace(
+                        kvB, 2, shape, q, 0, new float[stride], stride, 1, out, 0, new LatentAttention.Scratch()));
+        assertEquals("kv_b_proj.weight: no head 2 of 28 rows of 40 in [56, 40]", head.getMessage());
+        // a cache shorter than len rows, a query past q's end, an output past out's end
+        assertThrows(
+                IndexOutOfBoundsException.class,
+                () -> LatentAttention.attendInPlace(
+                        kvB,
+                        1,
+                        shape,
+                        q,
+                        0,
+                        new float[2 * stride - 1],
+                        stride,
+                        2,
+                        out,
+                        0,
+                        new LatentAttention.Scratch()));
+        assertThrows(
+                IndexOutOfBoundsException.class,
+                () -> LatentAttention.attendInPlace(
+                        kvB, 1, shape, q, 1, new float[stride], stride, 1, out, 0, new LatentAttention.Scratch()));
+        assertThrows(
+                IndexOutOfBoundsException.class,
+                () -> LatentAttention.attendInPlace(
+                        kvB, 1, shape, q, 0, new float[stride], stride, 1, out, 1, new LatentAttention.Scratch()));
+    }
+
     @Test
     void refusesRowsTooNarrowForALatentAndAKPe() {
         LatentAttention.Head head = new LatentAttention.Head(new float[2 * 8 * 16], 0, 4, 4, 4, 16, 1f);
