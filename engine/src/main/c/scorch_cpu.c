@@ -767,6 +767,14 @@ static inline float rowdot_bf16_finish(__m256 a, const unsigned char* p, const f
 #define BF16_LO(p) _mm256_castsi256_ps(_mm256_slli_epi32(p, 16))
 #define BF16_HI(p) _mm256_castsi256_ps(_mm256_and_si256(p, hiMask))
 #define LOADP(row, j) _mm256_loadu_si256((const __m256i*)(w + (size_t)(row) * rowBytes + 4 * (size_t)(j)))
+/*
+ * Software prefetch ROWDOT_AHEAD bytes past where a stream of weights is read, a cache line at a time: decode's
+ * matrices are short streams (a row of K = 1024 is 32 lines), which the hardware prefetchers reach full speed on only
+ * near their end. A paired microbenchmark on Zen 3 (2 threads, 256 MiB of BF16 cycled) read 12-18 % faster with 8 KiB
+ * ahead than with none at K = 256, 1024 and 2816. A prefetch never faults, so reading past a mapping's end is harmless.
+ */
+#define ROWDOT_AHEAD 8192
+#define PREFETCH_AHEAD(p) _mm_prefetch((const char*)(p) + ROWDOT_AHEAD, _MM_HINT_T0)
 
 __attribute__((target("avx2,fma")))
 static void rowdot_bf16(const unsigned char* w, int kDim, int rows, const float* xs, const float* x, int m, float* y,
@@ -783,6 +791,10 @@ static void rowdot_bf16(const unsigned char* w, int kDim, int rows, const float*
         const float* x0 = xs + (size_t)i * kDim;
         __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
         for (int j = 0; j < kv; j += 8) {
+          if (i == 0 && (j & 15) == 0) { /* the block's first pass over its rows: a line of each */
+            PREFETCH_AHEAD(w + (size_t)h * rowBytes + 4 * (size_t)j);
+            PREFETCH_AHEAD(w + (size_t)(h + 1) * rowBytes + 4 * (size_t)j);
+          }
           __m256i p0 = LOADP(h, j), p1 = LOADP(h + 1, j);
           __m256 e0 = BF16_LO(p0), e1 = BF16_LO(p1), o0 = BF16_HI(p0), o1 = BF16_HI(p1);
           __m256 v = _mm256_loadu_ps(x0 + j);
@@ -829,6 +841,13 @@ static void rowdot_bf16(const unsigned char* w, int kDim, int rows, const float*
       const float* xo = xe + half;
       __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
       for (int j = 0; j < kv; j += 8) {
+        if ((j & 15) == 0) { /* a line of each stream every second step */
+          const unsigned char* at = w + 4 * (size_t)j;
+          PREFETCH_AHEAD(at);
+          PREFETCH_AHEAD(at + rowBytes);
+          PREFETCH_AHEAD(at + 2 * rowBytes);
+          PREFETCH_AHEAD(at + 3 * rowBytes);
+        }
         __m256 ve = _mm256_loadu_ps(xe + j), vo = _mm256_loadu_ps(xo + j);
         __m256i p0 = LOADP(0, j), p1 = LOADP(1, j), p2 = LOADP(2, j), p3 = LOADP(3, j);
         a0 = _mm256_fmadd_ps(BF16_LO(p0), ve, a0);
@@ -1103,6 +1122,12 @@ static void rowdot_fp8(const unsigned char* w, int kDim, int rows, int row0, con
           __m256 s0 = _mm256_set1_ps(s[0][b] * 0x1p120f), s1 = _mm256_set1_ps(s[1][b] * 0x1p120f);
           __m256 s2 = _mm256_set1_ps(s[2][b] * 0x1p120f), s3 = _mm256_set1_ps(s[3][b] * 0x1p120f);
           for (int k = k0; k < kEnd; k += 8) {
+            if (i == 0 && (k & 63) == 0) { /* the block's first pass: a line of each row ahead, as rowdot_bf16 */
+              PREFETCH_AHEAD(w + k);
+              PREFETCH_AHEAD(w + kDim + k);
+              PREFETCH_AHEAD(w + 2 * (size_t)kDim + k);
+              PREFETCH_AHEAD(w + 3 * (size_t)kDim + k);
+            }
             __m256 v = _mm256_loadu_ps(xr + k);
             a0 = _mm256_fmadd_ps(rowdot_fp8_codes(w + k, s0), v, a0);
             a1 = _mm256_fmadd_ps(rowdot_fp8_codes(w + kDim + k, s1), v, a1);
