@@ -962,14 +962,29 @@ static void rowdot_int4(const unsigned char* w, int wpr, int kDim, int rows, con
   for (int r = 0; r < rows; r += 4, w += 4 * rowBytes, scales += 4 * scaleRowBytes, y += 4) {
     int nr = rows - r < 4 ? rows - r : 4;
     scales_from(scales, scaleType, gpr, nr, gpr, gs);
-    for (int j = 0; j < nr; j++) { /* word v takes group v / wordsPerGroup (counted, not divided) */
+    for (int j = 0; j < nr; j++) { /* word v takes group v / wordsPerGroup: each group's run filled by vector stores */
       float* d = sw + (size_t)j * wpr;
       const float* g = gs + (size_t)j * gpr;
-      for (int v = 0, left = wordsPerGroup; v < wpr; v++) {
-        d[v] = *g;
-        if (--left == 0) {
-          g++;
-          left = wordsPerGroup;
+      int v0 = 0;
+      if (wordsPerGroup == 4) { /* groups of 32 (Kimi K2's): two groups' scales per 8 words, one permute */
+        const __m256i twoGroups = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+        for (; v0 + 8 <= wpr; v0 += 8, g += 2) {
+          __m256 pair = _mm256_castps128_ps256(_mm_castpd_ps(_mm_load_sd((const double*)g)));
+          _mm256_storeu_ps(d + v0, _mm256_permutevar8x32_ps(pair, twoGroups));
+        }
+      }
+      for (; v0 < wpr; v0 += wordsPerGroup, g++) {
+        int v1 = v0 + wordsPerGroup < wpr ? v0 + wordsPerGroup : wpr;
+        __m256 s8 = _mm256_set1_ps(*g);
+        int v = v0;
+        for (; v + 8 <= v1; v += 8) {
+          _mm256_storeu_ps(d + v, s8);
+        }
+        for (; v + 4 <= v1; v += 4) {
+          _mm_storeu_ps(d + v, _mm256_castps256_ps128(s8));
+        }
+        for (; v < v1; v++) {
+          d[v] = *g;
         }
       }
     }
