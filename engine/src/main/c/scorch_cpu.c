@@ -1229,38 +1229,52 @@ static inline float bf16_at(const unsigned short* p) {
   return f;
 }
 
-/* dst[c] = sum over r < rows of coef[r] * m[r * stride + c]: LatentAttention.Vec.axpyRows, m fp32 or (bf16) BF16. */
+/*
+ * dst[c] = sum over r < rows of coef[r] * m[r * stride + c]: LatentAttention.Vec.axpyRows, m fp32 or (bf16) BF16. Each
+ * column's sum is one FMA chain over r in order, as there; the rows are taken MLA_AXPY_ROWS at a time, every column
+ * strip of the block before the next block, the strips' sums kept in dst between blocks (a store and a load change no
+ * bits). So m is read from memory once, each block from L1 by its strips: the cache of a long sequence (its rows far
+ * beyond L1 and even L2) no longer streams in once per 32 columns, for every head.
+ */
+#define MLA_AXPY_ROWS 8
 __attribute__((target("avx2,fma")))
 static void mla_axpy_rows(const float* coef, int rows, const void* m, int bf16, size_t stride, int width, float* dst) {
   const float* mf = m;
   const unsigned short* mh = m;
   int wv = width / 8 * 8;
 #define MLA_ROW(o) (bf16 ? bf16x8(mh + (o)) : _mm256_loadu_ps(mf + (o)))
-  int c = 0;
-  for (; c + 32 <= wv; c += 32) {
-    __m256 d0 = _mm256_setzero_ps(), d1 = d0, d2 = d0, d3 = d0;
-    size_t o = c;
-    for (int r = 0; r < rows; r++, o += stride) {
-      __m256 k = _mm256_set1_ps(coef[r]);
-      d0 = _mm256_fmadd_ps(MLA_ROW(o), k, d0);
-      d1 = _mm256_fmadd_ps(MLA_ROW(o + 8), k, d1);
-      d2 = _mm256_fmadd_ps(MLA_ROW(o + 16), k, d2);
-      d3 = _mm256_fmadd_ps(MLA_ROW(o + 24), k, d3);
-    }
-    _mm256_storeu_ps(dst + c, d0);
-    _mm256_storeu_ps(dst + c + 8, d1);
-    _mm256_storeu_ps(dst + c + 16, d2);
-    _mm256_storeu_ps(dst + c + 24, d3);
+  for (int c = 0; c < wv; c += 8) {
+    _mm256_storeu_ps(dst + c, _mm256_setzero_ps());
   }
-  for (; c < wv; c += 8) {
-    __m256 d = _mm256_setzero_ps();
-    size_t o = c;
-    for (int r = 0; r < rows; r++, o += stride) {
-      d = _mm256_fmadd_ps(MLA_ROW(o), _mm256_set1_ps(coef[r]), d);
+  for (int r0 = 0; r0 < rows; r0 += MLA_AXPY_ROWS) {
+    int r1 = rows - r0 < MLA_AXPY_ROWS ? rows : r0 + MLA_AXPY_ROWS;
+    int c = 0;
+    for (; c + 32 <= wv; c += 32) {
+      __m256 d0 = _mm256_loadu_ps(dst + c), d1 = _mm256_loadu_ps(dst + c + 8);
+      __m256 d2 = _mm256_loadu_ps(dst + c + 16), d3 = _mm256_loadu_ps(dst + c + 24);
+      size_t o = (size_t)r0 * stride + c;
+      for (int r = r0; r < r1; r++, o += stride) {
+        __m256 k = _mm256_set1_ps(coef[r]);
+        d0 = _mm256_fmadd_ps(MLA_ROW(o), k, d0);
+        d1 = _mm256_fmadd_ps(MLA_ROW(o + 8), k, d1);
+        d2 = _mm256_fmadd_ps(MLA_ROW(o + 16), k, d2);
+        d3 = _mm256_fmadd_ps(MLA_ROW(o + 24), k, d3);
+      }
+      _mm256_storeu_ps(dst + c, d0);
+      _mm256_storeu_ps(dst + c + 8, d1);
+      _mm256_storeu_ps(dst + c + 16, d2);
+      _mm256_storeu_ps(dst + c + 24, d3);
     }
-    _mm256_storeu_ps(dst + c, d);
+    for (; c < wv; c += 8) {
+      __m256 d = _mm256_loadu_ps(dst + c);
+      size_t o = (size_t)r0 * stride + c;
+      for (int r = r0; r < r1; r++, o += stride) {
+        d = _mm256_fmadd_ps(MLA_ROW(o), _mm256_set1_ps(coef[r]), d);
+      }
+      _mm256_storeu_ps(dst + c, d);
+    }
   }
-  for (; c < width; c++) {
+  for (int c = wv; c < width; c++) {
     float d = 0;
     size_t o = c;
     for (int r = 0; r < rows; r++, o += stride) {

@@ -381,37 +381,46 @@ public final class LatentAttention {
             }
         }
 
+        /** Rows of m {@link #axpyRows} takes at a time: a block of the cache stays in L1 while its strips run. */
+        static final int AXPY_ROWS = 8;
+
         /**
          * dst[c] = Σ_{r < rows} coef[co + r] · m[mo + r·stride + c] for c < width: per element one FMA chain over r
-         * in order, four vectors of dst held in registers while r runs.
+         * in order, four vectors of dst held in registers while a block of {@link #AXPY_ROWS} rows runs, kept in dst
+         * between blocks (no bits change), so m is read from memory once, not once per strip of 4 vectors.
          */
         static void axpyRows(
                 float[] coef, int co, int rows, float[] m, int mo, int stride, int width, int wv, float[] dst) {
-            int c = 0;
-            for (; c + 4 * L <= wv; c += 4 * L) {
-                FloatVector d0 = FloatVector.zero(S);
-                FloatVector d1 = d0;
-                FloatVector d2 = d0;
-                FloatVector d3 = d0;
-                for (int r = 0, o = mo + c; r < rows; r++, o += stride) {
-                    FloatVector k = FloatVector.broadcast(S, coef[co + r]);
-                    d0 = FloatVector.fromArray(S, m, o).fma(k, d0);
-                    d1 = FloatVector.fromArray(S, m, o + L).fma(k, d1);
-                    d2 = FloatVector.fromArray(S, m, o + 2 * L).fma(k, d2);
-                    d3 = FloatVector.fromArray(S, m, o + 3 * L).fma(k, d3);
+            java.util.Arrays.fill(dst, 0, wv, 0f);
+            for (int r0 = 0; r0 < rows; r0 += AXPY_ROWS) {
+                int r1 = Math.min(rows, r0 + AXPY_ROWS);
+                int c = 0;
+                for (; c + 4 * L <= wv; c += 4 * L) {
+                    FloatVector d0 = FloatVector.fromArray(S, dst, c);
+                    FloatVector d1 = FloatVector.fromArray(S, dst, c + L);
+                    FloatVector d2 = FloatVector.fromArray(S, dst, c + 2 * L);
+                    FloatVector d3 = FloatVector.fromArray(S, dst, c + 3 * L);
+                    for (int r = r0, o = mo + r0 * stride + c; r < r1; r++, o += stride) {
+                        FloatVector k = FloatVector.broadcast(S, coef[co + r]);
+                        d0 = FloatVector.fromArray(S, m, o).fma(k, d0);
+                        d1 = FloatVector.fromArray(S, m, o + L).fma(k, d1);
+                        d2 = FloatVector.fromArray(S, m, o + 2 * L).fma(k, d2);
+                        d3 = FloatVector.fromArray(S, m, o + 3 * L).fma(k, d3);
+                    }
+                    d0.intoArray(dst, c);
+                    d1.intoArray(dst, c + L);
+                    d2.intoArray(dst, c + 2 * L);
+                    d3.intoArray(dst, c + 3 * L);
                 }
-                d0.intoArray(dst, c);
-                d1.intoArray(dst, c + L);
-                d2.intoArray(dst, c + 2 * L);
-                d3.intoArray(dst, c + 3 * L);
-            }
-            for (; c < wv; c += L) {
-                FloatVector d = FloatVector.zero(S);
-                for (int r = 0, o = mo + c; r < rows; r++, o += stride) {
-                    d = FloatVector.fromArray(S, m, o).fma(FloatVector.broadcast(S, coef[co + r]), d);
+                for (; c < wv; c += L) {
+                    FloatVector d = FloatVector.fromArray(S, dst, c);
+                    for (int r = r0, o = mo + r0 * stride + c; r < r1; r++, o += stride) {
+                        d = FloatVector.fromArray(S, m, o).fma(FloatVector.broadcast(S, coef[co + r]), d);
+                    }
+                    d.intoArray(dst, c);
                 }
-                d.intoArray(dst, c);
             }
+            int c = wv;
             for (; c < width; c++) {
                 float d = 0;
                 for (int r = 0, o = mo + c; r < rows; r++, o += stride) {
