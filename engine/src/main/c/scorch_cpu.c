@@ -786,55 +786,58 @@ static void rowdot_bf16(const unsigned char* w, int kDim, int rows, const float*
   int r = 0;
   for (; r + 4 <= rows; r += 4, w += 4 * rowBytes, y += 4) {
     int i = 0;
-    for (; i + 4 <= m; i += 4) {
-      for (int h = 0; h < 4; h += 2) { /* two 2 x 4 blocks: weight rows h, h + 1 against x rows i .. i + 3 */
-        const float* x0 = xs + (size_t)i * kDim;
-        __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
-        for (int j = 0; j < kv; j += 8) {
-          if (i == 0 && (j & 15) == 0) { /* the block's first pass over its rows: a line of each */
-            PREFETCH_AHEAD(w + (size_t)h * rowBytes + 4 * (size_t)j);
-            PREFETCH_AHEAD(w + (size_t)(h + 1) * rowBytes + 4 * (size_t)j);
-          }
-          __m256i p0 = LOADP(h, j), p1 = LOADP(h + 1, j);
-          __m256 e0 = BF16_LO(p0), e1 = BF16_LO(p1), o0 = BF16_HI(p0), o1 = BF16_HI(p1);
-          __m256 v = _mm256_loadu_ps(x0 + j);
-          a00 = _mm256_fmadd_ps(e0, v, a00);
-          a01 = _mm256_fmadd_ps(e1, v, a01);
-          v = _mm256_loadu_ps(x0 + half + j);
-          a00 = _mm256_fmadd_ps(o0, v, a00);
-          a01 = _mm256_fmadd_ps(o1, v, a01);
-          v = _mm256_loadu_ps(x0 + kDim + j);
-          a10 = _mm256_fmadd_ps(e0, v, a10);
-          a11 = _mm256_fmadd_ps(e1, v, a11);
-          v = _mm256_loadu_ps(x0 + kDim + half + j);
-          a10 = _mm256_fmadd_ps(o0, v, a10);
-          a11 = _mm256_fmadd_ps(o1, v, a11);
-          v = _mm256_loadu_ps(x0 + 2 * (size_t)kDim + j);
-          a20 = _mm256_fmadd_ps(e0, v, a20);
-          a21 = _mm256_fmadd_ps(e1, v, a21);
-          v = _mm256_loadu_ps(x0 + 2 * (size_t)kDim + half + j);
-          a20 = _mm256_fmadd_ps(o0, v, a20);
-          a21 = _mm256_fmadd_ps(o1, v, a21);
-          v = _mm256_loadu_ps(x0 + 3 * (size_t)kDim + j);
-          a30 = _mm256_fmadd_ps(e0, v, a30);
-          a31 = _mm256_fmadd_ps(e1, v, a31);
-          v = _mm256_loadu_ps(x0 + 3 * (size_t)kDim + half + j);
-          a30 = _mm256_fmadd_ps(o0, v, a30);
-          a31 = _mm256_fmadd_ps(o1, v, a31);
+    for (; i + 2 <= m; i += 2) { /* the block's four rows against two rows of x: x streams once per block */
+      const float* x0 = xs + (size_t)i * kDim;
+      const float* x1 = x0 + kDim;
+      __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+      for (int j = 0; j < kv; j += 8) {
+        if (i == 0 && (j & 15) == 0) { /* the block's first pass over its rows: a line of each stream ahead */
+          const unsigned char* at = w + 4 * (size_t)j;
+          PREFETCH_AHEAD(at);
+          PREFETCH_AHEAD(at + rowBytes);
+          PREFETCH_AHEAD(at + 2 * rowBytes);
+          PREFETCH_AHEAD(at + 3 * rowBytes);
         }
-        const unsigned char* w0 = w + (size_t)h * rowBytes;
-        const unsigned char* w1 = w0 + rowBytes;
-        const float* xr = x + (size_t)i * kDim;
-        float* yr = y + (size_t)i * nDim + h;
-        yr[0] = rowdot_bf16_finish(a00, w0, xr, kv, kDim);
-        yr[1] = rowdot_bf16_finish(a01, w1, xr, kv, kDim);
-        yr[nDim] = rowdot_bf16_finish(a10, w0, xr + kDim, kv, kDim);
-        yr[nDim + 1] = rowdot_bf16_finish(a11, w1, xr + kDim, kv, kDim);
-        yr[2 * (size_t)nDim] = rowdot_bf16_finish(a20, w0, xr + 2 * (size_t)kDim, kv, kDim);
-        yr[2 * (size_t)nDim + 1] = rowdot_bf16_finish(a21, w1, xr + 2 * (size_t)kDim, kv, kDim);
-        yr[3 * (size_t)nDim] = rowdot_bf16_finish(a30, w0, xr + 3 * (size_t)kDim, kv, kDim);
-        yr[3 * (size_t)nDim + 1] = rowdot_bf16_finish(a31, w1, xr + 3 * (size_t)kDim, kv, kDim);
+        __m256 e0 = _mm256_loadu_ps(x0 + j), e1 = _mm256_loadu_ps(x1 + j);
+        __m256 o0 = _mm256_loadu_ps(x0 + half + j), o1 = _mm256_loadu_ps(x1 + half + j);
+        __m256i p = LOADP(0, j);
+        __m256 lo = BF16_LO(p), hi = BF16_HI(p);
+        a00 = _mm256_fmadd_ps(lo, e0, a00);
+        a01 = _mm256_fmadd_ps(lo, e1, a01);
+        a00 = _mm256_fmadd_ps(hi, o0, a00);
+        a01 = _mm256_fmadd_ps(hi, o1, a01);
+        p = LOADP(1, j);
+        lo = BF16_LO(p);
+        hi = BF16_HI(p);
+        a10 = _mm256_fmadd_ps(lo, e0, a10);
+        a11 = _mm256_fmadd_ps(lo, e1, a11);
+        a10 = _mm256_fmadd_ps(hi, o0, a10);
+        a11 = _mm256_fmadd_ps(hi, o1, a11);
+        p = LOADP(2, j);
+        lo = BF16_LO(p);
+        hi = BF16_HI(p);
+        a20 = _mm256_fmadd_ps(lo, e0, a20);
+        a21 = _mm256_fmadd_ps(lo, e1, a21);
+        a20 = _mm256_fmadd_ps(hi, o0, a20);
+        a21 = _mm256_fmadd_ps(hi, o1, a21);
+        p = LOADP(3, j);
+        lo = BF16_LO(p);
+        hi = BF16_HI(p);
+        a30 = _mm256_fmadd_ps(lo, e0, a30);
+        a31 = _mm256_fmadd_ps(lo, e1, a31);
+        a30 = _mm256_fmadd_ps(hi, o0, a30);
+        a31 = _mm256_fmadd_ps(hi, o1, a31);
       }
+      const float* xr = x + (size_t)i * kDim;
+      float* yr = y + (size_t)i * nDim;
+      yr[0] = rowdot_bf16_finish(a00, w, xr, kv, kDim);
+      yr[1] = rowdot_bf16_finish(a10, w + rowBytes, xr, kv, kDim);
+      yr[2] = rowdot_bf16_finish(a20, w + 2 * rowBytes, xr, kv, kDim);
+      yr[3] = rowdot_bf16_finish(a30, w + 3 * rowBytes, xr, kv, kDim);
+      yr[nDim] = rowdot_bf16_finish(a01, w, xr + kDim, kv, kDim);
+      yr[nDim + 1] = rowdot_bf16_finish(a11, w + rowBytes, xr + kDim, kv, kDim);
+      yr[nDim + 2] = rowdot_bf16_finish(a21, w + 2 * rowBytes, xr + kDim, kv, kDim);
+      yr[nDim + 3] = rowdot_bf16_finish(a31, w + 3 * rowBytes, xr + kDim, kv, kDim);
     }
     for (; i < m; i++) { /* four weight rows against one row of x: four independent streams of the mapping */
       const float* xe = xs + (size_t)i * kDim;
