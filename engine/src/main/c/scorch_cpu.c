@@ -996,27 +996,30 @@ static void rowdot_int4(const unsigned char* w, int wpr, int kDim, int rows, con
       const float* xr = x + (size_t)i * kDim;
       float* yr = y + (size_t)i * nDim;
       if (nr == 4) {
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int j = 0; j < kvw; j += 8) {
-          __m256i p0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w + 4 * (size_t)j)), flip);
-          __m256i p1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w + rowBytes + 4 * (size_t)j)), flip);
-          __m256i p2 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w + 2 * rowBytes + 4 * (size_t)j)), flip);
-          __m256i p3 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w + 3 * rowBytes + 4 * (size_t)j)), flip);
-          __m256 s0 = _mm256_loadu_ps(sw + j), s1 = _mm256_loadu_ps(sw + wpr + j);
-          __m256 s2 = _mm256_loadu_ps(sw + 2 * (size_t)wpr + j), s3 = _mm256_loadu_ps(sw + 3 * (size_t)wpr + j);
+        for (int h = 0; h < 4; h += 2) { /* two rows a pass: no register spills in the unrolled phases */
+          const unsigned char* w0 = w + (size_t)h * rowBytes;
+          const unsigned char* w1 = w0 + rowBytes;
+          const float* sw0 = sw + (size_t)h * wpr;
+          const float* sw1 = sw0 + wpr;
+          __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+          for (int j = 0; j < kvw; j += 8) {
+            if (i == 0 && (j & 15) == 0) { /* the first x row's pass: a line of each stream ahead, as rowdot_bf16 */
+              PREFETCH_AHEAD(w0 + 4 * (size_t)j);
+              PREFETCH_AHEAD(w1 + 4 * (size_t)j);
+            }
+            __m256i p0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w0 + 4 * (size_t)j)), flip);
+            __m256i p1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w1 + 4 * (size_t)j)), flip);
+            __m256 s0 = _mm256_loadu_ps(sw0 + j), s1 = _mm256_loadu_ps(sw1 + j);
 #pragma GCC unroll 8
-          for (int ph = 0; ph < 8; ph++) { /* unrolled: immediate shift counts */
-            __m256 v = _mm256_loadu_ps(xi + (size_t)ph * kw + j);
-            a0 = _mm256_fmadd_ps(INT4_PHASE(p0, ph, s0), v, a0);
-            a1 = _mm256_fmadd_ps(INT4_PHASE(p1, ph, s1), v, a1);
-            a2 = _mm256_fmadd_ps(INT4_PHASE(p2, ph, s2), v, a2);
-            a3 = _mm256_fmadd_ps(INT4_PHASE(p3, ph, s3), v, a3);
+            for (int ph = 0; ph < 8; ph++) { /* unrolled: immediate shift counts */
+              __m256 v = _mm256_loadu_ps(xi + (size_t)ph * kw + j);
+              a0 = _mm256_fmadd_ps(INT4_PHASE(p0, ph, s0), v, a0);
+              a1 = _mm256_fmadd_ps(INT4_PHASE(p1, ph, s1), v, a1);
+            }
           }
+          yr[h] = rowdot_int4_finish(a0, w0, sw0, xr, kvw, kDim);
+          yr[h + 1] = rowdot_int4_finish(a1, w1, sw1, xr, kvw, kDim);
         }
-        yr[0] = rowdot_int4_finish(a0, w, sw, xr, kvw, kDim);
-        yr[1] = rowdot_int4_finish(a1, w + rowBytes, sw + wpr, xr, kvw, kDim);
-        yr[2] = rowdot_int4_finish(a2, w + 2 * rowBytes, sw + 2 * (size_t)wpr, xr, kvw, kDim);
-        yr[3] = rowdot_int4_finish(a3, w + 3 * rowBytes, sw + 3 * (size_t)wpr, xr, kvw, kDim);
       } else {
         for (int q = 0; q < nr; q++) {
           const unsigned char* wq = w + q * rowBytes;
