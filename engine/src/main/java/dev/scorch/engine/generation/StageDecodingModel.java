@@ -10,9 +10,11 @@ import dev.scorch.engine.model.GpuKvCache;
 import dev.scorch.engine.model.GpuModel;
 import dev.scorch.engine.model.GpuPipeline;
 import dev.scorch.engine.model.GpuStages;
+import dev.scorch.engine.model.KvCache;
 import dev.scorch.engine.model.Pass;
 import dev.scorch.engine.runtime.PackedBatch;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 
 /**
@@ -138,7 +140,7 @@ public final class StageDecodingModel implements DecodingModel, GpuStages.Finish
         } finally {
             micro.clear();
             for (LatentCache[] k : stepCaches) {
-                java.util.Arrays.fill(k, null); // a finished sequence's cache is not kept alive here
+                Arrays.fill(k, null); // a finished sequence's cache is not kept alive here
             }
         }
         return stepLogits;
@@ -179,13 +181,7 @@ public final class StageDecodingModel implements DecodingModel, GpuStages.Finish
                     kv[k][s] = c[k];
                 }
             }
-            PackedBatch batch = PackedBatch.of(part);
-            for (int s = 0; s < m; s++) { // positions from each cache's length
-                for (int i = 0; i < batch.seqLen()[s]; i++) {
-                    batch.positions()[batch.seqStart()[s] + i] = kv[0][s].length() + i;
-                }
-            }
-            micro.add(new GpuStages.Micro(batch, kv, null));
+            micro.add(new GpuStages.Micro(KvCache.pack(part, Arrays.asList(kv[0])), kv, null));
         }
         firstSeq = cut;
         float[] out = into = new float[n * config().vocabSize()];

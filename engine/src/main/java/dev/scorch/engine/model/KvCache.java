@@ -170,7 +170,7 @@ public final class KvCache implements LatentCache {
      * Packs new tokens of each sequence with positions numbered from its cache's length (the form
      * {@code DeepseekV3Model.prefill} and {@code decode} expect).
      */
-    public static PackedBatch pack(List<int[]> sequences, List<KvCache> caches) {
+    public static PackedBatch pack(List<int[]> sequences, List<? extends LatentCache> caches) {
         if (sequences.size() != caches.size()) {
             throw new IllegalArgumentException(sequences.size() + " sequences but " + caches.size() + " caches");
         }
