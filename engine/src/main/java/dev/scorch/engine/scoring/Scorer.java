@@ -79,12 +79,15 @@ public final class Scorer implements BatchScorer {
             }
             return;
         }
-        int[] lengths = s.lengths = s.ints(s.lengths, n);
-        for (int q = 0; q < n; q++) {
-            lengths[q] = requests.get(q).tokens().length;
-        }
         int parts = Math.max(1, Math.min(n, stages.microBatches(n)));
-        int[] cut = s.cut = parts == 1 ? s.whole(n) : GpuStages.cuts(lengths, parts);
+        int[] cut = s.whole(n);
+        if (parts > 1) {
+            int[] lengths = new int[n];
+            for (int q = 0; q < n; q++) {
+                lengths[q] = requests.get(q).tokens().length;
+            }
+            cut = GpuStages.cuts(lengths, parts);
+        }
         List<GpuStages.Micro> micro = s.micro;
         micro.clear();
         int[][][] microRoutes = new int[parts][][];
@@ -156,7 +159,6 @@ public final class Scorer implements BatchScorer {
         private final Workspace ws;
         private final List<int[]> seqs = new ArrayList<>(); // the requests' token arrays, while packing
         private final List<GpuStages.Micro> micro = new ArrayList<>();
-        private int[] lengths; // [sequences]
         private int[] cut; // [micro-batches + 1]: micro-batch p holds sequences [cut[p], cut[p + 1])
         private final int[] one = new int[2]; // the cut of one micro-batch
         private int[] neededSeq; // [rows needing logits], in sequence order
