@@ -38,6 +38,7 @@ public final class StageDecodingModel implements DecodingModel, GpuStages.Finish
     private PackedBatch step;
     private LatentCache[][] stepCaches;
     private float[] stepLogits;
+    private GpuStages.Micro stepMicro;
 
     /** Decoding on model; graphs as {@link DeviceGraph#GRAPHS}. */
     public StageDecodingModel(GpuStages model) {
@@ -131,8 +132,11 @@ public final class StageDecodingModel implements DecodingModel, GpuStages.Finish
             step.seqStart()[s] = s;
             step.seqLen()[s] = 1;
         }
+        if (stepMicro == null || stepMicro.batch() != step || stepMicro.routes() != routes) {
+            stepMicro = new GpuStages.Micro(step, stepCaches, routes);
+        }
         micro.clear();
-        micro.add(new GpuStages.Micro(step, stepCaches, routes));
+        micro.add(stepMicro);
         firstSeq = ONE;
         into = stepLogits;
         try {
