@@ -30,12 +30,12 @@ import java.util.function.ToIntFunction;
  * decoder layers (as DeepSeek-V3/R1 and Kimi-K2-Instruct publish them; the router gate, embedding and lm_head BF16).
  * A packed kv_b_proj (INT4 or FP8) is held a second time in fp32 for the absorbed decode ({@code MlaAttention}).
  *
- * <p><b>Scratch</b> of one scoring forward ({@code GpuModel.forward} then {@code GpuScorer}'s logits, no KV cache):
+ * <p><b>Scratch</b> of one scoring forward ({@code GpuModel.forward} then {@code Scorer}'s logits, no KV cache):
  * <ul>
  *   <li>Arena floats and ints per batch token, counted take by take: what the whole pass holds (the residual stream,
  *       the batch's indices, the final norm) plus the largest layer's scratch, since each layer's goes back once its
  *       output is added in. Attention keys are the batch's own tokens. Logits rows: one chunk of
- *       {@link #LOGITS_CHUNK_FLOATS} at a time ({@code GpuScorer} gives each back once read).</li>
+ *       {@link #LOGITS_CHUNK_FLOATS} at a time ({@code Scorer} gives each back once read).</li>
  *   <li>{@link #ARENA_GROWTH} times that: a pass that outgrows the arena's block keeps it while it adds blocks, and
  *       only the next forward merges them into one.</li>
  *   <li>The arena's first blocks (held from load), 64-element alignment of every take, and the YaRN cos/sin table
@@ -61,7 +61,7 @@ import java.util.function.ToIntFunction;
  * @param gemmInputBytesPerToken  CUDA's BF16 GEMM input scratch per token of the largest GEMM input (growth included)
  * @param arenaTakes              arena takes held at the peak, a logits chunk's excepted (each may waste up to 64 elements)
  * @param fixedBytes              the arenas' first blocks, the cos/sin table's largest size, batched GEMM pointer arrays
- * @param logitsChunkRows         logits rows GpuScorer computes per chunk (5 more arena takes per chunk)
+ * @param logitsChunkRows         logits rows the Scorer computes per chunk (5 more arena takes per chunk)
  * @param dequantScratchBytes     the INT4 and FP8 dequantisation scratch (0 without packed weights)
  */
 public record GpuMemoryBudget(
@@ -88,7 +88,7 @@ public record GpuMemoryBudget(
     /** CUDA context, cuBLAS handle and workspaces, and allocator slack: memory the engine uses but never allocates itself. */
     public static final long DEFAULT_RESERVE_BYTES = 512L << 20;
 
-    /** As {@code GpuScorer.LOGITS_CHUNK_FLOATS} (package-private there; a test in dev.scorch.engine.device keeps them equal). */
+    /** As {@code GpuStages.LOGITS_CHUNK_FLOATS} (package-private there; a test in dev.scorch.engine.device keeps them equal). */
     public static final int LOGITS_CHUNK_FLOATS = 64 << 20;
 
     /** The arena's worst growth over one pass: its old block plus new ones until the next forward merges them. */

@@ -1,6 +1,8 @@
 package dev.scorch.engine.bench;
 
 import dev.scorch.engine.checkpoint.WeightLayout;
+import dev.scorch.engine.generation.DecodingModel;
+import dev.scorch.engine.generation.StageDecodingModel;
 import dev.scorch.engine.kernels.LogSoftmax;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
@@ -8,7 +10,6 @@ import dev.scorch.engine.model.KvCache;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.runtime.HeapAllocation;
 import dev.scorch.engine.runtime.ProcessMemory;
-import dev.scorch.engine.runtime.Workspace;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -91,22 +92,24 @@ public final class DecodeBenchmark {
         double[] secs = new double[runs];
         long heapBytes = 0; // allocated during the timed steps
         long[] runHeap = new long[runs]; // each run's
-        Workspace ws = new Workspace(); // activations, kept from step to step as a generator keeps them
+        // activations, kept from step to step as a generator keeps them
+        StageDecodingModel decoding = new StageDecodingModel(model.on(ops));
         for (int run = -warmup; run < runs; run++) {
             List<int[]> prompts = new ArrayList<>();
-            List<KvCache> caches = new ArrayList<>();
+            List<DecodingModel.Cache> caches = new ArrayList<>();
             for (int b = 0; b < batch; b++) {
                 int[] t = new int[prompt];
                 for (int i = 0; i < prompt; i++) {
                     t[i] = rnd.nextInt(model.vocabSize());
                 }
                 prompts.add(t);
-                KvCache cache = new KvCache(model.config(), prompt + steps + 1);
-                cache.reserve(prompt + steps + 1); // all its storage now: the timed steps allocate none of it
+                StageDecodingModel.StageCache cache =
+                        (StageDecodingModel.StageCache) decoding.newCache(prompt + steps + 1);
+                cache.kv()[0].reserve(prompt + steps + 1); // all its storage now: the timed steps allocate none of it
                 caches.add(cache);
             }
-            KvCache[] cacheArray = caches.toArray(new KvCache[0]);
-            model.prefill(KvCache.pack(prompts, caches), cacheArray, ops, ws);
+            DecodingModel.Cache[] cacheArray = caches.toArray(new DecodingModel.Cache[0]);
+            decoding.prefill(prompts, caches);
             int[] next = new int[batch];
             Arrays.fill(next, 1);
             int[][] routes =
@@ -115,7 +118,7 @@ public final class DecodeBenchmark {
             long heap0 = HeapAllocation.allocatedBytes();
             long t0 = System.nanoTime();
             for (int s = 0; s < steps; s++) {
-                float[] logits = model.decode(next, cacheArray, ops, routes, ws); // [batch, vocab]
+                float[] logits = decoding.decode(next, cacheArray, routes); // [batch, vocab]
                 if (run >= 0) {
                     expertsHit += distinctExperts(routes, seen);
                 }

@@ -8,7 +8,6 @@ import dev.scorch.engine.model.GpuModel;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.runtime.Workspace;
 import dev.scorch.engine.scoring.BatchScores;
-import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;
 import java.util.ArrayList;
@@ -136,7 +135,7 @@ public final class LayerBenchmark {
     public record Cpu(DeepseekV3Model model, Ops ops, Workspace ws, Scorer scorer, BatchScores scores)
             implements Target {
         public Cpu(DeepseekV3Model model, Ops ops) {
-            this(model, ops, new Workspace(), new Scorer(model, ops), new BatchScores());
+            this(model, ops, new Workspace(), new Scorer(model.on(ops)), new BatchScores());
         }
 
         @Override
@@ -161,10 +160,10 @@ public final class LayerBenchmark {
         }
     }
 
-    /** A {@link GpuModel} (on a CUDA device, or on HostDevice, its plain-Java twin): {@link GpuScorer}, nextTokenLogits. */
-    public record Gpu(GpuModel model, GpuScorer scorer) implements Target {
+    /** A {@link GpuModel} (on a CUDA device, or on HostDevice, its plain-Java twin): {@link Scorer}, nextTokenLogits. */
+    public record Gpu(GpuModel model, Scorer scorer) implements Target {
         public Gpu(GpuModel model) {
-            this(model, new GpuScorer(model));
+            this(model, new Scorer(model));
         }
 
         Runnable sync() {

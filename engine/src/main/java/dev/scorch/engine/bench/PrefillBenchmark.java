@@ -41,7 +41,7 @@ public final class PrefillBenchmark {
 
     public static Result run(DeepseekV3Model model, Ops ops, int batch, int seq, int warmup, int runs, long seed) {
         List<ScoreRequest> reqs = randomRequests(model.vocabSize(), batch, seq, seed);
-        Scorer scorer = new Scorer(model, ops);
+        Scorer scorer = new Scorer(model.on(ops));
         BatchScores scores = new BatchScores(); // kept from run to run, as a scoring loop keeps it
         for (int i = 0; i < warmup; i++) {
             scorer.score(reqs, scores);
@@ -75,7 +75,7 @@ public final class PrefillBenchmark {
                 ProcessMemory.peakRssBytes(),
                 heapBytes / (tokens * runs),
                 HeapAllocation.medianRun(runHeap) / tokens,
-                scorer.workspaceBytes());
+                scorer.stages().scratchBytes());
     }
 
     /** batch sequences of seq uniformly random token ids, scored from the second token: the benchmarks' input. */

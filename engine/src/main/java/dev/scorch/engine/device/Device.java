@@ -456,6 +456,31 @@ public interface Device extends AutoCloseable {
     void logSoftmaxStats(Buf logits, int rows, int vocab, Buf targets, Buf stats);
 
     /**
+     * {@link #logSoftmaxStats(Buf, int, int, Buf, Buf)} read back into out [3 · rows] on the host, stats being its
+     * scratch: this default reads the device's fp32 stats; the CPU device computes them on the logits in place, the
+     * log-sum-exp in double as its kernels reduce it.
+     */
+    default void logSoftmaxStats(Buf logits, int rows, int vocab, Buf targets, Buf stats, double[] out) {
+        logSoftmaxStats(logits, rows, vocab, targets, stats);
+        float[] f = new float[3 * rows];
+        read(stats, f, 0, f.length);
+        for (int i = 0; i < f.length; i++) {
+            out[i] = f[i];
+        }
+    }
+
+    /**
+     * src's first n floats on the host, from index 0 of the array returned: src's own array where this device keeps it
+     * as one from index 0 (a heap device: no copy), else into (a new array when into is null or short) read from the
+     * device.
+     */
+    default float[] hostFloats(Buf src, int n, float[] into) {
+        float[] dst = into != null && into.length >= n ? into : new float[n];
+        read(src, dst, 0, n);
+        return dst;
+    }
+
+    /**
      * YaRN cos/sin of positions [0, positions) at least, [positions, qk_rope_head_dim] as {@link Rope#table} lays them
      * out, on this device; previous (the last table this call returned, or null) is no longer used.
      */

@@ -5,7 +5,7 @@ package dev.scorch.engine.device;
  * qk_rope_head_dim], a token's normed latent then its rotated k_pe, on the device the block runs on ({@code GpuKvCache}
  * on a GPU, {@code KvCache} on the CPU device).
  */
-public interface LatentCache {
+public interface LatentCache extends AutoCloseable {
     /** Layers held. */
     int layers();
 
@@ -33,4 +33,11 @@ public interface LatentCache {
     default boolean extendsAsPrefill() {
         return false;
     }
+
+    /** Makes this empty cache a copy of src's cached tokens, src being of the same kind and shape (samples of one prompt share its prefill). */
+    void copyFrom(LatentCache src);
+
+    /** Gives its memory back (a device's; a heap cache leaves it to the garbage collector). */
+    @Override
+    default void close() {}
 }

@@ -23,7 +23,6 @@ import dev.scorch.engine.model.GpuModel;
 import dev.scorch.engine.model.GpuPipeline;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.runtime.PackedBatch;
-import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;
@@ -222,11 +221,11 @@ public final class GpuCheck {
         int[] split = {1, w.config().numHiddenLayers() - 1};
         GemmPrecision p = GemmPrecision.BF16X3;
         try (GpuPipeline pipe = GpuPipeline.load(w, List.of(first.get(), second.get()), p, split)) {
-            direct = new GpuScorer(pipe).score(reqs);
+            direct = new Scorer(pipe).score(reqs);
         }
         try (GpuPipeline pipe =
                 GpuPipeline.load(w, List.of(withoutCopyTo(first.get()), withoutCopyTo(second.get())), p, split)) {
-            viaHost = new GpuScorer(pipe).score(reqs);
+            viaHost = new Scorer(pipe).score(reqs);
         }
         boolean same = direct.size() == viaHost.size();
         for (int i = 0; same && i < direct.size(); i++) {
@@ -305,7 +304,7 @@ public final class GpuCheck {
         int[][] cpuRoutes = new int[cpuModel.numMoeLayers()][];
         try (CpuOps ops = new CpuOps(cpuThreads)) {
             long t0 = System.nanoTime();
-            cpuScores = new Scorer(cpuModel, ops).score(cmp, cpuRoutes);
+            cpuScores = new Scorer(cpuModel.on(ops)).score(cmp, cpuRoutes);
             System.out.printf(
                     "%s: CPU (%d threads) scored 4 x 200 tokens in %.2f s%n",
                     dir.getFileName(), cpuThreads, (System.nanoTime() - t0) / 1e9);
@@ -320,7 +319,7 @@ public final class GpuCheck {
         for (GemmPrecision p : precisions) {
             ObjectNode s = into.putObject(p.name());
             try (GpuModel m = GpuModel.load(sw, devices.get(), p)) {
-                GpuScorer scorer = new GpuScorer(m);
+                Scorer scorer = new Scorer(m);
                 int[][] gpuRoutes = new int[cpuRoutes.length][];
                 List<SequenceScore> gpu = scorer.score(cmp, gpuRoutes);
                 int routeDiff = 0;
@@ -394,7 +393,7 @@ public final class GpuCheck {
         ModelConfig c = sw.config();
         ProfilingDevice prof = new ProfilingDevice(new CudaDevice(0));
         try (GpuModel m = GpuModel.load(sw, prof.device(), GemmPrecision.BF16X3)) {
-            GpuScorer scorer = new GpuScorer(m);
+            Scorer scorer = new Scorer(m);
             List<ScoreRequest> reqs = PrefillBenchmark.randomRequests(c.vocabSize(), 8, 256, 5);
             long t0;
             for (int[] shape : new int[][] {{8, 256}, {32, 512}}) {
@@ -443,7 +442,7 @@ public final class GpuCheck {
                 });
     }
 
-    private static void prefill(GpuScorer scorer, ModelConfig c, int batch, int seq, ObjectNode into) {
+    private static void prefill(Scorer scorer, ModelConfig c, int batch, int seq, ObjectNode into) {
         List<ScoreRequest> reqs = PrefillBenchmark.randomRequests(c.vocabSize(), batch, seq, 5);
         for (int i = 0; i < 3; i++) {
             scorer.score(reqs);

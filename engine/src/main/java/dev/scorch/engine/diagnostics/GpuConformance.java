@@ -5,15 +5,15 @@ import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.generation.Completion;
 import dev.scorch.engine.generation.GenerationRequest;
 import dev.scorch.engine.generation.Generator;
-import dev.scorch.engine.generation.GpuDecodingModel;
+import dev.scorch.engine.generation.StageDecodingModel;
 import dev.scorch.engine.kernels.LogSoftmax;
 import dev.scorch.engine.model.GpuKvCache;
 import dev.scorch.engine.model.GpuModel;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.sampling.SamplingParams;
-import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
+import dev.scorch.engine.scoring.Scorer;
 import dev.scorch.engine.scoring.SequenceScore;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -84,8 +84,8 @@ public final class GpuConformance {
                     ints(p.get("token_ids")), SamplingParams.greedy(), 16, Set.of(), List.of(), 1, 0));
         }
         Generator.Limits limits = new Generator.Limits(Long.MAX_VALUE, 1 << 20, 4);
-        List<List<Completion>> off = new Generator(new GpuDecodingModel(model, false), limits, null).generate(reqs);
-        List<List<Completion>> on = new Generator(new GpuDecodingModel(model, true), limits, null).generate(reqs);
+        List<List<Completion>> off = new Generator(new StageDecodingModel(model, false), limits, null).generate(reqs);
+        List<List<Completion>> on = new Generator(new StageDecodingModel(model, true), limits, null).generate(reqs);
         int greedy = 0;
         int same = 0;
         for (int i = 0; i < reqs.size(); i++) {
@@ -99,7 +99,7 @@ public final class GpuConformance {
     }
 
     public static Report check(GpuModel model, JsonNode golden) {
-        GpuScorer scorer = new GpuScorer(model);
+        Scorer scorer = new Scorer(model);
         int moeLayers = 0;
         for (int l = 0; l < model.config().numHiddenLayers(); l++) {
             moeLayers += model.config().isMoeLayer(l) ? 1 : 0;

@@ -1,14 +1,12 @@
 package dev.scorch.engine.generation;
 
 import dev.scorch.engine.config.ModelConfig;
-import dev.scorch.engine.kernels.Ops;
-import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.model.KvCache;
 import java.util.List;
 
 /**
  * The model a {@link Generator} drives: prompts prefilled into fresh KV caches, then one token per sequence per
- * step. {@link CpuDecodingModel} runs the CPU engine; the CUDA backend has its own ({@code gpu.GpuDecodingModel}).
+ * step: {@link StageDecodingModel}, on any device.
  */
 public interface DecodingModel {
     ModelConfig config();
@@ -27,7 +25,10 @@ public interface DecodingModel {
     /** Prefills each prompt into its empty cache and returns each prompt's next-token logits [prompts, vocab], fp32. */
     float[] prefill(List<int[]> prompts, List<Cache> caches);
 
-    /** Appends tokens[s] to caches[s] and returns the next-token logits [sequences, vocab], fp32. */
+    /**
+     * Appends tokens[s] to caches[s] and returns the next-token logits [sequences, vocab], fp32, valid until the next
+     * call (a step of the same batch size reuses the array).
+     */
     float[] decode(int[] tokens, Cache[] caches);
 
     /** One sequence's KV cache. */
@@ -41,10 +42,5 @@ public interface DecodingModel {
         /** Gives its memory back. */
         @Override
         void close();
-    }
-
-    /** The CPU engine. */
-    static DecodingModel cpu(DeepseekV3Model model, Ops ops) {
-        return new CpuDecodingModel(model, ops);
     }
 }

@@ -64,7 +64,7 @@ public final class Generator {
 
     /** On the CPU engine. */
     public Generator(DeepseekV3Model model, Ops ops, Limits limits, Tokenizer tokenizer) {
-        this(DecodingModel.cpu(model, ops), limits, tokenizer);
+        this(new StageDecodingModel(model.on(ops)), limits, tokenizer);
     }
 
     public Generator(DeepseekV3Model model, Ops ops, long maxCacheBytes, Tokenizer tokenizer) {

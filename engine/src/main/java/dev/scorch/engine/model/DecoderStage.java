@@ -461,54 +461,68 @@ public final class DecoderStage implements AutoCloseable {
         return graphs.decode(tokens, caches);
     }
 
-    /** A scratch mark: {@link #releaseScratch} gives back what was taken after it (a logits chunk once read). */
-    public long[] markScratch() {
-        return new long[] {own.floats.mark(), own.ints.mark()};
-    }
-
-    /** Gives back the scratch taken after mark ({@link #markScratch}). */
-    public void releaseScratch(long[] mark) {
-        own.floats.release(mark[0]);
-        own.ints.release(mark[1]);
-    }
-
     /**
-     * logits [rows, vocab] = lm_head(hidden rows[j]) and their log-softmax stats ({@link Device#logSoftmaxStats})
-     * for the given rows of hidden [T, hidden], as device scratch of the current forward.
+     * logits [rows, vocab] = lm_head(hidden rows[j]) for rows rowIds[0 .. rows) of hidden [T, hidden], the last stage's
+     * output of pass's forward, as pass's scratch: each row multiplied by the pass's rule for it (a decode row as decode
+     * rows are, see {@link DecodeRows}). Give it back ({@link Pass#mark}, {@link Pass#release}) once read.
      */
-    public Buf[] logits(Buf hidden, int[] rowIds, int[] targets) {
+    public Buf logits(Pass pass, Buf hidden, int[] rowIds, int rows) {
         if (lmHead == null) {
             throw new IllegalStateException("only the last stage holds lm_head");
         }
-        int rows = rowIds.length;
         int h = config.hiddenSize();
-        int vocab = config.vocabSize();
-        Buf idx = own.ints.take(rows);
-        dev.write(idx, rowIds, 0, rows);
-        Buf tg = own.ints.take(rows);
-        dev.write(tg, targets, 0, rows);
-        Buf x = own.floats.take((long) rows * h);
-        dev.gatherRows(hidden, idx, rows, h, x);
-        Buf logits = own.floats.take((long) rows * vocab);
-        dev.gemm(x, rows, h, lmHead, vocab, logits, precision);
-        Buf stats = own.floats.take(3L * rows);
-        dev.logSoftmaxStats(logits, rows, vocab, tg, stats);
-        return new Buf[] {logits, stats};
+        Buf x = hidden;
+        boolean identity = hidden.length() == (long) rows * h;
+        for (int j = 0; j < rows && identity; j++) {
+            identity = rowIds[j] == j;
+        }
+        if (!identity) { // the rows gathered; every row of hidden in order is multiplied in place
+            Buf idx = pass.ints.take(rows);
+            pass.dev.write(idx, rowIds, 0, rows);
+            x = pass.floats.take((long) rows * h);
+            pass.dev.gatherRows(hidden, idx, rows, h, x);
+        }
+        Buf logits = pass.floats.take((long) rows * config.vocabSize());
+        pass.dev.gemm(
+                x,
+                rows,
+                h,
+                lmHead,
+                config.vocabSize(),
+                logits,
+                precision,
+                pass.rows().rows(rowIds, rows));
+        return logits;
     }
 
-    /** The next-token logits [sequences, vocab] of each sequence's last token, from the last stage's output hidden. */
-    public float[] lastTokenLogits(PackedBatch batch, Buf hidden) {
+    /**
+     * The log-softmax stats of logits [rows, vocab] ({@link #logits}) against targets[0 .. rows) (-1: none) into out
+     * [3 · rows] on the host, as {@link Device#logSoftmaxStats(Buf, int, int, Buf, Buf, double[])} gives them.
+     */
+    public void stats(Pass pass, Buf logits, int rows, int[] targets, double[] out) {
+        Buf tg = pass.ints.take(rows);
+        pass.dev.write(tg, targets, 0, rows);
+        pass.dev.logSoftmaxStats(logits, rows, config.vocabSize(), tg, pass.floats.take(3L * rows), out);
+    }
+
+    /**
+     * The next-token logits of each sequence's last token of batch into out [sequences, vocab] from outOff, from hidden,
+     * the last stage's output of pass's forward.
+     */
+    public void lastTokenLogits(Pass pass, PackedBatch batch, Buf hidden, float[] out, int outOff) {
         int n = batch.numSequences();
-        int[] last = new int[n];
-        int[] none = new int[n];
+        int[] last = pass.hostRows = Pass.grow(pass.hostRows, n);
         for (int s = 0; s < n; s++) {
             last[s] = batch.seqStart()[s] + batch.seqLen()[s] - 1;
-            none[s] = -1;
         }
-        Buf logits = logits(hidden, last, none)[0];
-        float[] out = new float[n * config.vocabSize()];
-        dev.read(logits, out, 0, out.length);
-        return out;
+        pass.mark();
+        pass.dev.read(logits(pass, hidden, last, n), out, outOff, n * config.vocabSize());
+        pass.release();
+    }
+
+    /** The pass of the forward methods without a Pass of their own. */
+    Pass own() {
+        return own;
     }
 
     /** Frees the weights and scratch; the device stays open (it belongs to whoever made it). */

@@ -3,14 +3,18 @@ package dev.scorch.engine.model;
 import dev.scorch.engine.checkpoint.Checkpoint;
 import dev.scorch.engine.checkpoint.CheckpointValidator;
 import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.device.Buf;
 import dev.scorch.engine.device.DecodeRows;
 import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.LatentCache;
 import dev.scorch.engine.device.cpu.CpuDevice;
-import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.runtime.Workspace;
 import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Function;
 import java.util.function.IntConsumer;
 
 /**
@@ -23,12 +27,10 @@ import java.util.function.IntConsumer;
 public final class DeepseekV3Model {
     private static final Workspace.Slot<Buffers> BUFFERS = new Workspace.Slot<>(Buffers::new);
 
-    /** A workspace's device and pass over one Ops, and decode's buffers. */
+    /** A workspace's device and pass over one Ops. */
     private static final class Buffers extends Workspace.Buffers {
         private CpuDevice dev;
         private Pass pass;
-        private float[] logits; // [B, vocab], exactly: decode returns it
-        private PackedBatch decodeBatch; // a decode step's, one token per sequence, refilled while B stays the same
 
         Buffers(Workspace ws) {
             super(ws);
@@ -51,14 +53,14 @@ public final class DeepseekV3Model {
     private final ModelConfig config;
     private final Checkpoint checkpoint; // its mappings hold the weights: a fault reading them names the shard
     private final DecoderStage block; // every layer, with embed_tokens, model.norm and lm_head, weights as mapped
-    private final Linear lmHead; // [vocab, hidden]
+    private final List<DecoderStage> stages;
 
     public DeepseekV3Model(ModelWeights w) {
         config = w.config();
         checkpoint = w.checkpoint();
         // The weights are the checkpoint's tensors whatever device holds them: any CPU device loads them.
         block = DecoderStage.load(w, new CpuDevice(null), GemmPrecision.FP32, 0, config.numHiddenLayers());
-        lmHead = w.linear("lm_head.weight");
+        stages = List.of(block);
     }
 
     /** Opens, validates (failing on the first problems, named) and builds the model in {@code dir}. */
@@ -92,7 +94,7 @@ public final class DeepseekV3Model {
      */
     public float[] forward(PackedBatch batch, Ops ops, int[][] routes, Workspace ws) {
         try {
-            return forward(batch, ops, routes, null, ws, null);
+            return (float[]) forward(batch, ops, routes, null, ws, null).storage();
         } catch (InternalError e) {
             throw checkpoint.readFault(e);
         }
@@ -104,7 +106,7 @@ public final class DeepseekV3Model {
      */
     public float[] forward(PackedBatch batch, Ops ops, Workspace ws, IntConsumer boundary) {
         try {
-            return forward(batch, ops, null, null, ws, boundary);
+            return (float[]) forward(batch, ops, null, null, ws, boundary).storage();
         } catch (InternalError e) {
             throw checkpoint.readFault(e);
         }
@@ -121,95 +123,43 @@ public final class DeepseekV3Model {
      * [T, hidden]) is ws's, valid until its next pass.
      */
     public float[] prefill(PackedBatch batch, KvCache[] caches, Ops ops, Workspace ws) {
-        try {
-            return prefill(batch, caches, ops, null, ws);
-        } catch (InternalError e) {
-            throw checkpoint.readFault(e);
-        }
-    }
-
-    private float[] prefill(PackedBatch batch, KvCache[] caches, Ops ops, int[][] routes, Workspace ws) {
         checkCaches(batch, caches);
-        return forward(batch, ops, routes, caches, ws, null); // each cache grows, then advances once every layer is in
-    }
-
-    /**
-     * One decode step: tokens[s] is sequence s's newest token (at position caches[s].length()); appends it to
-     * caches[s] and returns the next-token logits [B, vocab] in fp32. The rows of sequences whose cache held
-     * tokens take {@link Ops#matmulDecode} for every linear, lm_head included (see {@link DecodeRows}), so their
-     * bits do not depend on B; a sequence started from an empty cache is computed as prefill is. routes, when not
-     * null, is [moe layer][B * top_k] and receives each token's experts. Every activation lives in ws: the logits
-     * returned (exactly [B, vocab]) are ws's, valid until its next pass.
-     */
-    public float[] decode(int[] tokens, KvCache[] caches, Ops ops, int[][] routes, Workspace ws) {
-        int b = tokens.length;
-        if (caches == null || caches.length != b) {
-            throw new IllegalArgumentException(
-                    b + " tokens but " + (caches == null ? "no" : caches.length) + " caches");
-        }
-        Buffers scratch = ws.get(BUFFERS);
-        if (scratch.decodeBatch == null || scratch.decodeBatch.numSequences() != b) {
-            scratch.decodeBatch = new PackedBatch(new int[b], new int[b], new int[b], new int[b]);
-        }
-        PackedBatch batch = scratch.decodeBatch; // one token per sequence
-        for (int s = 0; s < b; s++) {
-            batch.tokens()[s] = tokens[s];
-            batch.positions()[s] = caches[s].length();
-            batch.seqStart()[s] = s;
-            batch.seqLen()[s] = 1;
-        }
-        try {
-            float[] hidden = prefill(batch, caches, ops, routes, ws);
-            float[] out = scratch.logits = scratch.exactFloats(scratch.logits, b * config.vocabSize());
-            scratch.dev.matmul(hidden, b, lmHead, out, scratch.pass.rows()); // the pass's own rule for its rows
-            return out;
+        try { // each cache grows, then advances once every layer is in
+            return (float[]) forward(batch, ops, null, caches, ws, null).storage();
         } catch (InternalError e) {
             throw checkpoint.readFault(e);
         }
     }
 
-    private void checkCaches(PackedBatch batch, KvCache[] caches) {
+    private void checkCaches(PackedBatch batch, LatentCache[] caches) {
         int n = batch.numSequences();
         if (caches == null || caches.length != n) {
             throw new IllegalArgumentException(
                     n + " sequences but " + (caches == null ? "no" : caches.length) + " caches");
         }
         for (int s = 0; s < n; s++) {
-            KvCache c = caches[s];
+            LatentCache c = caches[s];
             for (int r = 0; r < s; r++) { // pairwise (B² identity checks are nothing beside a step): no map per step
                 if (caches[r] == c) {
                     throw new IllegalArgumentException(
                             "sequence " + s + " shares its KV cache with an earlier sequence");
                 }
             }
-            if (c.layers() != config.numHiddenLayers()
-                    || c.kvLoraRank() != config.kvLoraRank()
-                    || c.qkRopeHeadDim() != config.qkRopeHeadDim()) {
-                throw new IllegalArgumentException(
-                        "KV cache of sequence " + s + " is shaped [" + c.layers() + " layers, " + c.kvLoraRank() + " + "
-                                + c.qkRopeHeadDim() + "], the model needs [" + config.numHiddenLayers() + ", "
-                                + config.kvLoraRank() + " + "
-                                + config.qkRopeHeadDim() + "]");
+            int width = config.kvLoraRank() + config.qkRopeHeadDim();
+            if (c.layers() != config.numHiddenLayers() || c.width() != width) {
+                throw new IllegalArgumentException("KV cache of sequence " + s + " is shaped [" + c.layers()
+                        + " layers, " + c.width() + "], the model needs [" + config.numHiddenLayers() + ", "
+                        + config.kvLoraRank() + " + " + config.qkRopeHeadDim() + "]");
             }
         }
     }
 
-    private float[] forward(
-            PackedBatch batch, Ops ops, int[][] routes, KvCache[] caches, Workspace ws, IntConsumer boundary) {
+    /** The final-normed hidden states [T, hidden] of batch, the workspace's scratch (a whole array of it). */
+    private Buf forward(
+            PackedBatch batch, Ops ops, int[][] routes, LatentCache[] caches, Workspace ws, IntConsumer boundary) {
         checkpoint
                 .checkMapped(); // a shard cut short since the last pass fails here, named, before any read of it faults
-        // The final-normed hidden states are a whole array of the workspace's scratch.
-        return block.forward(
-                ws.get(BUFFERS).on(ops), batch, caches, routes, null, h -> (float[]) h.storage(), boundary);
-    }
-
-    /** logits[rows, vocab] = lm_head(hidden rows), fp32, as scoring and prefill compute them ({@link Ops#matmul}). */
-    public void logits(float[] hiddenRows, int rows, Ops ops, float[] out) {
-        try {
-            ops.matmul(hiddenRows, rows, lmHead, out);
-        } catch (InternalError e) {
-            throw checkpoint.readFault(e);
-        }
+        return block.forward(ws.get(BUFFERS).on(ops), batch, caches, routes, null, Function.identity(), boundary);
     }
 
     /**
@@ -223,14 +173,67 @@ public final class DeepseekV3Model {
     }
 
     /**
-     * logits[rows, vocab] = lm_head(hidden rows) for decode rows (tokens that extended a non-empty KV cache):
-     * {@link Ops#matmulDecode}, the logits {@link #decode} returns for such rows.
+     * This model on the CPU device over ops, as one stage of every layer ({@link GpuStages}): what a scorer or a decoding
+     * model runs on. Its KV caches are {@link KvCache}s. Each call runs on a workspace of its own (passes on several
+     * threads at once share the weights): the one kept between calls, or a fresh one while another thread has it.
      */
-    public void decodeLogits(float[] hiddenRows, int rows, Ops ops, float[] out) {
-        try {
-            ops.matmulDecode(hiddenRows, rows, lmHead, out);
-        } catch (InternalError e) {
-            throw checkpoint.readFault(e);
-        }
+    public GpuStages on(Ops ops) {
+        return new GpuStages() {
+            private final AtomicReference<Workspace> idle = new AtomicReference<>(new Workspace());
+
+            @Override
+            public ModelConfig config() {
+                return config;
+            }
+
+            @Override
+            public List<DecoderStage> stages() {
+                return stages;
+            }
+
+            @Override
+            public int microBatches(int sequences) {
+                return 1;
+            }
+
+            /** 32 MiB: 256 rows at vocab 32768, one row block of the packed GEMM, which decodes each lm_head row once per block. */
+            @Override
+            public int logitsChunkFloats() {
+                return 8 << 20;
+            }
+
+            @Override
+            public LatentCache[] newCaches(int capacity) {
+                return new LatentCache[] {new KvCache(config, capacity)};
+            }
+
+            @Override
+            public long scratchBytes() {
+                Workspace ws = idle.get();
+                return ws == null ? 0 : ws.bytes();
+            }
+
+            @Override
+            public void run(List<Micro> micro, Finish finish) {
+                Workspace ws = idle.getAndSet(null);
+                if (ws == null) {
+                    ws = new Workspace();
+                }
+                try {
+                    for (int i = 0; i < micro.size(); i++) {
+                        Micro m = micro.get(i);
+                        if (m.caches() != null) {
+                            checkCaches(m.batch(), m.stage(0));
+                        }
+                        Pass pass = ws.get(BUFFERS).on(ops);
+                        finish.apply(i, block, pass, forward(m.batch(), ops, m.routes(), m.stage(0), ws, null));
+                    }
+                } catch (InternalError e) {
+                    throw checkpoint.readFault(e);
+                } finally {
+                    idle.set(ws);
+                }
+            }
+        };
     }
 }

@@ -60,8 +60,9 @@ public final class GpuKvCache implements LatentCache, AutoCloseable {
         return width;
     }
 
-    /** Makes this empty cache a copy of src's cached tokens (samples of one prompt share its prefill). */
-    public void copyFrom(GpuKvCache src) {
+    @Override
+    public void copyFrom(LatentCache other) {
+        GpuKvCache src = (GpuKvCache) other;
         if (length != 0 || src.layers != layers || src.width != width || src.length > capacity) {
             throw new IllegalArgumentException(
                     "copy needs an empty cache of the same shape with room for " + src.length + " tokens");

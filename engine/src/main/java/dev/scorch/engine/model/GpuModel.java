@@ -43,8 +43,8 @@ public final class GpuModel implements GpuStages, AutoCloseable {
     }
 
     @Override
-    public synchronized <R> List<R> run(List<Micro> micro, Finish<R> finish) {
-        return GpuStages.runInOrder(List.of(stage), micro, finish);
+    public synchronized void run(List<Micro> micro, Finish finish) {
+        GpuStages.runInOrder(List.of(stage), micro, finish);
     }
 
     @Override
@@ -86,7 +86,11 @@ public final class GpuModel implements GpuStages, AutoCloseable {
      * returns the next-token logits [sequences, vocab] of each sequence's last token, in fp32.
      */
     public synchronized float[] nextTokenLogits(PackedBatch batch, GpuKvCache[] caches) {
-        return stage.forward(batch, caches, null, null, hidden -> stage.lastTokenLogits(batch, hidden));
+        float[] out = new float[batch.numSequences() * config().vocabSize()];
+        return stage.forward(batch, caches, null, null, hidden -> {
+            stage.lastTokenLogits(stage.own(), batch, hidden, out, 0);
+            return out;
+        });
     }
 
     /** Frees the weights and scratch, then closes the device. */

@@ -136,8 +136,8 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
     }
 
     @Override
-    public <R> List<R> run(List<Micro> micro, Finish<R> finish) {
-        return run(micro, null, finish);
+    public void run(List<Micro> micro, Finish finish) {
+        run(micro, null, finish);
     }
 
     /**
@@ -167,7 +167,7 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
             }
 
             @Override
-            public <R> List<R> run(List<Micro> micro, Finish<R> finish) {
+            public void run(List<Micro> micro, Finish finish) {
                 int hidden = config().hiddenSize();
                 List<float[]> rows = new ArrayList<>(micro.size());
                 int at = 0;
@@ -180,15 +180,13 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
                     throw new IllegalArgumentException(
                             "micro-batches of " + at / hidden + " tokens fed from " + in.length / hidden + " rows");
                 }
-                return p.run(micro, rows, finish);
+                p.run(micro, rows, finish);
             }
         };
     }
 
-    private synchronized <R> List<R> run(List<Micro> micro, List<float[]> in, Finish<R> finish) {
+    private synchronized void run(List<Micro> micro, List<float[]> in, Finish finish) {
         int g = stages.size();
-        int m = micro.size();
-        Object[] results = new Object[m];
         long most = 0;
         for (Micro mb : micro) {
             most = Math.max(most, (long) mb.batch().numTokens() * config().hiddenSize());
@@ -203,7 +201,7 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
             int stage = k;
             threads.execute(() -> {
                 try {
-                    runStage(stage, micro, in, finish, results, failure);
+                    runStage(stage, micro, in, finish, failure);
                 } catch (Throwable e) {
                     if (failure.compareAndSet(null, e)) {
                         failedStage.set(stage);
@@ -236,23 +234,10 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
                             + stages.get(k).device().describe() + ") failed: " + e;
             throw new PipelineFailure("pipeline of " + g + " stages: " + where, e);
         }
-        List<R> out = new ArrayList<>(m);
-        for (Object r : results) {
-            @SuppressWarnings("unchecked")
-            R cast = (R) r;
-            out.add(cast);
-        }
-        return out;
     }
 
     /** Stage k's loop: every micro-batch in order, taking its input from stage k - 1 and handing its output on. */
-    private <R> void runStage(
-            int k,
-            List<Micro> micro,
-            List<float[]> in,
-            Finish<R> finish,
-            Object[] results,
-            AtomicReference<Throwable> failure)
+    private void runStage(int k, List<Micro> micro, List<float[]> in, Finish finish, AtomicReference<Throwable> failure)
             throws InterruptedException {
         DecoderStage st = stages.get(k);
         Link from = k == 0 ? null : links.get(k - 1);
@@ -268,8 +253,10 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
             int index = i;
             Buf h = handed == null ? null : handed.hidden();
             if (to == null) {
-                results[i] = counted(() ->
-                        st.forward(mb.batch(), mb.stage(k), mb.routes(), host, h, x -> finish.apply(index, st, x)));
+                counted(() -> st.forward(mb.batch(), mb.stage(k), mb.routes(), host, h, x -> {
+                    finish.apply(index, st, st.own(), x);
+                    return null;
+                }));
             } else {
                 to.send(counted(() -> st.forward(mb.batch(), mb.stage(k), mb.routes(), host, h, x -> to.fill(out, x))));
             }

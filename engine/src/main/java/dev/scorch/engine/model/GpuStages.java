@@ -2,15 +2,16 @@ package dev.scorch.engine.model;
 
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.device.LatentCache;
 import dev.scorch.engine.runtime.PackedBatch;
-import java.util.ArrayList;
 import java.util.List;
 
 /**
  * The model as a chain of {@link DecoderStage}s, each micro-batch run through them in order: a {@link GpuModel} (one
  * stage on one device) or a {@link GpuPipeline} (stages on several devices, working at once on different
- * micro-batches). What {@code GpuScorer} and {@code GpuDecodingModel} run on; a pipeline whose stages are spread over
- * several processes implements it too, its {@link #stages} being the local ones.
+ * micro-batches) or the CPU model ({@link DeepseekV3Model#on}). What {@code Scorer} and {@code StageDecodingModel} run
+ * on; a pipeline whose stages are spread over several processes implements it too, its {@link #stages} being the local
+ * ones.
  */
 public interface GpuStages {
     ModelConfig config();
@@ -22,37 +23,44 @@ public interface GpuStages {
     int microBatches(int sequences);
 
     /**
-     * One micro-batch: its packed sequences, their KV caches [sequence][stage] ({@link #newCaches}) or null, and
-     * routes [MoE layer][T * top_k] to receive its tokens' experts, or null.
+     * One micro-batch: its packed sequences, their KV caches [stage][sequence] ({@link #newCaches}) or null, and routes
+     * [MoE layer][T * top_k] to receive its tokens' experts, or null.
      */
-    record Micro(PackedBatch batch, GpuKvCache[][] caches, int[][] routes) {
+    record Micro(PackedBatch batch, LatentCache[][] caches, int[][] routes) {
         /** The caches of stage k's layers, one per sequence, or null. */
-        public GpuKvCache[] stage(int k) {
-            if (caches == null) {
-                return null;
-            }
-            GpuKvCache[] out = new GpuKvCache[caches.length];
-            for (int s = 0; s < out.length; s++) {
-                out[s] = caches[s][k];
-            }
-            return out;
+        public LatentCache[] stage(int k) {
+            return caches == null ? null : caches[k];
         }
     }
 
     /** What runs on the last stage with a micro-batch's final-normed hidden states [T, hidden]. */
-    interface Finish<R> {
-        /** hidden is the last stage's scratch, valid only during the call (read what is needed from it). */
-        R apply(int micro, DecoderStage last, Buf hidden);
+    interface Finish {
+        /** hidden is pass's scratch on the last stage, valid only during the call (read what is needed from it). */
+        void apply(int micro, DecoderStage last, Pass pass, Buf hidden);
     }
 
-    /**
-     * Runs every micro-batch through all the stages, then finish on the last stage, micro-batches in order at every
-     * stage; returns finish's results in that order.
-     */
-    <R> List<R> run(List<Micro> micro, Finish<R> finish);
+    /** Runs every micro-batch through all the stages, then finish on the last stage, micro-batches in order at every stage. */
+    void run(List<Micro> micro, Finish finish);
+
+    /** Floats of logits a scorer computes at once on a device: 256 MiB of its memory. */
+    int LOGITS_CHUNK_FLOATS = 64 << 20;
+
+    /** Floats of logits a scorer computes at once at most. */
+    default int logitsChunkFloats() {
+        return LOGITS_CHUNK_FLOATS;
+    }
+
+    /** Bytes of the scratch kept between calls now. */
+    default long scratchBytes() {
+        long n = 0;
+        for (DecoderStage st : stages()) {
+            n += st.scratchBytes();
+        }
+        return n;
+    }
 
     /** KV caches of every stage's layers for one sequence of up to capacity tokens, in stage order. */
-    default GpuKvCache[] newCaches(int capacity) {
+    default LatentCache[] newCaches(int capacity) {
         List<DecoderStage> st = stages();
         GpuKvCache[] out = new GpuKvCache[st.size()];
         try {
@@ -74,8 +82,7 @@ public interface GpuStages {
      * Runs micro on stages one after the other on the calling thread, the hidden states handed between stages
      * through the host in fp32 (exact).
      */
-    static <R> List<R> runInOrder(List<DecoderStage> stages, List<Micro> micro, Finish<R> finish) {
-        List<R> out = new ArrayList<>(micro.size());
+    static void runInOrder(List<DecoderStage> stages, List<Micro> micro, Finish finish) {
         int last = stages.size() - 1;
         for (int i = 0; i < micro.size(); i++) {
             Micro m = micro.get(i);
@@ -86,9 +93,11 @@ public interface GpuStages {
             }
             DecoderStage st = stages.get(last);
             int index = i;
-            out.add(st.forward(m.batch(), m.stage(last), m.routes(), hidden, h -> finish.apply(index, st, h)));
+            st.forward(m.batch(), m.stage(last), m.routes(), hidden, h -> {
+                finish.apply(index, st, st.own(), h);
+                return null;
+            });
         }
-        return out;
     }
 
     /**

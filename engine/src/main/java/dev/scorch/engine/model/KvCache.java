@@ -153,8 +153,9 @@ public final class KvCache implements LatentCache {
         return extendsAsPrefill;
     }
 
-    /** Fills this empty cache with src's tokens (same shape): samples of one prompt share one prefill. */
-    public void copyOf(KvCache src) {
+    @Override
+    public void copyFrom(LatentCache other) {
+        KvCache src = (KvCache) other;
         if (length != 0 || src.layers != layers || src.kvLoraRank != kvLoraRank || src.qkRope != qkRope) {
             throw new IllegalArgumentException("copy needs an empty cache of the same shape");
         }
@@ -169,7 +170,7 @@ public final class KvCache implements LatentCache {
      * Packs new tokens of each sequence with positions numbered from its cache's length (the form
      * {@code DeepseekV3Model.prefill} and {@code decode} expect).
      */
-    public static PackedBatch pack(List<int[]> sequences, List<KvCache> caches) {
+    public static PackedBatch pack(List<int[]> sequences, List<? extends LatentCache> caches) {
         if (sequences.size() != caches.size()) {
             throw new IllegalArgumentException(sequences.size() + " sequences but " + caches.size() + " caches");
         }

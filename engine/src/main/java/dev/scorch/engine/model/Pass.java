@@ -50,6 +50,9 @@ public final class Pass implements AutoCloseable {
     int[] hostKeyLen = new int[0];
     int[] hostTiles = new int[0];
     int[] hostPast = new int[0];
+    int[] hostRows = new int[0]; // rows whose logits are asked for
+    private long floatMark; // {@link #mark}'s
+    private long intMark;
     final Workspace.ByLength<Cached> cachedByCount = new Workspace.ByLength<>(Cached::new);
 
     /** The sequences that attend over their caches in the absorbed form, each array [such sequences]. */
@@ -152,6 +155,18 @@ public final class Pass implements AutoCloseable {
             keysBefore = keys;
             keys = k;
         }
+    }
+
+    /** Marks where the scratch stands: {@link #release} gives back what is taken after it (a logits chunk once read). */
+    public void mark() {
+        floatMark = floats.mark();
+        intMark = ints.mark();
+    }
+
+    /** Gives back the scratch taken since the last {@link #mark}. */
+    public void release() {
+        floats.release(floatMark);
+        ints.release(intMark);
     }
 
     static int[] grow(int[] a, int n) {

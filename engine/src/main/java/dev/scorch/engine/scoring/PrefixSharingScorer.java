@@ -1,8 +1,10 @@
 package dev.scorch.engine.scoring;
 
 import dev.scorch.engine.config.ModelConfig;
+import dev.scorch.engine.device.LatentCache;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
+import dev.scorch.engine.model.GpuStages;
 import dev.scorch.engine.model.KvCache;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.runtime.Workspace;
@@ -22,7 +24,7 @@ import java.util.Set;
  * position's logits are asked for). With a {@link ScoreRequest#sharedPrefix} p inside the context, the context is two
  * blocks, [0, p) and [p, c); else one, [0, c). The first block is prefilled from an empty cache as scoring prefills it
  * (its latent rows are the bits plain scoring computes); the second block and the tail extend the cache of the blocks
- * before them ({@link DeepseekV3Model#prefill} over a cache that {@link KvCache#extendAsPrefill extends as prefill}):
+ * before them (a prefill over a cache that {@link KvCache#extendAsPrefill extends as prefill}):
  * their rows attend over the cache in the absorbed form and multiply with prefill's GEMMs, which read each weight once
  * per block of rows. Sequences with the same block share its cache, computed once, and blocks are kept from batch to
  * batch (a few-shot prompt is computed once per task, not per batch) up to a byte budget. Since the cuts depend on the
@@ -35,7 +37,7 @@ public final class PrefixSharingScorer implements BatchScorer {
     public static final long DEFAULT_KEPT_BYTES = 512L << 20;
 
     private final DeepseekV3Model model;
-    private final Ops ops;
+    private final GpuStages cpu;
     private final LatentBlocks blocks;
     private final Workspace ws = new Workspace();
     private final ModelConfig config;
@@ -47,7 +49,7 @@ public final class PrefixSharingScorer implements BatchScorer {
     /** keptBytes: the latent rows kept between batches, at most (0 keeps none past a batch). */
     public PrefixSharingScorer(DeepseekV3Model model, Ops ops, long keptBytes) {
         this.model = model;
-        this.ops = ops;
+        this.cpu = model.on(ops);
         this.config = model.config();
         this.blocks = new LatentBlocks(
                 config.numHiddenLayers(), config.kvLoraRank() + config.qkRopeHeadDim(), Math.max(0, keptBytes));
@@ -116,7 +118,7 @@ public final class PrefixSharingScorer implements BatchScorer {
                 seqs.add(t);
                 caches.add(cache);
             }
-            model.prefill(KvCache.pack(seqs, caches), caches.toArray(KvCache[]::new), ops, ws);
+            prefill(KvCache.pack(seqs, caches), caches.toArray(KvCache[]::new), (p, st, pass, h) -> {});
             for (int i = 0; i < depth.size(); i++) {
                 blocks.keep(depth.get(i), caches.get(i));
             }
@@ -134,11 +136,16 @@ public final class PrefixSharingScorer implements BatchScorer {
             tails.add(Arrays.copyOfRange(t, k.end, t.length));
         }
         PackedBatch batch = KvCache.pack(tails, List.of(caches));
-        float[] hidden = model.prefill(batch, caches, ops, ws); // [T, hidden]
         int[] from = new int[b]; // the tails' first positions
         for (int s = 0; s < b; s++) {
             from[s] = last[s].end;
         }
-        Scorer.logits(model, ops, hidden, batch, from, ws, out);
+        int chunk = cpu.logitsChunkFloats();
+        prefill(batch, caches, (p, st, pass, h) -> Scorer.accept(out, batch, from, chunk, st, pass, h, ws));
+    }
+
+    /** Runs batch over caches (one per sequence, extended) on the CPU model, then finish on its final hidden states. */
+    private void prefill(PackedBatch batch, KvCache[] caches, GpuStages.Finish finish) {
+        cpu.run(List.of(new GpuStages.Micro(batch, new LatentCache[][] {caches}, null)), finish);
     }
 }

@@ -1,67 +1,48 @@
 package dev.scorch.engine.scoring;
 
-import dev.scorch.engine.kernels.LogSoftmax;
-import dev.scorch.engine.kernels.Ops;
+import dev.scorch.engine.device.Buf;
+import dev.scorch.engine.model.DecoderStage;
 import dev.scorch.engine.model.DeepseekV3Model;
+import dev.scorch.engine.model.GpuModel;
+import dev.scorch.engine.model.GpuPipeline;
+import dev.scorch.engine.model.GpuStages;
+import dev.scorch.engine.model.Pass;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.runtime.Workspace;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicReference;
-import java.util.function.IntConsumer;
 
 /**
- * Log-prob scoring of a batch of sequences in one packed prefill. Logits are computed only for the rows
- * that need them, a chunk of rows at a time, so a [tokens × vocab] tensor never exists for the batch. Activations
- * live in a workspace kept from batch to batch, and results go to a caller's {@link BatchScores}: steady scoring into a
- * kept one allocates nothing per token.
+ * Log-prob scoring of a batch of sequences in packed prefills, on any {@link GpuStages}: the CPU model ({@link
+ * DeepseekV3Model#on}), a {@link GpuModel} or a {@link GpuPipeline} (one prefill per micro-batch of consecutive
+ * sequences). On the last stage lm_head and the log-softmax stats (log-sum-exp, target logit, argmax) are computed for
+ * the rows that need them only, a chunk of rows at a time ({@link GpuStages#logitsChunkFloats}), so a [tokens × vocab]
+ * tensor never exists for the batch; only those stats come back to the host, plus whole logits rows where top-k or
+ * logits were asked for (on the CPU read in place). Results go to a caller's {@link BatchScores}, and the scratch is
+ * kept from batch to batch: steady scoring into a kept one allocates nothing per token.
  */
 public final class Scorer implements BatchScorer {
-    /**
-     * Logits computed at once are at most this many floats (32 MiB): 256 rows at vocab 32768, one row block of the
-     * packed GEMM, which decodes each lm_head weight row once per block of up to 256 rows, so larger chunks only add
-     * memory (51 rows at Kimi's 163840).
-     */
-    static final int LOGITS_CHUNK_FLOATS = 8 << 20;
-
     private static final Workspace.Slot<Scratch> SCRATCH = new Workspace.Slot<>(Scratch::new);
 
-    /** A workspace's buffers for scoring, beside the model's activations. */
-    private static final class Scratch extends Workspace.Buffers {
-        private final List<int[]> seqs = new ArrayList<>(); // the requests' token arrays, while packing
-        private int[] neededSeq; // [rows needing logits]
-        private int[] neededPos; // [rows needing logits]
-        private float[] x; // [chunk, hidden]
-        private float[] logits; // [chunk, vocab]
-        private double[] lse; // [chunk]
-        private int[] best; // [chunk]
-        // Each row's log-sum-exp and argmax, the body of a pass over a chunk's rows (made once: no lambda per chunk).
-        private Ops ops;
-        private int vocab;
-        private final IntConsumer lseAndArgmax = j -> {
-            lse[j] = ops.logSumExp(logits, j * vocab, vocab);
-            best[j] = LogSoftmax.argmax(logits, j * vocab, vocab);
-        };
-
-        Scratch(Workspace ws) {
-            super(ws);
-        }
-    }
-
-    private final DeepseekV3Model model;
-    private final Ops ops;
-    // The workspace between calls; a call that finds it taken (another thread scoring) uses a fresh one.
+    private final GpuStages stages;
+    // The scratch between calls; a call that finds it taken (another thread scoring) uses a fresh one.
     private final AtomicReference<Workspace> idle = new AtomicReference<>(new Workspace());
 
-    public Scorer(DeepseekV3Model model, Ops ops) {
-        this.model = model;
-        this.ops = ops;
+    /** A scorer on the CPU model, a {@link GpuModel}, a {@link GpuPipeline} or another chain of stages. */
+    public Scorer(GpuStages stages) {
+        this.stages = stages;
     }
 
-    /** Bytes the workspace kept between calls holds: what activations cost at the largest batch scored so far. */
-    public long workspaceBytes() {
-        Workspace ws = idle.get();
-        return ws == null ? 0 : ws.bytes();
+    /** The one-device model scored on, or null when this scorer runs something else. */
+    public GpuModel model() {
+        return stages instanceof GpuModel m ? m : null;
+    }
+
+    /** What this scorer runs on. */
+    public GpuStages stages() {
+        return stages;
     }
 
     @Override
@@ -69,7 +50,7 @@ public final class Scorer implements BatchScorer {
         score(requests, null, into);
     }
 
-    /** As {@link #score(List)}; routes ([moe layer][T * top_k]) receives the experts of every packed token when not null. */
+    /** As {@link #score(List)}; routes ([moe layer][T * top_k]) receives every packed token's experts when not null. */
     public List<SequenceScore> score(List<ScoreRequest> requests, int[][] routes) {
         BatchScores scores = new BatchScores();
         score(requests, routes, scores);
@@ -77,81 +58,192 @@ public final class Scorer implements BatchScorer {
     }
 
     /** As {@link #score(List, BatchScores)}, with routes as in {@link #score(List, int[][])}. */
-    public void score(List<ScoreRequest> requests, int[][] routes, BatchScores into) {
+    public void score(List<ScoreRequest> requests, int[][] routes, BatchScores out) {
         Workspace ws = idle.getAndSet(null);
         if (ws == null) {
             ws = new Workspace();
         }
         try {
-            score(requests, routes, ws, into);
-        } catch (InternalError e) {
-            throw model.readFault(e);
+            score(requests, routes, ws.get(SCRATCH), out);
         } finally {
             idle.set(ws);
         }
     }
 
-    private void score(List<ScoreRequest> requests, int[][] routes, Workspace ws, BatchScores out) {
-        int vocab = model.vocabSize();
-        out.reset(requests, vocab);
-        Scratch s = ws.get(SCRATCH);
-        List<int[]> seqs = s.seqs;
-        seqs.clear();
-        for (ScoreRequest r : requests) {
-            seqs.add(r.tokens());
+    private void score(List<ScoreRequest> requests, int[][] routes, Scratch s, BatchScores out) {
+        out.reset(requests, stages.config().vocabSize());
+        int n = requests.size();
+        if (n == 0) {
+            if (routes != null) {
+                Arrays.fill(routes, new int[0]);
+            }
+            return;
         }
-        PackedBatch batch = PackedBatch.of(seqs, ws);
-        seqs.clear();
-        float[] hidden = model.forward(batch, ops, routes, ws); // [T, hidden]
-        logits(model, ops, hidden, batch, null, ws, out);
+        int parts = Math.max(1, Math.min(n, stages.microBatches(n)));
+        int[] cut = s.whole(n);
+        if (parts > 1) {
+            int[] lengths = new int[n];
+            for (int q = 0; q < n; q++) {
+                lengths[q] = requests.get(q).tokens().length;
+            }
+            cut = GpuStages.cuts(lengths, parts);
+        }
+        List<GpuStages.Micro> micro = s.micro;
+        micro.clear();
+        int[][][] microRoutes = new int[parts][][];
+        for (int p = 0; p < parts; p++) {
+            s.seqs.clear();
+            for (int q = cut[p]; q < cut[p + 1]; q++) {
+                s.seqs.add(requests.get(q).tokens());
+            }
+            if (routes != null) {
+                microRoutes[p] = parts == 1 ? routes : new int[routes.length][];
+            }
+            // one batch: packed in the workspace's arrays
+            PackedBatch batch = parts == 1 ? PackedBatch.of(s.seqs, s.ws) : PackedBatch.of(s.seqs);
+            micro.add(new GpuStages.Micro(batch, null, microRoutes[p]));
+        }
+        s.seqs.clear();
+        s.neededRows(out, cut, parts, stages.logitsChunkFloats());
+        s.from = null;
+        try {
+            stages.run(micro, s);
+        } finally {
+            s.out = null;
+            micro.clear();
+        }
+        if (routes != null && parts > 1) {
+            for (int l = 0; l < routes.length; l++) {
+                int len = 0;
+                for (int[][] r : microRoutes) {
+                    len += r[l].length;
+                }
+                routes[l] = new int[len];
+                int at = 0;
+                for (int[][] r : microRoutes) {
+                    System.arraycopy(r[l], 0, routes[l], at, r[l].length);
+                    at += r[l].length;
+                }
+            }
+        }
     }
 
     /**
-     * Scores out's needed positions from the final hidden states [T, hidden] of batch, whose sequence s holds the
-     * positions from[s] .. of out's sequence s (from null: all of them, from 0). Logits are computed a chunk of rows at a
-     * time through {@link DeepseekV3Model#logits}, with the scratch in ws.
+     * Scores out's needed positions from hidden, the final hidden states of batch on last (pass's forward), whose
+     * sequence q holds the positions from[q] .. of out's sequence q: what {@link PrefixSharingScorer} runs after its
+     * tails' prefill, chunks of at most chunkFloats logits, with the scratch in ws.
      */
-    static void logits(
-            DeepseekV3Model model,
-            Ops ops,
-            float[] hidden,
+    static void accept(
+            BatchScores out,
             PackedBatch batch,
             int[] from,
-            Workspace ws,
-            BatchScores out) {
-        int vocab = model.vocabSize();
-        int hiddenSize = model.config().hiddenSize();
+            int chunkFloats,
+            DecoderStage last,
+            Pass pass,
+            Buf hidden,
+            Workspace ws) {
         Scratch s = ws.get(SCRATCH);
-        // Rows whose logits are needed: (sequence, position) pairs, in packed order.
-        int tokens = out.tokenStart(out.sequences());
-        int[] neededSeq = s.neededSeq = s.ints(s.neededSeq, tokens);
-        int[] neededPos = s.neededPos = s.ints(s.neededPos, tokens);
-        int needed = out.neededRows(neededSeq, neededPos);
-        int chunk = Math.max(1, Math.min(needed, LOGITS_CHUNK_FLOATS / vocab));
-        float[] x = s.x = s.floats(s.x, chunk * hiddenSize);
-        float[] logits = s.logits = s.floats(s.logits, chunk * vocab);
-        double[] lse = s.lse = s.doubles(s.lse, chunk);
-        int[] best = s.best = s.ints(s.best, chunk);
-        s.ops = ops;
-        s.vocab = vocab;
-        for (int c0 = 0; c0 < needed; c0 += chunk) {
-            int rows = Math.min(chunk, needed - c0);
-            for (int j = 0; j < rows; j++) {
-                int seq = neededSeq[c0 + j];
-                int offset = neededPos[c0 + j] - (from == null ? 0 : from[seq]);
-                if (offset < 0) {
-                    throw new IllegalStateException("position " + neededPos[c0 + j] + " of sequence " + seq
-                            + " needs logits but the batch holds it from " + from[seq]);
+        s.micro.add(new GpuStages.Micro(batch, null, null));
+        s.neededRows(out, s.whole(out.sequences()), 1, chunkFloats);
+        s.from = from;
+        try {
+            s.apply(0, last, pass, hidden);
+        } finally {
+            s.out = null;
+            s.micro.clear();
+        }
+    }
+
+    /** A workspace's buffers for scoring, and the last stage's work on each micro-batch ({@link GpuStages.Finish}). */
+    private static final class Scratch extends Workspace.Buffers implements GpuStages.Finish {
+        private final Workspace ws;
+        private final List<int[]> seqs = new ArrayList<>(); // the requests' token arrays, while packing
+        private final List<GpuStages.Micro> micro = new ArrayList<>();
+        private int[] cut; // [micro-batches + 1]: micro-batch p holds sequences [cut[p], cut[p + 1])
+        private final int[] one = new int[2]; // the cut of one micro-batch
+        private int[] neededSeq; // [rows needing logits], in sequence order
+        private int[] neededPos;
+        private int[] firstNeeded =
+                new int[0]; // [micro-batches + 1]: micro-batch p's needed rows [first[p], first[p+1])
+        private int[] rowIds; // [chunk]
+        private int[] targets; // [chunk]
+        private double[] stats; // [3 · chunk]
+        private float[] rows; // [chunk, vocab], a device's whole logits rows on the host
+        // this call's
+        private BatchScores out;
+        private int[] from; // sequence q's first position in its batch, or null: from 0
+        private int chunk;
+
+        Scratch(Workspace ws) {
+            super(ws);
+            this.ws = ws;
+        }
+
+        int[] whole(int n) {
+            one[1] = n;
+            return one;
+        }
+
+        /** Lists out's needed rows and where each micro-batch's start; chunks of at most chunkFloats logits. */
+        void neededRows(BatchScores out, int[] cut, int parts, int chunkFloats) {
+            this.out = out;
+            this.cut = cut;
+            int tokens = out.tokenStart(out.sequences());
+            int[] seq = neededSeq = ints(neededSeq, tokens);
+            int[] pos = neededPos = ints(neededPos, tokens);
+            int needed = out.neededRows(seq, pos);
+            int[] first = firstNeeded = ints(firstNeeded, parts + 1);
+            for (int p = 0, j = 0; p < parts; p++) { // needed rows come in sequence order
+                first[p] = j;
+                while (j < needed && seq[j] < cut[p + 1]) {
+                    j++;
                 }
-                System.arraycopy(hidden, (batch.seqStart()[seq] + offset) * hiddenSize, x, j * hiddenSize, hiddenSize);
+                first[p + 1] = j;
             }
-            model.logits(x, rows, ops, logits);
-            ops.forEachRow(rows, s.lseAndArgmax); // rows spread over the engine's threads
-            for (int j = 0; j < rows; j++) {
-                int seq = neededSeq[c0 + j];
-                int pos = neededPos[c0 + j];
-                int target = out.target(seq, pos);
-                out.accept(seq, pos, lse[j], best[j], target >= 0 ? logits[j * vocab + target] : 0f, logits, j * vocab);
+            int vocab = out.vocab();
+            chunk = Math.max(1, Math.min(needed, chunkFloats / vocab));
+            rowIds = ints(rowIds, chunk);
+            targets = ints(targets, chunk);
+            stats = doubles(stats, 3 * chunk);
+        }
+
+        /** lm_head and the log-softmax stats of micro-batch p's needed rows, a chunk at a time. */
+        @Override
+        public void apply(int p, DecoderStage last, Pass pass, Buf hidden) {
+            PackedBatch batch = micro.get(p).batch();
+            int vocab = out.vocab();
+            int seq0 = cut[p];
+            int j1 = firstNeeded[p + 1];
+            pass.mark();
+            for (int c0 = firstNeeded[p]; c0 < j1; c0 += chunk) {
+                int n = Math.min(chunk, j1 - c0);
+                boolean wholeRows = false;
+                for (int j = 0; j < n; j++) {
+                    int q = neededSeq[c0 + j];
+                    int pos = neededPos[c0 + j];
+                    int offset = pos - (from == null ? 0 : from[q]);
+                    if (offset < 0) {
+                        throw new IllegalStateException("position " + pos + " of sequence " + q
+                                + " needs logits but the batch holds it from " + from[q]);
+                    }
+                    rowIds[j] = batch.seqStart()[q - seq0] + offset;
+                    targets[j] = out.target(q, pos);
+                    wholeRows |= out.needsRow(q, pos);
+                }
+                Buf logits = last.logits(pass, hidden, rowIds, n);
+                last.stats(pass, logits, n, targets, stats);
+                float[] host = wholeRows ? (rows = pass.device().hostFloats(logits, n * vocab, rows)) : null;
+                for (int j = 0; j < n; j++) {
+                    out.accept(
+                            neededSeq[c0 + j],
+                            neededPos[c0 + j],
+                            stats[3 * j],
+                            (int) stats[3 * j + 2],
+                            (float) stats[3 * j + 1],
+                            host,
+                            j * vocab);
+                }
+                pass.release(); // the next chunk reuses this one's scratch
             }
         }
     }

@@ -10,9 +10,9 @@ import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.model.GpuModel;
 import dev.scorch.engine.model.ModelWeights;
-import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
+import dev.scorch.engine.scoring.Scorer;
 import dev.scorch.engine.testing.DemoModels;
 import dev.scorch.engine.testing.TestModels;
 import java.nio.file.Path;
@@ -311,7 +311,7 @@ class GpuMemoryBudgetTest {
         HostDevice dev = new HostDevice();
         GpuMemoryBudget b = GpuMemoryBudget.of(w.config(), p, dev.batchesGroups());
         try (GpuModel m = GpuModel.load(w, dev, p)) {
-            GpuScorer scorer = new GpuScorer(m);
+            Scorer scorer = new Scorer(m);
             Random r = new Random(7);
             long held = dev.totalBytes() - dev.freeBytes();
             for (int tokens : new int[] {300, 600, 1000}) {

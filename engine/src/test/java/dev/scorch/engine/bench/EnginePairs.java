@@ -154,7 +154,7 @@ public final class EnginePairs {
             this.model = model;
             this.batch = batch;
             this.seq = seq;
-            scorer = new Scorer(model, ops);
+            scorer = new Scorer(model.on(ops));
             requests = PrefillBenchmark.randomRequests(model.vocabSize(), batch, seq, 0);
             flops = PrefillBenchmark.modelFlops(model.config(), batch, seq);
         }

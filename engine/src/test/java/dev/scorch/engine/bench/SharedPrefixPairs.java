@@ -77,7 +77,7 @@ public final class SharedPrefixPairs {
             int choiceAgreement = 0;
             for (int r = -1; r < rounds; r++) { // round -1 warms the JIT
                 long t0 = System.nanoTime();
-                List<float[]> a = run(new Scorer(m, ops), plainBatches);
+                List<float[]> a = run(new Scorer(m.on(ops)), plainBatches);
                 long t1 = System.nanoTime();
                 List<float[]> b = run(new PrefixSharingScorer(m, ops), sharedBatches); // a task's blocks, kept
                 long t2 = System.nanoTime();

@@ -20,7 +20,7 @@ class DemoModelOutputTest {
     void logitsAreSpreadAndGreedyOutputVaries() {
         DeepseekV3Model m = DeepseekV3Model.load(DemoModels.tinyBf16());
         try (Ops ops = new CpuOps(2)) {
-            Scorer scorer = new Scorer(m, ops);
+            Scorer scorer = new Scorer(m.on(ops));
             int[] tokens = {1, 2, 3, 4, 5};
             int[] generated = new int[24];
             for (int step = 0; step < generated.length; step++) {

@@ -9,11 +9,11 @@ import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.generation.DecodingModel;
-import dev.scorch.engine.generation.GpuDecodingModel;
+import dev.scorch.engine.generation.StageDecodingModel;
 import dev.scorch.engine.model.GpuModel;
 import dev.scorch.engine.model.ModelWeights;
-import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.ScoreRequest;
+import dev.scorch.engine.scoring.Scorer;
 import dev.scorch.engine.testing.TestModels;
 import java.nio.file.Path;
 import java.util.List;
@@ -28,7 +28,7 @@ class ProfilingDeviceTest {
         ProfilingDevice prof = new ProfilingDevice(new HostDevice());
         try (GpuModel m = GpuModel.load(new ModelWeights(Checkpoint.open(dir), c), prof.device(), GemmPrecision.FP32)) {
             int[][] routes = new int[2][];
-            new GpuScorer(m).score(List.of(ScoreRequest.of(new int[] {1, 2, 3, 4, 5})), routes);
+            new Scorer(m).score(List.of(ScoreRequest.of(new int[] {1, 2, 3, 4, 5})), routes);
             // Per layer: qkv_a (stacked), q_b, kv_b, o_proj; a dense MLP runs gate_up + down; an MoE layer runs its
             // router and the shared expert's two, and its routed experts as two grouped GEMMs over all experts
             // (gate_up with SwiGLU, down) after one permutation. Then lm_head once.
@@ -63,7 +63,7 @@ class ProfilingDeviceTest {
         ModelConfig c = ModelConfig.read(dir.resolve("config.json"));
         ProfilingDevice prof = new ProfilingDevice(new HostDevice());
         try (GpuModel m = GpuModel.load(new ModelWeights(Checkpoint.open(dir), c), prof.device(), GemmPrecision.FP32)) {
-            GpuDecodingModel d = new GpuDecodingModel(m);
+            StageDecodingModel d = new StageDecodingModel(m);
             DecodingModel.Cache[] caches = {d.newCache(16), d.newCache(16)};
             d.prefill(List.of(new int[] {1, 2, 3, 4, 5}, new int[] {9}), List.of(caches));
             prof.reset();

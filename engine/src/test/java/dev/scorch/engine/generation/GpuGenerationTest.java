@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.LatentCache;
 import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.diagnostics.GpuConformance;
 import dev.scorch.engine.kernels.CpuOps;
@@ -17,11 +18,10 @@ import dev.scorch.engine.model.GpuModel;
 import dev.scorch.engine.model.KvCache;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.runtime.PackedBatch;
-import dev.scorch.engine.runtime.Workspace;
 import dev.scorch.engine.sampling.SamplingParams;
-import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
+import dev.scorch.engine.scoring.Scorer;
 import dev.scorch.engine.testing.TestModels;
 import java.io.IOException;
 import java.util.ArrayList;
@@ -31,7 +31,7 @@ import java.util.Set;
 import org.junit.jupiter.api.Test;
 
 /**
- * The generator on the GPU backend's model code ({@link GpuDecodingModel} over {@link HostDevice}): continuous
+ * The generator on the GPU backend's model code ({@link StageDecodingModel} over {@link HostDevice}): continuous
  * batching, device KV caches and shared prefills give the golden greedy continuations, and seeded sampling gives
  * the CPU engine's tokens.
  */
@@ -48,11 +48,11 @@ class GpuGenerationTest {
         try (GpuModel m = GpuModel.load(
                 ModelWeights.open(TestModels.conformanceModel()), new HostDevice(), GemmPrecision.BF16X3)) {
             HostDevice dev = (HostDevice) m.device();
-            new GpuScorer(m).score(List.of(ScoreRequest.of(new int[] {1, 2}))); // makes the cos/sin table
+            new Scorer(m).score(List.of(ScoreRequest.of(new int[] {1, 2}))); // makes the cos/sin table
             long before =
                     dev.freeBytes() + m.stage().scratchBytes(); // the scratch arenas may grow; caches must all go back
             List<List<Completion>> out = new Generator(
-                            new GpuDecodingModel(m), new Generator.Limits(Long.MAX_VALUE, 1 << 20, 3), null)
+                            new StageDecodingModel(m), new Generator.Limits(Long.MAX_VALUE, 1 << 20, 3), null)
                     .generate(reqs);
             int i = 0;
             for (JsonNode p : golden.get("prompts")) {
@@ -85,7 +85,7 @@ class GpuGenerationTest {
         try (GpuModel m =
                 GpuModel.load(ModelWeights.open(TestModels.conformanceModel()), new HostDevice(), GemmPrecision.FP32)) {
             List<List<Completion>> got = new Generator(
-                            new GpuDecodingModel(m), Generator.Limits.ofCacheBytes(Long.MAX_VALUE), null)
+                            new StageDecodingModel(m), Generator.Limits.ofCacheBytes(Long.MAX_VALUE), null)
                     .generate(reqs);
             for (int q = 0; q < reqs.size(); q++) {
                 for (int s = 0; s < 2; s++) {
@@ -139,23 +139,19 @@ class GpuGenerationTest {
                 cc[s] = new KvCache(cpu.config(), prompts.get(s).length + steps);
                 gc[s] = m.newCache(prompts.get(s).length + steps);
             }
-            PackedBatch pb = KvCache.pack(prompts, Arrays.asList(cc));
-            float[] hidden = cpu.prefill(pb, cc, ops, new Workspace());
-            int h = cpu.config().hiddenSize();
-            float[] last = new float[n * h];
+            StageDecodingModel d = new StageDecodingModel(cpu.on(ops));
+            DecodingModel.Cache[] wrapped = new DecodingModel.Cache[n];
             for (int s = 0; s < n; s++) {
-                System.arraycopy(hidden, (pb.seqStart()[s] + pb.seqLen()[s] - 1) * h, last, s * h, h);
+                wrapped[s] = new StageDecodingModel.StageCache(new LatentCache[] {cc[s]});
             }
-            float[] want = new float[n * vocab];
-            cpu.logits(last, n, ops, want);
+            float[] want = d.prefill(prompts, Arrays.asList(wrapped));
             float[] got = m.nextTokenLogits(PackedBatch.of(prompts), gc);
-            Workspace ws = new Workspace();
             for (int step = 0; step < steps; step++) {
                 int[] next = new int[n];
                 for (int s = 0; s < n; s++) {
                     next[s] = LogSoftmax.argmax(want, s * vocab, vocab);
                 }
-                want = cpu.decode(next, cc, ops, null, ws).clone();
+                want = d.decode(next, wrapped).clone();
                 int[] pos = new int[n];
                 int[] start = new int[n];
                 int[] len = new int[n];
@@ -195,7 +191,7 @@ class GpuGenerationTest {
     void batchedDecodeEqualsAloneBitwise() {
         try (GpuModel m = GpuModel.load(
                 ModelWeights.open(TestModels.conformanceModel()), new HostDevice(), GemmPrecision.BF16X3)) {
-            GpuDecodingModel d = new GpuDecodingModel(m);
+            StageDecodingModel d = new StageDecodingModel(m);
             int vocab = m.config().vocabSize();
             List<int[]> prompts = prompts(vocab);
             int n = prompts.size();
@@ -205,7 +201,8 @@ class GpuGenerationTest {
                 try (DecodingModel.Cache c = d.newCache(64)) {
                     d.prefill(List.of(prompts.get(s)), List.of(c));
                     for (int k = 0; k < tokens.length; k++) {
-                        alone[s][k] = d.decode(new int[] {tokens[k][s]}, new DecodingModel.Cache[] {c});
+                        alone[s][k] = d.decode(new int[] {tokens[k][s]}, new DecodingModel.Cache[] {c})
+                                .clone();
                     }
                 }
             }
@@ -240,7 +237,7 @@ class GpuGenerationTest {
                 }
                 float[] mixed = m.nextTokenLogits(
                         new PackedBatch(tok, pos, new int[] {0, 1}, new int[] {1, p2.length}),
-                        new GpuKvCache[] {GpuDecodingModel.kv(caches[0]), fresh});
+                        new GpuKvCache[] {(GpuKvCache) ((StageDecodingModel.StageCache) caches[0]).kv()[0], fresh});
                 assertArrayEquals(aloneNext, Arrays.copyOf(mixed, vocab), "decode row beside a prefill");
             }
             for (DecodingModel.Cache c : caches) {
@@ -264,7 +261,7 @@ class GpuGenerationTest {
             for (int i = 0; i < seq.length; i++) {
                 seq[i] = r.nextInt(vocab);
             }
-            GpuScorer scorer = new GpuScorer(m);
+            Scorer scorer = new Scorer(m);
             double maxD = 0;
             for (int prefillLen : new int[] {1, 20}) {
                 try (GpuKvCache c = m.newCache(seq.length)) {
@@ -298,7 +295,7 @@ class GpuGenerationTest {
         }
     }
 
-    private static float[] lastLogits(GpuScorer scorer, int[] tokens) {
+    private static float[] lastLogits(Scorer scorer, int[] tokens) {
         return scorer.score(List.of(new ScoreRequest(tokens, tokens.length, 0, LogitsMode.LAST)))
                 .get(0)
                 .logits()[0];

@@ -132,7 +132,7 @@ public final class TruncatedShardProbe {
         };
         try (CpuOps cpu = new CpuOps(2)) {
             CuttingOps ops = new CuttingOps(cpu, target, cutOne);
-            Scorer scorer = new Scorer(m, ops);
+            Scorer scorer = new Scorer(m.on(ops));
             System.out.println("first="
                     + outcome(() -> {
                         SequenceScore s = scorer.score(reqs, (int[][]) null).get(0);

@@ -60,7 +60,7 @@ class ConformanceTest {
     @MethodSource("paths")
     void matchesGoldenOneByOne(String name, java.util.function.Supplier<Ops> opsFactory) {
         try (Ops ops = opsFactory.get()) {
-            Scorer scorer = new Scorer(model, ops);
+            Scorer scorer = new Scorer(model.on(ops));
             double maxLp = 0;
             double maxLogit = 0;
             for (JsonNode p : golden.get("prompts")) {
@@ -104,7 +104,7 @@ class ConformanceTest {
     @Test
     void batchedEqualsOneByOneBitwise() {
         try (Ops ops = new CpuOps(2)) {
-            Scorer scorer = new Scorer(model, ops);
+            Scorer scorer = new Scorer(model.on(ops));
             List<ScoreRequest> all = new ArrayList<>();
             for (JsonNode p : golden.get("prompts")) {
                 all.add(new ScoreRequest(ints(p.get("token_ids")), 1, 3, LogitsMode.LAST));
@@ -123,7 +123,7 @@ class ConformanceTest {
     @Test
     void greedyContinuationByRecomputation() {
         try (Ops ops = new CpuOps(2)) {
-            Scorer scorer = new Scorer(model, ops);
+            Scorer scorer = new Scorer(model.on(ops));
             for (JsonNode p : golden.get("prompts")) {
                 int[] tokens = ints(p.get("token_ids"));
                 int[] expected = ints(p.get("greedy_continuation"));

@@ -52,7 +52,7 @@ class CpuPrecisionConformanceTest {
         List<SequenceScore> scores = new ArrayList<>();
         List<int[][]> routes = new ArrayList<>();
         try (CpuOps ops = new CpuOps(2, p)) {
-            Scorer scorer = new Scorer(model, ops);
+            Scorer scorer = new Scorer(model.on(ops));
             for (int[] tokens : prompts) {
                 int[][] r = new int[model.numMoeLayers()][];
                 scores.add(scorer.score(List.of(new ScoreRequest(tokens, 1, 0, LogitsMode.ALL)), r)

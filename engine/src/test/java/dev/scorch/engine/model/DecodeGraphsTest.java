@@ -23,7 +23,7 @@ import dev.scorch.engine.generation.Completion;
 import dev.scorch.engine.generation.DecodingModel;
 import dev.scorch.engine.generation.GenerationRequest;
 import dev.scorch.engine.generation.Generator;
-import dev.scorch.engine.generation.GpuDecodingModel;
+import dev.scorch.engine.generation.StageDecodingModel;
 import dev.scorch.engine.sampling.SamplingParams;
 import dev.scorch.engine.testing.DemoModels;
 import dev.scorch.engine.testing.TestModels;
@@ -64,7 +64,9 @@ class DecodeGraphsTest {
             Path model, Device dev, GemmPrecision p, boolean graphs, List<GenerationRequest> reqs, int batch) {
         try (GpuModel m = GpuModel.load(ModelWeights.open(model), dev, p)) {
             return new Generator(
-                            new GpuDecodingModel(m, graphs), new Generator.Limits(Long.MAX_VALUE, 1 << 20, batch), null)
+                            new StageDecodingModel(m, graphs),
+                            new Generator.Limits(Long.MAX_VALUE, 1 << 20, batch),
+                            null)
                     .generate(reqs);
         }
     }
@@ -193,7 +195,7 @@ class DecodeGraphsTest {
     private static List<float[]> steps(Device dev, boolean graphs, int[][] prompts, int[][] batches) {
         List<float[]> out = new ArrayList<>();
         try (GpuModel m = GpuModel.load(ModelWeights.open(TestModels.conformanceModel()), dev, GemmPrecision.BF16X3)) {
-            GpuDecodingModel d = new GpuDecodingModel(m, graphs);
+            StageDecodingModel d = new StageDecodingModel(m, graphs);
             List<DecodingModel.Cache> caches = new ArrayList<>();
             for (int[] p : prompts) {
                 caches.add(d.newCache(64));
@@ -207,7 +209,7 @@ class DecodeGraphsTest {
                     tokens[i] = (7 * k + 3 * b[i]) % m.config().vocabSize();
                     cs[i] = caches.get(b[i]);
                 }
-                out.add(d.decode(tokens, cs));
+                out.add(d.decode(tokens, cs).clone()); // valid until the next call
             }
             caches.forEach(DecodingModel.Cache::close);
         }

@@ -8,6 +8,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.scorch.engine.demo.DemoPreset;
+import dev.scorch.engine.device.LatentCache;
+import dev.scorch.engine.generation.DecodingModel;
+import dev.scorch.engine.generation.StageDecodingModel;
 import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.kernels.LogSoftmax;
 import dev.scorch.engine.kernels.Ops;
@@ -32,24 +35,25 @@ class DecodeTest {
 
     /** Prefills each prompt into a fresh cache and returns the logits of its last token [B, vocab]. */
     static float[] prefill(DeepseekV3Model m, Ops ops, List<int[]> prompts, KvCache[] caches) {
-        return prefill(m, ops, prompts, caches, new Workspace());
+        return new StageDecodingModel(m.on(ops)).prefill(prompts, Arrays.asList(wrap(caches)));
     }
 
-    static float[] prefill(DeepseekV3Model m, Ops ops, List<int[]> prompts, KvCache[] caches, Workspace ws) {
-        PackedBatch b = KvCache.pack(prompts, Arrays.asList(caches));
-        float[] hidden = m.prefill(b, caches, ops, ws);
-        int h = m.config().hiddenSize();
-        float[] last = new float[prompts.size() * h];
-        for (int s = 0; s < prompts.size(); s++) {
-            System.arraycopy(hidden, (b.seqStart()[s] + b.seqLen()[s] - 1) * h, last, s * h, h);
+    /** One decode step on a decoding model of its own (a workspace of its own). */
+    static float[] decode(DeepseekV3Model m, Ops ops, int[] tokens, KvCache[] caches) {
+        return new StageDecodingModel(m.on(ops)).decode(tokens, wrap(caches));
+    }
+
+    /** The CPU caches as a decoding model's. */
+    static DecodingModel.Cache[] wrap(KvCache[] caches) {
+        DecodingModel.Cache[] out = new DecodingModel.Cache[caches.length];
+        for (int s = 0; s < out.length; s++) {
+            out[s] = new StageDecodingModel.StageCache(new LatentCache[] {caches[s]});
         }
-        float[] logits = new float[prompts.size() * m.vocabSize()];
-        m.logits(last, prompts.size(), ops, logits);
-        return logits;
+        return out;
     }
 
     static float[] fullLastLogits(DeepseekV3Model m, Ops ops, int[] tokens) {
-        return new Scorer(m, ops)
+        return new Scorer(m.on(ops))
                 .score(List.of(new ScoreRequest(tokens, tokens.length, 0, LogitsMode.LAST)))
                 .get(0)
                 .logits()[0];
@@ -74,7 +78,7 @@ class DecodeTest {
                     for (int step = 0; step < expected.length; step++) {
                         got[step] = LogSoftmax.argmax(logits, 0, vocab);
                         if (step + 1 < expected.length) {
-                            logits = m.decode(new int[] {got[step]}, caches, ops, null, new Workspace());
+                            logits = decode(m, ops, new int[] {got[step]}, caches);
                         }
                     }
                     assertArrayEquals(
@@ -102,7 +106,7 @@ class DecodeTest {
                     if (n == seq.length) {
                         break;
                     }
-                    logits = m.decode(new int[] {seq[n]}, caches, ops, null, new Workspace());
+                    logits = decode(m, ops, new int[] {seq[n]}, caches);
                 }
                 assertEquals(seq.length, caches[0].length());
             }
@@ -194,7 +198,7 @@ class DecodeTest {
                 for (int step = 0; step < steps; step++) {
                     ls.add(logits);
                     toks[step] = LogSoftmax.argmax(logits, 0, vocab);
-                    logits = m.decode(new int[] {toks[step]}, c, ops, null, new Workspace());
+                    logits = decode(m, ops, new int[] {toks[step]}, c);
                 }
                 ls.add(logits); // after the last step
                 aloneLogits.add(ls);
@@ -203,13 +207,13 @@ class DecodeTest {
         }
         for (int threads : new int[] {1, 2}) {
             try (Ops ops = new CpuOps(threads)) {
-                Workspace ws = new Workspace();
+                StageDecodingModel d = new StageDecodingModel(m.on(ops));
                 int b = prompts.size();
                 KvCache[] caches = new KvCache[b];
                 for (int s = 0; s < b; s++) {
                     caches[s] = new KvCache(m.config(), prompts.get(s).length + steps);
                 }
-                float[] logits = prefill(m, ops, prompts, caches, ws);
+                float[] logits = d.prefill(prompts, Arrays.asList(wrap(caches)));
                 for (int step = 0; step < steps; step++) {
                     int[] next = new int[b];
                     for (int s = 0; s < b; s++) {
@@ -220,7 +224,7 @@ class DecodeTest {
                         next[s] = aloneTokens.get(s)[step];
                     }
                     if (step + 1 < steps) {
-                        logits = m.decode(next, caches, ops, null, ws);
+                        logits = d.decode(next, wrap(caches));
                         continue;
                     }
                     // The last step decodes in one batch with a new prompt's prefill: every row as alone.
@@ -232,17 +236,8 @@ class DecodeTest {
                     }
                     mixedSeqs.add(fresh);
                     mixed[b] = new KvCache(m.config(), fresh.length);
-                    PackedBatch mixedBatch = KvCache.pack(mixedSeqs, Arrays.asList(mixed));
-                    float[] hidden = m.prefill(mixedBatch, mixed, ops, ws);
                     // The decode rows' logits as decode computes them, the prefill row's as prefill does.
-                    int h = m.config().hiddenSize();
-                    float[] mixedLogits = new float[(b + 1) * vocab];
-                    m.decodeLogits(Arrays.copyOf(hidden, b * h), b, ops, mixedLogits);
-                    float[] last =
-                            Arrays.copyOfRange(hidden, (mixedBatch.numTokens() - 1) * h, mixedBatch.numTokens() * h);
-                    float[] freshLogits = new float[vocab];
-                    m.logits(last, 1, ops, freshLogits);
-                    System.arraycopy(freshLogits, 0, mixedLogits, b * vocab, vocab);
+                    float[] mixedLogits = d.prefill(mixedSeqs, Arrays.asList(wrap(mixed)));
                     for (int s = 0; s < b; s++) {
                         assertArrayEquals(
                                 aloneLogits.get(s).get(steps),
@@ -273,16 +268,15 @@ class DecodeTest {
         try (Ops ops = new CpuOps(1)) {
             KvCache[] c = {new KvCache(m.config(), 5)};
             prefill(m, ops, List.of(new int[] {1, 2, 3, 4}), c);
-            m.decode(new int[] {5}, c, ops, null, new Workspace());
+            decode(m, ops, new int[] {5}, c);
             assertEquals(5, c[0].length());
-            IllegalStateException e = assertThrows(
-                    IllegalStateException.class, () -> m.decode(new int[] {6}, c, ops, null, new Workspace()));
+            IllegalStateException e = assertThrows(IllegalStateException.class, () -> decode(m, ops, new int[] {6}, c));
             assertTrue(e.getMessage().contains("KV cache is full"), e.getMessage());
             assertEquals(5, c[0].length());
             KvCache shared = new KvCache(m.config(), 8);
             assertThrows(
                     IllegalArgumentException.class,
-                    () -> m.decode(new int[] {1, 2}, new KvCache[] {shared, shared}, ops, null, new Workspace()));
+                    () -> decode(m, ops, new int[] {1, 2}, new KvCache[] {shared, shared}));
             assertThrows(
                     IllegalArgumentException.class,
                     () -> m.prefill(

@@ -12,11 +12,10 @@ import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.generation.Completion;
 import dev.scorch.engine.generation.GenerationRequest;
 import dev.scorch.engine.generation.Generator;
-import dev.scorch.engine.generation.GpuDecodingModel;
+import dev.scorch.engine.generation.StageDecodingModel;
 import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.sampling.SamplingParams;
-import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;
 import dev.scorch.engine.scoring.SequenceScore;
@@ -66,14 +65,14 @@ class GpuFp8ModelTest {
     static synchronized List<SequenceScore> cpu(String model) {
         return CPU.computeIfAbsent(model, m -> {
             try (CpuOps ops = new CpuOps(2)) {
-                return new Scorer(DeepseekV3Model.load(dir(m)), ops).score(requests(m));
+                return new Scorer(DeepseekV3Model.load(dir(m)).on(ops)).score(requests(m));
             }
         });
     }
 
     static List<SequenceScore> score(String model, Device dev, GemmPrecision p) {
         try (GpuModel m = GpuModel.load(ModelWeights.open(dir(model)), dev, p)) {
-            return new GpuScorer(m).score(requests(model));
+            return new Scorer(m).score(requests(model));
         }
     }
 
@@ -116,7 +115,7 @@ class GpuFp8ModelTest {
     }
 
     /**
-     * Greedy continuations through the generator (GpuDecodingModel: prefill, then the absorbed decode over device KV
+     * Greedy continuations through the generator (StageDecodingModel: prefill, then the absorbed decode over device KV
      * caches, three sequences at a time) against the CPU engine's: 12 prompts of 8 new tokens each, all equal. Measured
      * resident / dequantised at load: fp8 BF16X3 12/12 / 12/12, FP32 12/12 / 12/12; fp8-ct BF16X3 12/12 / 9/12.
      */
@@ -142,7 +141,7 @@ class GpuFp8ModelTest {
         for (Device dev : new Device[] {new HostDevice(), DenseWeightsDevice.create()}) {
             try (GpuModel m = GpuModel.load(ModelWeights.open(dir(model)), dev, p)) {
                 List<List<Completion>> got = new Generator(
-                                new GpuDecodingModel(m), new Generator.Limits(Long.MAX_VALUE, 1 << 20, 3), null)
+                                new StageDecodingModel(m), new Generator.Limits(Long.MAX_VALUE, 1 << 20, 3), null)
                         .generate(reqs);
                 for (int i = 0; i < reqs.size(); i++) {
                     boolean same = java.util.Arrays.equals(

@@ -11,7 +11,6 @@ import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.diagnostics.GpuConformance;
 import dev.scorch.engine.kernels.CpuOps;
-import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;
 import dev.scorch.engine.scoring.SequenceScore;
@@ -51,7 +50,7 @@ class GpuInt4ModelTest {
             requests.add(ScoreRequest.of(t));
         }
         try (CpuOps ops = new CpuOps(2)) {
-            cpu = new Scorer(DeepseekV3Model.load(int4), ops).score(requests);
+            cpu = new Scorer(DeepseekV3Model.load(int4).on(ops)).score(requests);
         }
     }
 
@@ -66,7 +65,7 @@ class GpuInt4ModelTest {
 
     static List<SequenceScore> score(Path dir, Device dev, GemmPrecision p) {
         try (GpuModel m = GpuModel.load(ModelWeights.open(dir), dev, p)) {
-            return new GpuScorer(m).score(requests);
+            return new Scorer(m).score(requests);
         }
     }
 
@@ -126,7 +125,7 @@ class GpuInt4ModelTest {
     @Test
     void batchInvariantAndTheK25TwinScoresTheSame() {
         try (GpuModel m = GpuModel.load(ModelWeights.open(int4), new HostDevice(), GemmPrecision.BF16X3)) {
-            GpuScorer scorer = new GpuScorer(m);
+            Scorer scorer = new Scorer(m);
             List<SequenceScore> batched = scorer.score(requests);
             for (int i = 0; i < requests.size(); i++) {
                 assertArrayEquals(

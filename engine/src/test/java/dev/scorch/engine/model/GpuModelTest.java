@@ -10,7 +10,6 @@ import dev.scorch.engine.device.PackedFp8;
 import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.diagnostics.GpuConformance;
 import dev.scorch.engine.kernels.CpuOps;
-import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;
@@ -26,7 +25,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /**
- * The GPU backend's model code ({@link GpuModel}, {@link GpuScorer}, the device KV cache) run on
+ * The GPU backend's model code ({@link GpuModel}, {@link Scorer}, the device KV cache) run on
  * {@link HostDevice}, the plain-loop twin of the CUDA kernels: it must meet the conformance golden file as the
  * CPU engine does. The CUDA kernels themselves are checked against the same report on a GPU (bin/gpu-check).
  */
@@ -91,10 +90,10 @@ class GpuModelTest {
                 List.of(ScoreRequest.of(new int[] {1, 50, 7, 300, 9, 9, 2}), ScoreRequest.of(new int[] {400, 3, 12}));
         List<SequenceScore> want;
         try (CpuOps ops = new CpuOps(2)) {
-            want = new Scorer(cpu, ops).score(reqs);
+            want = new Scorer(cpu.on(ops)).score(reqs);
         }
         try (GpuModel m = GpuModel.load(ModelWeights.open(dir), new HostDevice(), precision)) {
-            List<SequenceScore> got = new GpuScorer(m).score(reqs);
+            List<SequenceScore> got = new Scorer(m).score(reqs);
             for (int s = 0; s < reqs.size(); s++) {
                 double d = GpuConformance.maxDiff(
                         want.get(s).tokenLogprobs(), got.get(s).tokenLogprobs());
@@ -112,10 +111,10 @@ class GpuModelTest {
                 List.of(new ScoreRequest(a, 3, 4, LogitsMode.LAST), new ScoreRequest(b, 1, 2, LogitsMode.ALL));
         List<SequenceScore> want;
         try (CpuOps ops = new CpuOps(2)) {
-            want = new Scorer(cpu, ops).score(reqs);
+            want = new Scorer(cpu.on(ops)).score(reqs);
         }
         try (GpuModel m = GpuModel.load(weights, new HostDevice(), GemmPrecision.FP32)) {
-            List<SequenceScore> got = new GpuScorer(m).score(reqs);
+            List<SequenceScore> got = new Scorer(m).score(reqs);
             for (int s = 0; s < reqs.size(); s++) {
                 SequenceScore w = want.get(s);
                 SequenceScore g = got.get(s);

@@ -21,12 +21,12 @@ import dev.scorch.engine.diagnostics.ProfilingDevice;
 import dev.scorch.engine.generation.Completion;
 import dev.scorch.engine.generation.GenerationRequest;
 import dev.scorch.engine.generation.Generator;
-import dev.scorch.engine.generation.GpuDecodingModel;
+import dev.scorch.engine.generation.StageDecodingModel;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.sampling.SamplingParams;
-import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
+import dev.scorch.engine.scoring.Scorer;
 import dev.scorch.engine.scoring.SequenceScore;
 import dev.scorch.engine.testing.TestModels;
 import java.io.IOException;
@@ -110,9 +110,7 @@ class GpuPipelineTest {
             assertEquals(3, Arrays.stream(two.split()).sum());
             assertEquals(2, two.stages().size());
             assertScores(
-                    new GpuScorer(one).score(requests(prompts)),
-                    new GpuScorer(two).score(requests(prompts)),
-                    "budget split");
+                    new Scorer(one).score(requests(prompts)), new Scorer(two).score(requests(prompts)), "budget split");
         }
     }
 
@@ -120,7 +118,7 @@ class GpuPipelineTest {
     void stagesWorkAtOnce() throws IOException {
         ModelWeights w = ModelWeights.open(TestModels.conformanceModel());
         try (GpuPipeline p = GpuPipeline.load(w, devices(3), P, new int[] {1, 1, 1})) {
-            new GpuScorer(p).score(requests(goldenPrompts()));
+            new Scorer(p).score(requests(goldenPrompts()));
             assertTrue(p.maxConcurrentStages() >= 2, "at most " + p.maxConcurrentStages() + " stage(s) ran at once");
         }
     }
@@ -143,10 +141,10 @@ class GpuPipelineTest {
                 GpuPipeline q = GpuPipeline.load(w, noCopy, P, new int[] {1, 1, 1})) {
             int micro = p.microBatches(prompts.size());
             assertTrue(micro > 1, micro + " micro-batch(es)");
-            assertScores(new GpuScorer(q).score(reqs), new GpuScorer(p).score(reqs), "scoring");
+            assertScores(new Scorer(q).score(reqs), new Scorer(p).score(reqs), "scoring");
             handedDeviceToDevice(direct, viaHost, micro, "scoring");
-            List<List<Completion>> a = greedy(new GpuDecodingModel(p), prompts, 3);
-            List<List<Completion>> b = greedy(new GpuDecodingModel(q), prompts, 3);
+            List<List<Completion>> a = greedy(new StageDecodingModel(p), prompts, 3);
+            List<List<Completion>> b = greedy(new StageDecodingModel(q), prompts, 3);
             for (int i = 0; i < prompts.size(); i++) {
                 assertArrayEquals(b.get(i).get(0).tokenIds(), a.get(i).get(0).tokenIds(), "greedy tokens " + i);
                 assertArrayEquals(b.get(i).get(0).logprobs(), a.get(i).get(0).logprobs(), "greedy log-probs " + i);
@@ -217,11 +215,11 @@ class GpuPipelineTest {
         IllegalStateException boom = new IllegalStateException("injected device fault");
         List<SequenceScore> want;
         try (GpuModel one = GpuModel.load(w, new HostDevice(), P)) {
-            want = new GpuScorer(one).score(reqs);
+            want = new Scorer(one).score(reqs);
         }
         List<Device> devs = List.of(new HostDevice(), failing(new HostDevice(), gemmsLeft, boom), new HostDevice());
         try (GpuPipeline p = GpuPipeline.load(w, devs, P, new int[] {1, 1, 1})) {
-            GpuScorer scorer = new GpuScorer(p);
+            Scorer scorer = new Scorer(p);
             gemmsLeft.set(12); // the middle stage fails a few micro-batches in (5 GEMM calls a micro-batch)
             GpuPipeline.PipelineFailure e = assertTimeoutPreemptively(
                     Duration.ofSeconds(60),
@@ -267,9 +265,9 @@ class GpuPipelineTest {
             ModelWeights w, GemmPrecision p, List<ScoreRequest> reqs, List<int[]> prompts, int newTokens) {
         try (GpuModel m = GpuModel.load(w, new HostDevice(), p)) {
             int[][] routes = new int[moeLayers(m.config())][];
-            List<SequenceScore> scores = new GpuScorer(m).score(reqs, routes);
+            List<SequenceScore> scores = new Scorer(m).score(reqs, routes);
             float[] hidden = m.forward(PackedBatch.of(prompts), null, null, m.stage()::read, null);
-            return new Reference(scores, routes, hidden, greedy(new GpuDecodingModel(m), prompts, newTokens));
+            return new Reference(scores, routes, hidden, greedy(new StageDecodingModel(m), prompts, newTokens));
         }
     }
 
@@ -285,7 +283,7 @@ class GpuPipelineTest {
         try (GpuPipeline p = GpuPipeline.load(w, devices(split.length), precision, split)) {
             assertArrayEquals(split, p.split(), what);
             int[][] routes = new int[ref.routes().length][];
-            assertScores(ref.scores(), new GpuScorer(p).score(reqs, routes), what);
+            assertScores(ref.scores(), new Scorer(p).score(reqs, routes), what);
             for (int l = 0; l < routes.length; l++) {
                 assertArrayEquals(ref.routes()[l], routes[l], what + " routes of MoE layer " + l);
             }
@@ -296,7 +294,7 @@ class GpuPipelineTest {
                 hidden = s.forward(batch, null, hidden);
             }
             assertArrayEquals(ref.hidden(), hidden, what + " final hidden states");
-            List<List<Completion>> got = greedy(new GpuDecodingModel(p), prompts, newTokens);
+            List<List<Completion>> got = greedy(new StageDecodingModel(p), prompts, newTokens);
             for (int i = 0; i < prompts.size(); i++) {
                 Completion a = ref.greedy().get(i).get(0);
                 Completion b = got.get(i).get(0);
@@ -306,7 +304,7 @@ class GpuPipelineTest {
         }
     }
 
-    private static List<List<Completion>> greedy(GpuDecodingModel m, List<int[]> prompts, int newTokens) {
+    private static List<List<Completion>> greedy(StageDecodingModel m, List<int[]> prompts, int newTokens) {
         List<GenerationRequest> reqs = new ArrayList<>();
         for (int[] p : prompts) {
             reqs.add(new GenerationRequest(p, SamplingParams.greedy(), newTokens, Set.of(), List.of(), 1, 0));

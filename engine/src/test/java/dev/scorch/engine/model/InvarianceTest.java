@@ -46,7 +46,7 @@ class InvarianceTest {
         for (int[] s : seqs) {
             reqs.add(new ScoreRequest(s, 1, 4, LogitsMode.LAST));
         }
-        return new Scorer(m, ops).score(reqs);
+        return new Scorer(m.on(ops)).score(reqs);
     }
 
     static void assertSameBits(SequenceScore a, SequenceScore b, String what) {
@@ -110,7 +110,7 @@ class InvarianceTest {
                 for (int[] s : seqs) {
                     fresh.add(score(m, ops, List.of(s)).get(0));
                 }
-                Scorer reused = new Scorer(m, ops);
+                Scorer reused = new Scorer(m.on(ops));
                 List<List<int[]>> batches =
                         List.of(seqs, List.of(seqs.get(1)), List.of(seqs.get(3), seqs.get(2)), seqs);
                 for (List<int[]> batch : batches) {
@@ -251,7 +251,7 @@ class InvarianceTest {
     void lengthOnePromptHasNoScoredTokenButHasLogits() {
         DeepseekV3Model m = DeepseekV3Model.load(DemoModels.tinyBf16());
         try (Ops ops = new CpuOps(2)) {
-            SequenceScore s = new Scorer(m, ops)
+            SequenceScore s = new Scorer(m.on(ops))
                     .score(List.of(new ScoreRequest(new int[] {42}, 1, 2, LogitsMode.LAST)))
                     .get(0);
             assertEquals(0, s.numScored());
@@ -266,7 +266,7 @@ class InvarianceTest {
         DeepseekV3Model m = DeepseekV3Model.load(DemoModels.tinyBf16());
         List<int[]> seqs = prompts(m.vocabSize(), 21, 10, 6);
         try (Ops ops = new CpuOps(2)) {
-            Scorer scorer = new Scorer(m, ops);
+            Scorer scorer = new Scorer(m.on(ops));
             SequenceScore cont = scorer.score(
                             List.of(ScoreRequest.continuation(seqs.get(0), seqs.get(1), 0, LogitsMode.NONE)))
                     .get(0);

@@ -33,7 +33,7 @@ class KvCacheTest {
         assertEquals(32 * 5 * 2 * 4, cache.allocatedBytes());
 
         KvCache copy = new KvCache(2, 3, 2, 40);
-        copy.copyOf(cache);
+        copy.copyFrom(cache);
         assertEquals(2, copy.length());
         assertArrayEquals(want, Arrays.copyOf(copy.rows(1), 10));
 

@@ -12,7 +12,6 @@ import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.kernels.ReferenceOps;
 import dev.scorch.engine.scoring.BatchScorer;
-import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;
 import dev.scorch.engine.scoring.SequenceScore;
@@ -131,7 +130,7 @@ class QuantizedConformanceTest {
         Path dir = model(model);
         DeepseekV3Model m = DeepseekV3Model.load(dir);
         try (Ops ops = opsFactory.get()) {
-            double d = maxDiff(dir, new Scorer(m, ops));
+            double d = maxDiff(dir, new Scorer(m.on(ops)));
             System.out.printf("%s, %s vs fp64 reference: max |dlogprob| %.3g%n", model, path, d);
             assertTrue(d <= TOL, model + ", " + path + ": max |dlogprob| " + d);
         }
@@ -143,7 +142,7 @@ class QuantizedConformanceTest {
     void gpuPathThroughHostDeviceMeetsTheFp64Reference(String model) {
         Path dir = model(model);
         try (GpuModel m = GpuModel.load(ModelWeights.open(dir), new HostDevice(), GemmPrecision.FP32)) {
-            double d = maxDiff(dir, new GpuScorer(m));
+            double d = maxDiff(dir, new Scorer(m));
             System.out.printf("%s, HostDevice fp32 vs fp64 reference: max |dlogprob| %.3g%n", model, d);
             assertTrue(d <= TOL, model + ", HostDevice: max |dlogprob| " + d);
         }

@@ -34,7 +34,7 @@ class BatchScoresTest {
         small.add(new ScoreRequest(random.get(1).tokens(), 1, 2, LogitsMode.LAST));
         small.add(ScoreRequest.of(new int[] {random.get(2).tokens()[0]})); // one token: nothing scored
         try (CpuOps ops = new CpuOps(2)) {
-            Scorer scorer = new Scorer(m, ops);
+            Scorer scorer = new Scorer(m.on(ops));
             List<SequenceScore> freshSmall = scorer.score(small);
             List<SequenceScore> freshLarge = scorer.score(large);
             BatchScores kept = new BatchScores();
@@ -52,7 +52,7 @@ class BatchScoresTest {
         DeepseekV3Model m = DeepseekV3Model.load(DemoModels.tinyBf16());
         try (CpuOps ops = new CpuOps(1)) {
             BatchScores scores = new BatchScores();
-            new Scorer(m, ops).score(List.of(new ScoreRequest(new int[] {3}, 1, 2, LogitsMode.LAST)), scores);
+            new Scorer(m.on(ops)).score(List.of(new ScoreRequest(new int[] {3}, 1, 2, LogitsMode.LAST)), scores);
             assertEquals(0, scores.numScored(0));
             assertEquals(Double.NaN, scores.meanLogprob(0));
             assertEquals(Double.NaN, scores.perplexity(0));

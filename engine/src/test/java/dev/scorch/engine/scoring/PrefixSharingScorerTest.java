@@ -54,7 +54,7 @@ class PrefixSharingScorerTest {
     @Test
     void matchesPlainScoringWithinTheStatedError() {
         List<ScoreRequest> reqs = multipleChoice(model.vocabSize(), 150, 4, 4, 1, 3);
-        List<SequenceScore> plain = new Scorer(model, ops).score(reqs);
+        List<SequenceScore> plain = new Scorer(model.on(ops)).score(reqs);
         PrefixSharingScorer shared = new PrefixSharingScorer(model, ops);
         List<SequenceScore> got = shared.score(reqs);
         double worst = 0;
@@ -110,7 +110,7 @@ class PrefixSharingScorerTest {
                 ScoreRequest.of(t),
                 new ScoreRequest(t, 40, 0, LogitsMode.ALL),
                 new ScoreRequest(Arrays.copyOf(t, 70), 69, 1, LogitsMode.LAST));
-        List<SequenceScore> plain = new Scorer(model, ops).score(reqs);
+        List<SequenceScore> plain = new Scorer(model.on(ops)).score(reqs);
         List<SequenceScore> got = new PrefixSharingScorer(model, ops).score(reqs);
         assertArrayEquals(plain.get(0).tokenLogprobs(), got.get(0).tokenLogprobs());
         assertArrayEquals(plain.get(1).tokenLogprobs(), got.get(1).tokenLogprobs());

@@ -210,7 +210,7 @@ class EvalJobTest {
         DeepseekV3Model m = DeepseekV3Model.load(model);
         double expected = 0;
         try (CpuOps ops = new CpuOps(1)) {
-            Scorer scorer = new Scorer(m, ops);
+            Scorer scorer = new Scorer(m.on(ops));
             int[][] spans = {{0, 8, 1}, {4, 12, 4}, {8, 16, 4}, {12, 20, 4}
             }; // begin, end, first new position in the window
             for (int[] s : spans) {

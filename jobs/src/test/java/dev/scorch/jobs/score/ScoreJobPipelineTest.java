@@ -9,9 +9,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.scorch.engine.device.cpu.CpuDevice;
 import dev.scorch.engine.model.GpuModel;
 import dev.scorch.engine.model.ModelWeights;
-import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
+import dev.scorch.engine.scoring.Scorer;
 import dev.scorch.engine.scoring.SequenceScore;
 import dev.scorch.jobs.output.OutputFolder;
 import dev.scorch.jobs.output.WriteMode;
@@ -37,7 +37,7 @@ import org.junit.jupiter.api.io.TempDir;
  * The score job with --pipeline-nodes on a local[3] master: the conformance model's 3 layers split over 1, 2 and 3
  * stages, each a task of one Spark barrier stage on the CPU device (the executor's CPU kernels), handing fp32 hidden states
  * to the next over TCP on 127.0.0.1, three batches in the pipeline at once. Every good row's log-probs equal, bit for
- * bit, those of one CPU device holding the whole model (GpuScorer,
+ * bit, those of one CPU device holding the whole model (Scorer,
  * the same precision); error rows are the single-process job's; a stage that fails once makes Spark rerun the whole
  * barrier stage and every row still comes out exactly once; a run whose second slice keeps failing is finished by
  * --resume.
@@ -49,7 +49,7 @@ class ScoreJobPipelineTest {
 
     static SparkSession spark;
     static Path input;
-    /** GpuScorer's scores on one HostDevice, by row id. */
+    /** Scorer's scores on one HostDevice, by row id. */
     static Map<String, SequenceScore> reference = new java.util.TreeMap<>();
 
     static int rows;
@@ -76,7 +76,7 @@ class ScoreJobPipelineTest {
 
     /**
      * The test's input under dir: the golden prompts, 6 seeded random rows of 2..24 tokens, a token outside the
-     * vocabulary, a row without an id; fills rows and reference (GpuScorer on one HostDevice).
+     * vocabulary, a row without an id; fills rows and reference (Scorer on one HostDevice).
      */
     static Path writeInput(Path dir) {
         List<String> lines = new ArrayList<>();
@@ -95,7 +95,7 @@ class ScoreJobPipelineTest {
                 ModelWeights.open(SparkTests.conformanceModel()),
                 new CpuDevice(ExecutorModelCache.ops(2)),
                 ScoreOptions.defaultGpuPrecision())) {
-            GpuScorer scorer = new GpuScorer(m);
+            Scorer scorer = new Scorer(m);
             for (int i = 0; i < good.size(); i++) {
                 int[] t = new int[good.get(i).length];
                 for (int k = 0; k < t.length; k++) {

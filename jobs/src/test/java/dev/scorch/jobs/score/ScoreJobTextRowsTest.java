@@ -51,7 +51,7 @@ class ScoreJobTextRowsTest {
         Tokenizer tok = Tokenizers.load(model).orElseThrow();
         DeepseekV3Model m = DeepseekV3Model.load(model);
         try (CpuOps ops = new CpuOps(1)) {
-            Scorer scorer = new Scorer(m, ops);
+            Scorer scorer = new Scorer(m.on(ops));
             int[] prompt = tok.encode("What is the capital of France?", true);
             int[] cont = tok.encode(" Paris is the capital of France.", false);
             SequenceScore a = scorer.score(List.of(ScoreRequest.continuation(prompt, cont, 0, LogitsMode.NONE)))

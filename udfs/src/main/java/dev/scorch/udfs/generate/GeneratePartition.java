@@ -7,10 +7,10 @@ import dev.scorch.engine.generation.Completion;
 import dev.scorch.engine.generation.DecodingModel;
 import dev.scorch.engine.generation.GenerationRequest;
 import dev.scorch.engine.generation.Generator;
-import dev.scorch.engine.generation.GpuDecodingModel;
+import dev.scorch.engine.generation.StageDecodingModel;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.sampling.SamplingParams;
-import dev.scorch.engine.scoring.GpuScorer;
+import dev.scorch.engine.scoring.Scorer;
 import dev.scorch.engine.tokenizer.ChatTemplate;
 import dev.scorch.engine.tokenizer.Tokenizer;
 import dev.scorch.engine.tokenizer.TokenizerException;
@@ -113,11 +113,11 @@ public final class GeneratePartition implements FlatMapFunction<Iterator<Interna
             // The KV caches live on the GPUs (each stage's layers' on its own), within the job's per-task cache
             // budget, beside the executor's shared weights.
             List<Integer> gpus = TaskGpus.ordinals(gpuAddresses, choice.gpuOrdinal());
-            GpuScorer gpu = ExecutorModelCache.gpuScorer(source, gpus, options.gpuPrecision(), devices);
-            engine = new GpuDecodingModel(gpu.stages());
+            Scorer gpu = ExecutorModelCache.gpuScorer(source, gpus, options.gpuPrecision(), devices);
+            engine = new StageDecodingModel(gpu.stages());
             on = ScorePartition.onGpus(gpus, gpu.stages(), options.gpuPrecision());
         } else {
-            engine = DecodingModel.cpu(loaded.model(), ExecutorModelCache.ops(options.threads()));
+            engine = new StageDecodingModel(loaded.model().on(ExecutorModelCache.ops(options.threads())));
             on = "cpu, " + options.threads() + " thread(s)";
         }
         LOG.info(

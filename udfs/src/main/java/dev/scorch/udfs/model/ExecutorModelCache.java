@@ -11,7 +11,7 @@ import dev.scorch.engine.model.GpuModel;
 import dev.scorch.engine.model.GpuPipeline;
 import dev.scorch.engine.model.GpuStages;
 import dev.scorch.engine.model.ModelWeights;
-import dev.scorch.engine.scoring.GpuScorer;
+import dev.scorch.engine.scoring.Scorer;
 import dev.scorch.engine.tokenizer.Tokenizers;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -44,7 +44,7 @@ public final class ExecutorModelCache {
 
     private static final Map<String, LoadedModel> MODELS = new ConcurrentHashMap<>();
     private static final AtomicInteger LOADS = new AtomicInteger();
-    private static final Map<GpuKey, GpuScorer> GPU = new ConcurrentHashMap<>();
+    private static final Map<GpuKey, Scorer> GPU = new ConcurrentHashMap<>();
     private static final AtomicInteger GPU_LOADS = new AtomicInteger();
 
     /** ordinals: the GPUs, ascending (one: a GpuModel; several: a GpuPipeline over them). */
@@ -120,12 +120,12 @@ public final class ExecutorModelCache {
      * of this JVM on the same set of GPUs. One GPU: a {@link GpuModel}. Several: a {@link GpuPipeline}, one stage per
      * GPU in ascending ordinal order, its layers split as {@link #pipelineSettings} says.
      */
-    public static GpuScorer gpuScorer(ModelSource source, List<Integer> ordinals, GemmPrecision precision) {
+    public static Scorer gpuScorer(ModelSource source, List<Integer> ordinals, GemmPrecision precision) {
         return gpuScorer(source, ordinals, precision, BackendChoice::cudaDevice);
     }
 
     /** As {@link #gpuScorer(ModelSource, List, GemmPrecision)} on one GPU, with the device opened by devices. */
-    static GpuScorer gpuScorer(
+    static Scorer gpuScorer(
             ModelSource source, int ordinal, GemmPrecision precision, IntFunction<? extends Device> devices) {
         return gpuScorer(source, List.of(ordinal), precision, devices);
     }
@@ -135,7 +135,7 @@ public final class ExecutorModelCache {
      * HostDevices). A device that fails to open fails the call naming its ordinal, and the ones opened before it are
      * closed; so are all of them when the upload fails.
      */
-    public static GpuScorer gpuScorer(
+    public static Scorer gpuScorer(
             ModelSource source,
             List<Integer> ordinals,
             GemmPrecision precision,
@@ -158,7 +158,7 @@ public final class ExecutorModelCache {
                                 precision,
                                 GpuPlan.planSplit(w.config(), precision, pipelineSettings(devs, sparkConf())));
                 GPU_LOADS.incrementAndGet();
-                return new GpuScorer(stages);
+                return new Scorer(stages);
             } catch (RuntimeException | Error e) {
                 closeAll(devs); // a failed load leaves the devices to us (GpuModel.load, GpuPipeline.load)
                 throw e;
@@ -248,7 +248,7 @@ public final class ExecutorModelCache {
     public static boolean evict(String contentHash) {
         for (GpuKey k : GPU.keySet()) {
             if (k.contentHash().equals(contentHash)) {
-                GpuScorer s = GPU.remove(k);
+                Scorer s = GPU.remove(k);
                 if (s != null) {
                     if (s.stages() instanceof GpuPipeline p) {
                         p.close();

@@ -9,8 +9,8 @@ import dev.scorch.engine.model.GpuStages;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.scoring.BatchScores;
-import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.ScoreRequest;
+import dev.scorch.engine.scoring.Scorer;
 import dev.scorch.udfs.model.LoadedModel;
 import dev.scorch.udfs.model.ModelSource;
 import java.util.ArrayList;
@@ -111,7 +111,7 @@ final class StageCache {
     /**
      * A node's stage as {@link DecoderStage}s on its devices, run as a {@link GpuPipeline}: a batch cut into
      * micro-batches of whole sequences that flow through the devices at once, hidden states handed device to device;
-     * every sequence gets one device's bits. The last node scores through {@link GpuScorer}.
+     * every sequence gets one device's bits. The last node scores through {@link Scorer}.
      */
     record DeviceChain(GpuPipeline pipeline) implements StageEngine {
         DeviceChain(List<DecoderStage> stages) {
@@ -150,18 +150,17 @@ final class StageCache {
             }
             float[] out = new float[batch.numTokens() * pipeline.config().hiddenSize()];
             int[] at = {0};
-            pipeline.fedFrom(in).run(micro, (p, last, h) -> {
+            pipeline.fedFrom(in).run(micro, (p, last, pass, h) -> {
                 float[] part = last.read(h); // [T of micro-batch p, hidden]
                 System.arraycopy(part, 0, out, at[0], part.length);
                 at[0] += part.length;
-                return null;
             });
             return out;
         }
 
         @Override
         public void score(List<ScoreRequest> requests, PackedBatch batch, float[] in, BatchScores out) {
-            new GpuScorer(pipeline.fedFrom(in)).score(requests, out);
+            new Scorer(pipeline.fedFrom(in)).score(requests, out);
         }
     }
 }

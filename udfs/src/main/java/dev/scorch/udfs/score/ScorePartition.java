@@ -11,7 +11,6 @@ import dev.scorch.engine.model.GpuStages;
 import dev.scorch.engine.runtime.TokenBudgetBatcher;
 import dev.scorch.engine.scoring.BatchScorer;
 import dev.scorch.engine.scoring.BatchScores;
-import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.PrefixSharingScorer;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;
@@ -120,7 +119,7 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
         String on;
         if (choice.cuda()) {
             List<Integer> gpus = TaskGpus.ordinals(gpuAddresses, choice.gpuOrdinal());
-            GpuScorer gpu = ExecutorModelCache.gpuScorer(source, gpus, options.gpuPrecision(), devices);
+            Scorer gpu = ExecutorModelCache.gpuScorer(source, gpus, options.gpuPrecision(), devices);
             scorer = gpu;
             maxBatchTokens = gpuBatchTokens(gpu.stages(), options.maxBatchTokens(), options.gpuBatchTokens());
             windowTokens = 2L * maxBatchTokens;
@@ -128,7 +127,7 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
         } else {
             scorer = options.sharePrefixes()
                     ? new PrefixSharingScorer(loaded.model(), ExecutorModelCache.ops(options.threads()))
-                    : new Scorer(loaded.model(), ExecutorModelCache.ops(options.threads()));
+                    : new Scorer(loaded.model().on(ExecutorModelCache.ops(options.threads())));
             maxBatchTokens = options.maxBatchTokens();
             windowTokens = 0;
             on = "cpu, " + options.threads() + " thread(s)" + (options.sharePrefixes() ? ", shared prefixes" : "");

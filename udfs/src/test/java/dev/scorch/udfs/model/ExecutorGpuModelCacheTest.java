@@ -17,7 +17,6 @@ import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.model.GpuModel;
 import dev.scorch.engine.model.GpuPipeline;
-import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;
@@ -55,20 +54,20 @@ class ExecutorGpuModelCacheTest {
     void oneGpuModelPerHashOrdinalAndPrecisionSharedByLaterCallers() {
         List<Integer> opened = new CopyOnWriteArrayList<>();
         int loads = ExecutorModelCache.gpuLoads();
-        GpuScorer a = ExecutorModelCache.gpuScorer(source, 0, GemmPrecision.FP32, o -> {
+        Scorer a = ExecutorModelCache.gpuScorer(source, 0, GemmPrecision.FP32, o -> {
             opened.add(o);
             return new HostDevice();
         });
-        GpuScorer again = ExecutorModelCache.gpuScorer(source, 0, GemmPrecision.FP32, o -> {
+        Scorer again = ExecutorModelCache.gpuScorer(source, 0, GemmPrecision.FP32, o -> {
             opened.add(o);
             return new HostDevice();
         });
         assertSame(a, again);
-        GpuScorer otherPrecision = ExecutorModelCache.gpuScorer(source, 0, GemmPrecision.BF16, o -> {
+        Scorer otherPrecision = ExecutorModelCache.gpuScorer(source, 0, GemmPrecision.BF16, o -> {
             opened.add(o);
             return new HostDevice();
         });
-        GpuScorer otherGpu = ExecutorModelCache.gpuScorer(source, 1, GemmPrecision.FP32, o -> {
+        Scorer otherGpu = ExecutorModelCache.gpuScorer(source, 1, GemmPrecision.FP32, o -> {
             opened.add(o);
             return new HostDevice();
         });
@@ -83,14 +82,14 @@ class ExecutorGpuModelCacheTest {
         List<ScoreRequest> reqs = List.of(new ScoreRequest(new int[] {3, 70, 200, 9, 41}, 1, 0, LogitsMode.NONE));
         List<SequenceScore> want;
         try (CpuOps ops = new CpuOps(1)) {
-            want = new Scorer(cpu.model(), ops).score(reqs);
+            want = new Scorer(cpu.model().on(ops)).score(reqs);
         }
         SequenceScore got = a.score(reqs).get(0);
         assertEquals(want.get(0).sumLogprob(), got.sumLogprob(), 1e-3);
 
         // Evicting the model closes its GPU copies; the next caller loads a fresh one.
         assertTrue(ExecutorModelCache.evict(source.manifest().contentHash()));
-        GpuScorer fresh = ExecutorModelCache.gpuScorer(source, 0, GemmPrecision.FP32, o -> new HostDevice());
+        Scorer fresh = ExecutorModelCache.gpuScorer(source, 0, GemmPrecision.FP32, o -> new HostDevice());
         assertNotSame(a, fresh);
         ExecutorModelCache.evict(source.manifest().contentHash());
     }
@@ -103,11 +102,11 @@ class ExecutorGpuModelCacheTest {
             return new HostDevice();
         };
         int loads = ExecutorModelCache.gpuLoads();
-        GpuScorer two = ExecutorModelCache.gpuScorer(source, List.of(0, 1), GemmPrecision.FP32, devices);
-        GpuScorer sameSet = ExecutorModelCache.gpuScorer(source, List.of(1, 0), GemmPrecision.FP32, devices);
-        GpuScorer three = ExecutorModelCache.gpuScorer(source, List.of(0, 1, 2), GemmPrecision.FP32, devices);
-        GpuScorer otherTwo = ExecutorModelCache.gpuScorer(source, List.of(2, 3), GemmPrecision.FP32, devices);
-        GpuScorer one = ExecutorModelCache.gpuScorer(source, List.of(0), GemmPrecision.FP32, devices);
+        Scorer two = ExecutorModelCache.gpuScorer(source, List.of(0, 1), GemmPrecision.FP32, devices);
+        Scorer sameSet = ExecutorModelCache.gpuScorer(source, List.of(1, 0), GemmPrecision.FP32, devices);
+        Scorer three = ExecutorModelCache.gpuScorer(source, List.of(0, 1, 2), GemmPrecision.FP32, devices);
+        Scorer otherTwo = ExecutorModelCache.gpuScorer(source, List.of(2, 3), GemmPrecision.FP32, devices);
+        Scorer one = ExecutorModelCache.gpuScorer(source, List.of(0), GemmPrecision.FP32, devices);
         assertSame(two, sameSet, "the same GPUs in another order: the same pipeline");
         assertNotSame(two, three);
         assertNotSame(two, otherTwo);
@@ -163,7 +162,7 @@ class ExecutorGpuModelCacheTest {
         assertEquals("cannot open GPU 2: cudaSetDevice(2): invalid device ordinal", alone.getMessage());
 
         // Nothing was cached: the next task on those GPUs tries again.
-        GpuScorer later =
+        Scorer later =
                 ExecutorModelCache.gpuScorer(source, List.of(0, 1, 2, 3), GemmPrecision.FP32, o -> new HostDevice());
         assertEquals(4, later.stages().stages().size());
         ExecutorModelCache.evict(source.manifest().contentHash());

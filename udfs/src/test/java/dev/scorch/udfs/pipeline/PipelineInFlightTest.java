@@ -13,9 +13,9 @@ import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.runtime.TokenBudgetBatcher;
 import dev.scorch.engine.scoring.BatchScores;
-import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
+import dev.scorch.engine.scoring.Scorer;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Path;
@@ -56,7 +56,7 @@ class PipelineInFlightTest {
         assertTrue(batches.size() >= 6, batches.size() + " batches");
         List<BatchScores> want = new ArrayList<>();
         try (GpuModel m = GpuModel.load(w, new HostDevice(), P)) {
-            GpuScorer one = new GpuScorer(m);
+            Scorer one = new Scorer(m);
             for (List<ScoreRequest> b : batches) {
                 BatchScores s = new BatchScores();
                 one.score(b, s);

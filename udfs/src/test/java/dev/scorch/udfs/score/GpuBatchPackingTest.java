@@ -13,8 +13,8 @@ import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.model.GpuModel;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.runtime.TokenBudgetBatcher;
-import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.ScoreRequest;
+import dev.scorch.engine.scoring.Scorer;
 import dev.scorch.engine.scoring.SequenceScore;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -51,7 +51,7 @@ class GpuBatchPackingTest {
         }
         try (GpuModel m =
                 GpuModel.load(new ModelWeights(Checkpoint.open(dir), config), new HostDevice(), GemmPrecision.BF16X3)) {
-            GpuScorer scorer = new GpuScorer(m);
+            Scorer scorer = new Scorer(m);
             int small = ScorePartition.gpuBatchTokens(m, 40, 1); // the asked budget: rows one or two at a time
             int target = ScorePartition.gpuBatchTokens(m, 40, 200); // raised to the GPU target
             assertEquals(40, small);
@@ -77,7 +77,7 @@ class GpuBatchPackingTest {
         }
     }
 
-    private static SequenceScore[] score(GpuScorer scorer, List<int[]> rows, List<List<Integer>> batches) {
+    private static SequenceScore[] score(Scorer scorer, List<int[]> rows, List<List<Integer>> batches) {
         SequenceScore[] out = new SequenceScore[rows.size()];
         for (List<Integer> batch : batches) {
             List<ScoreRequest> reqs = new ArrayList<>();

@@ -12,8 +12,8 @@ import dev.scorch.engine.device.cuda.Cuda;
 import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.model.GpuModel;
 import dev.scorch.engine.model.GpuPipeline;
-import dev.scorch.engine.scoring.GpuScorer;
 import dev.scorch.engine.scoring.LogitsMode;
+import dev.scorch.engine.scoring.Scorer;
 import dev.scorch.udfs.model.ExecutorModelCache;
 import dev.scorch.udfs.model.ModelSource;
 import dev.scorch.udfs.model.SharedPathSource;
@@ -139,8 +139,8 @@ class ScorePartitionPipelineTest {
                     GpuModel.class,
                     ExecutorModelCache.gpuScorer(source, List.of(0), precision, none)
                             .stages());
-            GpuScorer p2 = ExecutorModelCache.gpuScorer(source, List.of(1, 0), precision, none);
-            GpuScorer p3 = ExecutorModelCache.gpuScorer(source, List.of(0, 1, 2), precision, none);
+            Scorer p2 = ExecutorModelCache.gpuScorer(source, List.of(1, 0), precision, none);
+            Scorer p3 = ExecutorModelCache.gpuScorer(source, List.of(0, 1, 2), precision, none);
             assertEquals(
                     2, assertInstanceOf(GpuPipeline.class, p2.stages()).stages().size());
             assertEquals(

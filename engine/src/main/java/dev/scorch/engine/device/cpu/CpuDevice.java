@@ -15,6 +15,7 @@ import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.device.host.NoauxTcRouter;
 import dev.scorch.engine.kernels.LatentAttention;
 import dev.scorch.engine.kernels.Linear;
+import dev.scorch.engine.kernels.LogSoftmax;
 import dev.scorch.engine.kernels.MlaInputs;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.kernels.RmsNorm;
@@ -57,6 +58,7 @@ public final class CpuDevice extends HeapDevice {
     private final SiluRows siluRows = new SiluRows();
     private final RopeRows ropeRows = new RopeRows();
     private final DecodeItems decodeItems = new DecodeItems();
+    private final Stats stats = new Stats();
 
     /** Scratch arrays, grown to the largest call and kept. */
     private static final class Scratch {
@@ -731,6 +733,27 @@ public final class CpuDevice extends HeapDevice {
         HostDevice.stats(logits, rows, vocab, targets, stats);
     }
 
+    /**
+     * The stats on the logits in place, rows spread over the threads: each row's log-sum-exp by {@link Ops#logSumExp}
+     * (kept in double), its argmax by {@link LogSoftmax#argmax}.
+     */
+    @Override
+    public void logSoftmaxStats(Buf logits, int rows, int vocab, Buf targets, Buf stats, double[] out) {
+        Stats st = this.stats;
+        st.logits = floats(logits);
+        st.off = off(logits);
+        st.vocab = vocab;
+        st.targets = ints(targets);
+        st.targetsOff = off(targets);
+        st.out = out;
+        try {
+            ops.forEachRow(rows, st);
+        } finally {
+            st.logits = null;
+            st.out = null;
+        }
+    }
+
     @Override
     public void synchronize() {}
 
@@ -739,6 +762,23 @@ public final class CpuDevice extends HeapDevice {
 
     // --- Row bodies: the parallel loops' bodies, kept with the device (one call at a time) with their operands set per
     // call, so that a call makes no lambda.
+
+    /** A logits row's stats ({@link #logSoftmaxStats(Buf, int, int, Buf, Buf, double[])}). */
+    private final class Stats implements IntConsumer {
+        private float[] logits;
+        private int[] targets;
+        private double[] out;
+        private int off, vocab, targetsOff;
+
+        @Override
+        public void accept(int r) {
+            int o = off + r * vocab;
+            int target = targets[targetsOff + r];
+            out[3 * r] = ops.logSumExp(logits, o, vocab);
+            out[3 * r + 1] = target >= 0 ? logits[o + target] : 0f;
+            out[3 * r + 2] = LogSoftmax.argmax(logits, o, vocab);
+        }
+    }
 
     /** Rows of width floats copied between arrays, spread over the threads. */
     private final class CopyRows implements IntConsumer {

@@ -33,6 +33,15 @@ public abstract class HeapDevice implements Device {
         allocated -= b.bytes();
     }
 
+    /** src's own array where it starts at index 0, else a copy in into. */
+    @Override
+    public float[] hostFloats(Buf src, int n, float[] into) {
+        if (off(src) == 0 && src.storage() instanceof float[] f) {
+            return f;
+        }
+        return Device.super.hostFloats(src, n, into);
+    }
+
     @Override
     public void zero(Buf b) {
         if (b.kind() == Buf.Kind.I32) {
