@@ -18,7 +18,7 @@ MIN_SPARK_MAJOR = 4
 #: Keyword arguments of ScorchModel.score, as ScoreParams.fromMap reads them.
 SCORE_PARAMS = frozenset({
     "token_ids_col", "text_col", "continuation_col", "output_prefix", "top_k", "logits", "max_batch_tokens",
-    "window_rows", "arrow_memory_mb", "threads", "backend", "gpu_precision", "share_prefixes", "score_from_col",
+    "window_rows", "arrow_memory_mb", "threads", "backend", "gpu_precision", "cpu_precision", "share_prefixes", "score_from_col",
     "shared_prefix_col",
 })
 
@@ -27,7 +27,7 @@ GENERATE_PARAMS = frozenset({
     "token_ids_col", "text_col", "messages_col", "output_prefix", "row_overrides", "max_new_tokens", "temperature",
     "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty", "seed", "stop",
     "stop_token_ids", "ignore_eos", "n", "logprobs", "top_logprobs", "max_cache_mb", "max_batch_tokens",
-    "max_batch_seqs", "threads", "backend", "gpu_precision",
+    "max_batch_seqs", "threads", "backend", "gpu_precision", "cpu_precision",
 })
 
 _WEIGHTS = ("broadcast", "files", "shared-path")

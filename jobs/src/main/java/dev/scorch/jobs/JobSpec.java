@@ -51,9 +51,14 @@ public interface JobSpec {
      */
     java.util.Map<String, String> resultOptions();
 
-    /** The CPU kernels' precision this JVM runs (-Dscorch.cpu.precision, set by --cpu-precision), or "default". */
-    static String cpuPrecision() {
-        return System.getProperty(dev.scorch.engine.kernels.CpuPrecision.PROPERTY, "default");
+    /**
+     * The CPU precision a run records: the one its --cpu-precision asked, else this JVM's -Dscorch.cpu.precision (what its
+     * executors default to when launched alike), else "default".
+     */
+    static String cpuPrecision(dev.scorch.engine.kernels.CpuPrecision asked) {
+        return asked != null
+                ? asked.id()
+                : System.getProperty(dev.scorch.engine.kernels.CpuPrecision.PROPERTY, "default");
     }
 
     /** The input's Spark format: the explicit input format, else from the path's extension. */

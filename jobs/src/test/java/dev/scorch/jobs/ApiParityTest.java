@@ -80,7 +80,8 @@ class ApiParityTest {
                 BackendMode.AUTO,
                 ScoreOptions.defaultGpuPrecision(),
                 ScoreOptions.DEFAULT_GPU_BATCH_TOKENS,
-                0);
+                0,
+                null);
     }
 
     /** Rows of a DataFrame as JSON, keyed by the given columns' values. */
@@ -191,7 +192,8 @@ class ApiParityTest {
                 4096,
                 32,
                 BackendMode.AUTO,
-                GemmPrecision.BF16X3);
+                GemmPrecision.BF16X3,
+                null);
         GenerateJob.run(spark, spec);
         Dataset<Row> job = spark.read().parquet(out.toString()).drop("source_row");
 

@@ -52,7 +52,8 @@ class JobInputTest {
                 dev.scorch.engine.backend.BackendMode.CPU,
                 dev.scorch.udfs.score.ScoreOptions.defaultGpuPrecision(),
                 dev.scorch.udfs.score.ScoreOptions.DEFAULT_GPU_BATCH_TOKENS,
-                0);
+                0,
+                null);
     }
 
     static String str(Row r, String column) {
@@ -148,7 +149,8 @@ class JobInputTest {
                         dev.scorch.engine.backend.BackendMode.CPU,
                         dev.scorch.udfs.score.ScoreOptions.defaultGpuPrecision(),
                         dev.scorch.udfs.score.ScoreOptions.DEFAULT_GPU_BATCH_TOKENS,
-                        0));
+                        0,
+                        null));
         Map<String, String> errors = new HashMap<>();
         for (Row r : SparkTests.spark().read().parquet(out.toString()).collectAsList()) {
             errors.put(r.getAs("source_row"), r.getAs("error"));

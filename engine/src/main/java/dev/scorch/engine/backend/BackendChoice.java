@@ -5,6 +5,8 @@ import dev.scorch.engine.device.cpu.CpuDevice;
 import dev.scorch.engine.device.cuda.Cuda;
 import dev.scorch.engine.device.cuda.CudaDevice;
 import dev.scorch.engine.kernels.CpuOps;
+import dev.scorch.engine.kernels.CpuPrecision;
+import dev.scorch.engine.kernels.KernelSelection;
 import dev.scorch.engine.kernels.Ops;
 import java.util.List;
 import java.util.Map;
@@ -36,19 +38,39 @@ public record BackendChoice(Kind kind, int gpuOrdinal, String reason) {
         return kind == Kind.CUDA;
     }
 
-    private static final Map<Integer, Ops> CPU_OPS = new ConcurrentHashMap<>();
+    private static final Map<String, Ops> CPU_OPS = new ConcurrentHashMap<>();
 
-    /**
-     * The CPU kernels on this many engine threads, one set per JVM and thread count: every task of an executor shares
-     * its threads' pool and scratch.
-     */
+    /** {@link #cpuOps(int, CpuPrecision)} in this JVM's default precision. */
     public static Ops cpuOps(int threads) {
-        return CPU_OPS.computeIfAbsent(threads, CpuOps::new);
+        return cpuOps(threads, null);
     }
 
-    /** The CPU device over {@link #cpuOps}: the engine's fast CPU kernels behind the device seam. */
-    public static Device cpuDevice(int threads) {
-        return new CpuDevice(cpuOps(threads));
+    /**
+     * The CPU kernels on this many engine threads in the precision asked (a job's --cpu-precision; null: this JVM's
+     * default, -Dscorch.cpu.precision, else fp32), one set per JVM, thread count and precision: every task of an
+     * executor shares its threads' pool and scratch. A mode this CPU cannot run gives fp32, as the kernel selection
+     * decides and says why (logged once per executor and mode).
+     */
+    public static Ops cpuOps(int threads, CpuPrecision asked) {
+        KernelSelection k = asked == null
+                ? KernelSelection.current()
+                : KernelSelection.current().withPrecision(asked.id());
+        CpuPrecision runs = k.cpuPrecision();
+        if (asked != null && asked != runs && FALLBACKS_LOGGED.add(asked)) {
+            System.getLogger(BackendChoice.class.getName())
+                    .log(
+                            System.Logger.Level.WARNING,
+                            "CPU precision " + asked.id() + " asked, " + runs.id() + " runs: "
+                                    + k.precision().reason());
+        }
+        return CPU_OPS.computeIfAbsent(threads + " " + runs.id(), key -> new CpuOps(threads, runs));
+    }
+
+    private static final java.util.Set<CpuPrecision> FALLBACKS_LOGGED = ConcurrentHashMap.newKeySet();
+
+    /** The CPU device over {@link #cpuOps}: the engine's fast CPU kernels behind the device seam, in precision. */
+    public static Device cpuDevice(int threads, CpuPrecision precision) {
+        return new CpuDevice(cpuOps(threads, precision));
     }
 
     /** CUDA device ordinal, opened (its context, streams and cuBLAS handle). */
@@ -58,7 +80,7 @@ public record BackendChoice(Kind kind, int gpuOrdinal, String reason) {
 
     /** This choice's device: CUDA device ordinal, or the CPU device on threads engine threads. */
     public Device device(int ordinal, int threads) {
-        return cuda() ? cudaDevice(ordinal) : cpuDevice(threads);
+        return cuda() ? cudaDevice(ordinal) : cpuDevice(threads, null);
     }
 
     /**

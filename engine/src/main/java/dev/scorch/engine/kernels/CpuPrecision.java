@@ -45,4 +45,9 @@ public enum CpuPrecision {
         }
         throw new IllegalArgumentException("unknown CPU precision '" + id + "': expected fp32, bf16x3, bf16x2 or bf16");
     }
+
+    /** A job's option: null for "default" (the executor's -D{@value #PROPERTY}, else fp32), else {@link #parse}. */
+    public static CpuPrecision option(String id) {
+        return "default".equalsIgnoreCase(id.trim()) ? null : parse(id);
+    }
 }

@@ -2,10 +2,15 @@ package dev.scorch.engine.backend;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotSame;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.scorch.engine.device.cuda.Cuda;
+import dev.scorch.engine.kernels.CpuOps;
+import dev.scorch.engine.kernels.CpuPrecision;
+import dev.scorch.engine.kernels.KernelSelection;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Supplier;
@@ -137,5 +142,28 @@ class BackendChoiceTest {
         assertFalse(a.detail().isEmpty());
         BackendChoice c = BackendChoice.choose(BackendMode.AUTO, List.of("0"), Cuda::probe);
         assertEquals(a.available() ? BackendChoice.Kind.CUDA : BackendChoice.Kind.CPU, c.kind(), c.reason());
+    }
+
+    /**
+     * A job's CPU precision: the kernels in the mode this CPU runs of the one asked (the kernel selection's answer, fp32
+     * where AVX512-BF16 is missing), one set per thread count and mode shared by every task asking it, and this JVM's
+     * default where none is asked.
+     */
+    @Test
+    void cpuOpsRunTheAskedPrecisionWhereItRunsOneSetPerThreadsAndMode() {
+        KernelSelection k = KernelSelection.current();
+        for (CpuPrecision asked : CpuPrecision.values()) {
+            CpuPrecision runs = k.withPrecision(asked.id()).cpuPrecision();
+            CpuOps ops = (CpuOps) BackendChoice.cpuOps(2, asked);
+            assertEquals(runs, ops.precision(), asked.id());
+            assertEquals(2, ops.threads());
+            assertSame(ops, BackendChoice.cpuOps(2, asked), "one set per JVM, threads and mode");
+            if (runs == CpuPrecision.FP32) {
+                assertSame(ops, BackendChoice.cpuOps(2, CpuPrecision.FP32), asked.id() + " falls back to fp32's set");
+            }
+            assertNotSame(ops, BackendChoice.cpuOps(1, asked), "another thread count, another pool");
+        }
+        assertEquals(k.cpuPrecision(), ((CpuOps) BackendChoice.cpuOps(2, null)).precision());
+        assertSame(BackendChoice.cpuOps(2, null), BackendChoice.cpuOps(2));
     }
 }

@@ -173,7 +173,8 @@ public final class GenerateCommand implements Callable<Integer> {
                     batchTokens,
                     batchSeqs,
                     job.backend(),
-                    job.gpuPrecision());
+                    job.gpuPrecision(),
+                    job.cpuPrecision());
             GenerateSummary s = GenerateJob.run(spark, spec);
             System.out.println(s.line());
             return 0;

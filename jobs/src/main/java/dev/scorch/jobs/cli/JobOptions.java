@@ -95,7 +95,8 @@ public final class JobOptions extends SparkOptions {
     @Option(
             names = "--cpu-precision",
             description = "Prefill GEMMs of tasks that run on the CPU: fp32, or bf16x3, bf16x2, bf16 (bf16 parts on"
-                    + " AVX512-BF16; an executor whose CPU lacks it runs fp32 and logs why). Default: fp32.")
+                    + " AVX512-BF16; an executor whose CPU lacks it runs fp32 and logs why), or default: each"
+                    + " executor's -Dscorch.cpu.precision, else fp32. Default: default.")
     String cpuPrecision;
 
     @Option(
@@ -141,33 +142,13 @@ public final class JobOptions extends SparkOptions {
         }
     }
 
-    /**
-     * With --cpu-precision (else the config's scorch.cpu-precision): the session's settings with
-     * -Dscorch.cpu.precision for executors in JVMs of their own, and the property set in this JVM (a local master's
-     * executors), before any kernel is chosen.
-     */
+    /** The session's settings, with --lease-wait's. */
     @Override
     SparkConf conf(String appName) {
         SparkConf sc = super.conf(appName);
         if (leaseWait != null) {
             Bounds.LEASE_WAIT_SECONDS.checkLong("--lease-wait", leaseWait);
             sc.set(dev.scorch.jobs.PartitionedRun.LEASE_WAIT, Long.toString(leaseWait));
-        }
-        String v = cpuPrecision != null ? cpuPrecision : config().option("cpu-precision", null);
-        if (v != null) {
-            String id;
-            try {
-                id = CpuPrecision.parse(v).id();
-            } catch (IllegalArgumentException e) {
-                throw new IllegalArgumentException("--cpu-precision: " + e.getMessage(), e);
-            }
-            System.setProperty(CpuPrecision.PROPERTY, id);
-            String m = sc.get("spark.master");
-            if (!m.equals("local") && !m.startsWith("local[")) {
-                String flag = "-D" + CpuPrecision.PROPERTY + "=" + id;
-                String opts = sc.get("spark.executor.extraJavaOptions", "");
-                sc.set("spark.executor.extraJavaOptions", opts.isBlank() ? flag : opts + " " + flag);
-            }
         }
         return sc;
     }
@@ -180,13 +161,27 @@ public final class JobOptions extends SparkOptions {
         return bounded("slices", slices, 1, Bounds.SLICES);
     }
 
-    /** With {@link SparkOptions#check}'s options: --slices and --lease-wait, before Spark starts. */
+    /** With {@link SparkOptions#check}'s options: --slices, --cpu-precision and --lease-wait, before Spark starts. */
     @Override
     void check() {
         super.check();
         slices();
+        cpuPrecision(); // a name that is no mode fails here, before Spark starts
         if (leaseWait != null) {
             Bounds.LEASE_WAIT_SECONDS.checkLong("--lease-wait", leaseWait);
+        }
+    }
+
+    /**
+     * --cpu-precision, else the config's scorch.cpu-precision; null for neither or "default" (each executor's own
+     * default). A job option like --gpu-precision: the tasks get it with their options, so two jobs in one JVM can differ.
+     */
+    CpuPrecision cpuPrecision() {
+        String v = cpuPrecision != null ? cpuPrecision : config().option("cpu-precision", null);
+        try {
+            return v == null ? null : CpuPrecision.option(v);
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("--cpu-precision: " + e.getMessage(), e);
         }
     }
 

@@ -109,7 +109,8 @@ public final class ScoreCommand implements Callable<Integer> {
                     job.backend(),
                     job.gpuPrecision(),
                     gpuBatch,
-                    nodes);
+                    nodes,
+                    job.cpuPrecision());
             ScoreSummary s = ScoreJob.run(spark, spec);
             System.out.println(s.line());
             return 0;

@@ -59,6 +59,7 @@ public final class GenerateJob {
                 .setThreads(spec.threads())
                 .setBackend(spec.backend())
                 .setGpuPrecision(spec.gpuPrecision())
+                .setCpuPrecision(spec.cpuPrecision())
                 .setInputErrorCol(ScoreSchema.INPUT_ERROR)
                 .setRowLabelCol(ScoreSchema.SOURCE)
                 .setMetrics(metrics);

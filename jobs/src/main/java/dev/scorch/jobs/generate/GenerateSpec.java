@@ -2,6 +2,7 @@ package dev.scorch.jobs.generate;
 
 import dev.scorch.engine.backend.BackendMode;
 import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.kernels.CpuPrecision;
 import dev.scorch.jobs.JobSpec;
 import dev.scorch.jobs.output.WriteMode;
 import java.util.List;
@@ -15,6 +16,7 @@ import java.util.List;
  * @param maxBatchSeqs   sequences decoded together
  * @param backend        where each task runs the engine (auto: CUDA when the task holds a GPU and CUDA loads)
  * @param gpuPrecision   GEMM precision of tasks on CUDA
+ * @param cpuPrecision   prefill GEMM precision of tasks on the CPU (null: the executors' default)
  */
 public record GenerateSpec(
         String model,
@@ -50,7 +52,8 @@ public record GenerateSpec(
         int maxBatchTokens,
         int maxBatchSeqs,
         BackendMode backend,
-        GemmPrecision gpuPrecision)
+        GemmPrecision gpuPrecision,
+        CpuPrecision cpuPrecision)
         implements JobSpec {
 
     public GenerateSpec {
@@ -103,7 +106,7 @@ public record GenerateSpec(
         o.put("top-logprobs", String.valueOf(topLogprobs));
         o.put("backend", String.valueOf(backend));
         o.put("gpu-precision", String.valueOf(gpuPrecision));
-        o.put("cpu-precision", JobSpec.cpuPrecision());
+        o.put("cpu-precision", JobSpec.cpuPrecision(cpuPrecision));
         return o;
     }
 }

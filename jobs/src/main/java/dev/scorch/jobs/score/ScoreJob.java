@@ -40,6 +40,7 @@ public final class ScoreJob {
                 .setThreads(spec.threads())
                 .setBackend(spec.backend())
                 .setGpuPrecision(spec.gpuPrecision())
+                .setCpuPrecision(spec.cpuPrecision())
                 .setGpuBatchTokens(spec.gpuBatchTokens())
                 .setPipelineNodes(spec.pipelineNodes())
                 .setInputErrorCol(ScoreSchema.INPUT_ERROR)

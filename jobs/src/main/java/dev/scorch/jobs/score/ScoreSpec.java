@@ -2,6 +2,7 @@ package dev.scorch.jobs.score;
 
 import dev.scorch.engine.backend.BackendMode;
 import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.kernels.CpuPrecision;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.jobs.JobSpec;
 import dev.scorch.jobs.output.WriteMode;
@@ -13,6 +14,7 @@ import dev.scorch.jobs.output.WriteMode;
  * @param gpuPrecision GEMM precision of tasks that run on CUDA
  * @param gpuBatchTokens tokens a CUDA task packs into one forward at least, where its memory budget holds them
  * @param pipelineNodes the model's layers split over this many tasks of a barrier stage, one per node (0: none)
+ * @param cpuPrecision prefill GEMM precision of tasks on the CPU (null: the executors' default)
  */
 public record ScoreSpec(
         String model,
@@ -37,7 +39,8 @@ public record ScoreSpec(
         BackendMode backend,
         GemmPrecision gpuPrecision,
         int gpuBatchTokens,
-        int pipelineNodes)
+        int pipelineNodes,
+        CpuPrecision cpuPrecision)
         implements JobSpec {
 
     /** The components that change no result bits; every other one is in {@link #resultOptions}. */
@@ -74,7 +77,7 @@ public record ScoreSpec(
         o.put("continuation-column", continuationColumn);
         o.put("backend", String.valueOf(backend));
         o.put("gpu-precision", String.valueOf(gpuPrecision));
-        o.put("cpu-precision", JobSpec.cpuPrecision());
+        o.put("cpu-precision", JobSpec.cpuPrecision(cpuPrecision));
         return o;
     }
 }

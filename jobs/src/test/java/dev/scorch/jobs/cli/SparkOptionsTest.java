@@ -82,37 +82,36 @@ class SparkOptionsTest {
         assertEquals("-Xss4m", given.get("spark.executor.extraJavaOptions"));
     }
 
-    /** --cpu-precision: the property in this JVM (a local master's executors) and in the flags of executors of their own. */
+    /**
+     * --cpu-precision is a job option, as --gpu-precision is: parsed into the job's options (shipped to the tasks),
+     * "default" or none leaving each executor its own default; it sets no JVM property and no executor flag, so two
+     * jobs in one JVM keep their own; a name that is no mode fails before Spark starts, naming the option.
+     */
     @Test
-    void cpuPrecisionReachesTheExecutors() {
+    void cpuPrecisionIsAJobOption() {
         String before = System.getProperty("scorch.cpu.precision");
-        try {
-            JobOptions cluster = new JobOptions();
-            cluster.master = "spark://10.0.0.1:7077";
-            cluster.cpuPrecision = "BF16X3";
-            String flags = cluster.conf("t").get("spark.executor.extraJavaOptions");
-            assertTrue(flags.contains("--add-modules=jdk.incubator.vector"), flags);
-            assertTrue(flags.endsWith(" -Dscorch.cpu.precision=bf16x3"), flags);
-            assertEquals("bf16x3", System.getProperty("scorch.cpu.precision"));
+        JobOptions cluster = new JobOptions();
+        cluster.master = "spark://10.0.0.1:7077";
+        cluster.cpuPrecision = "BF16X3";
+        assertEquals(dev.scorch.engine.kernels.CpuPrecision.BF16X3, cluster.cpuPrecision());
+        String flags = cluster.conf("t").get("spark.executor.extraJavaOptions");
+        assertTrue(flags.contains("--add-modules=jdk.incubator.vector"), flags);
+        assertFalse(flags.contains("scorch.cpu.precision"), flags);
+        assertEquals(before, System.getProperty("scorch.cpu.precision"));
 
-            JobOptions local = new JobOptions();
-            local.master = "local[2]";
-            local.cpuPrecision = "bf16";
-            assertFalse(local.conf("t").contains("spark.executor.extraJavaOptions"));
-            assertEquals("bf16", System.getProperty("scorch.cpu.precision"));
+        JobOptions local = new JobOptions();
+        local.master = "local[2]";
+        assertEquals(null, local.cpuPrecision());
+        local.cpuPrecision = "default";
+        assertEquals(null, local.cpuPrecision());
+        local.cpuPrecision = "bf16";
+        assertEquals(dev.scorch.engine.kernels.CpuPrecision.BF16, local.cpuPrecision());
+        assertEquals(before, System.getProperty("scorch.cpu.precision"));
 
-            local.cpuPrecision = "fp16";
-            IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(
-                    IllegalArgumentException.class, () -> local.conf("t"));
-            assertEquals(
-                    "--cpu-precision: unknown CPU precision 'fp16': expected fp32, bf16x3, bf16x2 or bf16",
-                    e.getMessage());
-        } finally {
-            if (before == null) {
-                System.clearProperty("scorch.cpu.precision");
-            } else {
-                System.setProperty("scorch.cpu.precision", before);
-            }
-        }
+        local.cpuPrecision = "fp16";
+        IllegalArgumentException e =
+                org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class, local::check);
+        assertEquals(
+                "--cpu-precision: unknown CPU precision 'fp16': expected fp32, bf16x3, bf16x2 or bf16", e.getMessage());
     }
 }

@@ -116,7 +116,8 @@ class GenerateJobTest {
                     maxBatchTokens,
                     maxBatchSeqs,
                     BackendMode.AUTO,
-                    GemmPrecision.BF16X3);
+                    GemmPrecision.BF16X3,
+                    null);
         }
 
         GenerateSummary run() {

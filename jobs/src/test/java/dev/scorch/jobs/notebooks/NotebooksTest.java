@@ -140,7 +140,8 @@ class NotebooksTest {
                         dev.scorch.engine.backend.BackendMode.AUTO,
                         dev.scorch.udfs.score.ScoreOptions.defaultGpuPrecision(),
                         dev.scorch.udfs.score.ScoreOptions.DEFAULT_GPU_BATCH_TOKENS,
-                        0));
+                        0,
+                        null));
         assertTrue(s.line().contains("13 rows (2 errors"), s.line());
         return out;
     }

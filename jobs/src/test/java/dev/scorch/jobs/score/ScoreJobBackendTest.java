@@ -79,6 +79,26 @@ class ScoreJobBackendTest {
         Map<String, Scored> got = SparkTests.readOutput(auto, "jsonl");
         assertEquals(SparkTests.goldenPrompts().size(), got.size());
         assertEquals(want, got, "auto on a machine without a GPU is the CPU backend, bit for bit");
+
+        // --cpu-precision reaches the tasks: where this CPU runs bf16x3 the scores move (within its error), where it
+        // lacks AVX512-BF16 the tasks fall back to fp32 and give the fp32 bits; the run records the mode asked.
+        Path bf16x3 = tmp.resolve("bf16x3");
+        Object[] b = cli(score(input, bf16x3, "--backend", "cpu", "--cpu-precision", "bf16x3"));
+        assertEquals(0, b[0], (String) b[1]);
+        Map<String, Scored> parts = SparkTests.readOutput(bf16x3, "jsonl");
+        assertEquals(want.keySet(), parts.keySet());
+        boolean runs = dev.scorch.engine.kernels.KernelSelection.current()
+                        .withPrecision("bf16x3")
+                        .cpuPrecision()
+                == dev.scorch.engine.kernels.CpuPrecision.BF16X3;
+        if (!runs) {
+            assertEquals(want, parts, "bf16x3 where this CPU lacks it: fp32, bit for bit");
+        } else {
+            org.junit.jupiter.api.Assertions.assertNotEquals(want, parts, "bf16x3 ran: its roundings differ");
+        }
+        Object[] resumed = cli(score(input, bf16x3, "--backend", "cpu", "--cpu-precision", "fp32", "--resume"));
+        assertEquals(2, resumed[0], "a resume with another --cpu-precision is another run: " + resumed[1]);
+        assertTrue(((String) resumed[1]).contains("cpu-precision"), (String) resumed[1]);
     }
 
     @Test

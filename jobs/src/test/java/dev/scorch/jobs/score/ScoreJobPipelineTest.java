@@ -93,7 +93,7 @@ class ScoreJobPipelineTest {
         rows = lines.size();
         try (GpuModel m = GpuModel.load(
                 ModelWeights.open(SparkTests.conformanceModel()),
-                new CpuDevice(ExecutorModelCache.ops(2)),
+                new CpuDevice(ExecutorModelCache.ops(2, null)),
                 ScoreOptions.defaultGpuPrecision())) {
             Scorer scorer = new Scorer(m);
             for (int i = 0; i < good.size(); i++) {

@@ -319,7 +319,8 @@ public final class SparkTests {
                     backend,
                     gpuPrecision,
                     ScoreOptions.DEFAULT_GPU_BATCH_TOKENS,
-                    pipelineNodes);
+                    pipelineNodes,
+                    null);
         }
 
         ScoreSummary run() {

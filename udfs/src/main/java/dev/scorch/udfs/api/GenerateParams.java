@@ -3,6 +3,7 @@ package dev.scorch.udfs.api;
 import dev.scorch.engine.backend.BackendMode;
 import dev.scorch.engine.config.GenerationConfig;
 import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.kernels.CpuPrecision;
 import dev.scorch.engine.sampling.SamplingParams;
 import dev.scorch.udfs.generate.GenerateOptions;
 import dev.scorch.udfs.progress.JobMetrics;
@@ -50,13 +51,14 @@ public final class GenerateParams {
     private int threads;
     private BackendMode backend = BackendMode.AUTO;
     private GemmPrecision gpuPrecision = ScoreOptions.defaultGpuPrecision();
+    private CpuPrecision cpuPrecision; // null: the executor's default
     private JobMetrics metrics;
 
     /**
      * The settings a map names, by the CLI's option names with '_' for '-' (as the Python module passes them):
      * token_ids_col, text_col, messages_col, output_prefix, row_overrides, max_new_tokens, temperature, top_k, top_p,
      * min_p, repetition_penalty, presence_penalty, frequency_penalty, seed, stop, stop_token_ids, ignore_eos, n,
-     * logprobs, top_logprobs, max_cache_mb, max_batch_tokens, max_batch_seqs, threads, backend, gpu_precision.
+     * logprobs, top_logprobs, max_cache_mb, max_batch_tokens, max_batch_seqs, threads, backend, gpu_precision, cpu_precision.
      */
     public static GenerateParams fromMap(Map<String, ?> m) {
         GenerateParams p = new GenerateParams();
@@ -90,12 +92,14 @@ public final class GenerateParams {
                 case "threads" -> p.setThreads(Values.integer(k, v));
                 case "backend" -> p.setBackend(BackendMode.parse(Values.string(k, v)));
                 case "gpu_precision" -> p.setGpuPrecision(GemmPrecision.parse(Values.string(k, v)));
+                case "cpu_precision" -> p.setCpuPrecision(CpuPrecision.option(Values.string(k, v)));
                 default ->
                     throw new IllegalArgumentException("generate parameter '" + k + "': unknown; expected one of"
                             + " token_ids_col, text_col, messages_col, output_prefix, row_overrides, max_new_tokens,"
                             + " temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty,"
                             + " frequency_penalty, seed, stop, stop_token_ids, ignore_eos, n, logprobs, top_logprobs,"
-                            + " max_cache_mb, max_batch_tokens, max_batch_seqs, threads, backend, gpu_precision");
+                            + " max_cache_mb, max_batch_tokens, max_batch_seqs, threads, backend, gpu_precision,"
+                            + " cpu_precision");
             }
         }
         return p;
@@ -289,6 +293,17 @@ public final class GenerateParams {
         return this;
     }
 
+    /** As {@link ScoreParams#setCpuPrecision}: prefill GEMMs of CPU tasks; null, the default: the executor's. */
+    public GenerateParams setCpuPrecision(CpuPrecision v) {
+        cpuPrecision = v;
+        return this;
+    }
+
+    /** The CPU precision asked, or null: the executor's default. */
+    public CpuPrecision cpuPrecision() {
+        return cpuPrecision;
+    }
+
     /** Accumulators the tasks add their rows, completion tokens and errors to (null: none). */
     public GenerateParams setMetrics(JobMetrics v) {
         metrics = v;
@@ -365,7 +380,8 @@ public final class GenerateParams {
                 new GenerateOptions.Limits(maxCacheBytes, maxBatchTokens, maxBatchSeqs),
                 Values.threads(spark, threads),
                 backend,
-                gpuPrecision);
+                gpuPrecision,
+                cpuPrecision);
     }
 
     private static <T> T orElse(T v, T dflt) {

@@ -350,7 +350,8 @@ public final class ScorchModel implements AutoCloseable {
                 new GenerateOptions.Limits(2048L << 20, 4096, 32),
                 1,
                 BackendMode.AUTO,
-                ScoreOptions.defaultGpuPrecision());
+                ScoreOptions.defaultGpuPrecision(),
+                null);
         StructType engineOut = GenerateSchema.output(DataTypes.LongType, o);
         return outputSchema(input, engineOut, p.outputPrefix(), "GenerateParams.setOutputPrefix");
     }

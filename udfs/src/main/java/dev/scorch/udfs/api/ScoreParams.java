@@ -2,6 +2,7 @@ package dev.scorch.udfs.api;
 
 import dev.scorch.engine.backend.BackendMode;
 import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.kernels.CpuPrecision;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.udfs.progress.JobMetrics;
 import dev.scorch.udfs.score.ScoreOptions;
@@ -30,6 +31,7 @@ public final class ScoreParams {
     private int threads;
     private BackendMode backend = BackendMode.AUTO;
     private GemmPrecision gpuPrecision = ScoreOptions.defaultGpuPrecision();
+    private CpuPrecision cpuPrecision; // null: the executor's default
     private JobMetrics metrics;
     private int pipelineNodes;
     private boolean sharePrefixes;
@@ -39,7 +41,7 @@ public final class ScoreParams {
     /**
      * The settings a map names, by the CLI's option names with '_' for '-' (as the Python module passes them):
      * token_ids_col, text_col, continuation_col, output_prefix, top_k, logits (none|last|all), max_batch_tokens,
-     * window_rows, arrow_memory_mb, threads, backend (auto|cpu|cuda), gpu_precision, share_prefixes, score_from_col,
+     * window_rows, arrow_memory_mb, threads, backend (auto|cpu|cuda), gpu_precision, cpu_precision, share_prefixes, score_from_col,
      * shared_prefix_col.
      */
     public static ScoreParams fromMap(Map<String, ?> m) {
@@ -61,6 +63,7 @@ public final class ScoreParams {
                 case "threads" -> p.setThreads(Values.integer(e.getKey(), v));
                 case "backend" -> p.setBackend(BackendMode.parse(Values.string(e.getKey(), v)));
                 case "gpu_precision" -> p.setGpuPrecision(GemmPrecision.parse(Values.string(e.getKey(), v)));
+                case "cpu_precision" -> p.setCpuPrecision(CpuPrecision.option(Values.string(e.getKey(), v)));
                 case "share_prefixes" -> p.setSharePrefixes(Values.bool(e.getKey(), v));
                 case "score_from_col" -> p.setScoreFromCol(Values.string(e.getKey(), v));
                 case "shared_prefix_col" -> p.setSharedPrefixCol(Values.string(e.getKey(), v));
@@ -68,7 +71,7 @@ public final class ScoreParams {
                     throw new IllegalArgumentException("score parameter '" + e.getKey() + "': unknown; expected one of"
                             + " token_ids_col, text_col, continuation_col, output_prefix, top_k, logits,"
                             + " max_batch_tokens, window_rows, arrow_memory_mb, threads, backend, gpu_precision,"
-                            + " share_prefixes, score_from_col, shared_prefix_col");
+                            + " cpu_precision, share_prefixes, score_from_col, shared_prefix_col");
             }
         }
         return p;
@@ -172,6 +175,21 @@ public final class ScoreParams {
     public ScoreParams setGpuPrecision(GemmPrecision v) {
         gpuPrecision = v;
         return this;
+    }
+
+    /**
+     * Prefill GEMM precision of tasks that run on the CPU: fp32, bf16x3, bf16x2 or bf16 (bf16 parts on AVX512-BF16; an
+     * executor whose CPU lacks them runs fp32 and logs why); null (the default): the executor's -Dscorch.cpu.precision,
+     * else fp32.
+     */
+    public ScoreParams setCpuPrecision(CpuPrecision v) {
+        cpuPrecision = v;
+        return this;
+    }
+
+    /** The CPU precision asked, or null: the executor's default. */
+    public CpuPrecision cpuPrecision() {
+        return cpuPrecision;
     }
 
     /** Accumulators the tasks add their rows, tokens, batches, errors and engine time to (null: none). */
@@ -288,7 +306,8 @@ public final class ScoreParams {
                 backend,
                 gpuPrecision,
                 gpuBatchTokens,
-                sharePrefixes);
+                sharePrefixes,
+                cpuPrecision);
     }
 
     @Override
@@ -297,7 +316,7 @@ public final class ScoreParams {
                 Locale.ROOT,
                 "ScoreParams[tokenIdsCol=%s, textCol=%s, continuationCol=%s, outputPrefix=%s, topK=%d, logits=%s,"
                         + " maxBatchTokens=%d, gpuBatchTokens=%d, windowRows=%d, threads=%d, backend=%s,"
-                        + " gpuPrecision=%s, pipelineNodes=%d, sharePrefixes=%s]",
+                        + " gpuPrecision=%s, cpuPrecision=%s, pipelineNodes=%d, sharePrefixes=%s]",
                 tokenIdsCol,
                 textCol,
                 continuationCol,
@@ -310,6 +329,7 @@ public final class ScoreParams {
                 threads,
                 backend.flag(),
                 gpuPrecision,
+                cpuPrecision == null ? "default" : cpuPrecision.id(),
                 pipelineNodes,
                 sharePrefixes);
     }

@@ -3,6 +3,7 @@ package dev.scorch.udfs.generate;
 import dev.scorch.engine.backend.BackendMode;
 import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.generation.Generator;
+import dev.scorch.engine.kernels.CpuPrecision;
 import dev.scorch.engine.sampling.SamplingParams;
 import java.io.Serializable;
 import java.util.List;
@@ -22,6 +23,8 @@ import java.util.List;
  * @param threads      engine threads per task
  * @param backend      where each task runs the engine
  * @param gpuPrecision GEMM precision of tasks on CUDA
+ * @param cpuPrecision prefill GEMM precision of tasks on the CPU (null: the executor's default, -Dscorch.cpu.precision
+ *                     else fp32; a mode its CPU cannot run gives fp32, logged with the reason)
  */
 public record GenerateOptions(
         SamplingParams sampling,
@@ -34,7 +37,8 @@ public record GenerateOptions(
         Limits limits,
         int threads,
         BackendMode backend,
-        GemmPrecision gpuPrecision)
+        GemmPrecision gpuPrecision,
+        CpuPrecision cpuPrecision)
         implements Serializable {
 
     /** {@link Generator.Limits}, serializable. */

@@ -117,7 +117,8 @@ public final class GeneratePartition implements FlatMapFunction<Iterator<Interna
             engine = new StageDecodingModel(gpu.stages());
             on = ScorePartition.onGpus(gpus, gpu.stages(), options.gpuPrecision());
         } else {
-            engine = new StageDecodingModel(loaded.model().on(ExecutorModelCache.ops(options.threads())));
+            engine = new StageDecodingModel(
+                    loaded.model().on(ExecutorModelCache.ops(options.threads(), options.cpuPrecision())));
             on = "cpu, " + options.threads() + " thread(s)";
         }
         LOG.info(

@@ -318,6 +318,11 @@ public final class ScorchGenerator extends ScorchStage {
         return this;
     }
 
+    public ScorchGenerator setCpuPrecision(String v) {
+        set(cpuPrecision(), v);
+        return this;
+    }
+
     /** The API's parameters these Params give (unset sampling values left to the checkpoint). */
     public GenerateParams generateParams() {
         checkBounds();
@@ -343,7 +348,8 @@ public final class ScorchGenerator extends ScorchStage {
                 .setMaxBatchSeqs($int(maxBatchSeqs))
                 .setThreads($int(threads()))
                 .setBackend(BackendMode.parse($(backend())))
-                .setGpuPrecision(GemmPrecision.parse($(gpuPrecision())));
+                .setGpuPrecision(GemmPrecision.parse($(gpuPrecision())))
+                .setCpuPrecision(dev.scorch.engine.kernels.CpuPrecision.option($(cpuPrecision())));
         if (isDefined(maxNewTokens)) {
             p.setMaxNewTokens($int(maxNewTokens));
         }

@@ -134,6 +134,11 @@ public final class ScorchScorer extends ScorchStage {
         return this;
     }
 
+    public ScorchScorer setCpuPrecision(String v) {
+        set(cpuPrecision(), v);
+        return this;
+    }
+
     /** The API's parameters these Params give. */
     public ScoreParams scoreParams() {
         checkBounds();
@@ -155,7 +160,8 @@ public final class ScorchScorer extends ScorchStage {
                 .setWindowRows($int(windowRows))
                 .setThreads($int(threads()))
                 .setBackend(BackendMode.parse($(backend())))
-                .setGpuPrecision(GemmPrecision.parse($(gpuPrecision())));
+                .setGpuPrecision(GemmPrecision.parse($(gpuPrecision())))
+                .setCpuPrecision(dev.scorch.engine.kernels.CpuPrecision.option($(cpuPrecision())));
     }
 
     @Override

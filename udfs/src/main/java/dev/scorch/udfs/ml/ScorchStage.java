@@ -29,6 +29,7 @@ public abstract class ScorchStage extends Transformer implements DefaultParamsWr
     private final IntParam threads;
     private final Param<String> backend;
     private final Param<String> gpuPrecision;
+    private final Param<String> cpuPrecision;
     /** Each numeric Param's range ({@link Bounds.Ints} or {@link Bounds.Decimals}), checked again before a transform. */
     private final Map<Param<?>, Object> bounds = new LinkedHashMap<>();
 
@@ -52,6 +53,10 @@ public abstract class ScorchStage extends Transformer implements DefaultParamsWr
                 "threads", "engine threads per task on the CPU (0: spark.task.cpus)", Bounds.THREADS_OR_DEFAULT);
         backend = new Param<>(this, "backend", "auto, cpu or cuda");
         gpuPrecision = new Param<>(this, "gpuPrecision", "GEMM precision of tasks on CUDA");
+        cpuPrecision = new Param<>(
+                this,
+                "cpuPrecision",
+                "prefill GEMM precision of tasks on the CPU: fp32, bf16x3, bf16x2, bf16 or default (the executor's)");
         setDefault(weights, "");
         setDefault(tokenIdsCol, "token_ids");
         setDefault(textCol, "prompt");
@@ -60,6 +65,7 @@ public abstract class ScorchStage extends Transformer implements DefaultParamsWr
         setDefault(threads, 0);
         setDefault(backend, "auto");
         setDefault(gpuPrecision, dev.scorch.udfs.score.ScoreOptions.DEFAULT_GPU_PRECISION);
+        setDefault(cpuPrecision, "default");
     }
 
     @Override
@@ -101,6 +107,10 @@ public abstract class ScorchStage extends Transformer implements DefaultParamsWr
 
     public Param<String> gpuPrecision() {
         return gpuPrecision;
+    }
+
+    public Param<String> cpuPrecision() {
+        return cpuPrecision;
     }
 
     /** The shared handle of this stage's checkpoint in this application (loaded and shipped once). */

@@ -236,8 +236,9 @@ public final class ExecutorModelCache {
         return new GpuPlan.Settings(gpuBytes, gpus, rmm, reserve, batchTokens);
     }
 
-    public static Ops ops(int threads) {
-        return BackendChoice.cpuOps(threads);
+    /** The CPU kernels of this executor for a task: threads engine threads in precision (null: the executor default). */
+    public static Ops ops(int threads, dev.scorch.engine.kernels.CpuPrecision precision) {
+        return BackendChoice.cpuOps(threads, precision);
     }
 
     /**

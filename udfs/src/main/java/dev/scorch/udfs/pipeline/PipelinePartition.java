@@ -97,7 +97,15 @@ public final class PipelinePartition implements FlatMapFunction<Iterator<Interna
         }
         int[] range = {first, first + Arrays.stream(split[index]).sum()};
         StageEngine engine = StageCache.stage(
-                source, loaded, first, split[index], gpus, choice.cuda(), options.gpuPrecision(), options.threads());
+                source,
+                loaded,
+                first,
+                split[index],
+                gpus,
+                choice.cuda(),
+                options.gpuPrecision(),
+                options.cpuPrecision(),
+                options.threads());
         String host = host(tasks[index].address());
         LOG.info(
                 "scorch pipeline: stage {} of {} (layers [{}, {}), {}), attempt {} of Spark stage {}, at {}",

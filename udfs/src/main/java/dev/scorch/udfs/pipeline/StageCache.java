@@ -36,7 +36,8 @@ final class StageCache {
             List<Integer> perDevice,
             List<Integer> ordinals,
             boolean cuda,
-            GemmPrecision p) {}
+            GemmPrecision p,
+            dev.scorch.engine.kernels.CpuPrecision cpu) {}
 
     private StageCache() {}
 
@@ -53,6 +54,7 @@ final class StageCache {
             List<Integer> ordinals,
             boolean cuda,
             GemmPrecision precision,
+            dev.scorch.engine.kernels.CpuPrecision cpuPrecision,
             int threads) {
         if (perDevice.length != ordinals.size()) {
             throw new IllegalArgumentException(
@@ -64,7 +66,8 @@ final class StageCache {
                 Arrays.stream(perDevice).boxed().toList(),
                 List.copyOf(ordinals),
                 cuda,
-                precision);
+                precision,
+                cuda ? null : cpuPrecision);
         return STAGES.computeIfAbsent(key, k -> {
             ModelWeights w = ModelWeights.open(loaded.folder());
             List<DecoderStage> stages = new ArrayList<>();
@@ -73,7 +76,9 @@ final class StageCache {
                     if (perDevice[d] == 0) {
                         continue;
                     }
-                    Device dev = cuda ? BackendChoice.cudaDevice(ordinals.get(d)) : BackendChoice.cpuDevice(threads);
+                    Device dev = cuda
+                            ? BackendChoice.cudaDevice(ordinals.get(d))
+                            : BackendChoice.cpuDevice(threads, cpuPrecision);
                     try {
                         stages.add(DecoderStage.load(w, dev, precision, at, at + perDevice[d]));
                     } catch (RuntimeException | Error e) {

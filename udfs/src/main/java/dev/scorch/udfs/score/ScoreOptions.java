@@ -2,6 +2,7 @@ package dev.scorch.udfs.score;
 
 import dev.scorch.engine.backend.BackendMode;
 import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.kernels.CpuPrecision;
 import dev.scorch.engine.scoring.LogitsMode;
 import java.io.Serializable;
 
@@ -15,6 +16,8 @@ import java.io.Serializable;
  * @param threads        engine threads per task (CPU backend)
  * @param backend        which backend each task picks ({@link dev.scorch.engine.backend.BackendChoice#choose})
  * @param gpuPrecision   GEMM precision of the GPU model, when a task runs on CUDA
+ * @param cpuPrecision   prefill GEMM precision of tasks on the CPU (null: the executor's default,
+ *                       -Dscorch.cpu.precision else fp32; a mode its CPU cannot run gives fp32, logged with the reason)
  * @param gpuBatchTokens tokens a CUDA task packs into one forward at least, where its memory budget holds them
  *                       (above maxBatchTokens, which is sized for the CPU): a forward of a few thousand tokens leaves
  *                       a large GPU idle, and a MoE layer's experts get tokens x top_k / n_routed_experts rows each
@@ -28,7 +31,8 @@ public record ScoreOptions(
         BackendMode backend,
         GemmPrecision gpuPrecision,
         int gpuBatchTokens,
-        boolean sharePrefixes)
+        boolean sharePrefixes,
+        CpuPrecision cpuPrecision)
         implements Serializable {
 
     /** The GPU precision when none is given, as {@link GemmPrecision#parse} reads it (the CLI's default too). */
@@ -61,7 +65,7 @@ public record ScoreOptions(
             BackendMode backend,
             GemmPrecision gpuPrecision,
             int gpuBatchTokens) {
-        this(maxBatchTokens, windowRows, topK, logits, threads, backend, gpuPrecision, gpuBatchTokens, false);
+        this(maxBatchTokens, windowRows, topK, logits, threads, backend, gpuPrecision, gpuBatchTokens, false, null);
     }
 
     /** As the canonical constructor, with {@link #DEFAULT_GPU_BATCH_TOKENS}, without shared prefixes. */

@@ -126,8 +126,9 @@ public final class ScorePartition implements FlatMapFunction<Iterator<InternalRo
             on = onGpus(gpus, gpu.stages(), options.gpuPrecision());
         } else {
             scorer = options.sharePrefixes()
-                    ? new PrefixSharingScorer(loaded.model(), ExecutorModelCache.ops(options.threads()))
-                    : new Scorer(loaded.model().on(ExecutorModelCache.ops(options.threads())));
+                    ? new PrefixSharingScorer(
+                            loaded.model(), ExecutorModelCache.ops(options.threads(), options.cpuPrecision()))
+                    : new Scorer(loaded.model().on(ExecutorModelCache.ops(options.threads(), options.cpuPrecision())));
             maxBatchTokens = options.maxBatchTokens();
             windowTokens = 0;
             on = "cpu, " + options.threads() + " thread(s)" + (options.sharePrefixes() ? ", shared prefixes" : "");

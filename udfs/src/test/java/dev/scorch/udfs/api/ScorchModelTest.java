@@ -235,6 +235,21 @@ class ScorchModelTest {
         e = assertThrows(IllegalArgumentException.class, () -> ScoreParams.fromMap(Map.of("topk", 3)));
         assertTrue(e.getMessage().contains("'topk'") && e.getMessage().contains("top_k"), e.getMessage());
         assertEquals(3, ScoreParams.fromMap(Map.of("top_k", 3L)).topK());
+        // cpu_precision: a mode, or "default" (the executor's), into the options the tasks get; a wrong name is refused
+        assertEquals(
+                dev.scorch.engine.kernels.CpuPrecision.BF16X3,
+                ScoreParams.fromMap(Map.of("cpu_precision", "bf16x3"))
+                        .options(spark)
+                        .cpuPrecision());
+        assertEquals(
+                null,
+                ScoreParams.fromMap(Map.of("cpu_precision", "default"))
+                        .options(spark)
+                        .cpuPrecision());
+        assertEquals(
+                dev.scorch.engine.kernels.CpuPrecision.FP32,
+                GenerateParams.fromMap(Map.of("cpu_precision", "FP32")).cpuPrecision());
+        assertThrows(IllegalArgumentException.class, () -> ScoreParams.fromMap(Map.of("cpu_precision", "fp16")));
         e = assertThrows(
                 IllegalArgumentException.class, () -> ScorchModel.load(spark, "/x", Map.of("weight", "files")));
         assertTrue(e.getMessage().contains("'weight'"), e.getMessage());

@@ -99,7 +99,8 @@ class GeneratePartitionPipelineTest {
                 new GenerateOptions.Limits(64L << 20, 64, 4),
                 1,
                 BackendMode.AUTO,
-                GemmPrecision.FP32);
+                GemmPrecision.FP32,
+                null);
         StructType in = input();
         LongAccumulator[] acc = new LongAccumulator[7];
         for (int i = 0; i < acc.length; i++) {

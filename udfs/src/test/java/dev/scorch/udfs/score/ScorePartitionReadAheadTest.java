@@ -102,7 +102,7 @@ class ScorePartitionReadAheadTest {
 
     /** The CPU scorer, each call slowed by 50 ms (an engine slower than reading) and flagging that it runs. */
     static BatchScorer slowed(AtomicBoolean inScore, int failAtCall) {
-        Scorer cpu = new Scorer(loaded.model().on(ExecutorModelCache.ops(1)));
+        Scorer cpu = new Scorer(loaded.model().on(ExecutorModelCache.ops(1, null)));
         AtomicInteger calls = new AtomicInteger();
         return (requests, into) -> {
             inScore.set(true);
