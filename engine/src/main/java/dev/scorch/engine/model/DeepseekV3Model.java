@@ -15,7 +15,6 @@ import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Function;
-import java.util.function.IntConsumer;
 
 /**
  * DeepseekV3ForCausalLM (Kimi K2, DeepSeek-V3/R1) on the CPU: embed_tokens → num_hidden_layers decoder layers → norm
@@ -94,19 +93,8 @@ public final class DeepseekV3Model {
      */
     public float[] forward(PackedBatch batch, Ops ops, int[][] routes, Workspace ws) {
         try {
-            return (float[]) forward(batch, ops, routes, null, ws, null).storage();
-        } catch (InternalError e) {
-            throw checkpoint.readFault(e);
-        }
-    }
-
-    /**
-     * As {@link #forward(PackedBatch, Ops, int[][], Workspace)}, calling boundary with l before layer l runs and with
-     * num_hidden_layers after the last: the benchmark's per-layer clock.
-     */
-    public float[] forward(PackedBatch batch, Ops ops, Workspace ws, IntConsumer boundary) {
-        try {
-            return (float[]) forward(batch, ops, null, null, ws, boundary).storage();
+            return (float[]) forward(new DecoderStage.Request(batch, null, routes, null), ops, ws)
+                    .storage();
         } catch (InternalError e) {
             throw checkpoint.readFault(e);
         }
@@ -125,7 +113,8 @@ public final class DeepseekV3Model {
     public float[] prefill(PackedBatch batch, KvCache[] caches, Ops ops, Workspace ws) {
         checkCaches(batch, caches);
         try { // each cache grows, then advances once every layer is in
-            return (float[]) forward(batch, ops, null, caches, ws, null).storage();
+            return (float[]) forward(new DecoderStage.Request(batch, caches, null, null), ops, ws)
+                    .storage();
         } catch (InternalError e) {
             throw checkpoint.readFault(e);
         }
@@ -154,12 +143,11 @@ public final class DeepseekV3Model {
         }
     }
 
-    /** The final-normed hidden states [T, hidden] of batch, the workspace's scratch (a whole array of it). */
-    private Buf forward(
-            PackedBatch batch, Ops ops, int[][] routes, LatentCache[] caches, Workspace ws, IntConsumer boundary) {
+    /** The final-normed hidden states [T, hidden] of r, the workspace's scratch (a whole array of it). */
+    private Buf forward(DecoderStage.Request r, Ops ops, Workspace ws) {
         checkpoint
                 .checkMapped(); // a shard cut short since the last pass fails here, named, before any read of it faults
-        return block.forward(ws.get(BUFFERS).on(ops), batch, caches, routes, null, Function.identity(), boundary);
+        return block.forward(ws.get(BUFFERS).on(ops), r, Function.identity());
     }
 
     /**
@@ -226,7 +214,7 @@ public final class DeepseekV3Model {
                             checkCaches(m.batch(), m.stage(0));
                         }
                         Pass pass = ws.get(BUFFERS).on(ops);
-                        finish.apply(i, block, pass, forward(m.batch(), ops, m.routes(), m.stage(0), ws, null));
+                        finish.apply(i, block, pass, forward(m.at(0, null, null), ops, ws));
                     }
                 } catch (InternalError e) {
                     throw checkpoint.readFault(e);

@@ -253,12 +253,12 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
             int index = i;
             Buf h = handed == null ? null : handed.hidden();
             if (to == null) {
-                counted(() -> st.forward(mb.batch(), mb.stage(k), mb.routes(), host, h, x -> {
+                counted(() -> st.forward(mb.at(k, host, h), x -> {
                     finish.apply(index, st, st.own(), x);
                     return null;
                 }));
             } else {
-                to.send(counted(() -> st.forward(mb.batch(), mb.stage(k), mb.routes(), host, h, x -> to.fill(out, x))));
+                to.send(counted(() -> st.forward(mb.at(k, host, h), x -> to.fill(out, x))));
             }
             if (handed != null) {
                 from.release(handed);
