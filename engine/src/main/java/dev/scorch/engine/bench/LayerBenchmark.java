@@ -104,7 +104,9 @@ public final class LayerBenchmark {
         for (int l = 0; l < layers.length; l++) {
             layerMedians[l] = median(layers[l]);
         }
-        double step = decodeSteps > 0 ? decodeStepSeconds(model, decodeBatch, seq, decodeSteps, seed + 1) : Double.NaN;
+        double step = decodeSteps > 0
+                ? decodeStepSeconds(new StageDecodingModel(model), decodeBatch, seq, decodeSteps, seed + 1)
+                : Double.NaN;
         return new Result(batch, seq, median(score), layerMedians, decodeBatch, step);
     }
 
@@ -116,10 +118,9 @@ public final class LayerBenchmark {
         return n % 2 == 1 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
     }
 
-    /** The median time of one greedy decode step of batch sequences after prompt-token prompts. */
-    static double decodeStepSeconds(GpuStages model, int batch, int prompt, int steps, long seed) {
-        int vocab = model.config().vocabSize();
-        StageDecodingModel decoding = new StageDecodingModel(model);
+    /** The median time of one greedy decode step of batch sequences after prompt-token random prompts. */
+    public static double decodeStepSeconds(DecodingModel decoding, int batch, int prompt, int steps, long seed) {
+        int vocab = decoding.config().vocabSize();
         List<int[]> prompts = new ArrayList<>();
         List<DecodingModel.Cache> caches = new ArrayList<>();
         try {

@@ -3,7 +3,6 @@ package dev.scorch.engine.model;
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.GemmPrecision;
-import dev.scorch.engine.runtime.PackedBatch;
 import java.util.List;
 
 /**
@@ -63,18 +62,6 @@ public final class GpuModel implements GpuStages, AutoCloseable {
     /** A KV cache for one sequence of up to capacity tokens. */
     public GpuKvCache newCache(int capacity) {
         return stage.newCache(capacity);
-    }
-
-    /**
-     * Prefill or decode with caches: runs batch (positions from each cache's length), appends to the caches, and
-     * returns the next-token logits [sequences, vocab] of each sequence's last token, in fp32.
-     */
-    public synchronized float[] nextTokenLogits(PackedBatch batch, GpuKvCache[] caches) {
-        float[] out = new float[batch.numSequences() * config().vocabSize()];
-        return stage.forward(new DecoderStage.Request(batch, caches, null, null), hidden -> {
-            stage.lastTokenLogits(stage.own(), batch, hidden, out, 0);
-            return out;
-        });
     }
 
     /** Frees the weights and scratch, then closes the device. */
