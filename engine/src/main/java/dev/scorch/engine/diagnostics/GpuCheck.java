@@ -356,7 +356,7 @@ public final class GpuCheck {
                 s.put("max_abs_dlogprob_vs_cpu", d);
                 s.put("sequences_with_argmax_diff_vs_cpu", argmaxDiff);
                 s.put("max_abs_dlogprob_batched_vs_alone", batchDiff);
-                s.put("weight_bytes", m.weightBytes());
+                s.put("weight_bytes", m.stage().weightBytes());
                 if (m.device() instanceof CudaDevice cd) {
                     s.put("dequant_scratch_bytes", cd.dequantScratchBytes());
                 }
@@ -365,7 +365,7 @@ public final class GpuCheck {
                                 + "(token, layer) expert sets differing %d/%d; batched vs alone %.3g%n",
                         dir.getFileName(),
                         p,
-                        m.weightBytes() / 1048576.0,
+                        m.stage().weightBytes() / 1048576.0,
                         d,
                         argmaxDiff,
                         cmp.size(),

@@ -131,18 +131,8 @@ public final class DeepseekV3Model {
             private final AtomicReference<Workspace> idle = new AtomicReference<>(new Workspace());
 
             @Override
-            public ModelConfig config() {
-                return config;
-            }
-
-            @Override
             public List<DecoderStage> stages() {
                 return stages;
-            }
-
-            @Override
-            public int microBatches(int sequences) {
-                return 1;
             }
 
             /** 32 MiB: 256 rows at vocab 32768, one row block of the packed GEMM, which decodes each lm_head row once per block. */

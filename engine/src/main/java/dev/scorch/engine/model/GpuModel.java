@@ -1,6 +1,5 @@
 package dev.scorch.engine.model;
 
-import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.GemmPrecision;
 import java.util.List;
@@ -34,34 +33,13 @@ public final class GpuModel implements GpuStages, AutoCloseable {
         return List.of(stage);
     }
 
-    /** 1: one device gains nothing from splitting a batch. */
-    @Override
-    public int microBatches(int sequences) {
-        return 1;
-    }
-
     @Override
     public synchronized void run(List<Micro> micro, Finish finish) {
         GpuStages.runInOrder(List.of(stage), micro, finish);
     }
 
-    @Override
-    public ModelConfig config() {
-        return stage.config();
-    }
-
     public Device device() {
         return stage.device();
-    }
-
-    /** Device bytes the weights took. */
-    public long weightBytes() {
-        return stage.weightBytes();
-    }
-
-    /** A KV cache for one sequence of up to capacity tokens. */
-    public GpuKvCache newCache(int capacity) {
-        return stage.newCache(capacity);
     }
 
     /** Frees the weights and scratch, then closes the device. */

@@ -1,6 +1,5 @@
 package dev.scorch.engine.model;
 
-import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.device.Buf;
 import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.GemmPrecision;
@@ -111,11 +110,6 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
     }
 
     @Override
-    public ModelConfig config() {
-        return stages.get(0).config();
-    }
-
-    @Override
     public List<DecoderStage> stages() {
         return stages;
     }
@@ -151,11 +145,6 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
         }
         GpuPipeline p = this;
         return new GpuStages() {
-            @Override
-            public ModelConfig config() {
-                return p.config();
-            }
-
             @Override
             public List<DecoderStage> stages() {
                 return p.stages();

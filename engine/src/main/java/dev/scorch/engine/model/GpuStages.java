@@ -15,13 +15,21 @@ import java.util.function.IntConsumer;
  * ones.
  */
 public interface GpuStages {
-    ModelConfig config();
+    /** The model's config, its stages': the first's. */
+    default ModelConfig config() {
+        return stages().get(0).config();
+    }
 
     /** The stages in pipeline order: the first holds embed_tokens, the last model.norm and lm_head. */
     List<DecoderStage> stages();
 
-    /** How many micro-batches a call over this many sequences is best split into (1: run it whole). */
-    int microBatches(int sequences);
+    /**
+     * How many micro-batches a call over this many sequences is best split into; 1 (run it whole) unless the stages
+     * work at once on different micro-batches: one device gains nothing from splitting a batch.
+     */
+    default int microBatches(int sequences) {
+        return 1;
+    }
 
     /**
      * One micro-batch: its packed sequences, their KV caches [stage][sequence] ({@link #newCaches}) or null, routes

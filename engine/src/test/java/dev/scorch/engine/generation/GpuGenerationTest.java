@@ -138,7 +138,7 @@ class GpuGenerationTest {
             GpuKvCache[] gc = new GpuKvCache[n];
             for (int s = 0; s < n; s++) {
                 cc[s] = new KvCache(cpu.config(), prompts.get(s).length + steps);
-                gc[s] = m.newCache(prompts.get(s).length + steps);
+                gc[s] = m.stage().newCache(prompts.get(s).length + steps);
             }
             StageDecodingModel d = new StageDecodingModel(cpu.on(ops));
             DecodingModel.Cache[] wrapped = new DecodingModel.Cache[n];
@@ -224,7 +224,7 @@ class GpuGenerationTest {
             // A decode row packed with a new prompt's prefill into an empty cache: sequence 0's next step, alone on a
             // copy of its cache and beside prompt 2.
             try (DecodingModel.Cache copy = d.newCache(64);
-                    GpuKvCache fresh = m.newCache(64)) {
+                    GpuKvCache fresh = m.stage().newCache(64)) {
                 copy.copyFrom(caches[0]);
                 float[] aloneNext = d.decode(new int[] {77}, new DecodingModel.Cache[] {copy});
                 int[] p2 = prompts.get(2);
@@ -266,7 +266,7 @@ class GpuGenerationTest {
             Scorer scorer = new Scorer(m);
             double maxD = 0;
             for (int prefillLen : new int[] {1, 20}) {
-                try (GpuKvCache c = m.newCache(seq.length)) {
+                try (GpuKvCache c = m.stage().newCache(seq.length)) {
                     GpuKvCache[] caches = {c};
                     float[] logits =
                             nextTokenLogits(m, PackedBatch.of(List.of(Arrays.copyOf(seq, prefillLen))), caches);
@@ -283,7 +283,7 @@ class GpuGenerationTest {
                     }
                 }
             }
-            try (GpuKvCache c = m.newCache(seq.length)) {
+            try (GpuKvCache c = m.stage().newCache(seq.length)) {
                 GpuKvCache[] caches = {c};
                 nextTokenLogits(m, PackedBatch.of(List.of(Arrays.copyOf(seq, 30))), caches);
                 int[] pos = new int[10];
