@@ -7,6 +7,7 @@ import dev.scorch.engine.model.GpuPipeline;
 import dev.scorch.engine.model.KvCache;
 import dev.scorch.engine.model.ModelWeights;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 
 /**
@@ -145,7 +146,7 @@ public record GpuPlan(
                     "no GPU of %.1f GB holds even one stage: the largest layer is %.2f GB, the embedding %.2f GB,"
                             + " lm_head %.2f GB, beside %.2f GB of scratch for %d batch tokens and %.2f GB reserved",
                     s.gpuBytes() / 1e9,
-                    max(w.layers()) / 1e9,
+                    Arrays.stream(w.layers()).max().orElse(0) / 1e9,
                     w.embedding() / 1e9,
                     w.head() / 1e9,
                     scratch / 1e9,
@@ -268,14 +269,6 @@ public record GpuPlan(
         long m = 0;
         for (int g = 0; g < gpus; g++) {
             m = Math.max(m, s.engineBytes(g));
-        }
-        return m;
-    }
-
-    private static long max(long[] xs) {
-        long m = 0;
-        for (long x : xs) {
-            m = Math.max(m, x);
         }
         return m;
     }

@@ -16,13 +16,14 @@ import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.device.cuda.Cuda;
 import dev.scorch.engine.device.cuda.CudaDevice;
 import dev.scorch.engine.device.host.HostDevice;
+import dev.scorch.engine.generation.DecodingModel;
+import dev.scorch.engine.generation.StageDecodingModel;
 import dev.scorch.engine.kernels.CpuOps;
+import dev.scorch.engine.kernels.LogSoftmax;
 import dev.scorch.engine.model.DeepseekV3Model;
-import dev.scorch.engine.model.GpuKvCache;
 import dev.scorch.engine.model.GpuModel;
 import dev.scorch.engine.model.GpuPipeline;
 import dev.scorch.engine.model.ModelWeights;
-import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;
@@ -355,7 +356,7 @@ public final class GpuCheck {
                 s.put("max_abs_dlogprob_vs_cpu", d);
                 s.put("sequences_with_argmax_diff_vs_cpu", argmaxDiff);
                 s.put("max_abs_dlogprob_batched_vs_alone", batchDiff);
-                s.put("weight_bytes", m.weightBytes());
+                s.put("weight_bytes", m.stage().weightBytes());
                 if (m.device() instanceof CudaDevice cd) {
                     s.put("dequant_scratch_bytes", cd.dequantScratchBytes());
                 }
@@ -364,7 +365,7 @@ public final class GpuCheck {
                                 + "(token, layer) expert sets differing %d/%d; batched vs alone %.3g%n",
                         dir.getFileName(),
                         p,
-                        m.weightBytes() / 1048576.0,
+                        m.stage().weightBytes() / 1048576.0,
                         d,
                         argmaxDiff,
                         cmp.size(),
@@ -409,17 +410,14 @@ public final class GpuCheck {
                         System.nanoTime() - t0,
                         into.putObject("prefill_" + shape[0] + "x" + shape[1]));
             }
-            try (GpuKvCache cache = m.newCache(300)) {
-                GpuKvCache[] caches = {cache};
-                m.nextTokenLogits(PackedBatch.of(List.of(reqs.get(0).tokens())), caches);
-                m.nextTokenLogits(
-                        new PackedBatch(new int[] {1}, new int[] {cache.length()}, new int[] {0}, new int[] {1}),
-                        caches);
+            StageDecodingModel d = new StageDecodingModel(m, false);
+            try (DecodingModel.Cache cache = d.newCache(300)) {
+                DecodingModel.Cache[] caches = {cache};
+                d.prefill(List.of(reqs.get(0).tokens()), List.of(cache));
+                d.decode(new int[] {1}, caches);
                 prof.reset();
                 t0 = System.nanoTime();
-                m.nextTokenLogits(
-                        new PackedBatch(new int[] {2}, new int[] {cache.length()}, new int[] {0}, new int[] {1}),
-                        caches);
+                d.decode(new int[] {2}, caches);
                 report("decode step, batch 1", prof, System.nanoTime() - t0, into.putObject("decode_b1_step"));
             }
         } catch (RuntimeException e) {
@@ -467,26 +465,7 @@ public final class GpuCheck {
     }
 
     private static void decode(GpuModel m, ModelConfig c, int batch, int prompt, int steps, ObjectNode into) {
-        List<ScoreRequest> ps = PrefillBenchmark.randomRequests(c.vocabSize(), batch, prompt, 9);
-        double[] secsPerStep = new double[3];
-        for (int rep = 0; rep < secsPerStep.length; rep++) {
-            GpuKvCache[] caches = new GpuKvCache[batch];
-            List<int[]> seqs = new ArrayList<>();
-            for (int b = 0; b < batch; b++) {
-                caches[b] = m.newCache(prompt + steps);
-                seqs.add(ps.get(b).tokens());
-            }
-            float[] logits = m.nextTokenLogits(PackedBatch.of(seqs), caches);
-            long t0 = System.nanoTime();
-            for (int s = 0; s < steps; s++) {
-                logits = m.nextTokenLogits(GpuKvCache.greedyStep(logits, c.vocabSize(), caches), caches);
-            }
-            secsPerStep[rep] = (System.nanoTime() - t0) / 1e9 / steps;
-            for (GpuKvCache k : caches) {
-                k.close();
-            }
-        }
-        double step = LayerBenchmark.median(secsPerStep);
+        double step = LayerBenchmark.decodeStepSeconds(new StageDecodingModel(m, false), batch, prompt, steps, 9);
         ObjectNode r = into.putObject("decode_b" + batch);
         r.put("tokens_per_s", batch / step);
         r.put("ms_per_step", step * 1e3);
@@ -520,27 +499,28 @@ public final class GpuCheck {
             float[][] last = new float[2][];
             double[] ms = new double[2];
             for (int graphs = 0; graphs < 2; graphs++) {
-                GpuKvCache[] caches = new GpuKvCache[batch];
+                StageDecodingModel d = new StageDecodingModel(m, graphs == 1);
+                DecodingModel.Cache[] caches = new DecodingModel.Cache[batch];
                 List<int[]> seqs = new ArrayList<>();
                 for (int b = 0; b < batch; b++) {
-                    caches[b] = m.newCache(prompt + steps + 1);
+                    caches[b] = d.newCache(prompt + steps + 1);
                     seqs.add(ps.get(b).tokens());
                 }
-                float[] logits = m.nextTokenLogits(PackedBatch.of(seqs), caches);
+                float[] logits = d.prefill(seqs, Arrays.asList(caches));
                 long t0 = 0;
                 for (int s = 0; s < steps; s++) {
                     if (s == 1) {
                         t0 = System.nanoTime(); // after the first step, which captures the graph
                     }
-                    PackedBatch next = GpuKvCache.greedyStep(logits, c.vocabSize(), caches);
-                    tokens[graphs][s] = next.tokens();
-                    logits = graphs == 1
-                            ? m.stage().decodeGraphed(next.tokens(), caches)
-                            : m.nextTokenLogits(next, caches);
+                    int[] next = tokens[graphs][s] = new int[batch];
+                    for (int b = 0; b < batch; b++) {
+                        next[b] = LogSoftmax.argmax(logits, b * c.vocabSize(), c.vocabSize());
+                    }
+                    logits = d.decode(next, caches);
                 }
                 ms[graphs] = (System.nanoTime() - t0) / 1e6 / (steps - 1);
                 last[graphs] = logits;
-                for (GpuKvCache k : caches) {
+                for (DecodingModel.Cache k : caches) {
                     k.close();
                 }
             }

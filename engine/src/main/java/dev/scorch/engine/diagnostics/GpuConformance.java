@@ -3,13 +3,12 @@ package dev.scorch.engine.diagnostics;
 import com.fasterxml.jackson.databind.JsonNode;
 import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.generation.Completion;
+import dev.scorch.engine.generation.DecodingModel;
 import dev.scorch.engine.generation.GenerationRequest;
 import dev.scorch.engine.generation.Generator;
 import dev.scorch.engine.generation.StageDecodingModel;
 import dev.scorch.engine.kernels.LogSoftmax;
-import dev.scorch.engine.model.GpuKvCache;
 import dev.scorch.engine.model.GpuModel;
-import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.sampling.SamplingParams;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
@@ -160,20 +159,20 @@ public final class GpuConformance {
         return new Report(maxLp, argmaxBad, routesBad, batchDiff, greedyOk, all.size(), firstBad);
     }
 
-    /** Greedy decoding of steps tokens after prompt through a GPU KV cache (prefill, then one token per step). */
+    /**
+     * Greedy decoding of steps tokens after prompt through a GPU KV cache (prefill, then one token per step), without
+     * device graphs.
+     */
     public static int[] greedy(GpuModel model, int[] prompt, int steps) {
         int vocab = model.config().vocabSize();
         int[] out = new int[steps];
-        try (GpuKvCache cache = model.newCache(prompt.length + steps)) {
-            GpuKvCache[] caches = {cache};
-            float[] logits = model.nextTokenLogits(PackedBatch.of(List.of(prompt)), caches);
+        StageDecodingModel d = new StageDecodingModel(model, false);
+        try (DecodingModel.Cache cache = d.newCache(prompt.length + steps)) {
+            float[] logits = d.prefill(List.of(prompt), List.of(cache));
             for (int s = 0; s < steps; s++) {
                 out[s] = LogSoftmax.argmax(logits, 0, vocab);
                 if (s + 1 < steps) {
-                    logits = model.nextTokenLogits(
-                            new PackedBatch(
-                                    new int[] {out[s]}, new int[] {cache.length()}, new int[] {0}, new int[] {1}),
-                            caches);
+                    logits = d.decode(new int[] {out[s]}, new DecodingModel.Cache[] {cache});
                 }
             }
         }

@@ -23,21 +23,6 @@ public record MlaInputs(
         float scale,
         int kvRow0) {
 
-    /** kv holding every packed row. */
-    public MlaInputs(
-            float[] q,
-            float[] kv,
-            float[] kPe,
-            int heads,
-            int qkNope,
-            int qkRope,
-            int vHead,
-            int[] seqStart,
-            int[] seqLen,
-            float scale) {
-        this(q, kv, kPe, heads, qkNope, qkRope, vHead, seqStart, seqLen, scale, 0);
-    }
-
     public int qHead() {
         return qkNope + qkRope;
     }

@@ -11,6 +11,7 @@ import dev.scorch.engine.device.Mlp;
 import dev.scorch.engine.kernels.Rope;
 import dev.scorch.engine.runtime.PackedBatch;
 import java.util.function.Function;
+import java.util.function.IntConsumer;
 
 /**
  * Decoder layers [first, end) of DeepseekV3ForCausalLM on one {@link Device}: the forward pass, written once for every
@@ -22,8 +23,8 @@ import java.util.function.Function;
  * final-normed hidden states. The CPU's {@code DeepseekV3Model} and a GPU's {@link GpuModel} are the one stage of all
  * the layers; a {@link GpuPipeline} chains stages on several devices.
  *
- * <p>The forward methods without a {@link Pass} run one at a time per stage (a GPU has one stream and this stage's
- * one pass): callers on several threads take turns. The CPU model passes each workspace's own.
+ * <p>The forward without a {@link Pass} runs one at a time per stage (a GPU has one stream and this stage's one pass):
+ * callers on several threads take turns. The CPU model passes each workspace's own.
  */
 public final class DecoderStage implements AutoCloseable {
     private final ModelConfig config;
@@ -39,7 +40,7 @@ public final class DecoderStage implements AutoCloseable {
     private final Buf lmHead; // [vocab, hidden], last stage only
     private final Rope rope;
     private final long weightBytes;
-    private final Pass own; // the passes of the forward methods without a Pass of their own
+    private final Pass own; // the pass of the forward without a Pass of its own
     private DecodeGraphs graphs; // decode steps as device graphs, once asked for
 
     /** One block: input RMSNorm → MLA → residual → post-attention RMSNorm → dense MLP or MoE → residual. */
@@ -158,12 +159,22 @@ public final class DecoderStage implements AutoCloseable {
     }
 
     /**
-     * Runs this stage's layers over batch and returns the outgoing hidden states [T, hidden] in fp32 (final-normed at
-     * the last stage). in is the incoming hidden states [T, hidden] from the stage before, null at the first stage;
-     * caches as in {@link #forward(PackedBatch, LatentCache[], int[][], float[], Function)}.
+     * What one forward runs: this stage's layers over batch. caches, when not null, holds one cache of this stage's
+     * layers per sequence ({@link #newCache}), positions numbered from its length; every token's latent and k_pe are
+     * appended, and a sequence whose cache held tokens attends over all of it in the absorbed form ({@link
+     * MlaAttention}). routes, when not null, is [model's MoE layer][T * top_k] and receives each token's experts in this
+     * stage's MoE layers' rows (a pipeline's stages fill one routes array between them). The incoming hidden states [T,
+     * hidden] come from the stage before, in fp32 from the host (in) or, handed, a buffer on this stage's device ({@link
+     * Device#copyTo}): at most one of them, none at the first stage (which starts from batch's token ids). boundary,
+     * when not null, is called with the model's layer index l before layer l and with end after the last, each time
+     * once the device has finished the work before it (the benchmark's per-layer clock).
      */
-    public float[] forward(PackedBatch batch, LatentCache[] caches, float[] in) {
-        return forward(batch, caches, null, in, this::read);
+    public record Request(
+            PackedBatch batch, LatentCache[] caches, int[][] routes, float[] in, Buf handed, IntConsumer boundary) {
+        /** No hidden states handed on this stage's device, and no clock. */
+        public Request(PackedBatch batch, LatentCache[] caches, int[][] routes, float[] in) {
+            this(batch, caches, routes, in, null, null);
+        }
     }
 
     /** hidden [T, hidden] (a forward's output on this device) read back to the host. */
@@ -173,69 +184,22 @@ public final class DecoderStage implements AutoCloseable {
         return out;
     }
 
-    /**
-     * Runs this stage's layers over batch and passes the outgoing hidden states [T, hidden] (device scratch, valid
-     * until the next call; final-normed at the last stage) to then, which runs before any other forward of this stage
-     * can start. in is the incoming hidden states [T, hidden] in fp32 from the stage before, null at the first stage
-     * (which starts from batch's token ids). caches, when not null, holds one cache of this stage's layers per
-     * sequence ({@link #newCache}), positions numbered from its length; every token's latent and k_pe are appended,
-     * and a sequence whose cache held tokens attends over all of it in the absorbed form ({@link MlaAttention}).
-     * routes, when not null, is [model's MoE layer][T * top_k] and receives each token's experts in this stage's
-     * MoE layers' rows (a pipeline's stages fill one routes array between them).
-     */
-    public <R> R forward(PackedBatch batch, LatentCache[] caches, int[][] routes, float[] in, Function<Buf, R> then) {
-        return forward(batch, caches, routes, in, then, null);
+    /** {@link #forward(Pass, Request, Function)} on this stage's own pass, one call at a time. */
+    public synchronized <R> R forward(Request r, Function<Buf, R> then) {
+        return forward(own, r, then);
     }
 
     /**
-     * As {@link #forward(PackedBatch, LatentCache[], int[][], float[], Function)}, calling boundary, when not null, with
-     * the model's layer index l before layer l and with end after the last (the benchmark's per-layer clock).
+     * Runs r on pass's device with its arenas (the caller's: one forward at a time per pass) and passes the outgoing
+     * hidden states [T, hidden] (pass's scratch, valid until its next forward; final-normed at the last stage) to then,
+     * which runs before any other forward on pass can start. A stage's weights serve several passes at once only where
+     * they are host memory (the CPU device's).
      */
-    public synchronized <R> R forward(
-            PackedBatch batch,
-            LatentCache[] caches,
-            int[][] routes,
-            float[] in,
-            Function<Buf, R> then,
-            java.util.function.IntConsumer boundary) {
-        return forward(own, batch, caches, routes, in, then, boundary);
-    }
-
-    /**
-     * As {@link #forward(PackedBatch, LatentCache[], int[][], float[], Function)}, the incoming hidden states [T,
-     * hidden] from the host (in) or, handed, a buffer on this stage's device (from the stage before, {@link
-     * Device#copyTo}): at most one of them, none at the first stage.
-     */
-    synchronized <R> R forward(
-            PackedBatch batch, LatentCache[] caches, int[][] routes, float[] in, Buf handed, Function<Buf, R> then) {
-        return forward(own, batch, caches, routes, in, handed, then, null);
-    }
-
-    /**
-     * The forward pass itself, on pass's device with its arenas (the caller's: one forward at a time per pass); the
-     * rest as {@link #forward(PackedBatch, LatentCache[], int[][], float[], Function)}. A stage's weights serve
-     * several passes at once only where they are host memory (the CPU device's).
-     */
-    public <R> R forward(
-            Pass pass,
-            PackedBatch batch,
-            LatentCache[] caches,
-            int[][] routes,
-            float[] in,
-            Function<Buf, R> then,
-            java.util.function.IntConsumer boundary) {
-        return forward(pass, batch, caches, routes, in, null, then, boundary);
-    }
-
-    private <R> R forward(
-            Pass pass,
-            PackedBatch batch,
-            LatentCache[] caches,
-            int[][] routes,
-            float[] in,
-            Buf handed,
-            Function<Buf, R> then,
-            java.util.function.IntConsumer boundary) {
+    public <R> R forward(Pass pass, Request r, Function<Buf, R> then) {
+        PackedBatch batch = r.batch();
+        LatentCache[] caches = r.caches();
+        float[] in = r.in();
+        Buf handed = r.handed();
         Device dev = pass.dev;
         Arena floats = pass.floats;
         Arena ints = pass.ints;
@@ -272,7 +236,7 @@ public final class DecoderStage implements AutoCloseable {
             }
         }
         begin(pass, batch, caches);
-        x = layers(pass, x, t, caches, routes, boundary);
+        x = layers(pass, x, t, caches, r.routes(), r.boundary());
         if (caches != null) {
             for (int s = 0; s < caches.length; s++) {
                 caches[s].advance(batch.seqLen()[s]);
@@ -288,11 +252,9 @@ public final class DecoderStage implements AutoCloseable {
 
     /**
      * The blocks over x [T, hidden] (pass's batch set): returns x with every layer's residuals added; caches, routes
-     * and boundary as in {@link #forward(PackedBatch, LatentCache[], int[][], float[], Function,
-     * java.util.function.IntConsumer)}.
+     * and boundary as a {@link Request}'s.
      */
-    private Buf layers(
-            Pass pass, Buf x, int t, LatentCache[] caches, int[][] routes, java.util.function.IntConsumer boundary) {
+    private Buf layers(Pass pass, Buf x, int t, LatentCache[] caches, int[][] routes, IntConsumer boundary) {
         Device dev = pass.dev;
         Arena floats = pass.floats;
         Arena ints = pass.ints;
@@ -301,6 +263,7 @@ public final class DecoderStage implements AutoCloseable {
         int moeIndex = firstMoe;
         for (int l = 0; l < layers.length; l++) {
             if (boundary != null) {
+                dev.synchronize();
                 boundary.accept(first + l);
             }
             Layer layer = layers[l];
@@ -331,6 +294,7 @@ public final class DecoderStage implements AutoCloseable {
             ints.release(intMark);
         }
         if (boundary != null) {
+            dev.synchronize();
             boundary.accept(end);
         }
         return x;
@@ -520,7 +484,7 @@ public final class DecoderStage implements AutoCloseable {
         pass.release();
     }
 
-    /** The pass of the forward methods without a Pass of their own. */
+    /** The pass of the forward without a Pass of its own. */
     Pass own() {
         return own;
     }

@@ -3,7 +3,6 @@ package dev.scorch.engine.model;
 import dev.scorch.engine.checkpoint.Checkpoint;
 import dev.scorch.engine.checkpoint.CheckpointValidator;
 import dev.scorch.engine.config.ModelConfig;
-import dev.scorch.engine.device.Buf;
 import dev.scorch.engine.device.DecodeRows;
 import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.device.LatentCache;
@@ -15,7 +14,6 @@ import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Function;
-import java.util.function.IntConsumer;
 
 /**
  * DeepseekV3ForCausalLM (Kimi K2, DeepSeek-V3/R1) on the CPU: embed_tokens → num_hidden_layers decoder layers → norm
@@ -87,50 +85,6 @@ public final class DeepseekV3Model {
         return n;
     }
 
-    /**
-     * Scoring: runs the decoder over a packed batch and returns the final-normed hidden states [T, hidden].
-     * routes, when not null, is [moe layer][T * top_k] and receives each token's experts. Every activation lives in
-     * ws: the result is ws's buffer (at least [T, hidden]), valid until ws's next pass.
-     */
-    public float[] forward(PackedBatch batch, Ops ops, int[][] routes, Workspace ws) {
-        try {
-            return (float[]) forward(batch, ops, routes, null, ws, null).storage();
-        } catch (InternalError e) {
-            throw checkpoint.readFault(e);
-        }
-    }
-
-    /**
-     * As {@link #forward(PackedBatch, Ops, int[][], Workspace)}, calling boundary with l before layer l runs and with
-     * num_hidden_layers after the last: the benchmark's per-layer clock.
-     */
-    public float[] forward(PackedBatch batch, Ops ops, Workspace ws, IntConsumer boundary) {
-        try {
-            return (float[]) forward(batch, ops, null, null, ws, boundary).storage();
-        } catch (InternalError e) {
-            throw checkpoint.readFault(e);
-        }
-    }
-
-    /**
-     * Prefill with a KV cache: runs the decoder over batch, writing every token's latent and rotated k_pe into
-     * caches[s] (one distinct cache per sequence s), and returns the final-normed hidden states [T, hidden]. Sequence
-     * s's positions must be caches[s].length(), +1, ... (see {@link KvCache#pack}). A sequence whose cache is empty
-     * attends as scoring does (same bits as {@link #forward(PackedBatch, Ops, int[][], Workspace)}); one with cached
-     * tokens attends in the absorbed form over them, its linears through {@link Ops#matmulDecode} (see
-     * {@link DecodeRows}). Each cache's length advances by its sequence's tokens once every layer is written; when some
-     * cache lacks room, nothing is written and it fails. Every activation lives in ws: the result (at least
-     * [T, hidden]) is ws's, valid until its next pass.
-     */
-    public float[] prefill(PackedBatch batch, KvCache[] caches, Ops ops, Workspace ws) {
-        checkCaches(batch, caches);
-        try { // each cache grows, then advances once every layer is in
-            return (float[]) forward(batch, ops, null, caches, ws, null).storage();
-        } catch (InternalError e) {
-            throw checkpoint.readFault(e);
-        }
-    }
-
     private void checkCaches(PackedBatch batch, LatentCache[] caches) {
         int n = batch.numSequences();
         if (caches == null || caches.length != n) {
@@ -154,14 +108,6 @@ public final class DeepseekV3Model {
         }
     }
 
-    /** The final-normed hidden states [T, hidden] of batch, the workspace's scratch (a whole array of it). */
-    private Buf forward(
-            PackedBatch batch, Ops ops, int[][] routes, LatentCache[] caches, Workspace ws, IntConsumer boundary) {
-        checkpoint
-                .checkMapped(); // a shard cut short since the last pass fails here, named, before any read of it faults
-        return block.forward(ws.get(BUFFERS).on(ops), batch, caches, routes, null, Function.identity(), boundary);
-    }
-
     /**
      * What an InternalError caught around a use of this model's weights means: the JVM's fault of a Java read of a shard
      * that shrank under its mapping, which it may deliver a little after the read, so callers that go on working with the
@@ -174,26 +120,19 @@ public final class DeepseekV3Model {
 
     /**
      * This model on the CPU device over ops, as one stage of every layer ({@link GpuStages}): what a scorer or a decoding
-     * model runs on. Its KV caches are {@link KvCache}s. Each call runs on a workspace of its own (passes on several
-     * threads at once share the weights): the one kept between calls, or a fresh one while another thread has it.
+     * model runs on. Its KV caches are {@link KvCache}s, one distinct cache of every layer per sequence (checked before
+     * each micro-batch runs): a sequence whose cache is empty attends as scoring does, bit for bit; one with cached
+     * tokens attends in the absorbed form over them, its linears as {@link DecodeRows} says. Each call runs on a
+     * workspace of its own (passes on several threads at once share the weights): the one kept between calls, or a
+     * fresh one while another thread has it.
      */
     public GpuStages on(Ops ops) {
         return new GpuStages() {
             private final AtomicReference<Workspace> idle = new AtomicReference<>(new Workspace());
 
             @Override
-            public ModelConfig config() {
-                return config;
-            }
-
-            @Override
             public List<DecoderStage> stages() {
                 return stages;
-            }
-
-            @Override
-            public int microBatches(int sequences) {
-                return 1;
             }
 
             /** 32 MiB: 256 rows at vocab 32768, one row block of the packed GEMM, which decodes each lm_head row once per block. */
@@ -225,8 +164,10 @@ public final class DeepseekV3Model {
                         if (m.caches() != null) {
                             checkCaches(m.batch(), m.stage(0));
                         }
+                        // a shard cut short since the last pass fails here, named, before any read of it faults
+                        checkpoint.checkMapped();
                         Pass pass = ws.get(BUFFERS).on(ops);
-                        finish.apply(i, block, pass, forward(m.batch(), ops, m.routes(), m.stage(0), ws, null));
+                        finish.apply(i, block, pass, block.forward(pass, m.at(0, null, null), Function.identity()));
                     }
                 } catch (InternalError e) {
                     throw checkpoint.readFault(e);

@@ -3,8 +3,6 @@ package dev.scorch.engine.model;
 import dev.scorch.engine.device.Buf;
 import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.LatentCache;
-import dev.scorch.engine.kernels.LogSoftmax;
-import dev.scorch.engine.runtime.PackedBatch;
 
 /**
  * One sequence's MLA cache on the device: per layer and position the normed latent and the rotated k_pe,
@@ -24,24 +22,6 @@ public final class GpuKvCache implements LatentCache, AutoCloseable {
         this.capacity = capacity;
         this.width = width;
         this.rows = dev.alloc(Buf.Kind.F32, (long) layers * capacity * width);
-    }
-
-    /**
-     * A greedy decode step's batch: sequence b's argmax of logits [B, vocab] as its one token, at its cache's length.
-     */
-    public static PackedBatch greedyStep(float[] logits, int vocab, GpuKvCache[] caches) {
-        int batch = caches.length;
-        int[] next = new int[batch];
-        int[] pos = new int[batch];
-        int[] start = new int[batch];
-        int[] len = new int[batch];
-        for (int b = 0; b < batch; b++) {
-            next[b] = LogSoftmax.argmax(logits, b * vocab, vocab);
-            pos[b] = caches[b].length();
-            start[b] = b;
-            len[b] = 1;
-        }
-        return new PackedBatch(next, pos, start, len);
     }
 
     @Override

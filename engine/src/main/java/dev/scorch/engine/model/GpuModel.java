@@ -1,10 +1,7 @@
 package dev.scorch.engine.model;
 
-import dev.scorch.engine.config.ModelConfig;
-import dev.scorch.engine.device.Buf;
 import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.GemmPrecision;
-import dev.scorch.engine.runtime.PackedBatch;
 import java.util.List;
 
 /**
@@ -36,61 +33,13 @@ public final class GpuModel implements GpuStages, AutoCloseable {
         return List.of(stage);
     }
 
-    /** 1: one device gains nothing from splitting a batch. */
-    @Override
-    public int microBatches(int sequences) {
-        return 1;
-    }
-
     @Override
     public synchronized void run(List<Micro> micro, Finish finish) {
         GpuStages.runInOrder(List.of(stage), micro, finish);
     }
 
-    @Override
-    public ModelConfig config() {
-        return stage.config();
-    }
-
     public Device device() {
         return stage.device();
-    }
-
-    /** Device bytes the weights took. */
-    public long weightBytes() {
-        return stage.weightBytes();
-    }
-
-    /** A KV cache for one sequence of up to capacity tokens. */
-    public GpuKvCache newCache(int capacity) {
-        return stage.newCache(capacity);
-    }
-
-    /**
-     * Runs the decoder over batch and passes the final-normed hidden states [T, hidden] (device scratch, valid until the
-     * next call) to then; caches and routes as {@link DecoderStage#forward(PackedBatch, LatentCache[], int[][], float[],
-     * java.util.function.Function)} says. boundary, when not null, is called with l before layer l and with the layer
-     * count after the last (the benchmark's per-layer clock).
-     */
-    public synchronized <R> R forward(
-            PackedBatch batch,
-            GpuKvCache[] caches,
-            int[][] routes,
-            java.util.function.Function<Buf, R> then,
-            java.util.function.IntConsumer boundary) {
-        return stage.forward(batch, caches, routes, null, then, boundary);
-    }
-
-    /**
-     * Prefill or decode with caches: runs batch (positions from each cache's length), appends to the caches, and
-     * returns the next-token logits [sequences, vocab] of each sequence's last token, in fp32.
-     */
-    public synchronized float[] nextTokenLogits(PackedBatch batch, GpuKvCache[] caches) {
-        float[] out = new float[batch.numSequences() * config().vocabSize()];
-        return stage.forward(batch, caches, null, null, hidden -> {
-            stage.lastTokenLogits(stage.own(), batch, hidden, out, 0);
-            return out;
-        });
     }
 
     /** Frees the weights and scratch, then closes the device. */

@@ -1,6 +1,5 @@
 package dev.scorch.engine.model;
 
-import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.device.Buf;
 import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.GemmPrecision;
@@ -111,11 +110,6 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
     }
 
     @Override
-    public ModelConfig config() {
-        return stages.get(0).config();
-    }
-
-    @Override
     public List<DecoderStage> stages() {
         return stages;
     }
@@ -151,11 +145,6 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
         }
         GpuPipeline p = this;
         return new GpuStages() {
-            @Override
-            public ModelConfig config() {
-                return p.config();
-            }
-
             @Override
             public List<DecoderStage> stages() {
                 return p.stages();
@@ -253,12 +242,12 @@ public final class GpuPipeline implements GpuStages, AutoCloseable {
             int index = i;
             Buf h = handed == null ? null : handed.hidden();
             if (to == null) {
-                counted(() -> st.forward(mb.batch(), mb.stage(k), mb.routes(), host, h, x -> {
+                counted(() -> st.forward(mb.at(k, host, h), x -> {
                     finish.apply(index, st, st.own(), x);
                     return null;
                 }));
             } else {
-                to.send(counted(() -> st.forward(mb.batch(), mb.stage(k), mb.routes(), host, h, x -> to.fill(out, x))));
+                to.send(counted(() -> st.forward(mb.at(k, host, h), x -> to.fill(out, x))));
             }
             if (handed != null) {
                 from.release(handed);

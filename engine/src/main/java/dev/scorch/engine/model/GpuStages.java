@@ -5,6 +5,7 @@ import dev.scorch.engine.device.Buf;
 import dev.scorch.engine.device.LatentCache;
 import dev.scorch.engine.runtime.PackedBatch;
 import java.util.List;
+import java.util.function.IntConsumer;
 
 /**
  * The model as a chain of {@link DecoderStage}s, each micro-batch run through them in order: a {@link GpuModel} (one
@@ -14,22 +15,41 @@ import java.util.List;
  * ones.
  */
 public interface GpuStages {
-    ModelConfig config();
+    /** The model's config, its stages': the first's. */
+    default ModelConfig config() {
+        return stages().get(0).config();
+    }
 
     /** The stages in pipeline order: the first holds embed_tokens, the last model.norm and lm_head. */
     List<DecoderStage> stages();
 
-    /** How many micro-batches a call over this many sequences is best split into (1: run it whole). */
-    int microBatches(int sequences);
+    /**
+     * How many micro-batches a call over this many sequences is best split into; 1 (run it whole) unless the stages
+     * work at once on different micro-batches: one device gains nothing from splitting a batch.
+     */
+    default int microBatches(int sequences) {
+        return 1;
+    }
 
     /**
-     * One micro-batch: its packed sequences, their KV caches [stage][sequence] ({@link #newCaches}) or null, and routes
-     * [MoE layer][T * top_k] to receive its tokens' experts, or null.
+     * One micro-batch: its packed sequences, their KV caches [stage][sequence] ({@link #newCaches}) or null, routes
+     * [MoE layer][T * top_k] to receive its tokens' experts, or null, and boundary, the per-layer clock of a {@link
+     * DecoderStage.Request}, or null.
      */
-    record Micro(PackedBatch batch, LatentCache[][] caches, int[][] routes) {
+    record Micro(PackedBatch batch, LatentCache[][] caches, int[][] routes, IntConsumer boundary) {
+        /** No clock. */
+        public Micro(PackedBatch batch, LatentCache[][] caches, int[][] routes) {
+            this(batch, caches, routes, null);
+        }
+
         /** The caches of stage k's layers, one per sequence, or null. */
         public LatentCache[] stage(int k) {
             return caches == null ? null : caches[k];
+        }
+
+        /** What stage k runs of it, the incoming hidden states in from the host or handed on its device (or neither). */
+        public DecoderStage.Request at(int k, float[] in, Buf handed) {
+            return new DecoderStage.Request(batch, stage(k), routes, in, handed, boundary);
         }
     }
 
@@ -89,11 +109,11 @@ public interface GpuStages {
             float[] hidden = null;
             for (int k = 0; k < last; k++) {
                 DecoderStage st = stages.get(k);
-                hidden = st.forward(m.batch(), m.stage(k), m.routes(), hidden, st::read);
+                hidden = st.forward(m.at(k, hidden, null), st::read);
             }
             DecoderStage st = stages.get(last);
             int index = i;
-            st.forward(m.batch(), m.stage(last), m.routes(), hidden, h -> {
+            st.forward(m.at(last, hidden, null), h -> {
                 finish.apply(index, st, st.own(), h);
                 return null;
             });

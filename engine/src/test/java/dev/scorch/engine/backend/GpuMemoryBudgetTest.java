@@ -207,7 +207,7 @@ class GpuMemoryBudgetTest {
                 long loaded = dev.totalBytes() - dev.freeBytes() - before;
                 long measuredWeights =
                         loaded - m.stage().scratchBytes(); // the arenas' first blocks are scratch, not weights
-                assertEquals(m.weightBytes(), measuredWeights, p.name());
+                assertEquals(m.stage().weightBytes(), measuredWeights, p.name());
                 long diff = b.weightBytes() - measuredWeights;
                 assertTrue(
                         diff == 0 || diff == b.embeddingBytes(),
@@ -239,7 +239,7 @@ class GpuMemoryBudgetTest {
             assertEquals(192 * 192 * (p == GemmPrecision.BF16 ? 2 : 4), b.dequantScratchBytes(), p.name());
             HostDevice dev = new HostDevice();
             try (GpuModel m = GpuModel.load(w, dev, p)) {
-                assertEquals(b.weightBytes(), m.weightBytes(), p.name());
+                assertEquals(b.weightBytes(), m.stage().weightBytes(), p.name());
             }
             scratchStaysWithinTheBudget(w, p);
         }
@@ -300,7 +300,7 @@ class GpuMemoryBudgetTest {
                         dir + " " + p);
                 HostDevice dev = new HostDevice();
                 try (GpuModel m = GpuModel.load(w, dev, p)) {
-                    assertEquals(b.weightBytes(), m.weightBytes(), dir + " " + p);
+                    assertEquals(b.weightBytes(), m.stage().weightBytes(), dir + " " + p);
                 }
             }
             scratchStaysWithinTheBudget(w, GemmPrecision.BF16X3);
@@ -324,7 +324,7 @@ class GpuMemoryBudgetTest {
                     reqs.add(new ScoreRequest(ids, 1, 0, LogitsMode.NONE));
                 }
                 scorer.score(reqs);
-                long scratch = dev.totalBytes() - dev.freeBytes() - m.weightBytes();
+                long scratch = dev.totalBytes() - dev.freeBytes() - m.stage().weightBytes();
                 long budget = b.activationBytes(tokens) - (long) tokens * b.gemmInputBytesPerToken();
                 System.out.printf(
                         "HostDevice scratch after %d tokens: %,d bytes; budget %,d (%.2fx)%n",
@@ -332,7 +332,7 @@ class GpuMemoryBudgetTest {
                 assertTrue(
                         scratch <= budget,
                         tokens + " tokens: HostDevice holds " + scratch + " bytes of scratch, budget " + budget);
-                assertTrue(scratch >= held - m.weightBytes(), "scratch never shrinks below the first blocks");
+                assertTrue(scratch >= held - m.stage().weightBytes(), "scratch never shrinks below the first blocks");
             }
         }
     }

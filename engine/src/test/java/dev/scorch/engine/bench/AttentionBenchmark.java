@@ -63,7 +63,7 @@ public class AttentionBenchmark {
         float[] kv = GemmFixture.gaussian(rnd, t * HEADS * (QK_NOPE + V_HEAD), 1.0);
         float[] kPe = GemmFixture.gaussian(rnd, t * QK_ROPE, 1.0);
         float scale = (float) (1.0 / Math.sqrt(QK_NOPE + QK_ROPE));
-        in = new MlaInputs(q, kv, kPe, HEADS, QK_NOPE, QK_ROPE, V_HEAD, start, lens, scale);
+        in = new MlaInputs(q, kv, kPe, HEADS, QK_NOPE, QK_ROPE, V_HEAD, start, lens, scale, 0);
         out = new float[t * HEADS * V_HEAD];
         ops = new CpuOps(threads);
     }

@@ -8,19 +8,19 @@ import dev.scorch.engine.checkpoint.Checkpoint;
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.demo.DemoModelWriter;
 import dev.scorch.engine.demo.DemoPreset;
-import dev.scorch.engine.device.Buf;
 import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.model.GpuModel;
+import dev.scorch.engine.model.GpuStages;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.runtime.PackedBatch;
-import dev.scorch.engine.runtime.Workspace;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.function.IntConsumer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -38,38 +38,38 @@ class LayerBenchmarkTest {
         PackedBatch batch = PackedBatch.of(List.of(new int[] {1, 5, 9, 2}, new int[] {7, 3}));
         DeepseekV3Model m = DeepseekV3Model.load(dir);
         try (CpuOps ops = new CpuOps(1)) {
-            float[] plain = m.forward(batch, ops, null, new Workspace()).clone();
-            List<Integer> seen = new ArrayList<>();
-            float[] clocked = m.forward(batch, ops, new Workspace(), seen::add);
-            assertEquals(List.of(0, 1, 2, 3, 4, 5, 6, 7, 8, 9).subList(0, layers + 1), seen);
-            int n = batch.numTokens() * c.hiddenSize();
-            assertArrayEquals(plain, Arrays.copyOf(clocked, n));
-
-            LayerBenchmark.Result r = LayerBenchmark.run(new LayerBenchmark.Cpu(m, ops), 2, 8, 0, 1, 1, 2, 0);
-            assertEquals(layers, r.layerSeconds().length);
-            for (double s : r.layerSeconds()) {
-                assertTrue(s > 0, Arrays.toString(r.layerSeconds()));
-            }
-            assertTrue(r.restSeconds() >= 0 && r.decodeStepSeconds() > 0, r.toString());
-            assertEquals(r.layerSeconds()[0], r.meanLayerSeconds(c, false));
+            clocksEveryLayer(m.on(ops), batch);
         }
         try (GpuModel g =
                 GpuModel.load(new ModelWeights(Checkpoint.open(dir), c), new HostDevice(), GemmPrecision.BF16X3)) {
-            float[] plain = g.forward(batch, null, null, h -> read(g, h, batch), null);
-            List<Integer> seen = new ArrayList<>();
-            float[] clocked = g.forward(batch, null, null, h -> read(g, h, batch), seen::add);
-            assertEquals(layers + 1, seen.size());
-            assertEquals(layers, seen.get(layers));
-            assertArrayEquals(plain, clocked);
-            LayerBenchmark.Result r = LayerBenchmark.run(new LayerBenchmark.Gpu(g), 2, 8, 0, 1, 1, 2, 0);
-            assertEquals(layers, r.layerSeconds().length);
-            assertTrue(r.decodeStepSeconds() > 0, r.toString());
+            clocksEveryLayer(g, batch);
         }
     }
 
-    private static float[] read(GpuModel g, Buf hidden, PackedBatch batch) {
-        float[] out = new float[batch.numTokens() * g.config().hiddenSize()];
-        g.device().read(hidden, out, 0, out.length);
+    private static void clocksEveryLayer(GpuStages model, PackedBatch batch) {
+        ModelConfig c = model.config();
+        int layers = c.numHiddenLayers();
+        float[] plain = hidden(model, batch, null);
+        List<Integer> seen = new ArrayList<>();
+        float[] clocked = hidden(model, batch, seen::add);
+        assertEquals(List.of(0, 1, 2, 3, 4, 5, 6, 7, 8, 9).subList(0, layers + 1), seen);
+        assertArrayEquals(plain, clocked);
+
+        LayerBenchmark.Result r = LayerBenchmark.run(model, 2, 8, 0, 1, 1, 2, 0);
+        assertEquals(layers, r.layerSeconds().length);
+        for (double s : r.layerSeconds()) {
+            assertTrue(s > 0, Arrays.toString(r.layerSeconds()));
+        }
+        assertTrue(r.restSeconds() >= 0 && r.decodeStepSeconds() > 0, r.toString());
+        assertEquals(r.layerSeconds()[0], r.meanLayerSeconds(c, false));
+    }
+
+    /** The final-normed hidden states [T, hidden] of batch, boundary (or null) called at every layer boundary. */
+    private static float[] hidden(GpuStages model, PackedBatch batch, IntConsumer boundary) {
+        float[] out = new float[batch.numTokens() * model.config().hiddenSize()];
+        model.run(
+                List.of(new GpuStages.Micro(batch, null, null, boundary)),
+                (micro, last, pass, h) -> last.device().read(h, out, 0, out.length));
         return out;
     }
 }

@@ -15,6 +15,7 @@ import dev.scorch.engine.kernels.LogSoftmax;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.model.GpuKvCache;
 import dev.scorch.engine.model.GpuModel;
+import dev.scorch.engine.model.GpuStages;
 import dev.scorch.engine.model.KvCache;
 import dev.scorch.engine.model.ModelWeights;
 import dev.scorch.engine.runtime.PackedBatch;
@@ -137,7 +138,7 @@ class GpuGenerationTest {
             GpuKvCache[] gc = new GpuKvCache[n];
             for (int s = 0; s < n; s++) {
                 cc[s] = new KvCache(cpu.config(), prompts.get(s).length + steps);
-                gc[s] = m.newCache(prompts.get(s).length + steps);
+                gc[s] = m.stage().newCache(prompts.get(s).length + steps);
             }
             StageDecodingModel d = new StageDecodingModel(cpu.on(ops));
             DecodingModel.Cache[] wrapped = new DecodingModel.Cache[n];
@@ -145,7 +146,7 @@ class GpuGenerationTest {
                 wrapped[s] = new StageDecodingModel.StageCache(new LatentCache[] {cc[s]});
             }
             float[] want = d.prefill(prompts, Arrays.asList(wrapped));
-            float[] got = m.nextTokenLogits(PackedBatch.of(prompts), gc);
+            float[] got = nextTokenLogits(m, PackedBatch.of(prompts), gc);
             for (int step = 0; step < steps; step++) {
                 int[] next = new int[n];
                 for (int s = 0; s < n; s++) {
@@ -160,7 +161,7 @@ class GpuGenerationTest {
                     start[s] = s;
                     len[s] = 1;
                 }
-                got = m.nextTokenLogits(new PackedBatch(next, pos, start, len), gc);
+                got = nextTokenLogits(m, new PackedBatch(next, pos, start, len), gc);
                 for (int s = 0; s < n; s++) {
                     double lw = LogSoftmax.logSumExp(want, s * vocab, vocab);
                     double lg = LogSoftmax.logSumExp(got, s * vocab, vocab);
@@ -223,7 +224,7 @@ class GpuGenerationTest {
             // A decode row packed with a new prompt's prefill into an empty cache: sequence 0's next step, alone on a
             // copy of its cache and beside prompt 2.
             try (DecodingModel.Cache copy = d.newCache(64);
-                    GpuKvCache fresh = m.newCache(64)) {
+                    GpuKvCache fresh = m.stage().newCache(64)) {
                 copy.copyFrom(caches[0]);
                 float[] aloneNext = d.decode(new int[] {77}, new DecodingModel.Cache[] {copy});
                 int[] p2 = prompts.get(2);
@@ -235,7 +236,8 @@ class GpuGenerationTest {
                     tok[1 + i] = p2[i];
                     pos[1 + i] = i;
                 }
-                float[] mixed = m.nextTokenLogits(
+                float[] mixed = nextTokenLogits(
+                        m,
                         new PackedBatch(tok, pos, new int[] {0, 1}, new int[] {1, p2.length}),
                         new GpuKvCache[] {(GpuKvCache) ((StageDecodingModel.StageCache) caches[0]).kv()[0], fresh});
                 assertArrayEquals(aloneNext, Arrays.copyOf(mixed, vocab), "decode row beside a prefill");
@@ -264,35 +266,51 @@ class GpuGenerationTest {
             Scorer scorer = new Scorer(m);
             double maxD = 0;
             for (int prefillLen : new int[] {1, 20}) {
-                try (GpuKvCache c = m.newCache(seq.length)) {
+                try (GpuKvCache c = m.stage().newCache(seq.length)) {
                     GpuKvCache[] caches = {c};
-                    float[] logits = m.nextTokenLogits(PackedBatch.of(List.of(Arrays.copyOf(seq, prefillLen))), caches);
+                    float[] logits =
+                            nextTokenLogits(m, PackedBatch.of(List.of(Arrays.copyOf(seq, prefillLen))), caches);
                     for (int len = prefillLen; ; len++) {
                         maxD = Math.max(
                                 maxD, GpuConformance.maxDiff(lastLogits(scorer, Arrays.copyOf(seq, len)), logits));
                         if (len == seq.length) {
                             break;
                         }
-                        logits = m.nextTokenLogits(
+                        logits = nextTokenLogits(
+                                m,
                                 new PackedBatch(new int[] {seq[len]}, new int[] {len}, new int[] {0}, new int[] {1}),
                                 caches);
                     }
                 }
             }
-            try (GpuKvCache c = m.newCache(seq.length)) {
+            try (GpuKvCache c = m.stage().newCache(seq.length)) {
                 GpuKvCache[] caches = {c};
-                m.nextTokenLogits(PackedBatch.of(List.of(Arrays.copyOf(seq, 30))), caches);
+                nextTokenLogits(m, PackedBatch.of(List.of(Arrays.copyOf(seq, 30))), caches);
                 int[] pos = new int[10];
                 for (int i = 0; i < 10; i++) {
                     pos[i] = 30 + i;
                 }
-                float[] ext = m.nextTokenLogits(
-                        new PackedBatch(Arrays.copyOfRange(seq, 30, 40), pos, new int[] {0}, new int[] {10}), caches);
+                float[] ext = nextTokenLogits(
+                        m,
+                        new PackedBatch(Arrays.copyOfRange(seq, 30, 40), pos, new int[] {0}, new int[] {10}),
+                        caches);
                 maxD = Math.max(maxD, GpuConformance.maxDiff(lastLogits(scorer, seq), ext));
             }
             System.out.printf("HostDevice fp32 decode vs recomputation: max |dlogit| %.3g%n", maxD);
             assertTrue(maxD <= 1e-4, "decode vs recomputation max |dlogit| " + maxD);
         }
+    }
+
+    /**
+     * Runs batch (positions from each cache's length) through m, appending to the caches, and returns the next-token
+     * logits [sequences, vocab] of each sequence's last token.
+     */
+    private static float[] nextTokenLogits(GpuModel m, PackedBatch batch, GpuKvCache[] caches) {
+        float[] out = new float[batch.numSequences() * m.config().vocabSize()];
+        m.run(
+                List.of(new GpuStages.Micro(batch, new LatentCache[][] {caches}, null)),
+                (micro, last, pass, hidden) -> last.lastTokenLogits(pass, batch, hidden, out, 0));
+        return out;
     }
 
     private static float[] lastLogits(Scorer scorer, int[] tokens) {

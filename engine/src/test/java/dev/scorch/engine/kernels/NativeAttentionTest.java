@@ -114,7 +114,8 @@ class NativeAttentionTest {
                 32,
                 in.seqStart(),
                 in.seqLen(),
-                0.3f);
+                0.3f,
+                0);
         assertThrows(IndexOutOfBoundsException.class, () -> NativeAttention.attendHead(shortKv, 0, 0, out));
     }
 }

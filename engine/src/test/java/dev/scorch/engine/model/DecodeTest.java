@@ -16,7 +16,6 @@ import dev.scorch.engine.kernels.LogSoftmax;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.kernels.ReferenceOps;
 import dev.scorch.engine.runtime.PackedBatch;
-import dev.scorch.engine.runtime.Workspace;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;
@@ -153,10 +152,10 @@ class DecodeTest {
             for (int s = 0; s < caches.length; s++) {
                 caches[s] = new KvCache(m.config(), 80);
             }
-            float[] cached = m.prefill(KvCache.pack(seqs, Arrays.asList(caches)), caches, ops, new Workspace());
-            assertArrayEquals(m.forward(PackedBatch.of(seqs), ops, null, new Workspace()), cached);
+            float[] cached = InvarianceTest.hidden(m, ops, KvCache.pack(seqs, Arrays.asList(caches)), caches);
+            assertArrayEquals(InvarianceTest.hidden(m, ops, PackedBatch.of(seqs), null), cached);
             KvCache alone = new KvCache(m.config(), 80);
-            m.prefill(KvCache.pack(List.of(seqs.get(1)), List.of(alone)), new KvCache[] {alone}, ops, new Workspace());
+            InvarianceTest.hidden(m, ops, KvCache.pack(List.of(seqs.get(1)), List.of(alone)), new KvCache[] {alone});
             for (int l = 0; l < m.config().numHiddenLayers(); l++) {
                 assertArrayEquals(
                         Arrays.copyOf(alone.rows(l), 70 * alone.width()),
@@ -279,11 +278,8 @@ class DecodeTest {
                     () -> decode(m, ops, new int[] {1, 2}, new KvCache[] {shared, shared}));
             assertThrows(
                     IllegalArgumentException.class,
-                    () -> m.prefill(
-                            PackedBatch.of(List.of(new int[] {1})),
-                            new KvCache[] {c[0]},
-                            ops,
-                            new Workspace())); // position 0, cache at 5
+                    () -> InvarianceTest.hidden(m, ops, PackedBatch.of(List.of(new int[] {1})), new KvCache[] {c[0]
+                    })); // position 0, cache at 5
         }
     }
 }

@@ -169,11 +169,11 @@ class GpuFp8ModelTest {
                 HostDevice dev = new HostDevice();
                 long packed;
                 try (GpuModel m = GpuModel.load(w, dev, p)) {
-                    packed = m.weightBytes();
+                    packed = m.stage().weightBytes();
                 }
                 long dense;
                 try (GpuModel m = GpuModel.load(w, DenseWeightsDevice.create(), p)) {
-                    dense = m.weightBytes();
+                    dense = m.stage().weightBytes();
                 }
                 GpuMemoryBudget b = GpuMemoryBudget.of(w.config(), p, false);
                 assertEquals(b.weightBytes(), packed, model + " " + p);

@@ -15,6 +15,7 @@ import dev.scorch.engine.demo.DemoModelWriter;
 import dev.scorch.engine.demo.DemoPreset;
 import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.device.LatentCache;
 import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.diagnostics.GpuConformance;
 import dev.scorch.engine.diagnostics.ProfilingDevice;
@@ -243,18 +244,23 @@ class GpuPipelineTest {
         try (DecoderStage first = DecoderStage.load(w, new HostDevice(), P, 0, 1);
                 DecoderStage rest = DecoderStage.load(w, new HostDevice(), P, 1, 3)) {
             assertTrue(first.isFirst() && !first.isLast() && !rest.isFirst() && rest.isLast());
-            e = assertThrows(IllegalArgumentException.class, () -> rest.forward(batch, null, null));
+            e = assertThrows(IllegalArgumentException.class, () -> forward(rest, batch, null, null));
             assertEquals("stage of layers [1, 3) needs hidden states [3, 64], got none", e.getMessage());
-            e = assertThrows(IllegalArgumentException.class, () -> first.forward(batch, null, new float[3 * 64]));
+            e = assertThrows(IllegalArgumentException.class, () -> forward(first, batch, null, new float[3 * 64]));
             assertEquals("the first stage starts from token ids, not hidden states", e.getMessage());
             try (GpuKvCache wrong = first.newCache(8)) {
                 e = assertThrows(
                         IllegalArgumentException.class,
-                        () -> rest.forward(batch, new GpuKvCache[] {wrong}, new float[3 * 64]));
+                        () -> forward(rest, batch, new GpuKvCache[] {wrong}, new float[3 * 64]));
                 assertEquals("sequence 0's cache holds 1 layers; this stage has 2", e.getMessage());
             }
-            assertEquals(3 * 64, rest.forward(batch, null, first.forward(batch, null, null)).length);
+            assertEquals(3 * 64, forward(rest, batch, null, forward(first, batch, null, null)).length);
         }
+    }
+
+    /** s's outgoing hidden states of batch on the host, in from the stage before (null at the first stage). */
+    private static float[] forward(DecoderStage s, PackedBatch batch, LatentCache[] caches, float[] in) {
+        return s.forward(new DecoderStage.Request(batch, caches, null, in), s::read);
     }
 
     /** One device's scores, routes, final hidden states and greedy continuations. */
@@ -266,7 +272,7 @@ class GpuPipelineTest {
         try (GpuModel m = GpuModel.load(w, new HostDevice(), p)) {
             int[][] routes = new int[moeLayers(m.config())][];
             List<SequenceScore> scores = new Scorer(m).score(reqs, routes);
-            float[] hidden = m.forward(PackedBatch.of(prompts), null, null, m.stage()::read, null);
+            float[] hidden = forward(m.stage(), PackedBatch.of(prompts), null, null);
             return new Reference(scores, routes, hidden, greedy(new StageDecodingModel(m), prompts, newTokens));
         }
     }
@@ -291,7 +297,7 @@ class GpuPipelineTest {
             float[] hidden = null;
             PackedBatch batch = PackedBatch.of(prompts);
             for (DecoderStage s : p.stages()) {
-                hidden = s.forward(batch, null, hidden);
+                hidden = forward(s, batch, null, hidden);
             }
             assertArrayEquals(ref.hidden(), hidden, what + " final hidden states");
             List<List<Completion>> got = greedy(new StageDecodingModel(p), prompts, newTokens);

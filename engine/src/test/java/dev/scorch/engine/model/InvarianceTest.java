@@ -6,11 +6,11 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.scorch.engine.device.LatentCache;
 import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.kernels.ReferenceOps;
 import dev.scorch.engine.runtime.PackedBatch;
-import dev.scorch.engine.runtime.Workspace;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;
@@ -159,10 +159,10 @@ class InvarianceTest {
         assertArrayEquals(l.tokens(), r.tokens());
         assertArrayEquals(l.positions(), r.positions());
         try (Ops ops = new CpuOps(2)) {
-            float[] hl = m.forward(l, ops, null, new Workspace());
-            float[] hr = m.forward(r, ops, null, new Workspace());
+            float[] hl = hidden(m, ops, l, null);
+            float[] hr = hidden(m, ops, r, null);
             assertArrayEquals(hl, hr);
-            float[] alone = m.forward(PackedBatch.of(List.of(seqs.get(1))), ops, null, new Workspace());
+            float[] alone = hidden(m, ops, PackedBatch.of(List.of(seqs.get(1))), null);
             int h = m.config().hiddenSize();
             float[] inBatch = java.util.Arrays.copyOfRange(hl, l.seqStart()[1] * h, (l.seqStart()[1] + 20) * h);
             assertArrayEquals(alone, inBatch, "sequence 1 padded in a batch vs alone");
@@ -295,7 +295,7 @@ class InvarianceTest {
         try (Ops ops = new CpuOps(1)) {
             IllegalArgumentException e = assertThrows(
                     IllegalArgumentException.class,
-                    () -> m.forward(PackedBatch.of(List.of(new int[] {1, m.vocabSize()})), ops, null, new Workspace()));
+                    () -> hidden(m, ops, PackedBatch.of(List.of(new int[] {1, m.vocabSize()})), null));
             assertTrue(e.getMessage().contains("outside the vocabulary"), e.getMessage());
         }
     }
@@ -321,5 +321,18 @@ class InvarianceTest {
             seqs.add(s);
         }
         return PackedBatch.of(seqs);
+    }
+
+    /**
+     * The final-normed hidden states [T, hidden] of batch on the CPU model, appending to caches (one per sequence, its
+     * positions from the cache's length) when not null.
+     */
+    static float[] hidden(DeepseekV3Model m, Ops ops, PackedBatch batch, LatentCache[] caches) {
+        float[] out = new float[batch.numTokens() * m.config().hiddenSize()];
+        m.on(ops)
+                .run(
+                        List.of(new GpuStages.Micro(batch, caches == null ? null : new LatentCache[][] {caches}, null)),
+                        (micro, last, pass, h) -> last.device().read(h, out, 0, out.length));
+        return out;
     }
 }

@@ -260,8 +260,7 @@ public final class BenchCommand implements Callable<Integer> {
                         + kernels.prefillGemm().kernel() + " "
                         + kernels.cpuPrecision().id();
                 peak = cpuPeak(n);
-                r = LayerBenchmark.run(
-                        new LayerBenchmark.Cpu(m, ops), batch, seq, warmup, runs, decodeBatch, steps, seed);
+                r = LayerBenchmark.run(m.on(ops), batch, seq, warmup, runs, decodeBatch, steps, seed);
             }
         } else {
             GemmPrecision p = GemmPrecision.parse(gpuPrecision);
@@ -275,7 +274,7 @@ public final class BenchCommand implements Callable<Integer> {
                 } else {
                     peak = cpuPeak(1); // HostDevice runs on the calling thread
                 }
-                r = LayerBenchmark.run(new LayerBenchmark.Gpu(g), batch, seq, warmup, runs, decodeBatch, steps, seed);
+                r = LayerBenchmark.run(g, batch, seq, warmup, runs, decodeBatch, steps, seed);
             }
         }
         double tokens = (double) batch * seq;

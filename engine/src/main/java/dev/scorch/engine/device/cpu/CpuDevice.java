@@ -641,7 +641,8 @@ public final class CpuDevice extends HeapDevice {
                         shape.vHead(),
                         Arrays.copyOf(s.seqStart, seqs),
                         Arrays.copyOf(s.seqLen, seqs),
-                        shape.scale()),
+                        shape.scale(),
+                        0),
                 whole(out, (long) t * heads * shape.vHead(), "mlaAttention out"));
     }
 

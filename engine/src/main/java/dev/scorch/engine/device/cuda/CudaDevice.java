@@ -676,16 +676,7 @@ public final class CudaDevice implements Device {
                 groupedRefused = true;
             }
         }
-        for (int g = 0; g < groups; g++) {
-            gemm(
-                    x.slice((long) rowStart[g] * k, (long) rows[g] * k),
-                    rows[g],
-                    k,
-                    w[g],
-                    n,
-                    y.slice((long) rowStart[g] * n, (long) rows[g] * n),
-                    precision);
-        }
+        Device.super.gemmGrouped(x, rowStart, rows, k, w, n, y, precision);
     }
 
     /**

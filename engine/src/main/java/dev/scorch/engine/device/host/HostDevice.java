@@ -12,6 +12,7 @@ import dev.scorch.engine.device.PackedInt4;
 import dev.scorch.engine.device.Rotary;
 import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.kernels.LogSoftmax;
+import dev.scorch.engine.kernels.Rope;
 
 /**
  * {@link Device} in plain Java loops over heap arrays: the twin of the CUDA kernels, one loop nest per kernel,
@@ -252,15 +253,7 @@ public final class HostDevice extends HeapDevice {
         for (int r = 0; r < rows; r++) {
             int c0 = off(cosSin) + pos[off(positions) + r] * ropeDim;
             for (int h = 0; h < heads; h++) {
-                int p = off(x) + r * rowStride + h * headStride + offset;
-                for (int i = 0; i < ropeDim / 2; i++) {
-                    float x0 = xs[p + 2 * i];
-                    float x1 = xs[p + 2 * i + 1];
-                    float c = cs[c0 + 2 * i];
-                    float s = cs[c0 + 2 * i + 1];
-                    xs[p + 2 * i] = x0 * c - x1 * s;
-                    xs[p + 2 * i + 1] = x1 * c + x0 * s;
-                }
+                Rope.rotate(xs, off(x) + r * rowStride + h * headStride + offset, ropeDim, cs, c0);
             }
         }
     }
