@@ -40,11 +40,6 @@ public record BackendChoice(Kind kind, int gpuOrdinal, String reason) {
 
     private static final Map<String, Ops> CPU_OPS = new ConcurrentHashMap<>();
 
-    /** {@link #cpuOps(int, CpuPrecision)} in this JVM's default precision. */
-    public static Ops cpuOps(int threads) {
-        return cpuOps(threads, null);
-    }
-
     /**
      * The CPU kernels on this many engine threads in the precision asked (a job's --cpu-precision; null: this JVM's
      * default, -Dscorch.cpu.precision, else fp32), one set per JVM, thread count and precision: every task of an
@@ -76,11 +71,6 @@ public record BackendChoice(Kind kind, int gpuOrdinal, String reason) {
     /** CUDA device ordinal, opened (its context, streams and cuBLAS handle). */
     public static Device cudaDevice(int ordinal) {
         return new CudaDevice(ordinal);
-    }
-
-    /** This choice's device: CUDA device ordinal, or the CPU device on threads engine threads. */
-    public Device device(int ordinal, int threads) {
-        return cuda() ? cudaDevice(ordinal) : cpuDevice(threads, null);
     }
 
     /**

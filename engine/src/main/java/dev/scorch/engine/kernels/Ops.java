@@ -2,8 +2,9 @@ package dev.scorch.engine.kernels;
 
 /**
  * The CPU's kernels, under {@link dev.scorch.engine.device.cpu.CpuDevice}: the heavy operations a CPU pass calls.
- * {@link CpuOps} is the fast path, {@link ReferenceOps} the plain loops it is tested against. (The seam every device
- * implements, CUDA's included, is {@link dev.scorch.engine.device.Device}.)
+ * {@link CpuOps} is the fast path; the tests hold {@code ReferenceOps}, the plain loops it is tested against (the plain
+ * device in production code is {@link dev.scorch.engine.device.host.HostDevice}). (The seam every device implements,
+ * CUDA's included, is {@link dev.scorch.engine.device.Device}.)
  */
 public interface Ops extends AutoCloseable {
     /** y[m, out] = x[m, in] · Wᵀ. */

@@ -164,6 +164,6 @@ class BackendChoiceTest {
             assertNotSame(ops, BackendChoice.cpuOps(1, asked), "another thread count, another pool");
         }
         assertEquals(k.cpuPrecision(), ((CpuOps) BackendChoice.cpuOps(2, null)).precision());
-        assertSame(BackendChoice.cpuOps(2, null), BackendChoice.cpuOps(2));
+        assertSame(BackendChoice.cpuOps(2, null), BackendChoice.cpuOps(2, null));
     }
 }

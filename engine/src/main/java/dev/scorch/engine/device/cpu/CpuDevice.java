@@ -25,8 +25,8 @@ import java.util.Arrays;
 import java.util.function.IntConsumer;
 
 /**
- * {@link Device} on the CPU, over an {@link Ops} (the fast kernels of {@code CpuOps}, or the plain loops of
- * {@code ReferenceOps}): buffers are heap arrays, weights the checkpoint's own tensors, memory-mapped in their dtype
+ * {@link Device} on the CPU, over an {@link Ops} (the fast kernels of {@code CpuOps}, or in tests the plain loops
+ * of {@code ReferenceOps}): buffers are heap arrays, weights the checkpoint's own tensors, memory-mapped in their dtype
  * ({@link Buf.Kind#LINEAR}) and decoded as they are multiplied. GEMMs follow {@link DecodeRows}: decode rows through
  * {@link Ops#matmulDecode}, the others through {@link Ops#matmul}. The MoE runs expert by expert over the tokens routed
  * to it (all of a decode step's experts and the shared experts as one group), and the absorbed attention decodes a head

@@ -3,8 +3,8 @@ package dev.scorch.engine.kernels;
 import java.util.Arrays;
 
 /**
- * The plain, obviously-correct path: simple loops, one thread, and attention exactly as the reference
- * code writes it — sequences padded to the longest, scores + an additive causal mask combined with the
+ * The plain, obviously-correct path the CPU kernels are tested against (a test fixture: production code's plain twin
+ * is HostDevice): simple loops, one thread, and attention exactly as the reference code writes it — sequences padded to the longest, scores + an additive causal mask combined with the
  * padding mask, softmax in fp32, then × v.
  */
 public final class ReferenceOps implements Ops {
