@@ -775,6 +775,16 @@ static inline float rowdot_bf16_finish(__m256 a, const unsigned char* p, const f
  */
 #define ROWDOT_AHEAD 8192
 #define PREFETCH_AHEAD(p) _mm_prefetch((const char*)(p) + ROWDOT_AHEAD, _MM_HINT_T0)
+/* A line ahead of each of four weight rows stride bytes apart, from at in the first. */
+#define PREFETCH_AHEAD4(at, stride)                \
+  do {                                             \
+    const unsigned char* at_ = (at);               \
+    size_t stride_ = (stride);                     \
+    PREFETCH_AHEAD(at_);                           \
+    PREFETCH_AHEAD(at_ + stride_);                 \
+    PREFETCH_AHEAD(at_ + 2 * stride_);             \
+    PREFETCH_AHEAD(at_ + 3 * stride_);             \
+  } while (0)
 
 __attribute__((target("avx2,fma")))
 static void rowdot_bf16(const unsigned char* w, int kDim, int rows, const float* xs, const float* x, int m, float* y,
@@ -792,41 +802,25 @@ static void rowdot_bf16(const unsigned char* w, int kDim, int rows, const float*
       __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
       for (int j = 0; j < kv; j += 8) {
         if (i == 0 && (j & 15) == 0) { /* the block's first pass over its rows: a line of each stream ahead */
-          const unsigned char* at = w + 4 * (size_t)j;
-          PREFETCH_AHEAD(at);
-          PREFETCH_AHEAD(at + rowBytes);
-          PREFETCH_AHEAD(at + 2 * rowBytes);
-          PREFETCH_AHEAD(at + 3 * rowBytes);
+          PREFETCH_AHEAD4(w + 4 * (size_t)j, rowBytes);
         }
         __m256 e0 = _mm256_loadu_ps(x0 + j), e1 = _mm256_loadu_ps(x1 + j);
         __m256 o0 = _mm256_loadu_ps(x0 + half + j), o1 = _mm256_loadu_ps(x1 + half + j);
-        __m256i p = LOADP(0, j);
-        __m256 lo = BF16_LO(p), hi = BF16_HI(p);
-        a00 = _mm256_fmadd_ps(lo, e0, a00);
-        a01 = _mm256_fmadd_ps(lo, e1, a01);
-        a00 = _mm256_fmadd_ps(hi, o0, a00);
-        a01 = _mm256_fmadd_ps(hi, o1, a01);
-        p = LOADP(1, j);
-        lo = BF16_LO(p);
-        hi = BF16_HI(p);
-        a10 = _mm256_fmadd_ps(lo, e0, a10);
-        a11 = _mm256_fmadd_ps(lo, e1, a11);
-        a10 = _mm256_fmadd_ps(hi, o0, a10);
-        a11 = _mm256_fmadd_ps(hi, o1, a11);
-        p = LOADP(2, j);
-        lo = BF16_LO(p);
-        hi = BF16_HI(p);
-        a20 = _mm256_fmadd_ps(lo, e0, a20);
-        a21 = _mm256_fmadd_ps(lo, e1, a21);
-        a20 = _mm256_fmadd_ps(hi, o0, a20);
-        a21 = _mm256_fmadd_ps(hi, o1, a21);
-        p = LOADP(3, j);
-        lo = BF16_LO(p);
-        hi = BF16_HI(p);
-        a30 = _mm256_fmadd_ps(lo, e0, a30);
-        a31 = _mm256_fmadd_ps(lo, e1, a31);
-        a30 = _mm256_fmadd_ps(hi, o0, a30);
-        a31 = _mm256_fmadd_ps(hi, o1, a31);
+/* weight row h's pair vector against both x rows: the even product, then the odd one, into each accumulator */
+#define ROW_AGAINST_2(h, ah0, ah1)                                            \
+  do {                                                                       \
+    __m256i p = LOADP(h, j);                                                 \
+    __m256 lo = BF16_LO(p), hi = BF16_HI(p);                                 \
+    ah0 = _mm256_fmadd_ps(lo, e0, ah0);                                      \
+    ah1 = _mm256_fmadd_ps(lo, e1, ah1);                                      \
+    ah0 = _mm256_fmadd_ps(hi, o0, ah0);                                      \
+    ah1 = _mm256_fmadd_ps(hi, o1, ah1);                                      \
+  } while (0)
+        ROW_AGAINST_2(0, a00, a01);
+        ROW_AGAINST_2(1, a10, a11);
+        ROW_AGAINST_2(2, a20, a21);
+        ROW_AGAINST_2(3, a30, a31);
+#undef ROW_AGAINST_2
       }
       const float* xr = x + (size_t)i * kDim;
       float* yr = y + (size_t)i * nDim;
@@ -845,11 +839,7 @@ static void rowdot_bf16(const unsigned char* w, int kDim, int rows, const float*
       __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
       for (int j = 0; j < kv; j += 8) {
         if ((j & 15) == 0) { /* a line of each stream every second step */
-          const unsigned char* at = w + 4 * (size_t)j;
-          PREFETCH_AHEAD(at);
-          PREFETCH_AHEAD(at + rowBytes);
-          PREFETCH_AHEAD(at + 2 * rowBytes);
-          PREFETCH_AHEAD(at + 3 * rowBytes);
+          PREFETCH_AHEAD4(w + 4 * (size_t)j, rowBytes);
         }
         __m256 ve = _mm256_loadu_ps(xe + j), vo = _mm256_loadu_ps(xo + j);
         __m256i p0 = LOADP(0, j), p1 = LOADP(1, j), p2 = LOADP(2, j), p3 = LOADP(3, j);
@@ -1144,10 +1134,7 @@ static void rowdot_fp8(const unsigned char* w, int kDim, int rows, int row0, con
           __m256 s2 = _mm256_set1_ps(s[2][b] * 0x1p120f), s3 = _mm256_set1_ps(s[3][b] * 0x1p120f);
           for (int k = k0; k < kEnd; k += 8) {
             if (i == 0 && (k & 63) == 0) { /* the block's first pass: a line of each row ahead, as rowdot_bf16 */
-              PREFETCH_AHEAD(w + k);
-              PREFETCH_AHEAD(w + kDim + k);
-              PREFETCH_AHEAD(w + 2 * (size_t)kDim + k);
-              PREFETCH_AHEAD(w + 3 * (size_t)kDim + k);
+              PREFETCH_AHEAD4(w + k, (size_t)kDim);
             }
             __m256 v = _mm256_loadu_ps(xr + k);
             a0 = _mm256_fmadd_ps(rowdot_fp8_codes(w + k, s0), v, a0);

@@ -47,21 +47,26 @@ public record BackendChoice(Kind kind, int gpuOrdinal, String reason) {
      * decides and says why (logged once per executor and mode).
      */
     public static Ops cpuOps(int threads, CpuPrecision asked) {
-        KernelSelection k = asked == null
-                ? KernelSelection.current()
-                : KernelSelection.current().withPrecision(asked.id());
-        CpuPrecision runs = k.cpuPrecision();
-        if (asked != null && asked != runs && FALLBACKS_LOGGED.add(asked)) {
-            System.getLogger(BackendChoice.class.getName())
-                    .log(
-                            System.Logger.Level.WARNING,
-                            "CPU precision " + asked.id() + " asked, " + runs.id() + " runs: "
-                                    + k.precision().reason());
-        }
+        CpuPrecision runs = (asked == null
+                        ? KernelSelection.current()
+                        : SELECTIONS.computeIfAbsent(asked, a -> {
+                            KernelSelection k = KernelSelection.current().withPrecision(a.id());
+                            if (k.cpuPrecision() != a) {
+                                System.getLogger(BackendChoice.class.getName())
+                                        .log(
+                                                System.Logger.Level.WARNING,
+                                                "CPU precision " + a.id() + " asked, "
+                                                        + k.cpuPrecision().id() + " runs: "
+                                                        + k.precision().reason());
+                            }
+                            return k;
+                        }))
+                .cpuPrecision();
         return CPU_OPS.computeIfAbsent(threads + " " + runs.id(), key -> new CpuOps(threads, runs));
     }
 
-    private static final java.util.Set<CpuPrecision> FALLBACKS_LOGGED = ConcurrentHashMap.newKeySet();
+    /** The kernel selection with each precision a task asked: made, and a fallback logged, once per JVM. */
+    private static final Map<CpuPrecision, KernelSelection> SELECTIONS = new ConcurrentHashMap<>();
 
     /** The CPU device over {@link #cpuOps}: the engine's fast CPU kernels behind the device seam, in precision. */
     public static Device cpuDevice(int threads, CpuPrecision precision) {
