@@ -93,10 +93,24 @@ class ScorePartitionReadAheadTest {
             if (taken++ == failAt) {
                 throw new IllegalStateException("input row " + failAt + " cannot be read");
             }
-            if (inScore.get()) {
+            if (awaitScoreCall()) {
                 readDuringScore.incrementAndGet();
             }
             return rows.next();
+        }
+
+        /**
+         * Whether a score call runs, waiting up to 50 ms for one: a reader thread may start before the task's thread
+         * has entered its score call, and on a loaded machine it can read a whole window in that gap, which says
+         * nothing about overlap. Without reading ahead no call can start while the task's own thread reads.
+         */
+        private boolean awaitScoreCall() {
+            long until = System.nanoTime() + 50_000_000L;
+            while (!inScore.get() && System.nanoTime() < until) {
+                Thread.onSpinWait();
+                Thread.yield();
+            }
+            return inScore.get();
         }
     }
 
