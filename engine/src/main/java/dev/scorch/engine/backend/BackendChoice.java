@@ -7,7 +7,6 @@ import dev.scorch.engine.device.cuda.CudaDevice;
 import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.kernels.CpuPrecision;
 import dev.scorch.engine.kernels.KernelSelection;
-import dev.scorch.engine.kernels.Ops;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -38,7 +37,7 @@ public record BackendChoice(Kind kind, int gpuOrdinal, String reason) {
         return kind == Kind.CUDA;
     }
 
-    private static final Map<String, Ops> CPU_OPS = new ConcurrentHashMap<>();
+    private static final Map<String, CpuOps> CPU_OPS = new ConcurrentHashMap<>();
 
     /**
      * The CPU kernels on this many engine threads in the precision asked (a job's --cpu-precision; null: this JVM's
@@ -46,7 +45,7 @@ public record BackendChoice(Kind kind, int gpuOrdinal, String reason) {
      * executor shares its threads' pool and scratch. A mode this CPU cannot run gives fp32, as the kernel selection
      * decides and says why (logged once per executor and mode).
      */
-    public static Ops cpuOps(int threads, CpuPrecision asked) {
+    public static CpuOps cpuOps(int threads, CpuPrecision asked) {
         CpuPrecision runs = (asked == null
                         ? KernelSelection.current()
                         : SELECTIONS.computeIfAbsent(asked, a -> {

@@ -3,8 +3,8 @@ package dev.scorch.engine.bench;
 import dev.scorch.engine.checkpoint.WeightLayout;
 import dev.scorch.engine.generation.DecodingModel;
 import dev.scorch.engine.generation.StageDecodingModel;
+import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.kernels.LogSoftmax;
-import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.model.KvCache;
 import dev.scorch.engine.model.ModelWeights;
@@ -79,7 +79,7 @@ public final class DecodeBenchmark {
     /** Times the decode steps; bytesOf gives the bytes a pass over a tensor reads ({@link #checkpointBytes}). */
     public static Result run(
             DeepseekV3Model model,
-            Ops ops,
+            CpuOps ops,
             int batch,
             int prompt,
             int steps,

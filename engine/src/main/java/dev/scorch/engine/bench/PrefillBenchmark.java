@@ -2,7 +2,7 @@ package dev.scorch.engine.bench;
 
 import dev.scorch.engine.checkpoint.WeightLayout;
 import dev.scorch.engine.config.ModelConfig;
-import dev.scorch.engine.kernels.Ops;
+import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.runtime.HeapAllocation;
 import dev.scorch.engine.runtime.ProcessMemory;
@@ -39,7 +39,7 @@ public final class PrefillBenchmark {
 
     private PrefillBenchmark() {}
 
-    public static Result run(DeepseekV3Model model, Ops ops, int batch, int seq, int warmup, int runs, long seed) {
+    public static Result run(DeepseekV3Model model, CpuOps ops, int batch, int seq, int warmup, int runs, long seed) {
         List<ScoreRequest> reqs = randomRequests(model.vocabSize(), batch, seq, seed);
         Scorer scorer = new Scorer(model.on(ops));
         BatchScores scores = new BatchScores(); // kept from run to run, as a scoring loop keeps it

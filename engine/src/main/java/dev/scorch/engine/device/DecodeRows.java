@@ -5,8 +5,8 @@ import java.util.Arrays;
 
 /**
  * Which rows of a forward pass are decode rows: tokens of a sequence that extends a non-empty KV cache. On the CPU a
- * decode row's GEMMs take {@code Ops.matmulDecode} and every other row (scoring, a prompt into an empty cache)
- * {@code Ops.matmul}, which round differently; the choice depends only on the row's own sequence, so a row's bits
+ * decode row's GEMMs take {@code CpuOps.matmulDecode} and every other row (scoring, a prompt into an empty cache)
+ * {@code CpuOps.matmul}, which round differently; the choice depends only on the row's own sequence, so a row's bits
  * never depend on its batch mates: a decode step gives the same bits alone, batched, or packed with another
  * sequence's prefill, and prefill keeps scoring's bits.
  */

@@ -25,8 +25,8 @@ public interface LatentCache extends AutoCloseable {
     void advance(int tokens);
 
     /**
-     * Whether the rows that extend this cache multiply as prefill rows do ({@code Ops.matmul}) rather than as decode rows
-     * ({@code Ops.matmulDecode}, see {@link DecodeRows}): a prompt extended a chunk at a time, where decode's row-dot
+     * Whether the rows that extend this cache multiply as prefill rows do ({@code CpuOps.matmul}) rather than as decode rows
+     * ({@code CpuOps.matmulDecode}, see {@link DecodeRows}): a prompt extended a chunk at a time, where decode's row-dot
      * would read the weights again every few rows. Either way the rows attend over the cache in the absorbed form. A
      * property of the sequence, so a row's bits still do not depend on its batch mates.
      */

@@ -1,7 +1,7 @@
 package dev.scorch.engine.generation;
 
+import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.kernels.LogSoftmax;
-import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.sampling.Sampler;
 import dev.scorch.engine.tokenizer.IncrementalDecoder;
@@ -63,11 +63,11 @@ public final class Generator {
     }
 
     /** On the CPU engine. */
-    public Generator(DeepseekV3Model model, Ops ops, Limits limits, Tokenizer tokenizer) {
+    public Generator(DeepseekV3Model model, CpuOps ops, Limits limits, Tokenizer tokenizer) {
         this(new StageDecodingModel(model.on(ops)), limits, tokenizer);
     }
 
-    public Generator(DeepseekV3Model model, Ops ops, long maxCacheBytes, Tokenizer tokenizer) {
+    public Generator(DeepseekV3Model model, CpuOps ops, long maxCacheBytes, Tokenizer tokenizer) {
         this(model, ops, Limits.ofCacheBytes(maxCacheBytes), tokenizer);
     }
 

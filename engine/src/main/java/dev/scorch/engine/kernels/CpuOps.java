@@ -8,12 +8,14 @@ import jdk.incubator.vector.VectorOperators;
 import jdk.incubator.vector.VectorSpecies;
 
 /**
- * The fast CPU backend: packed-panel Vector API GEMM for prefill, row-dot GEMM straight from the mapped
- * weights for decode (scalar fallback without SIMD for both), and attention computed
- * one query row at a time per (sequence, head, query tile) work item, so no [T × T × heads] score tensor
- * exists. Every reduction has a fixed order independent of batch mates and thread count.
+ * The CPU device's kernels ({@link dev.scorch.engine.device.cpu.CpuDevice} is the seam; this is what it runs, not a
+ * second seam): packed-panel Vector API GEMM for prefill, row-dot GEMM straight from the mapped weights for decode
+ * (scalar fallback without SIMD for both), and attention computed one query row at a time per (sequence, head, query
+ * tile) work item, so no [T × T × heads] score tensor exists. Every reduction has a fixed order independent of batch
+ * mates and thread count. The plain-loop twin of the whole device is {@link dev.scorch.engine.device.host.HostDevice}.
+ * Not final only so that a fault-injection test can stand in for a matmul.
  */
-public final class CpuOps implements Ops {
+public class CpuOps implements AutoCloseable {
     private final Parallel par;
     private final boolean simd;
     private final CpuPrecision precision;
@@ -50,17 +52,15 @@ public final class CpuOps implements Ops {
         return precision;
     }
 
-    @Override
     public boolean simd() {
         return simd;
     }
 
-    @Override
     public int threads() {
         return par.threads();
     }
 
-    @Override
+    /** y[m, out] = x[m, in] · Wᵀ: prefill's and scoring's GEMM. */
     public void matmul(float[] x, int m, Linear w, float[] y) {
         if (simd) {
             PackedGemm.matmul(x, m, w, y, par, precision);
@@ -69,17 +69,25 @@ public final class CpuOps implements Ops {
         }
     }
 
-    @Override
+    /**
+     * y[g] = x · w[g]ᵀ for weights that share their input x [m, in] (q_a_proj with kv_a_proj, gate_proj with
+     * up_proj), as one pass; each y[g] has the bits {@link #matmul(float[], int, Linear, float[])} gives it alone.
+     */
     public void matmul(float[] x, int m, Linear[] w, float[][] y) {
         if (simd) {
             PackedGemm.matmul(x, m, w, y, par, precision);
         } else {
-            Ops.super.matmul(x, m, w, y);
+            for (int g = 0; g < w.length; g++) {
+                matmul(x, m, w[g], y[g]);
+            }
         }
     }
 
-    /** The row-dot kernel without SIMD falls back to the scalar FMA chain, as matmul does. */
-    @Override
+    /**
+     * y[m, out] = x[m, in] · Wᵀ for decode-shaped calls (m of 1 to a few dozen rows), the matmul of every token that
+     * extends a KV cache: each output row's bits depend only on its x row and W (never on m, the other rows or the
+     * threads), but may differ from {@link #matmul}'s in rounding. Without SIMD, the scalar FMA chain as matmul.
+     */
     public void matmulDecode(float[] x, int m, Linear w, float[] y) {
         if (simd) {
             RowDotGemm.matmul(x, m, w, y, par);
@@ -88,26 +96,28 @@ public final class CpuOps implements Ops {
         }
     }
 
-    @Override
+    /** Independent decode matmuls y[g] = x[g] · w[g]ᵀ (the experts of a step) as one pass, each with its own bits. */
     public void matmulDecode(float[][] x, int[] m, Linear[] w, float[][] y) {
         if (simd) {
             RowDotGemm.matmulGroup(x, m, w, y, par);
         } else {
-            Ops.super.matmulDecode(x, m, w, y);
+            for (int g = 0; g < w.length; g++) {
+                matmulDecode(x[g], m[g], w[g], y[g]);
+            }
         }
     }
 
-    @Override
+    /** log Σ e^(x[i]) over x[off .. off + n), a row of logits' log-softmax denominator: the same bits on every call. */
     public double logSumExp(float[] x, int off, int n) {
         if (!simd) {
-            return Ops.super.logSumExp(x, off, n);
+            return LogSoftmax.logSumExp(x, off, n);
         }
         return NativeVecMath.AVAILABLE
                 ? NativeVecMath.logSumExp(x, off, n)
                 : VecMath.logSumExp(x, off, n); // the same bits
     }
 
-    @Override
+    /** g[i] = silu(g[i]) · u[i] over [off, off + n), SwiGLU's gate; each element's bits depend on its g and u alone. */
     public void siluMul(float[] g, float[] u, int off, int n) {
         if (simd) {
             if (NativeVecMath.AVAILABLE) {
@@ -116,16 +126,18 @@ public final class CpuOps implements Ops {
                 VecMath.siluMul(g, u, off, n);
             }
         } else {
-            Ops.super.siluMul(g, u, off, n);
+            for (int i = off; i < off + n; i++) {
+                g[i] = silu(g[i]) * u[i];
+            }
         }
     }
 
-    @Override
+    /** body(i) for i in [0, n) over the threads: row work beside the kernels; each item the same on any thread. */
     public void forEachRow(int n, java.util.function.IntConsumer body) {
         par.forEach(n, body);
     }
 
-    @Override
+    /** out[T, heads, v_head]: causal softmax(q·kᵀ · scale) · v per sequence, softmax in fp32. */
     public void attention(MlaInputs in, float[] out) {
         if (simd) {
             // One work item per (sequence, head): its keys are transposed once, then every query row is scored.
@@ -228,6 +240,11 @@ public final class CpuOps implements Ops {
         for (int k = 0; k < n; k++) {
             y[yo + k] = Math.fma(p, x[xo + k], y[yo + k]);
         }
+    }
+
+    /** silu(x) = x / (1 + e^-x) in double, rounded once: the plain loops' activation. */
+    static float silu(float x) {
+        return (float) (x / (1.0 + Math.exp(-x)));
     }
 
     @Override

@@ -81,7 +81,7 @@ public final class RmsNorm {
     }
 
     /**
-     * The same per row, groups of GROUP rows spread over {@link Ops#forEachRow}'s threads; each row's bits are
+     * The same per row, groups of GROUP rows spread over {@link CpuOps#forEachRow}'s threads; each row's bits are
      * {@link #apply}'s. One per CPU device, set per call, so that a call makes no lambda.
      */
     public static final class Rows implements IntConsumer {
@@ -96,7 +96,7 @@ public final class RmsNorm {
 
         /** As {@link RmsNorm#apply(float[], int, int, int, int, float[], double, float[])}. */
         public void apply(
-                Ops ops,
+                CpuOps ops,
                 float[] x,
                 int rows,
                 int stride,

@@ -7,7 +7,7 @@ import dev.scorch.engine.device.DecodeRows;
 import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.device.LatentCache;
 import dev.scorch.engine.device.cpu.CpuDevice;
-import dev.scorch.engine.kernels.Ops;
+import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.runtime.Workspace;
 import java.nio.file.Path;
@@ -18,14 +18,14 @@ import java.util.function.Function;
 /**
  * DeepseekV3ForCausalLM (Kimi K2, DeepSeek-V3/R1) on the CPU: embed_tokens → num_hidden_layers decoder layers → norm
  * → lm_head, logits in fp32. The block is {@link DecoderStage}'s, the one written for every device, here on a
- * {@link CpuDevice} over the caller's {@link Ops}; weights stay memory-mapped in their checkpoint dtype. A shard that
+ * {@link CpuDevice} over the caller's {@link CpuOps}; weights stay memory-mapped in their checkpoint dtype. A shard that
  * shrinks under its mapping fails the pass with a {@link dev.scorch.engine.checkpoint.CheckpointException} naming it
  * (the JVM's InternalError for a read past its new end, caught at each entry point here).
  */
 public final class DeepseekV3Model {
     private static final Workspace.Slot<Buffers> BUFFERS = new Workspace.Slot<>(Buffers::new);
 
-    /** A workspace's device and pass over one Ops. */
+    /** A workspace's device and pass over one CpuOps. */
     private static final class Buffers extends Workspace.Buffers {
         private CpuDevice dev;
         private Pass pass;
@@ -39,7 +39,7 @@ public final class DeepseekV3Model {
             return dev == null ? 0 : pass.bytes() + dev.scratchBytes();
         }
 
-        Pass on(Ops ops) {
+        Pass on(CpuOps ops) {
             if (dev == null || dev.ops() != ops) {
                 dev = new CpuDevice(ops);
                 pass = new Pass(dev);
@@ -126,7 +126,7 @@ public final class DeepseekV3Model {
      * workspace of its own (passes on several threads at once share the weights): the one kept between calls, or a
      * fresh one while another thread has it.
      */
-    public GpuStages on(Ops ops) {
+    public GpuStages on(CpuOps ops) {
         return new GpuStages() {
             private final AtomicReference<Workspace> idle = new AtomicReference<>(new Workspace());
 

@@ -2,7 +2,7 @@ package dev.scorch.engine.scoring;
 
 import dev.scorch.engine.config.ModelConfig;
 import dev.scorch.engine.device.LatentCache;
-import dev.scorch.engine.kernels.Ops;
+import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.model.GpuStages;
 import dev.scorch.engine.model.KvCache;
@@ -42,12 +42,12 @@ public final class PrefixSharingScorer implements BatchScorer {
     private final Workspace ws = new Workspace();
     private final ModelConfig config;
 
-    public PrefixSharingScorer(DeepseekV3Model model, Ops ops) {
+    public PrefixSharingScorer(DeepseekV3Model model, CpuOps ops) {
         this(model, ops, DEFAULT_KEPT_BYTES);
     }
 
     /** keptBytes: the latent rows kept between batches, at most (0 keeps none past a batch). */
-    public PrefixSharingScorer(DeepseekV3Model model, Ops ops, long keptBytes) {
+    public PrefixSharingScorer(DeepseekV3Model model, CpuOps ops, long keptBytes) {
         this.model = model;
         this.cpu = model.on(ops);
         this.config = model.config();

@@ -3,7 +3,6 @@ package dev.scorch.engine.demo;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.scorch.engine.kernels.CpuOps;
-import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
@@ -19,7 +18,7 @@ class DemoModelOutputTest {
     @Test
     void logitsAreSpreadAndGreedyOutputVaries() {
         DeepseekV3Model m = DeepseekV3Model.load(DemoModels.tinyBf16());
-        try (Ops ops = new CpuOps(2)) {
+        try (CpuOps ops = new CpuOps(2)) {
             Scorer scorer = new Scorer(m.on(ops));
             int[] tokens = {1, 2, 3, 4, 5};
             int[] generated = new int[24];

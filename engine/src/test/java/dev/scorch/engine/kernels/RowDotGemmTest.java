@@ -356,12 +356,11 @@ class RowDotGemmTest {
         float[] ref = new float[3 * 40];
         try (Parallel p = new Parallel(1);
                 CpuOps ops = new CpuOps(2);
-                CpuOps noSimd = new CpuOps(2, false);
-                ReferenceOps r = new ReferenceOps()) {
+                CpuOps noSimd = new CpuOps(2, false)) {
             RowDotGemm.matmul(x, 3, w, kernel, p);
             ops.matmulDecode(x, 3, w, viaOps);
             noSimd.matmulDecode(x, 3, w, scalar);
-            r.matmulDecode(x, 3, w, ref);
+            PackedGemm.reference(x, 3, w, ref);
         }
         assertArrayEquals(kernel, viaOps);
         assertClose(ref, scalar, 96, "scalar fallback");

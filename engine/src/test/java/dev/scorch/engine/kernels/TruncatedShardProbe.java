@@ -130,8 +130,7 @@ public final class TruncatedShardProbe {
                 throw new IllegalStateException(e);
             }
         };
-        try (CpuOps cpu = new CpuOps(2)) {
-            CuttingOps ops = new CuttingOps(cpu, target, cutOne);
+        try (CuttingOps ops = new CuttingOps(2, target, cutOne)) {
             Scorer scorer = new Scorer(m.on(ops));
             System.out.println("first="
                     + outcome(() -> {
@@ -153,15 +152,13 @@ public final class TruncatedShardProbe {
     }
 
     /** CpuOps that cuts a shard (once armed) just before the first matmul with a weight the predicate picks. */
-    static final class CuttingOps implements Ops {
-        private final CpuOps inner;
+    static final class CuttingOps extends CpuOps {
         private final java.util.function.Predicate<Linear> inShard;
         private final java.util.function.Consumer<Linear> cut;
         volatile boolean armed;
 
-        CuttingOps(
-                CpuOps inner, java.util.function.Predicate<Linear> inShard, java.util.function.Consumer<Linear> cut) {
-            this.inner = inner;
+        CuttingOps(int threads, java.util.function.Predicate<Linear> inShard, java.util.function.Consumer<Linear> cut) {
+            super(threads);
             this.inShard = inShard;
             this.cut = cut;
         }
@@ -182,53 +179,25 @@ public final class TruncatedShardProbe {
         @Override
         public void matmul(float[] x, int m, Linear w, float[] y) {
             before(w);
-            inner.matmul(x, m, w, y);
+            super.matmul(x, m, w, y);
         }
 
         @Override
         public void matmul(float[] x, int m, Linear[] w, float[][] y) {
             before(w);
-            inner.matmul(x, m, w, y);
+            super.matmul(x, m, w, y);
         }
 
         @Override
         public void matmulDecode(float[] x, int m, Linear w, float[] y) {
             before(w);
-            inner.matmulDecode(x, m, w, y);
+            super.matmulDecode(x, m, w, y);
         }
 
         @Override
         public void matmulDecode(float[][] x, int[] m, Linear[] w, float[][] y) {
             before(w);
-            inner.matmulDecode(x, m, w, y);
+            super.matmulDecode(x, m, w, y);
         }
-
-        @Override
-        public void attention(MlaInputs in, float[] out) {
-            inner.attention(in, out);
-        }
-
-        @Override
-        public double logSumExp(float[] x, int off, int n) {
-            return inner.logSumExp(x, off, n);
-        }
-
-        @Override
-        public void siluMul(float[] g, float[] u, int off, int n) {
-            inner.siluMul(g, u, off, n);
-        }
-
-        @Override
-        public void forEachRow(int n, java.util.function.IntConsumer body) {
-            inner.forEachRow(n, body);
-        }
-
-        @Override
-        public int threads() {
-            return inner.threads();
-        }
-
-        @Override
-        public void close() {}
     }
 }

@@ -7,8 +7,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.scorch.engine.kernels.CpuOps;
-import dev.scorch.engine.kernels.Ops;
-import dev.scorch.engine.kernels.ReferenceOps;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
 import dev.scorch.engine.scoring.Scorer;
@@ -50,16 +48,15 @@ class ConformanceTest {
 
     static Stream<Arguments> paths() {
         return Stream.of(
-                Arguments.of("fast, 2 threads", (java.util.function.Supplier<Ops>) () -> new CpuOps(2)),
-                Arguments.of(
-                        "scalar fallback, 2 threads", (java.util.function.Supplier<Ops>) () -> new CpuOps(2, false)),
-                Arguments.of("reference", (java.util.function.Supplier<Ops>) ReferenceOps::new));
+                Arguments.of("fast, 2 threads", (java.util.function.Supplier<CpuOps>) () -> new CpuOps(2)),
+                Arguments.of("scalar fallback, 2 threads", (java.util.function.Supplier<CpuOps>)
+                        () -> new CpuOps(2, false)));
     }
 
     @ParameterizedTest(name = "{0}")
     @MethodSource("paths")
-    void matchesGoldenOneByOne(String name, java.util.function.Supplier<Ops> opsFactory) {
-        try (Ops ops = opsFactory.get()) {
+    void matchesGoldenOneByOne(String name, java.util.function.Supplier<CpuOps> opsFactory) {
+        try (CpuOps ops = opsFactory.get()) {
             Scorer scorer = new Scorer(model.on(ops));
             double maxLp = 0;
             double maxLogit = 0;
@@ -103,7 +100,7 @@ class ConformanceTest {
     /** Every prompt in one packed batch gives the same bits as scoring it alone. */
     @Test
     void batchedEqualsOneByOneBitwise() {
-        try (Ops ops = new CpuOps(2)) {
+        try (CpuOps ops = new CpuOps(2)) {
             Scorer scorer = new Scorer(model.on(ops));
             List<ScoreRequest> all = new ArrayList<>();
             for (JsonNode p : golden.get("prompts")) {
@@ -122,7 +119,7 @@ class ConformanceTest {
     /** 16 greedy tokens by full recomputation equal the golden continuation. */
     @Test
     void greedyContinuationByRecomputation() {
-        try (Ops ops = new CpuOps(2)) {
+        try (CpuOps ops = new CpuOps(2)) {
             Scorer scorer = new Scorer(model.on(ops));
             for (JsonNode p : golden.get("prompts")) {
                 int[] tokens = ints(p.get("token_ids"));

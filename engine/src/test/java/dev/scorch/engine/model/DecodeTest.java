@@ -13,8 +13,6 @@ import dev.scorch.engine.generation.DecodingModel;
 import dev.scorch.engine.generation.StageDecodingModel;
 import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.kernels.LogSoftmax;
-import dev.scorch.engine.kernels.Ops;
-import dev.scorch.engine.kernels.ReferenceOps;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
@@ -33,12 +31,12 @@ import org.junit.jupiter.api.Test;
 class DecodeTest {
 
     /** Prefills each prompt into a fresh cache and returns the logits of its last token [B, vocab]. */
-    static float[] prefill(DeepseekV3Model m, Ops ops, List<int[]> prompts, KvCache[] caches) {
+    static float[] prefill(DeepseekV3Model m, CpuOps ops, List<int[]> prompts, KvCache[] caches) {
         return new StageDecodingModel(m.on(ops)).prefill(prompts, Arrays.asList(wrap(caches)));
     }
 
     /** One decode step on a decoding model of its own (a workspace of its own). */
-    static float[] decode(DeepseekV3Model m, Ops ops, int[] tokens, KvCache[] caches) {
+    static float[] decode(DeepseekV3Model m, CpuOps ops, int[] tokens, KvCache[] caches) {
         return new StageDecodingModel(m.on(ops)).decode(tokens, wrap(caches));
     }
 
@@ -51,7 +49,7 @@ class DecodeTest {
         return out;
     }
 
-    static float[] fullLastLogits(DeepseekV3Model m, Ops ops, int[] tokens) {
+    static float[] fullLastLogits(DeepseekV3Model m, CpuOps ops, int[] tokens) {
         return new Scorer(m.on(ops))
                 .score(List.of(new ScoreRequest(tokens, tokens.length, 0, LogitsMode.LAST)))
                 .get(0)
@@ -64,9 +62,9 @@ class DecodeTest {
         JsonNode golden =
                 new ObjectMapper().readTree(TestModels.conformanceGolden().toFile());
         int vocab = m.vocabSize();
-        List<Supplier<Ops>> paths = List.of(() -> new CpuOps(2), () -> new CpuOps(2, false), ReferenceOps::new);
-        for (Supplier<Ops> path : paths) {
-            try (Ops ops = path.get()) {
+        List<Supplier<CpuOps>> paths = List.of(() -> new CpuOps(2), () -> new CpuOps(2, false));
+        for (Supplier<CpuOps> path : paths) {
+            try (CpuOps ops = path.get()) {
                 for (JsonNode p : golden.get("prompts")) {
                     int[] prompt = ConformanceTest.ints(p.get("token_ids"));
                     int[] expected = ConformanceTest.ints(p.get("greedy_continuation"));
@@ -93,7 +91,7 @@ class DecodeTest {
         DeepseekV3Model m = DeepseekV3Model.load(dir);
         int[] seq = InvarianceTest.prompts(m.vocabSize(), 13, 100).get(0);
         double maxD = 0;
-        try (Ops ops = new CpuOps(2)) {
+        try (CpuOps ops = new CpuOps(2)) {
             for (int prefillLen : new int[] {1, 40}) {
                 KvCache[] caches = {new KvCache(m.config(), seq.length)};
                 float[] logits = prefill(m, ops, List.of(Arrays.copyOf(seq, prefillLen)), caches);
@@ -147,7 +145,7 @@ class DecodeTest {
     void prefillEqualsScoringForwardBitwise() {
         DeepseekV3Model m = DeepseekV3Model.load(DemoModels.tinyBf16());
         List<int[]> seqs = InvarianceTest.prompts(m.vocabSize(), 5, 3, 70, 12);
-        try (Ops ops = new CpuOps(2)) {
+        try (CpuOps ops = new CpuOps(2)) {
             KvCache[] caches = new KvCache[seqs.size()];
             for (int s = 0; s < caches.length; s++) {
                 caches[s] = new KvCache(m.config(), 80);
@@ -188,7 +186,7 @@ class DecodeTest {
         // Alone, 1 thread: greedy tokens and the logits of every step.
         List<List<float[]>> aloneLogits = new ArrayList<>();
         List<int[]> aloneTokens = new ArrayList<>();
-        try (Ops ops = new CpuOps(1)) {
+        try (CpuOps ops = new CpuOps(1)) {
             for (int[] p : prompts) {
                 KvCache[] c = {new KvCache(m.config(), p.length + steps)};
                 List<float[]> ls = new ArrayList<>();
@@ -205,7 +203,7 @@ class DecodeTest {
             }
         }
         for (int threads : new int[] {1, 2}) {
-            try (Ops ops = new CpuOps(threads)) {
+            try (CpuOps ops = new CpuOps(threads)) {
                 StageDecodingModel d = new StageDecodingModel(m.on(ops));
                 int b = prompts.size();
                 KvCache[] caches = new KvCache[b];
@@ -264,7 +262,7 @@ class DecodeTest {
     @Test
     void cacheFullFailsClearlyAndChangesNothing() {
         DeepseekV3Model m = DeepseekV3Model.load(DemoModels.tinyBf16());
-        try (Ops ops = new CpuOps(1)) {
+        try (CpuOps ops = new CpuOps(1)) {
             KvCache[] c = {new KvCache(m.config(), 5)};
             prefill(m, ops, List.of(new int[] {1, 2, 3, 4}), c);
             decode(m, ops, new int[] {5}, c);

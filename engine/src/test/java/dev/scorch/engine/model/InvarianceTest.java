@@ -6,10 +6,10 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.scorch.engine.device.GemmPrecision;
 import dev.scorch.engine.device.LatentCache;
+import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.kernels.CpuOps;
-import dev.scorch.engine.kernels.Ops;
-import dev.scorch.engine.kernels.ReferenceOps;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.scoring.LogitsMode;
 import dev.scorch.engine.scoring.ScoreRequest;
@@ -41,7 +41,7 @@ class InvarianceTest {
         return out;
     }
 
-    static List<SequenceScore> score(DeepseekV3Model m, Ops ops, List<int[]> seqs) {
+    static List<SequenceScore> score(DeepseekV3Model m, CpuOps ops, List<int[]> seqs) {
         List<ScoreRequest> reqs = new ArrayList<>();
         for (int[] s : seqs) {
             reqs.add(new ScoreRequest(s, 1, 4, LogitsMode.LAST));
@@ -76,13 +76,13 @@ class InvarianceTest {
         // batch; reversed, the other way round.
         List<int[]> seqs = prompts(m.vocabSize(), 7, 1, 5, 37, 70, 130, 300);
         List<SequenceScore> alone = new ArrayList<>();
-        try (Ops one = new CpuOps(1)) {
+        try (CpuOps one = new CpuOps(1)) {
             for (int[] s : seqs) {
                 alone.add(score(m, one, List.of(s)).get(0));
             }
         }
         for (int threads : new int[] {1, 2, 3}) {
-            try (Ops ops = new CpuOps(threads)) {
+            try (CpuOps ops = new CpuOps(threads)) {
                 List<SequenceScore> batched = score(m, ops, seqs);
                 List<int[]> reversed = new ArrayList<>(seqs);
                 java.util.Collections.reverse(reversed);
@@ -105,7 +105,7 @@ class InvarianceTest {
         for (Path dir : List.of(DemoModels.tinyBf16(), DemoModels.tinyNoQLora(), DemoModels.tinyInt4())) {
             DeepseekV3Model m = DeepseekV3Model.load(dir);
             List<int[]> seqs = prompts(m.vocabSize(), 5, 90, 3, 41, 17);
-            try (Ops ops = new CpuOps(2)) {
+            try (CpuOps ops = new CpuOps(2)) {
                 List<SequenceScore> fresh = new ArrayList<>();
                 for (int[] s : seqs) {
                     fresh.add(score(m, ops, List.of(s)).get(0));
@@ -158,7 +158,7 @@ class InvarianceTest {
         PackedBatch r = fromPadded(idsR, right);
         assertArrayEquals(l.tokens(), r.tokens());
         assertArrayEquals(l.positions(), r.positions());
-        try (Ops ops = new CpuOps(2)) {
+        try (CpuOps ops = new CpuOps(2)) {
             float[] hl = hidden(m, ops, l, null);
             float[] hr = hidden(m, ops, r, null);
             assertArrayEquals(hl, hr);
@@ -176,11 +176,16 @@ class InvarianceTest {
         List<int[]> seqs = prompts(m.vocabSize(), 3, 1, 17, 100, 200);
         List<SequenceScore> fast;
         List<SequenceScore> ref;
-        try (Ops ops = new CpuOps(2)) {
+        try (CpuOps ops = new CpuOps(2)) {
             fast = score(m, ops, seqs);
         }
-        try (Ops ops = new ReferenceOps()) {
-            ref = score(m, ops, seqs);
+        // the plain loops of HostDevice, which hold the weights as it loads them, not through CpuDevice's kernels
+        try (GpuModel plain = GpuModel.load(ModelWeights.open(dir), new HostDevice(), GemmPrecision.FP32)) {
+            List<ScoreRequest> reqs = new ArrayList<>();
+            for (int[] s : seqs) {
+                reqs.add(new ScoreRequest(s, 1, 4, LogitsMode.LAST));
+            }
+            ref = new Scorer(plain).score(reqs);
         }
         double maxD = 0;
         for (int i = 0; i < seqs.size(); i++) {
@@ -230,7 +235,7 @@ class InvarianceTest {
         DeepseekV3Model bf16 = DeepseekV3Model.load(DemoModels.tinyBf16());
         DeepseekV3Model fp8 = DeepseekV3Model.load(DemoModels.tinyFp8());
         List<int[]> seqs = prompts(bf16.vocabSize(), 5, 12);
-        try (Ops ops = new CpuOps(2)) {
+        try (CpuOps ops = new CpuOps(2)) {
             float[] a = score(bf16, ops, seqs).get(0).logits()[0];
             float[] b = score(fp8, ops, seqs).get(0).logits()[0];
             double dot = 0;
@@ -250,7 +255,7 @@ class InvarianceTest {
     @Test
     void lengthOnePromptHasNoScoredTokenButHasLogits() {
         DeepseekV3Model m = DeepseekV3Model.load(DemoModels.tinyBf16());
-        try (Ops ops = new CpuOps(2)) {
+        try (CpuOps ops = new CpuOps(2)) {
             SequenceScore s = new Scorer(m.on(ops))
                     .score(List.of(new ScoreRequest(new int[] {42}, 1, 2, LogitsMode.LAST)))
                     .get(0);
@@ -265,7 +270,7 @@ class InvarianceTest {
     void continuationScoresOnlyItsTokensAndMatchesFullScoring() {
         DeepseekV3Model m = DeepseekV3Model.load(DemoModels.tinyBf16());
         List<int[]> seqs = prompts(m.vocabSize(), 21, 10, 6);
-        try (Ops ops = new CpuOps(2)) {
+        try (CpuOps ops = new CpuOps(2)) {
             Scorer scorer = new Scorer(m.on(ops));
             SequenceScore cont = scorer.score(
                             List.of(ScoreRequest.continuation(seqs.get(0), seqs.get(1), 0, LogitsMode.NONE)))
@@ -292,7 +297,7 @@ class InvarianceTest {
     @Test
     void tokenOutsideVocabularyIsRejected() {
         DeepseekV3Model m = DeepseekV3Model.load(DemoModels.tinyBf16());
-        try (Ops ops = new CpuOps(1)) {
+        try (CpuOps ops = new CpuOps(1)) {
             IllegalArgumentException e = assertThrows(
                     IllegalArgumentException.class,
                     () -> hidden(m, ops, PackedBatch.of(List.of(new int[] {1, m.vocabSize()})), null));
@@ -327,7 +332,7 @@ class InvarianceTest {
      * The final-normed hidden states [T, hidden] of batch on the CPU model, appending to caches (one per sequence, its
      * positions from the cache's length) when not null.
      */
-    static float[] hidden(DeepseekV3Model m, Ops ops, PackedBatch batch, LatentCache[] caches) {
+    static float[] hidden(DeepseekV3Model m, CpuOps ops, PackedBatch batch, LatentCache[] caches) {
         float[] out = new float[batch.numTokens() * m.config().hiddenSize()];
         m.on(ops)
                 .run(

@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.kernels.Linear;
-import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.scoring.SequenceScore;
 import dev.scorch.engine.testing.DemoModels;
 import java.util.List;
@@ -21,7 +20,7 @@ class K25WrapperTest {
         assertEquals(plain.config().weightPrefix(), "");
         assertEquals(wrapped.config().weightPrefix(), "language_model.");
         List<int[]> seqs = InvarianceTest.prompts(plain.vocabSize(), 21, 1, 9, 40, 75);
-        try (Ops ops = new CpuOps(2)) {
+        try (CpuOps ops = new CpuOps(2)) {
             List<SequenceScore> a = InvarianceTest.score(plain, ops, seqs);
             List<SequenceScore> b = InvarianceTest.score(wrapped, ops, seqs);
             for (int i = 0; i < seqs.size(); i++) {

@@ -4,8 +4,8 @@ import dev.scorch.engine.backend.BackendChoice;
 import dev.scorch.engine.backend.GpuPlan;
 import dev.scorch.engine.device.Device;
 import dev.scorch.engine.device.GemmPrecision;
+import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.kernels.KernelSelection;
-import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.model.DeepseekV3Model;
 import dev.scorch.engine.model.GpuModel;
 import dev.scorch.engine.model.GpuPipeline;
@@ -237,7 +237,7 @@ public final class ExecutorModelCache {
     }
 
     /** The CPU kernels of this executor for a task: threads engine threads in precision (null: the executor default). */
-    public static Ops ops(int threads, dev.scorch.engine.kernels.CpuPrecision precision) {
+    public static CpuOps ops(int threads, dev.scorch.engine.kernels.CpuPrecision precision) {
         return BackendChoice.cpuOps(threads, precision);
     }
 

@@ -13,11 +13,11 @@ import dev.scorch.engine.device.Rotary;
 import dev.scorch.engine.device.host.HeapDevice;
 import dev.scorch.engine.device.host.HostDevice;
 import dev.scorch.engine.device.host.NoauxTcRouter;
+import dev.scorch.engine.kernels.CpuOps;
 import dev.scorch.engine.kernels.LatentAttention;
 import dev.scorch.engine.kernels.Linear;
 import dev.scorch.engine.kernels.LogSoftmax;
 import dev.scorch.engine.kernels.MlaInputs;
-import dev.scorch.engine.kernels.Ops;
 import dev.scorch.engine.kernels.RmsNorm;
 import dev.scorch.engine.kernels.Rope;
 import dev.scorch.engine.runtime.Workspace;
@@ -25,10 +25,9 @@ import java.util.Arrays;
 import java.util.function.IntConsumer;
 
 /**
- * {@link Device} on the CPU, over an {@link Ops} (the fast kernels of {@code CpuOps}, or in tests the plain loops
- * of {@code ReferenceOps}): buffers are heap arrays, weights the checkpoint's own tensors, memory-mapped in their dtype
+ * {@link Device} on the CPU, running {@link CpuOps}' kernels (Vector API and native, or their scalar twins): buffers are heap arrays, weights the checkpoint's own tensors, memory-mapped in their dtype
  * ({@link Buf.Kind#LINEAR}) and decoded as they are multiplied. GEMMs follow {@link DecodeRows}: decode rows through
- * {@link Ops#matmulDecode}, the others through {@link Ops#matmul}. The MoE runs expert by expert over the tokens routed
+ * {@link CpuOps#matmulDecode}, the others through {@link CpuOps#matmul}. The MoE runs expert by expert over the tokens routed
  * to it (all of a decode step's experts and the shared experts as one group), and the absorbed attention decodes a head
  * of kv_b_proj once for every sequence of the step. Row work spreads over the ops' threads.
  *
@@ -46,7 +45,7 @@ public final class CpuDevice extends HeapDevice {
     static final int ROW_CHUNK = 256;
     static final int CHUNK_FLOATS = 1 << 19;
 
-    private final Ops ops;
+    private final CpuOps ops;
     private final RmsNorm.Rows norm = new RmsNorm.Rows();
     private final NoauxTcRouter.Scratch router = new NoauxTcRouter.Scratch();
     private final Scratch s = new Scratch();
@@ -124,11 +123,11 @@ public final class CpuDevice extends HeapDevice {
         }
     }
 
-    public CpuDevice(Ops ops) {
+    public CpuDevice(CpuOps ops) {
         this.ops = ops;
     }
 
-    public Ops ops() {
+    public CpuOps ops() {
         return ops;
     }
 
@@ -517,7 +516,7 @@ public final class CpuDevice extends HeapDevice {
     }
 
     /**
-     * A group of SwiGLU MLPs through {@link Ops#matmulDecode} in two grouped passes (gate_proj and up_proj of all, then
+     * A group of SwiGLU MLPs through {@link CpuOps#matmulDecode} in two grouped passes (gate_proj and up_proj of all, then
      * down_proj of all) into group.out; each result has the bits of its MLP run alone.
      */
     private void expertsDecode(Group group) {
@@ -624,7 +623,7 @@ public final class CpuDevice extends HeapDevice {
 
     // --- Attention
 
-    /** The tiles' sequences (runs of tiles with one key start) through {@link Ops#attention}. */
+    /** The tiles' sequences (runs of tiles with one key start) through {@link CpuOps#attention}. */
     @Override
     public void mlaAttention(Buf q, Buf kv, Buf kPe, KeyTiles keys, MlaShape shape, Buf out) {
         int seqs = sequences(keys);
@@ -735,7 +734,7 @@ public final class CpuDevice extends HeapDevice {
     }
 
     /**
-     * The stats on the logits in place, rows spread over the threads: each row's log-sum-exp by {@link Ops#logSumExp}
+     * The stats on the logits in place, rows spread over the threads: each row's log-sum-exp by {@link CpuOps#logSumExp}
      * (kept in double), its argmax by {@link LogSoftmax#argmax}.
      */
     @Override
