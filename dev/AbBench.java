@@ -13,8 +13,8 @@ import java.util.function.ToLongFunction;
  * Two builds of Scorch side by side in one JVM (dev/ab-paired runs it): each jar in its own class loader, its own model
  * and engine threads, and the two taking turns slice by slice (A B, then B A), so a slow spell of a shared machine hits
  * both sides of a pair. A slice is one call of the jar's own benchmark with one untimed run (each call starts a new
- * workspace, whose first pass allocates its buffers) and one timed run: decode (DecodeBenchmark: BATCH random 64-token
- * prompts prefilled, then N decode steps) or prefill (PrefillBenchmark: one scoring pass of BATCH random sequences of N
+ * workspace, whose first pass allocates its buffers) and one timed run: decode (DecodeBenchmark: BATCH random
+ * prompts of 64 tokens, or -Dab.prompt, prefilled, then N decode steps) or prefill (PrefillBenchmark: one scoring pass of BATCH random sequences of N
  * tokens). Prints every pair and the median of the per-pair ratios B/A.
  *
  * <p>Processes taking turns (dev/ab-report) see this machine's speed drift by 10–20 % between runs a few seconds apart;
@@ -135,7 +135,7 @@ public final class AbBench {
         double slice(int batch, int n, long seed) throws Exception {
             ToLongFunction<Object> noBytes = spec -> 0L;
             Object r = decode
-                    ? run.invoke(null, model, ops, batch, 64, n, 1, 1, seed, noBytes)
+                    ? run.invoke(null, model, ops, batch, Integer.getInteger("ab.prompt", 64), n, 1, 1, seed, noBytes)
                     : run.invoke(null, model, ops, batch, n, 1, 1, seed);
             return (double) tokensPerSec.invoke(r);
         }

@@ -1230,52 +1230,66 @@ static inline float bf16_at(const unsigned short* p) {
  * beyond L1 and even L2) no longer streams in once per 32 columns, for every head.
  */
 #define MLA_AXPY_ROWS 8
+/* dst[0 .. width) = 0, as mla_axpy_block expects before its first block */
 __attribute__((target("avx2,fma")))
-static void mla_axpy_rows(const float* coef, int rows, const void* m, int bf16, size_t stride, int width, float* dst) {
+static void mla_axpy_zero(int width, float* dst) {
+  for (int c = 0; c < width; c++) {
+    dst[c] = 0;
+  }
+}
+
+/* dst[c] += coef[r] * m[r, c] for rows [r0, r1), r ascending for every c, one FMA each: the rows are read once, each
+ * strip of 32 columns held in registers through them */
+__attribute__((target("avx2,fma")))
+static void mla_axpy_block(const float* coef, int r0, int r1, const void* m, int bf16, size_t stride, int width,
+                           float* dst) {
   const float* mf = m;
   const unsigned short* mh = m;
   int wv = width / 8 * 8;
 #define MLA_ROW(o) (bf16 ? bf16x8(mh + (o)) : _mm256_loadu_ps(mf + (o)))
-  for (int c = 0; c < wv; c += 8) {
-    _mm256_storeu_ps(dst + c, _mm256_setzero_ps());
-  }
-  for (int r0 = 0; r0 < rows; r0 += MLA_AXPY_ROWS) {
-    int r1 = rows - r0 < MLA_AXPY_ROWS ? rows : r0 + MLA_AXPY_ROWS;
-    int c = 0;
-    for (; c + 32 <= wv; c += 32) {
-      __m256 d0 = _mm256_loadu_ps(dst + c), d1 = _mm256_loadu_ps(dst + c + 8);
-      __m256 d2 = _mm256_loadu_ps(dst + c + 16), d3 = _mm256_loadu_ps(dst + c + 24);
-      size_t o = (size_t)r0 * stride + c;
-      for (int r = r0; r < r1; r++, o += stride) {
-        __m256 k = _mm256_set1_ps(coef[r]);
-        d0 = _mm256_fmadd_ps(MLA_ROW(o), k, d0);
-        d1 = _mm256_fmadd_ps(MLA_ROW(o + 8), k, d1);
-        d2 = _mm256_fmadd_ps(MLA_ROW(o + 16), k, d2);
-        d3 = _mm256_fmadd_ps(MLA_ROW(o + 24), k, d3);
-      }
-      _mm256_storeu_ps(dst + c, d0);
-      _mm256_storeu_ps(dst + c + 8, d1);
-      _mm256_storeu_ps(dst + c + 16, d2);
-      _mm256_storeu_ps(dst + c + 24, d3);
+  int c = 0;
+  for (; c + 32 <= wv; c += 32) {
+    __m256 d0 = _mm256_loadu_ps(dst + c), d1 = _mm256_loadu_ps(dst + c + 8);
+    __m256 d2 = _mm256_loadu_ps(dst + c + 16), d3 = _mm256_loadu_ps(dst + c + 24);
+    size_t o = (size_t)r0 * stride + c;
+    for (int r = r0; r < r1; r++, o += stride) {
+      __m256 k = _mm256_set1_ps(coef[r]);
+      d0 = _mm256_fmadd_ps(MLA_ROW(o), k, d0);
+      d1 = _mm256_fmadd_ps(MLA_ROW(o + 8), k, d1);
+      d2 = _mm256_fmadd_ps(MLA_ROW(o + 16), k, d2);
+      d3 = _mm256_fmadd_ps(MLA_ROW(o + 24), k, d3);
     }
-    for (; c < wv; c += 8) {
-      __m256 d = _mm256_loadu_ps(dst + c);
-      size_t o = (size_t)r0 * stride + c;
-      for (int r = r0; r < r1; r++, o += stride) {
-        d = _mm256_fmadd_ps(MLA_ROW(o), _mm256_set1_ps(coef[r]), d);
-      }
-      _mm256_storeu_ps(dst + c, d);
-    }
+    _mm256_storeu_ps(dst + c, d0);
+    _mm256_storeu_ps(dst + c + 8, d1);
+    _mm256_storeu_ps(dst + c + 16, d2);
+    _mm256_storeu_ps(dst + c + 24, d3);
   }
-  for (int c = wv; c < width; c++) {
-    float d = 0;
-    size_t o = c;
-    for (int r = 0; r < rows; r++, o += stride) {
+  for (; c < wv; c += 8) {
+    __m256 d = _mm256_loadu_ps(dst + c);
+    size_t o = (size_t)r0 * stride + c;
+    for (int r = r0; r < r1; r++, o += stride) {
+      d = _mm256_fmadd_ps(MLA_ROW(o), _mm256_set1_ps(coef[r]), d);
+    }
+    _mm256_storeu_ps(dst + c, d);
+  }
+  for (; c < width; c++) {
+    float d = dst[c];
+    size_t o = (size_t)r0 * stride + c;
+    for (int r = r0; r < r1; r++, o += stride) {
       d = __builtin_fmaf(coef[r], bf16 ? bf16_at(mh + o) : mf[o], d);
     }
     dst[c] = d;
   }
 #undef MLA_ROW
+}
+
+/* The whole sum described above: dst zeroed, then the blocks in order. */
+__attribute__((target("avx2,fma")))
+static void mla_axpy_rows(const float* coef, int rows, const void* m, int bf16, size_t stride, int width, float* dst) {
+  mla_axpy_zero(width, dst);
+  for (int r0 = 0; r0 < rows; r0 += MLA_AXPY_ROWS) {
+    mla_axpy_block(coef, r0, rows - r0 < MLA_AXPY_ROWS ? rows : r0 + MLA_AXPY_ROWS, m, bf16, stride, width, dst);
+  }
 }
 
 /* (q_latent . c_j + q_pe . k_pe_j) * scale from the latent part's lanes a: LatentAttention.Vec.score. */
@@ -1300,39 +1314,10 @@ static inline float mla_score(__m256 a, const float* qLat, const float* row, int
   return (s + p) * scale;
 }
 
+/* p = softmax(sc[0 .. len)) in place: the max exact in any order; exp lane-wise, lanes past len zeroed, the lanes summed
+ * in index order (sc holds len rounded up to 8 floats) */
 __attribute__((target("avx2,fma")))
-static void mla_absorbed_bf16(const unsigned short* w, int nope, int rope, int vHead, int rank, float scale,
-                              const float* q, const float* cache, int stride, int len, float* out, float* sc,
-                              float* qLat, float* oLat) {
-  int rv = rank / 8 * 8;
-  /* q_latent[c] = sum_d q_nope[d] W_UK[d, c] */
-  mla_axpy_rows(q, nope, w, 1, (size_t)rank, rank, qLat);
-  const float* qPe = q + nope;
-  int j = 0;
-  for (; j + 4 <= len; j += 4) { /* four keys per pass over q_latent */
-    const float* c0 = cache + (size_t)j * stride;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int c = 0; c < rv; c += 8) {
-      __m256 v = _mm256_loadu_ps(qLat + c);
-      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(c0 + c), v, a0);
-      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(c0 + stride + c), v, a1);
-      a2 = _mm256_fmadd_ps(_mm256_loadu_ps(c0 + 2 * (size_t)stride + c), v, a2);
-      a3 = _mm256_fmadd_ps(_mm256_loadu_ps(c0 + 3 * (size_t)stride + c), v, a3);
-    }
-    sc[j] = mla_score(a0, qLat, c0, rank, qPe, rope, scale);
-    sc[j + 1] = mla_score(a1, qLat, c0 + stride, rank, qPe, rope, scale);
-    sc[j + 2] = mla_score(a2, qLat, c0 + 2 * (size_t)stride, rank, qPe, rope, scale);
-    sc[j + 3] = mla_score(a3, qLat, c0 + 3 * (size_t)stride, rank, qPe, rope, scale);
-  }
-  for (; j < len; j++) {
-    const float* c0 = cache + (size_t)j * stride;
-    __m256 a = _mm256_setzero_ps();
-    for (int c = 0; c < rv; c += 8) {
-      a = _mm256_fmadd_ps(_mm256_loadu_ps(c0 + c), _mm256_loadu_ps(qLat + c), a);
-    }
-    sc[j] = mla_score(a, qLat, c0, rank, qPe, rope, scale);
-  }
-  /* softmax: the max exact in any order; exp lane-wise, lanes past len zeroed, the lanes summed in index order */
+static void mla_softmax(float* sc, int len) {
   int nPad = (len + 7) / 8 * 8;
   const __m256 iota = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
@@ -1364,9 +1349,12 @@ static void mla_absorbed_bf16(const unsigned short* w, int nope, int rope, int v
   for (int k = 0; k < len; k++) {
     sc[k] *= inv;
   }
-  /* o_latent[c] = sum_j p_j c_j[c]; out[e] = W_UV[e] . o_latent, four rows per pass */
-  mla_axpy_rows(sc, len, cache, 0, (size_t)stride, rank, oLat);
-  const unsigned short* uv = w + (size_t)nope * rank;
+}
+
+/* out[e] = W_UV[e] . o_latent for e < vHead, four rows per pass */
+__attribute__((target("avx2,fma")))
+static void mla_uv_out(const unsigned short* uv, int vHead, int rank, const float* oLat, float* out) {
+  int rv = rank / 8 * 8;
   int e = 0;
   for (; e + 4 <= vHead; e += 4) {
     const unsigned short* r0 = uv + (size_t)e * rank;
@@ -1403,14 +1391,87 @@ static void mla_absorbed_bf16(const unsigned short* w, int nope, int rope, int v
 }
 
 /*
- * NativeCpu.mlaAbsorbedBf16Mapped0: mla_absorbed_bf16 with the head's kv_b_proj rows read in place from byte byteOffset
- * of map, under the thread's SIGBUS guard; scratch holds 2 * rank + len + 8 floats (q_latent, o_latent, the scores).
- * JNI_TRUE when read; JNI_FALSE where a page could not be read (the file shrank). Bounds checked by the Java side.
+ * The absorbed attention of one query row for G consecutive heads over one sequence's latent cache, which all heads
+ * share: each block of cache rows is loaded once and used by every head while it sits in L1 (for the scores 4 keys at
+ * a time, for o_latent MLA_AXPY_ROWS rows at a time), so a long cache streams in once per G heads, not once per head.
+ * Head g's kv_b_proj rows start at w + g * (nope + vHead) * rank, its query at q + g * qStride, its output at
+ * out + g * oStride. Each head's arithmetic is the one-head kernel's, step by step, so its bits do not depend on G.
+ * scratch: q_latent [G, rank], o_latent [G, rank], scores [G, ld] with ld = len rounded up to 8.
+ */
+__attribute__((target("avx2,fma")))
+static void mla_absorbed_bf16(const unsigned short* w, int G, int nope, int rope, int vHead, int rank, float scale,
+                              const float* q, int qStride, const float* cache, int stride, int len, float* out,
+                              int oStride, float* scratch) {
+  int rv = rank / 8 * 8;
+  size_t headW = (size_t)(nope + vHead) * rank;
+  int ld = (len + 7) / 8 * 8;
+  float* qLats = scratch;
+  float* oLats = scratch + (size_t)G * rank;
+  float* scs = oLats + (size_t)G * rank;
+  /* q_latent[c] = sum_d q_nope[d] W_UK[d, c] */
+  for (int g = 0; g < G; g++) {
+    mla_axpy_rows(q + (size_t)g * qStride, nope, w + g * headW, 1, (size_t)rank, rank, qLats + (size_t)g * rank);
+  }
+  int j = 0;
+  for (; j + 4 <= len; j += 4) { /* four keys per pass over q_latent, for every head while they sit in L1 */
+    const float* c0 = cache + (size_t)j * stride;
+    for (int g = 0; g < G; g++) {
+      const float* qLat = qLats + (size_t)g * rank;
+      const float* qPe = q + (size_t)g * qStride + nope;
+      float* sc = scs + (size_t)g * ld;
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      for (int c = 0; c < rv; c += 8) {
+        __m256 v = _mm256_loadu_ps(qLat + c);
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(c0 + c), v, a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(c0 + stride + c), v, a1);
+        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(c0 + 2 * (size_t)stride + c), v, a2);
+        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(c0 + 3 * (size_t)stride + c), v, a3);
+      }
+      sc[j] = mla_score(a0, qLat, c0, rank, qPe, rope, scale);
+      sc[j + 1] = mla_score(a1, qLat, c0 + stride, rank, qPe, rope, scale);
+      sc[j + 2] = mla_score(a2, qLat, c0 + 2 * (size_t)stride, rank, qPe, rope, scale);
+      sc[j + 3] = mla_score(a3, qLat, c0 + 3 * (size_t)stride, rank, qPe, rope, scale);
+    }
+  }
+  for (; j < len; j++) {
+    const float* c0 = cache + (size_t)j * stride;
+    for (int g = 0; g < G; g++) {
+      const float* qLat = qLats + (size_t)g * rank;
+      __m256 a = _mm256_setzero_ps();
+      for (int c = 0; c < rv; c += 8) {
+        a = _mm256_fmadd_ps(_mm256_loadu_ps(c0 + c), _mm256_loadu_ps(qLat + c), a);
+      }
+      scs[(size_t)g * ld + j] = mla_score(a, qLat, c0, rank, q + (size_t)g * qStride + nope, rope, scale);
+    }
+  }
+  for (int g = 0; g < G; g++) {
+    mla_softmax(scs + (size_t)g * ld, len);
+  }
+  /* o_latent[c] = sum_j p_j c_j[c]: a block of cache rows at a time, through every head */
+  for (int g = 0; g < G; g++) {
+    mla_axpy_zero(rank, oLats + (size_t)g * rank);
+  }
+  for (int r0 = 0; r0 < len; r0 += MLA_AXPY_ROWS) {
+    int r1 = len - r0 < MLA_AXPY_ROWS ? len : r0 + MLA_AXPY_ROWS;
+    for (int g = 0; g < G; g++) {
+      mla_axpy_block(scs + (size_t)g * ld, r0, r1, cache, 0, (size_t)stride, rank, oLats + (size_t)g * rank);
+    }
+  }
+  for (int g = 0; g < G; g++) {
+    mla_uv_out(w + g * headW + (size_t)nope * rank, vHead, rank, oLats + (size_t)g * rank, out + (size_t)g * oStride);
+  }
+}
+
+/*
+ * NativeCpu.mlaAbsorbedBf16Mapped0: mla_absorbed_bf16 for G consecutive heads, their kv_b_proj rows read in place from
+ * byte byteOffset of map, under the thread's SIGBUS guard; q and out at qOff and oOff, qStride and oStride floats a
+ * head; scratch as mla_absorbed_bf16 takes it. JNI_TRUE when read; JNI_FALSE where a page could not be read (the file
+ * shrank). Bounds checked by the Java side.
  */
 JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_mlaAbsorbedBf16Mapped0(
-    JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint nope, jint rope, jint vHead, jint rank, jfloat scale,
-    jfloatArray q, jint qOff, jfloatArray cache, jint stride, jint len, jfloatArray out, jint oOff,
-    jfloatArray scratch) {
+    JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint heads, jint nope, jint rope, jint vHead, jint rank,
+    jfloat scale, jfloatArray q, jint qOff, jint qStride, jfloatArray cache, jint stride, jint len, jfloatArray out,
+    jint oOff, jint oStride, jfloatArray scratch) {
   (void)cls;
   const unsigned char* pm = scorch_address(env, map, "the mapping is not a direct buffer");
   if (!pm) {
@@ -1426,8 +1487,8 @@ JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_mlaAbsorbedB
     if (sigsetjmp(g.jump, 0) == 0) {
       guard = &g;
       __atomic_signal_fence(__ATOMIC_SEQ_CST);
-      mla_absorbed_bf16((const unsigned short*)(pm + byteOffset), nope, rope, vHead, rank, scale, pq + qOff, pc,
-                        stride, len, po + oOff, ps + 2 * (size_t)rank, ps, ps + rank);
+      mla_absorbed_bf16((const unsigned short*)(pm + byteOffset), heads, nope, rope, vHead, rank, scale, pq + qOff,
+                        qStride, pc, stride, len, po + oOff, oStride, ps);
       __atomic_signal_fence(__ATOMIC_SEQ_CST);
       guard = NULL;
       read = JNI_TRUE;

@@ -126,13 +126,16 @@ public final class LatentAttention {
     }
 
     /**
-     * As {@link #head} then {@link #attendVector}, with the same bits (8 lanes), but head h's rows of a BF16 kvBProj read
-     * in place by the native kernel: no fp32 copy of the head. shape gives the dimensions (its weights are not read).
-     * False, nothing done, where the head's rows cross a mapping border (the caller takes the Java path).
+     * As {@link #head} then {@link #attendVector} for heads h0 .. h0 + heads - 1, with the same bits (8 lanes) for every
+     * head whatever the count, but their rows of a BF16 kvBProj read in place by the native kernel (no fp32 copy) and
+     * the cache read once for all of them: q[qOff ..] holds their queries one after another (q_head floats each), out
+     * [oOff ..] receives their outputs (v_head each). shape gives the dimensions (its weights are not read). False,
+     * nothing done, where the heads' rows cross a mapping border (the caller takes another way).
      */
     public static boolean attendInPlace(
             Linear kvBProj,
-            int h,
+            int h0,
+            int heads,
             Head shape,
             float[] q,
             int qOff,
@@ -147,22 +150,33 @@ public final class LatentAttention {
         }
         int rank = shape.rank();
         int rows = shape.qkNope() + shape.vHead();
-        if (h < 0 || (long) (h + 1) * rows > kvBProj.out() || kvBProj.in() != rank) {
-            throw new IllegalArgumentException(kvBProj.name() + ": no head " + h + " of " + rows + " rows of " + rank
-                    + " in [" + kvBProj.out() + ", " + kvBProj.in() + "]");
+        if (h0 < 0 || heads < 1 || (long) (h0 + heads) * rows > kvBProj.out() || kvBProj.in() != rank) {
+            throw new IllegalArgumentException(kvBProj.name() + ": no heads " + h0 + " .. " + (h0 + heads - 1) + " of "
+                    + rows + " rows of " + rank + " in [" + kvBProj.out() + ", " + kvBProj.in() + "]");
         }
-        int n = rows * rank;
-        java.nio.MappedByteBuffer map = kvBProj.rawMapping(h * rows, 0, n);
+        int n = heads * rows * rank;
+        java.nio.MappedByteBuffer map = kvBProj.rawMapping(h0 * rows, 0, n);
         if (map == null) {
             return false;
         }
-        int need = 2 * rank + len + 8;
+        long need = NativeCpu.mlaScratchFloats(heads, rank, len);
         if (s.inPlace.length < need) {
-            s.inPlace = new float[Math.max(need, 2 * s.inPlace.length)];
+            s.inPlace = new float[(int) Math.max(need, 2L * s.inPlace.length)];
         }
         if (!NativeCpu.mlaAbsorbedBf16Mapped(
-                map, kvBProj.rawMappedAt(h * rows, 0, n), shape, q, qOff, cache, stride, len, out, oOff, s.inPlace)) {
-            throw kvBProj.rawMappingFault(h * rows, 0, n);
+                map,
+                kvBProj.rawMappedAt(h0 * rows, 0, n),
+                shape,
+                heads,
+                q,
+                qOff,
+                cache,
+                stride,
+                len,
+                out,
+                oOff,
+                s.inPlace)) {
+            throw kvBProj.rawMappingFault(h0 * rows, 0, n);
         }
         return true;
     }

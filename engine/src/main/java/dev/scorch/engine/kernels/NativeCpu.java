@@ -475,17 +475,19 @@ public final class NativeCpu {
     }
 
     /**
-     * Decode's absorbed MLA attention of one query row of one head (see {@code mla_absorbed_bf16} in scorch_cpu.c; AVX2,
-     * {@link LatentAttention#attendVector}'s bits on 8 lanes), the head's kv_b_proj rows (qk_nope W_UK rows, then v_head
-     * W_UV rows, rank BF16 values each) read in place from byte byteOffset of map: out[oOff ..+ v_head) for the query
-     * q[qOff ..] = [q_nope | q_pe] over the first len rows of cache [.., stride]. scratch holds 2 · rank + len + 8
-     * floats. True when read; false where a page could not be read (the file shrank under its mapping): the caller
-     * throws naming the file.
+     * Decode's absorbed MLA attention of one query row for heads consecutive heads from the first one (see
+     * {@code mla_absorbed_bf16} in scorch_cpu.c; AVX2, {@link LatentAttention#attendVector}'s bits on 8 lanes for each
+     * head, whatever the count), their kv_b_proj rows (each head's qk_nope W_UK rows, then v_head W_UV rows, rank BF16
+     * values each) read in place from byte byteOffset of map: out[oOff ..+ heads · v_head) for the queries
+     * q[qOff ..+ heads · (qk_nope + qk_rope)], each [q_nope | q_pe], over the first len rows of cache [.., stride].
+     * scratch holds {@link #mlaScratchFloats} floats. True when read; false where a page could not be read (the file
+     * shrank under its mapping): the caller throws naming the file.
      */
     static boolean mlaAbsorbedBf16Mapped(
             java.nio.MappedByteBuffer map,
             long byteOffset,
             LatentAttention.Head h,
+            int heads,
             float[] q,
             int qOff,
             float[] cache,
@@ -497,25 +499,27 @@ public final class NativeCpu {
         int rank = h.rank();
         int qHead = h.qkNope() + h.qkRope();
         if (byteOffset < 0
+                || heads < 1
                 || rank < 1
                 || len < 1
                 || stride < rank + h.qkRope()
                 || !map.isDirect()
-                || byteOffset + 2L * (h.qkNope() + h.vHead()) * rank > map.capacity()
+                || byteOffset + 2L * heads * (h.qkNope() + h.vHead()) * rank > map.capacity()
                 || qOff < 0
-                || (long) qOff + qHead > q.length
+                || (long) qOff + (long) heads * qHead > q.length
                 || (long) len * stride > cache.length
                 || oOff < 0
-                || (long) oOff + h.vHead() > out.length
-                || 2L * rank + len + 8 > scratch.length) {
+                || (long) oOff + (long) heads * h.vHead() > out.length
+                || mlaScratchFloats(heads, rank, len) > scratch.length) {
             throw new IndexOutOfBoundsException("absorbed attention out of bounds: mapping " + map.capacity()
-                    + " bytes from " + byteOffset + ", head [" + h.qkNope() + " + " + h.vHead() + ", " + rank + "]; q "
-                    + q.length + " from " + qOff + ", cache " + cache.length + " for " + len + " rows of " + stride
-                    + ", out " + out.length + " from " + oOff + ", scratch " + scratch.length);
+                    + " bytes from " + byteOffset + ", " + heads + " heads of [" + h.qkNope() + " + " + h.vHead() + ", "
+                    + rank + "]; q " + q.length + " from " + qOff + ", cache " + cache.length + " for " + len
+                    + " rows of " + stride + ", out " + out.length + " from " + oOff + ", scratch " + scratch.length);
         }
         return mlaAbsorbedBf16Mapped0(
                 map,
                 byteOffset,
+                heads,
                 h.qkNope(),
                 h.qkRope(),
                 h.vHead(),
@@ -523,12 +527,19 @@ public final class NativeCpu {
                 h.scale(),
                 q,
                 qOff,
+                qHead,
                 cache,
                 stride,
                 len,
                 out,
                 oOff,
+                h.vHead(),
                 scratch);
+    }
+
+    /** The floats {@link #mlaAbsorbedBf16Mapped}'s scratch holds: q_latent and o_latent of each head, its scores. */
+    static long mlaScratchFloats(int heads, int rank, int len) {
+        return (long) heads * (2L * rank + (len + 7) / 8 * 8);
     }
 
     /**
@@ -919,6 +930,7 @@ public final class NativeCpu {
     private static native boolean mlaAbsorbedBf16Mapped0(
             java.nio.MappedByteBuffer map,
             long byteOffset,
+            int heads,
             int nope,
             int rope,
             int vHead,
@@ -926,11 +938,13 @@ public final class NativeCpu {
             float scale,
             float[] q,
             int qOff,
+            int qStride,
             float[] cache,
             int stride,
             int len,
             float[] out,
             int oOff,
+            int oStride,
             float[] scratch);
 
     private static native boolean bf16RowDotMapped0(

@@ -12,9 +12,10 @@ import java.util.Locale;
  * A decode step's absorbed attention for one layer at batch 1 (every head of one query row over a cache of LEN
  * tokens), the native kernel reading BF16 kv_b_proj in place and the Java path (each head decoded to fp32, then the
  * vector attention) taking turns in one JVM, one thread: per round the microseconds of each and their ratio, the
- * median round. Shapes default to the small demo model's (16 heads, qk_nope 64, qk_rope 32, v_head 64, kv_lora 256).
+ * median round. Shapes default to the small demo model's (16 heads, qk_nope 64, qk_rope 32, v_head 64, kv_lora 256);
+ * the native kernel takes GROUP heads a call (over one pass of the cache; default 1).
  *
- * <pre>dev/jmh --main dev.scorch.engine.kernels.LatentAttentionPairs [LEN [ROUNDS [HEADS NOPE ROPE VHEAD RANK]]]</pre>
+ * <pre>dev/jmh --main dev.scorch.engine.kernels.LatentAttentionPairs [LEN [ROUNDS [HEADS NOPE ROPE VHEAD RANK [GROUP]]]]</pre>
  */
 public final class LatentAttentionPairs {
     private LatentAttentionPairs() {}
@@ -26,6 +27,7 @@ public final class LatentAttentionPairs {
                 ? Arrays.stream(args, 2, 7).mapToInt(Integer::parseInt).toArray()
                 : new int[] {16, 64, 32, 64, 256};
         int heads = d[0], nope = d[1], rope = d[2], vHead = d[3], rank = d[4];
+        int group = args.length > 7 ? Integer.parseInt(args[7]) : 1;
         Linear kvB = weights(heads * (nope + vHead), rank);
         if (!LatentAttention.attendsInPlace(kvB)) {
             System.out.println(
@@ -46,11 +48,22 @@ public final class LatentAttentionPairs {
                 boolean nat = (t == 0) == (r % 2 == 0);
                 long t0 = System.nanoTime();
                 for (int it = 0; it < iters; it++) {
-                    for (int h = 0; h < heads; h++) {
+                    for (int h = 0; h < heads; h += nat ? group : 1) {
                         int qOff = h * (nope + rope);
                         if (nat) {
                             LatentAttention.attendInPlace(
-                                    kvB, h, shape, q, qOff, cache, stride, len, out, h * vHead, s);
+                                    kvB,
+                                    h,
+                                    Math.min(group, heads - h),
+                                    shape,
+                                    q,
+                                    qOff,
+                                    cache,
+                                    stride,
+                                    len,
+                                    out,
+                                    h * vHead,
+                                    s);
                         } else {
                             LatentAttention.Head hd = LatentAttention.head(kvB, h, nope, rope, vHead, scale, true, s);
                             LatentAttention.attendVector(hd, q, qOff, cache, stride, len, out, h * vHead, s);

@@ -147,19 +147,38 @@ class LatentAttentionTest {
             for (int len : new int[] {1, 3, 4, 9, 37, 200}) {
                 float[] lat = GemmTest.randn(len * rank, 32 + len);
                 float[] pe = GemmTest.randn(len * rope, 33 + len);
-                float[] q = GemmTest.randn(2 * (nope + rope), 34 + len);
+                int qHead = nope + rope;
+                float[] q = GemmTest.randn((heads + 1) * qHead, 34 + len); // head h's query at (h + 1) * qHead
                 int stride = rank + rope + 3;
                 float[] cache = rows(lat, pe, len, rank, rope, stride, len + 2);
+                float[] want = new float[heads * vHead + 2];
                 for (int h = 0; h < heads; h++) {
-                    String what = Arrays.toString(sh) + " len " + len + " head " + h;
-                    float[] want = new float[vHead + 2];
-                    float[] got = new float[vHead + 2];
                     LatentAttention.Scratch s = new LatentAttention.Scratch();
                     LatentAttention.Head head = LatentAttention.head(kvB, h, nope, rope, vHead, 0.0883f, true, s);
-                    LatentAttention.attendVector(head, q, nope + rope, cache, stride, len, want, 1, s);
-                    assertTrue(LatentAttention.attendInPlace(
-                            kvB, h, shape, q, nope + rope, cache, stride, len, got, 1, new LatentAttention.Scratch()));
-                    assertArrayEquals(want, got, what);
+                    LatentAttention.attendVector(head, q, (h + 1) * qHead, cache, stride, len, want, 1 + h * vHead, s);
+                }
+                // every run of consecutive heads as one call: each head's bits whatever its group, nothing else written
+                for (int h0 = 0; h0 < heads; h0++) {
+                    for (int n = 1; h0 + n <= heads; n++) {
+                        String what = Arrays.toString(sh) + " len " + len + " heads " + h0 + " .. " + (h0 + n - 1);
+                        float[] got = new float[heads * vHead + 2];
+                        assertTrue(LatentAttention.attendInPlace(
+                                kvB,
+                                h0,
+                                n,
+                                shape,
+                                q,
+                                (h0 + 1) * qHead,
+                                cache,
+                                stride,
+                                len,
+                                got,
+                                1 + h0 * vHead,
+                                new LatentAttention.Scratch()));
+                        float[] expect = new float[got.length];
+                        System.arraycopy(want, 1 + h0 * vHead, expect, 1 + h0 * vHead, n * vHead);
+                        assertArrayEquals(expect, got, what);
+                    }
                 }
             }
         }
@@ -186,13 +205,14 @@ class LatentAttentionTest {
         IllegalArgumentException head = assertThrows(
                 IllegalArgumentException.class,
                 () -> LatentAttention.attendInPlace(
-                        kvB, 2, shape, q, 0, new float[stride], stride, 1, out, 0, new LatentAttention.Scratch()));
-        assertEquals("kv_b_proj.weight: no head 2 of 28 rows of 40 in [56, 40]", head.getMessage());
+                        kvB, 1, 2, shape, q, 0, new float[stride], stride, 1, out, 0, new LatentAttention.Scratch()));
+        assertEquals("kv_b_proj.weight: no heads 1 .. 2 of 28 rows of 40 in [56, 40]", head.getMessage());
         // a cache shorter than len rows, a query past q's end, an output past out's end
         assertThrows(
                 IndexOutOfBoundsException.class,
                 () -> LatentAttention.attendInPlace(
                         kvB,
+                        1,
                         1,
                         shape,
                         q,
@@ -206,11 +226,11 @@ class LatentAttentionTest {
         assertThrows(
                 IndexOutOfBoundsException.class,
                 () -> LatentAttention.attendInPlace(
-                        kvB, 1, shape, q, 1, new float[stride], stride, 1, out, 0, new LatentAttention.Scratch()));
+                        kvB, 1, 1, shape, q, 1, new float[stride], stride, 1, out, 0, new LatentAttention.Scratch()));
         assertThrows(
                 IndexOutOfBoundsException.class,
                 () -> LatentAttention.attendInPlace(
-                        kvB, 1, shape, q, 0, new float[stride], stride, 1, out, 1, new LatentAttention.Scratch()));
+                        kvB, 1, 1, shape, q, 0, new float[stride], stride, 1, out, 1, new LatentAttention.Scratch()));
     }
 
     @Test

@@ -681,10 +681,35 @@ public final class CpuDevice extends HeapDevice {
         mlaDecode(q, new int[] {0}, new int[] {rows}, new Buf[] {cache}, new int[] {past}, kvBProj, shape, out);
     }
 
+    /** A decode step's rows, each its own sequence, as one call: one parallel pass over every row's heads. */
+    @Override
+    public void mlaDecodeRows(Buf q, int rows, Buf caches, Buf lengths, Buf kvBProj, MlaShape s, Buf out) {
+        DecodeItems d = decodeItems;
+        if (d.stepRows.length != rows) { // sized to the step (made again only when its row count changes)
+            d.stepRows = new int[rows];
+            d.stepStart = new int[rows];
+            d.stepPast = new int[rows];
+            d.stepCaches = new Buf[rows];
+        }
+        int[] lens = ints(lengths);
+        for (int r = 0; r < rows; r++) {
+            d.stepStart[r] = r;
+            d.stepRows[r] = 1;
+            d.stepPast[r] = lens[off(lengths) + r];
+            d.stepCaches[r] = cache(caches, r);
+        }
+        try {
+            mlaDecode(q, d.stepStart, d.stepRows, d.stepCaches, d.stepPast, kvBProj, s, out);
+        } finally {
+            Arrays.fill(d.stepCaches, null);
+        }
+    }
+
     /**
-     * One work item per (head, sequence), head-major, so a thread decodes a head of kv_b_proj once for the run of
-     * sequences it takes ({@link LatentAttention#head}: the heap holds one head's weights per thread, never an fp32
-     * kv_b_proj); each item's sums in a fixed order.
+     * One work item per (group of heads, sequence), head-major. With BF16 kv_b_proj in place, a group of heads attends
+     * over one pass of the sequence's cache (which every head reads); otherwise the group is one head, which a thread
+     * decodes once for the run of sequences it takes ({@link LatentAttention#head}: the heap holds one head's weights
+     * per thread, never an fp32 kv_b_proj). Each head's sums in a fixed order, whatever its group.
      */
     @Override
     public void mlaDecode(
@@ -719,8 +744,14 @@ public final class CpuDevice extends HeapDevice {
                     shape.kvLoraRank(),
                     shape.scale()); // once per model
         }
+        int heads = shape.heads();
+        // In place, a group of heads shares each pass over the cache: as few groups as keep the threads fed (two
+        // items a thread), their q_latents within 16 KiB (L1, beside the cache rows they meet). Each head's bits are
+        // the same whatever its group.
+        int most = Math.max(1, Math.min(heads, 4096 / shape.kvLoraRank()));
+        d.group = d.inPlace ? Math.max(1, Math.min(most, rows.length * heads / (2 * ops.threads()))) : 1;
         try {
-            ops.forEachRow(rows.length * shape.heads(), d);
+            ops.forEachRow(rows.length * ((heads + d.group - 1) / d.group), d);
         } finally {
             d.caches = null; // a sequence's cache is not kept alive by the device
         }
@@ -937,6 +968,9 @@ public final class CpuDevice extends HeapDevice {
         private int[] rowStart, rows, past;
         private MlaShape shape;
         private boolean inPlace; // BF16 kv_b_proj read in place by the native kernel
+        private int group; // heads an item takes: in place, several over one pass of the cache; else one
+        private int[] stepStart = new int[0], stepRows = new int[0], stepPast = new int[0]; // mlaDecodeRows' arrays
+        private Buf[] stepCaches = new Buf[0];
         private LatentAttention.Head
                 nativeShape; // the dimensions the native kernel takes, kept while they stay the same
 
@@ -944,38 +978,42 @@ public final class CpuDevice extends HeapDevice {
         public void accept(int item) {
             int seqs = rows.length;
             int b = item % seqs;
-            int h = item / seqs;
+            int h0 = item / seqs * group;
             int heads = shape.heads();
+            int n = Math.min(group, heads - h0);
             int qHead = shape.qHead();
             int vHead = shape.vHead();
             int width = shape.kvAWidth();
             float[] cache = floats(caches[b]);
             float[] qs = floats(q);
             float[] os = floats(out);
-            boolean simd = ops.simd();
             LatentAttention.Scratch scratch = LatentAttention.scratch();
-            LatentAttention.Head head = inPlace
-                    ? null
-                    : LatentAttention.head(w, h, shape.qkNope(), shape.qkRope(), vHead, shape.scale(), simd, scratch);
             for (int i = 0; i < rows[b]; i++) {
                 int row = rowStart[b] + i;
                 int len = past[b] + i + 1; // causal: the cache before this pass, then new tokens up to i
-                int qOff = off(q) + (row * heads + h) * qHead;
-                int oOff = off(out) + (row * heads + h) * vHead;
-                if (inPlace
-                        && LatentAttention.attendInPlace(
-                                w, h, nativeShape, qs, qOff, cache, width, len, os, oOff, scratch)) {
-                    continue;
+                int qOff = off(q) + (row * heads + h0) * qHead;
+                int oOff = off(out) + (row * heads + h0) * vHead;
+                if (!inPlace
+                        || !LatentAttention.attendInPlace(
+                                w, h0, n, nativeShape, qs, qOff, cache, width, len, os, oOff, scratch)) {
+                    for (int h = h0; h < h0 + n; h++) { // the heads' rows cross a mapping border: decoded in Java
+                        attendDecoded(h, qs, qOff + (h - h0) * qHead, cache, width, len, os, oOff + (h - h0) * vHead);
+                    }
                 }
-                if (head == null) { // the head's rows cross a mapping border: decoded, as the Java path does
-                    head = LatentAttention.head(
-                            w, h, shape.qkNope(), shape.qkRope(), vHead, shape.scale(), simd, scratch);
-                }
-                if (simd) {
-                    LatentAttention.attendVector(head, qs, qOff, cache, width, len, os, oOff, scratch);
-                } else {
-                    LatentAttention.attendScalar(head, qs, qOff, cache, width, len, os, oOff, scratch);
-                }
+            }
+        }
+
+        /** Head h of one query row by the Java kernels, its kv_b_proj rows decoded to fp32 (kept for the next row). */
+        private void attendDecoded(
+                int h, float[] qs, int qOff, float[] cache, int width, int len, float[] os, int oOff) {
+            boolean simd = ops.simd();
+            LatentAttention.Scratch scratch = LatentAttention.scratch();
+            LatentAttention.Head head = LatentAttention.head(
+                    w, h, shape.qkNope(), shape.qkRope(), shape.vHead(), shape.scale(), simd, scratch);
+            if (simd) {
+                LatentAttention.attendVector(head, qs, qOff, cache, width, len, os, oOff, scratch);
+            } else {
+                LatentAttention.attendScalar(head, qs, qOff, cache, width, len, os, oOff, scratch);
             }
         }
     }

@@ -132,7 +132,7 @@ public abstract class HeapDevice implements Device {
     }
 
     /** Row r's buffer of an address table. */
-    private static Buf cache(Buf caches, int r) {
+    protected static Buf cache(Buf caches, int r) {
         Buf b = addresses(caches)[off(caches) + r];
         if (b == null) {
             throw new IllegalArgumentException("address table entry " + r + " was never written");
