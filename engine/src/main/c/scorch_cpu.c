@@ -1351,6 +1351,23 @@ static void mla_softmax(float* sc, int len) {
   }
 }
 
+/* a0..a3 = the 8-lane partial dots of rows r, r + ld, r + 2 ld, r + 3 ld (read by LOAD) with x over its first rv
+ * columns: each x vector loaded once for the four rows */
+#define MLA_DOT4(LOAD, r, ld, x, rv, a0, a1, a2, a3)                 \
+  do {                                                               \
+    a0 = _mm256_setzero_ps();                                        \
+    a1 = a0;                                                         \
+    a2 = a0;                                                         \
+    a3 = a0;                                                         \
+    for (int c_ = 0; c_ < (rv); c_ += 8) {                           \
+      __m256 v_ = _mm256_loadu_ps((x) + c_);                         \
+      a0 = _mm256_fmadd_ps(LOAD((r) + c_), v_, a0);                  \
+      a1 = _mm256_fmadd_ps(LOAD((r) + (ld) + c_), v_, a1);           \
+      a2 = _mm256_fmadd_ps(LOAD((r) + 2 * (ld) + c_), v_, a2);       \
+      a3 = _mm256_fmadd_ps(LOAD((r) + 3 * (ld) + c_), v_, a3);       \
+    }                                                                \
+  } while (0)
+
 /* out[e] = W_UV[e] . o_latent for e < vHead, four rows per pass */
 __attribute__((target("avx2,fma")))
 static void mla_uv_out(const unsigned short* uv, int vHead, int rank, const float* oLat, float* out) {
@@ -1358,14 +1375,8 @@ static void mla_uv_out(const unsigned short* uv, int vHead, int rank, const floa
   int e = 0;
   for (; e + 4 <= vHead; e += 4) {
     const unsigned short* r0 = uv + (size_t)e * rank;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int c = 0; c < rv; c += 8) {
-      __m256 v = _mm256_loadu_ps(oLat + c);
-      a0 = _mm256_fmadd_ps(bf16x8(r0 + c), v, a0);
-      a1 = _mm256_fmadd_ps(bf16x8(r0 + rank + c), v, a1);
-      a2 = _mm256_fmadd_ps(bf16x8(r0 + 2 * (size_t)rank + c), v, a2);
-      a3 = _mm256_fmadd_ps(bf16x8(r0 + 3 * (size_t)rank + c), v, a3);
-    }
+    __m256 a0, a1, a2, a3;
+    MLA_DOT4(bf16x8, r0, (size_t)rank, oLat, rv, a0, a1, a2, a3);
     __m256 acc[4] = {a0, a1, a2, a3};
     for (int i = 0; i < 4; i++) {
       const unsigned short* ri = r0 + (size_t)i * rank;
@@ -1419,14 +1430,8 @@ static void mla_absorbed_bf16(const unsigned short* w, int G, int nope, int rope
       const float* qLat = qLats + (size_t)g * rank;
       const float* qPe = q + (size_t)g * qStride + nope;
       float* sc = scs + (size_t)g * ld;
-      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-      for (int c = 0; c < rv; c += 8) {
-        __m256 v = _mm256_loadu_ps(qLat + c);
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(c0 + c), v, a0);
-        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(c0 + stride + c), v, a1);
-        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(c0 + 2 * (size_t)stride + c), v, a2);
-        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(c0 + 3 * (size_t)stride + c), v, a3);
-      }
+      __m256 a0, a1, a2, a3;
+      MLA_DOT4(_mm256_loadu_ps, c0, (size_t)stride, qLat, rv, a0, a1, a2, a3);
       sc[j] = mla_score(a0, qLat, c0, rank, qPe, rope, scale);
       sc[j + 1] = mla_score(a1, qLat, c0 + stride, rank, qPe, rope, scale);
       sc[j + 2] = mla_score(a2, qLat, c0 + 2 * (size_t)stride, rank, qPe, rope, scale);

@@ -6,43 +6,33 @@
 #define SCORCH_EXP_H
 #include <immintrin.h>
 
-/* VecMath.exp, op for op: e^x for x <= 0 within about 1e-7 relative, x below -87 taken as -87; NaN stays NaN. */
-__attribute__((target("avx512f"), always_inline))
-static inline __m512 exp512(__m512 x) {
-  x = _mm512_max_ps(_mm512_set1_ps(-87.0f), x); /* max(-87, x) returns x where x is NaN, as Java's max */
-  __m512 t = _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _mm512_set1_ps(12582912.0f));
-  __m512 n = _mm512_sub_ps(t, _mm512_set1_ps(12582912.0f));
-  __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693359375f), x);
-  r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 720);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  /* 2^n: bits(t) - bits(1.5 * 2^23) + 127 into the exponent field (the Java code multiplies by 2^23: the same bits). */
-  __m512i bits = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(0x4B400000 - 127)), 23);
-  return _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
-}
+/*
+ * VecMath.exp, op for op: e^x for x <= 0 within about 1e-7 relative, x below -87 taken as -87; NaN stays NaN. One body
+ * for both widths: P is the intrinsics' prefix (_mm512, _mm256), V the float vector type, I the integer one.
+ * max(-87, x) returns x where x is NaN, as Java's max. 2^n: bits(t) - bits(1.5 * 2^23) + 127 into the exponent field
+ * (the Java code multiplies by 2^23: the same bits).
+ */
+#define SCORCH_EXP(name, target_isa, P, V, I, I_SUFFIX)                                                             \
+  __attribute__((target(target_isa), always_inline)) static inline V name(V x) {                                  \
+    x = P##_max_ps(P##_set1_ps(-87.0f), x);                                                                      \
+    V t = P##_add_ps(P##_mul_ps(x, P##_set1_ps(1.44269504088896341f)), P##_set1_ps(12582912.0f));                \
+    V n = P##_sub_ps(t, P##_set1_ps(12582912.0f));                                                               \
+    V r = P##_fmadd_ps(n, P##_set1_ps(-0.693359375f), x);                                                        \
+    r = P##_fmadd_ps(n, P##_set1_ps(2.12194440e-4f), r);                                                         \
+    V p = P##_set1_ps(1.0f / 720);                                                                               \
+    p = P##_fmadd_ps(p, r, P##_set1_ps(1.0f / 120));                                                             \
+    p = P##_fmadd_ps(p, r, P##_set1_ps(1.0f / 24));                                                              \
+    p = P##_fmadd_ps(p, r, P##_set1_ps(1.0f / 6));                                                               \
+    p = P##_fmadd_ps(p, r, P##_set1_ps(0.5f));                                                                   \
+    p = P##_fmadd_ps(p, r, P##_set1_ps(1.0f));                                                                   \
+    p = P##_fmadd_ps(p, r, P##_set1_ps(1.0f));                                                                   \
+    I bits = P##_slli_epi32(P##_sub_epi32(P##_castps_##I_SUFFIX(t), P##_set1_epi32(0x4B400000 - 127)), 23);      \
+    return P##_mul_ps(p, P##_cast##I_SUFFIX##_ps(bits));                                                         \
+  }
+
+SCORCH_EXP(exp512, "avx512f", _mm512, __m512, __m512i, si512)
 
 /* The same on 8 lanes (AVX2): decode's absorbed attention in scorch_cpu.c. */
-__attribute__((target("avx2,fma"), always_inline))
-static inline __m256 exp256(__m256 x) {
-  x = _mm256_max_ps(_mm256_set1_ps(-87.0f), x);
-  __m256 t = _mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _mm256_set1_ps(12582912.0f));
-  __m256 n = _mm256_sub_ps(t, _mm256_set1_ps(12582912.0f));
-  __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-0.693359375f), x);
-  r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.0f / 720);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  __m256i bits = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4B400000 - 127)), 23);
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
-}
+SCORCH_EXP(exp256, "avx2,fma", _mm256, __m256, __m256i, si256)
 
 #endif

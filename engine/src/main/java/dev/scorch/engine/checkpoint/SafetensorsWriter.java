@@ -43,7 +43,7 @@ public final class SafetensorsWriter {
 
     /** Adds a tensor whose little-endian bytes are already encoded in {@code dtype}. */
     public SafetensorsWriter add(String name, DType dtype, long[] shape, byte[] data) {
-        long numel = numel(shape);
+        long numel = TensorInfo.numel(shape);
         if (numel * dtype.bytes() != data.length) {
             throw new IllegalArgumentException(
                     name + ": " + data.length + " bytes for " + dtype + " of " + numel + " elements");
@@ -57,16 +57,8 @@ public final class SafetensorsWriter {
      * numel × dtype bytes, or the write fails.
      */
     public SafetensorsWriter addStreamed(String name, DType dtype, long[] shape, Bytes source) {
-        entries.add(new Entry(name, dtype, shape.clone(), numel(shape) * dtype.bytes(), source));
+        entries.add(new Entry(name, dtype, shape.clone(), TensorInfo.numel(shape) * dtype.bytes(), source));
         return this;
-    }
-
-    private static long numel(long[] shape) {
-        long numel = 1;
-        for (long d : shape) {
-            numel = Math.multiplyExact(numel, d);
-        }
-        return numel;
     }
 
     /** Adds fp32 values encoded as {@code dtype} (F32, F16 is not written, BF16, F8_E4M3). */

@@ -7,9 +7,14 @@ import java.util.Arrays;
 public record TensorInfo(String name, DType dtype, long[] shape, Path file, long begin, long end) {
 
     public long numel() {
+        return numel(shape);
+    }
+
+    /** Elements of a tensor of this shape (1 for a scalar); ArithmeticException where the product overflows. */
+    public static long numel(long[] shape) {
         long n = 1;
         for (long d : shape) {
-            n *= d;
+            n = Math.multiplyExact(n, d);
         }
         return n;
     }

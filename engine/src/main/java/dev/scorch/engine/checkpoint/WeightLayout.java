@@ -22,11 +22,7 @@ public final class WeightLayout {
 
     public record Spec(String name, long[] shape, Kind kind, int layer) {
         public long numel() {
-            long n = 1;
-            for (long d : shape) {
-                n *= d;
-            }
-            return n;
+            return TensorInfo.numel(shape);
         }
 
         /** For a LINEAR [out, in] weight: the name of its FP8 block-scale tensor (DeepSeek's weight_scale_inv). */

@@ -143,19 +143,6 @@ final class JsonFields {
         return has(field) ? required(field, JsonNode::isTextual, "a string").asText() : dflt;
     }
 
-    List<String> stringList(String field) {
-        List<String> out = new ArrayList<>();
-        if (!has(field)) {
-            return out;
-        }
-        JsonNode n = root.get(field);
-        if (!n.isArray()) {
-            throw error(field, "must be a list of strings");
-        }
-        n.forEach(x -> out.add(x.asText()));
-        return out;
-    }
-
     /** An int or a list of ints (eos_token_id takes both forms). */
     List<Integer> intOrIntList(String field) {
         List<Integer> out = new ArrayList<>();
@@ -179,7 +166,7 @@ final class JsonFields {
     }
 
     /** A list of strings, every entry a JSON string (empty when absent or null). */
-    List<String> strictStringList(String field) {
+    List<String> stringList(String field) {
         List<String> out = new ArrayList<>();
         if (!has(field)) {
             return out;

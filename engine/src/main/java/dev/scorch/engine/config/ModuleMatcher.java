@@ -48,7 +48,7 @@ public final class ModuleMatcher {
     }
 
     static ModuleMatcher parse(JsonFields f, String field, String label) {
-        List<String> entries = f.strictStringList(field);
+        List<String> entries = f.stringList(field);
         if (entries.size() > MAX_ENTRIES) {
             throw f.error(field, "has " + entries.size() + " entries, more than the " + MAX_ENTRIES + " Scorch reads");
         }

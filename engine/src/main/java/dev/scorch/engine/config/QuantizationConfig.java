@@ -187,7 +187,7 @@ public record QuantizationConfig(
         if (w == null) {
             throw g.error("weights", "is required (the weights' quantization args)");
         }
-        List<String> targetList = g.strictStringList("targets");
+        List<String> targetList = g.stringList("targets");
         if (targetList.isEmpty()) {
             throw g.error("targets", "must list the modules the group quantizes (Kimi's: [\"Linear\"])");
         }

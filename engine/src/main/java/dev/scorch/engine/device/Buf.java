@@ -4,8 +4,11 @@ package dev.scorch.engine.device;
  * A range of device memory: elements [offset, offset + length) of one allocation, of one element type. What
  * the allocation is belongs to the {@link Device} that made it (a Java array for {@code HostDevice}, a device
  * address for CUDA); buffers are only passed back to that device.
+ *
+ * @param offset first element, counted from the start of the allocation
+ * @param length elements
  */
-public final class Buf {
+public record Buf(Object storage, Kind kind, long offset, long length) {
     /** Element types. */
     public enum Kind {
         F32(4),
@@ -39,36 +42,6 @@ public final class Buf {
         public int bytes() {
             return bytes;
         }
-    }
-
-    private final Object storage;
-    private final Kind kind;
-    private final long offset;
-    private final long length;
-
-    public Buf(Object storage, Kind kind, long offset, long length) {
-        this.storage = storage;
-        this.kind = kind;
-        this.offset = offset;
-        this.length = length;
-    }
-
-    public Object storage() {
-        return storage;
-    }
-
-    public Kind kind() {
-        return kind;
-    }
-
-    /** First element, counted from the start of the allocation. */
-    public long offset() {
-        return offset;
-    }
-
-    /** Elements. */
-    public long length() {
-        return length;
     }
 
     public long bytes() {

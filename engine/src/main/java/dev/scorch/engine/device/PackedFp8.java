@@ -127,14 +127,7 @@ public record PackedFp8(Buf codes, Buf scales, Buf scaleRows, int rows, int cols
 
     /** Whether stacked are all FP8 blocks with one in_features and one block width: what {@link #upload} keeps packed. */
     public static boolean packable(Linear... stacked) {
-        for (Linear l : stacked) {
-            if (l.format() != Linear.Format.FP8_BLOCK
-                    || l.in() != stacked[0].in()
-                    || l.blockCols() != stacked[0].blockCols()) {
-                return false;
-            }
-        }
-        return stacked.length > 0;
+        return Linear.alike(Linear.Format.FP8_BLOCK, Linear::blockCols, stacked);
     }
 
     /** FP8 linears stacked along out, uploaded packed ({@link Device#fp8Weight}); see {@link #packable}. */
@@ -146,10 +139,7 @@ public record PackedFp8(Buf codes, Buf scales, Buf scaleRows, int rows, int cols
         int in = stacked[0].in();
         int blockCols = stacked[0].blockCols();
         int scaleCols = scaleColsOf(in, blockCols);
-        long rowsLong = 0;
-        for (Linear l : stacked) {
-            rowsLong += l.out();
-        }
+        long rowsLong = Linear.outFeatures(stacked);
         if (words(1, in) * rowsLong > Integer.MAX_VALUE - 8) {
             throw new IllegalArgumentException("FP8 weight " + stacked[0].name() + " (" + stacked.length + " stacked): "
                     + rowsLong + " rows of " + in + " codes are more than one upload holds");

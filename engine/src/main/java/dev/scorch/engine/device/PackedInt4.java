@@ -111,14 +111,7 @@ public record PackedInt4(Buf packed, Buf scales, int rows, int cols, int groupSi
 
     /** Whether stacked are all INT4 with one group size and one in_features: what {@link #upload} keeps packed. */
     public static boolean packable(Linear... stacked) {
-        for (Linear l : stacked) {
-            if (l.format() != Linear.Format.INT4_GROUP
-                    || l.groupSize() != stacked[0].groupSize()
-                    || l.in() != stacked[0].in()) {
-                return false;
-            }
-        }
-        return stacked.length > 0;
+        return Linear.alike(Linear.Format.INT4_GROUP, Linear::groupSize, stacked);
     }
 
     /** INT4 linears stacked along out, uploaded packed ({@link Device#int4Weight}); see {@link #packable}. */
@@ -130,10 +123,7 @@ public record PackedInt4(Buf packed, Buf scales, int rows, int cols, int groupSi
         int in = stacked[0].in();
         int words = wordsPerRow(in);
         int groups = groupsPerRow(in, stacked[0].groupSize());
-        long rowsLong = 0;
-        for (Linear l : stacked) {
-            rowsLong += l.out();
-        }
+        long rowsLong = Linear.outFeatures(stacked);
         if (rowsLong * words > Integer.MAX_VALUE - 8 || rowsLong * groups > Integer.MAX_VALUE - 8) {
             throw new IllegalArgumentException("INT4 weight " + stacked[0].name() + " (" + stacked.length
                     + " stacked): " + rowsLong + " rows of " + words + " words are more than one upload holds");

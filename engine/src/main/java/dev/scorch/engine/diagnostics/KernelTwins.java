@@ -427,30 +427,14 @@ public final class KernelTwins {
         MoeShape r = MoeShape.router(64, 6, 8, 3, true, 2.5f);
         float[] logits = random(rnd, m * 64);
         float[] bias = random(rnd, 64);
-        out.put(
-                "moeRoute weights",
-                diff(
-                        a,
-                        b,
-                        dev -> {
-                            Buf e = dev.alloc(Buf.Kind.I32, (long) m * 6);
-                            Buf wt = dev.alloc(Buf.Kind.F32, (long) m * 6);
-                            dev.moeRoute(dev.upload(logits), dev.upload(bias), m, r, e, wt);
-                            return wt;
-                        },
-                        m * 6));
-        out.put(
-                "moeRoute experts",
-                intDiff(
-                        a,
-                        b,
-                        dev -> {
-                            Buf e = dev.alloc(Buf.Kind.I32, (long) m * 6);
-                            Buf wt = dev.alloc(Buf.Kind.F32, (long) m * 6);
-                            dev.moeRoute(dev.upload(logits), dev.upload(bias), m, r, e, wt);
-                            return e;
-                        },
-                        m * 6));
+        java.util.function.Function<Device, Buf[]> route = dev -> { // {experts, weights}
+            Buf e = dev.alloc(Buf.Kind.I32, (long) m * 6);
+            Buf wt = dev.alloc(Buf.Kind.F32, (long) m * 6);
+            dev.moeRoute(dev.upload(logits), dev.upload(bias), m, r, e, wt);
+            return new Buf[] {e, wt};
+        };
+        out.put("moeRoute weights", diff(a, b, dev -> route.apply(dev)[1], m * 6));
+        out.put("moeRoute experts", intDiff(a, b, dev -> route.apply(dev)[0], m * 6));
         int vocab = 5000;
         float[] big = random(rnd, 4 * vocab);
         int[] targets = {3, -1, 4999, 0};

@@ -163,18 +163,41 @@ public final class LatentAttention {
         if (s.inPlace.length < need) {
             s.inPlace = new float[(int) Math.max(need, 2L * s.inPlace.length)];
         }
-        if (!NativeCpu.mlaAbsorbedBf16Mapped(
+        int qHead = shape.qkNope() + shape.qkRope();
+        long at = kvBProj.rawMappedAt(h0 * rows, 0, n);
+        if (len < 1
+                || stride < rank + shape.qkRope()
+                || !map.isDirect()
+                || at < 0
+                || at + 2L * n > map.capacity()
+                || qOff < 0
+                || (long) qOff + (long) heads * qHead > q.length
+                || (long) len * stride > cache.length
+                || oOff < 0
+                || (long) oOff + (long) heads * shape.vHead() > out.length) {
+            throw new IndexOutOfBoundsException("absorbed attention out of bounds: " + heads + " heads of ["
+                    + shape.qkNope() + " + " + shape.vHead() + ", " + rank + "]; q " + q.length + " from " + qOff
+                    + ", cache " + cache.length + " for " + len + " rows of " + stride + ", out " + out.length
+                    + " from " + oOff);
+        }
+        if (!NativeCpu.mlaAbsorbedBf16Mapped0(
                 map,
-                kvBProj.rawMappedAt(h0 * rows, 0, n),
-                shape,
+                at,
                 heads,
+                shape.qkNope(),
+                shape.qkRope(),
+                shape.vHead(),
+                rank,
+                shape.scale(),
                 q,
                 qOff,
+                qHead,
                 cache,
                 stride,
                 len,
                 out,
                 oOff,
+                shape.vHead(),
                 s.inPlace)) {
             throw kvBProj.rawMappingFault(h0 * rows, 0, n);
         }
@@ -287,24 +310,8 @@ public final class LatentAttention {
             // Scores, four keys per pass over q_latent.
             int j = 0;
             for (; j + 4 <= len; j += 4) {
-                FloatVector a0 = FloatVector.zero(S);
-                FloatVector a1 = a0;
-                FloatVector a2 = a0;
-                FloatVector a3 = a0;
                 int c0 = j * stride;
-                for (int c = 0; c < rv; c += L) {
-                    FloatVector v = FloatVector.fromArray(S, qLat, c);
-                    a0 = FloatVector.fromArray(S, cache, c0 + c).fma(v, a0);
-                    a1 = FloatVector.fromArray(S, cache, c0 + stride + c).fma(v, a1);
-                    a2 = FloatVector.fromArray(S, cache, c0 + 2 * stride + c).fma(v, a2);
-                    a3 = FloatVector.fromArray(S, cache, c0 + 3 * stride + c).fma(v, a3);
-                }
-                // The accumulators leave registers through an array, never as vector objects passed to a method
-                // (C2 boxes those when the callee is not inlined: an allocation and a slow path per key).
-                a0.intoArray(lanes, 0);
-                a1.intoArray(lanes, L);
-                a2.intoArray(lanes, 2 * L);
-                a3.intoArray(lanes, 3 * L);
+                dots4(cache, c0, stride, qLat, rv, lanes);
                 sc[j] = score(h, lanes, 0, qLat, cache, c0, rv, q, qOff + nope);
                 sc[j + 1] = score(h, lanes, L, qLat, cache, c0 + stride, rv, q, qOff + nope);
                 sc[j + 2] = score(h, lanes, 2 * L, qLat, cache, c0 + 2 * stride, rv, q, qOff + nope);
@@ -352,6 +359,30 @@ public final class LatentAttention {
         }
 
         /** out[e] = W_UV[e] · o_latent for the head's v_head outputs. */
+        /**
+         * lanes[i L .. (i + 1) L) = the lane sums of m's row r0 + i ld times x over the first rv columns, for i < 4: each
+         * x vector loaded once for the four rows. The accumulators leave registers through lanes, never as vector
+         * objects passed to a method (C2 boxes those when the callee is not inlined: an allocation and a slow path a
+         * call).
+         */
+        private static void dots4(float[] m, int r0, int ld, float[] x, int rv, float[] lanes) {
+            FloatVector a0 = FloatVector.zero(S);
+            FloatVector a1 = a0;
+            FloatVector a2 = a0;
+            FloatVector a3 = a0;
+            for (int c = 0; c < rv; c += L) {
+                FloatVector v = FloatVector.fromArray(S, x, c);
+                a0 = FloatVector.fromArray(S, m, r0 + c).fma(v, a0);
+                a1 = FloatVector.fromArray(S, m, r0 + ld + c).fma(v, a1);
+                a2 = FloatVector.fromArray(S, m, r0 + 2 * ld + c).fma(v, a2);
+                a3 = FloatVector.fromArray(S, m, r0 + 3 * ld + c).fma(v, a3);
+            }
+            a0.intoArray(lanes, 0);
+            a1.intoArray(lanes, L);
+            a2.intoArray(lanes, 2 * L);
+            a3.intoArray(lanes, 3 * L);
+        }
+
         static void output(Head h, float[] out, int oOff, Scratch s) {
             int rank = h.rank();
             int nope = h.qkNope();
@@ -363,22 +394,8 @@ public final class LatentAttention {
             int uv = (h.wOff() + nope) * rank;
             int e = 0;
             for (; e + 4 <= h.vHead(); e += 4) {
-                FloatVector a0 = FloatVector.zero(S);
-                FloatVector a1 = a0;
-                FloatVector a2 = a0;
-                FloatVector a3 = a0;
                 int r0 = uv + e * rank;
-                for (int c = 0; c < rv; c += L) {
-                    FloatVector v = FloatVector.fromArray(S, oLat, c);
-                    a0 = FloatVector.fromArray(S, w, r0 + c).fma(v, a0);
-                    a1 = FloatVector.fromArray(S, w, r0 + rank + c).fma(v, a1);
-                    a2 = FloatVector.fromArray(S, w, r0 + 2 * rank + c).fma(v, a2);
-                    a3 = FloatVector.fromArray(S, w, r0 + 3 * rank + c).fma(v, a3);
-                }
-                a0.intoArray(lanes, 0);
-                a1.intoArray(lanes, L);
-                a2.intoArray(lanes, 2 * L);
-                a3.intoArray(lanes, 3 * L);
+                dots4(w, r0, rank, oLat, rv, lanes);
                 out[oOff + e] = finishDot(lanes, 0, w, r0, oLat, rv, rank);
                 out[oOff + e + 1] = finishDot(lanes, L, w, r0 + rank, oLat, rv, rank);
                 out[oOff + e + 2] = finishDot(lanes, 2 * L, w, r0 + 2 * rank, oLat, rv, rank);

@@ -73,6 +73,30 @@ public final class Linear {
     }
 
     /**
+     * Whether stacked (at least one) are all of format f with one in_features and one value of blocking (a group size, a
+     * block width): linears a device may stack along out as one weight.
+     */
+    public static boolean alike(Format f, java.util.function.ToIntFunction<Linear> blocking, Linear... stacked) {
+        for (Linear l : stacked) {
+            if (l.format() != f
+                    || l.in() != stacked[0].in()
+                    || blocking.applyAsInt(l) != blocking.applyAsInt(stacked[0])) {
+                return false;
+            }
+        }
+        return stacked.length > 0;
+    }
+
+    /** out_features summed over stacked. */
+    public static long outFeatures(Linear... stacked) {
+        long rows = 0;
+        for (Linear l : stacked) {
+            rows += l.out();
+        }
+        return rows;
+    }
+
+    /**
      * An INT4 weight [out, in] from its packed words and group scales (the checkpoint's X.weight_packed and X.weight_scale,
      * named X.weight here); shapes are checked against out, in and groupSize.
      */

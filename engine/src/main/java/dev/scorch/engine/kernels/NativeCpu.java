@@ -474,70 +474,7 @@ public final class NativeCpu {
         return bf16RowDotMapped0(map, byteOffset, kDim, rows, xs, x, m, y, yOff, nDim);
     }
 
-    /**
-     * Decode's absorbed MLA attention of one query row for heads consecutive heads from the first one (see
-     * {@code mla_absorbed_bf16} in scorch_cpu.c; AVX2, {@link LatentAttention#attendVector}'s bits on 8 lanes for each
-     * head, whatever the count), their kv_b_proj rows (each head's qk_nope W_UK rows, then v_head W_UV rows, rank BF16
-     * values each) read in place from byte byteOffset of map: out[oOff ..+ heads · v_head) for the queries
-     * q[qOff ..+ heads · (qk_nope + qk_rope)], each [q_nope | q_pe], over the first len rows of cache [.., stride].
-     * scratch holds {@link #mlaScratchFloats} floats. True when read; false where a page could not be read (the file
-     * shrank under its mapping): the caller throws naming the file.
-     */
-    static boolean mlaAbsorbedBf16Mapped(
-            java.nio.MappedByteBuffer map,
-            long byteOffset,
-            LatentAttention.Head h,
-            int heads,
-            float[] q,
-            int qOff,
-            float[] cache,
-            int stride,
-            int len,
-            float[] out,
-            int oOff,
-            float[] scratch) {
-        int rank = h.rank();
-        int qHead = h.qkNope() + h.qkRope();
-        if (byteOffset < 0
-                || heads < 1
-                || rank < 1
-                || len < 1
-                || stride < rank + h.qkRope()
-                || !map.isDirect()
-                || byteOffset + 2L * heads * (h.qkNope() + h.vHead()) * rank > map.capacity()
-                || qOff < 0
-                || (long) qOff + (long) heads * qHead > q.length
-                || (long) len * stride > cache.length
-                || oOff < 0
-                || (long) oOff + (long) heads * h.vHead() > out.length
-                || mlaScratchFloats(heads, rank, len) > scratch.length) {
-            throw new IndexOutOfBoundsException("absorbed attention out of bounds: mapping " + map.capacity()
-                    + " bytes from " + byteOffset + ", " + heads + " heads of [" + h.qkNope() + " + " + h.vHead() + ", "
-                    + rank + "]; q " + q.length + " from " + qOff + ", cache " + cache.length + " for " + len
-                    + " rows of " + stride + ", out " + out.length + " from " + oOff + ", scratch " + scratch.length);
-        }
-        return mlaAbsorbedBf16Mapped0(
-                map,
-                byteOffset,
-                heads,
-                h.qkNope(),
-                h.qkRope(),
-                h.vHead(),
-                rank,
-                h.scale(),
-                q,
-                qOff,
-                qHead,
-                cache,
-                stride,
-                len,
-                out,
-                oOff,
-                h.vHead(),
-                scratch);
-    }
-
-    /** The floats {@link #mlaAbsorbedBf16Mapped}'s scratch holds: q_latent and o_latent of each head, its scores. */
+    /** The floats {@link #mlaAbsorbedBf16Mapped0}'s scratch holds: q_latent and o_latent of each head, its scores. */
     static long mlaScratchFloats(int heads, int rank, int len) {
         return (long) heads * (2L * rank + (len + 7) / 8 * 8);
     }
@@ -927,7 +864,16 @@ public final class NativeCpu {
             float[] dst,
             boolean avx512);
 
-    private static native boolean mlaAbsorbedBf16Mapped0(
+    /**
+     * Decode's absorbed MLA attention of one query row for heads consecutive heads (see {@code mla_absorbed_bf16} in
+     * scorch_cpu.c; AVX2, {@link LatentAttention#attendVector}'s bits on 8 lanes for each head, whatever the count),
+     * their kv_b_proj rows (each head's nope W_UK rows, then vHead W_UV rows, rank BF16 values each) read in place from
+     * byte byteOffset of map: head g's output at out[oOff + g oStride ..+ vHead) for its query q[qOff + g qStride ..] =
+     * [q_nope | q_pe], over the first len rows of cache [.., stride]. scratch holds {@link #mlaScratchFloats} floats. True
+     * when read; false where a page could not be read (the file shrank under its mapping): the caller throws naming the
+     * file. Bounds are the caller's ({@link LatentAttention#attendInPlace}) to check.
+     */
+    static native boolean mlaAbsorbedBf16Mapped0(
             java.nio.MappedByteBuffer map,
             long byteOffset,
             int heads,

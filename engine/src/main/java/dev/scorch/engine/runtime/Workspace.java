@@ -65,38 +65,22 @@ public final class Workspace {
 
         /** kept when it holds at least n floats, else a new buffer of n: contents undefined. */
         public final float[] floats(float[] kept, int n) {
-            if (kept != null && kept.length >= n) {
-                return kept;
-            }
-            held(kept == null ? 0 : kept.length, n, 4);
-            return new float[n];
+            return kept != null && kept.length >= n ? kept : new float[held(kept == null ? 0 : kept.length, n, 4)];
         }
 
         /** kept when it holds exactly n floats, else a new one: for results handed to callers that read its length. */
         public final float[] exactFloats(float[] kept, int n) {
-            if (kept != null && kept.length == n) {
-                return kept;
-            }
-            held(kept == null ? 0 : kept.length, n, 4);
-            return new float[n];
+            return kept != null && kept.length == n ? kept : new float[held(kept == null ? 0 : kept.length, n, 4)];
         }
 
         /** kept when it holds at least n ints, else a new buffer of n: contents undefined. */
         public final int[] ints(int[] kept, int n) {
-            if (kept != null && kept.length >= n) {
-                return kept;
-            }
-            held(kept == null ? 0 : kept.length, n, 4);
-            return new int[n];
+            return kept != null && kept.length >= n ? kept : new int[held(kept == null ? 0 : kept.length, n, 4)];
         }
 
         /** kept when it holds at least n doubles, else a new buffer of n: contents undefined. */
         public final double[] doubles(double[] kept, int n) {
-            if (kept != null && kept.length >= n) {
-                return kept;
-            }
-            held(kept == null ? 0 : kept.length, n, 8);
-            return new double[n];
+            return kept != null && kept.length >= n ? kept : new double[held(kept == null ? 0 : kept.length, n, 8)];
         }
 
         /** Bytes this scratch holds beyond the buffers grown here (a device's scratch arenas): counted in bytes(). */
@@ -104,8 +88,10 @@ public final class Workspace {
             return 0;
         }
 
-        private void held(int oldLength, int newLength, int elementBytes) {
+        /** Counts a buffer of oldLength replaced by one of newLength; returns newLength. */
+        private int held(int oldLength, int newLength, int elementBytes) {
             ws.bytes += (long) elementBytes * (newLength - oldLength);
+            return newLength;
         }
     }
 

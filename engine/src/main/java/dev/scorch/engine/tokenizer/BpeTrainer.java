@@ -150,14 +150,10 @@ public final class BpeTrainer {
     }
 
     private static ObjectNode special(ObjectMapper json, int id, String content) {
-        ObjectNode t = json.createObjectNode();
-        t.put("id", id);
-        t.put("content", content);
-        t.put("single_word", false);
-        t.put("lstrip", false);
-        t.put("rstrip", false);
-        t.put("normalized", false);
-        t.put("special", true);
-        return t;
+        ObjectNode t = json.createObjectNode().put("id", id).put("content", content);
+        for (String flag : new String[] {"single_word", "lstrip", "rstrip", "normalized"}) {
+            t.put(flag, false);
+        }
+        return t.put("special", true);
     }
 }
