@@ -46,7 +46,8 @@ public final class DecodeBenchmark {
             long cacheBytesPerToken,
             long peakRssBytes,
             double heapBytesPerToken,
-            double heapBytesPerTokenMedianRun) {
+            double heapBytesPerTokenMedianRun,
+            int warmupRuns) {
 
         /** Weight bytes read per second at the median step time (batch 1: the memory-bandwidth use). */
         public double weightBytesPerSecond() {
@@ -76,7 +77,7 @@ public final class DecodeBenchmark {
                 : weights.tensor(spec.name()).info().byteSize();
     }
 
-    /** Times the decode steps; bytesOf gives the bytes a pass over a tensor reads ({@link #checkpointBytes}). */
+    /** As {@link #run(DeepseekV3Model, CpuOps, int, int, int, int, int, long, ToLongFunction, boolean)} with exactly warmup warm-up runs. */
     public static Result run(
             DeepseekV3Model model,
             CpuOps ops,
@@ -87,6 +88,25 @@ public final class DecodeBenchmark {
             int runs,
             long seed,
             ToLongFunction<WeightLayout.Spec> bytesOf) {
+        return run(model, ops, batch, prompt, steps, warmup, runs, seed, bytesOf, false);
+    }
+
+    /**
+     * Times the decode steps; bytesOf gives the bytes a pass over a tensor reads ({@link #checkpointBytes}). With
+     * untilJitQuiet, warm-up goes on past warmup runs until the JIT has gone quiet ({@link JitQuiet}): on a machine of
+     * two cores, a compiler thread still working takes a share of the engine's cores from the timed steps.
+     */
+    public static Result run(
+            DeepseekV3Model model,
+            CpuOps ops,
+            int batch,
+            int prompt,
+            int steps,
+            int warmup,
+            int runs,
+            long seed,
+            ToLongFunction<WeightLayout.Spec> bytesOf,
+            boolean untilJitQuiet) {
         SplittableRandom rnd = new SplittableRandom(seed);
         long expertsHit = 0; // distinct (MoE layer, expert) pairs over the timed steps
         double[] secs = new double[runs];
@@ -94,7 +114,11 @@ public final class DecodeBenchmark {
         long[] runHeap = new long[runs]; // each run's
         // activations, kept from step to step as a generator keeps them
         StageDecodingModel decoding = new StageDecodingModel(model.on(ops));
-        for (int run = -warmup; run < runs; run++) {
+        JitQuiet jit = new JitQuiet();
+        int warmupRuns = 0;
+        boolean warm = false;
+        for (int run = 0; run < runs; ) {
+            warm = warm || (warmupRuns >= warmup && (!untilJitQuiet || jit.quiet()));
             List<int[]> prompts = new ArrayList<>();
             List<DecodingModel.Cache> caches = new ArrayList<>();
             for (int b = 0; b < batch; b++) {
@@ -115,21 +139,28 @@ public final class DecodeBenchmark {
             int[][] routes =
                     new int[model.numMoeLayers()][batch * model.config().numExpertsPerTok()]; // filled by each step
             boolean[] seen = new boolean[model.config().nRoutedExperts()];
+            long hit = 0;
+            jit.begin();
             long heap0 = HeapAllocation.allocatedBytes();
             long t0 = System.nanoTime();
             for (int s = 0; s < steps; s++) {
                 float[] logits = decoding.decode(next, cacheArray, routes); // [batch, vocab]
-                if (run >= 0) {
-                    expertsHit += distinctExperts(routes, seen);
-                }
+                hit += distinctExperts(routes, seen); // in warm-up runs too: the timed runs compile nothing new
                 for (int b = 0; b < batch; b++) {
                     next[b] = LogSoftmax.argmax(logits, b * model.vocabSize(), model.vocabSize());
                 }
             }
-            if (run >= 0) {
-                secs[run] = (System.nanoTime() - t0) / 1e9;
-                runHeap[run] = HeapAllocation.since(heap0);
-                heapBytes += runHeap[run];
+            long nanos = System.nanoTime() - t0;
+            long heap = HeapAllocation.since(heap0);
+            jit.end(nanos);
+            if (warm) {
+                secs[run] = nanos / 1e9;
+                runHeap[run] = heap;
+                heapBytes += heap;
+                expertsHit += hit;
+                run++;
+            } else {
+                warmupRuns++;
             }
         }
         Arrays.sort(secs);
@@ -165,6 +196,7 @@ public final class DecodeBenchmark {
                 KvCache.bytesPerToken(model.config()),
                 ProcessMemory.peakRssBytes(),
                 heapBytes / (tokens * runs),
-                HeapAllocation.medianRun(runHeap) / tokens);
+                HeapAllocation.medianRun(runHeap) / tokens,
+                warmupRuns);
     }
 }

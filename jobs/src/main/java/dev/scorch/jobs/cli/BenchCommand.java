@@ -120,7 +120,11 @@ public final class BenchCommand implements Callable<Integer> {
     @Option(names = "--runs", defaultValue = "5", description = "Timed runs. Default: ${DEFAULT-VALUE}.")
     int runs;
 
-    @Option(names = "--warmup", defaultValue = "2", description = "Untimed warm-up runs. Default: ${DEFAULT-VALUE}.")
+    @Option(
+            names = "--warmup",
+            defaultValue = "2",
+            description = "Untimed warm-up runs; decode: at least these, then more until the JIT compilers are quiet"
+                    + " (3 runs in a row under 1% of their time compiling, at most 100). Default: ${DEFAULT-VALUE}.")
     int warmup;
 
     @Option(
@@ -382,9 +386,9 @@ public final class BenchCommand implements Callable<Integer> {
         System.out.println("kernels: " + kernels.describe());
         try (CpuOps ops = new CpuOps(n, kernels.cpuPrecision())) {
             DecodeBenchmark.Result r = DecodeBenchmark.run(
-                    m, ops, batch, seq, steps, warmup, runs, seed, DecodeBenchmark.checkpointBytes(weights));
+                    m, ops, batch, seq, steps, warmup, runs, seed, DecodeBenchmark.checkpointBytes(weights), true);
             System.out.printf(
-                    "decode batch %d after %d-token prompts, %d steps, %d threads (%s), java %s: %.1f tokens/s median (min %.1f, max %.1f);"
+                    "decode batch %d after %d-token prompts, %d steps, %d threads (%s), java %s, %d warm-up runs: %.1f tokens/s median (min %.1f, max %.1f);"
                             + " %.2f ms per step; %.2f GB/s of weights (%,d bytes per step, %,d of them routed experts); cache %,d bytes per token;"
                             + " %,.1f heap bytes allocated per token (median run %,.1f); peak RSS %.0f MiB%n",
                     batch,
@@ -393,6 +397,7 @@ public final class BenchCommand implements Callable<Integer> {
                     n,
                     kernels.decodeGemm().kernel(),
                     Runtime.version().feature(),
+                    r.warmupRuns(),
                     r.medianTokensPerSec(),
                     r.minTokensPerSec(),
                     r.maxTokensPerSec(),
@@ -407,6 +412,7 @@ public final class BenchCommand implements Callable<Integer> {
             ObjectNode j = header(n);
             j.put("prompt", seq);
             j.put("steps", steps);
+            j.put("warmup_runs", r.warmupRuns());
             j.put("tokens_per_s_median", r.medianTokensPerSec());
             j.put("tokens_per_s_min", r.minTokensPerSec());
             j.put("tokens_per_s_max", r.maxTokensPerSec());
