@@ -118,9 +118,12 @@ public final class AbBench {
             Class<?> bench = Class.forName("dev.scorch.engine.bench." + name, true, loader);
             Method found = null;
             for (Method m : bench.getMethods()) {
+                // decode: run(..., bytesOf) in older builds, run(..., bytesOf, untilJitQuiet) since
                 if (m.getName().equals("run")
                         && (decode
-                                ? m.getParameterCount() == 9 && m.getParameterTypes()[8] == ToLongFunction.class
+                                ? m.getParameterCount() >= 9
+                                        && m.getParameterCount() <= 10
+                                        && m.getParameterTypes()[8] == ToLongFunction.class
                                 : m.getParameterCount() == 7)) {
                     found = m;
                 }
@@ -134,9 +137,12 @@ public final class AbBench {
 
         double slice(int batch, int n, long seed) throws Exception {
             ToLongFunction<Object> noBytes = spec -> 0L;
-            Object r = decode
-                    ? run.invoke(null, model, ops, batch, Integer.getInteger("ab.prompt", 64), n, 1, 1, seed, noBytes)
-                    : run.invoke(null, model, ops, batch, n, 1, 1, seed);
+            int prompt = Integer.getInteger("ab.prompt", 64);
+            Object r = !decode
+                    ? run.invoke(null, model, ops, batch, n, 1, 1, seed)
+                    : run.getParameterCount() == 9
+                            ? run.invoke(null, model, ops, batch, prompt, n, 1, 1, seed, noBytes)
+                            : run.invoke(null, model, ops, batch, prompt, n, 1, 1, seed, noBytes, false);
             return (double) tokensPerSec.invoke(r);
         }
     }

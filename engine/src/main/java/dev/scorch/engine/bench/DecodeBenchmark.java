@@ -77,24 +77,11 @@ public final class DecodeBenchmark {
                 : weights.tensor(spec.name()).info().byteSize();
     }
 
-    /** As {@link #run(DeepseekV3Model, CpuOps, int, int, int, int, int, long, ToLongFunction, boolean)} with exactly warmup warm-up runs. */
-    public static Result run(
-            DeepseekV3Model model,
-            CpuOps ops,
-            int batch,
-            int prompt,
-            int steps,
-            int warmup,
-            int runs,
-            long seed,
-            ToLongFunction<WeightLayout.Spec> bytesOf) {
-        return run(model, ops, batch, prompt, steps, warmup, runs, seed, bytesOf, false);
-    }
-
     /**
      * Times the decode steps; bytesOf gives the bytes a pass over a tensor reads ({@link #checkpointBytes}). With
      * untilJitQuiet, warm-up goes on past warmup runs until the JIT has gone quiet ({@link JitQuiet}): on a machine of
-     * two cores, a compiler thread still working takes a share of the engine's cores from the timed steps.
+     * two cores, a compiler thread still working takes a share of the engine's cores from the timed steps; without it,
+     * exactly warmup runs (dev/AbBench's slices, whose pairs share one JVM's warm-up).
      */
     public static Result run(
             DeepseekV3Model model,
