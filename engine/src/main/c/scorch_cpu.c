@@ -1238,66 +1238,48 @@ static void mla_axpy_zero(int width, float* dst) {
   }
 }
 
+/* Columns [c, c + 8 nv) of mla_axpy_block: nv accumulators held in registers through the rows (nv a constant at each
+ * call, so the loops over i unroll) */
+__attribute__((target("avx2,fma"), always_inline))
+static inline void mla_axpy_strip(const float* coef, int r0, int r1, const void* m, int bf16, size_t stride, int c,
+                                  int nv, float* dst) {
+  const float* mf = m;
+  const unsigned short* mh = m;
+  __m256 d[8];
+  for (int i = 0; i < nv; i++) {
+    d[i] = _mm256_loadu_ps(dst + c + 8 * i);
+  }
+  size_t o = (size_t)r0 * stride + c;
+  for (int r = r0; r < r1; r++, o += stride) {
+    __m256 k = _mm256_set1_ps(coef[r]);
+    for (int i = 0; i < nv; i++) {
+      d[i] = _mm256_fmadd_ps(bf16 ? bf16x8(mh + o + 8 * i) : _mm256_loadu_ps(mf + o + 8 * i), k, d[i]);
+    }
+  }
+  for (int i = 0; i < nv; i++) {
+    _mm256_storeu_ps(dst + c + 8 * i, d[i]);
+  }
+}
+
 /* dst[c] += coef[r] * m[r, c] for rows [r0, r1), r ascending for every c, one FMA each: the rows are read once, each
- * strip of 64 columns (then 32, 8) held in registers through them */
+ * strip of columns held in registers through them, 64 at a time where they fill one (eight independent FMA chains
+ * keep both FMA pipes busy through the FMA latency), then 32, then 8 */
 __attribute__((target("avx2,fma")))
 static void mla_axpy_block(const float* coef, int r0, int r1, const void* m, int bf16, size_t stride, int width,
                            float* dst) {
-  const float* mf = m;
-  const unsigned short* mh = m;
   int wv = width / 8 * 8;
-#define MLA_ROW(o) (bf16 ? bf16x8(mh + (o)) : _mm256_loadu_ps(mf + (o)))
   int c = 0;
-  for (; c + 64 <= wv; c += 64) { /* eight independent chains: FMA latency x throughput on two pipes */
-    __m256 d0 = _mm256_loadu_ps(dst + c), d1 = _mm256_loadu_ps(dst + c + 8);
-    __m256 d2 = _mm256_loadu_ps(dst + c + 16), d3 = _mm256_loadu_ps(dst + c + 24);
-    __m256 d4 = _mm256_loadu_ps(dst + c + 32), d5 = _mm256_loadu_ps(dst + c + 40);
-    __m256 d6 = _mm256_loadu_ps(dst + c + 48), d7 = _mm256_loadu_ps(dst + c + 56);
-    size_t o = (size_t)r0 * stride + c;
-    for (int r = r0; r < r1; r++, o += stride) {
-      __m256 k = _mm256_set1_ps(coef[r]);
-      d0 = _mm256_fmadd_ps(MLA_ROW(o), k, d0);
-      d1 = _mm256_fmadd_ps(MLA_ROW(o + 8), k, d1);
-      d2 = _mm256_fmadd_ps(MLA_ROW(o + 16), k, d2);
-      d3 = _mm256_fmadd_ps(MLA_ROW(o + 24), k, d3);
-      d4 = _mm256_fmadd_ps(MLA_ROW(o + 32), k, d4);
-      d5 = _mm256_fmadd_ps(MLA_ROW(o + 40), k, d5);
-      d6 = _mm256_fmadd_ps(MLA_ROW(o + 48), k, d6);
-      d7 = _mm256_fmadd_ps(MLA_ROW(o + 56), k, d7);
-    }
-    _mm256_storeu_ps(dst + c, d0);
-    _mm256_storeu_ps(dst + c + 8, d1);
-    _mm256_storeu_ps(dst + c + 16, d2);
-    _mm256_storeu_ps(dst + c + 24, d3);
-    _mm256_storeu_ps(dst + c + 32, d4);
-    _mm256_storeu_ps(dst + c + 40, d5);
-    _mm256_storeu_ps(dst + c + 48, d6);
-    _mm256_storeu_ps(dst + c + 56, d7);
+  for (; c + 64 <= wv; c += 64) {
+    mla_axpy_strip(coef, r0, r1, m, bf16, stride, c, 8, dst);
   }
   for (; c + 32 <= wv; c += 32) {
-    __m256 d0 = _mm256_loadu_ps(dst + c), d1 = _mm256_loadu_ps(dst + c + 8);
-    __m256 d2 = _mm256_loadu_ps(dst + c + 16), d3 = _mm256_loadu_ps(dst + c + 24);
-    size_t o = (size_t)r0 * stride + c;
-    for (int r = r0; r < r1; r++, o += stride) {
-      __m256 k = _mm256_set1_ps(coef[r]);
-      d0 = _mm256_fmadd_ps(MLA_ROW(o), k, d0);
-      d1 = _mm256_fmadd_ps(MLA_ROW(o + 8), k, d1);
-      d2 = _mm256_fmadd_ps(MLA_ROW(o + 16), k, d2);
-      d3 = _mm256_fmadd_ps(MLA_ROW(o + 24), k, d3);
-    }
-    _mm256_storeu_ps(dst + c, d0);
-    _mm256_storeu_ps(dst + c + 8, d1);
-    _mm256_storeu_ps(dst + c + 16, d2);
-    _mm256_storeu_ps(dst + c + 24, d3);
+    mla_axpy_strip(coef, r0, r1, m, bf16, stride, c, 4, dst);
   }
   for (; c < wv; c += 8) {
-    __m256 d = _mm256_loadu_ps(dst + c);
-    size_t o = (size_t)r0 * stride + c;
-    for (int r = r0; r < r1; r++, o += stride) {
-      d = _mm256_fmadd_ps(MLA_ROW(o), _mm256_set1_ps(coef[r]), d);
-    }
-    _mm256_storeu_ps(dst + c, d);
+    mla_axpy_strip(coef, r0, r1, m, bf16, stride, c, 1, dst);
   }
+  const float* mf = m;
+  const unsigned short* mh = m;
   for (; c < width; c++) {
     float d = dst[c];
     size_t o = (size_t)r0 * stride + c;
@@ -1306,7 +1288,6 @@ static void mla_axpy_block(const float* coef, int r0, int r1, const void* m, int
     }
     dst[c] = d;
   }
-#undef MLA_ROW
 }
 
 /* The whole sum described above: dst zeroed, then the blocks in order. */
@@ -1450,8 +1431,7 @@ static void mla_absorbed_bf16(const unsigned short* w, int G, int nope, int rope
     mla_axpy_rows(q + (size_t)g * qStride, nope, w + g * headW, 1, (size_t)rank, rank, qLats + (size_t)g * rank);
   }
   /* The group's W_UV rows on their way in while the scores and o_latent run on the cache: read straight after those,
-   * they would otherwise come from DRAM with no work left to hide behind (a paired C benchmark over layers cycled
-   * through 80 MB: the kernel 1.12-1.15x faster at a 64-token cache, 1.07-1.12x at 192) */
+   * they would otherwise come from DRAM with no work left to hide behind */
   for (int g = 0; g < G; g++) {
     const char* uv = (const char*)(w + g * headW + (size_t)nope * rank);
     for (size_t b = 0; b < (size_t)vHead * rank * sizeof(unsigned short); b += 64) {

@@ -358,7 +358,6 @@ public final class LatentAttention {
             }
         }
 
-        /** out[e] = W_UV[e] · o_latent for the head's v_head outputs. */
         /**
          * lanes[i L .. (i + 1) L) = the lane sums of m's row r0 + i ld times x over the first rv columns, for i < 4: each
          * x vector loaded once for the four rows. The accumulators leave registers through lanes, never as vector
@@ -383,6 +382,7 @@ public final class LatentAttention {
             a3.intoArray(lanes, 3 * L);
         }
 
+        /** out[e] = W_UV[e] · o_latent for the head's v_head outputs. */
         static void output(Head h, float[] out, int oOff, Scratch s) {
             int rank = h.rank();
             int nope = h.qkNope();
