@@ -201,6 +201,15 @@ class ModelConfigTest {
     }
 
     @Test
+    void anArchitecturesEntryThatIsNotAStringIsRefusedNamingIt() throws Exception {
+        Path file = edited("deepseek-v3", root -> root.putArray("architectures").add(7));
+        ConfigException e = assertThrows(ConfigException.class, () -> ModelConfig.read(file));
+        assertTrue(e.getMessage().contains("architectures"), e.getMessage());
+        assertTrue(e.getMessage().contains("must be a list of strings, got the entry 7"), e.getMessage());
+        assertTrue(e.getMessage().contains(file.toString()), e.getMessage());
+    }
+
+    @Test
     void wrongModelTypeNamesModelType() throws Exception {
         Path file = edited("deepseek-v3", root -> root.put("model_type", "llama"));
         ConfigException e = assertThrows(ConfigException.class, () -> ModelConfig.read(file));
