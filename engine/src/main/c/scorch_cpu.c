@@ -921,10 +921,12 @@ JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_bf16RowDotMa
  * weight rows [0, rows) from w (wpr words a row), their group scales (scaleType as scales_from, gpr a row) from scales.
  * Per block of four rows (fewer at the end) the scales are decoded and spread to one per word (sw: 4 * wpr floats, then
  * 4 * gpr for the group scales), as the Java kernel does; then per output one accumulator: lane i of step j takes word
- * j + i whole, its eight inputs (phase p, element 8(j + i) + p) one after another against xs (x split by phase: row i
- * holds x[i, 8v + p] at i * K + p * (K / 8) + v), each as (q × word scale) then one FMA; the lanes in RowDotGemm's tree;
- * the inputs past the last whole vector of words by scalar FMAs of q × word scale against x. Every row of x runs against
- * the block's four rows (the Java kernel's 2 x 4 blocks give each output the same operations).
+ * j + i whole, the dot of its eight q (phase p, element 8(j + i) + p) with xs (x split by phase: row i holds
+ * x[i, 8v + p] at i * K + p * (K / 8) + v) in phase order, q0 x0 then seven FMAs, and adds it times the word's scale by
+ * one FMA (the scale once a word, not once an input; each word's short chain starts afresh, so the lanes' sums do not
+ * wait on one another's latency); the lanes in RowDotGemm's tree; the inputs past the last whole vector of words by
+ * scalar FMAs of q × word scale against x. Every row of x runs against the block's four rows (the Java kernel's 2 x 4
+ * blocks give each output the same operations).
  */
 __attribute__((target("avx2,fma")))
 static inline float rowdot_int4_finish(__m256 a, const unsigned char* wr, const float* sw, const float* x, int kvw,
@@ -939,8 +941,7 @@ static inline float rowdot_int4_finish(__m256 a, const unsigned char* wr, const 
   return sum;
 }
 
-#define INT4_PHASE(p, ph, s) \
-  _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(p, 28 - 4 * (ph)), 28)), s)
+#define INT4_Q(p, ph) _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(p, 28 - 4 * (ph)), 28))
 
 __attribute__((target("avx2,fma")))
 static void rowdot_int4(const unsigned char* w, int wpr, int kDim, int rows, const unsigned char* scales, int scaleType,
@@ -999,13 +1000,16 @@ static void rowdot_int4(const unsigned char* w, int wpr, int kDim, int rows, con
             }
             __m256i p0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w0 + 4 * (size_t)j)), flip);
             __m256i p1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w1 + 4 * (size_t)j)), flip);
-            __m256 s0 = _mm256_loadu_ps(sw0 + j), s1 = _mm256_loadu_ps(sw1 + j);
-#pragma GCC unroll 8
-            for (int ph = 0; ph < 8; ph++) { /* unrolled: immediate shift counts */
-              __m256 v = _mm256_loadu_ps(xi + (size_t)ph * kw + j);
-              a0 = _mm256_fmadd_ps(INT4_PHASE(p0, ph, s0), v, a0);
-              a1 = _mm256_fmadd_ps(INT4_PHASE(p1, ph, s1), v, a1);
+            __m256 v = _mm256_loadu_ps(xi + j);
+            __m256 t0 = _mm256_mul_ps(INT4_Q(p0, 0), v), t1 = _mm256_mul_ps(INT4_Q(p1, 0), v);
+#pragma GCC unroll 7
+            for (int ph = 1; ph < 8; ph++) { /* unrolled: immediate shift counts */
+              v = _mm256_loadu_ps(xi + (size_t)ph * kw + j);
+              t0 = _mm256_fmadd_ps(INT4_Q(p0, ph), v, t0);
+              t1 = _mm256_fmadd_ps(INT4_Q(p1, ph), v, t1);
             }
+            a0 = _mm256_fmadd_ps(t0, _mm256_loadu_ps(sw0 + j), a0);
+            a1 = _mm256_fmadd_ps(t1, _mm256_loadu_ps(sw1 + j), a1);
           }
           yr[h] = rowdot_int4_finish(a0, w0, sw0, xr, kvw, kDim);
           yr[h + 1] = rowdot_int4_finish(a1, w1, sw1, xr, kvw, kDim);
@@ -1017,11 +1021,12 @@ static void rowdot_int4(const unsigned char* w, int wpr, int kDim, int rows, con
           __m256 a = _mm256_setzero_ps();
           for (int j = 0; j < kvw; j += 8) {
             __m256i p = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(wq + 4 * (size_t)j)), flip);
-            __m256 s = _mm256_loadu_ps(sq + j);
-#pragma GCC unroll 8
-            for (int ph = 0; ph < 8; ph++) {
-              a = _mm256_fmadd_ps(INT4_PHASE(p, ph, s), _mm256_loadu_ps(xi + (size_t)ph * kw + j), a);
+            __m256 t = _mm256_mul_ps(INT4_Q(p, 0), _mm256_loadu_ps(xi + j));
+#pragma GCC unroll 7
+            for (int ph = 1; ph < 8; ph++) {
+              t = _mm256_fmadd_ps(INT4_Q(p, ph), _mm256_loadu_ps(xi + (size_t)ph * kw + j), t);
             }
+            a = _mm256_fmadd_ps(t, _mm256_loadu_ps(sq + j), a);
           }
           yr[q] = rowdot_int4_finish(a, wq, sq, xr, kvw, kDim);
         }
@@ -1029,7 +1034,7 @@ static void rowdot_int4(const unsigned char* w, int wpr, int kDim, int rows, con
     }
   }
 }
-#undef INT4_PHASE
+#undef INT4_Q
 
 /*
  * NativeCpu.int4RowDotMapped0: rowdot_int4 over weight rows [row0, row0 + rows), the words read in place at byte

@@ -916,13 +916,13 @@ public final class RowDotGemm {
     }
 
     /**
-     * INT4 rows, L packed words a step: lane i takes word j + i whole, and its eight inputs (phase p = 0 .. 7, element
-     * 8(j + i) + p) one after another, each shifted out of the one loaded vector, against x split by phase (see
-     * matmulGroup), so no lane ever waits on a shuffle. A lane's words can lie in different groups (4 words make a group
-     * of 32): the scales are spread to one per word first (sw), 1/8 of the inputs. Phase p of a word xor 0x88888888 is q,
-     * sign-extended by a shift left to bits 28..31 and an arithmetic one back; the int converts exactly, and the one product
-     * with the scale rounds as Linear.row's. (Written out in each block: a helper taking vectors, where C2 does not inline
-     * it, boxes them.)
+     * INT4 rows, L packed words a step: lane i takes word j + i whole, the dot of its eight q (phase p = 0 .. 7,
+     * element 8(j + i) + p) with x in phase order (q0 x0, then seven FMAs), each q shifted out of the one loaded vector
+     * against x split by phase (see matmulGroup), so no lane ever waits on a shuffle; then one FMA adds that dot times
+     * the word's scale to the lane's sum. So the scale is applied once a word, and each word's short chain starts afresh
+     * (the lanes' sums do not wait on one long chain of FMAs). A lane's words can lie in different groups (4 words make
+     * a group of 32): the scales are spread to one per word first (sw). Phase p of a word xor 0x88888888 is q,
+     * sign-extended by a shift left to bits 28..31 and an arithmetic one back; the int converts exactly.
      */
     private static void int4Rows(float[] xs, float[] x, int m, Linear w, float[] y, int r0, int r1, Scratch s) {
         int wpr = w.wordsPerRow();
@@ -956,9 +956,9 @@ public final class RowDotGemm {
             }
             if (nr == NR) {
                 int i = 0;
-                for (; i + MR <= m; i += MR) {
-                    int4Block2x4(xs, x, i, w, wb, 0, buf, y, r, s);
-                    int4Block2x4(xs, x, i, w, wb, 2 * wpr, buf, y, r + 2, s);
+                for (; i + 2 <= m; i += 2) {
+                    int4Block2x2(xs, x, i, w, wb, 0, buf, y, r, s);
+                    int4Block2x2(xs, x, i, w, wb, 2 * wpr, buf, y, r + 2, s);
                 }
                 for (; i < m; i++) {
                     int4Block4x1(xs, x, i, w, wb, buf, y, r, s);
@@ -984,6 +984,13 @@ public final class RowDotGemm {
         return sum;
     }
 
+    /** Phase ph's q of each lane's word (p: the words xor 0x88888888) as floats: shifted to bits 28..31, back by sign. */
+    private static FloatVector q(IntVector p, int ph) {
+        return (FloatVector) p.lanewise(VectorOperators.LSHL, 28 - 4 * ph)
+                .lanewise(VectorOperators.ASHR, 28)
+                .convert(VectorOperators.I2F, 0);
+    }
+
     private static void int4Block1x1(
             float[] xs, float[] x, int i, Linear w, int[] wb, int wOff, float[] sw, float[] y, int row, Scratch s) {
         int kDim = w.in();
@@ -993,14 +1000,11 @@ public final class RowDotGemm {
         FloatVector a = FloatVector.zero(F);
         for (int j = 0; j < kvw; j += L) {
             IntVector p = IntVector.fromArray(I, wb, wOff + j).lanewise(VectorOperators.XOR, 0x88888888);
-            FloatVector sc = FloatVector.fromArray(F, sw, wOff + j);
-            for (int ph = 0; ph < 8; ph++) {
-                a = ((FloatVector) p.lanewise(VectorOperators.LSHL, 28 - 4 * ph)
-                                .lanewise(VectorOperators.ASHR, 28)
-                                .convert(VectorOperators.I2F, 0))
-                        .mul(sc)
-                        .fma(FloatVector.fromArray(F, xs, xo + ph * kw + j), a);
+            FloatVector t = q(p, 0).mul(FloatVector.fromArray(F, xs, xo + j));
+            for (int ph = 1; ph < 8; ph++) {
+                t = q(p, ph).fma(FloatVector.fromArray(F, xs, xo + ph * kw + j), t);
             }
+            a = t.fma(FloatVector.fromArray(F, sw, wOff + j), a);
         }
         a.intoArray(s.lanes, 0);
         y[i * w.out() + row] = int4Finish(s.lanes, 0, w, wb, wOff, sw, x, xo, kvw);
@@ -1022,33 +1026,22 @@ public final class RowDotGemm {
             IntVector p1 = IntVector.fromArray(I, wb, wpr + j).lanewise(VectorOperators.XOR, 0x88888888);
             IntVector p2 = IntVector.fromArray(I, wb, 2 * wpr + j).lanewise(VectorOperators.XOR, 0x88888888);
             IntVector p3 = IntVector.fromArray(I, wb, 3 * wpr + j).lanewise(VectorOperators.XOR, 0x88888888);
-            FloatVector s0 = FloatVector.fromArray(F, sw, j);
-            FloatVector s1 = FloatVector.fromArray(F, sw, wpr + j);
-            FloatVector s2 = FloatVector.fromArray(F, sw, 2 * wpr + j);
-            FloatVector s3 = FloatVector.fromArray(F, sw, 3 * wpr + j);
-            for (int ph = 0; ph < 8; ph++) {
-                FloatVector v = FloatVector.fromArray(F, xs, xo + ph * kw + j);
-                a0 = ((FloatVector) p0.lanewise(VectorOperators.LSHL, 28 - 4 * ph)
-                                .lanewise(VectorOperators.ASHR, 28)
-                                .convert(VectorOperators.I2F, 0))
-                        .mul(s0)
-                        .fma(v, a0);
-                a1 = ((FloatVector) p1.lanewise(VectorOperators.LSHL, 28 - 4 * ph)
-                                .lanewise(VectorOperators.ASHR, 28)
-                                .convert(VectorOperators.I2F, 0))
-                        .mul(s1)
-                        .fma(v, a1);
-                a2 = ((FloatVector) p2.lanewise(VectorOperators.LSHL, 28 - 4 * ph)
-                                .lanewise(VectorOperators.ASHR, 28)
-                                .convert(VectorOperators.I2F, 0))
-                        .mul(s2)
-                        .fma(v, a2);
-                a3 = ((FloatVector) p3.lanewise(VectorOperators.LSHL, 28 - 4 * ph)
-                                .lanewise(VectorOperators.ASHR, 28)
-                                .convert(VectorOperators.I2F, 0))
-                        .mul(s3)
-                        .fma(v, a3);
+            FloatVector v = FloatVector.fromArray(F, xs, xo + j);
+            FloatVector t0 = q(p0, 0).mul(v);
+            FloatVector t1 = q(p1, 0).mul(v);
+            FloatVector t2 = q(p2, 0).mul(v);
+            FloatVector t3 = q(p3, 0).mul(v);
+            for (int ph = 1; ph < 8; ph++) {
+                v = FloatVector.fromArray(F, xs, xo + ph * kw + j);
+                t0 = q(p0, ph).fma(v, t0);
+                t1 = q(p1, ph).fma(v, t1);
+                t2 = q(p2, ph).fma(v, t2);
+                t3 = q(p3, ph).fma(v, t3);
             }
+            a0 = t0.fma(FloatVector.fromArray(F, sw, j), a0);
+            a1 = t1.fma(FloatVector.fromArray(F, sw, wpr + j), a1);
+            a2 = t2.fma(FloatVector.fromArray(F, sw, 2 * wpr + j), a2);
+            a3 = t3.fma(FloatVector.fromArray(F, sw, 3 * wpr + j), a3);
         }
         int yo = i * w.out() + row;
         a0.intoArray(s.lanes, 0);
@@ -1061,47 +1054,46 @@ public final class RowDotGemm {
         y[yo + 3] = int4Finish(s.lanes, 3 * L, w, wb, 3 * wpr, sw, x, xo, kvw);
     }
 
-    /** Two weight rows (wOff, wOff + words per row in wb and in sw) × four rows of x, as {@link #bf16Block2x4}. */
-    private static void int4Block2x4(
+    /**
+     * Two weight rows (wOff, wOff + words per row in wb and in sw) × two rows of x: each word's phases decoded once for
+     * both rows of x (eight accumulators: each output's word sums and its running sum, within AVX2's 16 registers).
+     */
+    private static void int4Block2x2(
             float[] xs, float[] x, int i, Linear w, int[] wb, int wOff, float[] sw, float[] y, int row, Scratch s) {
         int kDim = w.in();
         int kw = kDim / 8;
         int kvw = kw / L * L;
         int x0 = i * kDim;
         int x1 = x0 + kDim;
-        int x2 = x1 + kDim;
-        int x3 = x2 + kDim;
         int w1Off = wOff + w.wordsPerRow();
         FloatVector z = FloatVector.zero(F);
-        FloatVector a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z;
+        FloatVector a00 = z, a01 = z, a10 = z, a11 = z;
         for (int j = 0; j < kvw; j += L) {
             IntVector p0 = IntVector.fromArray(I, wb, wOff + j).lanewise(VectorOperators.XOR, 0x88888888);
             IntVector p1 = IntVector.fromArray(I, wb, w1Off + j).lanewise(VectorOperators.XOR, 0x88888888);
+            FloatVector w0 = q(p0, 0);
+            FloatVector w1 = q(p1, 0);
+            FloatVector v = FloatVector.fromArray(F, xs, x0 + j);
+            FloatVector t00 = w0.mul(v), t01 = w1.mul(v);
+            v = FloatVector.fromArray(F, xs, x1 + j);
+            FloatVector t10 = w0.mul(v), t11 = w1.mul(v);
+            for (int ph = 1; ph < 8; ph++) {
+                w0 = q(p0, ph);
+                w1 = q(p1, ph);
+                int xp = ph * kw + j;
+                v = FloatVector.fromArray(F, xs, x0 + xp);
+                t00 = w0.fma(v, t00);
+                t01 = w1.fma(v, t01);
+                v = FloatVector.fromArray(F, xs, x1 + xp);
+                t10 = w0.fma(v, t10);
+                t11 = w1.fma(v, t11);
+            }
             FloatVector s0 = FloatVector.fromArray(F, sw, wOff + j);
             FloatVector s1 = FloatVector.fromArray(F, sw, w1Off + j);
-            for (int ph = 0; ph < 8; ph++) {
-                FloatVector w0 = ((FloatVector) p0.lanewise(VectorOperators.LSHL, 28 - 4 * ph)
-                                .lanewise(VectorOperators.ASHR, 28)
-                                .convert(VectorOperators.I2F, 0))
-                        .mul(s0);
-                FloatVector w1 = ((FloatVector) p1.lanewise(VectorOperators.LSHL, 28 - 4 * ph)
-                                .lanewise(VectorOperators.ASHR, 28)
-                                .convert(VectorOperators.I2F, 0))
-                        .mul(s1);
-                int xp = ph * kw + j;
-                FloatVector v = FloatVector.fromArray(F, xs, x0 + xp);
-                a00 = w0.fma(v, a00);
-                a01 = w1.fma(v, a01);
-                v = FloatVector.fromArray(F, xs, x1 + xp);
-                a10 = w0.fma(v, a10);
-                a11 = w1.fma(v, a11);
-                v = FloatVector.fromArray(F, xs, x2 + xp);
-                a20 = w0.fma(v, a20);
-                a21 = w1.fma(v, a21);
-                v = FloatVector.fromArray(F, xs, x3 + xp);
-                a30 = w0.fma(v, a30);
-                a31 = w1.fma(v, a31);
-            }
+            a00 = t00.fma(s0, a00);
+            a01 = t01.fma(s1, a01);
+            a10 = t10.fma(s0, a10);
+            a11 = t11.fma(s1, a11);
         }
         int n = w.out();
         float[] ln = s.lanes;
@@ -1110,21 +1102,11 @@ public final class RowDotGemm {
         a01.intoArray(ln, L);
         a10.intoArray(ln, 2 * L);
         a11.intoArray(ln, 3 * L);
-        a20.intoArray(ln, 4 * L);
-        a21.intoArray(ln, 5 * L);
-        a30.intoArray(ln, 6 * L);
-        a31.intoArray(ln, 7 * L);
         y[y0] = int4Finish(ln, 0, w, wb, wOff, sw, x, x0, kvw);
         y[y0 + 1] = int4Finish(ln, L, w, wb, w1Off, sw, x, x0, kvw);
         y0 += n;
         y[y0] = int4Finish(ln, 2 * L, w, wb, wOff, sw, x, x1, kvw);
         y[y0 + 1] = int4Finish(ln, 3 * L, w, wb, w1Off, sw, x, x1, kvw);
-        y0 += n;
-        y[y0] = int4Finish(ln, 4 * L, w, wb, wOff, sw, x, x2, kvw);
-        y[y0 + 1] = int4Finish(ln, 5 * L, w, wb, w1Off, sw, x, x2, kvw);
-        y0 += n;
-        y[y0] = int4Finish(ln, 6 * L, w, wb, wOff, sw, x, x3, kvw);
-        y[y0 + 1] = int4Finish(ln, 7 * L, w, wb, w1Off, sw, x, x3, kvw);
     }
 
     // ------------------------------------------------------------------------------------------------- generic

@@ -299,11 +299,13 @@ class RowDotGemmTest {
     }
 
     /**
-     * INT4 rows take the kernel's documented order, computed here over rows decoded by Linear.row: per output one L-lane
-     * accumulator of FMAs, lane i of step j over the eight inputs of word jL + i in order (k = 8(jL + i) + p), for the words
-     * below K / 8 rounded down to L; the lanes in the fixed tree; then the K tail by scalar FMAs in order. Groups of 8, 32 and
-     * 128 decode in registers; 24 (not a multiple of a word) takes the generic path, lane i over k = i, i + L, ...
-     * M from 1 to 9 and N = 7 reach every register block (2 x 4, 4 x 1, and the 1 x 1 of a last partial weight block).
+     * INT4 rows take the kernel's documented order, computed here over rows decoded by Linear.row (q = the decoded weight
+     * over its group's scale, exact): per output one L-lane accumulator, lane i of step j taking word jL + i as the dot of
+     * its eight q with x in order (k = 8(jL + i) + p: q0 x0, then FMAs) and adding it times the scale by one FMA, for the
+     * words below K / 8 rounded down to L; the lanes in the fixed tree; then the K tail by scalar FMAs of q × scale in
+     * order. Groups of 8, 32 and 128 decode in registers; 24 (not a multiple of a word) takes the generic path, lane i
+     * over k = i, i + L, ... M from 1 to 9 and N = 7 reach every register block (2 x 2, 4 x 1, and the 1 x 1 of a last
+     * partial weight block).
      */
     @Test
     void int4OutputsAreTheDocumentedFmaOrderOverTheReferenceRows() throws IOException {
@@ -316,6 +318,7 @@ class RowDotGemmTest {
             int kv = words ? k / 8 / l * l * 8 : k / l * l; // inputs the lanes take
             float[] row = new float[k];
             float[] lanes = new float[l];
+            float[] scales = new float[w.groupScales()];
             for (int m = 1; m <= 9; m++) {
                 float[] x = GemmTest.randn(m * k, m);
                 float[] y = new float[m * n];
@@ -324,13 +327,22 @@ class RowDotGemmTest {
                 }
                 for (int r = 0; r < n; r++) {
                     w.row(r, 0, k, row, 0);
+                    w.groupScales(r, 0, scales, 0, scales.length);
                     for (int i = 0; i < m; i++) {
                         java.util.Arrays.fill(lanes, 0f);
-                        for (int kk = 0; kk < kv; kk++) {
-                            int lane = words
-                                    ? kk / 8 % l
-                                    : kk % l; // in k order, each lane's inputs come in its own order too
-                            lanes[lane] = Math.fma(row[kk], x[i * k + kk], lanes[lane]);
+                        if (words) {
+                            for (int kk = 0; kk < kv; kk += 8) {
+                                float sc = scales[kk / w.groupSize()];
+                                float t = row[kk] / sc * x[i * k + kk];
+                                for (int p = 1; p < 8; p++) {
+                                    t = Math.fma(row[kk + p] / sc, x[i * k + kk + p], t);
+                                }
+                                lanes[kk / 8 % l] = Math.fma(t, sc, lanes[kk / 8 % l]);
+                            }
+                        } else {
+                            for (int kk = 0; kk < kv; kk++) { // the generic path: lane i over k = i, i + L, ...
+                                lanes[kk % l] = Math.fma(row[kk], x[i * k + kk], lanes[kk % l]);
+                            }
                         }
                         float sum = Lanes.foldTree(lanes, 0, l);
                         for (int kk = kv; kk < k; kk++) {
