@@ -775,6 +775,17 @@ static inline float rowdot_bf16_finish(__m256 a, const unsigned char* p, const f
  */
 #define ROWDOT_AHEAD 8192
 #define PREFETCH_AHEAD(p) _mm_prefetch((const char*)(p) + ROWDOT_AHEAD, _MM_HINT_T0)
+/*
+ * The first ROWDOT_AHEAD bytes of a task's weights, which the loops' PREFETCH_AHEAD never asks for (it runs ROWDOT_AHEAD
+ * past each stream): a decode step's tasks are short (tens of rows), so each would otherwise start on cold lines.
+ */
+static inline void prefetch_head(const unsigned char* w, size_t bytes) {
+  size_t n = bytes < ROWDOT_AHEAD ? bytes : ROWDOT_AHEAD;
+  for (size_t b = 0; b < n; b += 64) {
+    _mm_prefetch((const char*)w + b, _MM_HINT_T0);
+  }
+}
+
 /* A line ahead of each of four weight rows stride bytes apart, from at in the first. */
 #define PREFETCH_AHEAD4(at, stride)                \
   do {                                             \
@@ -793,6 +804,7 @@ static void rowdot_bf16(const unsigned char* w, int kDim, int rows, const float*
   int half = kDim / 2;
   int kv = half / 8 * 8; /* pairs taken by whole vectors */
   size_t rowBytes = 2 * (size_t)kDim;
+  prefetch_head(w, rowBytes * (size_t)rows);
   int r = 0;
   for (; r + 4 <= rows; r += 4, w += 4 * rowBytes, y += 4) {
     int i = 0;
@@ -953,6 +965,7 @@ static void rowdot_int4(const unsigned char* w, int wpr, int kDim, int rows, con
   size_t rowBytes = 4 * (size_t)wpr;
   size_t scaleRowBytes = (scaleType == 0 ? 4 : 2) * (size_t)gpr;
   float* gs = sw + 4 * (size_t)wpr;
+  prefetch_head(w, rowBytes * (size_t)rows);
   for (int r = 0; r < rows; r += 4, w += 4 * rowBytes, scales += 4 * scaleRowBytes, y += 4) {
     int nr = rows - r < 4 ? rows - r : 4;
     scales_from(scales, scaleType, gpr, nr, gpr, gs);
@@ -1122,6 +1135,7 @@ __attribute__((target("avx2,fma")))
 static void rowdot_fp8(const unsigned char* w, int kDim, int rows, int row0, const float* scaleInv, int scaleCols,
                        int blockRows, int bc, const float* x, int m, float* y, int nDim) {
   int kv = kDim / 8 * 8;
+  prefetch_head(w, (size_t)kDim * rows);
   for (int r = 0; r < rows; r += 4, w += 4 * (size_t)kDim, y += 4) {
     int nr = rows - r < 4 ? rows - r : 4;
     const float* s[4];
