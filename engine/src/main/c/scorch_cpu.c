@@ -937,7 +937,7 @@ JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_bf16RowDotMa
  * x[i, 8v + p] at i * K + p * (K / 8) + v) in phase order, q0 x0 then seven FMAs, and adds it times the word's scale by
  * one FMA (the scale once a word, not once an input; each word's short chain starts afresh, so the lanes' sums do not
  * wait on one another's latency); the lanes in RowDotGemm's tree; the inputs past the last whole vector of words by
- * scalar FMAs of q × word scale against x. Every row of x runs against the block's four rows (the Java kernel's 2 x 4
+ * scalar FMAs of q × word scale against x. Every row of x runs against the block's four rows (the Java kernel's 2 x 2
  * blocks give each output the same operations).
  */
 __attribute__((target("avx2,fma")))
