@@ -786,15 +786,22 @@ static inline void prefetch_head(const unsigned char* w, size_t bytes) {
   }
 }
 
-/* A line ahead of each of four weight rows stride bytes apart, from at in the first. */
-#define PREFETCH_AHEAD4(at, stride)                \
-  do {                                             \
-    const unsigned char* at_ = (at);               \
-    size_t stride_ = (stride);                     \
-    PREFETCH_AHEAD(at_);                           \
-    PREFETCH_AHEAD(at_ + stride_);                 \
-    PREFETCH_AHEAD(at_ + 2 * stride_);             \
-    PREFETCH_AHEAD(at_ + 3 * stride_);             \
+/*
+ * One prefetch step of a loop that reads n weight rows side by side (rowBytes apart, each at byte off): n lines,
+ * ROWDOT_AHEAD ahead. Where the n rows together fit in ROWDOT_AHEAD (decode's short rows, K = 256-1024 in BF16) they
+ * are one stream in memory, and the lines are asked for in its address order (n * off onward in the first row): asked
+ * row by row, the short streams interleave within a page and the prefetchers fall behind. Longer rows are n streams,
+ * a line ahead on each.
+ */
+#define PREFETCH_ROWS(w, off, rowBytes, n)                                          \
+  do {                                                                              \
+    const unsigned char* w_ = (w);                                                  \
+    size_t off_ = (off), rb_ = (rowBytes);                                          \
+    if ((n) * rb_ <= ROWDOT_AHEAD) {                                                \
+      for (int l_ = 0; l_ < (n); l_++) PREFETCH_AHEAD(w_ + (n) * off_ + 64 * l_);   \
+    } else {                                                                        \
+      for (int l_ = 0; l_ < (n); l_++) PREFETCH_AHEAD(w_ + l_ * rb_ + off_);        \
+    }                                                                               \
   } while (0)
 
 __attribute__((target("avx2,fma")))
@@ -813,8 +820,8 @@ static void rowdot_bf16(const unsigned char* w, int kDim, int rows, const float*
       const float* x1 = x0 + kDim;
       __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
       for (int j = 0; j < kv; j += 8) {
-        if (i == 0 && (j & 15) == 0) { /* the block's first pass over its rows: a line of each stream ahead */
-          PREFETCH_AHEAD4(w + 4 * (size_t)j, rowBytes);
+        if (i == 0 && (j & 15) == 0) { /* the block's first pass over its rows: four lines ahead */
+          PREFETCH_ROWS(w, 4 * (size_t)j, rowBytes, 4);
         }
         __m256 e0 = _mm256_loadu_ps(x0 + j), e1 = _mm256_loadu_ps(x1 + j);
         __m256 o0 = _mm256_loadu_ps(x0 + half + j), o1 = _mm256_loadu_ps(x1 + half + j);
@@ -850,8 +857,8 @@ static void rowdot_bf16(const unsigned char* w, int kDim, int rows, const float*
       const float* xo = xe + half;
       __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
       for (int j = 0; j < kv; j += 8) {
-        if ((j & 15) == 0) { /* a line of each stream every second step */
-          PREFETCH_AHEAD4(w + 4 * (size_t)j, rowBytes);
+        if ((j & 15) == 0) { /* four lines every second step */
+          PREFETCH_ROWS(w, 4 * (size_t)j, rowBytes, 4);
         }
         __m256 ve = _mm256_loadu_ps(xe + j), vo = _mm256_loadu_ps(xo + j);
         __m256i p0 = LOADP(0, j), p1 = LOADP(1, j), p2 = LOADP(2, j), p3 = LOADP(3, j);
@@ -1007,9 +1014,8 @@ static void rowdot_int4(const unsigned char* w, int wpr, int kDim, int rows, con
           const float* sw1 = sw0 + wpr;
           __m256 a0 = _mm256_setzero_ps(), a1 = a0;
           for (int j = 0; j < kvw; j += 8) {
-            if (i == 0 && (j & 15) == 0) { /* the first x row's pass: a line of each stream ahead, as rowdot_bf16 */
-              PREFETCH_AHEAD(w0 + 4 * (size_t)j);
-              PREFETCH_AHEAD(w1 + 4 * (size_t)j);
+            if (i == 0 && (j & 15) == 0) { /* the first x row's pass: two lines ahead, as rowdot_bf16 */
+              PREFETCH_ROWS(w0, 4 * (size_t)j, rowBytes, 2);
             }
             __m256i p0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w0 + 4 * (size_t)j)), flip);
             __m256i p1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w1 + 4 * (size_t)j)), flip);
@@ -1152,8 +1158,8 @@ static void rowdot_fp8(const unsigned char* w, int kDim, int rows, int row0, con
           __m256 s0 = _mm256_set1_ps(s[0][b] * 0x1p120f), s1 = _mm256_set1_ps(s[1][b] * 0x1p120f);
           __m256 s2 = _mm256_set1_ps(s[2][b] * 0x1p120f), s3 = _mm256_set1_ps(s[3][b] * 0x1p120f);
           for (int k = k0; k < kEnd; k += 8) {
-            if (i == 0 && (k & 63) == 0) { /* the block's first pass: a line of each row ahead, as rowdot_bf16 */
-              PREFETCH_AHEAD4(w + k, (size_t)kDim);
+            if (i == 0 && (k & 63) == 0) { /* the block's first pass: four lines ahead, as rowdot_bf16 */
+              PREFETCH_ROWS(w, (size_t)k, (size_t)kDim, 4);
             }
             __m256 v = _mm256_loadu_ps(xr + k);
             a0 = _mm256_fmadd_ps(rowdot_fp8_codes(w + k, s0), v, a0);
