@@ -960,6 +960,41 @@ static inline float rowdot_int4_finish(__m256 a, const unsigned char* wr, const 
   return sum;
 }
 
+/*
+ * rowdot_int4's per-word scales for BF16 group scales in groups of 32 (four words a group), the values scales_from gives:
+ * eight groups' scales widened to fp32 by one shift, each spread over its four words by a permute; groups past the last
+ * eight one at a time. Row j's wpr words at sw + j * wpr.
+ */
+__attribute__((target("avx2,fma")))
+static void int4_bf16_scales_spread(const unsigned char* scales, size_t scaleRowBytes, int gpr, int nr, int wpr,
+                                    float* sw) {
+  const __m256i idx0 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), idx1 = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
+  const __m256i idx2 = _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5), idx3 = _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7);
+  for (int j = 0; j < nr; j++) {
+    const unsigned char* sr = scales + (size_t)j * scaleRowBytes;
+    float* d = sw + (size_t)j * wpr;
+    int g = 0;
+    for (; g + 8 <= gpr && 4 * (g + 8) <= wpr; g += 8, d += 32) {
+      __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(sr + 2 * (size_t)g)));
+      __m256 s8 = _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+      _mm256_storeu_ps(d, _mm256_permutevar8x32_ps(s8, idx0));
+      _mm256_storeu_ps(d + 8, _mm256_permutevar8x32_ps(s8, idx1));
+      _mm256_storeu_ps(d + 16, _mm256_permutevar8x32_ps(s8, idx2));
+      _mm256_storeu_ps(d + 24, _mm256_permutevar8x32_ps(s8, idx3));
+    }
+    for (; g < gpr && 4 * g < wpr; g++, d += 4) {
+      unsigned short hb;
+      memcpy(&hb, sr + 2 * (size_t)g, 2);
+      unsigned int bits = (unsigned int)hb << 16;
+      float v;
+      memcpy(&v, &bits, 4);
+      for (int q = 0; q < 4 && 4 * g + q < wpr; q++) {
+        d[q] = v;
+      }
+    }
+  }
+}
+
 #define INT4_Q(p, ph) _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(p, 28 - 4 * (ph)), 28))
 
 __attribute__((target("avx2,fma")))
@@ -975,30 +1010,34 @@ static void rowdot_int4(const unsigned char* w, int wpr, int kDim, int rows, con
   prefetch_head(w, rowBytes * (size_t)rows);
   for (int r = 0; r < rows; r += 4, w += 4 * rowBytes, scales += 4 * scaleRowBytes, y += 4) {
     int nr = rows - r < 4 ? rows - r : 4;
-    scales_from(scales, scaleType, gpr, nr, gpr, gs);
-    for (int j = 0; j < nr; j++) { /* word v takes group v / wordsPerGroup: each group's run filled by vector stores */
-      float* d = sw + (size_t)j * wpr;
-      const float* g = gs + (size_t)j * gpr;
-      int v0 = 0;
-      if (wordsPerGroup == 4) { /* groups of 32 (Kimi K2's): two groups' scales per 8 words, one permute */
-        const __m256i twoGroups = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-        for (; v0 + 8 <= wpr; v0 += 8, g += 2) {
-          __m256 pair = _mm256_castps128_ps256(_mm_castpd_ps(_mm_load_sd((const double*)g)));
-          _mm256_storeu_ps(d + v0, _mm256_permutevar8x32_ps(pair, twoGroups));
+    if (scaleType == 1 && wordsPerGroup == 4) { /* BF16 scales of groups of 32 (Kimi K2's): widened 8 at a time */
+      int4_bf16_scales_spread(scales, scaleRowBytes, gpr, nr, wpr, sw);
+    } else {
+      scales_from(scales, scaleType, gpr, nr, gpr, gs);
+      for (int j = 0; j < nr; j++) { /* word v takes group v / wordsPerGroup: each group's run filled by vector stores */
+        float* d = sw + (size_t)j * wpr;
+        const float* g = gs + (size_t)j * gpr;
+        int v0 = 0;
+        if (wordsPerGroup == 4) { /* groups of 32 (Kimi K2's): two groups' scales per 8 words, one permute */
+          const __m256i twoGroups = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+          for (; v0 + 8 <= wpr; v0 += 8, g += 2) {
+            __m256 pair = _mm256_castps128_ps256(_mm_castpd_ps(_mm_load_sd((const double*)g)));
+            _mm256_storeu_ps(d + v0, _mm256_permutevar8x32_ps(pair, twoGroups));
+          }
         }
-      }
-      for (; v0 < wpr; v0 += wordsPerGroup, g++) {
-        int v1 = v0 + wordsPerGroup < wpr ? v0 + wordsPerGroup : wpr;
-        __m256 s8 = _mm256_set1_ps(*g);
-        int v = v0;
-        for (; v + 8 <= v1; v += 8) {
-          _mm256_storeu_ps(d + v, s8);
-        }
-        for (; v + 4 <= v1; v += 4) {
-          _mm_storeu_ps(d + v, _mm256_castps256_ps128(s8));
-        }
-        for (; v < v1; v++) {
-          d[v] = *g;
+        for (; v0 < wpr; v0 += wordsPerGroup, g++) {
+          int v1 = v0 + wordsPerGroup < wpr ? v0 + wordsPerGroup : wpr;
+          __m256 s8 = _mm256_set1_ps(*g);
+          int v = v0;
+          for (; v + 8 <= v1; v += 8) {
+            _mm256_storeu_ps(d + v, s8);
+          }
+          for (; v + 4 <= v1; v += 4) {
+            _mm_storeu_ps(d + v, _mm256_castps256_ps128(s8));
+          }
+          for (; v < v1; v++) {
+            d[v] = *g;
+          }
         }
       }
     }
