@@ -2,6 +2,7 @@ package dev.scorch.engine.kernels;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.scorch.engine.checkpoint.DType;
 import dev.scorch.engine.checkpoint.SafetensorsFile;
@@ -190,6 +191,54 @@ class RowDotGemmTest {
                 checkNativeRowDot(fp8(258, k, blockRows, bc, k, id++), 258, k, new int[] {1, 4, 7}, 3);
             }
         }
+    }
+
+    /**
+     * Every FP8 code (both signs, zeros, subnormals, the largest) decodes in the native row-dot as in Java, bit for bit;
+     * a row holding a NaN code (0x7f, 0xff) is NaN in both.
+     */
+    @Test
+    void theNativeFp8RowDotDecodesEveryCodeAsJavaDoes() throws IOException {
+        org.junit.jupiter.api.Assumptions.assumeTrue(RowDotGemm.NATIVE_ROWDOT, "no native row-dot on this machine/JVM");
+        int n = 8;
+        int k = 64;
+        byte[] finite = new byte[n * k];
+        byte[] withNan = new byte[n * k];
+        for (int i = 0; i < finite.length; i++) {
+            int c = i & 0xFF; // rows 0-3 hold codes 0..255 in order, rows 4-7 again
+            finite[i] = (byte) ((c & 0x7F) == 0x7F ? 0 : c);
+            withNan[i] = (byte) ((i / k) % 2 == 0 && (c & 0x7F) == 0x7F ? 0 : c); // NaN codes left in rows 1, 3, 5, 7
+        }
+        float[] scaleInv = {0.75f};
+        checkNativeRowDot(fp8Codes(finite, n, k, scaleInv, "finite"), n, k, new int[] {1, 2, 5}, 1);
+        Linear w = fp8Codes(withNan, n, k, scaleInv, "nan");
+        try (Parallel p = new Parallel(1)) {
+            float[] x = GemmTest.randn(k, 5);
+            float[] java = new float[n];
+            float[] nat = new float[n];
+            RowDotGemm.matmulGroup(
+                    new float[][] {x}, new int[] {1}, new Linear[] {w}, new float[][] {java}, p, false, false);
+            RowDotGemm.matmulGroup(
+                    new float[][] {x}, new int[] {1}, new Linear[] {w}, new float[][] {nat}, p, false, true);
+            for (int r = 0; r < n; r++) {
+                if (r % 2 == 1) {
+                    assertTrue(
+                            Float.isNaN(java[r]) && Float.isNaN(nat[r]), "row " + r + ": " + java[r] + ", " + nat[r]);
+                } else {
+                    assertEquals(Float.floatToRawIntBits(java[r]), Float.floatToRawIntBits(nat[r]), "row " + r);
+                }
+            }
+        }
+    }
+
+    private Linear fp8Codes(byte[] codes, int out, int in, float[] scaleInv, String name) throws IOException {
+        SafetensorsWriter sw = new SafetensorsWriter();
+        sw.add("w", DType.F8_E4M3, new long[] {out, in}, codes);
+        sw.addFloats("w_scale_inv", DType.F32, new long[] {1, 1}, scaleInv);
+        Path f = dir.resolve("fp8-codes-" + name + ".safetensors");
+        sw.write(f);
+        SafetensorsFile sf = SafetensorsFile.open(f);
+        return new Linear(sf.tensor("w"), sf.tensor("w_scale_inv"), 128, 128);
     }
 
     private Linear fp8(int out, int in, int blockRows, int bc, long seed, int id) throws IOException {
