@@ -804,6 +804,28 @@ static inline void prefetch_head(const unsigned char* w, size_t bytes) {
     }                                                                               \
   } while (0)
 
+/* The loop of NativeCpu.readStream0 (below). */
+__attribute__((target("avx2,fma")))
+static int read_stream(const unsigned char* p, size_t n) {
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  size_t i = 0;
+  for (; i + 128 <= n; i += 128) {
+    PREFETCH_AHEAD(p + i);
+    PREFETCH_AHEAD(p + i + 64);
+    a0 = _mm256_xor_si256(a0, _mm256_loadu_si256((const __m256i*)(p + i)));
+    a1 = _mm256_xor_si256(a1, _mm256_loadu_si256((const __m256i*)(p + i + 32)));
+    a2 = _mm256_xor_si256(a2, _mm256_loadu_si256((const __m256i*)(p + i + 64)));
+    a3 = _mm256_xor_si256(a3, _mm256_loadu_si256((const __m256i*)(p + i + 96)));
+  }
+  for (; i + 32 <= n; i += 32) {
+    a0 = _mm256_xor_si256(a0, _mm256_loadu_si256((const __m256i*)(p + i)));
+  }
+  __m256i a = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
+  int lanes[8];
+  _mm256_storeu_si256((__m256i*)lanes, a);
+  return lanes[0] ^ lanes[1] ^ lanes[2] ^ lanes[3] ^ lanes[4] ^ lanes[5] ^ lanes[6] ^ lanes[7];
+}
+
 __attribute__((target("avx2,fma")))
 static void rowdot_bf16(const unsigned char* w, int kDim, int rows, const float* xs, const float* x, int m, float* y,
                         int nDim) {
@@ -895,6 +917,20 @@ static void rowdot_bf16(const unsigned char* w, int kDim, int rows, const float*
 #undef BF16_LO
 #undef BF16_HI
 #undef LOADP
+
+/*
+ * NativeCpu.readStream0: bytes [off, off + n) of a direct buffer read once by 32-byte loads, with the row-dots' prefetch
+ * ROWDOT_AHEAD ahead, four lanes of xor so the loads overlap; the words xor-ed together (n rounded down to 32 bytes).
+ */
+JNIEXPORT jint JNICALL Java_dev_scorch_engine_kernels_NativeCpu_readStream0(JNIEnv* env, jclass cls, jobject buf,
+                                                                            jlong off, jlong n) {
+  (void)cls;
+  const unsigned char* p = scorch_address(env, buf, "the buffer is not a direct buffer");
+  if (!p) {
+    return 0;
+  }
+  return read_stream(p + off, (size_t)n);
+}
 
 /*
  * NativeCpu.bf16RowDotMapped0: rowdot_bf16 over weight rows [row0, row0 + rows) read in place at byte byteOffset of map

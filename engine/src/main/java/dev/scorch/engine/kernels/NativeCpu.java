@@ -372,6 +372,22 @@ public final class NativeCpu {
     }
 
     /**
+     * Reads bytes [offset, offset + length) of a direct buffer once, as the native row-dots stream their weights (vector
+     * loads, and the same prefetch ahead), and returns their 32-bit words xor-ed (so no load can be left out): the read
+     * bandwidth probe's native twin, the ceiling the row-dots are measured against.
+     */
+    public static int readStream(ByteBuffer buf, long offset, long length) {
+        if (!AVAILABLE) {
+            throw new IllegalStateException("no native library: " + STATUS);
+        }
+        if (!buf.isDirect() || offset < 0 || length < 0 || offset + length > buf.capacity()) {
+            throw new IndexOutOfBoundsException(
+                    "read of " + length + " bytes from " + offset + " out of a buffer of " + buf.capacity());
+        }
+        return readStream0(buf, offset, length);
+    }
+
+    /**
      * Whether the mapped decoders may read a checkpoint's mapping in place: the library's SIGBUS guard is installed, so a
      * page the file no longer has (truncated while mapped) makes them return false instead of crashing the JVM.
      */
@@ -790,6 +806,8 @@ public final class NativeCpu {
 
     /** The BF16 and AMX units the CPU has (KernelSelection.Library's bits; asked of the CPU in scorch_bf16.c). */
     private static native int units0();
+
+    private static native int readStream0(ByteBuffer buf, long offset, long length);
 
     private static native void splitTile0(int parts, float[] x, int xOff, int rows, int kDim, ByteBuffer xs, int xsOff);
 

@@ -1,5 +1,6 @@
 package dev.scorch.engine.bench;
 
+import dev.scorch.engine.kernels.NativeCpu;
 import dev.scorch.engine.kernels.Parallel;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -22,7 +23,8 @@ import org.openjdk.jmh.annotations.Warmup;
  * The machine's memory bandwidth as the engine's threads see it, the ceiling for decode (which reads every
  * active weight once per step): {@code copy} copies a 1 GiB off-heap buffer into another, split across the
  * threads (GB/s copied = 1.074 / time in s); {@code read} streams the same GiB into int[] chunks of 64 KiB as
- * the decode kernel does with weight rows (GB/s read = 1.074 / time in s).
+ * the Java decode kernel does with weight rows (GB/s read = 1.074 / time in s); {@code readNative} streams it through
+ * the native library's loop, as the native row-dots read weights in place.
  *
  * <pre>dev/jmh BandwidthBenchmark</pre>
  */
@@ -82,6 +84,18 @@ public class BandwidthBenchmark {
             }
         });
         return acc[0] + acc[threads - 1];
+    }
+
+    /**
+     * Bytes read: the same GiB streamed by the native library's loop (vector loads and the row-dots' prefetch ahead, no
+     * copy), the ceiling the native row-dots are held to; where the library does not run here, this benchmark fails.
+     */
+    @Benchmark
+    public int readNative() {
+        int per = BYTES / threads;
+        int[] acc = new int[threads];
+        par.forEach(threads, t -> acc[t] = NativeCpu.readStream(src, (long) t * per, per));
+        return acc[0] ^ acc[threads - 1];
     }
 
     @TearDown(Level.Trial)
