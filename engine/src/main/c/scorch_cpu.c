@@ -921,6 +921,7 @@ static void rowdot_bf16(const unsigned char* w, int kDim, int rows, const float*
 /*
  * NativeCpu.readStream0: bytes [off, off + n) of a direct buffer read once by 32-byte loads, with the row-dots' prefetch
  * ROWDOT_AHEAD ahead, four lanes of xor so the loads overlap; the words xor-ed together (n rounded down to 32 bytes).
+ * No SIGBUS guard: for the probe's own memory, never a checkpoint's mapping.
  */
 JNIEXPORT jint JNICALL Java_dev_scorch_engine_kernels_NativeCpu_readStream0(JNIEnv* env, jclass cls, jobject buf,
                                                                             jlong off, jlong n) {
@@ -996,27 +997,32 @@ static inline float rowdot_int4_finish(__m256 a, const unsigned char* wr, const 
   return sum;
 }
 
+/* Eight groups' scales (groups of 32: four words a group) spread over their 32 words at d, a permute a vector. */
+__attribute__((target("avx2,fma")))
+static inline void int4_spread8(__m256 s8, float* d) {
+  const __m256i idx0 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), idx1 = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
+  const __m256i idx2 = _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5), idx3 = _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7);
+  _mm256_storeu_ps(d, _mm256_permutevar8x32_ps(s8, idx0));
+  _mm256_storeu_ps(d + 8, _mm256_permutevar8x32_ps(s8, idx1));
+  _mm256_storeu_ps(d + 16, _mm256_permutevar8x32_ps(s8, idx2));
+  _mm256_storeu_ps(d + 24, _mm256_permutevar8x32_ps(s8, idx3));
+}
+
 /*
- * rowdot_int4's per-word scales for BF16 group scales in groups of 32 (four words a group), the values scales_from gives:
- * eight groups' scales widened to fp32 by one shift, each spread over its four words by a permute; groups past the last
- * eight one at a time. Row j's wpr words at sw + j * wpr.
+ * rowdot_int4's per-word scales for BF16 group scales in groups of 32 (Kimi K2's), the values scales_from gives: eight
+ * groups' scales widened to fp32 by one shift and spread by int4_spread8; groups past the last eight one at a time.
+ * Row j's wpr words at sw + j * wpr.
  */
 __attribute__((target("avx2,fma")))
 static void int4_bf16_scales_spread(const unsigned char* scales, size_t scaleRowBytes, int gpr, int nr, int wpr,
                                     float* sw) {
-  const __m256i idx0 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), idx1 = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
-  const __m256i idx2 = _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5), idx3 = _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7);
   for (int j = 0; j < nr; j++) {
     const unsigned char* sr = scales + (size_t)j * scaleRowBytes;
     float* d = sw + (size_t)j * wpr;
     int g = 0;
     for (; g + 8 <= gpr && 4 * (g + 8) <= wpr; g += 8, d += 32) {
       __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(sr + 2 * (size_t)g)));
-      __m256 s8 = _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
-      _mm256_storeu_ps(d, _mm256_permutevar8x32_ps(s8, idx0));
-      _mm256_storeu_ps(d + 8, _mm256_permutevar8x32_ps(s8, idx1));
-      _mm256_storeu_ps(d + 16, _mm256_permutevar8x32_ps(s8, idx2));
-      _mm256_storeu_ps(d + 24, _mm256_permutevar8x32_ps(s8, idx3));
+      int4_spread8(_mm256_castsi256_ps(_mm256_slli_epi32(h, 16)), d);
     }
     for (; g < gpr && 4 * g < wpr; g++, d += 4) {
       unsigned short hb;
@@ -1054,11 +1060,9 @@ static void rowdot_int4(const unsigned char* w, int wpr, int kDim, int rows, con
         float* d = sw + (size_t)j * wpr;
         const float* g = gs + (size_t)j * gpr;
         int v0 = 0;
-        if (wordsPerGroup == 4) { /* groups of 32 (Kimi K2's): two groups' scales per 8 words, one permute */
-          const __m256i twoGroups = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-          for (; v0 + 8 <= wpr; v0 += 8, g += 2) {
-            __m256 pair = _mm256_castps128_ps256(_mm_castpd_ps(_mm_load_sd((const double*)g)));
-            _mm256_storeu_ps(d + v0, _mm256_permutevar8x32_ps(pair, twoGroups));
+        if (wordsPerGroup == 4) { /* groups of 32 in F32 or F16: eight groups' scales over 32 words at a time */
+          for (; v0 + 32 <= wpr; v0 += 32, g += 8) {
+            int4_spread8(_mm256_loadu_ps(g), d + v0);
           }
         }
         for (; v0 < wpr; v0 += wordsPerGroup, g++) {
@@ -1191,7 +1195,7 @@ __attribute__((target("avx2,fma")))
 static inline __m256 rowdot_fp8_codes(const unsigned char* s, __m256 scale) {
   /* Each code sign-extended, so bits 7-31 all hold its sign: shifted left by 20 the sign lands on bit 31 (kept) beside
    * the magnitude's seven bits at 20-26, bits 27-30 masked off; the magnitude is 0x7f (NaN) where the code or-ed with
-   * 0xffffff80 is all ones. Two operations fewer than taking the sign and magnitude apart, the same bits. */
+   * 0xffffff80 is all ones. */
   const __m256i keep = _mm256_set1_epi32((int)0x87f00000u), high = _mm256_set1_epi32((int)0xffffff80u);
   const __m256i ones = _mm256_set1_epi32(-1), nan = _mm256_set1_epi32(0x7fc00000);
   __m256i c = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)s));

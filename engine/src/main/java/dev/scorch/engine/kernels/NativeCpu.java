@@ -375,6 +375,7 @@ public final class NativeCpu {
      * Reads bytes [offset, offset + length) of a direct buffer once, as the native row-dots stream their weights (vector
      * loads, and the same prefetch ahead; the length rounded down to 32 bytes), and returns their 32-bit words xor-ed (so
      * no load can be left out): the read bandwidth probe's native twin, the ceiling the row-dots are measured against.
+     * The probe's own memory only: unlike the row-dots it reads outside the SIGBUS guard, so never a file mapping.
      */
     public static int readStream(ByteBuffer buf, long offset, long length) {
         if (!AVAILABLE) {

@@ -247,7 +247,7 @@ public final class RowDotGemm {
             long weights = (long) nDim * kDim;
             int tasks = (int) Math.min(blocks, Math.max(1, weights / MIN_TASK_WEIGHTS));
             if (tasks > 1 && g == 1) {
-                // A whole number of tasks a thread: 5 equal tasks on 2 threads make one thread take 3 (+20 % a call).
+                // A whole number of tasks a thread: 5 equal tasks on 2 threads would leave one thread 3 of them.
                 int t = par.threads();
                 tasks = Math.min(blocks, (Math.max(tasks, 2 * t) + t - 1) / t * t);
             }
