@@ -12,6 +12,7 @@
 #define _GNU_SOURCE /* sigaction, sigsetjmp and ucontext_t beside -std=c11 */
 #include <immintrin.h>
 #include <jni.h>
+#include <math.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stddef.h>
@@ -1092,8 +1093,34 @@ static void rowdot_int4(const unsigned char* w, int wpr, int kDim, int rows, con
           const float* sw0 = sw + (size_t)h * wpr;
           const float* sw1 = sw0 + wpr;
           __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-          for (int j = 0; j < kvw; j += 8) {
-            if (i == 0 && (j & 15) == 0) { /* the first x row's pass: two lines ahead, as rowdot_bf16 */
+          int j = 0;
+          for (; j + 16 <= kvw; j += 16) { /* two vectors of words a row: four phase chains in flight, not two */
+            if (i == 0) { /* the first x row's pass: two lines ahead, as rowdot_bf16 */
+              PREFETCH_ROWS(w0, 4 * (size_t)j, rowBytes, 2);
+            }
+            __m256i p0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w0 + 4 * (size_t)j)), flip);
+            __m256i p1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w1 + 4 * (size_t)j)), flip);
+            __m256i r0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w0 + 4 * (size_t)j + 32)), flip);
+            __m256i r1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w1 + 4 * (size_t)j + 32)), flip);
+            __m256 v = _mm256_loadu_ps(xi + j), u = _mm256_loadu_ps(xi + j + 8);
+            __m256 t0 = _mm256_mul_ps(INT4_Q(p0, 0), v), t1 = _mm256_mul_ps(INT4_Q(p1, 0), v);
+            __m256 c0 = _mm256_mul_ps(INT4_Q(r0, 0), u), c1 = _mm256_mul_ps(INT4_Q(r1, 0), u);
+#pragma GCC unroll 7
+            for (int ph = 1; ph < 8; ph++) {
+              v = _mm256_loadu_ps(xi + (size_t)ph * kw + j);
+              u = _mm256_loadu_ps(xi + (size_t)ph * kw + j + 8);
+              t0 = _mm256_fmadd_ps(INT4_Q(p0, ph), v, t0);
+              t1 = _mm256_fmadd_ps(INT4_Q(p1, ph), v, t1);
+              c0 = _mm256_fmadd_ps(INT4_Q(r0, ph), u, c0);
+              c1 = _mm256_fmadd_ps(INT4_Q(r1, ph), u, c1);
+            }
+            a0 = _mm256_fmadd_ps(t0, _mm256_loadu_ps(sw0 + j), a0);
+            a1 = _mm256_fmadd_ps(t1, _mm256_loadu_ps(sw1 + j), a1);
+            a0 = _mm256_fmadd_ps(c0, _mm256_loadu_ps(sw0 + j + 8), a0);
+            a1 = _mm256_fmadd_ps(c1, _mm256_loadu_ps(sw1 + j + 8), a1);
+          }
+          for (; j < kvw; j += 8) {
+            if (i == 0 && (j & 15) == 0) {
               PREFETCH_ROWS(w0, 4 * (size_t)j, rowBytes, 2);
             }
             __m256i p0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w0 + 4 * (size_t)j)), flip);
@@ -1189,19 +1216,39 @@ JNIEXPORT jint JNICALL Java_dev_scorch_engine_kernels_NativeCpu_int4RowDotMapped
  * by whole vectors (kv = K / 8 * 8), block by block: the block's scale times 2^120 broadcast, each code decoded as
  * fp8_from decodes it (its value times 2^-120, exactly, then one product with that scale) and one FMA; the lanes in
  * RowDotGemm's tree; the inputs past kv by scalar FMAs of the code's value times the block's scale. Every row of x runs
- * against the block's four rows (the Java kernel's 2 x 4 blocks give each output the same operations).
+ * against the block's four rows (the Java kernel's 2 x 4 blocks give each output the same operations). A row holding a
+ * NaN code is NaN, as in Java, but found once per row by fp8_nan_in rather than by each vector's decoding.
  */
 __attribute__((target("avx2,fma")))
 static inline __m256 rowdot_fp8_codes(const unsigned char* s, __m256 scale) {
   /* Each code sign-extended, so bits 7-31 all hold its sign: shifted left by 20 the sign lands on bit 31 (kept) beside
-   * the magnitude's seven bits at 20-26, bits 27-30 masked off; the magnitude is 0x7f (NaN) where the code or-ed with
-   * 0xffffff80 is all ones. */
-  const __m256i keep = _mm256_set1_epi32((int)0x87f00000u), high = _mm256_set1_epi32((int)0xffffff80u);
-  const __m256i ones = _mm256_set1_epi32(-1), nan = _mm256_set1_epi32(0x7fc00000);
+   * the magnitude's seven bits at 20-26, bits 27-30 masked off. A NaN code decodes here as 480: fp8_nan_in finds them. */
+  const __m256i keep = _mm256_set1_epi32((int)0x87f00000u);
   __m256i c = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)s));
-  __m256i bits = _mm256_and_si256(_mm256_slli_epi32(c, 20), keep);
-  bits = _mm256_blendv_epi8(bits, nan, _mm256_cmpeq_epi32(_mm256_or_si256(c, high), ones));
-  return _mm256_mul_ps(_mm256_castsi256_ps(bits), scale);
+  return _mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(c, 20), keep)), scale);
+}
+
+/*
+ * Whether codes [0, n) at s hold a NaN (0x7f or 0xff): the largest of the bytes with their sign set, 32 a step. The
+ * row-dot runs it once per block of rows, after the first x row's pass, so it reads the rows from the cache.
+ */
+__attribute__((target("avx2,fma")))
+static int fp8_nan_in(const unsigned char* s, int n) {
+  const __m256i sign = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi8(-1);
+  __m256i most = _mm256_setzero_si256();
+  int k = 0;
+  for (; k + 32 <= n; k += 32) {
+    most = _mm256_max_epu8(most, _mm256_or_si256(_mm256_loadu_si256((const __m256i*)(s + k)), sign));
+  }
+  if (_mm256_movemask_epi8(_mm256_cmpeq_epi8(most, ones)) != 0) {
+    return 1;
+  }
+  for (; k < n; k++) {
+    if ((s[k] & 0x7f) == 0x7f) {
+      return 1;
+    }
+  }
+  return 0;
 }
 
 __attribute__((target("avx2,fma")))
@@ -1226,6 +1273,7 @@ static void rowdot_fp8(const unsigned char* w, int kDim, int rows, int row0, con
   prefetch_head(w, (size_t)kDim * rows);
   for (int r = 0; r < rows; r += 4, w += 4 * (size_t)kDim, y += 4) {
     int nr = rows - r < 4 ? rows - r : 4;
+    int nanRows = 0; /* bit q: row q holds a NaN code (found after the first x row's pass, from the cache) */
     const float* s[4];
     for (int q = 0; q < nr; q++) {
       s[q] = scaleInv + (size_t)((row0 + r + q) / blockRows) * scaleCols;
@@ -1266,6 +1314,16 @@ static void rowdot_fp8(const unsigned char* w, int kDim, int rows, int row0, con
             }
           }
           yr[q] = rowdot_fp8_finish(a, wq, s[q], bc, xr, kv, kDim);
+        }
+      }
+      if (i == 0) {
+        for (int q = 0; q < nr; q++) {
+          nanRows |= fp8_nan_in(w + (size_t)q * kDim, kv) << q;
+        }
+      }
+      for (int q = 0; q < nr; q++) {
+        if (nanRows >> q & 1) {
+          yr[q] = NAN;
         }
       }
     }

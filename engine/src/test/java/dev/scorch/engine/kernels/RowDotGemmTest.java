@@ -231,6 +231,53 @@ class RowDotGemmTest {
         }
     }
 
+    /**
+     * One NaN code makes its row NaN for every row of x, wherever it lies: in the row-dot's vectors (first code, mid
+     * row), past the NaN scan's last 32 codes, in the scalar tail past the last whole vector, in a last block of fewer
+     * than four rows; the other rows keep Java's bits.
+     */
+    @Test
+    void oneNanCodeMakesItsRowNanForEveryRowOfX() throws IOException {
+        org.junit.jupiter.api.Assumptions.assumeTrue(RowDotGemm.NATIVE_ROWDOT, "no native row-dot on this machine/JVM");
+        int n = 7; // a block of four rows, then one of three
+        int k = 75; // 72 inputs by vectors (the scan's 64 by 32s, then 8), 3 in the tail
+        int[] nanAt = {0, 40, 66, -1, 73, 10, -1}; // per row: where its one NaN code is (-1: none)
+        java.util.Random rnd = new java.util.Random(7);
+        byte[] codes = new byte[n * k];
+        for (int r = 0; r < n; r++) {
+            for (int c = 0; c < k; c++) {
+                int code = rnd.nextInt(256);
+                codes[r * k + c] = (byte) ((code & 0x7F) == 0x7F ? 0x3C : code);
+            }
+            if (nanAt[r] >= 0) {
+                codes[r * k + nanAt[r]] = (byte) (r % 2 == 0 ? 0x7F : 0xFF);
+            }
+        }
+        Linear w = fp8Codes(codes, n, k, new float[] {0.5f}, "one-nan");
+        int m = 3;
+        try (Parallel p = new Parallel(2)) {
+            float[] x = GemmTest.randn(m * k, 11);
+            float[] java = new float[m * n];
+            float[] nat = new float[m * n];
+            RowDotGemm.matmulGroup(
+                    new float[][] {x}, new int[] {m}, new Linear[] {w}, new float[][] {java}, p, false, false);
+            RowDotGemm.matmulGroup(
+                    new float[][] {x}, new int[] {m}, new Linear[] {w}, new float[][] {nat}, p, false, true);
+            for (int i = 0; i < m; i++) {
+                for (int r = 0; r < n; r++) {
+                    int o = i * n + r;
+                    String at = "x row " + i + ", weight row " + r + ": " + java[o] + ", " + nat[o];
+                    if (nanAt[r] >= 0) {
+                        assertTrue(Float.isNaN(java[o]) && Float.isNaN(nat[o]), at);
+                    } else {
+                        assertEquals(Float.floatToRawIntBits(java[o]), Float.floatToRawIntBits(nat[o]), at);
+                        assertTrue(Float.isFinite(nat[o]), at);
+                    }
+                }
+            }
+        }
+    }
+
     private Linear fp8Codes(byte[] codes, int out, int in, float[] scaleInv, String name) throws IOException {
         SafetensorsWriter sw = new SafetensorsWriter();
         sw.add("w", DType.F8_E4M3, new long[] {out, in}, codes);
@@ -254,13 +301,13 @@ class RowDotGemmTest {
 
     /**
      * The same for INT4: K with a partial last word (K % 8 != 0), words past the last whole vector of 8 (K < 64, K =
-     * 72, 1060), groups of 8, 32 and 128 (a vector's words spanning one to eight groups), BF16, F16 and F32 scales, every
+     * 72, 1060), an odd number of vectors (K = 200: one pair, then one alone), groups of 8, 32 and 128 (a vector's words spanning one to eight groups), BF16, F16 and F32 scales, every
      * nibble at every place of a word, rows 1..9 and x rows 1..9, 258 rows on 3 threads.
      */
     @Test
     void theNativeInt4RowDotGivesTheJavaBits() throws IOException {
         org.junit.jupiter.api.Assumptions.assumeTrue(RowDotGemm.NATIVE_ROWDOT, "no native row-dot on this machine/JVM");
-        int[][] kGroups = {{8, 8}, {13, 8}, {64, 32}, {72, 8}, {100, 32}, {256, 128}, {1056, 32}, {1060, 32}};
+        int[][] kGroups = {{8, 8}, {13, 8}, {64, 32}, {72, 8}, {100, 32}, {200, 8}, {256, 128}, {1056, 32}, {1060, 32}};
         int id = 0;
         for (int[] kg : kGroups) {
             int k = kg[0];
