@@ -124,7 +124,7 @@ public final class BenchCommand implements Callable<Integer> {
             names = "--warmup",
             defaultValue = "2",
             description = "Untimed warm-up runs; decode: at least these, then more until the JIT compilers are quiet"
-                    + " (3 runs in a row under 1% of their time compiling, at most 100). Default: ${DEFAULT-VALUE}.")
+                    + " (3 runs in a row under 1%% of their time compiling, at most 100). Default: ${DEFAULT-VALUE}.")
     int warmup;
 
     @Option(
