@@ -101,6 +101,9 @@ public final class DecodeBenchmark {
         long[] runHeap = new long[runs]; // each run's
         // activations, kept from step to step as a generator keeps them
         StageDecodingModel decoding = new StageDecodingModel(model.on(ops));
+        // filled by each step; one array for every run, as a generator keeps its step state from call to call
+        int[][] routes = new int[model.numMoeLayers()][batch * model.config().numExpertsPerTok()];
+        boolean[] seen = new boolean[model.config().nRoutedExperts()];
         JitQuiet jit = new JitQuiet();
         int warmupRuns = 0;
         boolean warm = false;
@@ -123,9 +126,6 @@ public final class DecodeBenchmark {
             decoding.prefill(prompts, caches);
             int[] next = new int[batch];
             Arrays.fill(next, 1);
-            int[][] routes =
-                    new int[model.numMoeLayers()][batch * model.config().numExpertsPerTok()]; // filled by each step
-            boolean[] seen = new boolean[model.config().nRoutedExperts()];
             long hit = 0;
             jit.begin();
             long heap0 = HeapAllocation.allocatedBytes();

@@ -36,10 +36,42 @@ public interface GpuStages {
      * [MoE layer][T * top_k] to receive its tokens' experts, or null, and boundary, the per-layer clock of a {@link
      * DecoderStage.Request}, or null.
      */
-    record Micro(PackedBatch batch, LatentCache[][] caches, int[][] routes, IntConsumer boundary) {
+    final class Micro {
+        private final PackedBatch batch;
+        private final LatentCache[][] caches;
+        private final int[][] routes;
+        private final IntConsumer boundary;
+        // By stage, what it runs with nothing handed in, made once: a decode step's Micro serves every step of a
+        // generation, so a step allocates none. (A race makes a second, equal request; requests are immutable.)
+        private final DecoderStage.Request[] plain;
+
+        public Micro(PackedBatch batch, LatentCache[][] caches, int[][] routes, IntConsumer boundary) {
+            this.batch = batch;
+            this.caches = caches;
+            this.routes = routes;
+            this.boundary = boundary;
+            this.plain = new DecoderStage.Request[caches == null ? 1 : Math.max(1, caches.length)];
+        }
+
         /** No clock. */
         public Micro(PackedBatch batch, LatentCache[][] caches, int[][] routes) {
             this(batch, caches, routes, null);
+        }
+
+        public PackedBatch batch() {
+            return batch;
+        }
+
+        public LatentCache[][] caches() {
+            return caches;
+        }
+
+        public int[][] routes() {
+            return routes;
+        }
+
+        public IntConsumer boundary() {
+            return boundary;
         }
 
         /** The caches of stage k's layers, one per sequence, or null. */
@@ -49,7 +81,15 @@ public interface GpuStages {
 
         /** What stage k runs of it, the incoming hidden states in from the host or handed on its device (or neither). */
         public DecoderStage.Request at(int k, float[] in, Buf handed) {
-            return new DecoderStage.Request(batch, stage(k), routes, in, handed, boundary);
+            if (in != null || handed != null || k >= plain.length) {
+                return new DecoderStage.Request(batch, stage(k), routes, in, handed, boundary);
+            }
+            DecoderStage.Request r = plain[k];
+            if (r == null) {
+                r = new DecoderStage.Request(batch, stage(k), routes, null, null, boundary);
+                plain[k] = r;
+            }
+            return r;
         }
     }
 
