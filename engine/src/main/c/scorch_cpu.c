@@ -1039,6 +1039,18 @@ static void int4_bf16_scales_spread(const unsigned char* scales, size_t scaleRow
 }
 
 #define INT4_Q(p, ph) _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(p, 28 - 4 * (ph)), 28))
+#define INT4_WORDS(w, j) _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)((w) + 4 * (size_t)(j))), flip)
+
+/* One vector of words (flipped) against x split by phase from xp: q0 x0, then the seven other phases by FMAs. */
+__attribute__((target("avx2,fma")))
+static inline __m256 int4_phases(__m256i p, const float* xp, int kw) {
+  __m256 t = _mm256_mul_ps(INT4_Q(p, 0), _mm256_loadu_ps(xp));
+#pragma GCC unroll 7
+  for (int ph = 1; ph < 8; ph++) { /* unrolled: immediate shift counts */
+    t = _mm256_fmadd_ps(INT4_Q(p, ph), _mm256_loadu_ps(xp + (size_t)ph * kw), t);
+  }
+  return t;
+}
 
 __attribute__((target("avx2,fma")))
 static void rowdot_int4(const unsigned char* w, int wpr, int kDim, int rows, const unsigned char* scales, int scaleType,
@@ -1098,15 +1110,13 @@ static void rowdot_int4(const unsigned char* w, int wpr, int kDim, int rows, con
             if (i == 0) { /* the first x row's pass: two lines ahead, as rowdot_bf16 */
               PREFETCH_ROWS(w0, 4 * (size_t)j, rowBytes, 2);
             }
-            __m256i p0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w0 + 4 * (size_t)j)), flip);
-            __m256i p1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w1 + 4 * (size_t)j)), flip);
-            __m256i r0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w0 + 4 * (size_t)j + 32)), flip);
-            __m256i r1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w1 + 4 * (size_t)j + 32)), flip);
+            __m256i p0 = INT4_WORDS(w0, j), p1 = INT4_WORDS(w1, j);
+            __m256i r0 = INT4_WORDS(w0, j + 8), r1 = INT4_WORDS(w1, j + 8);
             __m256 v = _mm256_loadu_ps(xi + j), u = _mm256_loadu_ps(xi + j + 8);
             __m256 t0 = _mm256_mul_ps(INT4_Q(p0, 0), v), t1 = _mm256_mul_ps(INT4_Q(p1, 0), v);
             __m256 c0 = _mm256_mul_ps(INT4_Q(r0, 0), u), c1 = _mm256_mul_ps(INT4_Q(r1, 0), u);
 #pragma GCC unroll 7
-            for (int ph = 1; ph < 8; ph++) {
+            for (int ph = 1; ph < 8; ph++) { /* int4_phases' steps, the four chains side by side */
               v = _mm256_loadu_ps(xi + (size_t)ph * kw + j);
               u = _mm256_loadu_ps(xi + (size_t)ph * kw + j + 8);
               t0 = _mm256_fmadd_ps(INT4_Q(p0, ph), v, t0);
@@ -1119,22 +1129,12 @@ static void rowdot_int4(const unsigned char* w, int wpr, int kDim, int rows, con
             a0 = _mm256_fmadd_ps(c0, _mm256_loadu_ps(sw0 + j + 8), a0);
             a1 = _mm256_fmadd_ps(c1, _mm256_loadu_ps(sw1 + j + 8), a1);
           }
-          for (; j < kvw; j += 8) {
-            if (i == 0 && (j & 15) == 0) {
+          if (j < kvw) { /* an odd vector left */
+            if (i == 0) {
               PREFETCH_ROWS(w0, 4 * (size_t)j, rowBytes, 2);
             }
-            __m256i p0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w0 + 4 * (size_t)j)), flip);
-            __m256i p1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(w1 + 4 * (size_t)j)), flip);
-            __m256 v = _mm256_loadu_ps(xi + j);
-            __m256 t0 = _mm256_mul_ps(INT4_Q(p0, 0), v), t1 = _mm256_mul_ps(INT4_Q(p1, 0), v);
-#pragma GCC unroll 7
-            for (int ph = 1; ph < 8; ph++) { /* unrolled: immediate shift counts */
-              v = _mm256_loadu_ps(xi + (size_t)ph * kw + j);
-              t0 = _mm256_fmadd_ps(INT4_Q(p0, ph), v, t0);
-              t1 = _mm256_fmadd_ps(INT4_Q(p1, ph), v, t1);
-            }
-            a0 = _mm256_fmadd_ps(t0, _mm256_loadu_ps(sw0 + j), a0);
-            a1 = _mm256_fmadd_ps(t1, _mm256_loadu_ps(sw1 + j), a1);
+            a0 = _mm256_fmadd_ps(int4_phases(INT4_WORDS(w0, j), xi + j, kw), _mm256_loadu_ps(sw0 + j), a0);
+            a1 = _mm256_fmadd_ps(int4_phases(INT4_WORDS(w1, j), xi + j, kw), _mm256_loadu_ps(sw1 + j), a1);
           }
           yr[h] = rowdot_int4_finish(a0, w0, sw0, xr, kvw, kDim);
           yr[h + 1] = rowdot_int4_finish(a1, w1, sw1, xr, kvw, kDim);
@@ -1145,13 +1145,7 @@ static void rowdot_int4(const unsigned char* w, int wpr, int kDim, int rows, con
           const float* sq = sw + (size_t)q * wpr;
           __m256 a = _mm256_setzero_ps();
           for (int j = 0; j < kvw; j += 8) {
-            __m256i p = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(wq + 4 * (size_t)j)), flip);
-            __m256 t = _mm256_mul_ps(INT4_Q(p, 0), _mm256_loadu_ps(xi + j));
-#pragma GCC unroll 7
-            for (int ph = 1; ph < 8; ph++) {
-              t = _mm256_fmadd_ps(INT4_Q(p, ph), _mm256_loadu_ps(xi + (size_t)ph * kw + j), t);
-            }
-            a = _mm256_fmadd_ps(t, _mm256_loadu_ps(sq + j), a);
+            a = _mm256_fmadd_ps(int4_phases(INT4_WORDS(wq, j), xi + j, kw), _mm256_loadu_ps(sq + j), a);
           }
           yr[q] = rowdot_int4_finish(a, wq, sq, xr, kvw, kDim);
         }
@@ -1159,6 +1153,7 @@ static void rowdot_int4(const unsigned char* w, int wpr, int kDim, int rows, con
     }
   }
 }
+#undef INT4_WORDS
 #undef INT4_Q
 
 /*
