@@ -1116,7 +1116,7 @@ static void rowdot_int4(const unsigned char* w, int wpr, int kDim, int rows, con
             __m256 t0 = _mm256_mul_ps(INT4_Q(p0, 0), v), t1 = _mm256_mul_ps(INT4_Q(p1, 0), v);
             __m256 c0 = _mm256_mul_ps(INT4_Q(r0, 0), u), c1 = _mm256_mul_ps(INT4_Q(r1, 0), u);
 #pragma GCC unroll 7
-            for (int ph = 1; ph < 8; ph++) { /* int4_phases' steps, the four chains side by side */
+            for (int ph = 1; ph < 8; ph++) { /* int4_phases' steps written out: through it, the four chains spilled */
               v = _mm256_loadu_ps(xi + (size_t)ph * kw + j);
               u = _mm256_loadu_ps(xi + (size_t)ph * kw + j + 8);
               t0 = _mm256_fmadd_ps(INT4_Q(p0, ph), v, t0);

@@ -213,13 +213,9 @@ class RowDotGemmTest {
         checkNativeRowDot(fp8Codes(finite, n, k, scaleInv, "finite"), n, k, new int[] {1, 2, 5}, 1);
         Linear w = fp8Codes(withNan, n, k, scaleInv, "nan");
         try (Parallel p = new Parallel(1)) {
-            float[] x = GemmTest.randn(k, 5);
-            float[] java = new float[n];
-            float[] nat = new float[n];
-            RowDotGemm.matmulGroup(
-                    new float[][] {x}, new int[] {1}, new Linear[] {w}, new float[][] {java}, p, false, false);
-            RowDotGemm.matmulGroup(
-                    new float[][] {x}, new int[] {1}, new Linear[] {w}, new float[][] {nat}, p, false, true);
+            float[][] both = javaAndNative(w, n, GemmTest.randn(k, 5), 1, p);
+            float[] java = both[0];
+            float[] nat = both[1];
             for (int r = 0; r < n; r++) {
                 if (r % 2 == 1) {
                     assertTrue(
@@ -256,13 +252,9 @@ class RowDotGemmTest {
         Linear w = fp8Codes(codes, n, k, new float[] {0.5f}, "one-nan");
         int m = 3;
         try (Parallel p = new Parallel(2)) {
-            float[] x = GemmTest.randn(m * k, 11);
-            float[] java = new float[m * n];
-            float[] nat = new float[m * n];
-            RowDotGemm.matmulGroup(
-                    new float[][] {x}, new int[] {m}, new Linear[] {w}, new float[][] {java}, p, false, false);
-            RowDotGemm.matmulGroup(
-                    new float[][] {x}, new int[] {m}, new Linear[] {w}, new float[][] {nat}, p, false, true);
+            float[][] both = javaAndNative(w, n, GemmTest.randn(m * k, 11), m, p);
+            float[] java = both[0];
+            float[] nat = both[1];
             for (int i = 0; i < m; i++) {
                 for (int r = 0; r < n; r++) {
                     int o = i * n + r;
@@ -343,16 +335,23 @@ class RowDotGemmTest {
         }
     }
 
+    /** y = x w^T for m rows of x by the Java row-dot, then by the native one: {java, native}. */
+    private static float[][] javaAndNative(Linear w, int n, float[] x, int m, Parallel p) {
+        float[] java = new float[m * n];
+        float[] nat = new float[m * n];
+        RowDotGemm.matmulGroup(
+                new float[][] {x}, new int[] {m}, new Linear[] {w}, new float[][] {java}, p, false, false);
+        RowDotGemm.matmulGroup(new float[][] {x}, new int[] {m}, new Linear[] {w}, new float[][] {nat}, p, false, true);
+        return new float[][] {java, nat};
+    }
+
     private static void checkNativeRowDot(Linear w, int n, int k, int[] ms, int threads) {
         try (Parallel p = new Parallel(threads)) {
             for (int m : ms) {
                 float[] x = GemmTest.randn(m * k, 13L * m + k);
-                float[] java = new float[m * n];
-                float[] nat = new float[m * n];
-                RowDotGemm.matmulGroup(
-                        new float[][] {x}, new int[] {m}, new Linear[] {w}, new float[][] {java}, p, false, false);
-                RowDotGemm.matmulGroup(
-                        new float[][] {x}, new int[] {m}, new Linear[] {w}, new float[][] {nat}, p, false, true);
+                float[][] both = javaAndNative(w, n, x, m, p);
+                float[] java = both[0];
+                float[] nat = both[1];
                 for (int i = 0; i < java.length; i++) {
                     assertEquals(
                             Float.floatToRawIntBits(java[i]),
