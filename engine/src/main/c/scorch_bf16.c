@@ -294,7 +294,179 @@ static void kernel_block_bf16(int P, const int32_t* xs, int tiles, int kDim, int
     }
   }
 }
+
+/*
+ * Decode in a bf16 precision (RowDotGemm with CpuPrecision parts > 0): x split once per call by scorch_split_pairs, then
+ * each BF16 weight row (read in place: its pairs are VDPBF16PS's operand as stored) against each part by VDPBF16PS.
+ *
+ * Layout: part q of x row i at xp + (i * P + q) * hp, hp = K / 2 rounded up to 16 pairs (the pad zero); pair t holds
+ * the part of x[2t] in its low half and of x[2t + 1] in its high half, as the weights' pair t holds w[2t], w[2t + 1].
+ */
+__attribute__((target("avx512f,avx512bw")))
+void scorch_split_pairs(const float* x, int m, int kDim, int P, int32_t* xp) {
+  const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odds = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  int hp = (kDim / 2 + 15) / 16 * 16;
+  for (int i = 0; i < m; i++) {
+    const float* xr = x + (size_t)i * kDim;
+    for (int t = 0; t < hp; t += 16) {
+      int left = kDim - 2 * t; /* inputs of the row from 2t on: the loads past its end are masked to zero */
+      __mmask16 lo = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
+      __mmask16 hi = left >= 32 ? 0xffff : left <= 16 ? 0 : (__mmask16)((1u << (left - 16)) - 1);
+      __m512 a = _mm512_maskz_loadu_ps(lo, xr + 2 * (size_t)t), b = _mm512_maskz_loadu_ps(hi, xr + 2 * (size_t)t + 16);
+      __m512i pe[3], po[3];
+      bf16_parts(_mm512_permutex2var_ps(a, evens, b), P, pe);
+      bf16_parts(_mm512_permutex2var_ps(a, odds, b), P, po);
+      for (int q = 0; q < P; q++) {
+        _mm512_storeu_si512(xp + ((size_t)i * P + q) * hp + t, bf16_pairs(pe[q], po[q]));
+      }
+    }
+  }
+}
+
+/* Sixteen lanes as Lanes.foldTree adds them (i + 8, i + 4, i + 2, i + 1 onto i). */
+__attribute__((target("avx512f")))
+static inline float fold16(__m512 a) {
+  __m256 h = _mm256_add_ps(_mm512_castps512_ps256(a), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+#define PAIRS_AHEAD 8192 /* as the fp32 row-dots' ROWDOT_AHEAD */
+#define DP(acc, xq, wv) acc = _mm512_dpbf16_ps(acc, (__m512bh)(xq), (__m512bh)(wv))
+
+/*
+ * The row-dot of one P: per output one accumulator, 16 pairs a step, part 0 then 1 then 2 into it (the last step's
+ * pairs past K / 2 masked to zero); its lanes by fold16. Four weight rows against two rows of x, the x row left over
+ * against the four alone, a last block of fewer weight rows one output at a time: blocks change no output's operations.
+ */
+__attribute__((target("avx512f,avx512bf16"), always_inline))
+static inline void rowdot_pairs(const unsigned char* w, int kDim, int rows, const int32_t* xp, int P, int m, float* y,
+                                int nDim) {
+  int half = kDim / 2, hp = (half + 15) / 16 * 16;
+  size_t rowBytes = 2 * (size_t)kDim;
+  __mmask16 tail = (__mmask16)((1u << (half & 15)) - 1); /* the last step's pairs where half is not a multiple of 16 */
+#define WP(row, t) \
+  ((t) + 16 <= half ? _mm512_loadu_si512(w + (size_t)(row) * rowBytes + 4 * (size_t)(t)) \
+                    : _mm512_maskz_loadu_epi32(tail, w + (size_t)(row) * rowBytes + 4 * (size_t)(t)))
+  int r = 0;
+  for (; r + 4 <= rows; r += 4, w += 4 * rowBytes, y += 4) {
+    int i = 0;
+    for (; i + 2 <= m; i += 2) {
+      const int32_t* x0 = xp + (size_t)i * P * hp;
+      const int32_t* x1 = x0 + (size_t)P * hp;
+      __m512 a00 = _mm512_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+      for (int t = 0; t < hp; t += 16) {
+        if (i == 0) {
+          for (int h = 0; h < 4; h++) {
+            _mm_prefetch((const char*)w + h * rowBytes + 4 * (size_t)t + PAIRS_AHEAD, _MM_HINT_T0);
+          }
+        }
+        __m512i w0 = WP(0, t), w1 = WP(1, t), w2 = WP(2, t), w3 = WP(3, t);
+        for (int q = 0; q < P; q++) {
+          __m512i e = _mm512_loadu_si512(x0 + (size_t)q * hp + t), f = _mm512_loadu_si512(x1 + (size_t)q * hp + t);
+          DP(a00, e, w0);
+          DP(a01, f, w0);
+          DP(a10, e, w1);
+          DP(a11, f, w1);
+          DP(a20, e, w2);
+          DP(a21, f, w2);
+          DP(a30, e, w3);
+          DP(a31, f, w3);
+        }
+      }
+      float* yr = y + (size_t)i * nDim;
+      yr[0] = fold16(a00);
+      yr[1] = fold16(a10);
+      yr[2] = fold16(a20);
+      yr[3] = fold16(a30);
+      yr[nDim] = fold16(a01);
+      yr[nDim + 1] = fold16(a11);
+      yr[nDim + 2] = fold16(a21);
+      yr[nDim + 3] = fold16(a31);
+    }
+    for (; i < m; i++) {
+      const int32_t* x0 = xp + (size_t)i * P * hp;
+      __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      for (int t = 0; t < hp; t += 16) {
+        for (int h = 0; h < 4; h++) {
+          _mm_prefetch((const char*)w + h * rowBytes + 4 * (size_t)t + PAIRS_AHEAD, _MM_HINT_T0);
+        }
+        __m512i w0 = WP(0, t), w1 = WP(1, t), w2 = WP(2, t), w3 = WP(3, t);
+        for (int q = 0; q < P; q++) {
+          __m512i e = _mm512_loadu_si512(x0 + (size_t)q * hp + t);
+          DP(a0, e, w0);
+          DP(a1, e, w1);
+          DP(a2, e, w2);
+          DP(a3, e, w3);
+        }
+      }
+      float* yr = y + (size_t)i * nDim;
+      yr[0] = fold16(a0);
+      yr[1] = fold16(a1);
+      yr[2] = fold16(a2);
+      yr[3] = fold16(a3);
+    }
+  }
+  for (; r < rows; r++, w += rowBytes, y++) {
+    for (int i = 0; i < m; i++) {
+      const int32_t* x0 = xp + (size_t)i * P * hp;
+      __m512 a = _mm512_setzero_ps();
+      for (int t = 0; t < hp; t += 16) {
+        __m512i w0 = WP(0, t);
+        for (int q = 0; q < P; q++) {
+          DP(a, _mm512_loadu_si512(x0 + (size_t)q * hp + t), w0);
+        }
+      }
+      y[(size_t)i * nDim] = fold16(a);
+    }
+  }
+#undef WP
+}
+#undef DP
+
+/* rowdot_pairs with P a constant in each of its three copies, so the part loops unroll. */
+__attribute__((target("avx512f,avx512bf16")))
+void scorch_rowdot_bf16_pairs(const unsigned char* w, int kDim, int rows, const int32_t* xp, int P, int m, float* y,
+                              int nDim) {
+  if (P == 3) {
+    rowdot_pairs(w, kDim, rows, xp, 3, m, y, nDim);
+  } else if (P == 2) {
+    rowdot_pairs(w, kDim, rows, xp, 2, m, y, nDim);
+  } else {
+    rowdot_pairs(w, kDim, rows, xp, 1, m, y, nDim);
+  }
+}
+#else
+/* Without a compiler that knows VDPBF16PS: never called (bf16_units reports no units), defined for the JNI side. */
+void scorch_split_pairs(const float* x, int m, int kDim, int P, int32_t* xp) {
+  (void)x, (void)m, (void)kDim, (void)P, (void)xp;
+}
+
+void scorch_rowdot_bf16_pairs(const unsigned char* w, int kDim, int rows, const int32_t* xp, int P, int m, float* y,
+                              int nDim) {
+  (void)w, (void)kDim, (void)rows, (void)xp, (void)P, (void)m, (void)y, (void)nDim;
+}
 #endif
+
+/* NativeCpu.splitPairs0: x's m rows split into P parts of pairs (scorch_split_pairs); bounds checked by the Java side. */
+JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_splitPairs0(JNIEnv* env, jclass cls, jfloatArray x,
+                                                                            jint m, jint kDim, jint parts,
+                                                                            jintArray xp) {
+  (void)cls;
+  float* px = (*env)->GetPrimitiveArrayCritical(env, x, NULL);
+  int32_t* pxp = px ? (*env)->GetPrimitiveArrayCritical(env, xp, NULL) : NULL;
+  if (pxp) {
+    scorch_split_pairs(px, m, kDim, parts, pxp);
+    (*env)->ReleasePrimitiveArrayCritical(env, xp, pxp, 0);
+  }
+  if (px) (*env)->ReleasePrimitiveArrayCritical(env, x, px, JNI_ABORT);
+  if (!pxp) {
+    scorch_unpinned(env, px ? "cannot pin xp" : "cannot pin x");
+  }
+}
 
 /* NativeCpu.splitTile0, into the direct buffer xs: bounds and parts checked by the Java side. */
 JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_splitTile0(

@@ -731,17 +731,7 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_transposeTile0(
   (*env)->ReleasePrimitiveArrayCritical(env, x, px, JNI_ABORT);
 }
 
-/*
- * Decode's row-dot over BF16 weights read in place from the mapping (RowDotGemm.bf16Rows on 8 lanes, the same bits):
- * y[i * nDim + r] = x row i · weight row r for r < rows, i < m, each weight row a run of K / 2 raw pairs (element 2t in
- * the low half, 2t + 1 in the high half) from w. Per output one 8-lane accumulator over the whole vectors of pairs, the
- * even product then the odd one (against xs, x split into its even and odd elements: row i holds x[i, 0], x[i, 2], ...
- * at i * K and x[i, 1], x[i, 3], ... at i * K + K / 2), its lanes added in RowDotGemm's tree (Lanes.foldTree), then the
- * inputs past the last whole vector by scalar FMAs in order against x. Blocks as RowDotGemm's: four weight rows, each
- * decoded pair vector feeding four rows of x in two 2 x 4 blocks, the x rows left over one at a time against the four
- * weight rows; a last block of fewer weight rows one output at a time. Nothing is copied: the weights stream from the
- * page cache once per call, each block's four rows side by side.
- */
+/* Eight lanes as Lanes.foldTree adds them. */
 __attribute__((target("avx2,fma")))
 static inline float rowdot_fold8(__m256 a) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1)); /* lanes i + 4 onto i */
@@ -750,24 +740,12 @@ static inline float rowdot_fold8(__m256 a) {
   return _mm_cvtss_f32(s);
 }
 
-/* The lanes' sum, then k = 2 * kv .. K - 1 of the weight row's pairs at p by scalar FMAs against x. */
-__attribute__((target("avx2,fma")))
-static inline float rowdot_bf16_finish(__m256 a, const unsigned char* p, const float* x, int kv, int kDim) {
-  float sum = rowdot_fold8(a);
-  for (int k = 2 * kv; k < kDim; k++) {
-    unsigned int pair;
-    memcpy(&pair, p + 4 * (size_t)(k / 2), 4);
-    unsigned int bits = (k & 1) == 0 ? pair << 16 : pair & 0xFFFF0000u;
-    float wk;
-    memcpy(&wk, &bits, 4);
-    sum = __builtin_fmaf(x[k], wk, sum);
-  }
-  return sum;
+/* Sixteen lanes as Lanes.foldTree adds them: i + 8 onto i, then rowdot_fold8. */
+__attribute__((target("avx512f,avx2,fma")))
+static inline float rowdot_fold16(__m512 a) {
+  return rowdot_fold8(_mm256_add_ps(_mm512_castps512_ps256(a), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1))));
 }
 
-#define BF16_LO(p) _mm256_castsi256_ps(_mm256_slli_epi32(p, 16))
-#define BF16_HI(p) _mm256_castsi256_ps(_mm256_and_si256(p, hiMask))
-#define LOADP(row, j) _mm256_loadu_si256((const __m256i*)(w + (size_t)(row) * rowBytes + 4 * (size_t)(j)))
 /*
  * Software prefetch ROWDOT_AHEAD bytes past where a stream of weights is read, a cache line at a time: decode's
  * matrices are short streams (a row of K = 1024 is 32 lines), which the hardware prefetchers reach full speed on only
@@ -827,177 +805,6 @@ static int read_stream(const unsigned char* p, size_t n) {
   return lanes[0] ^ lanes[1] ^ lanes[2] ^ lanes[3] ^ lanes[4] ^ lanes[5] ^ lanes[6] ^ lanes[7];
 }
 
-__attribute__((target("avx2,fma")))
-static void rowdot_bf16(const unsigned char* w, int kDim, int rows, const float* xs, const float* x, int m, float* y,
-                        int nDim) {
-  const __m256i hiMask = _mm256_set1_epi32((int)0xFFFF0000u);
-  int half = kDim / 2;
-  int kv = half / 8 * 8; /* pairs taken by whole vectors */
-  size_t rowBytes = 2 * (size_t)kDim;
-  prefetch_head(w, rowBytes * (size_t)rows);
-  int r = 0;
-  for (; r + 4 <= rows; r += 4, w += 4 * rowBytes, y += 4) {
-    int i = 0;
-    for (; i + 2 <= m; i += 2) { /* the block's four rows against two rows of x: x streams once per block */
-      const float* x0 = xs + (size_t)i * kDim;
-      const float* x1 = x0 + kDim;
-      __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
-      for (int j = 0; j < kv; j += 8) {
-        if (i == 0 && (j & 15) == 0) { /* the block's first pass over its rows: four lines ahead */
-          PREFETCH_ROWS(w, 4 * (size_t)j, rowBytes, 4);
-        }
-        __m256 e0 = _mm256_loadu_ps(x0 + j), e1 = _mm256_loadu_ps(x1 + j);
-        __m256 o0 = _mm256_loadu_ps(x0 + half + j), o1 = _mm256_loadu_ps(x1 + half + j);
-/* weight row h's pair vector against both x rows: the even product, then the odd one, into each accumulator */
-#define ROW_AGAINST_2(h, ah0, ah1)                                            \
-  do {                                                                       \
-    __m256i p = LOADP(h, j);                                                 \
-    __m256 lo = BF16_LO(p), hi = BF16_HI(p);                                 \
-    ah0 = _mm256_fmadd_ps(lo, e0, ah0);                                      \
-    ah1 = _mm256_fmadd_ps(lo, e1, ah1);                                      \
-    ah0 = _mm256_fmadd_ps(hi, o0, ah0);                                      \
-    ah1 = _mm256_fmadd_ps(hi, o1, ah1);                                      \
-  } while (0)
-        ROW_AGAINST_2(0, a00, a01);
-        ROW_AGAINST_2(1, a10, a11);
-        ROW_AGAINST_2(2, a20, a21);
-        ROW_AGAINST_2(3, a30, a31);
-#undef ROW_AGAINST_2
-      }
-      const float* xr = x + (size_t)i * kDim;
-      float* yr = y + (size_t)i * nDim;
-      yr[0] = rowdot_bf16_finish(a00, w, xr, kv, kDim);
-      yr[1] = rowdot_bf16_finish(a10, w + rowBytes, xr, kv, kDim);
-      yr[2] = rowdot_bf16_finish(a20, w + 2 * rowBytes, xr, kv, kDim);
-      yr[3] = rowdot_bf16_finish(a30, w + 3 * rowBytes, xr, kv, kDim);
-      yr[nDim] = rowdot_bf16_finish(a01, w, xr + kDim, kv, kDim);
-      yr[nDim + 1] = rowdot_bf16_finish(a11, w + rowBytes, xr + kDim, kv, kDim);
-      yr[nDim + 2] = rowdot_bf16_finish(a21, w + 2 * rowBytes, xr + kDim, kv, kDim);
-      yr[nDim + 3] = rowdot_bf16_finish(a31, w + 3 * rowBytes, xr + kDim, kv, kDim);
-    }
-    for (; i < m; i++) { /* four weight rows against one row of x: four independent streams of the mapping */
-      const float* xe = xs + (size_t)i * kDim;
-      const float* xo = xe + half;
-      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-      for (int j = 0; j < kv; j += 8) {
-        if ((j & 15) == 0) { /* four lines every second step */
-          PREFETCH_ROWS(w, 4 * (size_t)j, rowBytes, 4);
-        }
-        __m256 ve = _mm256_loadu_ps(xe + j), vo = _mm256_loadu_ps(xo + j);
-        __m256i p0 = LOADP(0, j), p1 = LOADP(1, j), p2 = LOADP(2, j), p3 = LOADP(3, j);
-        a0 = _mm256_fmadd_ps(BF16_LO(p0), ve, a0);
-        a1 = _mm256_fmadd_ps(BF16_LO(p1), ve, a1);
-        a2 = _mm256_fmadd_ps(BF16_LO(p2), ve, a2);
-        a3 = _mm256_fmadd_ps(BF16_LO(p3), ve, a3);
-        a0 = _mm256_fmadd_ps(BF16_HI(p0), vo, a0);
-        a1 = _mm256_fmadd_ps(BF16_HI(p1), vo, a1);
-        a2 = _mm256_fmadd_ps(BF16_HI(p2), vo, a2);
-        a3 = _mm256_fmadd_ps(BF16_HI(p3), vo, a3);
-      }
-      const float* xr = x + (size_t)i * kDim;
-      float* yr = y + (size_t)i * nDim;
-      yr[0] = rowdot_bf16_finish(a0, w, xr, kv, kDim);
-      yr[1] = rowdot_bf16_finish(a1, w + rowBytes, xr, kv, kDim);
-      yr[2] = rowdot_bf16_finish(a2, w + 2 * rowBytes, xr, kv, kDim);
-      yr[3] = rowdot_bf16_finish(a3, w + 3 * rowBytes, xr, kv, kDim);
-    }
-  }
-  for (; r < rows; r++, w += rowBytes, y++) { /* the last block's rows, one output at a time */
-    for (int i = 0; i < m; i++) {
-      const float* xe = xs + (size_t)i * kDim;
-      __m256 a = _mm256_setzero_ps();
-      for (int j = 0; j < kv; j += 8) {
-        __m256i p = LOADP(0, j);
-        a = _mm256_fmadd_ps(BF16_LO(p), _mm256_loadu_ps(xe + j), a);
-        a = _mm256_fmadd_ps(BF16_HI(p), _mm256_loadu_ps(xe + half + j), a);
-      }
-      y[(size_t)i * nDim] = rowdot_bf16_finish(a, w, x + (size_t)i * kDim, kv, kDim);
-    }
-  }
-}
-#undef BF16_LO
-#undef BF16_HI
-#undef LOADP
-
-/*
- * NativeCpu.readStream0: bytes [off, off + n) of a direct buffer read once by 32-byte loads, with the row-dots' prefetch
- * ROWDOT_AHEAD ahead, four lanes of xor so the loads overlap; the words xor-ed together (n rounded down to 32 bytes).
- * No SIGBUS guard: for the probe's own memory, never a checkpoint's mapping.
- */
-JNIEXPORT jint JNICALL Java_dev_scorch_engine_kernels_NativeCpu_readStream0(JNIEnv* env, jclass cls, jobject buf,
-                                                                            jlong off, jlong n) {
-  (void)cls;
-  const unsigned char* p = scorch_address(env, buf, "the buffer is not a direct buffer");
-  if (!p) {
-    return 0;
-  }
-  return read_stream(p + off, (size_t)n);
-}
-
-/*
- * NativeCpu.bf16RowDotMapped0: rowdot_bf16 over weight rows [row0, row0 + rows) read in place at byte byteOffset of map
- * (row row0's first pair), into y[i * nDim + yOff + r], under the thread's SIGBUS guard. JNI_TRUE when read; JNI_FALSE
- * where a page could not be read (the file shrank; y then partly written). Bounds checked by the Java side.
- */
-JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_bf16RowDotMapped0(
-    JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint kDim, jint rows, jfloatArray xs, jfloatArray x, jint m,
-    jfloatArray y, jint yOff, jint nDim) {
-  (void)cls;
-  const unsigned char* pm = scorch_address(env, map, "the mapping is not a direct buffer");
-  if (!pm) {
-    return JNI_FALSE;
-  }
-  float* pxs = (*env)->GetPrimitiveArrayCritical(env, xs, NULL);
-  float* px = pxs ? (*env)->GetPrimitiveArrayCritical(env, x, NULL) : NULL;
-  float* py = px ? (*env)->GetPrimitiveArrayCritical(env, y, NULL) : NULL;
-  jboolean read = JNI_FALSE;
-  if (py) {
-    struct mapped_read_guard g;
-    if (sigsetjmp(g.jump, 0) == 0) {
-      guard = &g;
-      __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the guard is set before the first read, cleared after the last */
-      rowdot_bf16(pm + byteOffset, kDim, rows, pxs, px, m, py + yOff, nDim);
-      __atomic_signal_fence(__ATOMIC_SEQ_CST);
-      guard = NULL;
-      read = JNI_TRUE;
-    } else {
-      pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
-    }
-    (*env)->ReleasePrimitiveArrayCritical(env, y, py, 0);
-  }
-  if (px) (*env)->ReleasePrimitiveArrayCritical(env, x, px, JNI_ABORT);
-  if (pxs) (*env)->ReleasePrimitiveArrayCritical(env, xs, pxs, JNI_ABORT);
-  if (!py) {
-    scorch_unpinned(env, !pxs ? "cannot pin xs" : !px ? "cannot pin x" : "cannot pin y");
-  }
-  return read;
-}
-
-/*
- * Decode's row-dot over INT4 weights read in place (RowDotGemm.int4Rows on 8 lanes, the same bits): the packed words of
- * weight rows [0, rows) from w (wpr words a row), their group scales (scaleType as scales_from, gpr a row) from scales.
- * Per block of four rows (fewer at the end) the scales are decoded and spread to one per word (sw: 4 * wpr floats, then
- * 4 * gpr for the group scales), as the Java kernel does; then per output one accumulator: lane i of step j takes word
- * j + i whole, the dot of its eight q (phase p, element 8(j + i) + p) with xs (x split by phase: row i holds
- * x[i, 8v + p] at i * K + p * (K / 8) + v) in phase order, q0 x0 then seven FMAs, and adds it times the word's scale by
- * one FMA (the scale once a word, not once an input; each word's short chain starts afresh, so the lanes' sums do not
- * wait on one another's latency); the lanes in RowDotGemm's tree; the inputs past the last whole vector of words by
- * scalar FMAs of q × word scale against x. Every row of x runs against the block's four rows (the Java kernel's 2 x 2
- * blocks give each output the same operations).
- */
-__attribute__((target("avx2,fma")))
-static inline float rowdot_int4_finish(__m256 a, const unsigned char* wr, const float* sw, const float* x, int kvw,
-                                       int kDim) {
-  float sum = rowdot_fold8(a);
-  for (int k = 8 * kvw; k < kDim; k++) {
-    unsigned int word;
-    memcpy(&word, wr + 4 * (size_t)(k / 8), 4);
-    float wk = (float)((int)((word >> (4 * (k & 7))) & 0xF) - 8) * sw[k / 8];
-    sum = __builtin_fmaf(x[k], wk, sum);
-  }
-  return sum;
-}
-
 /* Eight groups' scales (groups of 32: four words a group) spread over their 32 words at d, a permute a vector. */
 __attribute__((target("avx2,fma")))
 static inline void int4_spread8(__m256 s8, float* d) {
@@ -1038,189 +845,43 @@ static void int4_bf16_scales_spread(const unsigned char* scales, size_t scaleRow
   }
 }
 
-#define INT4_Q(p, ph) _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(p, 28 - 4 * (ph)), 28))
-#define INT4_WORDS(w, j) _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)((w) + 4 * (size_t)(j))), flip)
-
-/* One vector of words (flipped) against x split by phase from xp: q0 x0, then the seven other phases by FMAs. */
+/*
+ * rowdot_int4's per-word scales of a block of nr weight rows: row j's wpr words at sw + j * wpr, word v taking group
+ * v / wordsPerGroup's scale (decoded as scales_from decodes it; its group scales staged at sw + 4 * wpr).
+ */
 __attribute__((target("avx2,fma")))
-static inline __m256 int4_phases(__m256i p, const float* xp, int kw) {
-  __m256 t = _mm256_mul_ps(INT4_Q(p, 0), _mm256_loadu_ps(xp));
-#pragma GCC unroll 7
-  for (int ph = 1; ph < 8; ph++) { /* unrolled: immediate shift counts */
-    t = _mm256_fmadd_ps(INT4_Q(p, ph), _mm256_loadu_ps(xp + (size_t)ph * kw), t);
-  }
-  return t;
-}
-
-__attribute__((target("avx2,fma")))
-static void rowdot_int4(const unsigned char* w, int wpr, int kDim, int rows, const unsigned char* scales, int scaleType,
-                        int gpr, int group, const float* xs, const float* x, int m, float* y, int nDim, float* sw) {
-  const __m256i flip = _mm256_set1_epi32((int)0x88888888u);
-  int kw = kDim / 8;
-  int kvw = kw / 8 * 8; /* words taken by whole vectors */
-  int wordsPerGroup = group / 8;
-  size_t rowBytes = 4 * (size_t)wpr;
-  size_t scaleRowBytes = (scaleType == 0 ? 4 : 2) * (size_t)gpr;
+static void int4_word_scales(const unsigned char* scales, int scaleType, size_t scaleRowBytes, int gpr, int wordsPerGroup,
+                             int nr, int wpr, float* sw) {
   float* gs = sw + 4 * (size_t)wpr;
-  prefetch_head(w, rowBytes * (size_t)rows);
-  for (int r = 0; r < rows; r += 4, w += 4 * rowBytes, scales += 4 * scaleRowBytes, y += 4) {
-    int nr = rows - r < 4 ? rows - r : 4;
-    if (scaleType == 1 && wordsPerGroup == 4) { /* BF16 scales of groups of 32 (Kimi K2's): widened 8 at a time */
-      int4_bf16_scales_spread(scales, scaleRowBytes, gpr, nr, wpr, sw);
-    } else {
-      scales_from(scales, scaleType, gpr, nr, gpr, gs);
-      for (int j = 0; j < nr; j++) { /* word v takes group v / wordsPerGroup: each group's run filled by vector stores */
-        float* d = sw + (size_t)j * wpr;
-        const float* g = gs + (size_t)j * gpr;
-        int v0 = 0;
-        if (wordsPerGroup == 4) { /* groups of 32 in F32 or F16: eight groups' scales over 32 words at a time */
-          for (; v0 + 32 <= wpr; v0 += 32, g += 8) {
-            int4_spread8(_mm256_loadu_ps(g), d + v0);
-          }
-        }
-        for (; v0 < wpr; v0 += wordsPerGroup, g++) {
-          int v1 = v0 + wordsPerGroup < wpr ? v0 + wordsPerGroup : wpr;
-          __m256 s8 = _mm256_set1_ps(*g);
-          int v = v0;
-          for (; v + 8 <= v1; v += 8) {
-            _mm256_storeu_ps(d + v, s8);
-          }
-          for (; v + 4 <= v1; v += 4) {
-            _mm_storeu_ps(d + v, _mm256_castps256_ps128(s8));
-          }
-          for (; v < v1; v++) {
-            d[v] = *g;
-          }
+  if (scaleType == 1 && wordsPerGroup == 4) { /* BF16 scales of groups of 32 (Kimi K2's): widened 8 at a time */
+    int4_bf16_scales_spread(scales, scaleRowBytes, gpr, nr, wpr, sw);
+  } else {
+    scales_from(scales, scaleType, gpr, nr, gpr, gs);
+    for (int j = 0; j < nr; j++) { /* word v takes group v / wordsPerGroup: each group's run filled by vector stores */
+      float* d = sw + (size_t)j * wpr;
+      const float* g = gs + (size_t)j * gpr;
+      int v0 = 0;
+      if (wordsPerGroup == 4) { /* groups of 32 in F32 or F16: eight groups' scales over 32 words at a time */
+        for (; v0 + 32 <= wpr; v0 += 32, g += 8) {
+          int4_spread8(_mm256_loadu_ps(g), d + v0);
         }
       }
-    }
-    for (int i = 0; i < m; i++) {
-      const float* xi = xs + (size_t)i * kDim;
-      const float* xr = x + (size_t)i * kDim;
-      float* yr = y + (size_t)i * nDim;
-      if (nr == 4) {
-        for (int h = 0; h < 4; h += 2) { /* two rows a pass: no register spills in the unrolled phases */
-          const unsigned char* w0 = w + (size_t)h * rowBytes;
-          const unsigned char* w1 = w0 + rowBytes;
-          const float* sw0 = sw + (size_t)h * wpr;
-          const float* sw1 = sw0 + wpr;
-          __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-          int j = 0;
-          for (; j + 16 <= kvw; j += 16) { /* two vectors of words a row: four phase chains in flight, not two */
-            if (i == 0) { /* the first x row's pass: two lines ahead, as rowdot_bf16 */
-              PREFETCH_ROWS(w0, 4 * (size_t)j, rowBytes, 2);
-            }
-            __m256i p0 = INT4_WORDS(w0, j), p1 = INT4_WORDS(w1, j);
-            __m256i r0 = INT4_WORDS(w0, j + 8), r1 = INT4_WORDS(w1, j + 8);
-            __m256 v = _mm256_loadu_ps(xi + j), u = _mm256_loadu_ps(xi + j + 8);
-            __m256 t0 = _mm256_mul_ps(INT4_Q(p0, 0), v), t1 = _mm256_mul_ps(INT4_Q(p1, 0), v);
-            __m256 c0 = _mm256_mul_ps(INT4_Q(r0, 0), u), c1 = _mm256_mul_ps(INT4_Q(r1, 0), u);
-#pragma GCC unroll 7
-            for (int ph = 1; ph < 8; ph++) { /* int4_phases' steps written out: through it, the four chains spilled */
-              v = _mm256_loadu_ps(xi + (size_t)ph * kw + j);
-              u = _mm256_loadu_ps(xi + (size_t)ph * kw + j + 8);
-              t0 = _mm256_fmadd_ps(INT4_Q(p0, ph), v, t0);
-              t1 = _mm256_fmadd_ps(INT4_Q(p1, ph), v, t1);
-              c0 = _mm256_fmadd_ps(INT4_Q(r0, ph), u, c0);
-              c1 = _mm256_fmadd_ps(INT4_Q(r1, ph), u, c1);
-            }
-            a0 = _mm256_fmadd_ps(t0, _mm256_loadu_ps(sw0 + j), a0);
-            a1 = _mm256_fmadd_ps(t1, _mm256_loadu_ps(sw1 + j), a1);
-            a0 = _mm256_fmadd_ps(c0, _mm256_loadu_ps(sw0 + j + 8), a0);
-            a1 = _mm256_fmadd_ps(c1, _mm256_loadu_ps(sw1 + j + 8), a1);
-          }
-          if (j < kvw) { /* an odd vector left */
-            if (i == 0) {
-              PREFETCH_ROWS(w0, 4 * (size_t)j, rowBytes, 2);
-            }
-            a0 = _mm256_fmadd_ps(int4_phases(INT4_WORDS(w0, j), xi + j, kw), _mm256_loadu_ps(sw0 + j), a0);
-            a1 = _mm256_fmadd_ps(int4_phases(INT4_WORDS(w1, j), xi + j, kw), _mm256_loadu_ps(sw1 + j), a1);
-          }
-          yr[h] = rowdot_int4_finish(a0, w0, sw0, xr, kvw, kDim);
-          yr[h + 1] = rowdot_int4_finish(a1, w1, sw1, xr, kvw, kDim);
+      for (; v0 < wpr; v0 += wordsPerGroup, g++) {
+        int v1 = v0 + wordsPerGroup < wpr ? v0 + wordsPerGroup : wpr;
+        __m256 s8 = _mm256_set1_ps(*g);
+        int v = v0;
+        for (; v + 8 <= v1; v += 8) {
+          _mm256_storeu_ps(d + v, s8);
         }
-      } else {
-        for (int q = 0; q < nr; q++) {
-          const unsigned char* wq = w + q * rowBytes;
-          const float* sq = sw + (size_t)q * wpr;
-          __m256 a = _mm256_setzero_ps();
-          for (int j = 0; j < kvw; j += 8) {
-            a = _mm256_fmadd_ps(int4_phases(INT4_WORDS(wq, j), xi + j, kw), _mm256_loadu_ps(sq + j), a);
-          }
-          yr[q] = rowdot_int4_finish(a, wq, sq, xr, kvw, kDim);
+        for (; v + 4 <= v1; v += 4) {
+          _mm_storeu_ps(d + v, _mm256_castps256_ps128(s8));
+        }
+        for (; v < v1; v++) {
+          d[v] = *g;
         }
       }
     }
   }
-}
-#undef INT4_WORDS
-#undef INT4_Q
-
-/*
- * NativeCpu.int4RowDotMapped0: rowdot_int4 over weight rows [row0, row0 + rows), the words read in place at byte
- * byteOffset of map and the scales at scaleByteOffset of scaleMap, into y[i * nDim + yOff + r], under the thread's
- * SIGBUS guard; scratch holds 4 * (wpr + gpr) floats. 0 when read; where a page could not be read (the file shrank; y
- * then partly written), 1 if it was the words', 2 if the scales'. Bounds checked by the Java side.
- */
-JNIEXPORT jint JNICALL Java_dev_scorch_engine_kernels_NativeCpu_int4RowDotMapped0(
-    JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint wpr, jint kDim, jint rows, jobject scaleMap,
-    jlong scaleByteOffset, jint scaleType, jint gpr, jint group, jfloatArray scratch, jfloatArray xs, jfloatArray x,
-    jint m, jfloatArray y, jint yOff, jint nDim) {
-  (void)cls;
-  const unsigned char* pm = scorch_address(env, map, "the mapping is not a direct buffer");
-  const unsigned char* psm = pm ? scorch_address(env, scaleMap, "the scales' mapping is not a direct buffer") : NULL;
-  if (!psm) {
-    return 0;
-  }
-  const unsigned char* scales = psm + scaleByteOffset;
-  size_t scaleBytes = (scaleType == 0 ? 4 : 2) * (size_t)rows * gpr;
-  float* psc = (*env)->GetPrimitiveArrayCritical(env, scratch, NULL);
-  float* pxs = psc ? (*env)->GetPrimitiveArrayCritical(env, xs, NULL) : NULL;
-  float* px = pxs ? (*env)->GetPrimitiveArrayCritical(env, x, NULL) : NULL;
-  float* py = px ? (*env)->GetPrimitiveArrayCritical(env, y, NULL) : NULL;
-  jint fault = 0;
-  if (py) {
-    struct mapped_read_guard g;
-    g.addr = NULL;
-    if (sigsetjmp(g.jump, 0) == 0) {
-      guard = &g;
-      __atomic_signal_fence(__ATOMIC_SEQ_CST);
-      rowdot_int4(pm + byteOffset, wpr, kDim, rows, scales, scaleType, gpr, group, pxs, px, m, py + yOff, nDim, psc);
-      __atomic_signal_fence(__ATOMIC_SEQ_CST);
-      guard = NULL;
-    } else {
-      pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
-      const unsigned char* at = g.addr;
-      fault = rows > 0 && at >= scales && at < scales + scaleBytes ? 2 : 1;
-    }
-    (*env)->ReleasePrimitiveArrayCritical(env, y, py, 0);
-  }
-  if (px) (*env)->ReleasePrimitiveArrayCritical(env, x, px, JNI_ABORT);
-  if (pxs) (*env)->ReleasePrimitiveArrayCritical(env, xs, pxs, JNI_ABORT);
-  if (psc) (*env)->ReleasePrimitiveArrayCritical(env, scratch, psc, 0);
-  if (!py) {
-    scorch_unpinned(env, !psc ? "cannot pin scratch" : !pxs ? "cannot pin xs" : !px ? "cannot pin x" : "cannot pin y");
-  }
-  return fault;
-}
-
-/*
- * Decode's row-dot over FP8 E4M3 weights read in place (RowDotGemm.fp8Rows on 8 lanes, the same bits): the codes of
- * weight rows [0, rows) from w (K a row; global row row0 + r), their block scales from scaleInv (weight_scale_inv in
- * fp32, scaleCols a row of blocks, blockRows weight rows a block row). Per output one accumulator over the inputs taken
- * by whole vectors (kv = K / 8 * 8), block by block: the block's scale times 2^120 broadcast, each code decoded as
- * fp8_from decodes it (its value times 2^-120, exactly, then one product with that scale) and one FMA; the lanes in
- * RowDotGemm's tree; the inputs past kv by scalar FMAs of the code's value times the block's scale. Every row of x runs
- * against the block's four rows (the Java kernel's 2 x 4 blocks give each output the same operations). A row holding a
- * NaN code is NaN, as in Java, but found once per row by fp8_nan_in rather than by each vector's decoding.
- */
-__attribute__((target("avx2,fma")))
-static inline __m256 rowdot_fp8_codes(const unsigned char* s, __m256 scale) {
-  /* Each code sign-extended, so bits 7-31 all hold its sign: shifted left by 20 the sign lands on bit 31 (kept) beside
-   * the magnitude's seven bits at 20-26, bits 27-30 masked off. A NaN code decodes here as 480: fp8_nan_in finds them. */
-  const __m256i keep = _mm256_set1_epi32((int)0x87f00000u);
-  __m256i c = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)s));
-  return _mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(c, 20), keep)), scale);
 }
 
 /*
@@ -1246,93 +907,169 @@ static int fp8_nan_in(const unsigned char* s, int n) {
   return 0;
 }
 
-__attribute__((target("avx2,fma")))
-static inline float rowdot_fp8_finish(__m256 a, const unsigned char* wr, const float* srow, int bc, const float* x,
-                                      int kv, int kDim) {
-  float sum = rowdot_fold8(a);
-  for (int k = kv; k < kDim; k++) {
-    unsigned int c = wr[k], mag = c & 0x7f;
-    unsigned int bits = mag == 0x7f ? 0x7fc00000u : mag << 20 | (c & 0x80) << 24;
-    float v;
-    memcpy(&v, &bits, 4);
-    float wk = v * 0x1p120f * srow[k / bc]; /* the code's value (exact), times the block's scale */
-    sum = __builtin_fmaf(x[k], wk, sum);
-  }
-  return sum;
-}
+/* Decode's row-dots, once per vector width: 8 lanes (AVX2) and 16 (AVX-512), each the bits of RowDotGemm on that width. */
+#define RD_LANES 8
+#include "scorch_rowdot.h"
+#define RD_LANES 16
+#include "scorch_rowdot.h"
 
-__attribute__((target("avx2,fma")))
-static void rowdot_fp8(const unsigned char* w, int kDim, int rows, int row0, const float* scaleInv, int scaleCols,
-                       int blockRows, int bc, const float* x, int m, float* y, int nDim) {
-  int kv = kDim / 8 * 8;
-  prefetch_head(w, (size_t)kDim * rows);
-  for (int r = 0; r < rows; r += 4, w += 4 * (size_t)kDim, y += 4) {
-    int nr = rows - r < 4 ? rows - r : 4;
-    int nanRows = 0; /* bit q: row q holds a NaN code (found after the first x row's pass, from the cache) */
-    const float* s[4];
-    for (int q = 0; q < nr; q++) {
-      s[q] = scaleInv + (size_t)((row0 + r + q) / blockRows) * scaleCols;
-    }
-    for (int i = 0; i < m; i++) {
-      const float* xr = x + (size_t)i * kDim;
-      float* yr = y + (size_t)i * nDim;
-      if (nr == 4) {
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int k0 = 0, b = 0; k0 < kv; k0 += bc, b++) {
-          int kEnd = kv < k0 + bc ? kv : k0 + bc;
-          __m256 s0 = _mm256_set1_ps(s[0][b] * 0x1p120f), s1 = _mm256_set1_ps(s[1][b] * 0x1p120f);
-          __m256 s2 = _mm256_set1_ps(s[2][b] * 0x1p120f), s3 = _mm256_set1_ps(s[3][b] * 0x1p120f);
-          for (int k = k0; k < kEnd; k += 8) {
-            if (i == 0 && (k & 63) == 0) { /* the block's first pass: four lines ahead, as rowdot_bf16 */
-              PREFETCH_ROWS(w, (size_t)k, (size_t)kDim, 4);
-            }
-            __m256 v = _mm256_loadu_ps(xr + k);
-            a0 = _mm256_fmadd_ps(rowdot_fp8_codes(w + k, s0), v, a0);
-            a1 = _mm256_fmadd_ps(rowdot_fp8_codes(w + kDim + k, s1), v, a1);
-            a2 = _mm256_fmadd_ps(rowdot_fp8_codes(w + 2 * (size_t)kDim + k, s2), v, a2);
-            a3 = _mm256_fmadd_ps(rowdot_fp8_codes(w + 3 * (size_t)kDim + k, s3), v, a3);
-          }
-        }
-        yr[0] = rowdot_fp8_finish(a0, w, s[0], bc, xr, kv, kDim);
-        yr[1] = rowdot_fp8_finish(a1, w + kDim, s[1], bc, xr, kv, kDim);
-        yr[2] = rowdot_fp8_finish(a2, w + 2 * (size_t)kDim, s[2], bc, xr, kv, kDim);
-        yr[3] = rowdot_fp8_finish(a3, w + 3 * (size_t)kDim, s[3], bc, xr, kv, kDim);
-      } else {
-        for (int q = 0; q < nr; q++) {
-          const unsigned char* wq = w + (size_t)q * kDim;
-          __m256 a = _mm256_setzero_ps();
-          for (int k0 = 0, b = 0; k0 < kv; k0 += bc, b++) {
-            int kEnd = kv < k0 + bc ? kv : k0 + bc;
-            __m256 sc = _mm256_set1_ps(s[q][b] * 0x1p120f);
-            for (int k = k0; k < kEnd; k += 8) {
-              a = _mm256_fmadd_ps(rowdot_fp8_codes(wq + k, sc), _mm256_loadu_ps(xr + k), a);
-            }
-          }
-          yr[q] = rowdot_fp8_finish(a, wq, s[q], bc, xr, kv, kDim);
-        }
-      }
-      if (i == 0) {
-        for (int q = 0; q < nr; q++) {
-          nanRows |= fp8_nan_in(w + (size_t)q * kDim, kv) << q;
-        }
-      }
-      for (int q = 0; q < nr; q++) {
-        if (nanRows >> q & 1) {
-          yr[q] = NAN;
-        }
-      }
-    }
+/*
+ * NativeCpu.readStream0: bytes [off, off + n) of a direct buffer read once by 32-byte loads, with the row-dots' prefetch
+ * ROWDOT_AHEAD ahead, four lanes of xor so the loads overlap; the words xor-ed together (n rounded down to 32 bytes).
+ * No SIGBUS guard: for the probe's own memory, never a checkpoint's mapping.
+ */
+JNIEXPORT jint JNICALL Java_dev_scorch_engine_kernels_NativeCpu_readStream0(JNIEnv* env, jclass cls, jobject buf,
+                                                                            jlong off, jlong n) {
+  (void)cls;
+  const unsigned char* p = scorch_address(env, buf, "the buffer is not a direct buffer");
+  if (!p) {
+    return 0;
   }
+  return read_stream(p + off, (size_t)n);
 }
 
 /*
- * NativeCpu.fp8RowDotMapped0: rowdot_fp8 over weight rows [row0, row0 + rows) read in place at byte byteOffset of map,
- * into y[i * nDim + yOff + r], under the thread's SIGBUS guard. JNI_TRUE when read; JNI_FALSE where a page could not be
+ * NativeCpu.bf16RowDotMapped0: rowdot_bf16 on lanes (8 or 16, RowDotGemm's width; 16 only where NativeCpu.isa found
+ * AVX-512) over weight rows [row0, row0 + rows) read in place at byte byteOffset of map (row row0's first pair), into
+ * y[i * nDim + yOff + r], under the thread's SIGBUS guard. JNI_TRUE when read; JNI_FALSE
+ * where a page could not be read (the file shrank; y then partly written). Bounds checked by the Java side.
+ */
+JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_bf16RowDotMapped0(
+    JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint kDim, jint rows, jfloatArray xs, jfloatArray x, jint m,
+    jfloatArray y, jint yOff, jint nDim, jint lanes) {
+  (void)cls;
+  const unsigned char* pm = scorch_address(env, map, "the mapping is not a direct buffer");
+  if (!pm) {
+    return JNI_FALSE;
+  }
+  float* pxs = (*env)->GetPrimitiveArrayCritical(env, xs, NULL);
+  float* px = pxs ? (*env)->GetPrimitiveArrayCritical(env, x, NULL) : NULL;
+  float* py = px ? (*env)->GetPrimitiveArrayCritical(env, y, NULL) : NULL;
+  jboolean read = JNI_FALSE;
+  if (py) {
+    struct mapped_read_guard g;
+    if (sigsetjmp(g.jump, 0) == 0) {
+      guard = &g;
+      __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the guard is set before the first read, cleared after the last */
+      if (lanes == 16) {
+        rowdot_bf16_16(pm + byteOffset, kDim, rows, pxs, px, m, py + yOff, nDim);
+      } else {
+        rowdot_bf16_8(pm + byteOffset, kDim, rows, pxs, px, m, py + yOff, nDim);
+      }
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      guard = NULL;
+      read = JNI_TRUE;
+    } else {
+      pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
+    }
+    (*env)->ReleasePrimitiveArrayCritical(env, y, py, 0);
+  }
+  if (px) (*env)->ReleasePrimitiveArrayCritical(env, x, px, JNI_ABORT);
+  if (pxs) (*env)->ReleasePrimitiveArrayCritical(env, xs, pxs, JNI_ABORT);
+  if (!py) {
+    scorch_unpinned(env, !pxs ? "cannot pin xs" : !px ? "cannot pin x" : "cannot pin y");
+  }
+  return read;
+}
+
+/*
+ * NativeCpu.bf16PairsRowDotMapped0: scorch_rowdot_bf16_pairs over weight rows [row0, row0 + rows) read in place at byte
+ * byteOffset of map, x as NativeCpu.splitPairs0 split it into parts, into y[i * nDim + yOff + r], under the thread's
+ * SIGBUS guard. JNI_TRUE when read; JNI_FALSE where a page could not be read. Bounds and the units checked by the Java
+ * side.
+ */
+JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_bf16PairsRowDotMapped0(
+    JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint kDim, jint rows, jintArray xp, jint parts, jint m,
+    jfloatArray y, jint yOff, jint nDim) {
+  (void)cls;
+  const unsigned char* pm = scorch_address(env, map, "the mapping is not a direct buffer");
+  if (!pm) {
+    return JNI_FALSE;
+  }
+  int32_t* pxp = (*env)->GetPrimitiveArrayCritical(env, xp, NULL);
+  float* py = pxp ? (*env)->GetPrimitiveArrayCritical(env, y, NULL) : NULL;
+  jboolean read = JNI_FALSE;
+  if (py) {
+    struct mapped_read_guard g;
+    if (sigsetjmp(g.jump, 0) == 0) {
+      guard = &g;
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      scorch_rowdot_bf16_pairs(pm + byteOffset, kDim, rows, pxp, parts, m, py + yOff, nDim);
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      guard = NULL;
+      read = JNI_TRUE;
+    } else {
+      pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
+    }
+    (*env)->ReleasePrimitiveArrayCritical(env, y, py, 0);
+  }
+  if (pxp) (*env)->ReleasePrimitiveArrayCritical(env, xp, pxp, JNI_ABORT);
+  if (!py) {
+    scorch_unpinned(env, !pxp ? "cannot pin xp" : "cannot pin y");
+  }
+  return read;
+}
+
+/*
+ * NativeCpu.int4RowDotMapped0: rowdot_int4 on lanes (as bf16RowDotMapped0) over weight rows [row0, row0 + rows), the
+ * words read in place at byte byteOffset of map and the scales at scaleByteOffset of scaleMap, into
+ * y[i * nDim + yOff + r], under the thread's SIGBUS guard; scratch holds 4 * (wpr + gpr) floats. 0 when read; where a page could not be read (the file shrank; y
+ * then partly written), 1 if it was the words', 2 if the scales'. Bounds checked by the Java side.
+ */
+JNIEXPORT jint JNICALL Java_dev_scorch_engine_kernels_NativeCpu_int4RowDotMapped0(
+    JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint wpr, jint kDim, jint rows, jobject scaleMap,
+    jlong scaleByteOffset, jint scaleType, jint gpr, jint group, jfloatArray scratch, jfloatArray xs, jfloatArray x,
+    jint m, jfloatArray y, jint yOff, jint nDim, jint lanes) {
+  (void)cls;
+  const unsigned char* pm = scorch_address(env, map, "the mapping is not a direct buffer");
+  const unsigned char* psm = pm ? scorch_address(env, scaleMap, "the scales' mapping is not a direct buffer") : NULL;
+  if (!psm) {
+    return 0;
+  }
+  const unsigned char* scales = psm + scaleByteOffset;
+  size_t scaleBytes = (scaleType == 0 ? 4 : 2) * (size_t)rows * gpr;
+  float* psc = (*env)->GetPrimitiveArrayCritical(env, scratch, NULL);
+  float* pxs = psc ? (*env)->GetPrimitiveArrayCritical(env, xs, NULL) : NULL;
+  float* px = pxs ? (*env)->GetPrimitiveArrayCritical(env, x, NULL) : NULL;
+  float* py = px ? (*env)->GetPrimitiveArrayCritical(env, y, NULL) : NULL;
+  jint fault = 0;
+  if (py) {
+    struct mapped_read_guard g;
+    g.addr = NULL;
+    if (sigsetjmp(g.jump, 0) == 0) {
+      guard = &g;
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      if (lanes == 16) {
+        rowdot_int4_16(pm + byteOffset, wpr, kDim, rows, scales, scaleType, gpr, group, pxs, px, m, py + yOff, nDim, psc);
+      } else {
+        rowdot_int4_8(pm + byteOffset, wpr, kDim, rows, scales, scaleType, gpr, group, pxs, px, m, py + yOff, nDim, psc);
+      }
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      guard = NULL;
+    } else {
+      pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
+      const unsigned char* at = g.addr;
+      fault = rows > 0 && at >= scales && at < scales + scaleBytes ? 2 : 1;
+    }
+    (*env)->ReleasePrimitiveArrayCritical(env, y, py, 0);
+  }
+  if (px) (*env)->ReleasePrimitiveArrayCritical(env, x, px, JNI_ABORT);
+  if (pxs) (*env)->ReleasePrimitiveArrayCritical(env, xs, pxs, JNI_ABORT);
+  if (psc) (*env)->ReleasePrimitiveArrayCritical(env, scratch, psc, 0);
+  if (!py) {
+    scorch_unpinned(env, !psc ? "cannot pin scratch" : !pxs ? "cannot pin xs" : !px ? "cannot pin x" : "cannot pin y");
+  }
+  return fault;
+}
+
+/*
+ * NativeCpu.fp8RowDotMapped0: rowdot_fp8 on lanes (as bf16RowDotMapped0) over weight rows [row0, row0 + rows) read in
+ * place at byte byteOffset of map, into y[i * nDim + yOff + r], under the thread's SIGBUS guard. JNI_TRUE when read; JNI_FALSE where a page could not be
  * read (the file shrank; y then partly written). Bounds checked by the Java side.
  */
 JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8RowDotMapped0(
     JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint kDim, jint rows, jint row0, jfloatArray scaleInv,
-    jint scaleCols, jint blockRows, jint bc, jfloatArray x, jint m, jfloatArray y, jint yOff, jint nDim) {
+    jint scaleCols, jint blockRows, jint bc, jfloatArray x, jint m, jfloatArray y, jint yOff, jint nDim, jint lanes) {
   (void)cls;
   const unsigned char* pm = scorch_address(env, map, "the mapping is not a direct buffer");
   if (!pm) {
@@ -1347,7 +1084,11 @@ JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8RowDotMap
     if (sigsetjmp(g.jump, 0) == 0) {
       guard = &g;
       __atomic_signal_fence(__ATOMIC_SEQ_CST);
-      rowdot_fp8(pm + byteOffset, kDim, rows, row0, psc, scaleCols, blockRows, bc, px, m, py + yOff, nDim);
+      if (lanes == 16) {
+        rowdot_fp8_16(pm + byteOffset, kDim, rows, row0, psc, scaleCols, blockRows, bc, px, m, py + yOff, nDim);
+      } else {
+        rowdot_fp8_8(pm + byteOffset, kDim, rows, row0, psc, scaleCols, blockRows, bc, px, m, py + yOff, nDim);
+      }
       __atomic_signal_fence(__ATOMIC_SEQ_CST);
       guard = NULL;
       read = JNI_TRUE;

@@ -19,6 +19,8 @@ public class CpuOps implements AutoCloseable {
     private final Parallel par;
     private final boolean simd;
     private final CpuPrecision precision;
+    /** Decode's: precision where {@link RowDotGemm#runs} it, else fp32 (the selection's decode_precision says why). */
+    private final CpuPrecision decodePrecision;
 
     /**
      * The Vector API and native kernels where {@link KernelSelection} picks them (the Vector API has 4+ lanes), else
@@ -45,11 +47,17 @@ public class CpuOps implements AutoCloseable {
         this.par = new Parallel(threads);
         this.simd = simd;
         this.precision = precision;
+        this.decodePrecision = simd && RowDotGemm.runs(precision) ? precision : CpuPrecision.FP32;
     }
 
-    /** How prefill's GEMMs multiply (decode's row-dot GEMMs are fp32 in every precision). */
+    /** How prefill's GEMMs multiply. */
     public CpuPrecision precision() {
         return precision;
+    }
+
+    /** How decode's GEMMs multiply BF16 weights: the precision, or fp32 where the decode kernel for it does not run. */
+    public CpuPrecision decodePrecision() {
+        return decodePrecision;
     }
 
     public boolean simd() {
@@ -86,11 +94,12 @@ public class CpuOps implements AutoCloseable {
     /**
      * y[m, out] = x[m, in] · Wᵀ for decode-shaped calls (m of 1 to a few dozen rows), the matmul of every token that
      * extends a KV cache: each output row's bits depend only on its x row and W (never on m, the other rows or the
-     * threads), but may differ from {@link #matmul}'s in rounding. Without SIMD, the scalar FMA chain as matmul.
+     * threads), but may differ from {@link #matmul}'s in rounding. In {@link #decodePrecision}. Without SIMD, the scalar
+     * FMA chain as matmul.
      */
     public void matmulDecode(float[] x, int m, Linear w, float[] y) {
         if (simd) {
-            RowDotGemm.matmul(x, m, w, y, par);
+            RowDotGemm.matmul(x, m, w, y, par, decodePrecision);
         } else {
             ScalarGemm.matmul(x, m, w, y, par);
         }
@@ -99,7 +108,7 @@ public class CpuOps implements AutoCloseable {
     /** Independent decode matmuls y[g] = x[g] · w[g]ᵀ (the experts of a step) as one pass, each with its own bits. */
     public void matmulDecode(float[][] x, int[] m, Linear[] w, float[][] y) {
         if (simd) {
-            RowDotGemm.matmulGroup(x, m, w, y, par);
+            RowDotGemm.matmulGroup(x, m, w, y, par, decodePrecision);
         } else {
             for (int g = 0; g < w.length; g++) {
                 matmulDecode(x[g], m[g], w[g], y[g]);

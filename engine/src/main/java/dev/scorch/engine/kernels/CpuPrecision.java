@@ -8,8 +8,9 @@ import java.util.Locale;
  * into {@link #parts} bf16 values, x = x1 + x2 + x3, each the bf16 rounding of what the ones before it left, and each
  * part times the weight (exact in bf16) is an exact product summed in fp32. Three parts carry all 24 bits of x: bf16x3 is
  * as accurate as fp32 (other rounding, the same size of error). bf16x2 carries 16 bits, bf16 8 (each product's relative
- * error at most 2^-16 and 2^-8: bf16's rounding of x, and of what it left). Decode steps (RowDotGemm) stay fp32 in every
- * mode.
+ * error at most 2^-16 and 2^-8: bf16's rounding of x, and of what it left). Decode steps (RowDotGemm) take the mode for
+ * BF16 weights where the native row-dot runs on 16 lanes (their pairs are VDPBF16PS's operand as stored); FP8, INT4
+ * and F32 weights, and the absorbed attention, stay fp32 there.
  */
 public enum CpuPrecision {
     FP32(0),

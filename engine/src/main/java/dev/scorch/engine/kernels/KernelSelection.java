@@ -32,6 +32,8 @@ import jdk.incubator.vector.FloatVector;
  * @param cudaExperts CudaDevice's routed-expert GEMMs (cudaBatchedExperts: Device.gemmGrouped's batched path)
  * @param cpuPrecision how PackedGemm multiplies (fp32, or bf16 parts on AVX512-BF16): CpuOps' default
  * @param precision the same as a choice: where it runs, and why (with the matrix units found)
+ * @param decodePrecision how decode's row-dot multiplies BF16 weights in that precision: bf16 parts on VDPBF16PS where
+ *     the native row-dot runs on 16 lanes and the CPU has AVX512-BF16, else fp32, and why
  */
 public record KernelSelection(
         Inputs inputs,
@@ -48,7 +50,8 @@ public record KernelSelection(
         Choice cudaExperts,
         boolean cudaBatchedExperts,
         CpuPrecision cpuPrecision,
-        Choice precision) {
+        Choice precision,
+        Choice decodePrecision) {
 
     /** -Dscorch.native=false: no native code at all. */
     public static final String NATIVE = "scorch.native";
@@ -288,12 +291,13 @@ public record KernelSelection(
                 : block4x4
                         ? "; BF16 rows 4 x 4, lanes folded in registers"
                         : "; BF16 rows 2 x 4 (JDK " + jdk + ": C2 boxes the 4 x 4 block's lane folds)";
-        // The native row-dot has the lanes of the Java one on 8-lane vectors only (AVX2; an AVX-512 build of it waits
-        // for a machine to test it on); F32 and F16 weights, and rows a mapping border cuts, run in Java.
+        // The native row-dot has the lanes of the Java one: 8 (AVX2) or 16 (AVX-512); F32 and F16 weights, and rows a
+        // mapping border cuts, run in Java. The absorbed attention's native kernel has 8 lanes only.
         String whyJavaRowDot = !library
                 ? libraryOff
-                : lanes != 8
+                : lanes != 8 && !(lanes == 16 && avx512)
                         ? "no native row-dot for the JVM's " + lanes + "-float vectors"
+                                + (lanes == 16 ? " without AVX-512" : "")
                         : "false".equals(in.property(NATIVE_ROWDOT)) ? "-D" + NATIVE_ROWDOT + "=false" : null;
         Choice decode;
         if (!simd) {
@@ -301,7 +305,9 @@ public record KernelSelection(
         } else if (whyJavaRowDot == null) {
             decode = new Choice(
                     Impl.NATIVE,
-                    "native C row-dot, 8 fp32 lanes (AVX2), BF16, FP8 and INT4 read in place; absorbed attention on BF16 kv_b_proj in place",
+                    "native C row-dot, " + lanes + " fp32 lanes (" + (lanes == 16 ? "AVX-512" : "AVX2")
+                            + "), BF16, FP8 and INT4 read in place; absorbed attention "
+                            + (lanes == 8 ? "on BF16 kv_b_proj in place" : "in Java (its native kernel has 8 lanes)"),
                     "one pass over the weights, straight from the mapping, no row copies");
         } else {
             decode = new Choice(
@@ -396,6 +402,26 @@ public record KernelSelection(
                     "-D" + CpuPrecision.PROPERTY + "=" + wanted.id() + "; units: " + units
                             + (((in.library().units() & Library.AMX_BF16) != 0) ? " (no AMX kernel yet)" : ""));
         }
+        Choice decodePrecision;
+        String noDecodeBf16 = decode.impl() != Impl.NATIVE
+                ? "no native row-dot: " + decode.reason()
+                : lanes != 16
+                        ? "the native row-dot runs " + lanes + " lanes, not AVX-512's 16"
+                        : (in.library().units() & Library.AVX512_BF16) == 0
+                                ? "CPU lacks AVX512-BF16"
+                                : "false".equals(in.property(NATIVE_BF16)) ? "-D" + NATIVE_BF16 + "=false" : null;
+        if (precisionMode == CpuPrecision.FP32 || unknown != null) {
+            decodePrecision = new Choice(decode.impl(), "fp32", precision.reason());
+        } else if (noDecodeBf16 != null) {
+            decodePrecision = new Choice(decode.impl(), "fp32", precisionMode.id() + " asked, but " + noDecodeBf16);
+        } else {
+            decodePrecision = new Choice(
+                    Impl.NATIVE,
+                    precisionMode.id() + ": BF16 weights read in place against " + precisionMode.parts() + " bf16 part"
+                            + (precisionMode.parts() > 1 ? "s" : "") + " of x on VDPBF16PS; FP8, INT4 and F32 weights"
+                            + " and the absorbed attention in fp32",
+                    "-D" + CpuPrecision.PROPERTY + "=" + precisionMode.id());
+        }
         return new KernelSelection(
                 in,
                 nativeLibrary,
@@ -411,7 +437,8 @@ public record KernelSelection(
                 cuda,
                 batched,
                 precisionMode,
-                precision);
+                precision,
+                decodePrecision);
     }
 
     /** PackedGemm's decoder of one weight dtype whose Java vectors need minLanes. */
@@ -444,6 +471,7 @@ public record KernelSelection(
         m.put("prefill_gemm", prefillGemm);
         m.put("cpu_precision", precision);
         m.put("decode_gemm", decodeGemm);
+        m.put("decode_precision", decodePrecision);
         m.put("bf16_decoder", bf16Decoder);
         m.put("fp8_decoder", fp8Decoder);
         m.put("int4_decoder", int4Decoder);
@@ -472,7 +500,7 @@ public record KernelSelection(
     }
 
     /**
-     * {"prefill_gemm": {"impl", "kernel", "reason"}, "cpu_precision", "decode_gemm", "bf16_decoder", "fp8_decoder", "int4_decoder",
+     * {"prefill_gemm": {"impl", "kernel", "reason"}, "cpu_precision", "decode_gemm", "decode_precision", "bf16_decoder", "fp8_decoder", "int4_decoder",
      * "attention", "vector_math", "cuda_experts", "gemm_nr", "native_library", "inputs": {"jdk", "vector_lanes", "os",
      * "arch", "properties"}}.
      */

@@ -120,9 +120,12 @@ public final class LatentAttention {
         return s.head;
     }
 
-    /** Whether {@link #attendInPlace} takes kvBProj: the native row-dot's kernels run here and its values are BF16. */
+    /**
+     * Whether {@link #attendInPlace} takes kvBProj: the native row-dot's kernels run here on 8 lanes (the native kernel's
+     * width: {@link Vec} runs the JVM's) and its values are BF16.
+     */
     public static boolean attendsInPlace(Linear kvBProj) {
-        return RowDotGemm.NATIVE_ROWDOT && kvBProj.dtype() == DType.BF16;
+        return RowDotGemm.NATIVE_ROWDOT && Vec.L == 8 && kvBProj.dtype() == DType.BF16;
     }
 
     /**

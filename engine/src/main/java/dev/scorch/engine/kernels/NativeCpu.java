@@ -454,7 +454,7 @@ public final class NativeCpu {
 
     /**
      * Decode's row-dot over BF16 weight rows [row0, row0 + rows) read in place (see {@code rowdot_bf16} in scorch_cpu.c;
-     * AVX2, RowDotGemm's bits on 8 lanes): y[i·nDim + yOff + r] = x row i · weight row row0 + r for i &lt; m, the rows'
+     * RowDotGemm's bits on its vector width, {@link #rowDotLanes}): y[i·nDim + yOff + r] = x row i · weight row row0 + r for i &lt; m, the rows'
      * raw pairs from byte byteOffset of map, xs x split into even and odd elements per row as RowDotGemm splits it. False
      * where a page of the range could not be read (the file shrank under its mapping; y then holds part of the outputs):
      * the caller throws naming the file.
@@ -488,7 +488,7 @@ public final class NativeCpu {
                     + x.length
                     + ", y " + y.length + " from " + yOff + " at stride " + nDim);
         }
-        return bf16RowDotMapped0(map, byteOffset, kDim, rows, xs, x, m, y, yOff, nDim);
+        return bf16RowDotMapped0(map, byteOffset, kDim, rows, xs, x, m, y, yOff, nDim, rowDotLanes());
     }
 
     /** The floats {@link #mlaAbsorbedBf16Mapped0}'s scratch holds: q_latent and o_latent of each head, its scores. */
@@ -498,7 +498,7 @@ public final class NativeCpu {
 
     /**
      * Decode's row-dot over INT4 weight rows [row0, row0 + rows) read in place (see {@code rowdot_int4} in scorch_cpu.c;
-     * AVX2, RowDotGemm's bits on 8 lanes): the rows' packed words (wpr a row) from byte byteOffset of map, their group
+     * RowDotGemm's bits on its vector width, {@link #rowDotLanes}): the rows' packed words (wpr a row) from byte byteOffset of map, their group
      * scales (gpr a row, scaleType BF16, F16 or F32) from byte scaleByteOffset of scaleMap; xs x split by phase as
      * RowDotGemm splits it; scratch at least 4·(wpr + gpr) floats. 0 when read; where a page could not be read (the file
      * shrank under its mapping; y then holds part of the outputs), 1 if it was the words', 2 if the scales': the caller
@@ -567,12 +567,13 @@ public final class NativeCpu {
                 m,
                 y,
                 yOff,
-                nDim);
+                nDim,
+                rowDotLanes());
     }
 
     /**
      * Decode's row-dot over FP8 weight rows [row0, row0 + rows) read in place (see {@code rowdot_fp8} in scorch_cpu.c;
-     * AVX2, RowDotGemm's bits on 8 lanes): the rows' codes from byte byteOffset of map; scaleInv the weight's
+     * RowDotGemm's bits on its vector width, {@link #rowDotLanes}): the rows' codes from byte byteOffset of map; scaleInv the weight's
      * weight_scale_inv in fp32 (scaleCols a row, blockRows × bc weights a block, bc a multiple of 8). False where a page
      * of the range could not be read (the file shrank under its mapping; y then holds part of the outputs).
      */
@@ -616,7 +617,97 @@ public final class NativeCpu {
                     + y.length + " from " + yOff + " at stride " + nDim);
         }
         return fp8RowDotMapped0(
-                map, byteOffset, kDim, rows, row0, scaleInv, scaleCols, blockRows, bc, x, m, y, yOff, nDim);
+                map,
+                byteOffset,
+                kDim,
+                rows,
+                row0,
+                scaleInv,
+                scaleCols,
+                blockRows,
+                bc,
+                x,
+                m,
+                y,
+                yOff,
+                nDim,
+                rowDotLanes());
+    }
+
+    /** Pairs a row of {@link #splitPairs}'s parts holds: K / 2 rounded up to 16 (one VDPBF16PS operand). */
+    static int pairsStride(int kDim) {
+        return (kDim / 2 + 15) / 16 * 16;
+    }
+
+    /**
+     * x's m rows (K even) split into parts bf16 parts of pairs for {@link #bf16PairsRowDotMapped}: part q of row i at xp[(i
+     * · parts + q) · {@link #pairsStride}(K) ..], pair t holding the part of x[i, 2t] (low half) and of x[i, 2t + 1]
+     * (high half), each part the bf16 rounding of what the parts before it left (as PackedGemm's bf16 tiles split x).
+     */
+    static void splitPairs(float[] x, int m, int kDim, int parts, int[] xp) {
+        if (!BF16
+                || parts < 1
+                || parts > 3
+                || kDim < 2
+                || kDim % 2 != 0
+                || m < 0
+                || (long) m * kDim > x.length
+                || (long) m * parts * pairsStride(kDim) > xp.length) {
+            throw new IllegalArgumentException("splitPairs: bf16 " + BF16 + ", " + parts + " parts, m " + m + ", K "
+                    + kDim + ", x " + x.length + ", xp " + xp.length);
+        }
+        splitPairs0(x, m, kDim, parts, xp);
+    }
+
+    /**
+     * Decode's row-dot over BF16 weight rows [row0, row0 + rows) read in place in a bf16 precision: y[i·nDim + yOff + r]
+     * = x row i · weight row row0 + r, each product of a pair of x's parts ({@link #splitPairs}) and the row's pair by
+     * VDPBF16PS, 16 pairs a step into one accumulator per output, parts in order, its lanes in Lanes.foldTree's order.
+     * False where a page of the range could not be read (the caller throws naming the file).
+     */
+    static boolean bf16PairsRowDotMapped(
+            java.nio.MappedByteBuffer map,
+            long byteOffset,
+            int kDim,
+            int rows,
+            int[] xp,
+            int parts,
+            int m,
+            float[] y,
+            int yOff,
+            int nDim) {
+        if (!BF16
+                || byteOffset < 0
+                || kDim < 2
+                || kDim % 2 != 0
+                || parts < 1
+                || parts > 3
+                || rows < 0
+                || m < 0
+                || yOff < 0
+                || nDim < yOff + rows
+                || !map.isDirect()
+                || byteOffset + 2L * rows * kDim > map.capacity()
+                || (long) m * parts * pairsStride(kDim) > xp.length
+                || (m > 0 && (long) (m - 1) * nDim + yOff + rows > y.length)) {
+            throw new IndexOutOfBoundsException("bf16 pairs row-dot out of bounds: bf16 " + BF16 + ", mapping "
+                    + map.capacity() + " bytes from " + byteOffset + ", " + rows + " rows of " + kDim + "; " + parts
+                    + " parts, m " + m + ", xp " + xp.length + ", y " + y.length + " from " + yOff + " at stride "
+                    + nDim);
+        }
+        return bf16PairsRowDotMapped0(map, byteOffset, kDim, rows, xp, parts, m, y, yOff, nDim);
+    }
+
+    /**
+     * The row-dots' vector width: RowDotGemm's (8, AVX2; or 16, AVX-512, which KernelSelection picks only where {@link
+     * #isa} found it), so the C kernels give the Java kernel's bits.
+     */
+    static int rowDotLanes() {
+        int lanes = RowDotGemm.L;
+        if (lanes != 8 && !(lanes == 16 && AVX512)) {
+            throw new IllegalStateException("no native row-dot for " + lanes + "-float vectors on this CPU");
+        }
+        return lanes;
     }
 
     /** The raw scale dtypes the native INT4 decoder reads in place: its code for scaleType, -1 for others. */
@@ -810,6 +901,20 @@ public final class NativeCpu {
 
     private static native int readStream0(ByteBuffer buf, long offset, long length);
 
+    private static native void splitPairs0(float[] x, int m, int kDim, int parts, int[] xp);
+
+    private static native boolean bf16PairsRowDotMapped0(
+            java.nio.MappedByteBuffer map,
+            long byteOffset,
+            int kDim,
+            int rows,
+            int[] xp,
+            int parts,
+            int m,
+            float[] y,
+            int yOff,
+            int nDim);
+
     private static native void splitTile0(int parts, float[] x, int xOff, int rows, int kDim, ByteBuffer xs, int xsOff);
 
     private static native void bf16KernelBlock0(
@@ -922,7 +1027,8 @@ public final class NativeCpu {
             int m,
             float[] y,
             int yOff,
-            int nDim);
+            int nDim,
+            int lanes);
 
     private static native int int4RowDotMapped0(
             java.nio.MappedByteBuffer map,
@@ -941,7 +1047,8 @@ public final class NativeCpu {
             int m,
             float[] y,
             int yOff,
-            int nDim);
+            int nDim,
+            int lanes);
 
     private static native boolean fp8RowDotMapped0(
             java.nio.MappedByteBuffer map,
@@ -957,7 +1064,8 @@ public final class NativeCpu {
             int m,
             float[] y,
             int yOff,
-            int nDim);
+            int nDim,
+            int lanes);
 
     private static native int int4RowsMapped0(
             java.nio.ByteBuffer map,

@@ -53,6 +53,8 @@ public final class RowDotGemm {
 
     private enum Path {
         BF16,
+        /** BF16 weights in a bf16 precision: x in bf16 parts, the products on VDPBF16PS. */
+        BF16_PARTS,
         FP8,
         INT4,
         GENERIC
@@ -64,9 +66,11 @@ public final class RowDotGemm {
         byte[] bytes = new byte[0];
         float[] floats = new float[0];
         float[][] xsGroup = new float[1][];
+        int[][] xpGroup = new int[1][];
         // A call's plan (grown to the largest group, reused): the caller's thread fills them before the parallel pass.
         Path[] paths = new Path[1];
         float[][] xs = new float[1][];
+        int[][] xp = new int[1][];
         int[] perTask = new int[1];
         int[] firstTask = new int[2];
         // matmul's one-element groups
@@ -82,6 +86,7 @@ public final class RowDotGemm {
         float[][] gy;
         boolean block4x4;
         boolean nativeRowDot;
+        int parts;
         final java.util.function.IntConsumer task = this::runTask;
 
         /** Task t of the group planned in this (the caller's) scratch; per-thread buffers come from the running thread's. */
@@ -94,9 +99,16 @@ public final class RowDotGemm {
             int r1 = Math.min(gw[i].out(), r0 + perTask[i] * NR);
             Scratch s = SCRATCH.get();
             switch (paths[i]) {
-                case BF16 -> {
-                    if (!nativeRowDot || !bf16RowsNative(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1)) {
-                        bf16Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, block4x4, s);
+                case BF16 -> bf16Fp32Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, block4x4, nativeRowDot, s);
+                case BF16_PARTS -> {
+                    if (!bf16PairsRowsNative(xp[i], parts, gm[i], gw[i], gy[i], r0, r1)) {
+                        // A task a mapping border cuts: row by row, each in place where it lies whole in one mapping,
+                        // else in fp32 (which rows those are depends on the file alone, not on the task's bounds).
+                        for (int r = r0; r < r1; r++) {
+                            if (!bf16PairsRowsNative(xp[i], parts, gm[i], gw[i], gy[i], r, r + 1)) {
+                                bf16Fp32Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r, r + 1, block4x4, nativeRowDot, s);
+                            }
+                        }
                     }
                 }
                 case FP8 -> {
@@ -117,6 +129,7 @@ public final class RowDotGemm {
             if (paths.length < g) {
                 paths = new Path[g];
                 xs = new float[g][];
+                xp = new int[g][];
                 perTask = new int[g];
                 firstTask = new int[g + 1];
             }
@@ -153,13 +166,18 @@ public final class RowDotGemm {
     }
 
     public static void matmul(float[] x, int m, Linear w, float[] y, Parallel par) {
+        matmul(x, m, w, y, par, CpuPrecision.FP32);
+    }
+
+    /** y = x · wᵀ in precision, which must run here ({@link #runs}). */
+    public static void matmul(float[] x, int m, Linear w, float[] y, Parallel par, CpuPrecision precision) {
         Scratch s = SCRATCH.get();
         s.x1[0] = x;
         s.m1[0] = m;
         s.w1[0] = w;
         s.y1[0] = y;
         try {
-            matmulGroup(s.x1, s.m1, s.w1, s.y1, par);
+            matmulGroup(s.x1, s.m1, s.w1, s.y1, par, precision);
         } finally {
             s.x1[0] = s.y1[0] = null; // no arrays kept alive past the call
         }
@@ -170,17 +188,52 @@ public final class RowDotGemm {
      * experts of a decode step) share one wake-up of the threads. Each result has the bits {@link #matmul} gives.
      */
     public static void matmulGroup(float[][] x, int[] m, Linear[] w, float[][] y, Parallel par) {
-        matmulGroup(x, m, w, y, par, BLOCK_4X4, NATIVE_ROWDOT);
+        matmulGroup(x, m, w, y, par, BLOCK_4X4, NATIVE_ROWDOT, 0);
+    }
+
+    /**
+     * As {@link #matmulGroup(float[][], int[], Linear[], float[][], Parallel)} in precision, which must run here ({@link
+     * #runs}): in a bf16 one, BF16 weights multiply x's bf16 parts on VDPBF16PS (see {@link CpuPrecision}); FP8, INT4
+     * and other weights stay fp32.
+     */
+    public static void matmulGroup(
+            float[][] x, int[] m, Linear[] w, float[][] y, Parallel par, CpuPrecision precision) {
+        if (!runs(precision)) {
+            throw new IllegalArgumentException("CPU precision " + precision.id() + " does not run in decode here: "
+                    + KernelSelection.current().decodePrecision().reason());
+        }
+        matmulGroup(x, m, w, y, par, BLOCK_4X4, NATIVE_ROWDOT, precision.parts());
+    }
+
+    /**
+     * Whether precision runs here: fp32 always; the bf16 modes where the native row-dot runs on 16 lanes (AVX-512) and
+     * the CPU has AVX512-BF16.
+     */
+    public static boolean runs(CpuPrecision precision) {
+        return precision == CpuPrecision.FP32 || NATIVE_ROWDOT && L == 16 && NativeCpu.bf16();
     }
 
     /** As {@link #matmulGroup(float[][], int[], Linear[], float[][], Parallel)} with BF16's block given (tests run both). */
     static void matmulGroup(float[][] x, int[] m, Linear[] w, float[][] y, Parallel par, boolean block4x4) {
-        matmulGroup(x, m, w, y, par, block4x4, NATIVE_ROWDOT);
+        matmulGroup(x, m, w, y, par, block4x4, NATIVE_ROWDOT, 0);
     }
 
     /** As {@link #matmulGroup(float[][], int[], Linear[], float[][], Parallel, boolean)}, the native row-dot on or off. */
     static void matmulGroup(
             float[][] x, int[] m, Linear[] w, float[][] y, Parallel par, boolean block4x4, boolean nativeRowDot) {
+        matmulGroup(x, m, w, y, par, block4x4, nativeRowDot, 0);
+    }
+
+    /** As above, BF16 weights in parts bf16 parts of x (0: fp32). */
+    private static void matmulGroup(
+            float[][] x,
+            int[] m,
+            Linear[] w,
+            float[][] y,
+            Parallel par,
+            boolean block4x4,
+            boolean nativeRowDot,
+            int parts) {
         if (nativeRowDot && !NATIVE_ROWDOT) {
             throw new IllegalArgumentException(
                     "no native row-dot here: " + KernelSelection.current().decodeGemm());
@@ -193,11 +246,13 @@ public final class RowDotGemm {
         caller.plan(g);
         Path[] paths = caller.paths;
         float[][] xs = caller.xs;
+        int[][] xp = caller.xp;
         int[] perTask = caller.perTask;
         int[] firstTask = caller.firstTask;
         firstTask[0] = 0;
         if (caller.xsGroup.length < g) {
             caller.xsGroup = java.util.Arrays.copyOf(caller.xsGroup, g);
+            caller.xpGroup = java.util.Arrays.copyOf(caller.xpGroup, g);
         }
         for (int i = 0; i < g; i++) {
             int kDim = w[i].in();
@@ -223,6 +278,16 @@ public final class RowDotGemm {
                     }
                 }
                 xs[i] = split;
+                if (parts > 0) {
+                    int need = m[i] * parts * NativeCpu.pairsStride(kDim);
+                    int[] pairs = caller.xpGroup[i];
+                    if (pairs == null || pairs.length < need) {
+                        caller.xpGroup[i] = pairs = new int[need];
+                    }
+                    NativeCpu.splitPairs(x[i], m[i], kDim, parts, pairs);
+                    xp[i] = pairs;
+                    paths[i] = Path.BF16_PARTS;
+                }
             } else if (paths[i] == Path.INT4) {
                 // INT4 words are decoded phase by phase (input 8v + p of word v), so x is split by phase once: row r
                 // holds
@@ -261,6 +326,7 @@ public final class RowDotGemm {
         caller.gy = y;
         caller.block4x4 = block4x4;
         caller.nativeRowDot = nativeRowDot;
+        caller.parts = parts;
         try {
             par.forEach(firstTask[g], caller.task);
         } finally {
@@ -273,7 +339,7 @@ public final class RowDotGemm {
     // ---------------------------------------------------------------------------------------------------- BF16
 
     /**
-     * Rows [r0, r1) by the native row-dot, reading the weights in place (the bits of {@link #bf16Rows} on 8 lanes); false
+     * Rows [r0, r1) by the native row-dot, reading the weights in place (the bits of {@link #bf16Rows}); false
      * (nothing done) where they do not lie whole in one mapping, and the Java blocks take them.
      */
     private static boolean bf16RowsNative(float[] xs, float[] x, int m, Linear w, float[] y, int r0, int r1) {
@@ -291,6 +357,47 @@ public final class RowDotGemm {
         }
         long at = w.rawMappedAt(r0, 0, (int) n);
         if (!NativeCpu.bf16RowDotMapped(map, at, kDim, r1 - r0, xs, x, m, y, r0, w.out())) {
+            throw w.rawMappingFault(r0, 0, n);
+        }
+        return true;
+    }
+
+    /** Rows [r0, r1) in fp32: the native row-dot where it runs and they lie in one mapping, else the Java blocks. */
+    private static void bf16Fp32Rows(
+            float[] xs,
+            float[] x,
+            int m,
+            Linear w,
+            float[] y,
+            int r0,
+            int r1,
+            boolean block4x4,
+            boolean nativeRowDot,
+            Scratch s) {
+        if (!nativeRowDot || !bf16RowsNative(xs, x, m, w, y, r0, r1)) {
+            bf16Rows(xs, x, m, w, y, r0, r1, block4x4, s);
+        }
+    }
+
+    /**
+     * Rows [r0, r1) in bf16 parts (xp: x as {@link NativeCpu#splitPairs} split it), read in place; false (nothing done)
+     * where they do not lie whole in one mapping.
+     */
+    private static boolean bf16PairsRowsNative(int[] xp, int parts, int m, Linear w, float[] y, int r0, int r1) {
+        int kDim = w.in();
+        long n = (long) (r1 - r0) * kDim;
+        if (m == 0 || r1 <= r0) {
+            return true;
+        }
+        if (2 * n > Integer.MAX_VALUE) {
+            return false;
+        }
+        java.nio.MappedByteBuffer map = w.rawMapping(r0, 0, (int) n);
+        if (map == null) {
+            return false;
+        }
+        long at = w.rawMappedAt(r0, 0, (int) n);
+        if (!NativeCpu.bf16PairsRowDotMapped(map, at, kDim, r1 - r0, xp, parts, m, y, r0, w.out())) {
             throw w.rawMappingFault(r0, 0, n);
         }
         return true;
@@ -674,7 +781,7 @@ public final class RowDotGemm {
     // ----------------------------------------------------------------------------------------------------- FP8
 
     /**
-     * Rows [r0, r1) by the native row-dot, reading the codes in place (the bits of {@link #fp8Rows} on 8 lanes); false
+     * Rows [r0, r1) by the native row-dot, reading the codes in place (the bits of {@link #fp8Rows}); false
      * (nothing done) where they do not lie whole in one mapping.
      */
     private static boolean fp8RowsNative(float[] x, int m, Linear w, float[] y, int r0, int r1) {
@@ -863,7 +970,7 @@ public final class RowDotGemm {
 
     /**
      * Rows [r0, r1) by the native row-dot, reading the packed words and the group scales in place (the bits of {@link
-     * #int4Rows} on 8 lanes); false (nothing done) where either does not lie whole in one mapping, or the words are not
+     * #int4Rows}); false (nothing done) where either does not lie whole in one mapping, or the words are not
      * 4-byte aligned in the file (the Java kernel then takes its generic path, whose bits it keeps).
      */
     private static boolean int4RowsNative(

@@ -51,7 +51,7 @@ class KernelSelectionTest {
                         + " 2 x 4 (JDK 17: C2 boxes the 4 x 4 block's lane folds)",
                 k.decodeGemm());
         assertFalse(k.decodeBlock4x4());
-        // The native row-dot: 8-lane vectors only (its lanes are the Java kernel's there), and its own switch.
+        // The native row-dot on 8 lanes (AVX2), its lanes the Java kernel's, and its own switch.
         KernelSelection avx2 = choose(25, 8, Library.loaded(1), Map.of());
         assertChoice(
                 Impl.NATIVE,
@@ -64,11 +64,18 @@ class KernelSelectionTest {
                 "one pass over the weights, straight from the mapping; no native row-dot: -Dscorch.native.rowdot=false",
                 choose(25, 8, Library.loaded(1), Map.of(KernelSelection.NATIVE_ROWDOT, "false"))
                         .decodeGemm());
-        assertTrue(choose(25, 16, Library.loaded(2), Map.of())
+        // 16 lanes: the AVX-512 build of the same kernels; the absorbed attention's native kernel has 8 lanes only.
+        assertChoice(
+                Impl.NATIVE,
+                "native C row-dot, 16 fp32 lanes (AVX-512), BF16, FP8 and INT4 read in place; absorbed attention in Java"
+                        + " (its native kernel has 8 lanes)",
+                "one pass over the weights, straight from the mapping, no row copies",
+                choose(25, 16, Library.loaded(2), Map.of()).decodeGemm());
+        assertTrue(choose(25, 16, Library.loaded(1), Map.of())
                 .decodeGemm()
                 .reason()
-                .contains("no native row-dot: no native row-dot for the JVM's 16-float vectors"));
-        KernelSelection jdk25 = choose(25, 16, Library.loaded(2), Map.of());
+                .contains("no native row-dot: no native row-dot for the JVM's 16-float vectors without AVX-512"));
+        KernelSelection jdk25 = choose(25, 16, Library.loaded(2), Map.of(KernelSelection.NATIVE_ROWDOT, "false"));
         assertTrue(jdk25.decodeBlock4x4(), "16 lanes on JDK 21+");
         assertTrue(jdk25.decodeGemm().reason().endsWith("; BF16 rows 4 x 4, lanes folded in registers"));
         assertFalse(choose(25, 8, Library.loaded(1), Map.of()).decodeBlock4x4(), "8 lanes: AVX2's 16 registers");
@@ -399,13 +406,16 @@ class KernelSelectionTest {
         assertEquals(RowDecoder.L >= 8, RowDecoder.INT4_WORDS != null);
         assertEquals(
                 k.decodeGemm().impl() == Impl.NATIVE
-                        ? "native C row-dot, 8 fp32 lanes (AVX2), BF16, FP8 and INT4 read in place; absorbed attention on BF16 kv_b_proj in place"
+                        ? RowDotGemm.L == 8
+                                ? "native C row-dot, 8 fp32 lanes (AVX2), BF16, FP8 and INT4 read in place; absorbed attention on BF16 kv_b_proj in place"
+                                : "native C row-dot, 16 fp32 lanes (AVX-512), BF16, FP8 and INT4 read in place; absorbed"
+                                        + " attention in Java (its native kernel has 8 lanes)"
                         : "Java Vector API row-dot, " + RowDotGemm.L + " fp32 lanes (" + RowDotGemm.F.vectorBitSize()
                                 + "-bit)",
                 k.decodeGemm().kernel());
         assertEquals(
                 NativeCpu.available()
-                        && RowDotGemm.L == 8
+                        && (RowDotGemm.L == 8 || RowDotGemm.L == 16 && NativeCpu.avx512())
                         && !"false".equals(System.getProperty(KernelSelection.NATIVE_ROWDOT)),
                 k.decodeGemm().impl() == Impl.NATIVE);
         assertEquals(k.decodeGemm().impl() == Impl.NATIVE && NativeCpu.mappedReadsGuarded(), RowDotGemm.NATIVE_ROWDOT);
@@ -512,6 +522,23 @@ class KernelSelectionTest {
                 CpuPrecision.FP32,
                 choose(21, 16, units, Map.of("scorch.native", "false", "scorch.cpu.precision", "bf16"))
                         .cpuPrecision());
+        // Decode: bf16 parts on the 16-lane native row-dot where prefill's run; else fp32, and why.
+        assertChoice(
+                Impl.NATIVE,
+                "bf16x3: BF16 weights read in place against 3 bf16 parts of x on VDPBF16PS; FP8, INT4 and F32 weights"
+                        + " and the absorbed attention in fp32",
+                "-Dscorch.cpu.precision=bf16x3",
+                k.decodePrecision());
+        assertEquals(
+                "bf16x3 asked, but no native row-dot: one pass over the weights, straight from the mapping; no native"
+                        + " row-dot: -Dscorch.native.rowdot=false; BF16 rows 4 x 4, lanes folded in registers",
+                choose(21, 16, units, Map.of("scorch.cpu.precision", "bf16x3", "scorch.native.rowdot", "false"))
+                        .decodePrecision()
+                        .reason());
+        assertEquals("fp32", masked.decodePrecision().kernel());
+        assertEquals(masked.precision().reason(), masked.decodePrecision().reason());
+        assertEquals("fp32", choose(21, 16, units, Map.of()).decodePrecision().kernel());
+        assertEquals("fp32", avx2.decodePrecision().kernel());
         // A value that names no mode: fp32, and the message says what would.
         assertEquals(
                 "unknown CPU precision 'fp16': expected fp32, bf16x3, bf16x2 or bf16; units: AVX512-BF16 yes,"
@@ -548,6 +575,7 @@ class KernelSelectionTest {
                         "prefill_gemm",
                         "cpu_precision",
                         "decode_gemm",
+                        "decode_precision",
                         "bf16_decoder",
                         "fp8_decoder",
                         "int4_decoder",
@@ -573,10 +601,10 @@ class KernelSelectionTest {
                 j.get("inputs").toString());
         assertEquals(
                 "prefill_gemm: native C 2 x 12 on 32-row tiles (AVX-512) (CPU has AVX-512); cpu_precision: fp32 (the default; units:"
-                        + " AVX512-BF16 no, AMX-BF16 no); decode_gemm: Java Vector API row-dot, "
-                        + "16 fp32 lanes (512-bit) (one pass over the weights, straight from the mapping; no native row-dot: no native row-dot"
-                        + " for the JVM's 16-float vectors; BF16 rows 2 x 4"
-                        + " (JDK 17: C2 boxes the 4 x 4 block's lane folds)); bf16_decoder: native C "
+                        + " AVX512-BF16 no, AMX-BF16 no); decode_gemm: native C row-dot, 16 fp32 lanes (AVX-512), BF16, FP8"
+                        + " and INT4 read in place; absorbed attention in Java (its native kernel has 8 lanes) (one pass over"
+                        + " the weights, straight from the mapping, no row copies); decode_precision: fp32 (the default;"
+                        + " units: AVX512-BF16 no, AMX-BF16 no); bf16_decoder: native C "
                         + "(beside the native GEMM tile); fp8_decoder: native C (beside the native GEMM tile); int4_decoder: native C, AVX-512 build "
                         + "(beside the native GEMM tile); attention: Java Vector API, 16 lanes (-Dscorch.native.attention=false); vector_math: native "
                         + "C, 16 lanes (AVX-512) (CPU has AVX-512); cuda_experts: one cuBLAS GEMM per expert, offsets read "

@@ -236,7 +236,7 @@ class RowDotGemmTest {
     void oneNanCodeMakesItsRowNanForEveryRowOfX() throws IOException {
         org.junit.jupiter.api.Assumptions.assumeTrue(RowDotGemm.NATIVE_ROWDOT, "no native row-dot on this machine/JVM");
         int n = 7; // a block of four rows, then one of three
-        int k = 75; // 72 inputs by vectors (the scan's 64 by 32s, then 8), 3 in the tail
+        int k = 75; // 72 inputs by vectors on 8 lanes, 64 on 16 (the scan's 64 by 32s, then 8); the rest in the tail
         int[] nanAt = {0, 40, 66, -1, 73, 10, -1}; // per row: where its one NaN code is (-1: none)
         java.util.Random rnd = new java.util.Random(7);
         byte[] codes = new byte[n * k];
@@ -293,13 +293,16 @@ class RowDotGemmTest {
 
     /**
      * The same for INT4: K with a partial last word (K % 8 != 0), words past the last whole vector of 8 (K < 64, K =
-     * 72, 1060), an odd number of vectors (K = 200: one pair, then one alone), groups of 8, 32 and 128 (a vector's words spanning one to eight groups), BF16, F16 and F32 scales, every
+     * 72, 1060), an odd number of vectors (one pair, then one alone: K = 200 on 8 lanes, 392 on 16), groups of 8, 32 and
+     * 128 (a vector's words spanning one to eight groups), BF16, F16 and F32 scales, every
      * nibble at every place of a word, rows 1..9 and x rows 1..9, 258 rows on 3 threads.
      */
     @Test
     void theNativeInt4RowDotGivesTheJavaBits() throws IOException {
         org.junit.jupiter.api.Assumptions.assumeTrue(RowDotGemm.NATIVE_ROWDOT, "no native row-dot on this machine/JVM");
-        int[][] kGroups = {{8, 8}, {13, 8}, {64, 32}, {72, 8}, {100, 32}, {200, 8}, {256, 128}, {1056, 32}, {1060, 32}};
+        int[][] kGroups = {
+            {8, 8}, {13, 8}, {64, 32}, {72, 8}, {100, 32}, {200, 8}, {256, 128}, {392, 8}, {1056, 32}, {1060, 32}
+        };
         int id = 0;
         for (int[] kg : kGroups) {
             int k = kg[0];

@@ -12,6 +12,8 @@ import dev.scorch.engine.device.LatentCache;
 import dev.scorch.engine.generation.DecodingModel;
 import dev.scorch.engine.generation.StageDecodingModel;
 import dev.scorch.engine.kernels.CpuOps;
+import dev.scorch.engine.kernels.CpuPrecision;
+import dev.scorch.engine.kernels.KernelSelection;
 import dev.scorch.engine.kernels.LogSoftmax;
 import dev.scorch.engine.runtime.PackedBatch;
 import dev.scorch.engine.scoring.LogitsMode;
@@ -88,10 +90,16 @@ class DecodeTest {
 
     /** Decode logits at every position up to 100 (past YaRN's 64) vs full recomputation of the same prefix. */
     static void decodeMatchesRecomputation(Path dir) {
+        double maxD = decodeVsRecomputation(dir, KernelSelection.current().cpuPrecision());
+        assertTrue(maxD <= 1e-4, dir.getFileName() + ": decode vs recomputation max |d logit| " + maxD);
+    }
+
+    /** The largest |Δ logit| of {@link #decodeMatchesRecomputation}'s comparisons, everything in precision p. */
+    static double decodeVsRecomputation(Path dir, CpuPrecision p) {
         DeepseekV3Model m = DeepseekV3Model.load(dir);
         int[] seq = InvarianceTest.prompts(m.vocabSize(), 13, 100).get(0);
         double maxD = 0;
-        try (CpuOps ops = new CpuOps(2)) {
+        try (CpuOps ops = new CpuOps(2, p)) {
             for (int prefillLen : new int[] {1, 40}) {
                 KvCache[] caches = {new KvCache(m.config(), seq.length)};
                 float[] logits = prefill(m, ops, List.of(Arrays.copyOf(seq, prefillLen)), caches);
@@ -116,8 +124,8 @@ class DecodeTest {
                 maxD = Math.max(maxD, Math.abs(full[v] - ext[v]));
             }
         }
-        System.out.printf("decode vs recomputation %s: max |dlogit| %.3g%n", dir.getFileName(), maxD);
-        assertTrue(maxD <= 1e-4, dir.getFileName() + ": decode vs recomputation max |d logit| " + maxD);
+        System.out.printf("decode vs recomputation %s, %s: max |dlogit| %.3g%n", dir.getFileName(), p.id(), maxD);
+        return maxD;
     }
 
     @Test
@@ -179,6 +187,11 @@ class DecodeTest {
     }
 
     static void batchedDecodeEqualsAloneBitwise(Path dir) {
+        batchedDecodeEqualsAloneBitwise(dir, KernelSelection.current().cpuPrecision());
+    }
+
+    /** As {@link #batchedDecodeEqualsAloneBitwise(Path)}, everything in precision p. */
+    static void batchedDecodeEqualsAloneBitwise(Path dir, CpuPrecision p) {
         DeepseekV3Model m = DeepseekV3Model.load(dir);
         int vocab = m.vocabSize();
         List<int[]> prompts = InvarianceTest.prompts(vocab, 9, 1, 7, 66, 30);
@@ -186,12 +199,12 @@ class DecodeTest {
         // Alone, 1 thread: greedy tokens and the logits of every step.
         List<List<float[]>> aloneLogits = new ArrayList<>();
         List<int[]> aloneTokens = new ArrayList<>();
-        try (CpuOps ops = new CpuOps(1)) {
-            for (int[] p : prompts) {
-                KvCache[] c = {new KvCache(m.config(), p.length + steps)};
+        try (CpuOps ops = new CpuOps(1, p)) {
+            for (int[] prompt : prompts) {
+                KvCache[] c = {new KvCache(m.config(), prompt.length + steps)};
                 List<float[]> ls = new ArrayList<>();
                 int[] toks = new int[steps];
-                float[] logits = prefill(m, ops, List.of(p), c);
+                float[] logits = prefill(m, ops, List.of(prompt), c);
                 for (int step = 0; step < steps; step++) {
                     ls.add(logits);
                     toks[step] = LogSoftmax.argmax(logits, 0, vocab);
@@ -203,7 +216,7 @@ class DecodeTest {
             }
         }
         for (int threads : new int[] {1, 2}) {
-            try (CpuOps ops = new CpuOps(threads)) {
+            try (CpuOps ops = new CpuOps(threads, p)) {
                 StageDecodingModel d = new StageDecodingModel(m.on(ops));
                 int b = prompts.size();
                 KvCache[] caches = new KvCache[b];

@@ -135,8 +135,9 @@ public final class BenchCommand implements Callable<Integer> {
 
     @Option(
             names = "--cpu-precision",
-            description = "Prefill GEMMs: fp32, or bf16x3, bf16x2, bf16 (bf16 parts on AVX512-BF16; fp32, with the"
-                    + " reason, where the CPU lacks it). Default: -Dscorch.cpu.precision, else fp32.")
+            description = "GEMMs (prefill's, and decode's over BF16 weights): fp32, or bf16x3, bf16x2, bf16 (bf16"
+                    + " parts on AVX512-BF16; fp32, with the reason, where the CPU lacks it). Default:"
+                    + " -Dscorch.cpu.precision, else fp32.")
     String cpuPrecision;
 
     @Option(
@@ -388,7 +389,7 @@ public final class BenchCommand implements Callable<Integer> {
             DecodeBenchmark.Result r = DecodeBenchmark.run(
                     m, ops, batch, seq, steps, warmup, runs, seed, DecodeBenchmark.checkpointBytes(weights), true);
             System.out.printf(
-                    "decode batch %d after %d-token prompts, %d steps, %d threads (%s), java %s, %d warm-up runs: %.1f tokens/s median (min %.1f, max %.1f);"
+                    "decode batch %d after %d-token prompts, %d steps, %d threads (%s; BF16 weights in %s), java %s, %d warm-up runs: %.1f tokens/s median (min %.1f, max %.1f);"
                             + " %.2f ms per step; %.2f GB/s of weights (%,d bytes per step, %,d of them routed experts); cache %,d bytes per token;"
                             + " %,.1f heap bytes allocated per token (median run %,.1f); peak RSS %.0f MiB%n",
                     batch,
@@ -396,6 +397,7 @@ public final class BenchCommand implements Callable<Integer> {
                     steps,
                     n,
                     kernels.decodeGemm().kernel(),
+                    ops.decodePrecision().id(),
                     Runtime.version().feature(),
                     r.warmupRuns(),
                     r.medianTokensPerSec(),
@@ -418,6 +420,7 @@ public final class BenchCommand implements Callable<Integer> {
             j.put("tokens_per_s_max", r.maxTokensPerSec());
             j.put("step_seconds_median", r.medianStepSeconds());
             j.put("decode_kernel", kernels.decodeGemm().toString());
+            j.put("decode_precision", ops.decodePrecision().id());
             j.put("weight_bytes_per_step", r.weightBytesPerStep());
             j.put("expert_bytes_per_step", r.expertBytesPerStep());
             j.put("weight_bytes_per_s", r.weightBytesPerSecond());

@@ -94,9 +94,9 @@ public final class JobOptions extends SparkOptions {
 
     @Option(
             names = "--cpu-precision",
-            description = "Prefill GEMMs of tasks that run on the CPU: fp32, or bf16x3, bf16x2, bf16 (bf16 parts on"
-                    + " AVX512-BF16; an executor whose CPU lacks it runs fp32 and logs why), or default: each"
-                    + " executor's -Dscorch.cpu.precision, else fp32. Default: default.")
+            description = "GEMMs of tasks that run on the CPU (prefill's, and decode's over BF16 weights): fp32, or"
+                    + " bf16x3, bf16x2, bf16 (bf16 parts on AVX512-BF16; an executor whose CPU lacks it runs fp32 and"
+                    + " logs why), or default: each executor's -Dscorch.cpu.precision, else fp32. Default: default.")
     String cpuPrecision;
 
     @Option(

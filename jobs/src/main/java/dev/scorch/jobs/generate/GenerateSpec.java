@@ -16,7 +16,7 @@ import java.util.List;
  * @param maxBatchSeqs   sequences decoded together
  * @param backend        where each task runs the engine (auto: CUDA when the task holds a GPU and CUDA loads)
  * @param gpuPrecision   GEMM precision of tasks on CUDA
- * @param cpuPrecision   prefill GEMM precision of tasks on the CPU (null: the executors' default)
+ * @param cpuPrecision   GEMM precision of tasks on the CPU (prefill, and decode over BF16 weights) (null: the executors' default)
  */
 public record GenerateSpec(
         String model,

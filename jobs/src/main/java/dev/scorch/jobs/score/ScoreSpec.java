@@ -14,7 +14,7 @@ import dev.scorch.jobs.output.WriteMode;
  * @param gpuPrecision GEMM precision of tasks that run on CUDA
  * @param gpuBatchTokens tokens a CUDA task packs into one forward at least, where its memory budget holds them
  * @param pipelineNodes the model's layers split over this many tasks of a barrier stage, one per node (0: none)
- * @param cpuPrecision prefill GEMM precision of tasks on the CPU (null: the executors' default)
+ * @param cpuPrecision GEMM precision of tasks on the CPU (prefill, and decode over BF16 weights) (null: the executors' default)
  */
 public record ScoreSpec(
         String model,

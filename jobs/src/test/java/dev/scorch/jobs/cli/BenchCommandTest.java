@@ -10,6 +10,7 @@ import dev.scorch.engine.demo.DemoPreset;
 import dev.scorch.engine.kernels.CpuPrecision;
 import dev.scorch.engine.kernels.KernelSelection;
 import dev.scorch.engine.kernels.PackedGemm;
+import dev.scorch.engine.kernels.RowDotGemm;
 import dev.scorch.jobs.ScorchCli;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
@@ -73,10 +74,21 @@ class BenchCommandTest {
 
         String[] decode = bench(concat(common, "--mode", "decode", "--steps", "2"));
         assertEquals("kernels: " + k.describe(), decode[0]);
-        assertTrue(decode[1].contains(", 1 threads (" + k.decodeGemm().kernel() + "), java "), decode[1]);
+        assertTrue(
+                decode[1].contains(", 1 threads (" + k.decodeGemm().kernel() + "; BF16 weights in fp32), java "),
+                decode[1]);
         JsonNode d = new ObjectMapper().readTree(decode[2]);
+        assertEquals("fp32", d.get("decode_precision").asText());
         assertEquals(k.decodeGemm().toString(), d.get("decode_kernel").asText());
         assertEquals(k.toJson(), d.get("kernels"));
+        // Decode in a bf16 mode where the decode kernel for it runs here, else fp32.
+        String[] decodeBf16 = bench(concat(common, "--mode", "decode", "--steps", "2", "--cpu-precision", "bf16x2"));
+        assertEquals(
+                RowDotGemm.runs(CpuPrecision.BF16X2) && PackedGemm.runs(CpuPrecision.BF16X2) ? "bf16x2" : "fp32",
+                new ObjectMapper()
+                        .readTree(decodeBf16[2])
+                        .get("decode_precision")
+                        .asText());
     }
 
     private static String[] concat(String[] a, String... b) {
