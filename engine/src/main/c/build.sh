@@ -25,7 +25,7 @@ if [[ -z "$cc" || "$cc" == none || ! -f "$java_home/include/jni.h" ]]; then
   exit 0
 fi
 mkdir -p "$out_dir"
-if [[ -f "$out" && "$out" -nt "$src" && "$out" -nt "$attention" && "$out" -nt "$vecmath" && "$out" -nt "$bf16" && "$out" -nt "$here/scorch_cpu.h" && "$out" -nt "$here/scorch_rowdot.h" \
+if [[ -f "$out" && "$out" -nt "$src" && "$out" -nt "$attention" && "$out" -nt "$vecmath" && "$out" -nt "$bf16" && "$out" -nt "$here/scorch_cpu.h" && "$out" -nt "$here/scorch_decode.h" \
       && "$out" -nt "$here/scorch_exp.h" && "$out" -nt "$here/scorch_jni.h" && "$out" -nt "$0" ]]; then
   echo "[scorch] native CPU kernel up to date: $out"
   exit 0

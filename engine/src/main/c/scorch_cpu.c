@@ -907,11 +907,101 @@ static int fp8_nan_in(const unsigned char* s, int n) {
   return 0;
 }
 
+/* Eight BF16 values widened to fp32 (exactly). */
+__attribute__((target("avx2,fma")))
+static inline __m256 bf16x8(const unsigned short* p) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)p)), 16));
+}
+
+static inline float bf16_at(const unsigned short* p) {
+  unsigned int bits = (unsigned int)*p << 16;
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+/*
+ * dst[c] = sum over r < rows of coef[r] * m[r * stride + c]: LatentAttention.Vec.axpyRows, m fp32 or (bf16) BF16. Each
+ * column's sum is one FMA chain over r in order, as there; the rows are taken MLA_AXPY_ROWS at a time, every column
+ * strip of the block before the next block, the strips' sums kept in dst between blocks (a store and a load change no
+ * bits). So m is read from memory once, each block from L1 by its strips: the cache of a long sequence (its rows far
+ * beyond L1 and even L2) no longer streams in once per 32 columns, for every head.
+ */
+#define MLA_AXPY_ROWS 8
+/* dst[0 .. width) = 0, as mla_axpy_block expects before its first block */
+__attribute__((target("avx2,fma")))
+static void mla_axpy_zero(int width, float* dst) {
+  for (int c = 0; c < width; c++) {
+    dst[c] = 0;
+  }
+}
+
+/* Columns [c, c + 8 nv) of mla_axpy_block: nv accumulators held in registers through the rows (nv a constant at each
+ * call, so the loops over i unroll) */
+__attribute__((target("avx2,fma"), always_inline))
+static inline void mla_axpy_strip(const float* coef, int r0, int r1, const void* m, int bf16, size_t stride, int c,
+                                  int nv, float* dst) {
+  const float* mf = m;
+  const unsigned short* mh = m;
+  __m256 d[8];
+  for (int i = 0; i < nv; i++) {
+    d[i] = _mm256_loadu_ps(dst + c + 8 * i);
+  }
+  size_t o = (size_t)r0 * stride + c;
+  for (int r = r0; r < r1; r++, o += stride) {
+    __m256 k = _mm256_set1_ps(coef[r]);
+    for (int i = 0; i < nv; i++) {
+      d[i] = _mm256_fmadd_ps(bf16 ? bf16x8(mh + o + 8 * i) : _mm256_loadu_ps(mf + o + 8 * i), k, d[i]);
+    }
+  }
+  for (int i = 0; i < nv; i++) {
+    _mm256_storeu_ps(dst + c + 8 * i, d[i]);
+  }
+}
+
+/* dst[c] += coef[r] * m[r, c] for rows [r0, r1), r ascending for every c, one FMA each: the rows are read once, each
+ * strip of columns held in registers through them, 64 at a time where they fill one (eight independent FMA chains
+ * keep both FMA pipes busy through the FMA latency), then 32, then 8 */
+__attribute__((target("avx2,fma")))
+static void mla_axpy_block(const float* coef, int r0, int r1, const void* m, int bf16, size_t stride, int width,
+                           float* dst) {
+  int wv = width / 8 * 8;
+  int c = 0;
+  for (; c + 64 <= wv; c += 64) {
+    mla_axpy_strip(coef, r0, r1, m, bf16, stride, c, 8, dst);
+  }
+  for (; c + 32 <= wv; c += 32) {
+    mla_axpy_strip(coef, r0, r1, m, bf16, stride, c, 4, dst);
+  }
+  for (; c < wv; c += 8) {
+    mla_axpy_strip(coef, r0, r1, m, bf16, stride, c, 1, dst);
+  }
+  const float* mf = m;
+  const unsigned short* mh = m;
+  for (; c < width; c++) {
+    float d = dst[c];
+    size_t o = (size_t)r0 * stride + c;
+    for (int r = r0; r < r1; r++, o += stride) {
+      d = __builtin_fmaf(coef[r], bf16 ? bf16_at(mh + o) : mf[o], d);
+    }
+    dst[c] = d;
+  }
+}
+
+/* The whole sum described above: dst zeroed, then the blocks in order. */
+__attribute__((target("avx2,fma")))
+static void mla_axpy_rows(const float* coef, int rows, const void* m, int bf16, size_t stride, int width, float* dst) {
+  mla_axpy_zero(width, dst);
+  for (int r0 = 0; r0 < rows; r0 += MLA_AXPY_ROWS) {
+    mla_axpy_block(coef, r0, rows - r0 < MLA_AXPY_ROWS ? rows : r0 + MLA_AXPY_ROWS, m, bf16, stride, width, dst);
+  }
+}
+
 /* Decode's row-dots, once per vector width: 8 lanes (AVX2) and 16 (AVX-512), each the bits of RowDotGemm on that width. */
 #define RD_LANES 8
-#include "scorch_rowdot.h"
+#include "scorch_decode.h"
 #define RD_LANES 16
-#include "scorch_rowdot.h"
+#include "scorch_decode.h"
 
 /*
  * NativeCpu.readStream0: bytes [off, off + n) of a direct buffer read once by 32-byte loads, with the row-dots' prefetch
@@ -1106,293 +1196,15 @@ JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8RowDotMap
 }
 
 /*
- * Decode's absorbed MLA attention of one query row of one head (LatentAttention.Vec.attend on 8 lanes, op for op: the
- * same bits), the head's kv_b_proj rows read as BF16 in place: w holds its qk_nope W_UK rows, then its v_head W_UV rows,
- * rank halves each. q = [q_nope | q_pe]; cache rows [c_j (rank) | k_pe_j (rope)] at stride; sc holds len + 8 floats,
- * qLat and oLat rank each.
- */
-__attribute__((target("avx2,fma")))
-static inline __m256 bf16x8(const unsigned short* p) {
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)p)), 16));
-}
-
-static inline float bf16_at(const unsigned short* p) {
-  unsigned int bits = (unsigned int)*p << 16;
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
-}
-
-/*
- * dst[c] = sum over r < rows of coef[r] * m[r * stride + c]: LatentAttention.Vec.axpyRows, m fp32 or (bf16) BF16. Each
- * column's sum is one FMA chain over r in order, as there; the rows are taken MLA_AXPY_ROWS at a time, every column
- * strip of the block before the next block, the strips' sums kept in dst between blocks (a store and a load change no
- * bits). So m is read from memory once, each block from L1 by its strips: the cache of a long sequence (its rows far
- * beyond L1 and even L2) no longer streams in once per 32 columns, for every head.
- */
-#define MLA_AXPY_ROWS 8
-/* dst[0 .. width) = 0, as mla_axpy_block expects before its first block */
-__attribute__((target("avx2,fma")))
-static void mla_axpy_zero(int width, float* dst) {
-  for (int c = 0; c < width; c++) {
-    dst[c] = 0;
-  }
-}
-
-/* Columns [c, c + 8 nv) of mla_axpy_block: nv accumulators held in registers through the rows (nv a constant at each
- * call, so the loops over i unroll) */
-__attribute__((target("avx2,fma"), always_inline))
-static inline void mla_axpy_strip(const float* coef, int r0, int r1, const void* m, int bf16, size_t stride, int c,
-                                  int nv, float* dst) {
-  const float* mf = m;
-  const unsigned short* mh = m;
-  __m256 d[8];
-  for (int i = 0; i < nv; i++) {
-    d[i] = _mm256_loadu_ps(dst + c + 8 * i);
-  }
-  size_t o = (size_t)r0 * stride + c;
-  for (int r = r0; r < r1; r++, o += stride) {
-    __m256 k = _mm256_set1_ps(coef[r]);
-    for (int i = 0; i < nv; i++) {
-      d[i] = _mm256_fmadd_ps(bf16 ? bf16x8(mh + o + 8 * i) : _mm256_loadu_ps(mf + o + 8 * i), k, d[i]);
-    }
-  }
-  for (int i = 0; i < nv; i++) {
-    _mm256_storeu_ps(dst + c + 8 * i, d[i]);
-  }
-}
-
-/* dst[c] += coef[r] * m[r, c] for rows [r0, r1), r ascending for every c, one FMA each: the rows are read once, each
- * strip of columns held in registers through them, 64 at a time where they fill one (eight independent FMA chains
- * keep both FMA pipes busy through the FMA latency), then 32, then 8 */
-__attribute__((target("avx2,fma")))
-static void mla_axpy_block(const float* coef, int r0, int r1, const void* m, int bf16, size_t stride, int width,
-                           float* dst) {
-  int wv = width / 8 * 8;
-  int c = 0;
-  for (; c + 64 <= wv; c += 64) {
-    mla_axpy_strip(coef, r0, r1, m, bf16, stride, c, 8, dst);
-  }
-  for (; c + 32 <= wv; c += 32) {
-    mla_axpy_strip(coef, r0, r1, m, bf16, stride, c, 4, dst);
-  }
-  for (; c < wv; c += 8) {
-    mla_axpy_strip(coef, r0, r1, m, bf16, stride, c, 1, dst);
-  }
-  const float* mf = m;
-  const unsigned short* mh = m;
-  for (; c < width; c++) {
-    float d = dst[c];
-    size_t o = (size_t)r0 * stride + c;
-    for (int r = r0; r < r1; r++, o += stride) {
-      d = __builtin_fmaf(coef[r], bf16 ? bf16_at(mh + o) : mf[o], d);
-    }
-    dst[c] = d;
-  }
-}
-
-/* The whole sum described above: dst zeroed, then the blocks in order. */
-__attribute__((target("avx2,fma")))
-static void mla_axpy_rows(const float* coef, int rows, const void* m, int bf16, size_t stride, int width, float* dst) {
-  mla_axpy_zero(width, dst);
-  for (int r0 = 0; r0 < rows; r0 += MLA_AXPY_ROWS) {
-    mla_axpy_block(coef, r0, rows - r0 < MLA_AXPY_ROWS ? rows : r0 + MLA_AXPY_ROWS, m, bf16, stride, width, dst);
-  }
-}
-
-/* (q_latent . c_j + q_pe . k_pe_j) * scale from the latent part's lanes a: LatentAttention.Vec.score. */
-__attribute__((target("avx2,fma")))
-static inline float mla_score(__m256 a, const float* qLat, const float* row, int rank, const float* qPe, int rope,
-                              float scale) {
-  int rv = rank / 8 * 8;
-  float s = rowdot_fold8(a);
-  for (int k = rv; k < rank; k++) {
-    s = __builtin_fmaf(row[k], qLat[k], s);
-  }
-  const float* pe = row + rank;
-  int pv = rope / 8 * 8;
-  __m256 b = _mm256_setzero_ps();
-  for (int d = 0; d < pv; d += 8) {
-    b = _mm256_fmadd_ps(_mm256_loadu_ps(pe + d), _mm256_loadu_ps(qPe + d), b);
-  }
-  float p = rowdot_fold8(b);
-  for (int d = pv; d < rope; d++) {
-    p = __builtin_fmaf(pe[d], qPe[d], p);
-  }
-  return (s + p) * scale;
-}
-
-/* p = softmax(sc[0 .. len)) in place: the max exact in any order; exp lane-wise, lanes past len zeroed, the lanes summed
- * in index order (sc holds len rounded up to 8 floats) */
-__attribute__((target("avx2,fma")))
-static void mla_softmax(float* sc, int len) {
-  int nPad = (len + 7) / 8 * 8;
-  const __m256 iota = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
-  __m256 vmax = ninf;
-  for (int k = 0; k < nPad; k += 8) {
-    __m256 in = _mm256_cmp_ps(iota, _mm256_set1_ps((float)(len - k)), _CMP_LT_OQ);
-    vmax = _mm256_max_ps(_mm256_blendv_ps(ninf, _mm256_loadu_ps(sc + k), in), vmax);
-  }
-  float lanes[8];
-  _mm256_storeu_ps(lanes, vmax);
-  float mx = lanes[0];
-  for (int i = 1; i < 8; i++) {
-    mx = lanes[i] > mx ? lanes[i] : mx;
-  }
-  __m256 max = _mm256_set1_ps(mx);
-  __m256 vsum = _mm256_setzero_ps();
-  for (int k = 0; k < nPad; k += 8) {
-    __m256 in = _mm256_cmp_ps(iota, _mm256_set1_ps((float)(len - k)), _CMP_LT_OQ);
-    __m256 e = _mm256_and_ps(exp256(_mm256_sub_ps(_mm256_loadu_ps(sc + k), max)), in);
-    _mm256_storeu_ps(sc + k, e);
-    vsum = _mm256_add_ps(vsum, e);
-  }
-  _mm256_storeu_ps(lanes, vsum);
-  float sum = 0;
-  for (int i = 0; i < 8; i++) {
-    sum += lanes[i];
-  }
-  float inv = 1.0f / sum;
-  for (int k = 0; k < len; k++) {
-    sc[k] *= inv;
-  }
-}
-
-/* a0..a3 = the 8-lane partial dots of rows r, r + ld, r + 2 ld, r + 3 ld (read by LOAD) with x over its first rv
- * columns: each x vector loaded once for the four rows */
-#define MLA_DOT4(LOAD, r, ld, x, rv, a0, a1, a2, a3)                 \
-  do {                                                               \
-    a0 = _mm256_setzero_ps();                                        \
-    a1 = a0;                                                         \
-    a2 = a0;                                                         \
-    a3 = a0;                                                         \
-    for (int c_ = 0; c_ < (rv); c_ += 8) {                           \
-      __m256 v_ = _mm256_loadu_ps((x) + c_);                         \
-      a0 = _mm256_fmadd_ps(LOAD((r) + c_), v_, a0);                  \
-      a1 = _mm256_fmadd_ps(LOAD((r) + (ld) + c_), v_, a1);           \
-      a2 = _mm256_fmadd_ps(LOAD((r) + 2 * (ld) + c_), v_, a2);       \
-      a3 = _mm256_fmadd_ps(LOAD((r) + 3 * (ld) + c_), v_, a3);       \
-    }                                                                \
-  } while (0)
-
-/* out[e] = W_UV[e] . o_latent for e < vHead, four rows per pass */
-__attribute__((target("avx2,fma")))
-static void mla_uv_out(const unsigned short* uv, int vHead, int rank, const float* oLat, float* out) {
-  int rv = rank / 8 * 8;
-  int e = 0;
-  for (; e + 4 <= vHead; e += 4) {
-    const unsigned short* r0 = uv + (size_t)e * rank;
-    __m256 a0, a1, a2, a3;
-    MLA_DOT4(bf16x8, r0, (size_t)rank, oLat, rv, a0, a1, a2, a3);
-    __m256 acc[4] = {a0, a1, a2, a3};
-    for (int i = 0; i < 4; i++) {
-      const unsigned short* ri = r0 + (size_t)i * rank;
-      float s = rowdot_fold8(acc[i]);
-      for (int k = rv; k < rank; k++) {
-        s = __builtin_fmaf(bf16_at(ri + k), oLat[k], s);
-      }
-      out[e + i] = s;
-    }
-  }
-  for (; e < vHead; e++) {
-    const unsigned short* r0 = uv + (size_t)e * rank;
-    __m256 a = _mm256_setzero_ps();
-    for (int c = 0; c < rv; c += 8) {
-      a = _mm256_fmadd_ps(bf16x8(r0 + c), _mm256_loadu_ps(oLat + c), a);
-    }
-    float s = rowdot_fold8(a);
-    for (int k = rv; k < rank; k++) {
-      s = __builtin_fmaf(bf16_at(r0 + k), oLat[k], s);
-    }
-    out[e] = s;
-  }
-}
-
-/*
- * The absorbed attention of one query row for G consecutive heads over one sequence's latent cache, which all heads
- * share: each block of cache rows is loaded once and used by every head while it sits in L1 (for the scores 4 keys at
- * a time, for o_latent MLA_AXPY_ROWS rows at a time), so a long cache streams in once per G heads, not once per head.
- * Head g's kv_b_proj rows start at w + g * (nope + vHead) * rank, its query at q + g * qStride, its output at
- * out + g * oStride. Each head's arithmetic is the one-head kernel's, step by step, so its bits do not depend on G.
- * scratch: q_latent [G, rank], o_latent [G, rank], scores [G, ld] with ld = len rounded up to 8.
- */
-__attribute__((target("avx2,fma")))
-static void mla_absorbed_bf16(const unsigned short* w, int G, int nope, int rope, int vHead, int rank, float scale,
-                              const float* q, int qStride, const float* cache, int stride, int len, float* out,
-                              int oStride, float* scratch) {
-  int rv = rank / 8 * 8;
-  size_t headW = (size_t)(nope + vHead) * rank;
-  int ld = (len + 7) / 8 * 8;
-  float* qLats = scratch;
-  float* oLats = scratch + (size_t)G * rank;
-  float* scs = oLats + (size_t)G * rank;
-  /* q_latent[c] = sum_d q_nope[d] W_UK[d, c] */
-  for (int g = 0; g < G; g++) {
-    mla_axpy_rows(q + (size_t)g * qStride, nope, w + g * headW, 1, (size_t)rank, rank, qLats + (size_t)g * rank);
-  }
-  /* The group's W_UV rows on their way in while the scores and o_latent run on the cache: read straight after those,
-   * they would otherwise come from DRAM with no work left to hide behind */
-  for (int g = 0; g < G; g++) {
-    const char* uv = (const char*)(w + g * headW + (size_t)nope * rank);
-    for (size_t b = 0; b < (size_t)vHead * rank * sizeof(unsigned short); b += 64) {
-      _mm_prefetch(uv + b, _MM_HINT_T0);
-    }
-  }
-  int j = 0;
-  for (; j + 4 <= len; j += 4) { /* four keys per pass over q_latent, for every head while they sit in L1 */
-    const float* c0 = cache + (size_t)j * stride;
-    for (int g = 0; g < G; g++) {
-      const float* qLat = qLats + (size_t)g * rank;
-      const float* qPe = q + (size_t)g * qStride + nope;
-      float* sc = scs + (size_t)g * ld;
-      __m256 a0, a1, a2, a3;
-      MLA_DOT4(_mm256_loadu_ps, c0, (size_t)stride, qLat, rv, a0, a1, a2, a3);
-      sc[j] = mla_score(a0, qLat, c0, rank, qPe, rope, scale);
-      sc[j + 1] = mla_score(a1, qLat, c0 + stride, rank, qPe, rope, scale);
-      sc[j + 2] = mla_score(a2, qLat, c0 + 2 * (size_t)stride, rank, qPe, rope, scale);
-      sc[j + 3] = mla_score(a3, qLat, c0 + 3 * (size_t)stride, rank, qPe, rope, scale);
-    }
-  }
-  for (; j < len; j++) {
-    const float* c0 = cache + (size_t)j * stride;
-    for (int g = 0; g < G; g++) {
-      const float* qLat = qLats + (size_t)g * rank;
-      __m256 a = _mm256_setzero_ps();
-      for (int c = 0; c < rv; c += 8) {
-        a = _mm256_fmadd_ps(_mm256_loadu_ps(c0 + c), _mm256_loadu_ps(qLat + c), a);
-      }
-      scs[(size_t)g * ld + j] = mla_score(a, qLat, c0, rank, q + (size_t)g * qStride + nope, rope, scale);
-    }
-  }
-  for (int g = 0; g < G; g++) {
-    mla_softmax(scs + (size_t)g * ld, len);
-  }
-  /* o_latent[c] = sum_j p_j c_j[c]: a block of cache rows at a time, through every head */
-  for (int g = 0; g < G; g++) {
-    mla_axpy_zero(rank, oLats + (size_t)g * rank);
-  }
-  for (int r0 = 0; r0 < len; r0 += MLA_AXPY_ROWS) {
-    int r1 = len - r0 < MLA_AXPY_ROWS ? len : r0 + MLA_AXPY_ROWS;
-    for (int g = 0; g < G; g++) {
-      mla_axpy_block(scs + (size_t)g * ld, r0, r1, cache, 0, (size_t)stride, rank, oLats + (size_t)g * rank);
-    }
-  }
-  for (int g = 0; g < G; g++) {
-    mla_uv_out(w + g * headW + (size_t)nope * rank, vHead, rank, oLats + (size_t)g * rank, out + (size_t)g * oStride);
-  }
-}
-
-/*
- * NativeCpu.mlaAbsorbedBf16Mapped0: mla_absorbed_bf16 for G consecutive heads, their kv_b_proj rows read in place from
- * byte byteOffset of map, under the thread's SIGBUS guard; q and out at qOff and oOff, qStride and oStride floats a
+ * NativeCpu.mlaAbsorbedBf16Mapped0: mla_absorbed_bf16 on lanes (as bf16RowDotMapped0) for G consecutive heads, their
+ * kv_b_proj rows read in place from byte byteOffset of map, under the thread's SIGBUS guard; q and out at qOff and oOff, qStride and oStride floats a
  * head; scratch as mla_absorbed_bf16 takes it. JNI_TRUE when read; JNI_FALSE where a page could not be read (the file
  * shrank). Bounds checked by the Java side.
  */
 JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_mlaAbsorbedBf16Mapped0(
     JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint heads, jint nope, jint rope, jint vHead, jint rank,
     jfloat scale, jfloatArray q, jint qOff, jint qStride, jfloatArray cache, jint stride, jint len, jfloatArray out,
-    jint oOff, jint oStride, jfloatArray scratch) {
+    jint oOff, jint oStride, jfloatArray scratch, jint lanes) {
   (void)cls;
   const unsigned char* pm = scorch_address(env, map, "the mapping is not a direct buffer");
   if (!pm) {
@@ -1408,8 +1220,13 @@ JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_mlaAbsorbedB
     if (sigsetjmp(g.jump, 0) == 0) {
       guard = &g;
       __atomic_signal_fence(__ATOMIC_SEQ_CST);
-      mla_absorbed_bf16((const unsigned short*)(pm + byteOffset), heads, nope, rope, vHead, rank, scale, pq + qOff,
-                        qStride, pc, stride, len, po + oOff, oStride, ps);
+      if (lanes == 16) {
+        mla_absorbed_bf16_16((const unsigned short*)(pm + byteOffset), heads, nope, rope, vHead, rank, scale, pq + qOff,
+                             qStride, pc, stride, len, po + oOff, oStride, ps);
+      } else {
+        mla_absorbed_bf16_8((const unsigned short*)(pm + byteOffset), heads, nope, rope, vHead, rank, scale, pq + qOff,
+                            qStride, pc, stride, len, po + oOff, oStride, ps);
+      }
       __atomic_signal_fence(__ATOMIC_SEQ_CST);
       guard = NULL;
       read = JNI_TRUE;

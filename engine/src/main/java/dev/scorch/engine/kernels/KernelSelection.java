@@ -291,8 +291,8 @@ public record KernelSelection(
                 : block4x4
                         ? "; BF16 rows 4 x 4, lanes folded in registers"
                         : "; BF16 rows 2 x 4 (JDK " + jdk + ": C2 boxes the 4 x 4 block's lane folds)";
-        // The native row-dot has the lanes of the Java one: 8 (AVX2) or 16 (AVX-512); F32 and F16 weights, and rows a
-        // mapping border cuts, run in Java. The absorbed attention's native kernel has 8 lanes only.
+        // The native row-dot and absorbed attention have the lanes of the Java ones: 8 (AVX2) or 16 (AVX-512); F32 and
+        // F16 weights, and rows a mapping border cuts, run in Java.
         String whyJavaRowDot = !library
                 ? libraryOff
                 : lanes != 8 && !(lanes == 16 && avx512)
@@ -306,8 +306,7 @@ public record KernelSelection(
             decode = new Choice(
                     Impl.NATIVE,
                     "native C row-dot, " + lanes + " fp32 lanes (" + (lanes == 16 ? "AVX-512" : "AVX2")
-                            + "), BF16, FP8 and INT4 read in place; absorbed attention "
-                            + (lanes == 8 ? "on BF16 kv_b_proj in place" : "in Java (its native kernel has 8 lanes)"),
+                            + "), BF16, FP8 and INT4 read in place; absorbed attention on BF16 kv_b_proj in place",
                     "one pass over the weights, straight from the mapping, no row copies");
         } else {
             decode = new Choice(

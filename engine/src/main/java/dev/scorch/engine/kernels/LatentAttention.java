@@ -120,16 +120,13 @@ public final class LatentAttention {
         return s.head;
     }
 
-    /**
-     * Whether {@link #attendInPlace} takes kvBProj: the native row-dot's kernels run here on 8 lanes (the native kernel's
-     * width: {@link Vec} runs the JVM's) and its values are BF16.
-     */
+    /** Whether {@link #attendInPlace} takes kvBProj: the native row-dot's kernels run here and its values are BF16. */
     public static boolean attendsInPlace(Linear kvBProj) {
-        return RowDotGemm.NATIVE_ROWDOT && Vec.L == 8 && kvBProj.dtype() == DType.BF16;
+        return RowDotGemm.NATIVE_ROWDOT && kvBProj.dtype() == DType.BF16;
     }
 
     /**
-     * As {@link #head} then {@link #attendVector} for heads h0 .. h0 + heads - 1, with the same bits (8 lanes) for every
+     * As {@link #head} then {@link #attendVector} for heads h0 .. h0 + heads - 1, with the same bits (the JVM's lanes) for every
      * head whatever the count, but their rows of a BF16 kvBProj read in place by the native kernel (no fp32 copy) and
      * the cache read once for all of them: q[qOff ..] holds their queries one after another (q_head floats each), out
      * [oOff ..] receives their outputs (v_head each). shape gives the dimensions (its weights are not read). False,
@@ -201,7 +198,8 @@ public final class LatentAttention {
                 out,
                 oOff,
                 shape.vHead(),
-                s.inPlace)) {
+                s.inPlace,
+                NativeCpu.rowDotLanes())) {
             throw kvBProj.rawMappingFault(h0 * rows, 0, n);
         }
         return true;

@@ -453,7 +453,7 @@ public final class NativeCpu {
     }
 
     /**
-     * Decode's row-dot over BF16 weight rows [row0, row0 + rows) read in place (see {@code rowdot_bf16} in scorch_cpu.c;
+     * Decode's row-dot over BF16 weight rows [row0, row0 + rows) read in place (see {@code rowdot_bf16} in scorch_decode.h;
      * RowDotGemm's bits on its vector width, {@link #rowDotLanes}): y[i·nDim + yOff + r] = x row i · weight row row0 + r for i &lt; m, the rows'
      * raw pairs from byte byteOffset of map, xs x split into even and odd elements per row as RowDotGemm splits it. False
      * where a page of the range could not be read (the file shrank under its mapping; y then holds part of the outputs):
@@ -493,11 +493,11 @@ public final class NativeCpu {
 
     /** The floats {@link #mlaAbsorbedBf16Mapped0}'s scratch holds: q_latent and o_latent of each head, its scores. */
     static long mlaScratchFloats(int heads, int rank, int len) {
-        return (long) heads * (2L * rank + (len + 7) / 8 * 8);
+        return (long) heads * (2L * rank + (len + 15) / 16 * 16); // the scores rounded up to either width's vectors
     }
 
     /**
-     * Decode's row-dot over INT4 weight rows [row0, row0 + rows) read in place (see {@code rowdot_int4} in scorch_cpu.c;
+     * Decode's row-dot over INT4 weight rows [row0, row0 + rows) read in place (see {@code rowdot_int4} in scorch_decode.h;
      * RowDotGemm's bits on its vector width, {@link #rowDotLanes}): the rows' packed words (wpr a row) from byte byteOffset of map, their group
      * scales (gpr a row, scaleType BF16, F16 or F32) from byte scaleByteOffset of scaleMap; xs x split by phase as
      * RowDotGemm splits it; scratch at least 4·(wpr + gpr) floats. 0 when read; where a page could not be read (the file
@@ -572,7 +572,7 @@ public final class NativeCpu {
     }
 
     /**
-     * Decode's row-dot over FP8 weight rows [row0, row0 + rows) read in place (see {@code rowdot_fp8} in scorch_cpu.c;
+     * Decode's row-dot over FP8 weight rows [row0, row0 + rows) read in place (see {@code rowdot_fp8} in scorch_decode.h;
      * RowDotGemm's bits on its vector width, {@link #rowDotLanes}): the rows' codes from byte byteOffset of map; scaleInv the weight's
      * weight_scale_inv in fp32 (scaleCols a row, blockRows × bc weights a block, bc a multiple of 8). False where a page
      * of the range could not be read (the file shrank under its mapping; y then holds part of the outputs).
@@ -990,7 +990,8 @@ public final class NativeCpu {
 
     /**
      * Decode's absorbed MLA attention of one query row for heads consecutive heads (see {@code mla_absorbed_bf16} in
-     * scorch_cpu.c; AVX2, {@link LatentAttention#attendVector}'s bits on 8 lanes for each head, whatever the count),
+     * scorch_decode.h; {@link LatentAttention#attendVector}'s bits on lanes, {@link #rowDotLanes}, for each head, whatever
+     * the count),
      * their kv_b_proj rows (each head's nope W_UK rows, then vHead W_UV rows, rank BF16 values each) read in place from
      * byte byteOffset of map: head g's output at out[oOff + g oStride ..+ vHead) for its query q[qOff + g qStride ..] =
      * [q_nope | q_pe], over the first len rows of cache [.., stride]. scratch holds {@link #mlaScratchFloats} floats. True
@@ -1015,7 +1016,8 @@ public final class NativeCpu {
             float[] out,
             int oOff,
             int oStride,
-            float[] scratch);
+            float[] scratch,
+            int lanes);
 
     private static native boolean bf16RowDotMapped0(
             java.nio.MappedByteBuffer map,

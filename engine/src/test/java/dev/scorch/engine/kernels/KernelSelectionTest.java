@@ -64,11 +64,11 @@ class KernelSelectionTest {
                 "one pass over the weights, straight from the mapping; no native row-dot: -Dscorch.native.rowdot=false",
                 choose(25, 8, Library.loaded(1), Map.of(KernelSelection.NATIVE_ROWDOT, "false"))
                         .decodeGemm());
-        // 16 lanes: the AVX-512 build of the same kernels; the absorbed attention's native kernel has 8 lanes only.
+        // 16 lanes: the AVX-512 build of the same kernels.
         assertChoice(
                 Impl.NATIVE,
-                "native C row-dot, 16 fp32 lanes (AVX-512), BF16, FP8 and INT4 read in place; absorbed attention in Java"
-                        + " (its native kernel has 8 lanes)",
+                "native C row-dot, 16 fp32 lanes (AVX-512), BF16, FP8 and INT4 read in place; absorbed attention on BF16"
+                        + " kv_b_proj in place",
                 "one pass over the weights, straight from the mapping, no row copies",
                 choose(25, 16, Library.loaded(2), Map.of()).decodeGemm());
         assertTrue(choose(25, 16, Library.loaded(1), Map.of())
@@ -409,7 +409,7 @@ class KernelSelectionTest {
                         ? RowDotGemm.L == 8
                                 ? "native C row-dot, 8 fp32 lanes (AVX2), BF16, FP8 and INT4 read in place; absorbed attention on BF16 kv_b_proj in place"
                                 : "native C row-dot, 16 fp32 lanes (AVX-512), BF16, FP8 and INT4 read in place; absorbed"
-                                        + " attention in Java (its native kernel has 8 lanes)"
+                                        + " attention on BF16 kv_b_proj in place"
                         : "Java Vector API row-dot, " + RowDotGemm.L + " fp32 lanes (" + RowDotGemm.F.vectorBitSize()
                                 + "-bit)",
                 k.decodeGemm().kernel());
@@ -602,7 +602,7 @@ class KernelSelectionTest {
         assertEquals(
                 "prefill_gemm: native C 2 x 12 on 32-row tiles (AVX-512) (CPU has AVX-512); cpu_precision: fp32 (the default; units:"
                         + " AVX512-BF16 no, AMX-BF16 no); decode_gemm: native C row-dot, 16 fp32 lanes (AVX-512), BF16, FP8"
-                        + " and INT4 read in place; absorbed attention in Java (its native kernel has 8 lanes) (one pass over"
+                        + " and INT4 read in place; absorbed attention on BF16 kv_b_proj in place (one pass over"
                         + " the weights, straight from the mapping, no row copies); decode_precision: fp32 (the default;"
                         + " units: AVX512-BF16 no, AMX-BF16 no); bf16_decoder: native C "
                         + "(beside the native GEMM tile); fp8_decoder: native C (beside the native GEMM tile); int4_decoder: native C, AVX-512 build "

@@ -120,8 +120,9 @@ class LatentAttentionTest {
     }
 
     /**
-     * The native kernel reading a BF16 kv_b_proj in place gives the vector path's bits (8 lanes) over the decoded head:
-     * ranks and ropes that are not multiples of 8, v_head not of 4, lengths that leave a partial vector of scores,
+     * The native kernel reading a BF16 kv_b_proj in place gives the vector path's bits (the JVM's lanes, 8 or 16) over the
+     * decoded head: ranks and ropes that are not multiples of 8 or 16, v_head not of 4, lengths that leave a partial
+     * vector of scores,
      * rows at a stride with NaN padding, every head of the weight.
      */
     @Test

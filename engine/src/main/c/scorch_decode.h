@@ -1,9 +1,10 @@
 /*
- * Decode's row-dots (RowDotGemm's BF16, INT4 and FP8 kernels in C), written once for both vector widths: scorch_cpu.c
- * includes this file with RD_LANES 8 (AVX2: rowdot_bf16_8, ...) and 16 (AVX-512: rowdot_bf16_16, ...). Each gives the
- * bits of RowDotGemm's Java kernel on vectors of RD_LANES floats: the same lanes take the same inputs, and the lanes are
- * added in Lanes.foldTree's order (16 lanes: i + 8 onto i, then as 8). The prefetch helpers, fp8_nan_in and the INT4
- * scales' spreading do not depend on the width and come from scorch_cpu.c.
+ * Decode's kernels in C (RowDotGemm's BF16, INT4 and FP8 row-dots, LatentAttention's absorbed attention), written once
+ * for both vector widths: scorch_cpu.c includes this file with RD_LANES 8 (AVX2: rowdot_bf16_8, ...) and 16 (AVX-512:
+ * rowdot_bf16_16, ...). Each gives the bits of the Java kernel on vectors of RD_LANES floats: the same lanes take the
+ * same inputs, and the lanes are added in Lanes.foldTree's order (16 lanes: i + 8 onto i, then as 8). What does not
+ * depend on the width (the prefetch helpers, fp8_nan_in, the INT4 scales' spreading, the attention's column sums
+ * mla_axpy_*, whose every column is one FMA chain) comes from scorch_cpu.c.
  */
 #if RD_LANES == 8
 #define RD_TARGET __attribute__((target("avx2,fma")))
@@ -24,6 +25,14 @@
 #define RD_CVT(v) _mm256_cvtepi32_ps(v)
 #define RD_CODES(s) _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(s))) /* 8 codes, sign-extended */
 #define RD_FOLD(a) rowdot_fold8(a)
+#define RD_BF16(p) bf16x8(p) /* 8 BF16 values widened */
+#define RD_ADD(a, b) _mm256_add_ps(a, b)
+#define RD_SUB(a, b) _mm256_sub_ps(a, b)
+#define RD_MAX(a, b) _mm256_max_ps(a, b)
+#define RD_STORE(p, v) _mm256_storeu_ps(p, v)
+#define RD_EXP(v) exp256(v)
+#define RD_BELOW(n) _mm256_cmp_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_ps((float)(n)), _CMP_LT_OQ)
+#define RD_KEEP(in, x, other) _mm256_blendv_ps(other, x, in) /* x in the lanes of in, else other */
 #elif RD_LANES == 16
 #define RD_TARGET __attribute__((target("avx512f,avx2,fma")))
 #define rd_v __m512
@@ -43,6 +52,15 @@
 #define RD_CVT(v) _mm512_cvtepi32_ps(v)
 #define RD_CODES(s) _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(s))) /* 16 codes, sign-extended */
 #define RD_FOLD(a) rowdot_fold16(a)
+#define RD_BF16(p) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(p))), 16))
+#define RD_ADD(a, b) _mm512_add_ps(a, b)
+#define RD_SUB(a, b) _mm512_sub_ps(a, b)
+#define RD_MAX(a, b) _mm512_max_ps(a, b)
+#define RD_STORE(p, v) _mm512_storeu_ps(p, v)
+#define RD_EXP(v) exp512(v)
+#define RD_BELOW(n) \
+  _mm512_cmp_ps_mask(_mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_ps((float)(n)), _CMP_LT_OQ)
+#define RD_KEEP(in, x, other) _mm512_mask_blend_ps(in, other, x)
 #else
 #error "RD_LANES is 8 or 16"
 #endif
@@ -387,6 +405,193 @@ static void RD(rowdot_fp8)(const unsigned char* w, int kDim, int rows, int row0,
   }
 }
 
+/*
+ * Decode's absorbed MLA attention of one query row of one head (LatentAttention.Vec.attend on RD_LANES lanes, op for op:
+ * the same bits), the head's kv_b_proj rows read as BF16 in place: w holds its qk_nope W_UK rows, then its v_head W_UV rows,
+ * rank halves each. q = [q_nope | q_pe]; cache rows [c_j (rank) | k_pe_j (rope)] at stride; sc holds len rounded up to RD_LANES floats,
+ * qLat and oLat rank each.
+ */
+/* (q_latent . c_j + q_pe . k_pe_j) * scale from the latent part's lanes a: LatentAttention.Vec.score. */
+RD_TARGET
+static inline float RD(mla_score)(rd_v a, const float* qLat, const float* row, int rank, const float* qPe, int rope,
+                              float scale) {
+  int rv = rank / RD_LANES * RD_LANES;
+  float s = RD_FOLD(a);
+  for (int k = rv; k < rank; k++) {
+    s = __builtin_fmaf(row[k], qLat[k], s);
+  }
+  const float* pe = row + rank;
+  int pv = rope / RD_LANES * RD_LANES;
+  rd_v b = RD_ZERO();
+  for (int d = 0; d < pv; d += RD_LANES) {
+    b = RD_FMA(RD_LOAD(pe + d), RD_LOAD(qPe + d), b);
+  }
+  float p = RD_FOLD(b);
+  for (int d = pv; d < rope; d++) {
+    p = __builtin_fmaf(pe[d], qPe[d], p);
+  }
+  return (s + p) * scale;
+}
+
+/* p = softmax(sc[0 .. len)) in place: the max exact in any order; exp lane-wise, lanes past len zeroed, the lanes summed
+ * in index order (sc holds len rounded up to RD_LANES floats) */
+RD_TARGET
+static void RD(mla_softmax)(float* sc, int len) {
+  int nPad = (len + RD_LANES - 1) / RD_LANES * RD_LANES;
+  const rd_v ninf = RD_SET1(-__builtin_inff());
+  rd_v vmax = ninf;
+  for (int k = 0; k < nPad; k += RD_LANES) {
+    vmax = RD_MAX(RD_KEEP(RD_BELOW(len - k), RD_LOAD(sc + k), ninf), vmax);
+  }
+  float lanes[RD_LANES];
+  RD_STORE(lanes, vmax);
+  float mx = lanes[0];
+  for (int i = 1; i < RD_LANES; i++) {
+    mx = lanes[i] > mx ? lanes[i] : mx;
+  }
+  rd_v max = RD_SET1(mx);
+  rd_v vsum = RD_ZERO();
+  for (int k = 0; k < nPad; k += RD_LANES) {
+    rd_v e = RD_KEEP(RD_BELOW(len - k), RD_EXP(RD_SUB(RD_LOAD(sc + k), max)), RD_ZERO());
+    RD_STORE(sc + k, e);
+    vsum = RD_ADD(vsum, e);
+  }
+  RD_STORE(lanes, vsum);
+  float sum = 0;
+  for (int i = 0; i < RD_LANES; i++) {
+    sum += lanes[i];
+  }
+  float inv = 1.0f / sum;
+  for (int k = 0; k < len; k++) {
+    sc[k] *= inv;
+  }
+}
+
+/* a0..a3 = the partial dots of rows r, r + ld, r + 2 ld, r + 3 ld (read by LOAD) with x over its first rv
+ * columns: each x vector loaded once for the four rows */
+#define MLA_DOT4(LOAD, r, ld, x, rv, a0, a1, a2, a3)       \
+  do {                                                     \
+    a0 = RD_ZERO();                                        \
+    a1 = a0;                                               \
+    a2 = a0;                                               \
+    a3 = a0;                                               \
+    for (int c_ = 0; c_ < (rv); c_ += RD_LANES) {          \
+      rd_v v_ = RD_LOAD((x) + c_);                         \
+      a0 = RD_FMA(LOAD((r) + c_), v_, a0);                 \
+      a1 = RD_FMA(LOAD((r) + (ld) + c_), v_, a1);          \
+      a2 = RD_FMA(LOAD((r) + 2 * (ld) + c_), v_, a2);      \
+      a3 = RD_FMA(LOAD((r) + 3 * (ld) + c_), v_, a3);      \
+    }                                                      \
+  } while (0)
+
+/* out[e] = W_UV[e] . o_latent for e < vHead, four rows per pass */
+RD_TARGET
+static void RD(mla_uv_out)(const unsigned short* uv, int vHead, int rank, const float* oLat, float* out) {
+  int rv = rank / RD_LANES * RD_LANES;
+  int e = 0;
+  for (; e + 4 <= vHead; e += 4) {
+    const unsigned short* r0 = uv + (size_t)e * rank;
+    rd_v a0, a1, a2, a3;
+    MLA_DOT4(RD_BF16, r0, (size_t)rank, oLat, rv, a0, a1, a2, a3);
+    rd_v acc[4] = {a0, a1, a2, a3};
+    for (int i = 0; i < 4; i++) {
+      const unsigned short* ri = r0 + (size_t)i * rank;
+      float s = RD_FOLD(acc[i]);
+      for (int k = rv; k < rank; k++) {
+        s = __builtin_fmaf(bf16_at(ri + k), oLat[k], s);
+      }
+      out[e + i] = s;
+    }
+  }
+  for (; e < vHead; e++) {
+    const unsigned short* r0 = uv + (size_t)e * rank;
+    rd_v a = RD_ZERO();
+    for (int c = 0; c < rv; c += RD_LANES) {
+      a = RD_FMA(RD_BF16(r0 + c), RD_LOAD(oLat + c), a);
+    }
+    float s = RD_FOLD(a);
+    for (int k = rv; k < rank; k++) {
+      s = __builtin_fmaf(bf16_at(r0 + k), oLat[k], s);
+    }
+    out[e] = s;
+  }
+}
+
+/*
+ * The absorbed attention of one query row for G consecutive heads over one sequence's latent cache, which all heads
+ * share: each block of cache rows is loaded once and used by every head while it sits in L1 (for the scores 4 keys at
+ * a time, for o_latent MLA_AXPY_ROWS rows at a time), so a long cache streams in once per G heads, not once per head.
+ * Head g's kv_b_proj rows start at w + g * (nope + vHead) * rank, its query at q + g * qStride, its output at
+ * out + g * oStride. Each head's arithmetic is the one-head kernel's, step by step, so its bits do not depend on G.
+ * scratch: q_latent [G, rank], o_latent [G, rank], scores [G, ld] with ld = len rounded up to RD_LANES.
+ */
+RD_TARGET
+static void RD(mla_absorbed_bf16)(const unsigned short* w, int G, int nope, int rope, int vHead, int rank,
+                                  float scale, const float* q, int qStride, const float* cache, int stride, int len,
+                                  float* out, int oStride, float* scratch) {
+  int rv = rank / RD_LANES * RD_LANES;
+  size_t headW = (size_t)(nope + vHead) * rank;
+  int ld = (len + RD_LANES - 1) / RD_LANES * RD_LANES;
+  float* qLats = scratch;
+  float* oLats = scratch + (size_t)G * rank;
+  float* scs = oLats + (size_t)G * rank;
+  /* q_latent[c] = sum_d q_nope[d] W_UK[d, c] */
+  for (int g = 0; g < G; g++) {
+    mla_axpy_rows(q + (size_t)g * qStride, nope, w + g * headW, 1, (size_t)rank, rank, qLats + (size_t)g * rank);
+  }
+  /* The group's W_UV rows on their way in while the scores and o_latent run on the cache: read straight after those,
+   * they would otherwise come from DRAM with no work left to hide behind */
+  for (int g = 0; g < G; g++) {
+    const char* uv = (const char*)(w + g * headW + (size_t)nope * rank);
+    for (size_t b = 0; b < (size_t)vHead * rank * sizeof(unsigned short); b += 64) {
+      _mm_prefetch(uv + b, _MM_HINT_T0);
+    }
+  }
+  int j = 0;
+  for (; j + 4 <= len; j += 4) { /* four keys per pass over q_latent, for every head while they sit in L1 */
+    const float* c0 = cache + (size_t)j * stride;
+    for (int g = 0; g < G; g++) {
+      const float* qLat = qLats + (size_t)g * rank;
+      const float* qPe = q + (size_t)g * qStride + nope;
+      float* sc = scs + (size_t)g * ld;
+      rd_v a0, a1, a2, a3;
+      MLA_DOT4(RD_LOAD, c0, (size_t)stride, qLat, rv, a0, a1, a2, a3);
+      sc[j] = RD(mla_score)(a0, qLat, c0, rank, qPe, rope, scale);
+      sc[j + 1] = RD(mla_score)(a1, qLat, c0 + stride, rank, qPe, rope, scale);
+      sc[j + 2] = RD(mla_score)(a2, qLat, c0 + 2 * (size_t)stride, rank, qPe, rope, scale);
+      sc[j + 3] = RD(mla_score)(a3, qLat, c0 + 3 * (size_t)stride, rank, qPe, rope, scale);
+    }
+  }
+  for (; j < len; j++) {
+    const float* c0 = cache + (size_t)j * stride;
+    for (int g = 0; g < G; g++) {
+      const float* qLat = qLats + (size_t)g * rank;
+      rd_v a = RD_ZERO();
+      for (int c = 0; c < rv; c += RD_LANES) {
+        a = RD_FMA(RD_LOAD(c0 + c), RD_LOAD(qLat + c), a);
+      }
+      scs[(size_t)g * ld + j] = RD(mla_score)(a, qLat, c0, rank, q + (size_t)g * qStride + nope, rope, scale);
+    }
+  }
+  for (int g = 0; g < G; g++) {
+    RD(mla_softmax)(scs + (size_t)g * ld, len);
+  }
+  /* o_latent[c] = sum_j p_j c_j[c]: a block of cache rows at a time, through every head */
+  for (int g = 0; g < G; g++) {
+    mla_axpy_zero(rank, oLats + (size_t)g * rank);
+  }
+  for (int r0 = 0; r0 < len; r0 += MLA_AXPY_ROWS) {
+    int r1 = len - r0 < MLA_AXPY_ROWS ? len : r0 + MLA_AXPY_ROWS;
+    for (int g = 0; g < G; g++) {
+      mla_axpy_block(scs + (size_t)g * ld, r0, r1, cache, 0, (size_t)stride, rank, oLats + (size_t)g * rank);
+    }
+  }
+  for (int g = 0; g < G; g++) {
+    RD(mla_uv_out)(w + g * headW + (size_t)nope * rank, vHead, rank, oLats + (size_t)g * rank, out + (size_t)g * oStride);
+  }
+}
+#undef MLA_DOT4
+
 #undef RD_TARGET
 #undef rd_v
 #undef rd_vi
@@ -405,6 +610,14 @@ static void RD(rowdot_fp8)(const unsigned char* w, int kDim, int rows, int row0,
 #undef RD_CVT
 #undef RD_CODES
 #undef RD_FOLD
+#undef RD_BF16
+#undef RD_ADD
+#undef RD_SUB
+#undef RD_MAX
+#undef RD_STORE
+#undef RD_EXP
+#undef RD_BELOW
+#undef RD_KEEP
 #undef RD_CAT_
 #undef RD_CAT
 #undef RD
