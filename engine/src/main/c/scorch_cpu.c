@@ -743,7 +743,8 @@ static inline float rowdot_fold8(__m256 a) {
 /* Sixteen lanes as Lanes.foldTree adds them: i + 8 onto i, then rowdot_fold8. */
 __attribute__((target("avx512f,avx2,fma")))
 static inline float rowdot_fold16(__m512 a) {
-  return rowdot_fold8(_mm256_add_ps(_mm512_castps512_ps256(a), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1))));
+  __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));
+  return rowdot_fold8(_mm256_add_ps(_mm512_castps512_ps256(a), high));
 }
 
 /*
@@ -1103,8 +1104,9 @@ JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_bf16PairsRow
 /*
  * NativeCpu.int4RowDotMapped0: rowdot_int4 on lanes (as bf16RowDotMapped0) over weight rows [row0, row0 + rows), the
  * words read in place at byte byteOffset of map and the scales at scaleByteOffset of scaleMap, into
- * y[i * nDim + yOff + r], under the thread's SIGBUS guard; scratch holds 4 * (wpr + gpr) floats. 0 when read; where a page could not be read (the file shrank; y
- * then partly written), 1 if it was the words', 2 if the scales'. Bounds checked by the Java side.
+ * y[i * nDim + yOff + r], under the thread's SIGBUS guard; scratch holds 4 * (wpr + gpr) floats. 0 when read; where a
+ * page could not be read (the file shrank; y then partly written), 1 if it was the words', 2 if the scales'. Bounds
+ * checked by the Java side.
  */
 JNIEXPORT jint JNICALL Java_dev_scorch_engine_kernels_NativeCpu_int4RowDotMapped0(
     JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint wpr, jint kDim, jint rows, jobject scaleMap,
@@ -1154,8 +1156,8 @@ JNIEXPORT jint JNICALL Java_dev_scorch_engine_kernels_NativeCpu_int4RowDotMapped
 
 /*
  * NativeCpu.fp8RowDotMapped0: rowdot_fp8 on lanes (as bf16RowDotMapped0) over weight rows [row0, row0 + rows) read in
- * place at byte byteOffset of map, into y[i * nDim + yOff + r], under the thread's SIGBUS guard. JNI_TRUE when read; JNI_FALSE where a page could not be
- * read (the file shrank; y then partly written). Bounds checked by the Java side.
+ * place at byte byteOffset of map, into y[i * nDim + yOff + r], under the thread's SIGBUS guard. JNI_TRUE when read;
+ * JNI_FALSE where a page could not be read (the file shrank; y then partly written). Bounds checked by the Java side.
  */
 JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8RowDotMapped0(
     JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint kDim, jint rows, jint row0, jfloatArray scaleInv,
@@ -1197,9 +1199,9 @@ JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8RowDotMap
 
 /*
  * NativeCpu.mlaAbsorbedBf16Mapped0: mla_absorbed_bf16 on lanes (as bf16RowDotMapped0) for G consecutive heads, their
- * kv_b_proj rows read in place from byte byteOffset of map, under the thread's SIGBUS guard; q and out at qOff and oOff, qStride and oStride floats a
- * head; scratch as mla_absorbed_bf16 takes it. JNI_TRUE when read; JNI_FALSE where a page could not be read (the file
- * shrank). Bounds checked by the Java side.
+ * kv_b_proj rows read in place from byte byteOffset of map, under the thread's SIGBUS guard; q and out at qOff and
+ * oOff, qStride and oStride floats a head; scratch as mla_absorbed_bf16 takes it. JNI_TRUE when read; JNI_FALSE where a
+ * page could not be read (the file shrank). Bounds checked by the Java side.
  */
 JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_mlaAbsorbedBf16Mapped0(
     JNIEnv* env, jclass cls, jobject map, jlong byteOffset, jint heads, jint nope, jint rope, jint vHead, jint rank,

@@ -52,14 +52,16 @@
 #define RD_CVT(v) _mm512_cvtepi32_ps(v)
 #define RD_CODES(s) _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(s))) /* 16 codes, sign-extended */
 #define RD_FOLD(a) rowdot_fold16(a)
-#define RD_BF16(p) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(p))), 16))
+#define RD_BF16(p) \
+  _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(p))), 16))
 #define RD_ADD(a, b) _mm512_add_ps(a, b)
 #define RD_SUB(a, b) _mm512_sub_ps(a, b)
 #define RD_MAX(a, b) _mm512_max_ps(a, b)
 #define RD_STORE(p, v) _mm512_storeu_ps(p, v)
 #define RD_EXP(v) exp512(v)
-#define RD_BELOW(n) \
-  _mm512_cmp_ps_mask(_mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_ps((float)(n)), _CMP_LT_OQ)
+#define RD_BELOW(n)                                                                                              \
+  _mm512_cmp_ps_mask(_mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_ps((float)(n)), \
+                     _CMP_LT_OQ)
 #define RD_KEEP(in, x, other) _mm512_mask_blend_ps(in, other, x)
 #else
 #error "RD_LANES is 8 or 16"
