@@ -101,11 +101,11 @@ public final class RowDotGemm {
             switch (paths[i]) {
                 case BF16 -> bf16Fp32Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, block4x4, nativeRowDot, s);
                 case BF16_PARTS -> {
-                    if (!bf16PairsRowsNative(xp[i], parts, gm[i], gw[i], gy[i], r0, r1)) {
+                    if (!bf16RowsNative(null, null, xp[i], parts, gm[i], gw[i], gy[i], r0, r1)) {
                         // A task a mapping border cuts: row by row, each in place where it lies whole in one mapping,
                         // else in fp32 (which rows those are depends on the file alone, not on the task's bounds).
                         for (int r = r0; r < r1; r++) {
-                            if (!bf16PairsRowsNative(xp[i], parts, gm[i], gw[i], gy[i], r, r + 1)) {
+                            if (!bf16RowsNative(null, null, xp[i], parts, gm[i], gw[i], gy[i], r, r + 1)) {
                                 bf16Fp32Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r, r + 1, block4x4, nativeRowDot, s);
                             }
                         }
@@ -339,10 +339,12 @@ public final class RowDotGemm {
     // ---------------------------------------------------------------------------------------------------- BF16
 
     /**
-     * Rows [r0, r1) by the native row-dot, reading the weights in place (the bits of {@link #bf16Rows}); false
-     * (nothing done) where they do not lie whole in one mapping, and the Java blocks take them.
+     * Rows [r0, r1) by a native row-dot, reading the weights in place: with parts 0, the fp32 one (the bits of {@link
+     * #bf16Rows}) against xs and x; else the bf16 one against xp (x as {@link NativeCpu#splitPairs} split it into
+     * parts). False (nothing done) where they do not lie whole in one mapping.
      */
-    private static boolean bf16RowsNative(float[] xs, float[] x, int m, Linear w, float[] y, int r0, int r1) {
+    private static boolean bf16RowsNative(
+            float[] xs, float[] x, int[] xp, int parts, int m, Linear w, float[] y, int r0, int r1) {
         int kDim = w.in();
         long n = (long) (r1 - r0) * kDim;
         if (m == 0 || r1 <= r0) {
@@ -356,7 +358,10 @@ public final class RowDotGemm {
             return false;
         }
         long at = w.rawMappedAt(r0, 0, (int) n);
-        if (!NativeCpu.bf16RowDotMapped(map, at, kDim, r1 - r0, xs, x, m, y, r0, w.out())) {
+        boolean read = parts == 0
+                ? NativeCpu.bf16RowDotMapped(map, at, kDim, r1 - r0, xs, x, m, y, r0, w.out())
+                : NativeCpu.bf16PairsRowDotMapped(map, at, kDim, r1 - r0, xp, parts, m, y, r0, w.out());
+        if (!read) {
             throw w.rawMappingFault(r0, 0, n);
         }
         return true;
@@ -374,33 +379,9 @@ public final class RowDotGemm {
             boolean block4x4,
             boolean nativeRowDot,
             Scratch s) {
-        if (!nativeRowDot || !bf16RowsNative(xs, x, m, w, y, r0, r1)) {
+        if (!nativeRowDot || !bf16RowsNative(xs, x, null, 0, m, w, y, r0, r1)) {
             bf16Rows(xs, x, m, w, y, r0, r1, block4x4, s);
         }
-    }
-
-    /**
-     * Rows [r0, r1) in bf16 parts (xp: x as {@link NativeCpu#splitPairs} split it), read in place; false (nothing done)
-     * where they do not lie whole in one mapping.
-     */
-    private static boolean bf16PairsRowsNative(int[] xp, int parts, int m, Linear w, float[] y, int r0, int r1) {
-        int kDim = w.in();
-        long n = (long) (r1 - r0) * kDim;
-        if (m == 0 || r1 <= r0) {
-            return true;
-        }
-        if (2 * n > Integer.MAX_VALUE) {
-            return false;
-        }
-        java.nio.MappedByteBuffer map = w.rawMapping(r0, 0, (int) n);
-        if (map == null) {
-            return false;
-        }
-        long at = w.rawMappedAt(r0, 0, (int) n);
-        if (!NativeCpu.bf16PairsRowDotMapped(map, at, kDim, r1 - r0, xp, parts, m, y, r0, w.out())) {
-            throw w.rawMappingFault(r0, 0, n);
-        }
-        return true;
     }
 
     private static void bf16Rows(

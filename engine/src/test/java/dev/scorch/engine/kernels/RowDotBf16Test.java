@@ -22,7 +22,7 @@ import org.junit.jupiter.api.io.TempDir;
  * decode stays fp32: KernelSelectionTest).
  */
 class RowDotBf16Test {
-    static final CpuPrecision[] MODES = {CpuPrecision.BF16X3, CpuPrecision.BF16X2, CpuPrecision.BF16};
+    static final CpuPrecision[] MODES = Bf16GemmTest.MODES;
 
     /** {M, N, K}: K = 2 (one pair, all tail), tails of 1 and 15 pairs, whole steps; N and M around their blocks. */
     static final int[][] SHAPES = {
