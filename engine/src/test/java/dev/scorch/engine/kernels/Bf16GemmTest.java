@@ -77,6 +77,11 @@ class Bf16GemmTest {
     }
 
     Linear bf16(float[] w, int out, int in) throws IOException {
+        return bf16(dir, w, out, in);
+    }
+
+    /** A BF16 weight [out, in] of w (rounded to bf16), in a file of its own in dir. */
+    static Linear bf16(Path dir, float[] w, int out, int in) throws IOException {
         SafetensorsWriter sw = new SafetensorsWriter();
         sw.addFloats("w", DType.BF16, new long[] {out, in}, w);
         Path f = dir.resolve("bf16-" + out + "x" + in + "-" + w.hashCode() + ".safetensors");

@@ -4,9 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
-import dev.scorch.engine.checkpoint.DType;
-import dev.scorch.engine.checkpoint.SafetensorsFile;
-import dev.scorch.engine.checkpoint.SafetensorsWriter;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.Random;
@@ -46,11 +43,7 @@ class RowDotBf16Test {
     }
 
     Linear bf16(float[] w, int out, int in) throws IOException {
-        SafetensorsWriter sw = new SafetensorsWriter();
-        sw.addFloats("w", DType.BF16, new long[] {out, in}, w);
-        Path f = dir.resolve("w-" + out + "x" + in + "-" + w.hashCode() + ".safetensors");
-        sw.write(f);
-        return new Linear(SafetensorsFile.open(f).tensor("w"));
+        return Bf16GemmTest.bf16(dir, w, out, in);
     }
 
     static float[] decode(float[] x, int m, Linear w, CpuPrecision p, int threads) {
