@@ -499,9 +499,9 @@ public record KernelSelection(
     }
 
     /**
-     * {"prefill_gemm": {"impl", "kernel", "reason"}, "cpu_precision", "decode_gemm", "decode_precision", "bf16_decoder", "fp8_decoder", "int4_decoder",
-     * "attention", "vector_math", "cuda_experts", "gemm_nr", "native_library", "inputs": {"jdk", "vector_lanes", "os",
-     * "arch", "properties"}}.
+     * {"prefill_gemm": {"impl", "kernel", "reason"}, "cpu_precision", "decode_gemm", "decode_precision",
+     * "bf16_decoder", "fp8_decoder", "int4_decoder", "attention", "vector_math", "cuda_experts", "gemm_nr",
+     * "native_library", "inputs": {"jdk", "vector_lanes", "os", "arch", "properties"}}.
      */
     public ObjectNode toJson() {
         ObjectNode o = new ObjectMapper().createObjectNode();

@@ -126,11 +126,11 @@ public final class LatentAttention {
     }
 
     /**
-     * As {@link #head} then {@link #attendVector} for heads h0 .. h0 + heads - 1, with the same bits (the JVM's lanes) for every
-     * head whatever the count, but their rows of a BF16 kvBProj read in place by the native kernel (no fp32 copy) and
-     * the cache read once for all of them: q[qOff ..] holds their queries one after another (q_head floats each), out
-     * [oOff ..] receives their outputs (v_head each). shape gives the dimensions (its weights are not read). False,
-     * nothing done, where the heads' rows cross a mapping border (the caller takes another way).
+     * As {@link #head} then {@link #attendVector} for heads h0 .. h0 + heads - 1, with the same bits (the JVM's lanes)
+     * for every head whatever the count, but their rows of a BF16 kvBProj read in place by the native kernel (no fp32
+     * copy) and the cache read once for all of them: q[qOff ..] holds their queries one after another (q_head floats
+     * each), out [oOff ..] receives their outputs (v_head each). shape gives the dimensions (its weights are not read).
+     * False, nothing done, where the heads' rows cross a mapping border (the caller takes another way).
      */
     public static boolean attendInPlace(
             Linear kvBProj,

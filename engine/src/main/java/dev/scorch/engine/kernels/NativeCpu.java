@@ -453,11 +453,11 @@ public final class NativeCpu {
     }
 
     /**
-     * Decode's row-dot over BF16 weight rows [row0, row0 + rows) read in place (see {@code rowdot_bf16} in scorch_decode.h;
-     * RowDotGemm's bits on its vector width, {@link #rowDotLanes}): y[i·nDim + yOff + r] = x row i · weight row row0 + r for i &lt; m, the rows'
-     * raw pairs from byte byteOffset of map, xs x split into even and odd elements per row as RowDotGemm splits it. False
-     * where a page of the range could not be read (the file shrank under its mapping; y then holds part of the outputs):
-     * the caller throws naming the file.
+     * Decode's row-dot over BF16 weight rows [row0, row0 + rows) read in place (see {@code rowdot_bf16} in
+     * scorch_decode.h; RowDotGemm's bits on its vector width, {@link #rowDotLanes}): y[i·nDim + yOff + r] = x row i ·
+     * weight row row0 + r for i &lt; m, the rows' raw pairs from byte byteOffset of map, xs x split into even and odd
+     * elements per row as RowDotGemm splits it. False where a page of the range could not be read (the file shrank
+     * under its mapping; y then holds part of the outputs): the caller throws naming the file.
      */
     static boolean bf16RowDotMapped(
             java.nio.MappedByteBuffer map,
@@ -497,12 +497,12 @@ public final class NativeCpu {
     }
 
     /**
-     * Decode's row-dot over INT4 weight rows [row0, row0 + rows) read in place (see {@code rowdot_int4} in scorch_decode.h;
-     * RowDotGemm's bits on its vector width, {@link #rowDotLanes}): the rows' packed words (wpr a row) from byte byteOffset of map, their group
-     * scales (gpr a row, scaleType BF16, F16 or F32) from byte scaleByteOffset of scaleMap; xs x split by phase as
-     * RowDotGemm splits it; scratch at least 4·(wpr + gpr) floats. 0 when read; where a page could not be read (the file
-     * shrank under its mapping; y then holds part of the outputs), 1 if it was the words', 2 if the scales': the caller
-     * throws naming the file.
+     * Decode's row-dot over INT4 weight rows [row0, row0 + rows) read in place (see {@code rowdot_int4} in
+     * scorch_decode.h; RowDotGemm's bits on its vector width, {@link #rowDotLanes}): the rows' packed words (wpr a row)
+     * from byte byteOffset of map, their group scales (gpr a row, scaleType BF16, F16 or F32) from byte scaleByteOffset
+     * of scaleMap; xs x split by phase as RowDotGemm splits it; scratch at least 4·(wpr + gpr) floats. 0 when read;
+     * where a page could not be read (the file shrank under its mapping; y then holds part of the outputs), 1 if it was
+     * the words', 2 if the scales': the caller throws naming the file.
      */
     static int int4RowDotMapped(
             java.nio.MappedByteBuffer map,
@@ -572,10 +572,11 @@ public final class NativeCpu {
     }
 
     /**
-     * Decode's row-dot over FP8 weight rows [row0, row0 + rows) read in place (see {@code rowdot_fp8} in scorch_decode.h;
-     * RowDotGemm's bits on its vector width, {@link #rowDotLanes}): the rows' codes from byte byteOffset of map; scaleInv the weight's
-     * weight_scale_inv in fp32 (scaleCols a row, blockRows × bc weights a block, bc a multiple of 8). False where a page
-     * of the range could not be read (the file shrank under its mapping; y then holds part of the outputs).
+     * Decode's row-dot over FP8 weight rows [row0, row0 + rows) read in place (see {@code rowdot_fp8} in
+     * scorch_decode.h; RowDotGemm's bits on its vector width, {@link #rowDotLanes}): the rows' codes from byte
+     * byteOffset of map; scaleInv the weight's weight_scale_inv in fp32 (scaleCols a row, blockRows × bc weights a
+     * block, bc a multiple of 8). False where a page of the range could not be read (the file shrank under its mapping;
+     * y then holds part of the outputs).
      */
     static boolean fp8RowDotMapped(
             java.nio.MappedByteBuffer map,
