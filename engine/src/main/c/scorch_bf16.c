@@ -324,22 +324,12 @@ void scorch_split_pairs(const float* x, int m, int kDim, int P, int32_t* xp) {
   }
 }
 
-/* Sixteen lanes as Lanes.foldTree adds them (i + 8, i + 4, i + 2, i + 1 onto i). */
-__attribute__((target("avx512f")))
-static inline float fold16(__m512 a) {
-  __m256 h = _mm256_add_ps(_mm512_castps512_ps256(a), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-  return _mm_cvtss_f32(s);
-}
-
 #define PAIRS_AHEAD 8192 /* as the fp32 row-dots' ROWDOT_AHEAD */
 #define DP(acc, xq, wv) acc = _mm512_dpbf16_ps(acc, (__m512bh)(xq), (__m512bh)(wv))
 
 /*
  * The row-dot of one P: per output one accumulator, 16 pairs a step, part 0 then 1 then 2 into it (the last step's
- * pairs past K / 2 masked to zero); its lanes by fold16. Four weight rows against two rows of x, the x row left over
+ * pairs past K / 2 masked to zero); its lanes by rowdot_fold16. Four weight rows against two rows of x, the x row left over
  * against the four alone, a last block of fewer weight rows one output at a time: blocks change no output's operations.
  */
 __attribute__((target("avx512f,avx512bf16"), always_inline))
@@ -378,14 +368,14 @@ static inline void rowdot_pairs(const unsigned char* w, int kDim, int rows, cons
         }
       }
       float* yr = y + (size_t)i * nDim;
-      yr[0] = fold16(a00);
-      yr[1] = fold16(a10);
-      yr[2] = fold16(a20);
-      yr[3] = fold16(a30);
-      yr[nDim] = fold16(a01);
-      yr[nDim + 1] = fold16(a11);
-      yr[nDim + 2] = fold16(a21);
-      yr[nDim + 3] = fold16(a31);
+      yr[0] = rowdot_fold16(a00);
+      yr[1] = rowdot_fold16(a10);
+      yr[2] = rowdot_fold16(a20);
+      yr[3] = rowdot_fold16(a30);
+      yr[nDim] = rowdot_fold16(a01);
+      yr[nDim + 1] = rowdot_fold16(a11);
+      yr[nDim + 2] = rowdot_fold16(a21);
+      yr[nDim + 3] = rowdot_fold16(a31);
     }
     for (; i < m; i++) {
       const int32_t* x0 = xp + (size_t)i * P * hp;
@@ -404,10 +394,10 @@ static inline void rowdot_pairs(const unsigned char* w, int kDim, int rows, cons
         }
       }
       float* yr = y + (size_t)i * nDim;
-      yr[0] = fold16(a0);
-      yr[1] = fold16(a1);
-      yr[2] = fold16(a2);
-      yr[3] = fold16(a3);
+      yr[0] = rowdot_fold16(a0);
+      yr[1] = rowdot_fold16(a1);
+      yr[2] = rowdot_fold16(a2);
+      yr[3] = rowdot_fold16(a3);
     }
   }
   for (; r < rows; r++, w += rowBytes, y++) {
@@ -420,7 +410,7 @@ static inline void rowdot_pairs(const unsigned char* w, int kDim, int rows, cons
           DP(a, _mm512_loadu_si512(x0 + (size_t)q * hp + t), w0);
         }
       }
-      y[(size_t)i * nDim] = fold16(a);
+      y[(size_t)i * nDim] = rowdot_fold16(a);
     }
   }
 #undef WP

@@ -418,10 +418,31 @@ struct mapped_read_guard {
   sigjmp_buf jump;
   sigset_t mask; /* the thread's signal mask when it faulted, restored after the jump (the handler's adds to it) */
   const void* volatile addr; /* the address that faulted (for a decoder that reads two mappings: which one) */
+  int faulted;               /* set by GUARDED_READ */
 };
 
 /* Initial-exec: the handler reads it without the lazy allocation a dlopened library's TLS may otherwise take. */
 static __thread struct mapped_read_guard* volatile guard __attribute__((tls_model("initial-exec")));
+
+/*
+ * Runs the statements READ with the thread's SIGBUS guard set; g.faulted is then 0, or 1 where a page could not be read
+ * (g.addr the address). A macro, not a function: sigsetjmp's frame must stay live while READ runs.
+ */
+#define GUARDED_READ(g, ...)                                                                                          \
+  do {                                                                                                                \
+    (g).addr = NULL;                                                                                                  \
+    if (sigsetjmp((g).jump, 0) == 0) {                                                                                \
+      guard = &(g);                                                                                                   \
+      __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the guard is set before the first read, cleared after the last */   \
+      __VA_ARGS__                                                                                                     \
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);                                                                        \
+      guard = NULL;                                                                                                   \
+      (g).faulted = 0;                                                                                                \
+    } else {                                                                                                          \
+      pthread_sigmask(SIG_SETMASK, &(g).mask, NULL);                                                                  \
+      (g).faulted = 1;                                                                                                \
+    }                                                                                                                 \
+  } while (0)
 static struct sigaction previous_sigbus;
 static int sigbus_guarded;
 
@@ -564,19 +585,11 @@ JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_bf16RowsMapp
     return JNI_FALSE;
   }
   struct mapped_read_guard g;
-  jboolean read = JNI_TRUE;
-  if (sigsetjmp(g.jump, 0) == 0) {
-    guard = &g;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the guard is set before the first read, cleared after the last */
+  GUARDED_READ(g, {
     (has_avx512 ? decode_bf16_512 : decode_bf16)((const unsigned short*)(pm + byteOffset), srcStride, rows, n, pd);
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    guard = NULL;
-  } else {
-    pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
-    read = JNI_FALSE;
-  }
+  });
   (*env)->ReleasePrimitiveArrayCritical(env, dst, pd, 0);
-  return read;
+  return g.faulted ? JNI_FALSE : JNI_TRUE;
 }
 
 JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8RowsMapped0(
@@ -592,15 +605,11 @@ JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8RowsMappe
   jboolean read = JNI_FALSE;
   if (pd) {
     struct mapped_read_guard g;
-    if (sigsetjmp(g.jump, 0) == 0) {
-      guard = &g;
-      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    GUARDED_READ(g, {
       (has_avx512 ? decode_fp8_512 : decode_fp8)(pm + byteOffset, srcStride, rows, n, psc, blocksPerRow, lead, bc, pd);
-      __atomic_signal_fence(__ATOMIC_SEQ_CST);
-      guard = NULL;
+    });
+    if (!g.faulted) {
       read = JNI_TRUE;
-    } else {
-      pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
     }
     (*env)->ReleasePrimitiveArrayCritical(env, dst, pd, 0);
   }
@@ -692,16 +701,11 @@ JNIEXPORT jint JNICALL Java_dev_scorch_engine_kernels_NativeCpu_int4RowsMapped0(
   jint fault = 0;
   if (pd) {
     struct mapped_read_guard g;
-    g.addr = NULL;
-    if (sigsetjmp(g.jump, 0) == 0) {
-      guard = &g;
-      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    GUARDED_READ(g, {
       scales_from(scales, scaleType, scalesPerRow, rows, need, psc);
       (has_avx512 ? decode_int4_512 : decode_int4)(pm + byteOffset, srcStride, rows, n, psc, need, lead, group, pd);
-      __atomic_signal_fence(__ATOMIC_SEQ_CST);
-      guard = NULL;
-    } else {
-      pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
+    });
+    if (g.faulted) {
       const unsigned char* at = g.addr;
       fault = rows > 0 && at >= scales && at < scales + scaleBytes ? 2 : 1;
     }
@@ -729,22 +733,6 @@ JNIEXPORT void JNICALL Java_dev_scorch_engine_kernels_NativeCpu_transposeTile0(
   }
   scorch_transpose_tile(px + xOff, rows, kDim, kDim, mr, pxt + xtOff);
   (*env)->ReleasePrimitiveArrayCritical(env, x, px, JNI_ABORT);
-}
-
-/* Eight lanes as Lanes.foldTree adds them. */
-__attribute__((target("avx2,fma")))
-static inline float rowdot_fold8(__m256 a) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1)); /* lanes i + 4 onto i */
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                         /* i + 2 onto i */
-  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));                                     /* 1 onto 0 */
-  return _mm_cvtss_f32(s);
-}
-
-/* Sixteen lanes as Lanes.foldTree adds them: i + 8 onto i, then rowdot_fold8. */
-__attribute__((target("avx512f,avx2,fma")))
-static inline float rowdot_fold16(__m512 a) {
-  __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));
-  return rowdot_fold8(_mm256_add_ps(_mm512_castps512_ps256(a), high));
 }
 
 /*
@@ -1039,19 +1027,15 @@ JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_bf16RowDotMa
   jboolean read = JNI_FALSE;
   if (py) {
     struct mapped_read_guard g;
-    if (sigsetjmp(g.jump, 0) == 0) {
-      guard = &g;
-      __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the guard is set before the first read, cleared after the last */
+    GUARDED_READ(g, {
       if (lanes == 16) {
         rowdot_bf16_16(pm + byteOffset, kDim, rows, pxs, px, m, py + yOff, nDim);
       } else {
         rowdot_bf16_8(pm + byteOffset, kDim, rows, pxs, px, m, py + yOff, nDim);
       }
-      __atomic_signal_fence(__ATOMIC_SEQ_CST);
-      guard = NULL;
+    });
+    if (!g.faulted) {
       read = JNI_TRUE;
-    } else {
-      pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
     }
     (*env)->ReleasePrimitiveArrayCritical(env, y, py, 0);
   }
@@ -1082,15 +1066,11 @@ JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_bf16PairsRow
   jboolean read = JNI_FALSE;
   if (py) {
     struct mapped_read_guard g;
-    if (sigsetjmp(g.jump, 0) == 0) {
-      guard = &g;
-      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    GUARDED_READ(g, {
       scorch_rowdot_bf16_pairs(pm + byteOffset, kDim, rows, pxp, parts, m, py + yOff, nDim);
-      __atomic_signal_fence(__ATOMIC_SEQ_CST);
-      guard = NULL;
+    });
+    if (!g.faulted) {
       read = JNI_TRUE;
-    } else {
-      pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
     }
     (*env)->ReleasePrimitiveArrayCritical(env, y, py, 0);
   }
@@ -1127,19 +1107,14 @@ JNIEXPORT jint JNICALL Java_dev_scorch_engine_kernels_NativeCpu_int4RowDotMapped
   jint fault = 0;
   if (py) {
     struct mapped_read_guard g;
-    g.addr = NULL;
-    if (sigsetjmp(g.jump, 0) == 0) {
-      guard = &g;
-      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    GUARDED_READ(g, {
       if (lanes == 16) {
         rowdot_int4_16(pm + byteOffset, wpr, kDim, rows, scales, scaleType, gpr, group, pxs, px, m, py + yOff, nDim, psc);
       } else {
         rowdot_int4_8(pm + byteOffset, wpr, kDim, rows, scales, scaleType, gpr, group, pxs, px, m, py + yOff, nDim, psc);
       }
-      __atomic_signal_fence(__ATOMIC_SEQ_CST);
-      guard = NULL;
-    } else {
-      pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
+    });
+    if (g.faulted) {
       const unsigned char* at = g.addr;
       fault = rows > 0 && at >= scales && at < scales + scaleBytes ? 2 : 1;
     }
@@ -1173,19 +1148,15 @@ JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_fp8RowDotMap
   jboolean read = JNI_FALSE;
   if (py) {
     struct mapped_read_guard g;
-    if (sigsetjmp(g.jump, 0) == 0) {
-      guard = &g;
-      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    GUARDED_READ(g, {
       if (lanes == 16) {
         rowdot_fp8_16(pm + byteOffset, kDim, rows, row0, psc, scaleCols, blockRows, bc, px, m, py + yOff, nDim);
       } else {
         rowdot_fp8_8(pm + byteOffset, kDim, rows, row0, psc, scaleCols, blockRows, bc, px, m, py + yOff, nDim);
       }
-      __atomic_signal_fence(__ATOMIC_SEQ_CST);
-      guard = NULL;
+    });
+    if (!g.faulted) {
       read = JNI_TRUE;
-    } else {
-      pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
     }
     (*env)->ReleasePrimitiveArrayCritical(env, y, py, 0);
   }
@@ -1219,9 +1190,7 @@ JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_mlaAbsorbedB
   jboolean read = JNI_FALSE;
   if (ps) {
     struct mapped_read_guard g;
-    if (sigsetjmp(g.jump, 0) == 0) {
-      guard = &g;
-      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    GUARDED_READ(g, {
       if (lanes == 16) {
         mla_absorbed_bf16_16((const unsigned short*)(pm + byteOffset), heads, nope, rope, vHead, rank, scale, pq + qOff,
                              qStride, pc, stride, len, po + oOff, oStride, ps);
@@ -1229,11 +1198,9 @@ JNIEXPORT jboolean JNICALL Java_dev_scorch_engine_kernels_NativeCpu_mlaAbsorbedB
         mla_absorbed_bf16_8((const unsigned short*)(pm + byteOffset), heads, nope, rope, vHead, rank, scale, pq + qOff,
                             qStride, pc, stride, len, po + oOff, oStride, ps);
       }
-      __atomic_signal_fence(__ATOMIC_SEQ_CST);
-      guard = NULL;
+    });
+    if (!g.faulted) {
       read = JNI_TRUE;
-    } else {
-      pthread_sigmask(SIG_SETMASK, &g.mask, NULL);
     }
     (*env)->ReleasePrimitiveArrayCritical(env, scratch, ps, 0);
   }

@@ -99,14 +99,14 @@ public final class RowDotGemm {
             int r1 = Math.min(gw[i].out(), r0 + perTask[i] * NR);
             Scratch s = SCRATCH.get();
             switch (paths[i]) {
-                case BF16 -> bf16Fp32Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, block4x4, nativeRowDot, s);
+                case BF16 -> bf16Fp32Rows(i, r0, r1, s);
                 case BF16_PARTS -> {
-                    if (!bf16RowsNative(null, null, xp[i], parts, gm[i], gw[i], gy[i], r0, r1)) {
+                    if (!bf16RowsNative(i, r0, r1, parts)) {
                         // A task a mapping border cuts: row by row, each in place where it lies whole in one mapping,
                         // else in fp32 (which rows those are depends on the file alone, not on the task's bounds).
                         for (int r = r0; r < r1; r++) {
-                            if (!bf16RowsNative(null, null, xp[i], parts, gm[i], gw[i], gy[i], r, r + 1)) {
-                                bf16Fp32Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r, r + 1, block4x4, nativeRowDot, s);
+                            if (!bf16RowsNative(i, r, r + 1, parts)) {
+                                bf16Fp32Rows(i, r, r + 1, s);
                             }
                         }
                     }
@@ -123,6 +123,43 @@ public final class RowDotGemm {
                 }
                 default -> genericRows(gx[i], gm[i], gw[i], gy[i], r0, r1, s);
             }
+        }
+
+        /** Member i's BF16 rows [r0, r1) in fp32: the native row-dot where it runs and they lie in one mapping, else Java. */
+        private void bf16Fp32Rows(int i, int r0, int r1, Scratch s) {
+            if (!nativeRowDot || !bf16RowsNative(i, r0, r1, 0)) {
+                bf16Rows(xs[i], gx[i], gm[i], gw[i], gy[i], r0, r1, block4x4, s);
+            }
+        }
+
+        /**
+         * Member i's BF16 rows [r0, r1) by a native row-dot reading the weights in place: with parts 0 the fp32 one (the
+         * bits of {@link #bf16Rows}) against xs and x, else the bf16 one against xp. False (nothing done) where they do
+         * not lie whole in one mapping.
+         */
+        private boolean bf16RowsNative(int i, int r0, int r1, int parts) {
+            Linear w = gw[i];
+            int m = gm[i];
+            int kDim = w.in();
+            long n = (long) (r1 - r0) * kDim;
+            if (m == 0 || r1 <= r0) {
+                return true;
+            }
+            if (2 * n > Integer.MAX_VALUE) {
+                return false;
+            }
+            java.nio.MappedByteBuffer map = w.rawMapping(r0, 0, (int) n);
+            if (map == null) {
+                return false;
+            }
+            long at = w.rawMappedAt(r0, 0, (int) n);
+            boolean read = parts == 0
+                    ? NativeCpu.bf16RowDotMapped(map, at, kDim, r1 - r0, xs[i], gx[i], m, gy[i], r0, w.out())
+                    : NativeCpu.bf16PairsRowDotMapped(map, at, kDim, r1 - r0, xp[i], parts, m, gy[i], r0, w.out());
+            if (!read) {
+                throw w.rawMappingFault(r0, 0, n);
+            }
+            return true;
         }
 
         void plan(int g) {
@@ -337,52 +374,6 @@ public final class RowDotGemm {
     }
 
     // ---------------------------------------------------------------------------------------------------- BF16
-
-    /**
-     * Rows [r0, r1) by a native row-dot, reading the weights in place: with parts 0, the fp32 one (the bits of {@link
-     * #bf16Rows}) against xs and x; else the bf16 one against xp (x as {@link NativeCpu#splitPairs} split it into
-     * parts). False (nothing done) where they do not lie whole in one mapping.
-     */
-    private static boolean bf16RowsNative(
-            float[] xs, float[] x, int[] xp, int parts, int m, Linear w, float[] y, int r0, int r1) {
-        int kDim = w.in();
-        long n = (long) (r1 - r0) * kDim;
-        if (m == 0 || r1 <= r0) {
-            return true;
-        }
-        if (2 * n > Integer.MAX_VALUE) {
-            return false;
-        }
-        java.nio.MappedByteBuffer map = w.rawMapping(r0, 0, (int) n);
-        if (map == null) {
-            return false;
-        }
-        long at = w.rawMappedAt(r0, 0, (int) n);
-        boolean read = parts == 0
-                ? NativeCpu.bf16RowDotMapped(map, at, kDim, r1 - r0, xs, x, m, y, r0, w.out())
-                : NativeCpu.bf16PairsRowDotMapped(map, at, kDim, r1 - r0, xp, parts, m, y, r0, w.out());
-        if (!read) {
-            throw w.rawMappingFault(r0, 0, n);
-        }
-        return true;
-    }
-
-    /** Rows [r0, r1) in fp32: the native row-dot where it runs and they lie in one mapping, else the Java blocks. */
-    private static void bf16Fp32Rows(
-            float[] xs,
-            float[] x,
-            int m,
-            Linear w,
-            float[] y,
-            int r0,
-            int r1,
-            boolean block4x4,
-            boolean nativeRowDot,
-            Scratch s) {
-        if (!nativeRowDot || !bf16RowsNative(xs, x, null, 0, m, w, y, r0, r1)) {
-            bf16Rows(xs, x, m, w, y, r0, r1, block4x4, s);
-        }
-    }
 
     private static void bf16Rows(
             float[] xs, float[] x, int m, Linear w, float[] y, int r0, int r1, boolean block4x4, Scratch s) {

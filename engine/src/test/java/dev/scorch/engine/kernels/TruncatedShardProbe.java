@@ -77,6 +77,12 @@ public final class TruncatedShardProbe {
             float[] y = new float[64];
             System.out.println(
                     "rowdot-bf16-past-end=" + NativeCpu.bf16RowDotMapped(map, 65536, 256, 64, x, x, 1, y, 0, 64));
+            if (NativeCpu.bf16()) { // the bf16-parts row-dot (decode in a bf16 precision) reads the same way
+                int[] xp = new int[3 * NativeCpu.pairsStride(256)];
+                NativeCpu.splitPairs(x, 1, 256, 3, xp);
+                System.out.println("rowdot-bf16-pairs-past-end="
+                        + NativeCpu.bf16PairsRowDotMapped(map, 65536, 256, 64, xp, 3, 1, y, 0, 64));
+            }
             System.out.println("rowdot-fp8-past-end="
                     + NativeCpu.fp8RowDotMapped(map, 65536, 256, 64, 0, scales, 2, 1, 128, x, 1, y, 0, 64));
             float[] rowScratch = new float[4 * (32 + 8)];

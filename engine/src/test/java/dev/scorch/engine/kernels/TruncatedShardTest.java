@@ -70,6 +70,9 @@ class TruncatedShardTest {
                 assertEquals("1", value(out, "int4-words-past-end"), "the INT4 decoder's words: " + out);
                 assertEquals("2", value(out, "int4-scales-past-end"), "the INT4 decoder's scales: " + out);
                 assertEquals("false", value(out, "rowdot-bf16-past-end"), out);
+                if (NativeCpu.bf16()) {
+                    assertEquals("false", value(out, "rowdot-bf16-pairs-past-end"), out);
+                }
                 assertEquals("false", value(out, "rowdot-fp8-past-end"), out);
                 assertEquals("1", value(out, "rowdot-int4-words-past-end"), "the INT4 row-dot's words: " + out);
                 assertEquals("2", value(out, "rowdot-int4-scales-past-end"), "the INT4 row-dot's scales: " + out);
